@@ -10,11 +10,31 @@ from transformer_ref.attention import (
     scaled_dot_product_attention,
     softmax,
 )
+from transformer_ref.blocks import DecoderBlock, EncoderBlock
+from transformer_ref.ffn import FeedForward
 from transformer_ref.masks import (
     causal_mask,
     combine_masks,
     padding_mask_from_ids,
     padding_mask_from_lengths,
+)
+from transformer_ref.mha import LayerKVCache, MultiHeadAttention
+from transformer_ref.models import (
+    GPT,
+    Decoder,
+    Encoder,
+    GPTConfig,
+    KVCache,
+    Transformer,
+    TransformerConfig,
+)
+from transformer_ref.norms import LayerNorm, RMSNorm, layer_norm, rms_norm
+from transformer_ref.positional import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEmbedding,
+    apply_rope,
+    sinusoidal_encoding,
 )
 
 __all__ = [
@@ -27,4 +47,25 @@ __all__ = [
     "padding_mask_from_lengths",
     "padding_mask_from_ids",
     "combine_masks",
+    "layer_norm",
+    "rms_norm",
+    "LayerNorm",
+    "RMSNorm",
+    "FeedForward",
+    "sinusoidal_encoding",
+    "SinusoidalPositionalEmbedding",
+    "LearnedPositionalEmbedding",
+    "RotaryEmbedding",
+    "apply_rope",
+    "MultiHeadAttention",
+    "LayerKVCache",
+    "EncoderBlock",
+    "DecoderBlock",
+    "Encoder",
+    "Decoder",
+    "KVCache",
+    "GPTConfig",
+    "GPT",
+    "TransformerConfig",
+    "Transformer",
 ]

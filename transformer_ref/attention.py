@@ -78,6 +78,7 @@ def scaled_dot_product_attention(
     mask: torch.Tensor | None = None,
     scale: float | None = None,
     return_weights: bool = False,
+    dropout_p: float = 0.0,
 ):
     """``softmax(q k^T * scale + mask) v`` over any leading (batch, head, ...) dimensions.
 
@@ -86,7 +87,8 @@ def scaled_dot_product_attention(
     ``return_weights=True``, also the weights ``(..., T_q, T_k)``.
 
     ``scale=None`` uses ``1/sqrt(d_k)`` (seeds 001, 003); pass ``scale=1.0`` for the
-    unscaled form of seeds 000 and 002.
+    unscaled form of seeds 000 and 002. ``dropout_p > 0`` drops attention weights (training
+    only; the returned weights are the ones before dropout).
 
     >>> q = k = v = torch.eye(2)
     >>> scaled_dot_product_attention(q, k, v, scale=1.0).round(decimals=4)
@@ -99,7 +101,8 @@ def scaled_dot_product_attention(
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, T_k)
     scores = _apply_mask(scores, mask)
     weights = softmax(scores, dim=-1)  # rows sum to 1 (or are all 0 if fully masked)
-    out = weights @ v  # (..., T_q, d_v)
+    dropped = torch.nn.functional.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    out = dropped @ v  # (..., T_q, d_v)
     return (out, weights) if return_weights else out
 
 
@@ -117,7 +120,8 @@ def cosine_similarity_attention(
     ``cos(q, k) = q.k / (|q| |k|)``, so every score lies in [-1, 1] whatever the size of
     d_k; ``eps`` guards zero vectors.
 
-    >>> w = cosine_similarity_attention(torch.eye(2), torch.eye(2), torch.eye(2), return_weights=True)[1]
+    >>> e = torch.eye(2)
+    >>> w = cosine_similarity_attention(e, e, e, return_weights=True)[1]
     >>> w.round(decimals=4)
     tensor([[0.7311, 0.2689],
             [0.2689, 0.7311]])
