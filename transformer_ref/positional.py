@@ -127,9 +127,9 @@ class RotaryEmbedding(nn.Module):
         self.pairing = pairing
         theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k/2,)
         angle = torch.arange(max_len, dtype=torch.float64)[:, None] * theta  # (max_len, d_k/2)
-        dtype = torch.get_default_dtype()
-        self.register_buffer("cos", torch.cos(angle).to(dtype), persistent=False)
-        self.register_buffer("sin", torch.sin(angle).to(dtype), persistent=False)
+        # float64 tables (cast to the input's dtype on use), so a float64 model rotates exactly
+        self.register_buffer("cos", torch.cos(angle), persistent=False)
+        self.register_buffer("sin", torch.sin(angle), persistent=False)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return apply_rope(x, self.cos[positions], self.sin[positions], self.pairing)

@@ -1,0 +1,85 @@
+"""transformer_ref.norms against torch.nn.LayerNorm / torch.nn.RMSNorm."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+from transformer_ref.norms import LayerNorm, RMSNorm, layer_norm, make_norm, rms_norm
+
+TOL = {torch.float64: 1e-10, torch.float32: 1e-5}
+
+
+def maxerr(a, b) -> float:
+    return (a - b).abs().max().item()
+
+
+def randomize(*mods, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in mods:
+            for p in m.parameters():
+                p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("shape", [(2, 5, 8), (1, 1, 3), (4, 2)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layernorm_matches_torch(shape, dtype, bias):
+    d = shape[-1]
+    ours, ref = LayerNorm(d, eps=1e-5, bias=bias).to(dtype), nn.LayerNorm(d, bias=bias).to(dtype)
+    randomize(ref)
+    ours.load_state_dict(ref.state_dict())  # same parameter names: weight (gamma), bias (beta)
+    x = torch.randn(shape, dtype=dtype) * 3 + 1
+    assert maxerr(ours(x), ref(x)) <= TOL[dtype]
+
+
+def test_layernorm_eps_inside_sqrt_and_biased_variance():
+    x = torch.randn(4, 6, dtype=torch.float64)
+    eps = 0.5  # large, so where eps goes matters
+    ref = torch.nn.functional.layer_norm(x, (6,), eps=eps)
+    assert maxerr(layer_norm(x, eps=eps), ref) <= 1e-12
+    mu, var_b = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+    eps_outside = (x - mu) / (var_b.sqrt() + eps)
+    unbiased = (x - mu) / (x.var(-1, unbiased=True, keepdim=True) + eps).sqrt()
+    assert maxerr(ref, eps_outside) > 1e-2 and maxerr(ref, unbiased) > 1e-2  # the check can fail
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("eps", [1e-6, 0.1])
+def test_rmsnorm_matches_torch(dtype, eps):
+    ours, ref = RMSNorm(8, eps=eps).to(dtype), nn.RMSNorm(8, eps=eps).to(dtype)
+    randomize(ref)
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(3, 5, 8, dtype=dtype) * 2
+    assert maxerr(ours(x), ref(x)) <= TOL[dtype]
+    ref_f = torch.nn.functional.rms_norm(x, (8,), eps=eps)
+    assert maxerr(rms_norm(x, eps=eps), ref_f) <= TOL[dtype]
+
+
+def test_gradcheck_norms_float64():
+    x = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w, b: layer_norm(x, w, b, 1e-5), (x, w, b))
+    assert torch.autograd.gradcheck(lambda x, w: rms_norm(x, w, 1e-6), (x, w))
+
+
+def test_norm_gradients_match_torch():
+    x = torch.randn(2, 4, 6, dtype=torch.float64)
+    for ours, ref in ((LayerNorm(6), nn.LayerNorm(6)), (RMSNorm(6, eps=1e-6), nn.RMSNorm(6, 1e-6))):
+        ours, ref = ours.double(), ref.double()
+        randomize(ref)
+        ours.load_state_dict(ref.state_dict())
+        xo, xr = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        (ours(xo) ** 2).sum().backward()
+        (ref(xr) ** 2).sum().backward()
+        assert maxerr(xo.grad, xr.grad) <= 1e-10
+        assert maxerr(ours.weight.grad, ref.weight.grad) <= 1e-10
+
+
+def test_make_norm():
+    assert isinstance(make_norm("layer", 4), LayerNorm) and make_norm("layer", 4).bias is not None
+    assert make_norm("layer", 4, bias=False).bias is None
+    assert isinstance(make_norm("rms", 4), RMSNorm)
+    with pytest.raises(ValueError):
+        make_norm("batch", 4)
