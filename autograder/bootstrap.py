@@ -62,10 +62,41 @@ def setup(force: bool = False) -> None:
 
 
 def lab(extra: list) -> int:
+    import secrets
+    import socket
+
     setup()
     jupyter = _bin("jupyter")
-    print("\nStarting JupyterLab on notebooks/ -- open the URL printed below.", flush=True)
-    return subprocess.call([str(jupyter), "lab", f"--notebook-dir={ROOT / 'notebooks'}", *extra])
+    args = [f"--notebook-dir={ROOT / 'notebooks'}"]
+    # nbgrader's lab extension (Validate button, Nbgrader > Assignment List) ships enabled with
+    # nbgrader in .venv/share/jupyter/labextensions; say so plainly if it went missing.
+    if not (VENV / "share/jupyter/labextensions/@jupyter/nbgrader/package.json").exists():
+        print("warning: nbgrader's JupyterLab extension is missing; reinstall with "
+              "`rm .venv/.course-stamp` and run this again", flush=True)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--allow-root")  # containers often run as root; Jupyter refuses otherwise
+    url = None
+    if not any(a.startswith(("--port", "--ServerApp.port", "--IdentityProvider.token",
+                             "--ServerApp.token", "--ip", "--ServerApp.ip")) for a in extra):
+        # Choose port and token here, so the URL can be printed before Jupyter's own log.
+        port = 8888
+        while port < 8988:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) != 0:
+                    break
+            port += 1
+        token = secrets.token_hex(24)
+        args += ["--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+                 f"--IdentityProvider.token={token}"]
+        url = f"http://127.0.0.1:{port}/lab?token={token}"
+    bar = "=" * 72
+    print(f"\n{bar}\nStarting JupyterLab on notebooks/ (Ctrl+C to stop).", flush=True)
+    if url:
+        print(f"Open this URL in your browser once the server is up:\n\n    {url}\n", flush=True)
+    else:
+        print("Open the URL JupyterLab prints below.", flush=True)
+    print(bar, flush=True)
+    return subprocess.call([str(jupyter), "lab", *args, *extra])
 
 
 def test(extra: list) -> int:
