@@ -1,0 +1,202 @@
+"""The course in JupyterLab, in a real browser: what a student does on day one.
+
+Starts JupyterLab headless on a free localhost port (random token) on a temporary copy of the
+course, drives the system's Chromium with Playwright, and
+
+* opens the solution of notebook 01, checks nbgrader's extension is there (Validate button,
+  Nbgrader menu), runs all cells from the Run menu, and checks every check cell shows its
+  success message, no cell failed, and the attention heatmap is on the page as an image;
+  saves a screenshot to ``test-artifacts/``;
+* opens the student release of notebook 01, runs all cells, and checks the first check says
+  "not implemented yet" (and nothing before it failed); saves a screenshot too.
+
+Skipped, with the reason, only where no Chromium executable can be found
+(``.ci/run`` installs Debian's ``chromium`` where it can). Set COURSE_CHROMIUM to use another.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+import pytest
+from browser_helpers import (
+    CHROMIUM_CANDIDATES,
+    CHROMIUM_FLAGS,
+    LabServer,
+    find_chromium,
+    open_notebook,
+    run_all_cells,
+    save_notebook,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHAPTER = "01_attention"
+SOLUTION = f"solutions/{CHAPTER}/{CHAPTER}.ipynb"
+RELEASE = f"notebooks/{CHAPTER}/{CHAPTER}.ipynb"
+
+CHECK_CALL = re.compile(r"^\s*check_\w+\(", re.M)  # a visible check: `check_softmax(softmax)`
+SUCCESS = re.compile(r"✔ .*match(es)? the reference")  # autograder.checks' success line
+NOT_YET = "not implemented yet"
+
+pytestmark = pytest.mark.slow
+
+# Per cell, in page order: kind, prompt, output text, and the images it shows (rendered size).
+CELLS_JS = """() => [...document.querySelectorAll(
+        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(c => ({
+    kind: c.classList.contains('jp-CodeCell') ? 'code'
+          : c.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw',
+    prompt: (c.querySelector('.jp-InputArea-prompt') || {}).textContent || '',
+    text: [...c.querySelectorAll('.jp-OutputArea-output')].map(o => o.textContent).join('\\n'),
+    images: [...c.querySelectorAll('.jp-OutputArea-output img')].map(i => ({
+        natural: i.naturalWidth, width: i.getBoundingClientRect().width,
+        height: i.getBoundingClientRect().height})),
+}))"""
+
+
+def _chromium() -> str:
+    path = find_chromium()
+    if path is None:
+        pytest.skip(
+            "no Chromium to drive: looked for $COURSE_CHROMIUM, "
+            + ", ".join(CHROMIUM_CANDIDATES)
+            + " and `chromium` on PATH (install it: apt-get install -y chromium)")
+    return path
+
+
+def _course_copy(dest: Path) -> Path:
+    """The course folder as a student has it, in a temp dir (saving must not touch the repo)."""
+    for sub in ("solutions", "notebooks"):
+        shutil.copytree(ROOT / sub, dest / sub, ignore=shutil.ignore_patterns(
+            ".ipynb_checkpoints", "__pycache__"))
+    return dest
+
+
+def _page_cells(page, expected: nbformat.NotebookNode) -> list[dict]:
+    cells = page.evaluate(CELLS_JS)
+    kinds = [c.cell_type for c in expected.cells]
+    assert [c["kind"] for c in cells] == kinds, "the page does not show the notebook's cells"
+    return cells
+
+
+def _check_indices(nb) -> list[int]:
+    return [i for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and CHECK_CALL.search(c.source)]
+
+
+@contextmanager
+def _screenshot_on_failure(page, lab: LabServer, name: str):
+    try:
+        yield
+    except Exception as e:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{name}-FAILED.png"))
+        raise AssertionError(f"{e}\n--- JupyterLab log (tail) ---\n{lab.log()}") from e
+
+
+def _scroll_to(page, cell_index: int, what: str = ".jp-OutputArea") -> None:
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").nth(
+        cell_index)
+    cell.locator(what).first.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)  # let the scroll settle before the picture
+
+
+def _solution(page, lab: LabServer, course: Path) -> None:
+    assert (course / SOLUTION).exists(), f"{SOLUTION} is missing"
+    nb = nbformat.read(course / SOLUTION, as_version=4)
+    checks = _check_indices(nb)
+    assert checks, f"{SOLUTION} calls no check_*(...)"
+
+    open_notebook(page, lab, SOLUTION)
+    # nbgrader's lab extension, as the README promises: Validate in the notebook toolbar and
+    # the Nbgrader menu (Assignment List).
+    assert page.locator(".jp-NotebookPanel-toolbar .validate-button").count() == 1, \
+        "nbgrader's Validate button is missing from the notebook toolbar"
+    assert "Nbgrader" in page.locator(".lm-MenuBar-item").all_text_contents()
+
+    run_all_cells(page)
+    cells = _page_cells(page, nb)
+    for i, (c, src) in enumerate(zip(cells, nb.cells)):
+        if c["kind"] == "code" and src.source.strip():
+            assert re.fullmatch(r"\[\d+\]:", c["prompt"].strip()), \
+                f"cell {i} did not run (prompt {c['prompt']!r}):\n{src.source[:300]}"
+        assert "✘" not in c["text"] and "Traceback" not in c["text"], \
+            f"cell {i} failed in the solution notebook:\n{c['text'][:1500]}"
+    for i in checks:
+        assert SUCCESS.search(cells[i]["text"]), (
+            f"check cell {i} shows no success message:\n{nb.cells[i].source}\n"
+            f"-> {cells[i]['text']!r}")
+    n_success = sum(len(SUCCESS.findall(c["text"])) for c in cells)
+    assert n_success >= len(checks)
+
+    # The attention heatmap: a figure drawn by a cell after the first check, shown as an image.
+    shown = [i for i, c in enumerate(cells)
+             if any(im["natural"] > 100 and im["width"] > 100 and im["height"] > 100
+                    for im in c["images"])]
+    assert shown, "no figure (image output) appeared on the page"
+    heatmap = next((i for i in shown if re.search(r"imshow|heatmap|matshow|plot_attention",
+                                                  nb.cells[i].source)), None)
+    assert heatmap is not None, \
+        f"no image output comes from a heatmap cell (images in cells {shown})"
+
+    _scroll_to(page, heatmap, ".jp-OutputArea-output img")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser-01-solution.png"))
+
+    # What the browser shows is also what it saves: no error output, the figure as PNG.
+    save_notebook(page, course / SOLUTION)
+    saved = nbformat.read(course / SOLUTION, as_version=4)
+    errors = [(i, o.get("ename")) for i, c in enumerate(saved.cells) if c.cell_type == "code"
+              for o in c.outputs if o.output_type == "error"]
+    assert not errors, f"error outputs in the saved solution notebook: {errors}"
+    assert any("image/png" in o.get("data", {}) for o in saved.cells[heatmap].outputs)
+
+
+def _release(page, lab: LabServer, course: Path) -> None:
+    assert (course / RELEASE).exists(), f"{RELEASE} is missing"
+    nb = nbformat.read(course / RELEASE, as_version=4)
+    checks = _check_indices(nb)
+    assert checks, f"{RELEASE} calls no check_*(...)"
+    first = checks[0]
+
+    open_notebook(page, lab, RELEASE)
+    run_all_cells(page)
+    cells = _page_cells(page, nb)
+    for i in range(first):
+        assert "Traceback" not in cells[i]["text"] and "✘" not in cells[i]["text"], \
+            f"cell {i} failed before the first check:\n{cells[i]['text'][:1500]}"
+    text = cells[first]["text"]
+    assert re.fullmatch(r"\[\d+\]:", cells[first]["prompt"].strip()), "first check did not run"
+    assert NOT_YET in text, f"first check of the release does not say {NOT_YET!r}:\n{text}"
+    assert not SUCCESS.search(text) and "Traceback" not in text, text
+
+    _scroll_to(page, first)
+    page.screenshot(path=str(ARTIFACTS / "browser-01-release.png"))
+
+
+def test_notebook_01_in_jupyterlab(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    chromium = _chromium()
+    course = _course_copy(tmp_path / "course")
+    t0 = time.monotonic()
+    with LabServer(course, tmp_path) as lab, sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),  # a fresh --user-data-dir
+            executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 1000})
+        try:
+            page = browser.pages[0] if browser.pages else browser.new_page()
+            page.set_default_timeout(30_000)
+            with _screenshot_on_failure(page, lab, "browser-01-solution"):
+                _solution(page, lab, course)
+            with _screenshot_on_failure(page, lab, "browser-01-release"):
+                _release(page, lab, course)
+        finally:
+            browser.close()
+    print(f"browser test: {time.monotonic() - t0:.1f} s with JupyterLab and Chromium")
