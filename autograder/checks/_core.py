@@ -1,0 +1,587 @@
+"""The machinery behind every check: cases, comparison, diagnosis, the built-in guard.
+
+A *check* runs the student's function on seeded inputs (``Case``), compares each output
+with the reference output at an explicit tolerance, and on a mismatch either names a known
+mistake (``Mistake``: a wrong implementation whose output equals the student's) or says
+where and by how much the output differs. Checks raise :class:`CheckFailed`; a function
+that still raises ``NotImplementedError`` gives :class:`NotImplementedYet` instead.
+
+Trust. Student code runs in the same kernel *before* the tests and can patch anything. So:
+
+* everything this module compares with is bound here, at import time, which happens in the
+  notebook's locked first cell before any student cell runs (``_isclose = torch.isclose``
+  ...): a later ``np.allclose = lambda *a, **k: True`` or ``torch.isclose = ...`` changes
+  nothing here;
+* expected outputs are computed when the chapter's check module is imported (the same
+  locked cell), so patching torch or ``transformer_ref`` later cannot move the target;
+* outputs must be plain ``torch.Tensor`` / ``np.ndarray`` (no subclass can override
+  comparisons), inputs are copies (no in-place edits of our data), and comparisons run
+  with ``__torch_function__`` disabled (no mode can answer for us);
+* hidden tests reach checks through :func:`hidden_check`, a registry filled at import time
+  that refuses to be overwritten, not through the public names a student can rebind
+  (``autograder.checks.check_softmax = lambda f: None`` only fools the visible check);
+* this module refuses attribute assignment once loaded.
+
+Not defended: deliberate tampering with private internals (``module.__dict__``,
+``sys.modules``, ``gc``). Only running tests in a separate process from student code
+could stop that; the instructor's grader can flag such submissions by their source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+
+__all__ = [
+    "CheckFailed",
+    "NotImplementedYet",
+    "BuildItFromScratch",
+    "Case",
+    "Mistake",
+    "ErrorHint",
+    "Check",
+    "register",
+    "hidden_check",
+    "requires",
+    "install_notebook_display",
+]
+
+# ---------------------------------------------------------------- trusted bindings
+# Bound once, at import (the notebook's locked setup cell), before any student code runs.
+_Tensor = torch.Tensor
+_ndarray = np.ndarray
+_isclose = torch.isclose
+_all = torch.all
+_any = torch.any
+_abs = torch.abs
+_sub = torch.sub
+_argmax = torch.argmax
+_isfinite = torch.isfinite
+_logical_not = torch.logical_not
+_count_nonzero = torch.count_nonzero
+_from_numpy = torch.from_numpy
+_as_tensor = torch.as_tensor
+_equal = torch.equal
+_clone = torch.clone
+_t_detach = torch.Tensor.detach
+_t_to = torch.Tensor.to
+_t_item = torch.Tensor.item
+_t_tolist = torch.Tensor.tolist
+_t_backward = torch.Tensor.backward
+_t_requires_grad_ = torch.Tensor.requires_grad_
+_t_sum = torch.sum
+_mul = torch.mul
+_unravel = np.unravel_index
+_np_copy = np.array
+_np_ascontig = np.ascontiguousarray
+_np_errstate = np.errstate
+_no_torch_function = torch._C.DisableTorchFunction
+_enable_grad = torch.enable_grad
+_float64 = torch.float64
+_float = float
+_isinstance = isinstance
+_type = type
+_len = len
+_Number = (int, float, np.integer, np.floating)
+
+# Explicit tolerances per dtype: |got - expected| <= atol + rtol * |expected|.
+TOLERANCE = {
+    torch.float64: (1e-7, 1e-9),  # (rtol, atol)
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (2e-2, 1e-2),
+}
+
+
+# ---------------------------------------------------------------- exceptions
+class CheckFailed(AssertionError):
+    """A check found a problem; the message says which and how to look into it."""
+
+
+class NotImplementedYet(CheckFailed):
+    """The exercise still raises ``NotImplementedError``."""
+
+
+class BuildItFromScratch(RuntimeError):
+    """Raised by a PyTorch built-in that the current exercise asks you to write yourself."""
+
+
+# ---------------------------------------------------------------- data
+@dataclass(frozen=True)
+class Case:
+    """One call of the student's function and the answer it must give.
+
+    ``kind``: ``"allclose"`` (tensors/arrays, or tuples of them, at the dtype's tolerance),
+    ``"scalar"`` (a number within ``atol``), ``"statistic"`` (a measured number within
+    ``rtol * |target| + atol`` of ``target`` that is not exactly ``target``: a measurement,
+    not a formula), ``"grad"`` (the output and the gradients of ``sum(output * probe)``
+    with respect to ``grad_args``). ``call`` optionally builds fresh arguments (e.g. a
+    seeded random generator) in place of ``args``.
+    """
+
+    label: str
+    args: tuple
+    expected: Any
+    kwargs: dict = field(default_factory=dict)
+    hidden: bool = False
+    kind: str = "allclose"
+    rtol: float | None = None
+    atol: float | None = None
+    call: Callable | None = None
+    grad_args: tuple = ()
+    probe: Any = None
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong implementation. ``fn`` takes the same arguments as the exercise."""
+
+    name: str
+    explanation: str
+    fn: Callable
+
+
+@dataclass(frozen=True)
+class ErrorHint:
+    """A known exception: ``matches(exc)`` -> explanation shown with the error."""
+
+    name: str
+    explanation: str
+    matches: Callable[[BaseException], bool]
+
+
+@dataclass(frozen=True)
+class Check:
+    """Everything one exercise's check needs, fixed at import time."""
+
+    key: str  # registry key, e.g. "attention.softmax"
+    exercise: str  # "Exercise 2.1"
+    name: str  # the student's function name
+    cases: tuple
+    mistakes: tuple = ()
+    error_hints: tuple = ()
+    forbidden: tuple = ()  # names of torch functions switched off while the check runs
+    forbidden_hint: str = ""
+
+
+# ---------------------------------------------------------------- the built-in guard
+class _Forbid(TorchFunctionMode):
+    """While active, any torch function whose ``__name__`` is forbidden raises.
+
+    A ``TorchFunctionMode`` sees every torch call however it was reached
+    (``F.softmax``, ``torch.softmax``, ``x.softmax``, an alias imported earlier).
+    """
+
+    def __init__(self, check: Check):
+        super().__init__()
+        self.check = check
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in self.check.forbidden:
+            raise BuildItFromScratch(
+                f"{self.check.exercise} asks you to build `{self.check.name}` from scratch, "
+                f"so the PyTorch built-in `{name}` is switched off while this check runs. "
+                f"{self.check.forbidden_hint}"
+            )
+        return func(*args, **(kwargs or {}))
+
+
+# ---------------------------------------------------------------- helpers
+def _copy(x):
+    """A private copy of an argument, so the student cannot edit our inputs."""
+    if _type(x) is _Tensor:
+        return _t_detach(_clone(x))
+    if _type(x) is _ndarray:
+        return _np_copy(x, copy=True)
+    if _type(x) is tuple:
+        return tuple(_copy(a) for a in x)
+    return x
+
+
+def _same(a, b) -> bool:
+    """Equality of two arguments, NaN == NaN (to detect in-place edits)."""
+    if _type(a) is _ndarray:
+        a, b = _from_numpy(a), _from_numpy(b) if _type(b) is _ndarray else b
+    if _type(a) is not _Tensor:
+        return True
+    if _type(b) is not _Tensor or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    with _no_torch_function():
+        if a.is_floating_point():
+            return bool(_t_item(_all(_isclose(a, b, rtol=0.0, atol=0.0, equal_nan=True))))
+        return bool(_equal(a, b))
+
+
+def _as_float64(x) -> torch.Tensor:
+    if _type(x) is _ndarray:
+        x = _from_numpy(_np_ascontig(x))
+    return _t_to(_t_detach(x), _float64)
+
+
+def _dtype_name(x) -> str:
+    return str(x.dtype).replace("torch.", "")
+
+
+def _tol(x, case: Case):
+    dtype = x.dtype if _type(x) is _Tensor else _as_tensor(np.zeros(0, dtype=x.dtype)).dtype
+    rtol, atol = TOLERANCE.get(dtype, TOLERANCE[torch.float64])
+    rtol = case.rtol if case.rtol is not None else rtol
+    atol = case.atol if case.atol is not None else atol
+    return rtol, atol
+
+
+def _fmt_shape(x) -> str:
+    return "(" + ", ".join(str(int(s)) for s in x.shape) + ")"
+
+
+def _kind_name(x) -> str:
+    if _type(x) is _Tensor:
+        return "a torch.Tensor"
+    if _type(x) is _ndarray:
+        return "a numpy array"
+    return f"a {_type(x).__name__}"
+
+
+def _compare_arrays(expected, got, case: Case, what: str = "the output") -> str | None:
+    """None if ``got`` matches ``expected`` (type, shape, dtype, values); else a description."""
+    want = _type(expected)
+    if _type(got) is not want:
+        return f"{what} should be {_kind_name(expected)} but is {_kind_name(got)}" + (
+            " (a subclass is not accepted)" if _isinstance(got, want) else ""
+        )
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"{what} has shape {_fmt_shape(got)}, expected {_fmt_shape(expected)}"
+    if got.dtype != expected.dtype:
+        return (
+            f"{what} has dtype {_dtype_name(got)} for {_dtype_name(expected)} inputs "
+            f"(keep the input's dtype)"
+        )
+    rtol, atol = _tol(expected, case)
+    with _no_torch_function():
+        e, g = _as_float64(expected), _as_float64(got)
+        ok = _isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        if _t_item(_all(ok)):
+            return None
+        bad = _logical_not(ok)
+        n_bad = int(_t_item(_count_nonzero(bad)))
+        diff = _abs(_sub(g, e))
+        diff = torch.where(bad, torch.nan_to_num(diff, nan=math.inf), torch.zeros_like(diff))
+        flat = int(_t_item(_argmax(torch.nan_to_num(diff, posinf=1e308))))
+        idx = tuple(int(i) for i in _unravel(flat, tuple(e.shape))) if e.dim() else ()
+        ev, gv = _t_item(e[idx]), _t_item(g[idx])
+    where = f"at index {idx}" if idx else ""
+    return (
+        f"{what} differs {where}: expected {ev:.6g}, got {gv:.6g} "
+        f"({n_bad} of {e.numel()} entries outside rtol={rtol:g}, atol={atol:g})"
+    )
+
+
+def _compare(expected, got, case: Case) -> str | None:
+    """Compare a whole result: arrays, tuples of arrays, or numbers (per ``case.kind``)."""
+    if case.kind in ("scalar", "statistic"):
+        if _type(got) is _Tensor and got.dim() == 0:
+            got = _t_item(got)
+        if _type(got) is _ndarray and got.ndim == 0:
+            got = got.item()
+        if not _isinstance(got, _Number) or _isinstance(got, bool):
+            return f"the result should be a number, got {_kind_name(got)}"
+        got, target = _float(got), _float(expected)
+        atol = case.atol if case.atol is not None else 1e-9
+        rtol = case.rtol if case.rtol is not None else 0.0
+        if not math.isfinite(got) or abs(got - target) > atol + rtol * abs(target):
+            return (
+                f"the result is {got:.6g}, expected {target:.6g} "
+                f"(tolerance {atol + rtol * abs(target):.3g})"
+            )
+        if case.kind == "statistic" and got == target:
+            return (
+                f"the result is exactly {target:g}: this is a measurement from random samples, "
+                "so it should be close to, not exactly, the formula"
+            )
+        return None
+    if _type(expected) is tuple:
+        if _type(got) not in (tuple, list) or _len(got) != _len(expected):
+            return f"the result should be a tuple of {_len(expected)} items, got {_kind_name(got)}"
+        for i, (e, g) in enumerate(zip(expected, got)):
+            problem = _compare_arrays(e, g, case, what=f"item {i} of the result")
+            if problem:
+                return problem
+        return None
+    return _compare_arrays(expected, got, case)
+
+
+def _describe(x) -> str:
+    if _type(x) in (_Tensor, _ndarray):
+        return f"{_fmt_shape(x)} {_dtype_name(x)}"
+    if _type(x) is tuple:
+        return "(" + ", ".join(_describe(a) for a in x) + ")"
+    return repr(x)
+
+
+def _small(x) -> bool:
+    """Small enough to print in a failure message."""
+    if _type(x) in (_Tensor, _ndarray):
+        return x.ndim <= 2 and int(np.prod(x.shape)) <= 16
+    if _type(x) is tuple:
+        return all(_small(a) for a in x)
+    return True
+
+
+def _show(x) -> str:
+    if _type(x) is _Tensor:
+        x = _t_detach(x).numpy()
+    if _type(x) is _ndarray:
+        return np.array2string(x, precision=4, suppress_small=True)
+    if _type(x) is tuple:
+        return "\n".join(_show(a) for a in x)
+    return repr(x)
+
+
+def _signature(check: Check, case: Case) -> str:
+    parts = [_describe(a) for a in case.args]
+    parts += [f"{k}={_describe(v)}" for k, v in case.kwargs.items()]
+    return f"{check.name}({', '.join(parts)})"
+
+
+def _user_frame(tb) -> str:
+    """'in `f`, line N: source' for the innermost frame outside the libraries, if any."""
+    for fr in reversed(traceback.extract_tb(tb)):
+        f = fr.filename
+        if "site-packages" in f or "/autograder/" in f or "/transformer_ref/" in f:
+            continue
+        return f"in `{fr.name}`, line {fr.lineno}: {(fr.line or '').strip()}"
+    return ""
+
+
+def _raised_in(tb) -> str:
+    frames = traceback.extract_tb(tb)
+    return frames[-1].name if frames else ""
+
+
+def _call(check: Check, fn, case: Case):
+    """Call the student's function on private copies of the inputs, guard on."""
+    args = _copy(case.call() if case.call is not None else case.args)
+    kwargs = {k: _copy(v) for k, v in case.kwargs.items()}
+    if case.kind == "grad":
+        args = tuple(_t_requires_grad_(a) if i in case.grad_args else a for i, a in enumerate(args))
+    with _Forbid(check), _enable_grad():
+        out = fn(*args, **kwargs)
+    return args, out
+
+
+def _check_grad(check: Check, case: Case, args, out) -> str | None:
+    """Gradients of sum(out * probe) w.r.t. the inputs in ``case.grad_args``."""
+    expected_out, expected_grads = case.expected
+    if _type(out) in (tuple, list) and _len(out) > 0:
+        out = out[0]  # functions returning (output, weights): the probe is on the output
+    problem = _compare_arrays(expected_out, out, case)
+    if problem:
+        return problem
+    if not out.requires_grad:
+        return (
+            "the output is not connected to the inputs' autograd graph "
+            "(no gradient flows back: avoid .detach(), .numpy() and torch.no_grad())"
+        )
+    with _Forbid(check):
+        _t_backward(_t_sum(_mul(out, case.probe)))
+    for i, want in zip(case.grad_args, expected_grads):
+        got = args[i].grad
+        if got is None:
+            return f"no gradient reaches input {i + 1}"
+        problem = _compare_arrays(want, got, case, what=f"the gradient for input {i + 1}")
+        if problem:
+            return problem
+    return None
+
+
+def _diagnose(check: Check, case: Case, got) -> str:
+    """Name the catalogued mistake that reproduces ``got`` on this case, if any."""
+    if case.kind == "grad":
+        return ""
+    args = case.call() if case.call is not None else case.args
+    for m in check.mistakes:
+        try:
+            with _np_errstate(all="ignore"), torch.no_grad():
+                wrong = m.fn(*_copy(args), **{k: _copy(v) for k, v in case.kwargs.items()})
+        except Exception:  # the mistake needs other shapes than this case has
+            continue
+        if _compare(case.expected, wrong, case) is None:
+            continue  # indistinguishable from the right answer on this case
+        if _compare(wrong, got, case) is None:
+            return f"Likely mistake: {m.name}. {m.explanation}"
+    return ""
+
+
+def _fail(check: Check, case: Case, body: str) -> CheckFailed:
+    head = f"{check.exercise} `{check.name}` fails on {case.label}:"
+    return CheckFailed(f"{head}\n  {body}\n  call: {_signature(check, case)}")
+
+
+# ---------------------------------------------------------------- running a check
+def _run(check: Check, fn, hidden: bool = False) -> None:
+    __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
+    if not callable(fn):
+        raise CheckFailed(f"{check.exercise}: pass your function `{check.name}` to the check")
+    cases = [c for c in check.cases if hidden or not c.hidden]
+    for case in cases:
+        try:
+            args, out = _call(check, fn, case)
+        except NotImplementedError as e:
+            where = _raised_in(e.__traceback__)
+            extra = ""
+            if where and where != check.name and where != getattr(fn, "__name__", ""):
+                extra = f" (it calls `{where}`, which is not implemented yet: finish that first)"
+            raise NotImplementedYet(
+                f"{check.exercise} `{check.name}` is not implemented yet{extra}. Replace "
+                f"`raise NotImplementedError()` with your code, run that cell, then this one."
+            ) from None
+        except BuildItFromScratch as e:
+            raise _fail(check, case, str(e)) from None
+        except Exception as e:  # the student's code raised: explain, no traceback wall
+            hint = next((h for h in check.error_hints if _safe_match(h, e)), None)
+            body = f"your function raised {type(e).__name__}: {e}"
+            loc = _user_frame(e.__traceback__)
+            if loc:
+                body += f"\n  {loc}"
+            if hint:
+                body += f"\n  Likely mistake: {hint.name}. {hint.explanation}"
+            raise _fail(check, case, body) from None
+        original = case.call() if case.call is not None else case.args
+        if case.kind != "grad" and not all(_same(a, b) for a, b in zip(original, args)):
+            raise _fail(
+                check,
+                case,
+                "your function changed its input in place; work on a copy "
+                "(e.g. `x = x - m` instead of `x -= m`)",
+            )
+        if case.kind == "grad":
+            try:
+                problem = _check_grad(check, case, args, out)
+            except BuildItFromScratch as e:
+                problem = str(e)
+        else:
+            problem = _compare(case.expected, out, case)
+        if problem:
+            body = problem
+            named = _diagnose(check, case, out)
+            if named:
+                body += f"\n  {named}"
+            elif _small(case.args) and case.kind == "allclose":
+                body += (
+                    "\n  input:\n"
+                    + _indent(_show(tuple(case.args)))
+                    + "\n  expected:\n"
+                    + _indent(_show(case.expected))
+                    + "\n  got:\n"
+                    + _indent(_show(out))
+                )
+            raise _fail(check, case, body) from None
+    n_hidden = sum(c.hidden for c in cases)
+    extra = f" ({n_hidden} of them hidden)" if n_hidden else ""
+    print(f"✔ {check.exercise} `{check.name}`: all {len(cases)} cases match the reference{extra}.")
+
+
+def _safe_match(hint: ErrorHint, e: BaseException) -> bool:
+    try:
+        return bool(hint.matches(e))
+    except Exception:
+        return False
+
+
+def _indent(s: str, pad: str = "    ") -> str:
+    return "\n".join(pad + ln for ln in s.splitlines())
+
+
+# ---------------------------------------------------------------- registry
+def _make_registry():
+    checks: dict[str, Check] = {}
+
+    def register(check: Check) -> Callable:
+        """Record ``check`` (once per key) and return the public ``check_<name>(fn)``."""
+        if check.key in checks:
+            if checks[check.key] is not check:
+                raise KeyError(f"check {check.key!r} is already registered")
+        checks[check.key] = check
+
+        def public(fn):
+            __tracebackhide__ = True  # noqa: F841
+            _run(check, fn, hidden=False)
+
+        public.__name__ = public.__qualname__ = f"check_{check.name}"
+        public.__doc__ = (
+            f"Run the visible check of {check.exercise}: ``check_{check.name}({check.name})``."
+        )
+        return public
+
+    def hidden_check(key: str, fn) -> None:
+        """The graded path: visible and hidden cases of the check registered as ``key``."""
+        __tracebackhide__ = True  # noqa: F841
+        _run(checks[key], fn, hidden=True)
+
+    def registered() -> tuple:
+        return tuple(checks)
+
+    return register, hidden_check, registered
+
+
+register, hidden_check, registered = _make_registry()
+
+
+# ---------------------------------------------------------------- notebook helpers
+@contextlib.contextmanager
+def requires(exercise: str):
+    """Run a demo cell that uses the student's code; if unfinished, say what to do first.
+
+    >>> with requires("Exercise 9.9"):
+    ...     raise NotImplementedError()
+    (Finish Exercise 9.9 first: this cell uses it. Then run this cell again.)
+    """
+    try:
+        yield
+    except NotImplementedError:
+        print(f"(Finish {exercise} first: this cell uses it. Then run this cell again.)")
+
+
+def _show_check_failure(shell, etype, value, tb, tb_offset=None):
+    """IPython handler: a failed check shows its message, not a traceback wall.
+
+    It still publishes an *error* output (``_showtraceback``), which is what makes nbgrader
+    score the test cell 0 and the notebook front-end mark the cell as failed.
+    """
+    mark = "…" if issubclass(etype, NotImplementedYet) else "✘"
+    stb = [f"{mark} {etype.__name__}: {value}"]
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
+def install_notebook_display() -> bool:
+    """In IPython, show CheckFailed as its message only. Returns whether it was installed."""
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    shell = get_ipython() if get_ipython else None
+    if shell is None:
+        return False
+    shell.set_custom_exc((CheckFailed,), _show_check_failure)
+    return True
+
+
+# ---------------------------------------------------------------- seal this module
+class _SealedModule(types.ModuleType):
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{self.__name__} is read-only: the course checks depend on it")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{self.__name__} is read-only: the course checks depend on it")
+
+
+sys.modules[__name__].__class__ = _SealedModule

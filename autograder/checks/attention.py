@@ -1,0 +1,980 @@
+"""Checks for notebook 01 (attention), each with its catalogue of known mistakes.
+
+Every check runs the student's function on seeded inputs over several shapes and dtypes
+and compares it with ``transformer_ref`` (expected outputs are computed here, at import,
+before any student code runs). On a mismatch the catalogue below is tried: a mistake whose
+output equals the student's output is named in the message.
+
+>>> check_softmax(transformer_ref.numpy_ref.softmax)  # doctest: +ELLIPSIS
+✔ Exercise 2.1 `softmax`: all ... cases match the reference.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+import transformer_ref
+import transformer_ref.numpy_ref as npref
+from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
+
+__all__ = [
+    "check_dot_product_scores",
+    "check_softmax",
+    "check_self_attention_unscaled",
+    "check_score_variance",
+    "check_scaled_dot_product_attention",
+    "check_column_form_self_attention",
+    "check_cosine_similarity_attention",
+    "check_self_score_dominance",
+]
+
+# Trusted references, bound before any student cell runs.
+_np_softmax = npref.softmax
+_np_sdpa = npref.scaled_dot_product_attention
+_sdpa = transformer_ref.scaled_dot_product_attention
+_cos_attn = transformer_ref.cosine_similarity_attention
+_col_form = transformer_ref.column_form_self_attention
+_causal = transformer_ref.causal_mask
+_t_softmax = transformer_ref.softmax
+
+
+def _np_rand(seed: int, *shape, dtype=np.float64, scale: float = 1.0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
+
+
+def _is_matmul_mismatch(e: BaseException) -> bool:
+    s = str(e)
+    return any(
+        t in s
+        for t in ("matmul", "mat1 and mat2", "size mismatch", "cannot be multiplied", "core dim")
+    )
+
+
+def _is_broadcast_error(e: BaseException) -> bool:
+    s = str(e)
+    return "broadcast" in s or "must match the size of tensor" in s
+
+
+# ====================================================================== Exercise 1.1
+def _scores_ref(Q, K):
+    return Q @ np.swapaxes(K, -1, -2)
+
+
+_SCORES_CASES = []
+for _i, (_q, _k, _dt, _hidden) in enumerate(
+    [
+        ((2, 3), (4, 3), np.float64, False),
+        ((5, 4), (3, 4), np.float32, False),
+        ((2, 5, 4), (2, 3, 4), np.float32, False),
+        ((2, 3, 4, 8), (2, 3, 6, 8), np.float64, False),
+        ((1, 4), (1, 4), np.float64, True),
+        ((2, 1, 3, 2, 5), (2, 1, 3, 7, 5), np.float32, True),
+    ]
+):
+    _Q, _K = _np_rand(100 + _i, *_q, dtype=_dt), _np_rand(200 + _i, *_k, dtype=_dt)
+    _SCORES_CASES.append(
+        Case(
+            f"Q {_q}, K {_k}, {np.dtype(_dt).name}",
+            (_Q, _K),
+            _scores_ref(_Q, _K),
+            hidden=_hidden,
+        )
+    )
+
+_DOT = Check(
+    key="attention.dot_product_scores",
+    exercise="Exercise 1.1",
+    name="dot_product_scores",
+    cases=tuple(_SCORES_CASES),
+    mistakes=(
+        Mistake(
+            "scores transposed (K Qᵀ)",
+            "Row i of the scores belongs to query i: S = Q Kᵀ has shape (T_q, T_k).",
+            lambda Q, K: K @ np.swapaxes(Q, -1, -2),
+        ),
+        Mistake(
+            "used `.T` on a batched array",
+            "`K.T` reverses *all* axes of a 3-d array; transpose only the last two: "
+            "`np.swapaxes(K, -1, -2)`.",
+            lambda Q, K: Q @ K.T,
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "the shapes of a matrix product do not line up",
+            "Q is (..., T_q, d) and K is (..., T_k, d): multiply Q by K transposed over its "
+            "last two axes, `Q @ np.swapaxes(K, -1, -2)` (`K.T` only works for 2-d K).",
+            _is_matmul_mismatch,
+        ),
+    ),
+)
+check_dot_product_scores = register(_DOT)
+
+
+# ====================================================================== Exercise 2.1
+def _softmax_naive(x, axis=-1):
+    e = np.exp(x)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_last_axis(x, axis=-1):
+    return _np_softmax(x, axis=-1)
+
+
+def _softmax_axis0(x, axis=-1):
+    return _np_softmax(x, axis=0)
+
+
+def _softmax_global_max(x, axis=-1):
+    e = np.exp(x - np.max(x))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_no_keepdims(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis))
+    return e / np.sum(e, axis=axis)
+
+
+def _softmax_nan_rows(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_global_sum(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / e.sum()
+
+
+def _softmax_cases():
+    cases = []
+
+    def add(label, x, axis=-1, hidden=False):
+        kw = {} if axis == -1 else {"axis": axis}
+        cases.append(Case(label, (x,), _np_softmax(x, axis=axis), kwargs=kw, hidden=hidden))
+
+    add("a small row, float64", np.array([[1.0, 2.0, 3.0]]))
+    add("a (3, 3) matrix, float64", _np_rand(1, 3, 3))
+    add("a (4, 5) matrix, float32", _np_rand(2, 4, 5, dtype=np.float32))
+    add("a (2, 3, 4) array, float64", _np_rand(3, 2, 3, 4))
+    add("axis=0 of a (3, 4) matrix", _np_rand(4, 3, 4), axis=0)
+    add("axis=1 of a (2, 3, 4) array", _np_rand(5, 2, 3, 4), axis=1)
+    add("large inputs (x ~ 1000)", np.array([[1000.0, 1001.0, 1002.0], [-5.0, 0.0, 5.0]]))
+    add(
+        "rows on very different scales",
+        np.array([[0.0, 1.0, 2.0], [800.0, 801.0, 802.0]]),
+    )
+    add(
+        "a row of all -inf (fully masked)",
+        np.array([[0.5, -np.inf, 1.0], [-np.inf, -np.inf, -np.inf]]),
+    )
+    add("a single entry", np.array([3.0]), hidden=True)
+    add(
+        "large float32 inputs (x ~ 1e4)",
+        _np_rand(6, 3, 5, dtype=np.float32, scale=1e4),
+        hidden=True,
+    )
+    add("very negative inputs (x ~ -1e4)", _np_rand(7, 2, 4, scale=1e2) - 1e4, hidden=True)
+    add("axis=-2 of a (2, 3, 4, 5) array", _np_rand(8, 2, 3, 4, 5), axis=-2, hidden=True)
+    add(
+        "a fully masked column, axis=0",
+        np.array([[1.0, -np.inf], [2.0, -np.inf], [3.0, -np.inf]]),
+        axis=0,
+        hidden=True,
+    )
+    return tuple(cases)
+
+
+_SOFTMAX = Check(
+    key="attention.softmax",
+    exercise="Exercise 2.1",
+    name="softmax",
+    cases=_softmax_cases(),
+    mistakes=(
+        Mistake(
+            "unstable softmax overflowing",
+            "np.exp(1000) is inf and inf / inf is nan. Subtract the maximum along `axis` "
+            "before exponentiating: it cancels in the ratio but keeps exp() <= 1.",
+            _softmax_naive,
+        ),
+        Mistake(
+            "softmax over the wrong axis (always the last one)",
+            "Use the `axis` argument in your max and sum.",
+            _softmax_last_axis,
+        ),
+        Mistake(
+            "softmax over the wrong axis (axis 0)",
+            "Use the `axis` argument in your max and sum.",
+            _softmax_axis0,
+        ),
+        Mistake(
+            "subtracted the maximum of the whole array",
+            "A row far below the global maximum underflows to exp(-800) = 0 and gives 0/0. "
+            "Subtract each slice's own maximum: np.max(x, axis=axis, keepdims=True).",
+            _softmax_global_max,
+        ),
+        Mistake(
+            "max or sum without keepdims=True",
+            "np.max(x, axis=-1) drops the axis, so x - m broadcasts along the wrong axis. "
+            "Use keepdims=True so m has shape (..., 1).",
+            _softmax_no_keepdims,
+        ),
+        Mistake(
+            "a fully masked slice gives nan",
+            "If every entry is -inf, the max is -inf and -inf - (-inf) is nan. Shift by 0 "
+            "where the max is not finite (np.where(np.isfinite(m), m, 0)) and divide by 1 "
+            "where the sum is 0, so the slice comes out as zeros.",
+            _softmax_nan_rows,
+        ),
+        Mistake(
+            "normalised by the sum of the whole array",
+            "Each slice along `axis` must sum to one: sum with axis=axis, keepdims=True.",
+            _softmax_global_sum,
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "max or sum without keepdims=True",
+            "np.max(x, axis=axis) drops the axis and no longer broadcasts against x; "
+            "use keepdims=True.",
+            _is_broadcast_error,
+        ),
+    ),
+    forbidden=("softmax", "special_softmax", "_softmax", "log_softmax"),
+    forbidden_hint="Write it with np.exp, np.max and np.sum.",
+)
+check_softmax = register(_SOFTMAX)
+
+
+# ====================================================================== Exercise 3.1
+def _sa_ref(X, W_Q, W_K, W_V):
+    return _np_sdpa(X @ W_Q, X @ W_K, X @ W_V, scale=1.0)
+
+
+def _sa_cases():
+    cases = []
+    specs = [
+        # (n, d, d_k, d_v, leading, dtype, scale, hidden)
+        (3, 4, 2, 3, (), np.float64, 1.0, False),
+        (4, 5, 4, 2, (), np.float64, 1.0, False),  # n == d_k: a missing transpose still runs
+        (6, 8, 4, 5, (), np.float32, 1.0, False),
+        (5, 8, 4, 4, (2,), np.float64, 1.0, False),
+        (1, 4, 3, 2, (), np.float64, 1.0, True),
+        (7, 6, 6, 3, (2, 3), np.float32, 1.0, True),
+        (5, 4, 4, 3, (), np.float64, 6.0, True),  # large scores: needs a stable softmax
+    ]
+    for i, (n, d, d_k, d_v, lead, dt, s, hidden) in enumerate(specs):
+        X = _np_rand(300 + i, *lead, n, d, dtype=dt, scale=s)
+        Ws = [_np_rand(310 + 3 * i + j, d, w, dtype=dt) for j, w in enumerate((d_k, d_k, d_v))]
+        label = f"X {(*lead, n, d)}, d_k={d_k}, d_v={d_v}, {np.dtype(dt).name}"
+        if s != 1.0:
+            label += f", inputs scaled by {s:g}"
+        cases.append(Case(label, (X, *Ws), _sa_ref(X, *Ws), hidden=hidden))
+    return tuple(cases)
+
+
+_SELF_ATTN = Check(
+    key="attention.self_attention_unscaled",
+    exercise="Exercise 3.1",
+    name="self_attention_unscaled",
+    cases=_sa_cases(),
+    mistakes=(
+        Mistake(
+            "softmax over the wrong axis (over queries)",
+            "Each output y_i mixes the values with weights that sum to one over j (the keys): "
+            "softmax over the last axis of the (n, n) score matrix. Normalising over the "
+            "queries is seed 000's column form, not this row form.",
+            lambda X, Wq, Wk, Wv: (
+                np.swapaxes(
+                    _np_softmax(np.swapaxes(X @ Wq @ np.swapaxes(X @ Wk, -1, -2), -1, -2)), -1, -2
+                )
+                @ (X @ Wv)
+            ),
+        ),
+        Mistake(
+            "missing transpose of K",
+            "The scores are Q Kᵀ (n, n): q_i · k_j for every pair. Q @ K only runs when "
+            "n == d_k and then computes something else.",
+            lambda X, Wq, Wk, Wv: _np_softmax((X @ Wq) @ (X @ Wk)) @ (X @ Wv),
+        ),
+        Mistake(
+            "scaled the scores by 1/sqrt(d_k)",
+            "This exercise is seed 002's unscaled form: softmax(Q Kᵀ) V. Scaling comes in "
+            "section 4.",
+            lambda X, Wq, Wk, Wv: _np_sdpa(X @ Wq, X @ Wk, X @ Wv),
+        ),
+        Mistake(
+            "used W_Q for the keys",
+            "K = X W_K, not X W_Q.",
+            lambda X, Wq, Wk, Wv: _np_sdpa(X @ Wq, X @ Wq, X @ Wv, scale=1.0),
+        ),
+        Mistake(
+            "returned the attention weights instead of the output",
+            "After softmax(Q Kᵀ) (n, n), multiply by V (n, d_v).",
+            lambda X, Wq, Wk, Wv: _np_softmax(X @ Wq @ np.swapaxes(X @ Wk, -1, -2)),
+        ),
+        Mistake(
+            "unstable softmax overflowing",
+            "Unscaled scores get large; exp() of them overflows to inf and inf/inf = nan. "
+            "Use your stable softmax from Exercise 2.1.",
+            lambda X, Wq, Wk, Wv: _softmax_naive(X @ Wq @ np.swapaxes(X @ Wk, -1, -2)) @ (X @ Wv),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "the shapes of a matrix product do not line up",
+            "In row form Q = X @ W_Q with W_Q of shape (d, d_k) (seed 002 writes q_i = W_q x_i "
+            "for column vectors, i.e. W_q = W_Qᵀ). Scores: Q @ swapaxes(K, -1, -2).",
+            _is_matmul_mismatch,
+        ),
+    ),
+    forbidden=("softmax", "special_softmax", "_softmax", "scaled_dot_product_attention"),
+    forbidden_hint="Use numpy and your own softmax from Exercise 2.1.",
+)
+check_self_attention_unscaled = register(_SELF_ATTN)
+
+
+# ====================================================================== Exercise 4.1
+def _rng_call(d_k: int, n: int, seed: int):
+    return lambda: (d_k, n, np.random.default_rng(seed))
+
+
+def _variance_cases():
+    cases = []
+    for i, (d_k, hidden) in enumerate(
+        [(4, False), (16, False), (64, False), (1, True), (256, True)]
+    ):
+        n = 20_000
+        # relative sd of a sample variance of q.k is about sqrt((2 + 6/d_k) / n) < 2%
+        cases.append(
+            Case(
+                f"d_k={d_k}, n_samples={n}",
+                (d_k, n, None),
+                float(d_k),
+                kind="statistic",
+                rtol=0.1,
+                atol=0.0,
+                call=_rng_call(d_k, n, 400 + i),
+                hidden=hidden,
+            )
+        )
+    return tuple(cases)
+
+
+def _dots(d_k, n, rng):
+    q = rng.standard_normal((n, d_k))
+    k = rng.standard_normal((n, d_k))
+    return (q * k).sum(axis=-1)
+
+
+_VARIANCE = Check(
+    key="attention.score_variance",
+    exercise="Exercise 4.1",
+    name="score_variance",
+    cases=_variance_cases(),
+    mistakes=(
+        Mistake(
+            "returned the standard deviation",
+            "np.std is sqrt(variance); use np.var (the variance grows like d_k, the sd like "
+            "sqrt(d_k)).",
+            lambda d_k, n, rng: float(np.std(_dots(d_k, n, rng))),
+        ),
+        Mistake(
+            "scaled the scores by 1/sqrt(d_k)",
+            "Measure the raw q · k: the point is to see the variance grow with d_k before scaling.",
+            lambda d_k, n, rng: float(np.var(_dots(d_k, n, rng) / math.sqrt(d_k))),
+        ),
+        Mistake(
+            "returned the mean",
+            "The mean of q · k is about 0; the exercise asks for the variance.",
+            lambda d_k, n, rng: float(np.mean(_dots(d_k, n, rng))),
+        ),
+        Mistake(
+            "returned d_k instead of measuring it",
+            "Draw the samples and compute the sample variance; the check wants a measurement.",
+            lambda d_k, n, rng: float(d_k),
+        ),
+    ),
+)
+check_score_variance = register(_VARIANCE)
+
+
+# ====================================================================== Exercise 5.1
+def _sdpa_cases():
+    cases = []
+    f32 = torch.float32
+
+    def add(label, q, k, v, mask=None, scale=None, hidden=False):
+        kw = {}
+        if mask is not None:
+            kw["mask"] = mask
+        if scale is not None:
+            kw["scale"] = scale
+        cases.append(Case(label, (q, k, v), _sdpa(q, k, v, **kw), kwargs=kw, hidden=hidden))
+
+    add(
+        "q (2, 4), k (3, 4), v (3, 2), float64",
+        _t_rand(1, 2, 4),
+        _t_rand(2, 3, 4),
+        _t_rand(3, 3, 2),
+    )
+    add(
+        "T = d_k = 4 (square), float64",
+        _t_rand(4, 4, 4),
+        _t_rand(5, 4, 4),
+        _t_rand(6, 4, 3),
+    )
+    add(
+        "batch 2, T_q=3, T_k=6, d_k=8, float32",
+        _t_rand(7, 2, 3, 8, dtype=f32),
+        _t_rand(8, 2, 6, 8, dtype=f32),
+        _t_rand(9, 2, 6, 5, dtype=f32),
+    )
+    add(
+        "(B, H) = (2, 4) heads, d_k=8 (d_model=32), T_q=3, T_k=5, float32",
+        _t_rand(10, 2, 4, 3, 8, dtype=f32),
+        _t_rand(11, 2, 4, 5, 8, dtype=f32),
+        _t_rand(12, 2, 4, 5, 8, dtype=f32),
+    )
+    add(
+        "a causal mask, batch 2, T=5, float32",
+        _t_rand(13, 2, 5, 6, dtype=f32),
+        _t_rand(14, 2, 5, 6, dtype=f32),
+        _t_rand(15, 2, 5, 3, dtype=f32),
+        mask=_causal(5),
+    )
+    add(
+        "a padding mask (B, 1, 1, T_k), 4 heads, float64",
+        _t_rand(16, 2, 4, 5, 8),
+        _t_rand(17, 2, 4, 5, 8),
+        _t_rand(18, 2, 4, 5, 8),
+        mask=transformer_ref.padding_mask_from_lengths(torch.tensor([3, 5]), 5),
+    )
+    add(
+        "scale=1.0 (unscaled, seeds 000/002), float64",
+        _t_rand(19, 3, 4),
+        _t_rand(20, 5, 4),
+        _t_rand(21, 5, 2),
+        scale=1.0,
+    )
+    add(
+        "large inputs (|q|, |k| ~ 30), float32",
+        _t_rand(22, 4, 8, dtype=f32, scale=30.0),
+        _t_rand(23, 4, 8, dtype=f32, scale=30.0),
+        _t_rand(24, 4, 3, dtype=f32),
+    )
+    # ---- hidden: what the visible cases do not show
+    add("one token", _t_rand(25, 1, 1, 8), _t_rand(26, 1, 1, 8), _t_rand(27, 1, 1, 4), hidden=True)
+    add(
+        "one head (B, 1, T, d_k), causal, T_q=2 < T_k=5",
+        _t_rand(28, 2, 1, 2, 8),
+        _t_rand(29, 2, 1, 5, 8),
+        _t_rand(30, 2, 1, 5, 8),
+        mask=_causal(2, 5),
+        hidden=True,
+    )
+    full = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
+    add(
+        "a fully masked query row (its output must be 0, not nan)",
+        _t_rand(31, 3, 4),
+        _t_rand(32, 3, 4),
+        _t_rand(33, 3, 2),
+        mask=full,
+        hidden=True,
+    )
+    add(
+        "large inputs (|q|, |k| ~ 1000), float64",
+        _t_rand(34, 2, 3, 4, scale=1e3),
+        _t_rand(35, 2, 5, 4, scale=1e3),
+        _t_rand(36, 2, 5, 3),
+        hidden=True,
+    )
+    add(
+        "five dimensions (2, 2, 2, T, d_k), scale=0.5",
+        _t_rand(37, 2, 2, 2, 3, 4),
+        _t_rand(38, 2, 2, 2, 4, 4),
+        _t_rand(39, 2, 2, 2, 4, 2),
+        scale=0.5,
+        hidden=True,
+    )
+    # gradients through a causal mask plus one fully masked row
+    q, k, v = _t_rand(40, 2, 4, 4), _t_rand(41, 2, 4, 4), _t_rand(42, 2, 4, 3)
+    mask = _causal(4).clone()
+    mask[0] = False
+    probe = _t_rand(43, 2, 4, 3)
+    cases.append(
+        _grad_case(
+            "gradients w.r.t. q, k, v (causal mask, a fully masked row)",
+            _sdpa,
+            (q, k, v),
+            {"mask": mask},
+            probe,
+        )
+    )
+    return tuple(cases)
+
+
+def _grad_case(label, ref, args, kwargs, probe, hidden=True):
+    leaves = tuple(a.clone().requires_grad_(True) for a in args)
+    out = ref(*leaves, **kwargs)
+    (out * probe).sum().backward()
+    expected = (out.detach(), tuple(a.grad for a in leaves))
+    return Case(
+        label,
+        tuple(args),
+        expected,
+        kwargs=kwargs,
+        kind="grad",
+        grad_args=tuple(range(len(args))),
+        probe=probe,
+        hidden=hidden,
+    )
+
+
+def _naive_softmax_t(x, dim=-1):
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _with_scale(q, k, v, mask, scale):
+    return _sdpa(q, k, v, mask=mask, scale=scale)
+
+
+def _sdpa_d_model(q, k, v, mask=None, scale=None):
+    if q.dim() < 4 or q.shape[-3] == 1:
+        raise ValueError("d_model only differs from d_k with several heads")
+    d_model = q.shape[-3] * q.shape[-1]
+    return _sdpa(q, k, v, mask=mask, scale=1.0 / math.sqrt(d_model) if scale is None else scale)
+
+
+def _sdpa_wrong_axis(q, k, v, mask=None, scale=None):
+    s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return _t_softmax(s, dim=-2) @ v
+
+
+def _sdpa_mask_after(q, k, v, mask=None, scale=None):
+    if mask is None:
+        raise ValueError("needs a mask")
+    w = _sdpa(q, k, torch.eye(k.shape[-2], dtype=q.dtype), scale=scale)
+    return w.masked_fill(~mask, 0.0) @ v
+
+
+def _sdpa_mask_inverted(q, k, v, mask=None, scale=None):
+    if mask is None:
+        raise ValueError("needs a mask")
+    return _sdpa(q, k, v, mask=~mask, scale=scale)
+
+
+def _sdpa_no_transpose(q, k, v, mask=None, scale=None):
+    s = q @ k * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return _t_softmax(s) @ v
+
+
+def _sdpa_unstable(q, k, v, mask=None, scale=None):
+    s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return _naive_softmax_t(s) @ v
+
+
+def _sdpa_nan_rows(q, k, v, mask=None, scale=None):
+    s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    m = s.amax(dim=-1, keepdim=True)
+    e = torch.exp(s - m)
+    return e / e.sum(dim=-1, keepdim=True) @ v
+
+
+_SDPA_MISTAKES = (
+    Mistake(
+        "no scaling",
+        "Divide the scores by sqrt(d_k) (d_k = q.shape[-1]) when scale is None: without it "
+        "the variance of q · k grows like d_k and the softmax saturates.",
+        lambda q, k, v, mask=None, scale=None: _with_scale(
+            q, k, v, mask, 1.0 if scale is None else scale
+        ),
+    ),
+    Mistake(
+        "scaled by sqrt(d_model) instead of sqrt(d_k)",
+        "With H heads each head has d_k = d_model / H; the scale is 1/sqrt(d_k) with "
+        "d_k = q.shape[-1], the size of one head's query.",
+        _sdpa_d_model,
+    ),
+    Mistake(
+        "ignored the `scale` argument",
+        "Use 1/sqrt(d_k) only when scale is None; otherwise multiply the scores by scale.",
+        lambda q, k, v, mask=None, scale=None: _sdpa(q, k, v, mask=mask),
+    ),
+    Mistake(
+        "divided by d_k instead of sqrt(d_k)",
+        "The variance of q · k is d_k, so its standard deviation is sqrt(d_k): divide by that.",
+        lambda q, k, v, mask=None, scale=None: _with_scale(
+            q, k, v, mask, 1.0 / q.shape[-1] if scale is None else scale
+        ),
+    ),
+    Mistake(
+        "softmax over the wrong axis (over queries)",
+        "Each query's weights must sum to one over the keys: softmax over the last axis "
+        "(dim=-1) of the (..., T_q, T_k) scores.",
+        _sdpa_wrong_axis,
+    ),
+    Mistake(
+        "mask applied after the softmax",
+        "Zeroing weights after the softmax leaves rows that no longer sum to one. Put -inf "
+        "into the scores where mask is False *before* the softmax.",
+        _sdpa_mask_after,
+    ),
+    Mistake(
+        "mask inverted",
+        "In this course a boolean mask is True where a query MAY attend (like PyTorch's "
+        "F.scaled_dot_product_attention): fill -inf where the mask is False, "
+        "scores.masked_fill(~mask, float('-inf')).",
+        _sdpa_mask_inverted,
+    ),
+    Mistake(
+        "missing transpose of K",
+        "The scores are q @ kᵀ over the last two axes: q @ k.transpose(-2, -1). q @ k only "
+        "runs when T_k == d_k, and computes something else.",
+        _sdpa_no_transpose,
+    ),
+    Mistake(
+        "unstable softmax overflowing",
+        "exp() of large scores overflows to inf and inf/inf = nan. Subtract each row's "
+        "maximum before exponentiating.",
+        _sdpa_unstable,
+    ),
+    Mistake(
+        "a fully masked row gives nan",
+        "When every key of a query is masked, the row max is -inf and exp(-inf - -inf) is nan. "
+        "Shift by 0 where the max is -inf and divide by 1 where the sum is 0, so the row's "
+        "weights (and its output) are 0.",
+        _sdpa_nan_rows,
+    ),
+    Mistake(
+        "returned the attention weights instead of the output",
+        "Multiply the weights (..., T_q, T_k) by v (..., T_k, d_v).",
+        lambda q, k, v, mask=None, scale=None: _sdpa(
+            q, k, v, mask=mask, scale=scale, return_weights=True
+        )[1],
+    ),
+)
+
+_TRANSPOSE_HINT = ErrorHint(
+    "the shapes of a matrix product do not line up (transpose of K?)",
+    "q is (..., T_q, d_k) and k is (..., T_k, d_k): the scores are "
+    "q @ k.transpose(-2, -1) (k.T reverses every axis of a batched tensor).",
+    _is_matmul_mismatch,
+)
+
+_SDPA = Check(
+    key="attention.scaled_dot_product_attention",
+    exercise="Exercise 5.1",
+    name="scaled_dot_product_attention",
+    cases=_sdpa_cases(),
+    mistakes=_SDPA_MISTAKES,
+    error_hints=(_TRANSPOSE_HINT,),
+    forbidden=(
+        "scaled_dot_product_attention",
+        "multi_head_attention_forward",
+        "_scaled_dot_product_attention_math",
+    ),
+    forbidden_hint="Compute softmax(q kᵀ · scale + mask) v yourself.",
+)
+check_scaled_dot_product_attention = register(_SDPA)
+
+
+# ====================================================================== Exercise 6.1
+def _col_cases():
+    cases = []
+    specs = [
+        (3, 4, 2, torch.float64, 1.0, False),
+        (8, 5, 4, torch.float32, 1.0, False),
+        (4, 4, 4, torch.float64, 1.0, False),
+        (6, 1, 3, torch.float64, 1.0, True),
+        (5, 6, 5, torch.float64, 8.0, True),
+    ]
+    for i, (d, n, dp, dt, s, hidden) in enumerate(specs):
+        X = _t_rand(600 + i, d, n, dtype=dt, scale=s)
+        Q, K, V = (_t_rand(610 + 3 * i + j, dp, d, dtype=dt) for j in range(3))
+        label = f"d={d}, n={n}, d'={dp}, {str(dt)[6:]}"
+        label += f", inputs scaled by {s:g}" if s != 1 else ""
+        cases.append(
+            Case(label, (X, Q, K, V), _col_form(X, Q, K, V, return_weights=True), hidden=hidden)
+        )
+    X = _t_rand(650, 4, 3)  # d=4, n=3
+    Q, K, V = (_t_rand(651 + j, 2, 4) for j in range(3))  # d'=2
+    Xg = X.clone().requires_grad_(True)
+    Y, A = _col_form(Xg, Q, K, V, return_weights=True)
+    probe = _t_rand(660, 2, 3)  # like Y: (d', n)
+    (Y * probe).sum().backward()
+    cases.append(
+        Case(
+            "gradient w.r.t. X_cols",
+            (X, Q, K, V),
+            (Y.detach(), (Xg.grad,)),
+            kind="grad",
+            grad_args=(0,),
+            probe=probe,
+            hidden=True,
+        )
+    )
+    return tuple(cases)
+
+
+def _col_variant(X, Q, K, V, *, dim=0, transpose_scores=False, scale=1.0, swap_sum=False):
+    S = (K @ X).T @ (Q @ X)
+    if transpose_scores:
+        S = S.T
+    A = _t_softmax(S * scale, dim=dim)
+    Y = (V @ X) @ (A.T if swap_sum else A)
+    return Y, A
+
+
+_COLUMN = Check(
+    key="attention.column_form_self_attention",
+    exercise="Exercise 6.1",
+    name="column_form_self_attention",
+    cases=_col_cases(),
+    mistakes=(
+        Mistake(
+            "softmax over j instead of over i",
+            "Seed 000 normalises over the *first* index: A_ij = exp(s_ij) / sum_k exp(s_kj), "
+            "so every column of A sums to one (softmax over dim=0).",
+            lambda X, Q, K, V: _col_variant(X, Q, K, V, dim=1),
+        ),
+        Mistake(
+            "scores transposed",
+            "s_ij = x_iᵀ Kᵀ Q x_j = (K x_i) · (Q x_j): rows are indexed by the key i, columns "
+            "by the query j, so S = (K X)ᵀ (Q X).",
+            lambda X, Q, K, V: _col_variant(X, Q, K, V, transpose_scores=True),
+        ),
+        Mistake(
+            "scaled the scores",
+            "Seed 000 does not scale: A_ij = softmax_i(x_iᵀ Kᵀ Q x_j), no 1/sqrt(d').",
+            lambda X, Q, K, V: _col_variant(X, Q, K, V, scale=1.0 / math.sqrt(Q.shape[0])),
+        ),
+        Mistake(
+            "summed over the wrong index in y_j",
+            "y_j = sum_i A_ij V x_i, i.e. Y = (V X) A, not (V X) Aᵀ.",
+            lambda X, Q, K, V: _col_variant(X, Q, K, V, swap_sum=True),
+        ),
+        Mistake(
+            "returned (A, Y) instead of (Y, A)",
+            "Return the outputs first, then the weights.",
+            lambda X, Q, K, V: _col_variant(X, Q, K, V)[::-1],
+        ),
+        Mistake(
+            "unstable softmax overflowing",
+            "Subtract the maximum over i (dim=0, keepdim=True) before exponentiating.",
+            lambda X, Q, K, V: (
+                (V @ X) @ _naive_softmax_t((K @ X).T @ (Q @ X), dim=0),
+                _naive_softmax_t((K @ X).T @ (Q @ X), dim=0),
+            ),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "the shapes of a matrix product do not line up",
+            "Here tokens are columns: X_cols is (d, n) and Q, K, V are (d', d), so Q X_cols "
+            "is (d', n) and the scores (K X)ᵀ (Q X) are (n, n).",
+            _is_matmul_mismatch,
+        ),
+    ),
+    forbidden=("scaled_dot_product_attention", "multi_head_attention_forward"),
+    forbidden_hint="Write out seed 000's formula.",
+)
+check_column_form_self_attention = register(_COLUMN)
+
+
+# ====================================================================== Exercise 7.1
+def _cos_cases():
+    cases = []
+
+    def add(label, q, k, v, hidden=False, **kw):
+        cases.append(Case(label, (q, k, v), _cos_attn(q, k, v, **kw), kwargs=kw, hidden=hidden))
+
+    add(
+        "q (2, 4), k (3, 4), v (3, 2), float64",
+        _t_rand(70, 2, 4),
+        _t_rand(71, 3, 4),
+        _t_rand(72, 3, 2),
+    )
+    add(
+        "batch 2, T_q=3, T_k=5, float32",
+        _t_rand(73, 2, 3, 8, dtype=torch.float32),
+        _t_rand(74, 2, 5, 8, dtype=torch.float32),
+        _t_rand(75, 2, 5, 4, dtype=torch.float32),
+    )
+    add(
+        "temperature=0.1, 2 heads, causal mask",
+        _t_rand(76, 2, 2, 4, 6),
+        _t_rand(77, 2, 2, 4, 6),
+        _t_rand(78, 2, 2, 4, 3),
+        temperature=0.1,
+        mask=_causal(4),
+    )
+    zero_q = _t_rand(79, 3, 4)
+    zero_q[1] = 0.0
+    add(
+        "a zero query vector (guard with eps)",
+        zero_q,
+        _t_rand(80, 4, 4),
+        _t_rand(81, 4, 2),
+        hidden=True,
+    )
+    add(
+        "large inputs (~1e3: cosine does not care)",
+        _t_rand(82, 3, 4, scale=1e3),
+        _t_rand(83, 5, 4, scale=1e3),
+        _t_rand(84, 5, 2),
+        hidden=True,
+    )
+    add(
+        "a fully masked row",
+        _t_rand(85, 3, 4),
+        _t_rand(86, 3, 4),
+        _t_rand(87, 3, 2),
+        mask=torch.tensor([[True, True, False], [False, False, False], [True, False, True]]),
+        hidden=True,
+    )
+    q, k, v = _t_rand(88, 3, 5), _t_rand(89, 4, 5), _t_rand(90, 4, 2)
+    cases.append(
+        _grad_case("gradients w.r.t. q, k, v", _cos_attn, (q, k, v), {}, _t_rand(91, 3, 2))
+    )
+    return tuple(cases)
+
+
+def _cos_variant(
+    q, k, v, mask=None, temperature=1.0, eps=1e-8, *, norm_q=True, norm_k=True, scale=None, dim=-1
+):
+    if norm_q:
+        q = q / q.norm(dim=dim, keepdim=True).clamp_min(eps)
+    if norm_k:
+        k = k / k.norm(dim=dim, keepdim=True).clamp_min(eps)
+    return _sdpa(q, k, v, mask=mask, scale=(1.0 / temperature) if scale is None else scale)
+
+
+def _cos_no_eps(q, k, v, mask=None, temperature=1.0, eps=1e-8):
+    q = q / q.norm(dim=-1, keepdim=True)
+    k = k / k.norm(dim=-1, keepdim=True)
+    return _sdpa(q, k, v, mask=mask, scale=1.0 / temperature)
+
+
+_COSINE = Check(
+    key="attention.cosine_similarity_attention",
+    exercise="Exercise 7.1",
+    name="cosine_similarity_attention",
+    cases=_cos_cases(),
+    mistakes=(
+        Mistake(
+            "normalised only the queries",
+            "cos(q, k) = q · k / (|q| |k|): divide the keys by their norms too.",
+            lambda q, k, v, mask=None, temperature=1.0, eps=1e-8: _cos_variant(
+                q, k, v, mask, temperature, eps, norm_k=False
+            ),
+        ),
+        Mistake(
+            "normalised only the keys",
+            "cos(q, k) = q · k / (|q| |k|): divide the queries by their norms too.",
+            lambda q, k, v, mask=None, temperature=1.0, eps=1e-8: _cos_variant(
+                q, k, v, mask, temperature, eps, norm_q=False
+            ),
+        ),
+        Mistake(
+            "multiplied by the temperature instead of dividing",
+            "The scores are cos(q_i, k_j) / temperature: a small temperature sharpens.",
+            lambda q, k, v, mask=None, temperature=1.0, eps=1e-8: _cos_variant(
+                q, k, v, mask, temperature, eps, scale=temperature
+            ),
+        ),
+        Mistake(
+            "also divided by sqrt(d_k)",
+            "Cosine scores already lie in [-1, 1] whatever d_k: the only scale is 1/temperature.",
+            lambda q, k, v, mask=None, temperature=1.0, eps=1e-8: _cos_variant(
+                q, k, v, mask, temperature, eps, scale=1.0 / (temperature * math.sqrt(q.shape[-1]))
+            ),
+        ),
+        Mistake(
+            "normalised over the wrong axis",
+            "Each vector is one row: take the norm over the last axis (dim=-1, keepdim=True).",
+            lambda q, k, v, mask=None, temperature=1.0, eps=1e-8: _cos_variant(
+                q, k, v, mask, temperature, eps, dim=-2
+            ),
+        ),
+        Mistake(
+            "a zero vector gives nan",
+            "|0| = 0 and 0/0 = nan: divide by norm.clamp_min(eps) so a zero vector stays zero.",
+            _cos_no_eps,
+        ),
+    ),
+    forbidden=(
+        "scaled_dot_product_attention",
+        "multi_head_attention_forward",
+        "cosine_similarity",
+        "normalize",
+    ),
+    forbidden_hint="Normalise with .norm() and reuse your own attention from Exercise 5.1.",
+)
+check_cosine_similarity_attention = register(_COSINE)
+
+
+# ====================================================================== Exercise 8.1
+def _dominance_ref(weights: torch.Tensor) -> float:
+    n = weights.shape[-1]
+    hits = weights.argmax(dim=-1) == torch.arange(n)
+    return hits.double().mean().item()
+
+
+def _dominance_cases():
+    cases = []
+    hand = torch.tensor([[0.7, 0.2, 0.1], [0.5, 0.3, 0.2], [0.1, 0.1, 0.8]], dtype=torch.float64)
+    cases.append(Case("a (3, 3) example", (hand,), _dominance_ref(hand), kind="scalar"))
+    for i, (shape, hidden) in enumerate(
+        [((2, 6, 6), False), ((2, 4, 5, 5), False), ((1, 1), True), ((3, 7, 7), True)]
+    ):
+        w = _t_softmax(
+            _t_rand(800 + i, *shape, scale=2.0) + 1.5 * torch.eye(shape[-1], dtype=torch.float64),
+            dim=-1,
+        )
+        cases.append(
+            Case(f"weights {shape}", (w,), _dominance_ref(w), kind="scalar", hidden=hidden)
+        )
+    return tuple(cases)
+
+
+_DOMINANCE = Check(
+    key="attention.self_score_dominance",
+    exercise="Exercise 8.1",
+    name="self_score_dominance",
+    cases=_dominance_cases(),
+    mistakes=(
+        Mistake(
+            "argmax over the wrong axis",
+            "Query i's largest weight is the argmax over keys, the last axis (dim=-1).",
+            lambda w: (w.argmax(dim=-2) == torch.arange(w.shape[-1])).double().mean().item(),
+        ),
+        Mistake(
+            "returned a count instead of a fraction",
+            "Divide by the number of queries (take the mean).",
+            lambda w: float((w.argmax(dim=-1) == torch.arange(w.shape[-1])).sum().item()),
+        ),
+        Mistake(
+            "returned the mean self-weight A_ii",
+            "The question is how often A_ii is the *largest* weight in row i, not its size.",
+            lambda w: w.diagonal(dim1=-2, dim2=-1).mean().item(),
+        ),
+    ),
+)
+check_self_score_dominance = register(_DOMINANCE)
