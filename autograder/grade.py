@@ -1,0 +1,160 @@
+"""``course-grade``: grade a class's submissions with nbgrader and write grades.csv + feedback.
+
+    course-grade SUBMISSIONS_DIR --out OUT_DIR [--workers N] [--timeout S] [--memory MB]
+                 [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
+
+SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
+found inside by name at any depth. For each student, in parallel (``--workers``, default: the
+number of cores), a course folder of their own is made from the source notebooks
+(``solutions/``) and nbgrader's ``autograde`` and ``generate_feedback`` run in a process with
+a wall-time and a memory limit. The parent alone writes the results:
+
+- ``OUT_DIR/grades.csv``: student, notebook, exercise, points, max_points, status
+  (``graded``, ``graded (test cell restored: ...)`` or ``not graded: <reason>``);
+- ``OUT_DIR/feedback/<student>/<notebook>.html``: nbgrader feedback without hidden tests;
+- ``OUT_DIR/gradebook.db``: the class's nbgrader gradebook; ``OUT_DIR/results/``: one file
+  per finished student. Rerunning after an interruption grades only the students not finished
+  (``--force`` grades everyone again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="course-grade",
+        description="Grade a folder of student submissions with nbgrader (see module docs).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("submissions", type=Path, help="one folder or .zip per student")
+    p.add_argument("--out", type=Path, required=True, help="output folder (created)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="students graded at once")
+    p.add_argument("--timeout", type=float, default=900,
+                   help="wall-time limit per student, seconds")
+    p.add_argument("--cell-timeout", type=int, default=120,
+                   help="one cell's limit, seconds (interrupted; the rest still runs)")
+    p.add_argument("--memory", type=int, default=4096,
+                   help="memory (address space) limit per process, MB")
+    p.add_argument("--assignment", nargs="+", default=None,
+                   help="assignments to grade (default: those found in the submissions)")
+    p.add_argument("--source", type=Path, default=ROOT / "solutions",
+                   help="nbgrader source notebooks, one folder per assignment")
+    p.add_argument("--force", action="store_true", help="grade students already graded again")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _pick_assignments(args, available, subs) -> list[str]:
+    from .grading.submissions import find_notebook
+
+    if args.assignment:
+        return args.assignment
+    picked = []
+    for a, paths in available.items():
+        if any(find_notebook(s, p.stem)[0] for s in subs for p in paths):
+            picked.append(a)
+    return picked
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # imports after parsing: --help stays instant
+    from tqdm import tqdm
+
+    from .grading.course import build_template, find_assignments
+    from .grading.results import ResultStore
+    from .grading.runner import kill_all
+    from .grading.student import Options, grade_student, to_json
+    from .grading.submissions import discover, find_notebook, fingerprint
+
+    if not args.submissions.is_dir():
+        print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up children on TERM too
+    t0 = time.monotonic()
+    out = args.out.resolve()
+    work = out / ".work"
+    work.mkdir(parents=True, exist_ok=True)
+    subs, problems = discover(args.submissions.resolve(), work / "unpacked")
+    for msg in problems:
+        print(f"course-grade: {msg}", file=sys.stderr)
+    available = find_assignments(args.source.resolve())
+    assignments = _pick_assignments(args, available, subs)
+    if not assignments:
+        print("course-grade: no assignment notebook found in the submissions", file=sys.stderr)
+        return 2
+    template, info = build_template(args.source.resolve(), assignments, work, args.cell_timeout)
+    workers = max(1, args.workers)
+    opts = Options(
+        timeout=args.timeout,
+        cell_timeout=args.cell_timeout,
+        memory_mb=args.memory,
+        threads=max(1, (os.cpu_count() or 1) // workers),
+    )
+    store = ResultStore(out)
+    done = store.load()
+    run_id = uuid.uuid4().hex[:8]
+    todo, prints = [], {}
+    for s in subs:
+        paths = [find_notebook(s, nb.name)[0] for a in assignments for nb in info[a]]
+        prints[s.student] = f"{template.name}:{fingerprint(paths)}"
+        if args.force or done.get(s.student, {}).get("fingerprint") != prints[s.student]:
+            todo.append(s)
+    skipped = len(subs) - len(todo)
+    if skipped:
+        print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
+    students = [s.student for s in subs]
+    store.write_csv(students)
+    bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
+               file=sys.stderr)
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures = [
+            pool.submit(grade_student, s, info, template, work, out, opts, prints[s.student])
+            for s in todo
+        ]
+        for fut in as_completed(futures):
+            r = fut.result()
+            r.notes.append(f"run {run_id}")
+            store.save(to_json(r), r.student)  # the commit point of this student
+            store.write_csv(students)
+            bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
+            bar.update()
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all()
+        bar.close()
+        print("course-grade: interrupted; rerun to grade the rest", file=sys.stderr)
+        return 130
+    pool.shutdown()
+    bar.close()
+    store.write_gradebook(template, students)
+    csv_path = store.write_csv(students)
+    results = store.load()
+    bad = sum(
+        1 for sid in students for row in results.get(sid, {}).get("rows", [])
+        if row["status"].startswith("not graded")
+    )
+    print(
+        f"course-grade: {len(students)} students, {len(todo)} graded now in "
+        f"{time.monotonic() - t0:.1f}s ({workers} workers); {bad} row(s) not graded; "
+        f"{csv_path}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""The nbgrader course folders the grader works in, and what it knows about each assignment.
+
+nbgrader is used as designed: a course directory with ``source/<assignment>/<nb>.ipynb`` (copied
+from ``solutions/``), ``nbgrader generate_assignment`` to fill a gradebook and make the release,
+then ``nbgrader autograde`` / ``generate_feedback`` on ``submitted/<student>/<assignment>/``.
+
+The *template* course is built once per grading run (and cached by content hash). Each student
+then gets a course folder of their own with a copy of the template gradebook, so no two processes
+ever write the same SQLite file; the parent merges the results (``results.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .nbgrader_main import ensure_cached_head
+
+NBGRADER = [sys.executable, "-m", "autograder.grading.nbgrader_main"]  # = the nbgrader command
+REPO_CONFIG = Path(__file__).resolve().parent.parent / "nbgrader_config.py"
+COURSE_ID = "course"
+
+
+def tool_env(base: dict | None = None) -> dict[str, str]:
+    """The environment for nbgrader commands: this Python's bin folder first on PATH.
+
+    nbgrader runs ``alembic`` (and Jupyter finds kernels) through PATH; a course run from its
+    virtual environment without activating it must still find them there.
+    """
+    env = dict(os.environ if base is None else base)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
+    return env
+
+
+def write_config(root: Path, cell_timeout: int) -> None:
+    """Write the nbgrader_config.py of a course folder at ``root``.
+
+    It loads the course's own configuration (``autograder/nbgrader_config.py``: solution stubs,
+    anything the check library needs) and then points every path into ``root``.
+    """
+    lines = [
+        "c = get_config()  # noqa: F821",
+        f"load_subconfig({str(REPO_CONFIG)!r})  # noqa: F821" if REPO_CONFIG.exists() else "",
+        f"c.CourseDirectory.root = {str(root)!r}",
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}",
+        "c.CourseDirectory.source_directory = 'source'",
+        "c.CourseDirectory.release_directory = 'release'",
+        "c.CourseDirectory.submitted_directory = 'submitted'",
+        "c.CourseDirectory.autograded_directory = 'autograded'",
+        "c.CourseDirectory.feedback_directory = 'feedback'",
+        f"c.CourseDirectory.db_url = {'sqlite:///' + str(root / 'gradebook.db')!r}",
+        # a cell running longer than this is interrupted; the rest of the notebook still runs
+        f"c.Execute.timeout = {int(cell_timeout)}",
+        "c.Execute.interrupt_on_timeout = True",
+        # nbgrader's defaults, plus: stderr output of a test cell is not a failure
+        "c.Autograde.autograde_preprocessors = ["
+        "'nbgrader.preprocessors.Execute', "
+        "'autograder.grading.preprocessors.StderrIsNotFailure', "
+        "'nbgrader.preprocessors.IgnorePattern', "
+        "'nbconvert.preprocessors.ClearMetadataPreprocessor', "
+        "'nbgrader.preprocessors.LimitOutput', "
+        "'nbgrader.preprocessors.SaveAutoGrades', "
+        "'nbgrader.preprocessors.AssignLatePenalties', "
+        "'nbgrader.preprocessors.CheckCellMetadata']",
+        # deleted test cells come back from the gradebook (edited ones always do: checksums)
+        "c.OverwriteCells.add_missing_cells = True",
+        # feedback shows the student's cells and results, never the hidden tests' source
+        "c.GenerateFeedback.preprocessors = ["
+        "'nbgrader.preprocessors.GetGrades', "
+        "'autograder.grading.preprocessors.HideHiddenTests', "
+        "'nbconvert.preprocessors.CSSHTMLHeaderPreprocessor']",
+    ]
+    (root / "nbgrader_config.py").write_text("\n".join(line for line in lines if line) + "\n")
+
+
+@dataclass
+class GradeCell:
+    grade_id: str
+    max_points: float
+    hidden: bool  # holds a ### BEGIN HIDDEN TESTS region
+    solution_ids: list[str] = field(default_factory=list)  # answer cells this test grades
+
+
+@dataclass
+class Notebook:
+    assignment: str
+    name: str  # notebook id (file stem)
+    source: nbformat.NotebookNode
+    release: nbformat.NotebookNode
+    grade_cells: list[GradeCell]
+    solution_ids: list[str]
+    # cell ids (grade ids) from the last answer cell up to each test: what it depends on
+    span: dict[str, list[str]]
+
+    @property
+    def release_tests(self) -> dict[str, str]:
+        """{grade_id: source} of the test cells as the students received them."""
+        return {
+            c.metadata.nbgrader["grade_id"]: c.source
+            for c in self.release.cells
+            if c.metadata.get("nbgrader", {}).get("grade")
+        }
+
+
+def _nbg(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def describe(assignment: str, name: str, source, release) -> Notebook:
+    """Read the graded cells of a source notebook and which answer cells each test depends on."""
+    grade_cells, solution_ids, span = [], [], {}
+    current_solutions: list[str] = []
+    since_solution: list[str] = []
+    after_test = False
+    for i, cell in enumerate(source.cells):
+        meta = _nbg(cell)
+        gid = meta.get("grade_id", f"cell-{i}")
+        if meta.get("solution") and not meta.get("grade"):
+            if after_test:  # a new exercise starts
+                current_solutions, since_solution = [], []
+                after_test = False
+            current_solutions.append(gid)
+            solution_ids.append(gid)
+        since_solution.append(gid)
+        if meta.get("grade"):
+            after_test = True
+            hidden = "BEGIN HIDDEN TESTS" in cell.source
+            grade_cells.append(
+                GradeCell(gid, float(meta.get("points", 0)), hidden, list(current_solutions))
+            )
+            span[gid] = list(since_solution)
+    return Notebook(assignment, name, source, release, grade_cells, solution_ids, span)
+
+
+def find_assignments(source_dir: Path) -> dict[str, list[Path]]:
+    """{assignment: [notebook paths]} for every ``<assignment>/*.ipynb`` under ``source_dir``."""
+    found = {}
+    for folder in sorted(p for p in source_dir.iterdir() if p.is_dir()):
+        nbs = sorted(
+            p for p in folder.glob("*.ipynb") if not p.name.startswith(".")
+        )
+        if nbs:
+            found[folder.name] = nbs
+    return found
+
+
+def _hash_inputs(paths: list[Path], cell_timeout: int) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    if REPO_CONFIG.exists():
+        h.update(REPO_CONFIG.read_bytes())
+    h.update(Path(__file__).read_bytes())
+    h.update(str(cell_timeout).encode())
+    return h.hexdigest()[:16]
+
+
+def build_template(
+    source_dir: Path, assignments: list[str], work: Path, cell_timeout: int
+) -> tuple[Path, dict[str, list[Notebook]]]:
+    """Make (or reuse) the template course under ``work``; return it and the notebooks' info."""
+    ensure_cached_head()
+    all_found = find_assignments(source_dir)
+    missing = [a for a in assignments if a not in all_found]
+    if missing:
+        raise SystemExit(f"no such assignment in {source_dir}: {', '.join(missing)}")
+    paths = [p for a in assignments for p in all_found[a]]
+    root = work / f"template-{_hash_inputs(paths, cell_timeout)}"
+    done = root / ".done"
+    if not done.exists():
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        write_config(root, cell_timeout)
+        for a in assignments:
+            dest = root / "source" / a
+            shutil.copytree(source_dir / a, dest, ignore=shutil.ignore_patterns(".*"))
+            proc = subprocess.run(
+                [*NBGRADER, "generate_assignment", a, "--force"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                env=tool_env(),
+            )
+            if proc.returncode != 0:
+                raise SystemExit(
+                    f"nbgrader generate_assignment {a} failed:\n{proc.stdout}\n{proc.stderr}"
+                )
+        done.write_text(json.dumps({"assignments": assignments}))
+    info = {}
+    for a in assignments:
+        info[a] = []
+        for p in all_found[a]:
+            src = nbformat.read(root / "source" / a / p.name, as_version=4)
+            rel = nbformat.read(root / "release" / a / p.name, as_version=4)
+            info[a].append(describe(a, p.stem, src, rel))
+    return root, info
+
+
+def make_student_course(template: Path, root: Path, cell_timeout: int) -> None:
+    """A fresh course folder for one student: the template's sources and gradebook, copied."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    write_config(root, cell_timeout)
+    shutil.copytree(template / "source", root / "source")
+    shutil.copy2(template / "gradebook.db", root / "gradebook.db")

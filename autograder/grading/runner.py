@@ -1,0 +1,163 @@
+"""Run one untrusted command with a wall-time limit and a memory limit.
+
+A *runner* executes an argv in a working folder and returns a :class:`RunResult`. The grader
+talks to runners only through :meth:`LocalRunner.run`, so a sandboxing runner (bubblewrap, a
+separate user, namespaces) can replace :class:`LocalRunner` per student without touching the
+rest of the pipeline.
+
+:class:`LocalRunner` (no sandbox) does three things:
+
+- memory: the command starts through ``python -m autograder.grading.limits``, which sets
+  ``RLIMIT_AS`` and then ``exec``-s the real command; the limit is inherited by every process it
+  starts (the Jupyter kernel included), so an allocation past it raises ``MemoryError`` there;
+- wall time: the parent waits at most ``timeout`` seconds;
+- clean-up: when the command ends or runs out of time, every process it started is killed
+  (SIGKILL): its process group, its descendants (Jupyter starts kernels in a session of their
+  own), and any process still carrying the job's token in its environment (orphans of a killed
+  parent are re-parented to init, out of the tree).
+
+Example: ``LocalRunner().run([sys.executable, "-c", "while True: pass"], cwd, timeout=2,
+memory_mb=512, log_path=log)`` returns after ~2 s with ``timed_out=True``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+JOB_TOKEN_VAR = "COURSE_GRADE_JOB"
+_ACTIVE: dict[int, tuple[subprocess.Popen, str]] = {}  # jobs running now, for kill_all()
+_LOCK = threading.Lock()
+
+
+@dataclass
+class RunResult:
+    returncode: int | None  # None when killed for time
+    timed_out: bool
+    seconds: float
+
+
+def _children_map() -> dict[int, list[int]]:
+    """{ppid: [pid, ...]} for every process visible in /proc."""
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # the command name may hold spaces and parentheses: parse after the last ')'
+        fields = stat.rsplit(")", 1)[1].split()
+        kids.setdefault(int(fields[1]), []).append(int(entry))
+    return kids
+
+
+def _descendants(pid: int) -> list[int]:
+    kids = _children_map()
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in kids.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _with_token(token: str) -> list[int]:
+    needle = f"{JOB_TOKEN_VAR}={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def _kill(pids) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_job(proc: subprocess.Popen, token: str) -> None:
+    """SIGKILL the command's process group, its descendants and every process with its token."""
+    for _ in range(3):  # a process may fork while we kill: sweep a few times
+        victims = set(_descendants(proc.pid)) | set(_with_token(token))
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _kill(victims)
+        if not victims:
+            break
+        time.sleep(0.05)
+
+
+def kill_all() -> None:
+    """Kill every job still running (the grader is being interrupted)."""
+    with _LOCK:
+        jobs = list(_ACTIVE.values())
+    for proc, token in jobs:
+        kill_job(proc, token)
+
+
+class LocalRunner:
+    """Runs a command as this user with rlimits and a wall-time limit (no sandbox)."""
+
+    name = "local (no sandbox)"
+
+    def run(
+        self,
+        argv: list[str],
+        cwd: Path,
+        *,
+        timeout: float,
+        memory_mb: int,
+        log_path: Path,
+        env: dict[str, str] | None = None,
+    ) -> RunResult:
+        token = uuid.uuid4().hex
+        full_env = dict(os.environ if env is None else env)
+        full_env[JOB_TOKEN_VAR] = token
+        cpu_s = int(timeout * max(1, int(full_env.get("OMP_NUM_THREADS", "1")))) + 30
+        limits = [sys.executable, "-m", "autograder.grading.limits", str(memory_mb), str(cpu_s)]
+        wrapped = [*limits, "--", *argv]
+        start = time.monotonic()
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                wrapped,
+                cwd=cwd,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, killed as a whole
+            )
+            with _LOCK:
+                _ACTIVE[proc.pid] = (proc, token)
+            try:
+                rc = proc.wait(timeout=max(timeout, 0.1))
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                rc, timed_out = None, True
+            finally:
+                kill_job(proc, token)  # also reaps background processes left behind
+                proc.wait()
+                with _LOCK:
+                    _ACTIVE.pop(proc.pid, None)
+        return RunResult(rc, timed_out, time.monotonic() - start)

@@ -1,0 +1,278 @@
+"""Grade one student: check the files, run nbgrader in a limited process, read the grades.
+
+The steps that decide a grade run here, in the trusted parent; only ``nbgrader autograde`` and
+``nbgrader generate_feedback`` (and through them the student's code, in a Jupyter kernel) run in
+the limited process the runner starts, in the student's own course folder with its own
+gradebook.
+
+Every CSV row gets a status:
+
+- ``graded``, or ``graded (test cell restored: edited|deleted)`` when the submission's test cell
+  differed from the release or was missing and nbgrader put the source back;
+- ``not graded: <reason>``, with the points left empty, when the grade would not be the
+  student's: the notebook is missing or not valid JSON, an answer cell is missing, the kernel
+  died, the time or memory limit was hit (for the whole notebook, or for one exercise whose
+  cells timed out or ran out of memory while the rest of the notebook was graded).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .course import NBGRADER, Notebook, make_student_course, tool_env
+from .nbgrader_main import quiet_sqlalchemy
+from .runner import LocalRunner
+from .submissions import Submission, find_notebook
+
+
+@dataclass
+class Options:
+    timeout: float  # wall time for the whole student, seconds
+    cell_timeout: int  # one cell, seconds (interrupted; the rest of the notebook runs on)
+    memory_mb: int
+    threads: int  # BLAS/torch threads per student
+
+
+@dataclass
+class StudentResult:
+    student: str
+    fingerprint: str
+    rows: list[dict]
+    seconds: float
+    feedback: list[str] = field(default_factory=list)  # paths relative to OUT_DIR
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- checks on the submitted file (parent side, before anything runs) -----------------------
+
+
+def _nbg(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def precheck(path: Path, nb: Notebook) -> tuple[str | None, dict[str, str], list[str]]:
+    """(fatal reason or None, {test grade_id: 'edited'|'deleted'}, [missing answer cell ids])."""
+    try:
+        sub = nbformat.read(path, as_version=4)
+        nbformat.validate(sub)
+    except Exception as e:  # json errors, schema errors, unreadable files
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"invalid notebook file ({type(e).__name__}: {first[:120]})", {}, []
+    cells = {}
+    for c in sub.cells:
+        gid = _nbg(c).get("grade_id")
+        if gid is not None and gid not in cells:
+            cells[gid] = c
+    restored = {}
+    for gid, src in nb.release_tests.items():
+        c = cells.get(gid)
+        if c is None or not _nbg(c).get("grade"):
+            restored[gid] = "deleted"
+        elif c.source != src or c.cell_type != "code":
+            restored[gid] = "edited"
+    missing = [s for s in nb.solution_ids if s not in cells]
+    return None, restored, missing
+
+
+# ---- reading what the kernel did (parent side, after the run) -------------------------------
+
+
+def _problem(cell) -> str | None:
+    """'timeout' / 'memory' when a cell's outputs show it hit a limit."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") != "error":
+            continue
+        text = " ".join([out.get("ename", ""), out.get("evalue", "")] + out.get("traceback", []))
+        if "CellTimeoutError" in text or "Cell execution timed out" in text:
+            return "timeout"
+        if "MemoryError" in text or "can't allocate memory" in text:
+            return "memory"
+    return None
+
+
+def exercise_problems(autograded: nbformat.NotebookNode) -> dict[str, str]:
+    """{test grade_id: problem} for tests whose exercise (answer cells to test) hit a limit."""
+    problems, current, after_test = {}, None, False
+    for cell in autograded.cells:
+        meta = _nbg(cell)
+        if meta.get("solution") and not meta.get("grade") and after_test:
+            current, after_test = None, False  # a new exercise starts
+        current = current or _problem(cell)
+        if meta.get("grade"):
+            after_test = True
+            if current:
+                problems[meta["grade_id"]] = current
+    return problems
+
+
+def _fatal_reason(log: str, run, what: str, opts: Options) -> str:
+    if run.timed_out:
+        return f"time limit of {opts.timeout:g} s for the student exceeded"
+    if "DeadKernelError" in log or "Kernel died" in log or "kernel died" in log:
+        return "the kernel died while running the notebook (exit, crash or signal)"
+    if "CellTimeoutError" in log:
+        return f"a cell ran over {opts.cell_timeout} s and could not be interrupted"
+    if "MemoryError" in log:
+        return f"memory limit of {opts.memory_mb} MB exceeded"
+    if run.returncode is not None and run.returncode < 0:
+        return f"{what} was killed by signal {-run.returncode}"
+    errors = [ln for ln in log.splitlines() if "[ERROR]" in ln or "Error" in ln]
+    tail = errors[-1].strip()[:160] if errors else "no error message"
+    return f"nbgrader {what} failed (exit {run.returncode}): {tail}"
+
+
+def _read_grades(root: Path, assignment: str, notebook: str, student: str) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    with quiet_sqlalchemy(), Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        sn = gb.find_submission_notebook(notebook, assignment, student)
+        return {g.name: g.auto_score for g in sn.grades}
+
+
+# ---- one student ----------------------------------------------------------------------------
+
+
+def grade_student(
+    sub: Submission,
+    info: dict[str, list[Notebook]],
+    template: Path,
+    work: Path,
+    out: Path,
+    opts: Options,
+    fingerprint: str,
+    runner=None,
+) -> StudentResult:
+    """Grade every assignment in ``info`` for one student; never raises for the student's code."""
+    runner = runner or LocalRunner()
+    start = time.monotonic()
+    root = work / "students" / sub.student
+    make_student_course(template, root, opts.cell_timeout)
+    (root / "logs").mkdir()
+    env = tool_env()
+    env.update(
+        OMP_NUM_THREADS=str(opts.threads),
+        MKL_NUM_THREADS=str(opts.threads),
+        OPENBLAS_NUM_THREADS=str(opts.threads),
+        MPLBACKEND="Agg",
+        IPYTHONDIR=str(root / ".ipython"),  # no instructor IPython startup files
+        PYTHONWARNINGS="default",
+    )
+    result = StudentResult(sub.student, fingerprint, [], 0.0)
+    for assignment, notebooks in info.items():
+        fatal: dict[str, str] = {}  # notebook -> reason
+        restored: dict[str, dict[str, str]] = {}
+        missing: dict[str, list[str]] = {}
+        dest = root / "submitted" / sub.student / assignment
+        dest.mkdir(parents=True)
+        for nb in notebooks:
+            path, note = find_notebook(sub, nb.name)
+            if note and path is not None:
+                result.notes.append(f"{nb.name}: {note}")
+            if path is None:
+                fatal[nb.name] = note
+                continue
+            reason, restored[nb.name], missing[nb.name] = precheck(path, nb)
+            if reason:
+                fatal[nb.name] = reason
+            else:
+                shutil.copyfile(path, dest / f"{nb.name}.ipynb")
+        if len(fatal) < len(notebooks):
+            _run_nbgrader(runner, root, assignment, sub.student, notebooks, fatal, opts, env,
+                          start)
+        for nb in notebooks:
+            result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
+                                 restored.get(nb.name, {}), missing.get(nb.name, []), opts)
+            html = root / "feedback" / sub.student / assignment / f"{nb.name}.html"
+            if nb.name not in fatal and html.exists():
+                rel = Path("feedback") / sub.student / f"{nb.name}.html"
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(html, out / rel)
+                result.feedback.append(str(rel))
+    result.seconds = round(time.monotonic() - start, 2)
+    return result
+
+
+def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, opts, env, start):
+    """autograde, then generate_feedback; fills ``fatal`` for notebooks that were not graded."""
+    for step in ("autograde", "generate_feedback"):
+        log_path = root / "logs" / f"{step}-{assignment}.log"
+        left = opts.timeout - (time.monotonic() - start)
+        run = runner.run(
+            [*NBGRADER, step, assignment, "--student", student, "--force"],
+            root,
+            timeout=left,
+            memory_mb=opts.memory_mb,
+            log_path=log_path,
+            env=env,
+        )
+        if step == "generate_feedback":
+            return  # no feedback is a note, not a grading failure (see grade_student)
+        log = log_path.read_text(errors="replace")
+        for nb in notebooks:
+            if nb.name in fatal:
+                continue
+            done = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
+            if run.timed_out or run.returncode != 0 or not done.exists():
+                fatal[nb.name] = _fatal_reason(log, run, step, opts)
+        if len(fatal) == len(notebooks):
+            return
+
+
+def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opts):
+    rows = []
+    grades, problems = {}, {}
+    if fatal is None:
+        try:
+            grades = _read_grades(root, assignment, nb.name, student)
+            autograded = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
+            problems = exercise_problems(nbformat.read(autograded, as_version=4))
+        except Exception as e:  # a gradebook or notebook we cannot read is not a 0
+            fatal = f"cannot read the grading result ({type(e).__name__}: {e})"[:200]
+    for gc in nb.grade_cells:
+        points = grades.get(gc.grade_id)
+        gone = [s for s in gc.solution_ids if s in missing]
+        if fatal:
+            status = f"not graded: {fatal}"
+        elif gone:
+            status = f"not graded: answer cell {gone[0]} missing from the submission"
+        elif problems.get(gc.grade_id) == "timeout":
+            status = f"not graded: a cell of this exercise ran over {opts.cell_timeout} s"
+        elif problems.get(gc.grade_id) == "memory":
+            status = f"not graded: memory limit of {opts.memory_mb} MB exceeded"
+        elif points is None:
+            status = "not graded: no grade recorded by nbgrader"
+        elif gc.grade_id in restored:
+            status = f"graded (test cell restored: {restored[gc.grade_id]})"
+        else:
+            status = "graded"
+        graded = status.startswith("graded")
+        rows.append(
+            {
+                "student": student,
+                "notebook": nb.name,
+                "exercise": gc.grade_id,
+                "points": _fmt(points) if graded else "",
+                "max_points": _fmt(gc.max_points),
+                "status": status,
+            }
+        )
+    return rows
+
+
+def _fmt(x: float) -> str:
+    """Points as the CSV shows them.
+
+    >>> _fmt(2.0), _fmt(0.5)
+    ('2', '0.5')
+    """
+    return f"{float(x):g}"
+
+
+def to_json(r: StudentResult) -> str:
+    return json.dumps(r.__dict__, indent=1)
