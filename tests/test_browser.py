@@ -27,6 +27,7 @@ import pytest
 from browser_helpers import (
     CHROMIUM_CANDIDATES,
     CHROMIUM_FLAGS,
+    PANEL,
     LabServer,
     find_chromium,
     open_notebook,
@@ -48,7 +49,7 @@ pytestmark = pytest.mark.slow
 
 # Per cell, in page order: kind, prompt, output text, and the images it shows (rendered size).
 CELLS_JS = """() => [...document.querySelectorAll(
-        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(c => ({
+        'PANEL .jp-Notebook .jp-Cell')].map(c => ({
     kind: c.classList.contains('jp-CodeCell') ? 'code'
           : c.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw',
     prompt: (c.querySelector('.jp-InputArea-prompt') || {}).textContent || '',
@@ -56,7 +57,7 @@ CELLS_JS = """() => [...document.querySelectorAll(
     images: [...c.querySelectorAll('.jp-OutputArea-output img')].map(i => ({
         natural: i.naturalWidth, width: i.getBoundingClientRect().width,
         height: i.getBoundingClientRect().height})),
-}))"""
+}))""".replace("PANEL", PANEL)
 
 
 def _chromium() -> str:
@@ -99,10 +100,10 @@ def _screenshot_on_failure(page, lab: LabServer, name: str):
         raise AssertionError(f"{e}\n--- JupyterLab log (tail) ---\n{lab.log()}") from e
 
 
-def _scroll_to(page, cell_index: int, what: str = ".jp-OutputArea") -> None:
-    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").nth(
-        cell_index)
-    cell.locator(what).first.scroll_into_view_if_needed()
+def _scroll_to(page, cell_index: int, block: str = "center") -> None:
+    """Scroll the notebook so cell ``cell_index`` is at the top/center of the view."""
+    page.locator(f"{PANEL} .jp-Notebook .jp-Cell").nth(cell_index).evaluate(
+        f"e => e.scrollIntoView({{block: '{block}'}})")
     page.wait_for_timeout(300)  # let the scroll settle before the picture
 
 
@@ -144,7 +145,7 @@ def _solution(page, lab: LabServer, course: Path) -> None:
     assert heatmap is not None, \
         f"no image output comes from a heatmap cell (images in cells {shown})"
 
-    _scroll_to(page, heatmap, ".jp-OutputArea-output img")
+    _scroll_to(page, heatmap, "start")  # the heatmap's code and figure
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser-01-solution.png"))
 
@@ -193,10 +194,36 @@ def test_notebook_01_in_jupyterlab(tmp_path):
         try:
             page = browser.pages[0] if browser.pages else browser.new_page()
             page.set_default_timeout(30_000)
+            t1 = time.monotonic()
             with _screenshot_on_failure(page, lab, "browser-01-solution"):
                 _solution(page, lab, course)
+            t2 = time.monotonic()
             with _screenshot_on_failure(page, lab, "browser-01-release"):
                 _release(page, lab, course)
+            t3 = time.monotonic()
         finally:
             browser.close()
-    print(f"browser test: {time.monotonic() - t0:.1f} s with JupyterLab and Chromium")
+    print(f"\nbrowser test: {time.monotonic() - t0:.1f} s (server and browser up {t1 - t0:.1f} s, "
+          f"solution {t2 - t1:.1f} s, release {t3 - t2:.1f} s)")
+
+
+def test_lab_command_prints_the_url_it_serves(monkeypatch, capsys):
+    """`python3 -m autograder.bootstrap lab` prints a URL whose port and token are the ones it
+    passes to JupyterLab, serving notebooks/; with the user's own --port it prints none."""
+    from autograder import bootstrap
+
+    calls = []
+    monkeypatch.setattr(bootstrap, "setup", lambda: None)
+    monkeypatch.setattr(bootstrap.subprocess, "call", lambda argv: calls.append(argv) or 0)
+
+    assert bootstrap.lab([]) == 0
+    argv, out = calls[-1], capsys.readouterr().out
+    url = re.search(r"http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+)", out)
+    assert url, f"no URL printed:\n{out}"
+    assert argv[1] == "lab" and f"--notebook-dir={ROOT / 'notebooks'}" in argv
+    assert f"--port={url[1]}" in argv and f"--IdentityProvider.token={url[2]}" in argv
+
+    assert bootstrap.lab(["--port=9999"]) == 0
+    argv, out = calls[-1], capsys.readouterr().out
+    assert "--port=9999" in argv and not any(a.startswith("--IdentityProvider") for a in argv)
+    assert "token=" not in out
