@@ -1,0 +1,527 @@
+"""The reference trainer: one loop for a laptop CPU, one GPU, or many GPUs under ``torchrun``.
+
+One optimizer step (``step`` counts these):
+
+    lr_t      = schedule(t)                         linear warm-up, then cosine decay
+    g         = (1/A) sum_{a<A} grad L(batch_a)     A = grad_accum_steps micro-batches
+    g        <- g * min(1, c / ||g||_2)             clip the *global* norm to c
+    theta    <- AdamW(theta, g, lr_t)               decay only on matrices (dim >= 2)
+
+Under DDP (``torchrun --nproc_per_node W``) every process draws the same *global* batch of
+``W * batch_size`` windows from an identically seeded generator and keeps its own slice;
+DDP averages the gradients, so W processes take exactly the step one process would take with
+batch ``W * batch_size`` (up to floating-point summation order).
+
+Checkpoints (``out_dir/ckpt.pt``) hold the model, the optimizer, the step, the config, the
+loss history and every RNG state (torch, CUDA, numpy, Python, and the batch generator), so a
+run resumed from one continues exactly as if it had never stopped.
+
+On CUDA: bf16 autocast, TF32 matmuls, fused AdamW, ``torch.compile`` and an MFU estimate
+(model FLOPs per token x tokens/s / device peak). On CPU and MPS all of these are off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from transformer_ref.train.config import TrainConfig
+from transformer_ref.train.data import TokenData, bits_per_byte, get_batch, prepare_data
+
+__all__ = [
+    "pick_device",
+    "get_lr",
+    "configure_optimizer",
+    "peak_flops_for",
+    "build_model",
+    "Trainer",
+]
+
+# Dense bf16 tensor-core peaks (FLOP/s) from the vendors' data sheets, matched by device name.
+_PEAK_BF16 = (
+    ("H200", 989e12),
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),  # SXM / HBM3
+    ("A100", 312e12),
+    ("L40S", 362e12),
+    ("A10G", 70e12),
+    ("L4", 121e12),
+    ("4090", 165e12),
+    ("3090", 71e12),
+)
+
+
+def pick_device(pref: str = "auto") -> torch.device:
+    """``"auto"``: CUDA if present, else Apple MPS, else CPU; anything else is used as given.
+
+    >>> pick_device("cpu")
+    device(type='cpu')
+    """
+    if pref != "auto":
+        return torch.device(pref)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def get_lr(step: int, cfg: TrainConfig) -> float:
+    """Learning rate at optimizer step ``step`` (0-based).
+
+    Warm-up ``lr * (t + 1) / W`` for ``t < W``; then cosine from ``lr`` to ``min_lr`` over
+    ``[W, D]`` with ``D = lr_decay_iters or max_iters``: ``min + (lr - min) (1 + cos(pi r)) / 2``,
+    ``r = (t - W) / (D - W)``; ``min_lr`` after ``D``.
+
+    >>> cfg = TrainConfig(learning_rate=1.0, min_lr=0.0, warmup_iters=10, max_iters=110)
+    >>> [round(get_lr(t, cfg), 3) for t in (0, 9, 10, 60, 110, 200)]
+    [0.1, 1.0, 1.0, 0.5, 0.0, 0.0]
+    """
+    lr, lo, warm = cfg.learning_rate, cfg.min_lr, cfg.warmup_iters
+    decay_end = cfg.lr_decay_iters if cfg.lr_decay_iters is not None else cfg.max_iters
+    if step < warm:
+        return lr * (step + 1) / warm
+    if step >= decay_end:
+        return lo
+    ratio = (step - warm) / max(1, decay_end - warm)
+    return lo + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - lo)
+
+
+def configure_optimizer(
+    model: torch.nn.Module,
+    weight_decay: float,
+    learning_rate: float,
+    betas: tuple[float, float],
+    device_type: str = "cpu",
+) -> torch.optim.AdamW:
+    """AdamW with two groups: weight decay on matrices (linear and embedding weights, dim >= 2),
+    none on vectors (biases, norm gains). Fused kernel on CUDA.
+
+    >>> opt = configure_optimizer(torch.nn.Linear(3, 2), 0.1, 1e-3, (0.9, 0.99))
+    >>> [(g["weight_decay"], sum(p.numel() for p in g["params"])) for g in opt.param_groups]
+    [(0.1, 6), (0.0, 2)]
+    """
+    params = [p for p in model.parameters() if p.requires_grad]  # a tied matrix appears once
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    extra = {"fused": True} if device_type == "cuda" else {}
+    return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
+
+
+def peak_flops_for(device: torch.device) -> float | None:
+    """Peak dense bf16 FLOP/s of a known CUDA device, else None (no MFU is reported)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for key, flops in _PEAK_BF16:
+        if key in name:
+            return flops
+    return None
+
+
+def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> torch.nn.Module:
+    """The course GPT for this config (``attn_impl="auto"``: SDPA on CUDA, from-scratch else)."""
+    from transformer_ref.models import GPT, GPTConfig
+
+    attn = cfg.attn_impl
+    if attn == "auto":
+        attn = "sdpa" if device.type == "cuda" else "scratch"
+    gcfg = GPTConfig(
+        vocab_size=vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+        n_head=cfg.n_head, d_model=cfg.d_model, d_ff=cfg.d_ff, dropout=cfg.dropout,
+        bias=cfg.bias, norm=cfg.norm, ffn=cfg.ffn, pos=cfg.pos, tie_weights=cfg.tie_weights,
+        attn_impl=attn,
+    )
+    return GPT(gcfg)
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain module under DDP (``.module``) and torch.compile (``._orig_mod``) wrappers."""
+    model = getattr(model, "module", model)
+    return getattr(model, "_orig_mod", model)
+
+
+def _rng_state(gen: torch.Generator) -> dict:
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+        "batch": gen.get_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict, gen: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    gen.set_state(state["batch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class Trainer:
+    """Train a language model on a token stream as configured by a :class:`TrainConfig`.
+
+    ``Trainer(cfg).train()`` prepares the data, builds the GPT and runs ``cfg.max_iters``
+    steps; ``data`` and ``model`` may be passed in instead (tests, notebooks). With
+    ``cfg.init_from == "resume"`` the state is loaded from ``out_dir/ckpt.pt``.
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        data: TokenData | None = None,
+        model: torch.nn.Module | None = None,
+    ):
+        self.cfg = cfg
+        # --- processes and device ---
+        # launched by torchrun (it sets RANK and WORLD_SIZE) with more than one process
+        self.ddp = "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", 1)) > 1
+        self.device = pick_device(cfg.device)
+        if self.ddp:
+            local_rank = int(os.environ.get("LOCAL_RANK", 0))
+            if self.device.type == "cuda":
+                self.device = torch.device("cuda", local_rank)
+                torch.cuda.set_device(self.device)
+            if not dist.is_initialized():
+                dist.init_process_group(backend="nccl" if self.device.type == "cuda" else "gloo")
+            self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        else:
+            self.rank, self.world_size = 0, 1
+        self.master = self.rank == 0
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        if self.device.type == "cuda" and cfg.tf32:
+            _enable_tf32()
+        # --- precision ---
+        dtype = cfg.dtype
+        if dtype == "auto":
+            use_bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+            dtype = "bfloat16" if use_bf16 else "float32"
+        if dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype must be auto, float32 or bfloat16, got {cfg.dtype!r}")
+        self.dtype = dtype
+        self.autocast = (
+            torch.autocast(self.device.type, dtype=torch.bfloat16)
+            if dtype == "bfloat16"
+            else contextlib.nullcontext()
+        )
+        # --- seeds: identical on every rank (same initial weights, same global batches) ---
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        random.seed(cfg.seed)
+        self.gen = torch.Generator().manual_seed(cfg.seed)  # batch offsets, on the CPU
+        # --- data (rank 0 tokenizes first; the others then read its cache) ---
+        if data is None:
+            if self.ddp and not self.master:
+                dist.barrier()
+            data = prepare_data(cfg.data, cfg.data_dir, cfg.bpe_vocab_size)
+            if self.ddp and self.master:
+                dist.barrier()
+        self.data = data
+        # --- model and optimizer ---
+        if model is None:
+            model = build_model(cfg, data.vocab_size, self.device)
+        self.raw_model = model.to(self.device)
+        self.optimizer = configure_optimizer(
+            self.raw_model, cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
+            self.device.type,
+        )
+        self.step = 0
+        self.history: dict[str, list] = {"train": [], "eval": []}
+        self.tokens_seen = 0
+        self.out_dir = Path(cfg.out_dir)
+        if cfg.init_from == "resume":
+            self.load_checkpoint(self.out_dir / "ckpt.pt")
+        elif cfg.init_from != "scratch":
+            raise ValueError(f"init_from must be 'scratch' or 'resume', got {cfg.init_from!r}")
+        if self.ddp:
+            # after seeding/loading: reseed dropout per rank unless a checkpoint restored it
+            if cfg.init_from == "scratch":
+                torch.manual_seed(cfg.seed + 1000 * self.rank)
+        # --- compile and DDP wrappers ---
+        compile_on = {"auto": self.device.type == "cuda", "true": True, "false": False}
+        if cfg.compile not in compile_on:
+            raise ValueError(f"compile must be auto, true or false, got {cfg.compile!r}")
+        self.model = torch.compile(self.raw_model) if compile_on[cfg.compile] else self.raw_model
+        self.eval_model = self.model
+        if self.ddp:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = DDP(self.model, device_ids=ids)
+        self.peak_flops = cfg.peak_flops or peak_flops_for(self.device)
+        fpt = getattr(self.raw_model, "flops_per_token", None)
+        self.flops_per_token = fpt() if callable(fpt) else None  # training FLOPs per token
+        self._pending: list[torch.Tensor] = []  # per-step losses not yet fetched from device
+
+    # ------------------------------------------------------------------ losses
+    def _loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with self.autocast:
+            logits = model(x)  # (B, T, V)
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+
+    def train_step(self) -> None:
+        """One optimizer step: A micro-batches, clip, AdamW; the loss is kept on the device."""
+        cfg = self.cfg
+        lr = get_lr(self.step, cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        total = torch.zeros((), device=self.device)
+        for micro in range(cfg.grad_accum_steps):
+            x, y = get_batch(self.data.train, cfg.batch_size, cfg.block_size, self.device,
+                             self.gen, self.rank, self.world_size)
+            last = micro == cfg.grad_accum_steps - 1
+            # DDP: all-reduce the gradients only on the last micro-batch
+            sync = contextlib.nullcontext() if (last or not self.ddp) else self.model.no_sync()
+            with sync:
+                loss = self._loss(self.model, x, y)
+                (loss / cfg.grad_accum_steps).backward()
+            total += loss.detach()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self._pending.append(total / cfg.grad_accum_steps)
+        self.step += 1
+        self.tokens_seen += cfg.tokens_per_step * self.world_size
+
+    def _flush_losses(self) -> list[float]:
+        """Move pending per-step losses into the history (averaged over ranks under DDP)."""
+        if not self._pending:
+            return []
+        losses = torch.stack(self._pending)
+        if self.ddp:
+            dist.all_reduce(losses, op=dist.ReduceOp.SUM)  # gloo has no AVG
+            losses = losses / self.world_size
+        values = losses.tolist()
+        first = self.step - len(values)
+        self.history["train"].extend([first + i + 1, v] for i, v in enumerate(values))
+        self._pending = []
+        return values
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        """Mean loss on ``eval_iters`` batches of each split (the same batches every time)."""
+        cfg = self.cfg
+        gen = torch.Generator().manual_seed(cfg.seed + 1)
+        model = self.eval_model
+        was_training = model.training
+        model.eval()
+        out: dict = {"step": self.step}
+        for split in ("train", "val"):
+            data = getattr(self.data, split)
+            losses = []
+            for _ in range(cfg.eval_iters):
+                x, y = get_batch(data, cfg.batch_size, cfg.block_size, self.device, gen)
+                losses.append(self._loss(model, x, y))
+            out[split] = torch.stack(losses).mean().item()
+        meta = self.data.meta
+        out["val_bpb"] = bits_per_byte(out["val"], meta["val_tokens"], meta["val_bytes"])
+        out["train_bpb"] = bits_per_byte(out["train"], meta["train_tokens"], meta["train_bytes"])
+        model.train(was_training)
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        self._flush_losses()
+        rng = _rng_state(self.gen)
+        if self.ddp:
+            all_rng: list = [None] * self.world_size
+            dist.all_gather_object(all_rng, rng)
+        else:
+            all_rng = [rng]
+        mcfg = getattr(self.raw_model, "config", None)
+        return {
+            "model": self.raw_model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "tokens_seen": self.tokens_seen,
+            "config": self.cfg.to_dict(),
+            "model_config": asdict(mcfg) if mcfg is not None else None,
+            "data_meta": dict(self.data.meta),
+            "rng": all_rng,
+            "history": self.history,
+        }
+
+    def save_checkpoint(self, path: str | os.PathLike | None = None) -> Path:
+        """Write the full training state (every rank must call it under DDP; rank 0 writes)."""
+        path = Path(path) if path is not None else self.out_dir / "ckpt.pt"
+        state = self.state_dict()
+        if self.master:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            torch.save(state, tmp)
+            os.replace(tmp, path)  # never leave a half-written checkpoint behind
+        return path
+
+    def load_checkpoint(self, path: str | os.PathLike) -> None:
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        self.raw_model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step = state["step"]
+        self.tokens_seen = state["tokens_seen"]
+        self.history = state["history"]
+        rngs = state["rng"]
+        rng = rngs[self.rank] if len(rngs) == self.world_size else rngs[0]
+        rng["torch"] = rng["torch"].cpu()
+        rng["batch"] = rng["batch"].cpu()
+        if "cuda" in rng:
+            rng["cuda"] = [s.cpu() for s in rng["cuda"]]
+        _set_rng_state(rng, self.gen)
+
+    # ------------------------------------------------------------------ the loop
+    def train(self, num_steps: int | None = None, max_seconds: float | None = None) -> dict:
+        """Run until ``max_iters``, or ``num_steps`` more steps, or ``max_seconds`` of wall time
+        (the schedule still follows ``max_iters``); evaluates and checkpoints every
+        ``eval_interval`` steps and at the last step. Returns a summary dict."""
+        cfg = self.cfg
+        end = cfg.max_iters if num_steps is None else min(cfg.max_iters, self.step + num_steps)
+        bar = None
+        if cfg.progress and self.master:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=end, initial=self.step, unit="step", dynamic_ncols=True)
+        log_path = self.out_dir / "log.jsonl"
+        if self.master:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.raw_model.train()
+        t_start = t_window = time.perf_counter()
+        steps_window = 0
+        tok_per_s = 0.0
+        mfu = None
+        last_eval: dict | None = None
+        start_step = self.step
+        while self.step < end:
+            self.train_step()
+            steps_window += 1
+            out_of_time = max_seconds is not None and time.perf_counter() - t_start > max_seconds
+            at_end = self.step == end or out_of_time
+            if self.step % cfg.log_interval == 0 or at_end:
+                values = self._flush_losses()  # syncs the device
+                now = time.perf_counter()
+                tok_per_s = steps_window * cfg.tokens_per_step * self.world_size / (now - t_window)
+                t_window, steps_window = now, 0
+                if self.flops_per_token and self.peak_flops:
+                    mfu = self.flops_per_token * tok_per_s / (self.peak_flops * self.world_size)
+                if self.master:
+                    rec = {"step": self.step, "loss": values[-1], "lr": get_lr(self.step - 1, cfg),
+                           "tokens_per_s": tok_per_s}
+                    if mfu is not None:
+                        rec["mfu"] = mfu
+                    _append_jsonl(log_path, rec)
+                    if bar is not None:
+                        post = {"loss": f"{values[-1]:.4f}", "tok/s": f"{tok_per_s:,.0f}"}
+                        if mfu is not None:
+                            post["mfu"] = f"{100 * mfu:.1f}%"
+                        bar.set_postfix(post)
+            if bar is not None:
+                bar.update(1)
+            if self.step % cfg.eval_interval == 0 or at_end:
+                if self.master:
+                    last_eval = self.evaluate()
+                    self.history["eval"].append(last_eval)
+                    _append_jsonl(log_path, {"eval": last_eval})
+                    msg = (f"step {self.step}: train {last_eval['train']:.4f}, "
+                           f"val {last_eval['val']:.4f} ({last_eval['val_bpb']:.3f} bits/byte)")
+                    (bar.write if bar is not None else print)(msg)
+                if cfg.checkpoint:
+                    self.save_checkpoint()
+                t_window = time.perf_counter()  # eval time is not training throughput
+                steps_window = 0
+            if out_of_time:
+                break
+        if bar is not None:
+            bar.close()
+        self._flush_losses()
+        elapsed = time.perf_counter() - t_start
+        if self.master and cfg.plot and self.history["train"]:
+            self.plot(self.out_dir / "loss.png")
+        return {
+            "steps": self.step - start_step,
+            "step": self.step,
+            "seconds": elapsed,
+            "tokens_per_s": tok_per_s,
+            "mfu": mfu,
+            "eval": last_eval,
+            "final_train_loss": self.history["train"][-1][1] if self.history["train"] else None,
+        }
+
+    # ------------------------------------------------------------------ outputs
+    def plot(self, path: str | os.PathLike) -> None:
+        """Loss curve: per-step training loss (and its moving average) and evaluation points."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        steps, losses = zip(*self.history["train"])
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(steps, losses, lw=0.5, alpha=0.4, label="train (per step)")
+        w = max(1, len(losses) // 50)
+        if w > 1:
+            smooth = np.convolve(losses, np.ones(w) / w, mode="valid")
+            ax.plot(steps[w - 1:], smooth, lw=1.5, label=f"train ({w}-step mean)")
+        if self.history["eval"]:
+            ev = self.history["eval"]
+            ax.plot([e["step"] for e in ev], [e["val"] for e in ev], "o-", label="validation")
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("cross-entropy (nats / token)")
+        ax.set_title(f"{self.cfg.data}-level, {self.raw_model.__class__.__name__}")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+
+    def sample(self, n_tokens: int, prompt: str = "\n", seed: int | None = None) -> str:
+        """Decode ``n_tokens`` sampled with the config's temperature / top-k / top-p."""
+        from transformer_ref.sampling import generate
+
+        tok = self.data.tokenizer
+        ids = tok.encode(prompt) or [0]
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)
+        seed = self.cfg.seed if seed is None else seed
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        out = generate(self.raw_model, idx, n_tokens, self.cfg.temperature, self.cfg.top_k,
+                       self.cfg.top_p, generator=gen)
+        return tok.decode(out[0, len(ids):].tolist())
+
+    def close(self) -> None:
+        if self.ddp and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _enable_tf32() -> None:
+    """TF32 tensor-core matmuls for float32 on Ampere and later (CUDA only)."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = "tf32"
+        torch.backends.cudnn.conv.fp32_precision = "tf32"
+    else:  # older torch
+        matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def _append_jsonl(path: Path, rec: dict) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
