@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbformat.reader import NotJSONError
 
 from .course import NBGRADER, Notebook, make_student_course, tool_env
 from .nbgrader_main import quiet_sqlalchemy
@@ -61,9 +62,11 @@ def precheck(path: Path, nb: Notebook) -> tuple[str | None, dict[str, str], list
     try:
         sub = nbformat.read(path, as_version=4)
         nbformat.validate(sub)
-    except Exception as e:  # json errors, schema errors, unreadable files
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"invalid notebook file ({type(e).__name__}: {first[:120]})", {}, []
+    except NotJSONError:
+        return "invalid notebook file (not valid JSON)", {}, []
+    except Exception as e:  # schema errors, unreadable files
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"invalid notebook file ({type(e).__name__}: {first[:100]})", {}, []
     cells = {}
     for c in sub.cells:
         gid = _nbg(c).get("grade_id")
