@@ -287,8 +287,12 @@ def _compare_arrays(expected, got, case: Case, what: str = "the output") -> str 
     )
 
 
-def _compare(expected, got, case: Case) -> str | None:
-    """Compare a whole result: arrays, tuples of arrays, or numbers (per ``case.kind``)."""
+def _compare(expected, got, case: Case, strict: bool = True) -> str | None:
+    """Compare a whole result: arrays, tuples of arrays, or numbers (per ``case.kind``).
+
+    ``strict=False`` drops the "a measurement is not exactly the formula" rule (used when
+    comparing with a catalogued mistake rather than with the right answer).
+    """
     if case.kind in ("scalar", "statistic"):
         if _type(got) is _Tensor and got.dim() == 0:
             got = _t_item(got)
@@ -304,7 +308,7 @@ def _compare(expected, got, case: Case) -> str | None:
                 f"the result is {got:.6g}, expected {target:.6g} "
                 f"(tolerance {atol + rtol * abs(target):.3g})"
             )
-        if case.kind == "statistic" and got == target:
+        if strict and case.kind == "statistic" and got == target:
             return (
                 f"the result is exactly {target:g}: this is a measurement from random samples, "
                 "so it should be close to, not exactly, the formula"
@@ -405,22 +409,55 @@ def _check_grad(check: Check, case: Case, args, out) -> str | None:
     return None
 
 
-def _diagnose(check: Check, case: Case, got) -> str:
-    """Name the catalogued mistake that reproduces ``got`` on this case, if any."""
+def _mistake_output(m: Mistake, case: Case):
+    args = case.call() if case.call is not None else case.args
+    with _np_errstate(all="ignore"), torch.no_grad():
+        return m.fn(*_copy(args), **{k: _copy(v) for k, v in case.kwargs.items()})
+
+
+def _diagnose(check: Check, fn, case: Case, got, cases: list) -> str:
+    """Name the catalogued mistake that reproduces ``got`` on this case, if any.
+
+    When several mistakes reproduce it (a nan row can come from two bugs), the one that
+    also agrees with the student's function on the most other cases wins.
+    """
     if case.kind == "grad":
         return ""
-    args = case.call() if case.call is not None else case.args
+    candidates = []
     for m in check.mistakes:
         try:
-            with _np_errstate(all="ignore"), torch.no_grad():
-                wrong = m.fn(*_copy(args), **{k: _copy(v) for k, v in case.kwargs.items()})
+            wrong = _mistake_output(m, case)
         except Exception:  # the mistake needs other shapes than this case has
             continue
         if _compare(case.expected, wrong, case) is None:
             continue  # indistinguishable from the right answer on this case
-        if _compare(wrong, got, case) is None:
-            return f"Likely mistake: {m.name}. {m.explanation}"
-    return ""
+        if _compare(wrong, got, case, strict=False) is None:
+            candidates.append(m)
+    if not candidates:
+        return ""
+    best = candidates[0]
+    if _len(candidates) > 1:
+        others = [c for c in cases if c is not case and c.kind != "grad"]
+        outputs = []
+        for c in others:
+            try:
+                outputs.append(_call(check, fn, c)[1])
+            except Exception:
+                outputs.append(None)
+        scores = []
+        for m in candidates:
+            agree = 0
+            for c, out in zip(others, outputs):
+                try:
+                    agree += (
+                        out is not None
+                        and _compare(_mistake_output(m, c), out, c, strict=False) is None
+                    )
+                except Exception:
+                    pass
+            scores.append(agree)
+        best = candidates[scores.index(max(scores))]
+    return f"Likely mistake: {best.name}. {best.explanation}"
 
 
 def _fail(check: Check, case: Case, body: str) -> CheckFailed:
@@ -474,7 +511,7 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
             problem = _compare(case.expected, out, case)
         if problem:
             body = problem
-            named = _diagnose(check, case, out)
+            named = _diagnose(check, fn, case, out, cases)
             if named:
                 body += f"\n  {named}"
             elif _small(case.args) and case.kind == "allclose":

@@ -54,7 +54,14 @@ def _is_matmul_mismatch(e: BaseException) -> bool:
     s = str(e)
     return any(
         t in s
-        for t in ("matmul", "mat1 and mat2", "size mismatch", "cannot be multiplied", "core dim")
+        for t in (
+            "matmul",
+            "mat1 and mat2",
+            "size mismatch",
+            "cannot be multiplied",
+            "core dim",
+            "must match the size of tensor",  # batch axes of a matmul that do not broadcast
+        )
     )
 
 
@@ -100,16 +107,10 @@ _DOT = Check(
             "Row i of the scores belongs to query i: S = Q Kᵀ has shape (T_q, T_k).",
             lambda Q, K: K @ np.swapaxes(Q, -1, -2),
         ),
-        Mistake(
-            "used `.T` on a batched array",
-            "`K.T` reverses *all* axes of a 3-d array; transpose only the last two: "
-            "`np.swapaxes(K, -1, -2)`.",
-            lambda Q, K: Q @ K.T,
-        ),
     ),
     error_hints=(
         ErrorHint(
-            "the shapes of a matrix product do not line up",
+            "the shapes of a matrix product do not line up (`.T` on a batched array?)",
             "Q is (..., T_q, d) and K is (..., T_k, d): multiply Q by K transposed over its "
             "last two axes, `Q @ np.swapaxes(K, -1, -2)` (`K.T` only works for 2-d K).",
             _is_matmul_mismatch,
@@ -262,13 +263,13 @@ def _sa_cases():
     cases = []
     specs = [
         # (n, d, d_k, d_v, leading, dtype, scale, hidden)
-        (3, 4, 2, 3, (), np.float64, 1.0, False),
         (4, 5, 4, 2, (), np.float64, 1.0, False),  # n == d_k: a missing transpose still runs
+        (3, 4, 2, 3, (), np.float64, 1.0, False),
         (6, 8, 4, 5, (), np.float32, 1.0, False),
         (5, 8, 4, 4, (2,), np.float64, 1.0, False),
         (1, 4, 3, 2, (), np.float64, 1.0, True),
         (7, 6, 6, 3, (2, 3), np.float32, 1.0, True),
-        (5, 4, 4, 3, (), np.float64, 6.0, True),  # large scores: needs a stable softmax
+        (5, 4, 4, 3, (), np.float32, 6.0, True),  # scores ~ 300: exp overflows float32
     ]
     for i, (n, d, d_k, d_v, lead, dt, s, hidden) in enumerate(specs):
         X = _np_rand(300 + i, *lead, n, d, dtype=dt, scale=s)
@@ -360,7 +361,7 @@ def _variance_cases():
                 float(d_k),
                 kind="statistic",
                 rtol=0.1,
-                atol=0.0,
+                atol=0.1 * math.sqrt(d_k),
                 call=_rng_call(d_k, n, 400 + i),
                 hidden=hidden,
             )
@@ -420,16 +421,16 @@ def _sdpa_cases():
         cases.append(Case(label, (q, k, v), _sdpa(q, k, v, **kw), kwargs=kw, hidden=hidden))
 
     add(
+        "T_q = T_k = d_k = 4, float64",
+        _t_rand(4, 4, 4),
+        _t_rand(5, 4, 4),
+        _t_rand(6, 4, 3),
+    )
+    add(
         "q (2, 4), k (3, 4), v (3, 2), float64",
         _t_rand(1, 2, 4),
         _t_rand(2, 3, 4),
         _t_rand(3, 3, 2),
-    )
-    add(
-        "T = d_k = 4 (square), float64",
-        _t_rand(4, 4, 4),
-        _t_rand(5, 4, 4),
-        _t_rand(6, 4, 3),
     )
     add(
         "batch 2, T_q=3, T_k=6, d_k=8, float32",
@@ -703,7 +704,7 @@ def _col_cases():
         (8, 5, 4, torch.float32, 1.0, False),
         (4, 4, 4, torch.float64, 1.0, False),
         (6, 1, 3, torch.float64, 1.0, True),
-        (5, 6, 5, torch.float64, 8.0, True),
+        (5, 6, 5, torch.float64, 15.0, True),
     ]
     for i, (d, n, dp, dt, s, hidden) in enumerate(specs):
         X = _t_rand(600 + i, d, n, dtype=dt, scale=s)

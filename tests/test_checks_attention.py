@@ -1,0 +1,612 @@
+"""Notebook 01's checks: right answers pass, and every catalogued mistake is named.
+
+Each wrong implementation below is written here, independently of the catalogue in
+``autograder/checks/attention.py``, the way a student would write it; the test asserts that
+the check fails and that its message names the mistake. ``test_every_catalogued_mistake_is_tested``
+makes sure no catalogue entry is left without such a test.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import transformer_ref as ref
+import transformer_ref.numpy_ref as npref
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import attention as A
+
+# The wrong implementations below overflow and divide by zero on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserWarning")
+
+# ---------------------------------------------------------------- right answers
+
+
+def good_scores(Q, K):
+    return Q @ np.swapaxes(K, -1, -2)
+
+
+def good_softmax(x, axis=-1):
+    return npref.softmax(x, axis=axis)
+
+
+def good_self_attention(X, W_Q, W_K, W_V):
+    return npref.scaled_dot_product_attention(X @ W_Q, X @ W_K, X @ W_V, scale=1.0)
+
+
+def good_variance(d_k, n, rng):
+    q, k = rng.standard_normal((n, d_k)), rng.standard_normal((n, d_k))
+    return float(np.var((q * k).sum(-1)))
+
+
+def good_sdpa(q, k, v, mask=None, scale=None):
+    return ref.scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
+
+
+def good_column(X, Q, K, V):
+    return ref.column_form_self_attention(X, Q, K, V, return_weights=True)
+
+
+def good_cosine(q, k, v, mask=None, temperature=1.0, eps=1e-8):
+    return ref.cosine_similarity_attention(q, k, v, mask=mask, temperature=temperature, eps=eps)
+
+
+def good_dominance(w):
+    return (w.argmax(-1) == torch.arange(w.shape[-1])).double().mean().item()
+
+
+GOOD = {
+    "attention.dot_product_scores": good_scores,
+    "attention.softmax": good_softmax,
+    "attention.self_attention_unscaled": good_self_attention,
+    "attention.score_variance": good_variance,
+    "attention.scaled_dot_product_attention": good_sdpa,
+    "attention.column_form_self_attention": good_column,
+    "attention.cosine_similarity_attention": good_cosine,
+    "attention.self_score_dominance": good_dominance,
+}
+
+CHECKS = {
+    "attention.dot_product_scores": A._DOT,
+    "attention.softmax": A._SOFTMAX,
+    "attention.self_attention_unscaled": A._SELF_ATTN,
+    "attention.score_variance": A._VARIANCE,
+    "attention.scaled_dot_product_attention": A._SDPA,
+    "attention.column_form_self_attention": A._COLUMN,
+    "attention.cosine_similarity_attention": A._COSINE,
+    "attention.self_score_dominance": A._DOMINANCE,
+}
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_reference_answers_pass_visible_and_hidden(key, capsys):
+    hidden_check(key, GOOD[key])
+    assert "✔" in capsys.readouterr().out
+
+
+def test_every_exercise_has_a_public_check_and_a_registered_hidden_one():
+    from autograder.checks._core import registered
+
+    assert set(registered()) >= set(GOOD)
+    for key, check in CHECKS.items():
+        assert check.key == key
+        assert callable(getattr(A, f"check_{check.name}"))
+        assert any(c.hidden for c in check.cases), f"{key} has no hidden case"
+        assert any(not c.hidden for c in check.cases), f"{key} has no visible case"
+
+
+# ---------------------------------------------------------------- wrong answers (students')
+
+
+def _t(x):  # scores -> stable softmax over the last axis, written like a student would
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def _np_stable(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def sdpa_scaled(scale_of):
+    """A student's SDPA with a wrong default scale; ``scale_of(q)`` returns it."""
+
+    def f(q, k, v, mask=None, scale=None):
+        s = q @ k.transpose(-2, -1) * (scale_of(q) if scale is None else scale)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        return torch.nan_to_num(_t(s)) @ v
+
+    return f
+
+
+def sdpa_no_default_scale(q, k, v, mask=None, scale=None):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        s = s.masked_fill(mask == 0, -math.inf)
+    return ref.softmax(s) @ v
+
+
+def sdpa_softmax_dim_minus2(q, k, v, mask=None, scale=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return ref.softmax(s, dim=-2) @ v
+
+
+def sdpa_mask_after_softmax(q, k, v, mask=None, scale=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    w = ref.softmax(q @ k.transpose(-2, -1) * scale)
+    if mask is not None:
+        w = w * mask
+    return w @ v
+
+
+def sdpa_mask_inverted(q, k, v, mask=None, scale=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale
+    if mask is not None:
+        s = s.masked_fill(mask, float("-inf"))
+    return ref.softmax(s) @ v
+
+
+def sdpa_no_transpose(q, k, v, mask=None, scale=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return ref.softmax(s) @ v
+
+
+def sdpa_dot_T(q, k, v, mask=None, scale=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.T * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return ref.softmax(s) @ v
+
+
+def sdpa_naive_exp(q, k, v, mask=None, scale=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    w = s.exp()
+    return w / w.sum(-1, keepdim=True) @ v
+
+
+def sdpa_torch_softmax(q, k, v, mask=None, scale=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def sdpa_weights_only(q, k, v, mask=None, scale=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return ref.softmax(s)
+
+
+def sdpa_builtin(q, k, v, mask=None, scale=None):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def softmax_no_keepdims(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis))
+    return e / e.sum(axis=axis)
+
+
+def softmax_in_place(x, axis=-1):
+    x -= x.max(axis=axis, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=axis, keepdims=True)
+    return x
+
+
+def softmax_torch(x, axis=-1):
+    return torch.nn.functional.softmax(torch.from_numpy(x), dim=axis).numpy()
+
+
+def column_variant(dim=0, transposed=False, scaled=False, wrong_sum=False, swap=False, naive=False):
+    def f(X, Q, K, V):
+        S = (Q @ X).T @ (K @ X) if transposed else (K @ X).T @ (Q @ X)
+        if scaled:
+            S = S / math.sqrt(Q.shape[0])
+        if naive:
+            e = torch.exp(S)
+        else:
+            e = torch.exp(S - S.amax(dim=dim, keepdim=True))
+        Amat = e / e.sum(dim=dim, keepdim=True)
+        Y = V @ X @ (Amat.T if wrong_sum else Amat)
+        return (Amat, Y) if swap else (Y, Amat)
+
+    return f
+
+
+def cosine_variant(nq=True, nk=True, mult_t=False, sqrt_dk=False, dim=-1, eps_guard=True):
+    def f(q, k, v, mask=None, temperature=1.0, eps=1e-8):
+        d_k = q.shape[-1]
+        if nq:
+            n = q.norm(dim=dim, keepdim=True)
+            q = q / (n.clamp_min(eps) if eps_guard else n)
+        if nk:
+            n = k.norm(dim=dim, keepdim=True)
+            k = k / (n.clamp_min(eps) if eps_guard else n)
+        s = q @ k.transpose(-2, -1)
+        s = s * temperature if mult_t else s / temperature
+        if sqrt_dk:
+            s = s / math.sqrt(d_k)
+        return ref.scaled_dot_product_attention(
+            s, torch.eye(s.shape[-1], dtype=s.dtype), v, mask=mask, scale=1.0
+        )
+
+    return f
+
+
+def _self_attn(axis=-1, transpose=True, scaled=False, wq_for_k=False, weights=False, naive=False):
+    def f(X, W_Q, W_K, W_V):
+        Q, K, V = X @ W_Q, X @ (W_Q if wq_for_k else W_K), X @ W_V
+        S = Q @ np.swapaxes(K, -1, -2) if transpose else Q @ K
+        if scaled:
+            S = S / np.sqrt(Q.shape[-1])
+        if naive:
+            Wt = np.exp(S) / np.exp(S).sum(axis=-1, keepdims=True)
+        else:
+            Wt = _np_stable(S, axis=axis)
+        return Wt if weights else Wt @ V
+
+    return f
+
+
+def _var(kind):
+    def f(d_k, n, rng):
+        s = (rng.standard_normal((n, d_k)) * rng.standard_normal((n, d_k))).sum(axis=1)
+        return {
+            "std": lambda: float(s.std()),
+            "scaled": lambda: float((s / np.sqrt(d_k)).var()),
+            "mean": lambda: float(s.mean()),
+            "formula": lambda: float(d_k),
+        }[kind]()
+
+    return f
+
+
+# (check key, wrong implementation, catalogue name expected in the message, graded path only)
+WRONG = [
+    # Exercise 1.1
+    (
+        "attention.dot_product_scores",
+        lambda Q, K: K @ np.swapaxes(Q, -1, -2),
+        "scores transposed (K Qᵀ)",
+        False,
+    ),
+    (
+        "attention.dot_product_scores",
+        lambda Q, K: Q @ K.T,
+        "the shapes of a matrix product do not line up (`.T` on a batched array?)",
+        False,
+    ),
+    # Exercise 2.1
+    (
+        "attention.softmax",
+        lambda x, axis=-1: np.exp(x) / np.exp(x).sum(axis, keepdims=True),
+        "unstable softmax overflowing",
+        False,
+    ),
+    (
+        "attention.softmax",
+        lambda x, axis=-1: _np_stable(x, -1),
+        "softmax over the wrong axis (always the last one)",
+        False,
+    ),
+    (
+        "attention.softmax",
+        lambda x, axis=-1: _np_stable(x, 0),
+        "softmax over the wrong axis (axis 0)",
+        False,
+    ),
+    (
+        "attention.softmax",
+        lambda x, axis=-1: np.exp(x - x.max()) / np.exp(x - x.max()).sum(axis, keepdims=True),
+        "subtracted the maximum of the whole array",
+        False,
+    ),
+    ("attention.softmax", softmax_no_keepdims, "max or sum without keepdims=True", False),
+    ("attention.softmax", _np_stable, "a fully masked slice gives nan", False),
+    (
+        "attention.softmax",
+        lambda x, axis=-1: (
+            np.exp(x - x.max(axis, keepdims=True)) / np.exp(x - x.max(axis, keepdims=True)).sum()
+        ),
+        "normalised by the sum of the whole array",
+        False,
+    ),
+    # Exercise 3.1
+    (
+        "attention.self_attention_unscaled",
+        _self_attn(axis=-2),
+        "softmax over the wrong axis (over queries)",
+        False,
+    ),
+    (
+        "attention.self_attention_unscaled",
+        _self_attn(transpose=False),
+        "missing transpose of K",
+        False,
+    ),
+    (
+        "attention.self_attention_unscaled",
+        _self_attn(scaled=True),
+        "scaled the scores by 1/sqrt(d_k)",
+        False,
+    ),
+    (
+        "attention.self_attention_unscaled",
+        _self_attn(wq_for_k=True),
+        "used W_Q for the keys",
+        False,
+    ),
+    (
+        "attention.self_attention_unscaled",
+        _self_attn(weights=True),
+        "returned the attention weights instead of the output",
+        False,
+    ),
+    (
+        "attention.self_attention_unscaled",
+        _self_attn(naive=True),
+        "unstable softmax overflowing",
+        True,
+    ),
+    (
+        "attention.self_attention_unscaled",
+        lambda X, W_Q, W_K, W_V: _np_stable((W_Q @ X) @ (W_K @ X).T) @ (W_V @ X),
+        "the shapes of a matrix product do not line up",
+        False,
+    ),
+    # Exercise 4.1
+    ("attention.score_variance", _var("std"), "returned the standard deviation", False),
+    ("attention.score_variance", _var("scaled"), "scaled the scores by 1/sqrt(d_k)", False),
+    ("attention.score_variance", _var("mean"), "returned the mean", False),
+    ("attention.score_variance", _var("formula"), "returned d_k instead of measuring it", False),
+    # Exercise 5.1
+    ("attention.scaled_dot_product_attention", sdpa_scaled(lambda q: 1.0), "no scaling", False),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_scaled(
+            lambda q: 1 / math.sqrt(q.shape[1] * q.shape[-1] if q.dim() == 4 else q.shape[-1])
+        ),
+        "scaled by sqrt(d_model) instead of sqrt(d_k)",
+        False,
+    ),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_no_default_scale,
+        "ignored the `scale` argument",
+        False,
+    ),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_scaled(lambda q: 1 / q.shape[-1]),
+        "divided by d_k instead of sqrt(d_k)",
+        False,
+    ),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_softmax_dim_minus2,
+        "softmax over the wrong axis (over queries)",
+        False,
+    ),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_mask_after_softmax,
+        "mask applied after the softmax",
+        False,
+    ),
+    ("attention.scaled_dot_product_attention", sdpa_mask_inverted, "mask inverted", False),
+    ("attention.scaled_dot_product_attention", sdpa_no_transpose, "missing transpose of K", False),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_dot_T,
+        "the shapes of a matrix product do not line up (transpose of K?)",
+        False,
+    ),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_naive_exp,
+        "unstable softmax overflowing",
+        False,
+    ),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_torch_softmax,
+        "a fully masked row gives nan",
+        True,
+    ),
+    (
+        "attention.scaled_dot_product_attention",
+        sdpa_weights_only,
+        "returned the attention weights instead of the output",
+        False,
+    ),
+    # Exercise 6.1
+    (
+        "attention.column_form_self_attention",
+        column_variant(dim=1),
+        "softmax over j instead of over i",
+        False,
+    ),
+    (
+        "attention.column_form_self_attention",
+        column_variant(transposed=True),
+        "scores transposed",
+        False,
+    ),
+    (
+        "attention.column_form_self_attention",
+        column_variant(scaled=True),
+        "scaled the scores",
+        False,
+    ),
+    (
+        "attention.column_form_self_attention",
+        column_variant(wrong_sum=True),
+        "summed over the wrong index in y_j",
+        False,
+    ),
+    (
+        "attention.column_form_self_attention",
+        column_variant(swap=True),
+        "returned (A, Y) instead of (Y, A)",
+        False,
+    ),
+    (
+        "attention.column_form_self_attention",
+        column_variant(naive=True),
+        "unstable softmax overflowing",
+        True,
+    ),
+    (
+        "attention.column_form_self_attention",
+        lambda X, Q, K, V: column_variant()(X.T, Q, K, V),
+        "the shapes of a matrix product do not line up",
+        False,
+    ),
+    # Exercise 7.1
+    (
+        "attention.cosine_similarity_attention",
+        cosine_variant(nk=False),
+        "normalised only the queries",
+        False,
+    ),
+    (
+        "attention.cosine_similarity_attention",
+        cosine_variant(nq=False),
+        "normalised only the keys",
+        False,
+    ),
+    (
+        "attention.cosine_similarity_attention",
+        cosine_variant(mult_t=True),
+        "multiplied by the temperature instead of dividing",
+        False,
+    ),
+    (
+        "attention.cosine_similarity_attention",
+        cosine_variant(sqrt_dk=True),
+        "also divided by sqrt(d_k)",
+        False,
+    ),
+    (
+        "attention.cosine_similarity_attention",
+        cosine_variant(dim=-2),
+        "normalised over the wrong axis",
+        False,
+    ),
+    (
+        "attention.cosine_similarity_attention",
+        cosine_variant(eps_guard=False),
+        "a zero vector gives nan",
+        True,
+    ),
+    # Exercise 8.1
+    (
+        "attention.self_score_dominance",
+        lambda w: (w.argmax(-2) == torch.arange(w.shape[-1])).float().mean().item(),
+        "argmax over the wrong axis",
+        False,
+    ),
+    (
+        "attention.self_score_dominance",
+        lambda w: int((w.argmax(-1) == torch.arange(w.shape[-1])).sum()),
+        "returned a count instead of a fraction",
+        False,
+    ),
+    (
+        "attention.self_score_dominance",
+        lambda w: w.diagonal(0, -2, -1).mean().item(),
+        "returned the mean self-weight A_ii",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][10:]}: {w[2]}" for w in WRONG]
+)
+def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
+    check = CHECKS[key]
+    public = getattr(A, f"check_{check.name}")
+    paths = [lambda f: hidden_check(key, f)] + ([] if graded_only else [public])
+    for run in paths:
+        with pytest.raises(CheckFailed) as info:
+            run(wrong)
+        msg = str(info.value)
+        assert not isinstance(info.value, NotImplementedYet)
+        assert f"Likely mistake: {name}." in msg, msg
+        assert msg.startswith(check.exercise)
+
+
+def test_every_catalogued_mistake_is_tested():
+    tested = {(key, name) for key, _, name, _ in WRONG}
+    for key, check in CHECKS.items():
+        for entry in (*check.mistakes, *check.error_hints):
+            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+
+
+# ---------------------------------------------------------------- other failures
+
+
+def test_unknown_mistake_shows_where_and_how_much_on_a_small_printed_input():
+    def halved(x, axis=-1):
+        return npref.softmax(x, axis=axis) * 0.5
+
+    with pytest.raises(CheckFailed) as info:
+        A.check_softmax(halved)
+    msg = str(info.value)
+    assert "Likely mistake" not in msg
+    assert "differs at index (0, 2): expected 0.665241, got 0.33262" in msg
+    assert "input:" in msg and "[[1. 2. 3.]]" in msg and "expected:" in msg and "got:" in msg
+
+
+def test_builtin_softmax_raises_build_it_from_scratch_during_the_check():
+    with pytest.raises(CheckFailed, match="build `softmax` from scratch"):
+        A.check_softmax(softmax_torch)
+    # and works again afterwards
+    assert torch.allclose(torch.softmax(torch.zeros(2), 0), torch.tensor([0.5, 0.5]))
+
+
+def test_builtin_sdpa_raises_build_it_from_scratch_during_the_check():
+    with pytest.raises(CheckFailed, match="`scaled_dot_product_attention` is switched off"):
+        A.check_scaled_dot_product_attention(sdpa_builtin)
+
+
+def test_in_place_edit_of_the_input_fails():
+    with pytest.raises(CheckFailed, match="changed its input in place"):
+        A.check_softmax(softmax_in_place)
+
+
+def test_wrong_dtype_fails():
+    with pytest.raises(CheckFailed, match="dtype float64 for float32 inputs"):
+        A.check_softmax(lambda x, axis=-1: npref.softmax(x.astype(np.float64), axis=axis))
+
+
+def test_detached_output_fails_the_gradient_case():
+    def via_numpy(q, k, v, mask=None, scale=None):
+        out = npref.scaled_dot_product_attention(
+            q.numpy(), k.numpy(), v.numpy(), None if mask is None else mask.numpy(), scale
+        )
+        return torch.from_numpy(out).to(q.dtype)
+
+    A.check_scaled_dot_product_attention(via_numpy)  # the visible cases have no gradients
+    with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
+        hidden_check(
+            "attention.scaled_dot_product_attention",
+            lambda *a, **k: via_numpy(*(t.detach() for t in a), **k),
+        )
