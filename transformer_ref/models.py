@@ -421,6 +421,13 @@ class Transformer(nn.Module):
         del batch_size
         return KVCache(self.config.n_decoder_layers)
 
+    def load_from_torch(self, t: nn.Transformer) -> Transformer:
+        """Copy the encoder and decoder stacks of a ``torch.nn.Transformer`` (which has no
+        embeddings or output layer, and always a final norm: build with ``final_norm=True``)."""
+        self.encoder.load_from_torch(t.encoder)
+        self.decoder.load_from_torch(t.decoder)
+        return self
+
     @torch.no_grad()
     def greedy_decode(self, src: torch.Tensor, bos_id: int, max_new_tokens: int) -> torch.Tensor:
         """Greedy translation with the KV cache: returns ``(B, 1 + max_new_tokens)`` from BOS."""
