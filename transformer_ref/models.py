@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
+from transformer_ref import sampling
 from transformer_ref.blocks import DecoderBlock, EncoderBlock, _copy_norm
 from transformer_ref.masks import padding_mask_from_ids
 from transformer_ref.mha import LayerKVCache
@@ -75,38 +75,6 @@ def _positional(kind: str, max_len: int, d_model: int, n_head: int):
     if kind == "rope":
         return None, RotaryEmbedding(d_model // n_head, max_len)
     raise ValueError(f"pos must be one of {POS_KINDS}, got {kind!r}")
-
-
-def _sample_next_token(
-    logits: torch.Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """Sample one token per row from ``logits (B, V)`` -> ``(B, 1)``.
-
-    ``temperature == 0`` means greedy (argmax). ``top_k`` keeps the k largest logits;
-    ``top_p`` (nucleus) keeps the smallest set of tokens whose probability reaches p.
-
-    >>> _sample_next_token(torch.tensor([[0.0, 5.0, 1.0]]), temperature=0)
-    tensor([[1]])
-    """
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[..., -1:]  # (B, 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        probs = F.softmax(sorted_logits, dim=-1)
-        # drop a token when the tokens ranked above it already reach top_p (keeps the first)
-        drop_sorted = (probs.cumsum(dim=-1) - probs) >= top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
-        logits = logits.masked_fill(drop, float("-inf"))
-    probs = F.softmax(logits, dim=-1)
-    return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -230,21 +198,12 @@ class GPT(nn.Module):
         Each step conditions on at most the last ``block_size`` tokens. With the KV cache only
         the new token is run through the model; when the cache reaches ``block_size`` it is
         rebuilt from the last ``block_size`` tokens (the same context the uncached loop uses).
-        ``temperature=0`` is greedy decoding. Call ``model.eval()`` first to disable dropout.
+        ``temperature=0`` is greedy decoding. Runs in eval mode (no dropout). The loop and the
+        sampling filters are :func:`transformer_ref.sampling.generate`.
         """
-        bs = self.config.block_size
-        cache = self.init_cache(idx.size(0)) if use_cache else None
-        for step in range(max_new_tokens):
-            if cache is None:
-                logits = self(idx[:, -bs:])
-            elif step == 0 or cache.length >= bs:
-                cache = self.init_cache(idx.size(0))
-                logits = self(idx[:, -bs:], cache=cache)  # (re)fill the cache
-            else:
-                logits = self(idx[:, -1:], cache=cache)  # only the newest token
-            nxt = _sample_next_token(logits[:, -1, :], temperature, top_k, top_p, generator)
-            idx = torch.cat((idx, nxt), dim=1)
-        return idx
+        return sampling.generate(
+            self, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache
+        )
 
 
 # ---------------------------------------------------------------------------------------
