@@ -193,7 +193,9 @@ class BPETokenizer:
         Returns ``(ids, consumed)``. A pre-token (or special token) is final when it ends at or
         before ``limit = len(buf) - (longest special token + 3)``: a GPT-2 pre-token's extent
         depends on at most 2 characters past its end (``\\s+(?!\\S)`` backtracking, ``'ll``),
-        and a special token that is still incomplete starts after ``limit``.
+        and a special token that is still incomplete starts after ``limit``. The pre-tokens
+        of a segment tile it (every character matches some branch of the pattern), so their
+        end offsets are cumulative lengths.
         """
         ids: list[int] = []
         get = self._cache.__getitem__
@@ -201,13 +203,17 @@ class BPETokenizer:
         specials = self._special_re.finditer(buf) if self._special_re is not None else ()
         for m in chain(specials, (None,)):
             seg_end = m.start() if m is not None else len(buf)
-            for p in self._pat.finditer(buf, pos, seg_end):
-                if p.end() > limit:
-                    return ids, pos
-                ids += get(p.group())
-                pos = p.end()
+            pieces = self._pat.findall(buf, pos, seg_end)
+            if seg_end > limit:  # drop the pre-tokens that end after the limit
+                end, keep = seg_end, len(pieces)
+                while keep and end > limit:
+                    keep -= 1
+                    end -= len(pieces[keep])
+                ids.extend(chain.from_iterable(map(get, pieces[:keep])))
+                return ids, end
+            ids.extend(chain.from_iterable(map(get, pieces)))
             if m is None or m.end() > limit:
-                return ids, pos
+                return ids, seg_end
             ids.append(self.special_ids[m.group()])
             pos = m.end()
         return ids, pos  # pragma: no cover - the loop always returns

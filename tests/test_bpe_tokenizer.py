@@ -1,0 +1,210 @@
+"""BPETokenizer: tiktoken parity, round trips, special tokens, streaming memory, save/load."""
+
+import itertools
+import json
+import operator
+import tracemalloc
+
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_ref.bpe import GPT2_PATTERN, BPETokenizer, train_bpe
+from transformer_ref.corpus import load_shakespeare, small_sample
+
+SPECIALS = ["<|endoftext|>", "<|pad|>"]
+UNICODE = (
+    "Ça va? Très bien, merci. Größe, straße. Ελληνικά και русский текст. 日本語のテキスト、"
+    "中文文本。 العربية עברית naïve café — “quotes” … ²³ ½ ｆｕｌｌ\u200bwidth\u00a0nbsp\n"
+)
+EMOJI = "😀😀 👍🏽👍🏽 🇫🇷🇫🇷 👨‍👩‍👧 family ❤️ ✨✨✨ 🤖:robot 🏳️‍🌈\n"
+WHITESPACE = "a  b   c\t\td \n\n\n  e \r\n f\x0b\x0c g\u3000h   \n\t \n   "
+
+TEXTS = {
+    "prose": "The quick brown fox jumps over the lazy dog. It's 2024; we've 3.14 reasons, "
+    "don't we? I'LL SEE. Hello,world!!  (parentheses) [brackets] {braces} #hash @at $5.",
+    "shakespeare": None,  # filled from the validation split
+    "unicode": UNICODE,
+    "emoji": EMOJI,
+    "whitespace": WHITESPACE,
+    "newlines": "\n" * 7 + "x\n\n" + "\r\n" * 3,
+    "empty": "",
+    "special": "hi<|endoftext|>there <|pad|><|pad|> end<|endoftext|>\n<|endoftext|>",
+    "special-only": "<|endoftext|>",
+    "almost-special": "<|endoftext| <|pad> <| endoftext|> <|endoftext",
+}
+
+
+@pytest.fixture(scope="module")
+def tok():
+    text = (small_sample() + UNICODE + EMOJI + WHITESPACE).replace("\n\n", "\n<|endoftext|>")
+    return BPETokenizer.train(text, 900, SPECIALS)
+
+
+@pytest.fixture(scope="module")
+def big_tok():
+    return BPETokenizer.train(load_shakespeare("train")[:200_000], 1500, ["<|endoftext|>"])
+
+
+def as_tiktoken(t: BPETokenizer) -> tiktoken.Encoding:
+    return tiktoken.Encoding(
+        name="ours", pat_str=GPT2_PATTERN, mergeable_ranks=t.ranks, special_tokens=t.special_ids
+    )
+
+
+def text_for(name):
+    return TEXTS[name] if TEXTS[name] is not None else load_shakespeare("val")[:30_000]
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_matches_tiktoken_and_round_trips(tok, big_tok, name):
+    text = text_for(name)
+    for t in (tok, big_tok):
+        ids = t.encode(text)
+        assert ids == as_tiktoken(t).encode(text, allowed_special="all"), name
+        assert t.decode(ids) == text
+
+
+def test_compresses_shakespeare(big_tok):
+    val = load_shakespeare("val")[:30_000]
+    ids = big_tok.encode(val)
+    assert len(val.encode()) / len(ids) > 2.5  # bytes per token; 1.0 would mean no merges used
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.text(max_size=20), st.sampled_from(SPECIALS + [" ", "\n", "  ", "'ll"])),
+        max_size=8,
+    ).map("".join)
+)
+def test_hypothesis_matches_tiktoken_and_round_trips(tok, text):
+    ids = tok.encode(text)
+    assert ids == as_tiktoken(tok).encode(text, allowed_special="all")
+    assert tok.decode(ids) == text
+
+
+def test_special_tokens_are_single_ids_never_split(tok):
+    eot, pad = tok.special_ids["<|endoftext|>"], tok.special_ids["<|pad|>"]
+    assert (eot, pad) == (256, 257)
+    assert tok.encode("<|endoftext|>") == [eot]
+    ids = tok.encode("a<|pad|>b")
+    assert ids.count(pad) == 1 and tok.decode(ids) == "a<|pad|>b"
+    # the same characters without a complete special token are ordinary text
+    assert eot not in tok.encode("<|endoftext|")
+
+
+def test_overlapping_special_tokens_longest_match_wins():
+    vocab, merges = train_bpe(small_sample(), 300)
+    t = BPETokenizer(vocab, merges, ["<|a|>", "<|a|><|b|>", "ab", "abc"])
+    ids = t.special_ids
+    assert t.encode("<|a|><|b|>") == [ids["<|a|><|b|>"]]
+    assert t.encode("<|a|><|c|>")[0] == ids["<|a|>"]
+    assert t.encode("xabcx")[1] == ids["abc"] and t.encode("xabx")[1] == ids["ab"]
+    for text in ("<|a|><|b|>abcab", "ab<|a|>abc<|a|><|b|>"):
+        assert t.decode(t.encode(text)) == text
+
+
+def test_decode_replaces_invalid_utf8(tok):
+    euro = tok.encode("€")
+    raw = b"".join(tok.vocab[i] for i in euro)
+    assert raw == "€".encode()
+    byte_ids = list(raw)  # ids 0..255 are the single bytes
+    assert tok.decode(byte_ids[:2]) == "\ufffd"
+    assert tok.decode([0xFF, ord("a")]) == "\ufffda"
+
+
+def test_duplicate_merge_bytes_use_the_lowest_rank():
+    # (a, bc) and (ab, c) both produce b"abc": encode must behave like tiktoken's ranks
+    # (bytes -> lowest id); the second id is never produced but still decodes.
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = [(b"b", b"c"), (b"a", b"bc"), (b"a", b"b"), (b"ab", b"c"), (b"abc", b"d")]
+    for a, b in merges:
+        vocab[len(vocab)] = a + b
+    t = BPETokenizer(vocab, merges)
+    assert t.ranks[b"abc"] == 257 and vocab[259] == b"abc"
+    for text in ("abc", "abcd", "xabcdabc abab", "ab c abcabc"):
+        assert t.encode(text) == as_tiktoken(t).encode(text), text
+    assert t.encode("abc") == [257] and t.decode([259]) == "abc"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.lists(
+        st.one_of(st.text(max_size=12), st.sampled_from(SPECIALS + ["  ", "\n\n", "'ll", "<|"])),
+        max_size=25,
+    ).map("".join),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+    chunk_chars=st.integers(min_value=1, max_value=40),
+)
+def test_encode_iterable_equals_encode_for_any_chunking(tok, text, cuts, chunk_chars):
+    bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
+    chunks = [text[i:j] for i, j in zip(bounds, bounds[1:])]
+    assert list(tok.encode_iterable(chunks, chunk_chars=chunk_chars)) == tok.encode(text)
+
+
+def test_encode_iterable_memory_is_bounded(tok, tmp_path):
+    sample = small_sample()
+    path = tmp_path / "big.txt"
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(100):
+            f.write(sample if i % 2 else sample.upper())
+            f.write("<|endoftext|>")
+    size = path.stat().st_size
+    expected = tok.encode(path.read_text(encoding="utf-8"))  # also warms the piece cache
+
+    chunk_chars = 2048
+    assert size > 200 * chunk_chars
+    tracemalloc.start()
+    try:
+        with open(path, encoding="utf-8") as f:
+            stream = tok.encode_iterable(f, chunk_chars=chunk_chars)
+            same = all(itertools.starmap(operator.eq, itertools.zip_longest(stream, expected)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert same
+    assert peak < 200_000, f"peak {peak} bytes while streaming a {size}-byte file"
+
+    tracemalloc.start()  # control: encoding the whole file at once is not bounded
+    try:
+        with open(path, encoding="utf-8") as f:
+            tok.encode(f.read())
+        _, peak_all = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak_all > 4 * peak
+
+
+def test_save_load_round_trip_human_readable(tok, tmp_path):
+    path = tmp_path / "tok.json"
+    tok.save(path)
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert data["format"] == "transformer_ref.bpe" and data["version"] == 1
+    assert data["special_tokens"] == {"<|endoftext|>": 256, "<|pad|>": 257}
+    assert data["vocab"]["32"] == "Ġ" and data["vocab"]["10"] == "Ċ" and data["vocab"]["97"] == "a"
+    assert len(text.splitlines()) > len(tok.vocab) + len(tok.merges)  # one entry per line
+    first = tok.merges[0]
+    assert data["merges"][0] == " ".join(
+        "".join({32: "Ġ", 10: "Ċ"}.get(b, chr(b)) for b in part) for part in first
+    ) or not all(b in range(33, 127) or b in (10, 32) for b in first[0] + first[1])
+
+    loaded = BPETokenizer.load(path)
+    assert loaded.vocab == tok.vocab and loaded.merges == tok.merges
+    assert loaded.special_tokens == tok.special_tokens and loaded.special_ids == tok.special_ids
+    sample = TEXTS["special"] + UNICODE + EMOJI
+    assert loaded.encode(sample) == tok.encode(sample)
+
+
+def test_load_rejects_other_files(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"format": "something-else"}')
+    with pytest.raises(ValueError, match="not a"):
+        BPETokenizer.load(path)
+
+
+def test_constructor_checks_byte_ids():
+    with pytest.raises(ValueError, match="single bytes"):
+        BPETokenizer({0: b"a"}, [])
