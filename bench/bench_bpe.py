@@ -1,0 +1,130 @@
+"""BPE training and encoding speed on the Shakespeare corpus, ours vs Hugging Face / tiktoken.
+
+    .venv/bin/python bench/bench_bpe.py                 # vocab 1k, 5k, 10k (a few minutes)
+    .venv/bin/python bench/bench_bpe.py --quick         # a 10% slice, for a smoke run
+
+Trains on ``load_shakespeare("train")`` with
+
+* ``train_bpe`` (ours, incremental; the time includes pre-tokenization),
+* ``train_bpe_naive`` (ours, recount every step; only at the smallest vocab: it is slow),
+* Hugging Face ``tokenizers`` (``BpeTrainer`` + ``ByteLevel`` pre-tokenizer, the same GPT-2
+  regex, fed the corpus one speech at a time), each run in a subprocess, once with
+  ``RAYON_NUM_THREADS=1`` (one thread) and once with the default thread pool,
+
+then encodes ``load_shakespeare("val")`` with our ``BPETokenizer`` (a fresh one, so the
+pre-token cache starts cold, and again warm) and with a ``tiktoken.Encoding`` built from our
+ranks (checking the ids are identical), and prints one table: times, ratios, encode MB/s and
+the compression on the validation text (UTF-8 bytes per token). Numbers only, no assertion.
+Targets (issue 3, 2-core machine): ours <= 3x HF one-thread at 10k, >= 10x faster than naive
+at 1k, encode >= 4 MB/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HF_WORKER = r"""
+import json, sys, time
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformer_ref.corpus import load_shakespeare
+vocab_size, frac = int(sys.argv[1]), float(sys.argv[2])
+train, val = load_shakespeare("train"), load_shakespeare("val")
+train = train[: int(len(train) * frac)]
+tok = Tokenizer(models.BPE())
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
+                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+speeches = train.split("\n\n")
+t0 = time.perf_counter()
+tok.train_from_iterator(speeches, trainer)
+seconds = time.perf_counter() - t0
+n_ids = len(tok.encode(val).ids)
+print(json.dumps({"seconds": seconds, "bytes_per_token": len(val.encode()) / n_ids,
+                  "vocab": tok.get_vocab_size()}))
+"""
+
+
+def hf_train(vocab_size: int, frac: float, threads: int | None) -> dict:
+    env = dict(os.environ)
+    env.pop("RAYON_NUM_THREADS", None)
+    if threads is not None:
+        env["RAYON_NUM_THREADS"] = str(threads)
+    out = subprocess.run([sys.executable, "-c", HF_WORKER, str(vocab_size), str(frac)],
+                         env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    result = fn(*args)
+    return time.perf_counter() - t0, result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--vocab", type=int, nargs="+", default=[1000, 5000, 10000])
+    ap.add_argument("--quick", action="store_true", help="train on a 10%% slice of the corpus")
+    ap.add_argument("--naive-all", action="store_true", help="run the naive trainer at every size")
+    args = ap.parse_args()
+
+    import tiktoken
+
+    from transformer_ref.bpe import GPT2_PATTERN, BPETokenizer, train_bpe, train_bpe_naive
+    from transformer_ref.corpus import load_shakespeare
+
+    frac = 0.1 if args.quick else 1.0
+    train = load_shakespeare("train")
+    train = train[: int(len(train) * frac)]
+    val = load_shakespeare("val")
+    val_bytes = len(val.encode())
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs; "
+          f"train {len(train.encode()) / 1e6:.2f} MB, val {val_bytes / 1e6:.2f} MB "
+          "(bytes/token is measured on val)\n")
+
+    rows = []
+    for i, v in enumerate(sorted(args.vocab)):
+        t_ours, (vocab, merges) = timed(train_bpe, train, v)
+        t_naive = None
+        if i == 0 or args.naive_all:
+            t_naive, naive = timed(train_bpe_naive, train, v)
+            assert naive == (vocab, merges), "naive and incremental trainers disagree"
+        hf1 = hf_train(v, frac, threads=1)
+        hfn = hf_train(v, frac, threads=None)
+
+        tok = BPETokenizer(vocab, merges)
+        t_cold, ids = timed(tok.encode, val)
+        t_warm, ids_warm = timed(tok.encode, val)
+        enc = tiktoken.Encoding(name=f"ours{v}", pat_str=GPT2_PATTERN,
+                                mergeable_ranks=tok.ranks, special_tokens={})
+        enc.encode_ordinary(val[:1000])
+        t_tik, ids_tik = timed(enc.encode_ordinary, val)
+        assert ids == ids_warm == ids_tik, "our encoding differs from tiktoken's"
+        rows.append(dict(
+            vocab=v, ours=t_ours, naive=t_naive, hf1=hf1["seconds"], hfn=hfn["seconds"],
+            cold=val_bytes / t_cold / 1e6, warm=val_bytes / t_warm / 1e6,
+            tik=val_bytes / t_tik / 1e6, bpt=val_bytes / len(ids), hf_bpt=hf1["bytes_per_token"],
+        ))
+        print(f"  done vocab {v}", file=sys.stderr)
+
+    head = ("| vocab | ours train s | naive s | naive/ours | HF 1-thread s | ours/HF-1 | "
+            "HF default s | ours/HF-default | encode MB/s cold | warm | tiktoken MB/s | "
+            "bytes/token ours | bytes/token HF |")
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for r in rows:
+        naive = f"{r['naive']:.1f}" if r["naive"] is not None else "-"
+        ratio = f"{r['naive'] / r['ours']:.1f}x" if r["naive"] is not None else "-"
+        print(f"| {r['vocab']} | {r['ours']:.2f} | {naive} | {ratio} | {r['hf1']:.2f} | "
+              f"{r['ours'] / r['hf1']:.2f}x | {r['hfn']:.2f} | {r['ours'] / r['hfn']:.2f}x | "
+              f"{r['cold']:.1f} | {r['warm']:.1f} | {r['tik']:.1f} | {r['bpt']:.3f} | "
+              f"{r['hf_bpt']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
