@@ -213,6 +213,16 @@ def test_cli_smoke_training_loss_falls(tmp_path):
     sample = res.stdout.split("--- sample ---", 1)[1].strip("\n")
     assert len(sample) >= 50
 
+    # a new process resumes from the checkpoint with its saved config and extends the run
+    cmd = [sys.executable, "-m", "transformer_ref.train", "--init_from", "resume", "--out_dir",
+           str(out), "--max_iters", "55", "--sample_tokens", "0", "--threads", "1"]
+    res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "done: 5 steps" in res.stdout
+    resumed = torch.load(out / "ckpt.pt", weights_only=False)
+    assert resumed["step"] == 55 and resumed["config"]["d_model"] == preset("cpu_smoke").d_model
+    assert resumed["history"]["train"][:50] == history
+
 
 def _val_tokens_per_byte(tmp_path) -> float:
     meta = json.loads(next((tmp_path / "data").glob("char-*/meta.json")).read_text())

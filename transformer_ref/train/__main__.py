@@ -5,6 +5,7 @@ defaults that explicit flags override. Multi-process (DDP) runs use the same ent
 
     python -m transformer_ref.train --preset cpu_smoke
     torchrun --nproc_per_node 2 -m transformer_ref.train --preset cpu_smoke --device cpu
+    python -m transformer_ref.train --init_from resume --out_dir out/train  # continue a run
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 import sys
 import types
 import typing
+from pathlib import Path
 
 from transformer_ref.train.config import PRESETS, TrainConfig, preset
 
@@ -62,7 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     args = vars(build_parser().parse_args(argv))
     name = args.pop("preset")
     max_seconds = args.pop("max_seconds")
-    cfg = preset(name, **args) if name else TrainConfig(**args)
+    if args.get("init_from") == "resume" and not name:
+        # resume with the checkpoint's config; flags given now override it (e.g. max_iters)
+        import torch
+
+        out_dir = Path(args.get("out_dir", TrainConfig.out_dir))
+        saved = torch.load(out_dir / "ckpt.pt", map_location="cpu", weights_only=False)
+        cfg = TrainConfig.from_dict({**saved["config"], **args})
+    else:
+        cfg = preset(name, **args) if name else TrainConfig(**args)
 
     from transformer_ref.train.trainer import Trainer
 

@@ -501,7 +501,7 @@ class Trainer:
         ids = tok.encode(prompt) or [0]
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)
         seed = self.cfg.seed if seed is None else seed
-        gen = torch.Generator(device=self.device).manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)  # on the CPU: same text on every device
         out = generate(self.raw_model, idx, n_tokens, self.cfg.temperature, self.cfg.top_k,
                        self.cfg.top_p, generator=gen)
         return tok.decode(out[0, len(ids):].tolist())
