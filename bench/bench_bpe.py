@@ -41,11 +41,11 @@ tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
 trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
                               initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
 speeches = train.split("\n\n")
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 tok.train_from_iterator(speeches, trainer)
-seconds = time.perf_counter() - t0
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 n_ids = len(tok.encode(val).ids)
-print(json.dumps({"seconds": seconds, "bytes_per_token": len(val.encode()) / n_ids,
+print(json.dumps({"seconds": seconds, "cpu": cpu, "bytes_per_token": len(val.encode()) / n_ids,
                   "vocab": tok.get_vocab_size()}))
 """
 
@@ -60,10 +60,16 @@ def hf_train(vocab_size: int, frac: float, threads: int | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def timed(fn, *args):
-    t0 = time.perf_counter()
-    result = fn(*args)
-    return time.perf_counter() - t0, result
+class Timed:
+    """Wall and CPU seconds (``process_time``: all threads of this process) of one call."""
+
+    def __init__(self, fn, *args):
+        t0, c0 = time.perf_counter(), time.process_time()
+        self.result = fn(*args)
+        self.wall, self.cpu = time.perf_counter() - t0, time.process_time() - c0
+
+    def __str__(self) -> str:
+        return f"{self.wall:.2f} ({self.cpu:.2f})"
 
 
 def main() -> None:
@@ -89,41 +95,45 @@ def main() -> None:
 
     rows = []
     for i, v in enumerate(sorted(args.vocab)):
-        t_ours, (vocab, merges) = timed(train_bpe, train, v)
-        t_naive = None
+        ours = Timed(train_bpe, train, v)
+        vocab, merges = ours.result
+        naive = None
         if i == 0 or args.naive_all:
-            t_naive, naive = timed(train_bpe_naive, train, v)
-            assert naive == (vocab, merges), "naive and incremental trainers disagree"
+            naive = Timed(train_bpe_naive, train, v)
+            assert naive.result == (vocab, merges), "naive and incremental trainers disagree"
         hf1 = hf_train(v, frac, threads=1)
         hfn = hf_train(v, frac, threads=None)
 
         tok = BPETokenizer(vocab, merges)
-        t_cold, ids = timed(tok.encode, val)
-        t_warm, ids_warm = timed(tok.encode, val)
+        cold = Timed(tok.encode, val)
+        warm = Timed(tok.encode, val)
         enc = tiktoken.Encoding(name=f"ours{v}", pat_str=GPT2_PATTERN,
                                 mergeable_ranks=tok.ranks, special_tokens={})
         enc.encode_ordinary(val[:1000])
-        t_tik, ids_tik = timed(enc.encode_ordinary, val)
-        assert ids == ids_warm == ids_tik, "our encoding differs from tiktoken's"
-        rows.append(dict(
-            vocab=v, ours=t_ours, naive=t_naive, hf1=hf1["seconds"], hfn=hfn["seconds"],
-            cold=val_bytes / t_cold / 1e6, warm=val_bytes / t_warm / 1e6,
-            tik=val_bytes / t_tik / 1e6, bpt=val_bytes / len(ids), hf_bpt=hf1["bytes_per_token"],
-        ))
+        tik = Timed(enc.encode_ordinary, val)
+        assert cold.result == warm.result == tik.result, "our encoding differs from tiktoken's"
+        rows.append((v, ours, naive, hf1, hfn, cold, warm, tik,
+                     val_bytes / len(cold.result), hf1["bytes_per_token"]))
         print(f"  done vocab {v}", file=sys.stderr)
 
-    head = ("| vocab | ours train s | naive s | naive/ours | HF 1-thread s | ours/HF-1 | "
-            "HF default s | ours/HF-default | encode MB/s cold | warm | tiktoken MB/s | "
-            "bytes/token ours | bytes/token HF |")
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
-    for r in rows:
-        naive = f"{r['naive']:.1f}" if r["naive"] is not None else "-"
-        ratio = f"{r['naive'] / r['ours']:.1f}x" if r["naive"] is not None else "-"
-        print(f"| {r['vocab']} | {r['ours']:.2f} | {naive} | {ratio} | {r['hf1']:.2f} | "
-              f"{r['ours'] / r['hf1']:.2f}x | {r['hfn']:.2f} | {r['ours'] / r['hfn']:.2f}x | "
-              f"{r['cold']:.1f} | {r['warm']:.1f} | {r['tik']:.1f} | {r['bpt']:.3f} | "
-              f"{r['hf_bpt']:.3f} |")
+    mb = lambda t: f"{val_bytes / t.wall / 1e6:.1f} ({val_bytes / t.cpu / 1e6:.1f})"
+    ratio = lambda a, b: f"{a.wall / b['seconds']:.2f}x ({a.cpu / b['cpu']:.2f}x)"
+    print("Cells are wall seconds (CPU seconds), or ratios / MB/s from wall (from CPU) time.\n")
+    head = ["vocab", "ours train s", "naive s", "naive/ours", "HF 1-thread s", "ours/HF-1",
+            "HF default s", "ours/HF-default", "encode MB/s cold", "encode MB/s warm",
+            "tiktoken MB/s", "bytes/token ours", "bytes/token HF"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for v, ours, naive, hf1, hfn, cold, warm, tik, bpt, hf_bpt in rows:
+        cells = [
+            str(v), str(ours),
+            str(naive) if naive else "-",
+            f"{naive.wall / ours.wall:.1f}x ({naive.cpu / ours.cpu:.1f}x)" if naive else "-",
+            f"{hf1['seconds']:.2f} ({hf1['cpu']:.2f})", ratio(ours, hf1),
+            f"{hfn['seconds']:.2f} ({hfn['cpu']:.2f})", ratio(ours, hfn),
+            mb(cold), mb(warm), mb(tik), f"{bpt:.3f}", f"{hf_bpt:.3f}",
+        ]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
