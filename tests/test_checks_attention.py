@@ -610,3 +610,17 @@ def test_detached_output_fails_the_gradient_case():
             "attention.scaled_dot_product_attention",
             lambda *a, **k: via_numpy(*(t.detach() for t in a), **k),
         )
+
+
+def test_two_bugs_at_once_still_name_the_main_one():
+    def inverted_and_nan_rows(q, k, v, mask=None, scale=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))  # inverted ...
+        e = torch.exp(s - s.amax(-1, keepdim=True))  # ... and nan for fully masked rows
+        return e / e.sum(-1, keepdim=True) @ v
+
+    with pytest.raises(CheckFailed) as info:
+        A.check_scaled_dot_product_attention(inverted_and_nan_rows)
+    assert "Likely mistake: mask inverted." in str(info.value)
+    assert "a second bug" in str(info.value)

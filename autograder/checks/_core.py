@@ -433,6 +433,21 @@ def _diagnose(check: Check, fn, case: Case, got, cases: list) -> str:
             continue  # indistinguishable from the right answer on this case
         if _compare(wrong, got, case, strict=False) is None:
             candidates.append(m)
+    partial = False
+    if not candidates:
+        # Two bugs at once (e.g. an inverted mask *and* nan for fully masked rows): accept a
+        # mistake that agrees with the student wherever the student's output is not nan.
+        for m in check.mistakes:
+            try:
+                wrong = _mistake_output(m, case)
+            except Exception:
+                continue
+            filled = _fill_nan(got, wrong)
+            if filled is None or _compare(case.expected, wrong, case) is None:
+                continue
+            if _compare(wrong, filled, case, strict=False) is None:
+                candidates.append(m)
+        partial = True
     if not candidates:
         return ""
     best = candidates[0]
@@ -457,7 +472,32 @@ def _diagnose(check: Check, fn, case: Case, got, cases: list) -> str:
                     pass
             scores.append(agree)
         best = candidates[scores.index(max(scores))]
-    return f"Likely mistake: {best.name}. {best.explanation}"
+    text = f"Likely mistake: {best.name}. {best.explanation}"
+    if partial:
+        text += " (Your output also has nan where this mistake gives numbers: a second bug.)"
+    return text
+
+
+def _fill_nan(got, wrong):
+    """``got`` with its nan entries taken from ``wrong``; None if not comparable or no nan."""
+    if _type(got) in (tuple, list) and _type(wrong) in (tuple, list) and _len(got) == _len(wrong):
+        parts = [_fill_nan(g, w) for g, w in zip(got, wrong)]
+        if all(p is None for p in parts):
+            return None
+        return tuple(g if p is None else p for g, p, w in zip(got, parts, wrong))
+    if _type(got) is not _type(wrong) or _type(got) not in (_Tensor, _ndarray):
+        return None
+    if tuple(got.shape) != tuple(wrong.shape) or got.dtype != wrong.dtype:
+        return None
+    with _no_torch_function():
+        g, w = _as_float64(got), _as_float64(wrong)
+        nan = torch.isnan(g)
+        if not _t_item(_any(nan)) or _t_item(_all(nan)):
+            return None
+        filled = torch.where(nan, w, g)
+    if _type(got) is _ndarray:
+        return filled.numpy().astype(got.dtype)
+    return _t_to(filled, got.dtype)
 
 
 def _fail(check: Check, case: Case, body: str) -> CheckFailed:

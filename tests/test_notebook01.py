@@ -1,0 +1,182 @@
+"""Notebook 01 end to end: the solution passes every check, the release runs cleanly and says
+"not implemented yet", and catalogued mistakes graded through ``course-grade`` are named.
+"""
+
+import csv
+import html
+import re
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from autograder import release
+
+NAME = "01_attention"
+SOURCE = release.SOURCE / NAME / f"{NAME}.ipynb"
+RELEASED = release.RELEASE / NAME / f"{NAME}.ipynb"
+
+
+def _nbg(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _execute(path):
+    nb = nbformat.read(path, as_version=4)
+    t0 = time.monotonic()
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    return nb, time.monotonic() - t0
+
+
+def _errors(cell):
+    return [o for o in cell.get("outputs", []) if o.output_type == "error"]
+
+
+def _text(cell):
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream")
+
+
+def test_solution_notebook_passes_every_check_on_cpu_in_under_two_minutes():
+    nb, seconds = _execute(SOURCE)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert not _errors(cell), f"cell {i}: {[e.evalue for e in _errors(cell)]}"
+    tests = [c for c in nb.cells if _nbg(c).get("grade")]
+    for cell in tests:
+        out = _text(cell)
+        # the visible check and the hidden (graded) check both passed
+        assert out.count("✔") == 2 and "hidden" in out, (_nbg(cell)["grade_id"], out)
+    figures = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and any(o.output_type == "display_data" for o in c.outputs)
+    ]
+    assert len(figures) >= 3  # softmax bars, variance plot, heatmap
+    assert seconds < 120, f"notebook 01 took {seconds:.0f} s on CPU (limit: 2 minutes)"
+
+
+def test_release_runs_end_to_end_and_every_check_says_not_implemented_yet():
+    nb, _ = _execute(RELEASED)
+    tests = 0
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        errs = _errors(cell)
+        if _nbg(cell).get("grade"):
+            tests += 1
+            assert len(errs) == 1 and errs[0].ename == "NotImplementedYet", (i, errs)
+            assert "is not implemented yet" in errs[0].evalue
+            assert errs[0].traceback == [f"… NotImplementedYet: {errs[0].evalue}"]  # no wall
+        else:
+            assert not errs, f"cell {i} (outside the exercises) failed: {errs}"
+        if "with requires(" in cell.source:
+            assert re.search(r"Finish Exercise \d\.\d.* first", _text(cell)), (i, _text(cell))
+    assert tests == 8
+
+
+# One catalogued mistake per exercise, as a student would write it (self-contained cells).
+MISTAKES = {
+    "ex1_1_solution": (
+        "def dot_product_scores(Q, K):\n    return K @ np.swapaxes(Q, -1, -2)\n",
+        "scores transposed (K Qᵀ)",
+    ),
+    "ex2_1_solution": (
+        "def softmax(x, axis=-1):\n    e = np.exp(x)\n"
+        "    return e / e.sum(axis=axis, keepdims=True)\n",
+        "unstable softmax overflowing",
+    ),
+    "ex3_1_solution": (
+        "def self_attention_unscaled(X, W_Q, W_K, W_V):\n"
+        "    S = (X @ W_Q) @ np.swapaxes(X @ W_K, -1, -2)\n"
+        "    e = np.exp(S - S.max(axis=-2, keepdims=True))\n"
+        "    return e / e.sum(axis=-2, keepdims=True) @ (X @ W_V)\n",
+        "softmax over the wrong axis (over queries)",
+    ),
+    "ex4_1_solution": (
+        "def score_variance(d_k, n_samples, rng):\n"
+        "    q = rng.standard_normal((n_samples, d_k))\n"
+        "    k = rng.standard_normal((n_samples, d_k))\n"
+        "    return float(np.std((q * k).sum(axis=1)))\n",
+        "returned the standard deviation",
+    ),
+    "ex5_1_solution": (
+        "def scaled_dot_product_attention(q, k, v, mask=None, scale=None):\n"
+        "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) if scale is None else "
+        "q @ k.transpose(-2, -1) * scale\n"
+        "    if mask is not None:\n        s = s.masked_fill(mask, float('-inf'))\n"
+        "    return torch.softmax(s, dim=-1) @ v\n",
+        "mask inverted",
+    ),
+    "ex6_1_solution": (
+        "def column_form_self_attention(X_cols, Q, K, V):\n"
+        "    S = (K @ X_cols).T @ (Q @ X_cols)\n"
+        "    A = torch.softmax(S, dim=1)\n    return (V @ X_cols) @ A, A\n",
+        "softmax over j instead of over i",
+    ),
+    "ex7_1_solution": (
+        "def cosine_similarity_attention(q, k, v, mask=None, temperature=1.0, eps=1e-8):\n"
+        "    q = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)\n"
+        "    s = q @ k.transpose(-2, -1) / temperature\n"
+        "    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n"
+        "    return torch.softmax(s, dim=-1) @ v\n",
+        "normalised only the queries",
+    ),
+    "ex8_1_solution": (
+        "def self_score_dominance(weights):\n"
+        "    n = weights.shape[-1]\n"
+        "    return (weights.argmax(dim=-2) == torch.arange(n)).float().mean().item()\n",
+        "argmax over the wrong axis",
+    ),
+}
+
+
+@pytest.mark.slow
+def test_catalogued_mistakes_graded_by_course_grade_score_zero_and_are_named(tmp_path):
+    nb = nbformat.read(RELEASED, as_version=4)
+    for cell in nb.cells:
+        gid = _nbg(cell).get("grade_id")
+        if gid in MISTAKES:
+            cell.source = MISTAKES[gid][0]
+    assert {_nbg(c).get("grade_id") for c in nb.cells} >= set(MISTAKES)
+    (tmp_path / "subs" / "mistakes").mkdir(parents=True)
+    nbformat.write(nb, tmp_path / "subs" / "mistakes" / f"{NAME}.ipynb")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder.grade",
+            str(tmp_path / "subs"),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--workers",
+            "1",
+            "--cell-timeout",
+            "60",
+            "--timeout",
+            "300",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / "grades.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["student"] == "mistakes"]
+    assert len(rows) == 8, rows
+    for r in rows:
+        assert float(r["points"]) == 0 < float(r["max_points"]), r
+        assert r["status"] == "graded", r
+    feedback = html.unescape((out / "feedback" / "mistakes" / f"{NAME}.html").read_text())
+    for gid, (_, name) in MISTAKES.items():
+        assert f"Likely mistake: {name}." in feedback, f"{gid}: {name!r} not in the feedback"

@@ -1,0 +1,104 @@
+"""The student release: a fresh nbgrader generation, with no solution and no hidden test in it."""
+
+import importlib
+import json
+import re
+
+import nbformat
+import pytest
+
+from autograder import release
+from autograder.checks._core import registered
+
+CHAPTERS = release.chapters()
+
+
+def _nbg(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _regions(source: str, begin: str, end: str) -> list[str]:
+    return re.findall(rf"{re.escape(begin)}\n(.*?){re.escape(end)}", source, flags=re.S)
+
+
+def test_there_is_a_chapter_and_the_config_matches_the_layout():
+    from autograder.nbgrader_config import ROOT, c
+
+    assert "01_attention" in CHAPTERS
+    assert c.CourseDirectory.root == str(ROOT) == str(release.ROOT)
+    assert c.CourseDirectory.source_directory == "solutions"
+    assert c.CourseDirectory.release_directory == "notebooks"
+
+
+def test_committed_release_equals_a_fresh_generation():
+    assert release.differences(CHAPTERS) == [], "run `python -m autograder.release`"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_solution_or_hidden_test_text_in_the_release(chapter):
+    src = nbformat.read(release.SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
+    text = (release.RELEASE / chapter / f"{chapter}.ipynb").read_text()
+    released = json.loads(text)
+    released_code = "\n".join(
+        "".join(c["source"]) for c in released["cells"] if c["cell_type"] == "code"
+    )
+    secret_lines = []
+    for cell in src.cells:
+        secret_lines += [
+            ln.strip()
+            for region in _regions(cell.source, "### BEGIN SOLUTION", "### END SOLUTION")
+            + _regions(cell.source, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+            for ln in region.splitlines()
+            if len(ln.strip()) > 3
+        ]
+    assert len(secret_lines) >= 8
+    leaked = [ln for ln in secret_lines if ln in released_code]
+    assert not leaked, f"solution/hidden-test lines in notebooks/{chapter}: {leaked}"
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "hidden_check"):
+        assert marker not in text
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_source_notebook_follows_the_layout_contract(chapter):
+    nb = nbformat.read(release.SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.get("outputs") for c in code), "no outputs in source notebooks"
+    setup = code[0]
+    assert _nbg(setup).get("locked") and not _nbg(setup).get("grade"), "first code cell: locked"
+    assert "from autograder.checks" in setup.source
+    tests = [c for c in nb.cells if _nbg(c).get("grade")]
+    assert tests, "no autograded test cells"
+    total = 0
+    for cell in tests:
+        meta = _nbg(cell)
+        assert meta["locked"] and meta["points"] > 0 and meta["grade_id"]
+        total += meta["points"]
+        hidden = _regions(cell.source, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+        assert len(hidden) == 1, f"{meta['grade_id']}: one hidden-test block"
+        keys = re.findall(r'_hidden_check\("([^"]+)"', hidden[0])
+        for key in keys:  # "attention.softmax" is registered by autograder.checks.attention
+            importlib.import_module(f"autograder.checks.{key.split('.')[0]}")
+        assert keys and all(k in registered() for k in keys), meta["grade_id"]
+        visible = cell.source.split("### BEGIN HIDDEN TESTS")[0]
+        assert re.search(r"check_\w+\(\w+\)", visible), f"{meta['grade_id']}: no visible check"
+    header = nb.cells[0].source
+    shown = re.search(rf"\b{total}\b[^\n]*points|points[^\n]*\b{total}\b", header, re.I)
+    assert shown, f"the first cell must show the total, {total} points"
+    ids = [_nbg(c)["grade_id"] for c in nb.cells if _nbg(c)]
+    assert len(ids) == len(set(ids)), "grade ids are unique"
+
+
+def test_notebook01_grade_ids_and_points_are_stable():
+    """The grader, the gradebook and past grades key on these ids: change them deliberately."""
+    nb = nbformat.read(release.SOURCE / "01_attention" / "01_attention.ipynb", as_version=4)
+    points = {_nbg(c)["grade_id"]: _nbg(c)["points"] for c in nb.cells if _nbg(c).get("grade")}
+    assert points == {
+        "ex1_1_dot_product_scores": 1,
+        "ex2_1_softmax": 2,
+        "ex3_1_self_attention_unscaled": 2,
+        "ex4_1_score_variance": 1,
+        "ex5_1_scaled_dot_product_attention": 4,
+        "ex6_1_column_form_self_attention": 3,
+        "ex7_1_cosine_similarity_attention": 2,
+        "ex8_1_self_score_dominance": 1,
+    }
