@@ -1,5 +1,8 @@
 """``python -m autograder.grading.nbgrader_main ARGS``: the ``nbgrader`` command, faster.
 
+``... nbgrader_main autograde+feedback ASSIGNMENT STUDENT`` runs both grading steps in one
+process (see :func:`autograde_and_feedback`).
+
 nbgrader 0.9.6 runs the ``alembic`` command in a subprocess (about a second) every time it
 opens a gradebook, only to read the schema's head revision, which is fixed for an installed
 nbgrader; ``autograde`` opens it about eight times. The grader looks the head up once and passes
@@ -50,8 +53,33 @@ def use_cached_head() -> None:
         nbgrader.api.get_alembic_version = lambda: head
 
 
+def autograde_and_feedback(assignment: str, student: str) -> int:
+    """``nbgrader autograde`` then ``nbgrader generate_feedback`` for one student, one process.
+
+    The same nbgrader code the two commands run (its Python API, configured from the
+    ``nbgrader_config.py`` in the working folder), without starting Python and importing
+    nbgrader twice. Exit status: 0 done, 1 autograde failed, 3 graded but no feedback.
+    """
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.apps.baseapp import NbGrader
+
+    app = NbGrader()
+    app.initialize([])
+    api = NbGraderAPI(config=app.config)
+    for step, run in (("autograde", api.autograde), ("generate_feedback", api.generate_feedback)):
+        result = run(assignment, student, force=True)
+        ok = "ok" if result["success"] else "failed"
+        print(result.get("log", ""), result.get("error", ""), sep="\n")
+        print(f"==== {step}: {ok}", flush=True)
+        if not result["success"]:
+            return 1 if step == "autograde" else 3
+    return 0
+
+
 if __name__ == "__main__":
     use_cached_head()
+    if sys.argv[1:2] == ["autograde+feedback"]:
+        sys.exit(autograde_and_feedback(*sys.argv[2:4]))
     from nbgrader.apps.nbgraderapp import main
 
     sys.exit(main())

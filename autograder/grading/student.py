@@ -202,29 +202,26 @@ def grade_student(
 
 
 def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, opts, env, start):
-    """autograde, then generate_feedback; fills ``fatal`` for notebooks that were not graded."""
-    for step in ("autograde", "generate_feedback"):
-        log_path = root / "logs" / f"{step}-{assignment}.log"
-        left = opts.timeout - (time.monotonic() - start)
-        run = runner.run(
-            [*NBGRADER, step, assignment, "--student", student, "--force"],
-            root,
-            timeout=left,
-            memory_mb=opts.memory_mb,
-            log_path=log_path,
-            env=env,
-        )
-        if step == "generate_feedback":
-            return  # no feedback is a note, not a grading failure (see grade_student)
-        log = log_path.read_text(errors="replace")
-        for nb in notebooks:
-            if nb.name in fatal:
-                continue
-            done = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
-            if run.timed_out or run.returncode != 0 or not done.exists():
-                fatal[nb.name] = _fatal_reason(log, run, step, opts)
-        if len(fatal) == len(notebooks):
-            return
+    """autograde + generate_feedback in one limited process; fills ``fatal`` for notebooks
+    that were not graded (no feedback alone is not a grading failure)."""
+    log_path = root / "logs" / f"{assignment}.log"
+    run = runner.run(
+        [*NBGRADER, "autograde+feedback", assignment, student],
+        root,
+        timeout=opts.timeout - (time.monotonic() - start),
+        memory_mb=opts.memory_mb,
+        log_path=log_path,
+        env=env,
+    )
+    log = log_path.read_text(errors="replace")
+    # 0: graded with feedback, 3: graded without; out of time after autograde: graded
+    graded = run.returncode in (0, 3) or (run.timed_out and "==== autograde: ok" in log)
+    for nb in notebooks:
+        if nb.name in fatal:
+            continue
+        done = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
+        if not graded or not done.exists():
+            fatal[nb.name] = _fatal_reason(log, run, "autograde", opts)
 
 
 def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opts):

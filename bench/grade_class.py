@@ -1,0 +1,66 @@
+"""Grading time of the synthetic class: per student, and for the class serial vs parallel.
+
+    .venv/bin/python bench/grade_class.py [--assignment 01_attention] [--workers N]
+
+Builds the synthetic class (tests/synthetic_class) from the assignment's source and release,
+grades it with ``course-grade --workers 1`` and then ``--workers N`` (default: all cores), each
+into a fresh output folder, and prints the wall time of each run, the speed-up, and each
+student's grading time (from the run's results). No assertion: numbers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def main() -> None:
+    from synthetic_class import ClassBuilder
+
+    from autograder.grading.course import build_template
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--assignment", default="01_attention")
+    p.add_argument("--source", type=Path, default=REPO / "solutions")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--cell-timeout", default="30")
+    p.add_argument("--memory", default="3072")
+    args = p.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        _, info = build_template(args.source, [args.assignment], tmp / "template", 60)
+        ClassBuilder(info[args.assignment][0]).build(tmp / "class")
+        n = len(list((tmp / "class").iterdir()))
+        print(f"class: {n} students, assignment {args.assignment}, {os.cpu_count()} cores")
+        runs = {}
+        for workers in (1, args.workers):
+            out = tmp / f"out-{workers}"
+            cmd = [sys.executable, "-m", "autograder.grade", str(tmp / "class"), "--out",
+                   str(out), "--source", str(args.source), "--workers", str(workers),
+                   "--cell-timeout", args.cell_timeout, "--memory", args.memory,
+                   "--no-progress"]
+            t0 = time.monotonic()
+            subprocess.run(cmd, check=True, cwd=REPO)
+            runs[workers] = time.monotonic() - t0
+            per = {q.stem: json.loads(q.read_text())["seconds"]
+                   for q in sorted((out / "results").glob("*.json"))}
+            print(f"\n--workers {workers}: class graded in {runs[workers]:.1f} s")
+            for student, s in per.items():
+                print(f"  {student:15s} {s:6.1f} s")
+        if args.workers != 1:
+            print(f"\nserial {runs[1]:.1f} s, parallel ({args.workers} workers) "
+                  f"{runs[args.workers]:.1f} s: speed-up x{runs[1] / runs[args.workers]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
