@@ -163,19 +163,18 @@ def wait_kernel_idle(page, timeout_ms: int = 60_000) -> None:
     page.wait_for_function(f"() => {_KERNEL_READY_JS}", timeout=timeout_ms)
 
 
-def run_all_cells(page, timeout_ms: int = 120_000) -> list[str]:
-    """Run > Run All Cells from the menu bar, as a student would; wait until the run ends.
-
-    Returns the code cells' prompts afterwards (``[1]:`` ... for executed cells).
-    """
+def start_run_all(page) -> None:
+    """Run > Run All Cells from the menu bar, as a student would; returns once it started."""
     page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
-    # The run has started once some prompt shows a number or a star; it has ended once no
-    # prompt shows a star (queued/running) and the kernel is idle again.
+    # Started once some prompt shows a number or a star (queued/running).
     page.wait_for_function(
         """() => [...document.querySelectorAll('PANEL .jp-CodeCell .jp-InputArea-prompt')]
-                 .some(e => /\\[(\\d+|\\*)\\]/.test(e.textContent))""".replace("PANEL", PANEL),
-        timeout=timeout_ms)
+                 .some(e => /\\[(\\d+|\\*)\\]/.test(e.textContent))""".replace("PANEL", PANEL))
+
+
+def wait_run_done(page, timeout_ms: int = 120_000) -> list[str]:
+    """Wait until no prompt shows a star and the kernel is idle; return the code cells' prompts."""
     page.wait_for_function(
         """() => { const ps = [...document.querySelectorAll(
                        'PANEL .jp-CodeCell .jp-InputArea-prompt')];
@@ -183,6 +182,12 @@ def run_all_cells(page, timeout_ms: int = 120_000) -> list[str]:
         .replace("KERNEL_READY", _KERNEL_READY_JS).replace("PANEL", PANEL), timeout=timeout_ms)
     return [t.strip() for t in
             page.locator(f"{PANEL} .jp-CodeCell .jp-InputArea-prompt").all_text_contents()]
+
+
+def run_all_cells(page, timeout_ms: int = 120_000) -> list[str]:
+    """Run all cells and wait for the run to end (see start_run_all, wait_run_done)."""
+    start_run_all(page)
+    return wait_run_done(page, timeout_ms)
 
 
 def save_notebook(page, path: Path, timeout_ms: int = 20_000) -> None:

@@ -7,8 +7,9 @@ course, drives the system's Chromium with Playwright, and
   Nbgrader menu), runs all cells from the Run menu, and checks every check cell shows its
   success message, no cell failed, and the attention heatmap is on the page as an image;
   saves a screenshot to ``test-artifacts/``;
-* opens the student release of notebook 01, runs all cells, and checks the first check says
-  "not implemented yet" (and nothing before it failed); saves a screenshot too.
+* meanwhile, in a second tab, opens the student release of notebook 01, runs all cells, and
+  checks the first check says "not implemented yet" (and nothing before it failed); saves a
+  screenshot too.
 
 Skipped, with the reason, only where no Chromium executable can be found
 (``.ci/run`` installs Debian's ``chromium`` where it can). Set COURSE_CHROMIUM to use another.
@@ -31,8 +32,9 @@ from browser_helpers import (
     LabServer,
     find_chromium,
     open_notebook,
-    run_all_cells,
     save_notebook,
+    start_run_all,
+    wait_run_done,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,20 +109,24 @@ def _scroll_to(page, cell_index: int, block: str = "center") -> None:
     page.wait_for_timeout(300)  # let the scroll settle before the picture
 
 
-def _solution(page, lab: LabServer, course: Path) -> None:
-    assert (course / SOLUTION).exists(), f"{SOLUTION} is missing"
-    nb = nbformat.read(course / SOLUTION, as_version=4)
-    checks = _check_indices(nb)
-    assert checks, f"{SOLUTION} calls no check_*(...)"
-
-    open_notebook(page, lab, SOLUTION)
+def _start(page, lab: LabServer, course: Path, rel: str) -> nbformat.NotebookNode:
+    """Open notebook ``rel`` in ``page``, check nbgrader's extension is there, Run All Cells."""
+    assert (course / rel).exists(), f"{rel} is missing"
+    nb = nbformat.read(course / rel, as_version=4)
+    assert _check_indices(nb), f"{rel} calls no check_*(...)"
+    open_notebook(page, lab, rel)
     # nbgrader's lab extension, as the README promises: Validate in the notebook toolbar and
     # the Nbgrader menu (Assignment List).
     assert page.locator(".jp-NotebookPanel-toolbar .validate-button").count() == 1, \
         "nbgrader's Validate button is missing from the notebook toolbar"
     assert "Nbgrader" in page.locator(".lm-MenuBar-item").all_text_contents()
+    start_run_all(page)
+    return nb
 
-    run_all_cells(page)
+
+def _finish_solution(page, course: Path, nb) -> None:
+    checks = _check_indices(nb)
+    wait_run_done(page)
     cells = _page_cells(page, nb)
     for i, (c, src) in enumerate(zip(cells, nb.cells)):
         if c["kind"] == "code" and src.source.strip():
@@ -158,15 +164,9 @@ def _solution(page, lab: LabServer, course: Path) -> None:
     assert any("image/png" in o.get("data", {}) for o in saved.cells[heatmap].outputs)
 
 
-def _release(page, lab: LabServer, course: Path) -> None:
-    assert (course / RELEASE).exists(), f"{RELEASE} is missing"
-    nb = nbformat.read(course / RELEASE, as_version=4)
-    checks = _check_indices(nb)
-    assert checks, f"{RELEASE} calls no check_*(...)"
-    first = checks[0]
-
-    open_notebook(page, lab, RELEASE)
-    run_all_cells(page)
+def _finish_release(page, nb) -> None:
+    first = _check_indices(nb)[0]
+    wait_run_done(page)
     cells = _page_cells(page, nb)
     for i in range(first):
         assert "Traceback" not in cells[i]["text"] and "✘" not in cells[i]["text"], \
@@ -177,6 +177,7 @@ def _release(page, lab: LabServer, course: Path) -> None:
     assert not SUCCESS.search(text) and "Traceback" not in text, text
 
     _scroll_to(page, first)
+    ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser-01-release.png"))
 
 
@@ -192,19 +193,26 @@ def test_notebook_01_in_jupyterlab(tmp_path):
             executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
             viewport={"width": 1400, "height": 1000})
         try:
-            page = browser.pages[0] if browser.pages else browser.new_page()
-            page.set_default_timeout(30_000)
+            sol = browser.pages[0] if browser.pages else browser.new_page()
+            rel = browser.new_page()
+            for page in (sol, rel):
+                page.set_default_timeout(30_000)
             t1 = time.monotonic()
-            with _screenshot_on_failure(page, lab, "browser-01-solution"):
-                _solution(page, lab, course)
+            # Both notebooks run at once, in two tabs, each with its own kernel.
+            with _screenshot_on_failure(sol, lab, "browser-01-solution"):
+                sol_nb = _start(sol, lab, course, SOLUTION)
+            with _screenshot_on_failure(rel, lab, "browser-01-release"):
+                rel_nb = _start(rel, lab, course, RELEASE)
+            with _screenshot_on_failure(sol, lab, "browser-01-solution"):
+                _finish_solution(sol, course, sol_nb)
             t2 = time.monotonic()
-            with _screenshot_on_failure(page, lab, "browser-01-release"):
-                _release(page, lab, course)
+            with _screenshot_on_failure(rel, lab, "browser-01-release"):
+                _finish_release(rel, rel_nb)
             t3 = time.monotonic()
         finally:
             browser.close()
     print(f"\nbrowser test: {time.monotonic() - t0:.1f} s (server and browser up {t1 - t0:.1f} s, "
-          f"solution {t2 - t1:.1f} s, release {t3 - t2:.1f} s)")
+          f"solution {t2 - t1:.1f} s, then release {t3 - t2:.1f} s)")
 
 
 def test_lab_command_prints_the_url_it_serves(monkeypatch, capsys):
