@@ -46,7 +46,9 @@ def environment_pins():
 
 def test_environment_yml_matches_pyproject():
     py, env = pyproject_pins(), environment_pins()
-    assert set(py) == set(env), f"only in pyproject: {set(py) - set(env)}; only in environment.yml: {set(env) - set(py)}"
+    assert set(py) == set(env), (
+        f"only in pyproject: {set(py) - set(env)}; only in environment.yml: {set(env) - set(py)}"
+    )
     diff = {k: (py[k], env[k]) for k in py if py[k] != env[k]}
     assert not diff, f"versions differ (pyproject, environment.yml): {diff}"
 
@@ -54,7 +56,9 @@ def test_environment_yml_matches_pyproject():
 def test_pins_agree_with_lock():
     lock = _pins((ROOT / "constraints.txt").read_text().splitlines())
     for name, ver in pyproject_pins().items():
-        assert name in lock, f"{name} missing from constraints.txt (run: python3 -m autograder.bootstrap lock)"
+        assert name in lock, (
+            f"{name} missing from constraints.txt (run: python3 -m autograder.bootstrap lock)"
+        )
         assert lock[name] == ver, f"{name}: pyproject {ver} vs lock {lock[name]}"
 
 
