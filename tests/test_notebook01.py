@@ -11,9 +11,8 @@ import time
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from autograder import release
+from autograder import release, selfcheck
 
 NAME = "01_attention"
 SOURCE = release.SOURCE / NAME / f"{NAME}.ipynb"
@@ -25,15 +24,8 @@ def _nbg(cell):
 
 
 def _execute(path):
-    nb = nbformat.read(path, as_version=4)
     t0 = time.monotonic()
-    NotebookClient(
-        nb,
-        timeout=120,
-        kernel_name="python3",
-        allow_errors=True,
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
+    nb = selfcheck.execute(path)  # what `course-check` runs: a fresh kernel, the notebook's folder
     return nb, time.monotonic() - t0
 
 
@@ -62,6 +54,9 @@ def test_solution_notebook_passes_every_check_on_cpu_in_under_two_minutes():
     ]
     assert len(figures) >= 3  # softmax bars, variance plot, heatmap
     assert seconds < 120, f"notebook 01 took {seconds:.0f} s on CPU (limit: 2 minutes)"
+    results, others = selfcheck.summarize(nb)
+    assert [r.status for r in results] == [selfcheck.PASSED] * 8 and not others
+    assert sum(r.points for r in results) == 16
 
 
 def test_release_runs_end_to_end_and_every_check_says_not_implemented_yet():
@@ -81,6 +76,45 @@ def test_release_runs_end_to_end_and_every_check_says_not_implemented_yet():
         if "with requires(" in cell.source:
             assert re.search(r"Finish Exercise \d\.\d.* first", _text(cell)), (i, _text(cell))
     assert tests == 8
+    results, others = selfcheck.summarize(nb)
+    assert [r.status for r in results] == [selfcheck.TODO] * 8 and not others
+    assert "Visible checks pass for 0 of 16 points; 8 exercise(s) not implemented yet" in (
+        selfcheck.report(results, others, 1.0)
+    )
+
+
+def test_course_check_command_names_the_mistake_and_fails(tmp_path):
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}}
+    )
+    meta = {"schema_version": 3, "solution": False, "task": False}
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import numpy as np\nfrom autograder.checks import check_softmax"
+        ),
+        nbformat.v4.new_code_cell(
+            "def softmax(x, axis=-1):\n    return np.exp(x) / np.exp(x).sum(axis, keepdims=True)"
+        ),
+        nbformat.v4.new_code_cell("check_softmax(softmax)"),
+    ]
+    nb.cells[2].metadata["nbgrader"] = {
+        **meta,
+        "grade": True,
+        "locked": True,
+        "points": 2,
+        "grade_id": "ex2_1_softmax",
+    }
+    path = tmp_path / "mini.ipynb"
+    nbformat.write(nb, path)
+    cmd = [sys.executable, "-m", "autograder.selfcheck"]
+    proc = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "✘ Exercise 2.1 softmax" in proc.stdout
+    assert "Likely mistake: unstable softmax overflowing." in proc.stdout
+    assert "Visible checks pass for 0 of 2 points" in proc.stdout
+    assert nbformat.read(path, as_version=4).cells[2].outputs == []  # the file is untouched
+    missing = subprocess.run([*cmd, str(tmp_path / "nope.ipynb")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "no such notebook" in missing.stderr
 
 
 # One catalogued mistake per exercise, as a student would write it (self-contained cells).

@@ -1,0 +1,159 @@
+"""``course-check``: run one notebook's checks and print a summary (the student's command).
+
+    course-check notebooks/01_attention/01_attention.ipynb
+
+The notebook runs top to bottom in a fresh kernel, in its own folder, exactly as "Restart
+kernel and run all" would; the file itself is not modified. For every exercise it then prints
+the points, and whether the visible check passed, is not implemented yet, or failed (with
+the mistake the check named). Hidden tests run only at grading time, so passing here means
+"the visible checks pass", not "full marks". Exit status: 0 when every check passes, 1
+otherwise, 2 when the notebook cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PASSED, TODO, FAILED = "passed", "not implemented yet", "failed"
+
+
+@dataclass
+class Result:
+    """The outcome of one autograded test cell."""
+
+    grade_id: str
+    exercise: str
+    points: float
+    status: str  # PASSED, TODO or FAILED
+    detail: str = ""
+
+
+def exercise_label(grade_id: str) -> str:
+    """``ex2_1_softmax`` -> ``Exercise 2.1 softmax``.
+
+    >>> exercise_label("ex5_1_scaled_dot_product_attention")
+    'Exercise 5.1 scaled_dot_product_attention'
+    >>> exercise_label("setup")
+    'setup'
+    """
+    m = re.fullmatch(r"ex(\d+)_(\d+)_(\w+)", grade_id)
+    return f"Exercise {m[1]}.{m[2]} {m[3]}" if m else grade_id
+
+
+def _nbg(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _errors(cell) -> list:
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def _short(evalue: str) -> str:
+    """The line saying what failed, plus the named mistake if there is one."""
+    lines = [ln.strip() for ln in evalue.splitlines() if ln.strip()]
+    keep = lines[:2]
+    keep += [ln for ln in lines[2:] if ln.startswith("Likely mistake:")]
+    return "\n".join(keep)
+
+
+def summarize(nb) -> tuple[list[Result], list[str]]:
+    """Results of the test cells of an executed notebook, and errors in the other cells."""
+    results, others = [], []
+    for i, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        meta, errs = _nbg(cell), _errors(cell)
+        if meta.get("grade"):
+            gid = meta.get("grade_id", f"cell {i}")
+            pts = float(meta.get("points", 0))
+            if not errs:
+                results.append(Result(gid, exercise_label(gid), pts, PASSED))
+            elif errs[0].get("ename") == "NotImplementedYet":
+                results.append(Result(gid, exercise_label(gid), pts, TODO, errs[0]["evalue"]))
+            else:
+                e = errs[0]
+                detail = _short(e.get("evalue", "")) or e.get("ename", "error")
+                if e.get("ename") not in ("CheckFailed", "AssertionError"):
+                    detail = f"{e.get('ename')}: {detail}"
+                results.append(Result(gid, exercise_label(gid), pts, FAILED, detail))
+        elif errs:
+            where = exercise_label(meta["grade_id"]) if meta.get("grade_id") else f"cell {i}"
+            e = errs[0]
+            first = _short(e.get("evalue", "")).split("\n")[0]
+            others.append(f"{where}: {e.get('ename')}: {first}")
+    return results, others
+
+
+def execute(path: Path, timeout: int = 120):
+    """Run the notebook in a fresh kernel in its own folder; returns the executed copy."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+        allow_errors=True,
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+    )
+    client.execute()
+    return nb
+
+
+def report(results: list[Result], others: list[str], seconds: float) -> str:
+    lines = []
+    width = max([len(r.exercise) for r in results] + [8])
+    for r in results:
+        mark = {PASSED: "✔", TODO: "…", FAILED: "✘"}[r.status]
+        line = f"{mark} {r.exercise:<{width}}  {r.points:g} pt  {r.status}"
+        if r.status == FAILED:
+            line += "".join(f"\n      {d}" for d in r.detail.splitlines())
+        lines.append(line)
+    for o in others:
+        lines.append(f"! error outside the checks, {o}")
+    total = sum(r.points for r in results)
+    ok = sum(r.points for r in results if r.status == PASSED)
+    todo = sum(r.status == TODO for r in results)
+    lines.append(
+        f"\nVisible checks pass for {ok:g} of {total:g} points"
+        + (f"; {todo} exercise(s) not implemented yet" if todo else "")
+        + f" ({seconds:.0f} s). Hidden tests run when the notebook is graded."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="course-check", description="Run a course notebook's checks and print a summary."
+    )
+    ap.add_argument("notebook", type=Path, help="e.g. notebooks/01_attention/01_attention.ipynb")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds allowed per cell")
+    args = ap.parse_args(argv)
+    if not args.notebook.is_file():
+        print(f"course-check: no such notebook: {args.notebook}", file=sys.stderr)
+        return 2
+    print(f"running {args.notebook} in a fresh kernel ...", flush=True)
+    t0 = time.monotonic()
+    try:
+        nb = execute(args.notebook, args.timeout)
+    except Exception as e:  # unreadable JSON, missing kernel, a cell over the time limit
+        print(
+            f"course-check: could not run {args.notebook}: {type(e).__name__}: {e}", file=sys.stderr
+        )
+        return 2
+    results, others = summarize(nb)
+    if not results:
+        print("this notebook has no checks")
+        return 0
+    print(report(results, others, time.monotonic() - t0))
+    return 0 if all(r.status == PASSED for r in results) and not others else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
