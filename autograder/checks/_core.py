@@ -122,7 +122,8 @@ class Case:
     """One call of the student's function and the answer it must give.
 
     ``kind``: ``"allclose"`` (tensors/arrays, or tuples of them, at the dtype's tolerance),
-    ``"scalar"`` (a number within ``atol``), ``"statistic"`` (a measured number within
+    ``"scalar"`` (a number within ``atol``), ``"exact"`` (plain Python values — int, str,
+    bytes, lists/tuples, dicts — equal exactly), ``"statistic"`` (a measured number within
     ``rtol * |target| + atol`` of ``target`` that is not exactly ``target``: a measurement,
     not a formula), ``"grad"`` (the output and the gradients of ``sum(output * probe)``
     with respect to ``grad_args``). ``call`` optionally builds fresh arguments (e.g. a
@@ -172,6 +173,9 @@ class Check:
     error_hints: tuple = ()
     forbidden: tuple = ()  # names of torch functions switched off while the check runs
     forbidden_hint: str = ""
+    # optional extra stage run after every case matched: post(fn, hidden) -> problem or None
+    # (e.g. a speed measurement); it may print what it measured
+    post: Callable | None = None
 
 
 # ---------------------------------------------------------------- the built-in guard
@@ -287,12 +291,77 @@ def _compare_arrays(expected, got, case: Case, what: str = "the output") -> str 
     )
 
 
+_dict_items = dict.items
+_EXACT_SCALARS = (int, str, bytes, bool, float, type(None))
+
+
+def _short_repr(x, limit: int = 60) -> str:
+    r = repr(x)
+    return r if _len(r) <= limit else r[: limit - 1] + "…"
+
+
+def _compare_exact(expected, got, what: str = "the result") -> str | None:
+    """None if plain value ``got`` equals ``expected`` exactly; else where they first differ.
+
+    Containers are read through the built-in ``dict``/``list`` machinery (a subclass cannot
+    answer for itself); ``Counter``/``defaultdict`` count as dicts and lists and tuples as
+    each other. Scalars must have exactly the expected type (``True`` is not ``1``).
+
+    >>> _compare_exact({(1, 2): 3}, {(1, 2): 2, (2, 2): 1})
+    'the result has an unexpected key (2, 2) (1 more than expected)'
+    >>> _compare_exact([b"ab", b"c"], [b"ab", b"d"])
+    "item 1 of the result is b'd', expected b'c'"
+    """
+    te = _type(expected)
+    if te is dict:
+        if not _isinstance(got, dict):
+            return f"{what} should be a dict, got {_kind_name(got)}"
+        g = dict(_dict_items(got))
+        extra = [k for k in g if k not in expected]
+        missing = [k for k in expected if k not in g]
+        if missing:
+            return (f"{what} lacks the key {_short_repr(missing[0])} "
+                    f"({_len(missing)} of {_len(expected)} keys missing)")
+        if extra:
+            return (f"{what} has an unexpected key {_short_repr(extra[0])} "
+                    f"({_len(extra)} more than expected)")
+        for k, v in _dict_items(expected):
+            problem = _compare_exact(v, g[k], f"{what}[{_short_repr(k)}]")
+            if problem:
+                return problem
+        return None
+    if te in (list, tuple):
+        if not _isinstance(got, (list, tuple)):
+            return f"{what} should be a {te.__name__}, got {_kind_name(got)}"
+        g = [*list.__iter__(got)] if _isinstance(got, list) else [*tuple.__iter__(got)]
+        for i in range(min(_len(g), _len(expected))):
+            problem = _compare_exact(expected[i], g[i], f"item {i} of {what}")
+            if problem:
+                if _type(expected[i]) in _EXACT_SCALARS and _type(g[i]) is _type(expected[i]):
+                    return f"item {i} of {what} is {_short_repr(g[i])}, expected " + (
+                        _short_repr(expected[i]))
+                return problem
+        if _len(g) != _len(expected):
+            nxt = (f"; the first extra item is {_short_repr(g[_len(expected)])}"
+                   if _len(g) > _len(expected) else
+                   f"; the first missing item is {_short_repr(expected[_len(g)])}")
+            return f"{what} has {_len(g)} items, expected {_len(expected)}{nxt}"
+        return None
+    if _type(got) is not te:
+        return f"{what} should be a {te.__name__}, got {_kind_name(got)}: {_short_repr(got)}"
+    if got != expected:
+        return f"{what} is {_short_repr(got)}, expected {_short_repr(expected)}"
+    return None
+
+
 def _compare(expected, got, case: Case, strict: bool = True) -> str | None:
     """Compare a whole result: arrays, tuples of arrays, or numbers (per ``case.kind``).
 
     ``strict=False`` drops the "a measurement is not exactly the formula" rule (used when
     comparing with a catalogued mistake rather than with the right answer).
     """
+    if case.kind == "exact":
+        return _compare_exact(expected, got)
     if case.kind in ("scalar", "statistic"):
         if _type(got) is _Tensor and got.dim() == 0:
             got = _t_item(got)
@@ -330,7 +399,11 @@ def _describe(x) -> str:
         return f"{_fmt_shape(x)} {_dtype_name(x)}"
     if _type(x) is tuple:
         return "(" + ", ".join(_describe(a) for a in x) + ")"
-    return repr(x)
+    r = repr(x)
+    if _len(r) > 120:  # a training text or a big dict: say what it is, not all of it
+        size = f" of length {_len(x)}" if hasattr(x, "__len__") else ""
+        r = f"{r[:50]}… ({_type(x).__name__}{size})"
+    return r
 
 
 def _small(x) -> bool:
@@ -564,6 +637,10 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
                     + _indent(_show(out))
                 )
             raise _fail(check, case, body) from None
+    if check.post is not None:
+        problem = check.post(fn, hidden)
+        if problem:
+            raise CheckFailed(f"{check.exercise} `{check.name}`: {problem}")
     n_hidden = sum(c.hidden for c in cases)
     extra = f" ({n_hidden} of them hidden)" if n_hidden else ""
     print(f"✔ {check.exercise} `{check.name}`: all {len(cases)} cases match the reference{extra}.")
