@@ -1,0 +1,178 @@
+"""Notebook 02 (masking) through the real grading path, once per test session.
+
+One ``course-grade`` run grades three submissions of the chapter together: the student
+release with every solution cell filled in from the source (must score full marks), the
+release as handed out (must run end to end, score 0, every check "not implemented yet"), and
+the filled-in release with one catalogued mistake (its exercise scores 0 and the feedback
+names the mistake). The committed release must equal a fresh generation.
+
+``graded_chapter`` and the assertions are shared with notebook 03's test (imported there).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import html
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from synthetic_class.shared import REPO, read_csv, shared_dir
+
+from autograder import release
+
+NAME = "02_masking"
+SOURCE = REPO / "solutions"
+# the wrong submission: (solution cell, text replaced, replacement, exercise, mistake named)
+WRONG = (
+    "ex3_1_solution",
+    "    scores = scores + mask  # seed 003: + M\n",
+    "    scores = scores + mask  # seed 003: + M\n    return torch.softmax(scores, dim=-1) @ v\n",
+    "ex3_1_masked_attention",
+    "-inf producing NaN rows",
+)
+
+
+def _nbg(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def filled_release(name: str) -> nbformat.NotebookNode:
+    """The release notebook with each solution cell replaced by the source's (a perfect student)."""
+    src = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
+    answers = {_nbg(c)["grade_id"]: c.source for c in src.cells if _nbg(c).get("solution")}
+    nb = nbformat.read(REPO / "notebooks" / name / f"{name}.ipynb", as_version=4)
+    for c in nb.cells:
+        if _nbg(c).get("solution"):
+            c.source = answers[_nbg(c)["grade_id"]]
+    return nb
+
+
+def graded_chapter(tmp_path_factory, name: str, wrong: tuple) -> dict:
+    """Grade solution / release / wrong for chapter ``name`` once (file lock across workers)."""
+    root = shared_dir(tmp_path_factory) / f"chapter-{name}"
+    root.mkdir(parents=True, exist_ok=True)
+    done = root / "result.json"
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            subs = root / "subs"
+            for student in ("solution", "release", "wrong"):
+                (subs / student).mkdir(parents=True, exist_ok=True)
+            nbformat.write(filled_release(name), subs / "solution" / f"{name}.ipynb")
+            nbformat.write(
+                nbformat.read(REPO / "notebooks" / name / f"{name}.ipynb", as_version=4),
+                subs / "release" / f"{name}.ipynb",
+            )
+            nb = filled_release(name)
+            cell_id, old, new = wrong[:3]
+            (cell,) = [c for c in nb.cells if _nbg(c).get("grade_id") == cell_id]
+            assert old in cell.source, f"{cell_id} no longer contains the text to replace"
+            cell.source = cell.source.replace(old, new)
+            nbformat.write(nb, subs / "wrong" / f"{name}.ipynb")
+            t0 = time.monotonic()
+            proc = subprocess.run(
+                [sys.executable, "-m", "autograder.grade", str(subs), "--out", str(root / "out"),
+                 "--source", str(SOURCE), "--no-progress", "--workers", "2",
+                 "--cell-timeout", "60", "--timeout", "300"],
+                cwd=REPO, capture_output=True, text=True,
+            )
+            done.write_text(json.dumps({
+                "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
+                "seconds": time.monotonic() - t0,
+            }))
+    result = json.loads(done.read_text())
+    out = root / "out"
+    result["out"] = out
+    result["rows"] = read_csv(out / "grades.csv") if result["returncode"] == 0 else []
+    return result
+
+
+def feedback_text(out: Path, student: str, name: str) -> str:
+    text = html.unescape((out / "feedback" / student / f"{name}.html").read_text())
+    return re.sub(r"<[^>]+>", "", text)
+
+
+def autograded_notebook(out: Path, student: str, name: str) -> nbformat.NotebookNode:
+    (path,) = out.glob(f".work/students/{student}/autograded/{student}/{name}/{name}.ipynb")
+    return nbformat.read(path, as_version=4)
+
+
+def assert_chapter_graded_correctly(result: dict, name: str, wrong: tuple) -> None:
+    assert result["returncode"] == 0, result["stderr"]
+    rows = result["rows"]
+    by = {s: {r["exercise"]: r for r in rows if r["student"] == s}
+          for s in ("solution", "release", "wrong")}
+    src = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
+    tests = {
+        _nbg(c)["grade_id"]: float(_nbg(c)["points"]) for c in src.cells if _nbg(c).get("grade")
+    }
+    for student, got in by.items():
+        assert sorted(got) == sorted(tests), (student, sorted(got))
+        assert all(r["status"] == "graded" for r in got.values()), (student, got)
+    # the solution scores full marks, the release 0
+    assert {ex: float(r["points"]) for ex, r in by["solution"].items()} == tests
+    assert all(float(r["points"]) == 0 for r in by["release"].values())
+    # the wrong submission loses exactly that exercise, and the feedback names the mistake
+    exercise, mistake = wrong[3:]
+    lost = {ex for ex, r in by["wrong"].items() if float(r["points"]) < tests[ex]}
+    assert lost == {exercise}, lost
+    text = feedback_text(result["out"], "wrong", name)
+    assert f"Likely mistake: {mistake}." in text
+    assert "_hidden_check(" not in text  # feedback hides the hidden tests
+
+
+def assert_release_runs_end_to_end(out: Path, name: str) -> None:
+    """Every error of the executed release is a graded check saying "not implemented yet"."""
+    nb = autograded_notebook(out, "release", name)
+    graded = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+        if _nbg(cell).get("grade"):
+            graded += 1
+            assert len(errors) == 1 and errors[0].ename == "NotImplementedYet", cell.source
+            assert "is not implemented yet" in errors[0].evalue
+        else:
+            assert not errors, (cell.source, errors)
+    assert graded and graded == sum(1 for c in nb.cells if _nbg(c).get("grade"))
+    shown = feedback_text(out, "release", name)
+    assert shown.count("is not implemented yet") == graded
+
+
+def assert_fast(out: Path) -> None:
+    """The filled-in notebook runs (autograde + feedback, the whole grading) in under 2 min."""
+    seconds = json.loads((out / "results" / "solution.json").read_text())["seconds"]
+    assert seconds < 120, seconds
+
+
+@pytest.fixture(scope="session")
+def chapter02(tmp_path_factory):
+    return graded_chapter(tmp_path_factory, NAME, WRONG)
+
+
+@pytest.mark.slow
+def test_solution_full_marks_release_zero_and_mistake_named(chapter02):
+    assert_chapter_graded_correctly(chapter02, NAME, WRONG)
+
+
+@pytest.mark.slow
+def test_release_executes_end_to_end_saying_not_implemented_yet(chapter02):
+    assert chapter02["returncode"] == 0, chapter02["stderr"]
+    assert_release_runs_end_to_end(chapter02["out"], NAME)
+
+
+@pytest.mark.slow
+def test_notebook_runs_in_under_two_minutes(chapter02):
+    assert chapter02["returncode"] == 0, chapter02["stderr"]
+    assert_fast(chapter02["out"])
+
+
+def test_committed_release_is_a_fresh_generation():
+    assert release.differences([NAME]) == []
