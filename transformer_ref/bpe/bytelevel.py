@@ -48,6 +48,8 @@ from transformer_ref.bpe.train import train_bpe
 
 __all__ = ["BPETokenizer", "bytes_to_unicode"]
 
+_SINGLE_BYTES = [bytes([b]) for b in range(256)]
+_INF = float("inf")
 _FORMAT = "transformer_ref.bpe"
 _VERSION = 1
 
@@ -147,23 +149,30 @@ class BPETokenizer:
 
     # ------------------------------------------------------------------ encoding
     def _encode_piece(self, piece: str) -> tuple[int, ...]:
-        """Encode one pre-token by lowest-rank-first merging (tiktoken's ``byte_pair_merge``)."""
+        """Encode one pre-token by lowest-rank-first merging (tiktoken's ``byte_pair_merge``).
+
+        ``pair_ranks[i]`` is the rank of ``parts[i] + parts[i + 1]`` (or infinity); after a
+        merge only the two neighbouring entries change.
+        """
         data = piece.encode("utf-8")
         ranks = self.ranks
         whole = ranks.get(data)
         if whole is not None:
             return (whole,)
-        parts = [data[i : i + 1] for i in range(len(data))]
-        while len(parts) > 1:
-            best_rank, best_i = None, -1
-            for i in range(len(parts) - 1):
-                r = ranks.get(parts[i] + parts[i + 1])
-                if r is not None and (best_rank is None or r < best_rank):
-                    best_rank, best_i = r, i
-            if best_rank is None:
+        parts = list(map(_SINGLE_BYTES.__getitem__, data))
+        pair_ranks = [ranks.get(a + b, _INF) for a, b in zip(parts, parts[1:])]
+        while pair_ranks:
+            best = min(pair_ranks)
+            if best == _INF:
                 break
-            parts[best_i : best_i + 2] = [parts[best_i] + parts[best_i + 1]]
-        return tuple(ranks[p] for p in parts)
+            i = pair_ranks.index(best)  # leftmost lowest rank
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
+            del pair_ranks[i]
+            if i > 0:
+                pair_ranks[i - 1] = ranks.get(parts[i - 1] + parts[i], _INF)
+            if i < len(pair_ranks):
+                pair_ranks[i] = ranks.get(parts[i] + parts[i + 1], _INF)
+        return tuple(map(ranks.__getitem__, parts))
 
     def _encode_ordinary(self, text: str) -> list[int]:
         """Encode text that contains no special tokens."""
@@ -223,7 +232,9 @@ class BPETokenizer:
 
         Yields exactly ``encode("".join(iterable))``. Text is buffered until ``chunk_chars``
         characters are waiting; then every token that more text cannot change is emitted and
-        only the short undecided tail is kept (see :meth:`_encode_prefix`).
+        only the short undecided tail is kept (see :meth:`_encode_prefix`; the 3-character
+        look-ahead margin is derived for :data:`GPT2_PATTERN`). Memory is bounded by
+        ``chunk_chars`` plus the longest pre-token and the pre-token cache.
 
         >>> tok = BPETokenizer.train("the cat and the hat", 270)
         >>> list(tok.encode_iterable(["the c", "at an", "d the hat"], chunk_chars=4)) == (
