@@ -24,6 +24,15 @@ N = 40_000  # draws per statistical test (one multinomial call, a few ms)
 Z_1E4 = 3.719  # standard normal quantile at 1 - 1e-4
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread: two-thread torch in each of 2 xdist workers oversubscribes 2 cores."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def chi2_stat(counts: torch.Tensor, probs: torch.Tensor) -> float:
     """Pearson's sum (O - E)^2 / E over the categories with E > 0."""
     n = counts.sum()

@@ -16,6 +16,15 @@ from transformer_ref.train.data import (
 )
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread: two-thread torch in each of 2 xdist workers oversubscribes 2 cores."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture
 def ramp(tmp_path):
     """A memmap holding 0, 1, ..., 299: a window's first id is its offset."""

@@ -90,9 +90,9 @@ PRESETS: dict[str, dict] = {
         log_interval=10, sample_tokens=100, attn_impl="scratch",
     ),
     "cpu_char": dict(
-        block_size=128, n_layer=4, n_head=4, d_model=128, batch_size=32, max_iters=3000,
+        block_size=128, n_layer=4, n_head=4, d_model=128, batch_size=16, max_iters=3000,
         learning_rate=2e-3, min_lr=2e-4, warmup_iters=100, eval_interval=500, eval_iters=20,
-        weight_decay=0.1, dropout=0.0,
+        weight_decay=0.1, dropout=0.0, attn_impl="sdpa",
     ),
     "gpu_char": dict(
         block_size=256, n_layer=6, n_head=6, d_model=384, batch_size=64, max_iters=5000,
