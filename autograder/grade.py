@@ -34,26 +34,39 @@ ROOT = Path(__file__).resolve().parent.parent
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="course-grade",
-        description="Grade a folder of student submissions with nbgrader (see module docs).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("submissions", type=Path, help="one folder or .zip per student")
     p.add_argument("--out", type=Path, required=True, help="output folder (created)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="students graded at once")
+                   help="students graded at once (default: the number of cores, %(default)s)")
     p.add_argument("--timeout", type=float, default=900,
-                   help="wall-time limit per student, seconds")
+                   help="wall-time limit per student, seconds (default: %(default)s)")
     p.add_argument("--cell-timeout", type=int, default=120,
-                   help="one cell's limit, seconds (interrupted; the rest still runs)")
+                   help="one cell's limit, seconds; the cell is interrupted, its exercise is "
+                   "'not graded', the rest still runs (default: %(default)s)")
     p.add_argument("--memory", type=int, default=4096,
-                   help="memory (address space) limit per process, MB")
+                   help="memory (address space) limit per process, MB (default: %(default)s)")
     p.add_argument("--assignment", nargs="+", default=None,
                    help="assignments to grade (default: those found in the submissions)")
     p.add_argument("--source", type=Path, default=ROOT / "solutions",
-                   help="nbgrader source notebooks, one folder per assignment")
+                   help="nbgrader source notebooks, one folder per assignment (default: the "
+                   "course's solutions/)")
     p.add_argument("--force", action="store_true", help="grade students already graded again")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
+
+
+def make_runner(student: str):
+    """The runner that executes one student's grading (the plug-in point for a sandbox).
+
+    Anything with :meth:`autograder.grading.runner.LocalRunner.run`'s signature works; the
+    default runs as this user with rlimits, a wall-time limit and a process-tree kill.
+    """
+    from .grading.runner import LocalRunner
+
+    return LocalRunner()
 
 
 def _pick_assignments(args, available, subs) -> list[str]:
@@ -122,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         futures = [
-            pool.submit(grade_student, s, info, template, work, out, opts, prints[s.student])
+            pool.submit(grade_student, s, info, template, work, out, opts, prints[s.student],
+                        make_runner(s.student))
             for s in todo
         ]
         for fut in as_completed(futures):
@@ -149,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"course-grade: {len(students)} students, {len(todo)} graded now in "
-        f"{time.monotonic() - t0:.1f}s ({workers} workers); {bad} row(s) not graded; "
+        f"{time.monotonic() - t0:.1f}s ({workers} workers, runner: {make_runner('').name}); "
+        f"{bad} row(s) not graded; "
         f"{csv_path}",
         file=sys.stderr,
     )
