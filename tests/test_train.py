@@ -239,3 +239,21 @@ def test_cli_help_lists_every_config_field():
     args = vars(build_parser().parse_args(["--top_k", "none", "--max_iters", "7", "--no-bias"]))
     assert args["top_k"] is None and args["max_iters"] == 7 and args["bias"] is False
     assert preset("cpu_smoke", max_iters=7).max_iters == 7
+
+
+def test_device_auto_selection_and_peak_flops(monkeypatch):
+    from transformer_ref.train.trainer import peak_flops_for, pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert pick_device("auto").type == "cpu"
+    assert peak_flops_for(torch.device("cpu")) is None  # no MFU off CUDA
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert pick_device("auto").type == "mps"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device("auto").type == "cuda"  # CUDA wins over MPS
+    assert pick_device("cpu").type == "cpu"  # an explicit choice is kept
+    for name, peak in (("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12),
+                       ("NVIDIA A100-SXM4-40GB", 312e12), ("Some Future GPU", None)):
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None, n=name: n)
+        assert peak_flops_for(torch.device("cuda")) == peak
