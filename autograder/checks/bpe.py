@@ -1,0 +1,877 @@
+"""Checks for notebook 07 (BPE tokenization from scratch), each with its catalogue of mistakes.
+
+The reference is :mod:`transformer_ref.bpe`: ``ClassicBPE`` (seed 003's word-level BPE with an
+end-of-word symbol), ``train_bpe_naive`` / ``train_bpe`` (byte-level trainers) and
+``BPETokenizer`` (encoding by merge rank, identical to ``tiktoken`` built from the same
+ranks). Outputs here are plain Python values (dicts, lists, bytes), compared exactly
+(``kind="exact"``). Expected values are computed at import, before any student cell runs.
+Mutable arguments (dicts of counts, ranks, vocabularies) are rebuilt for every call, so a
+function that edits its input cannot spoil the next case.
+
+>>> check_merge_pair(lambda word, pair: tuple(_classic_merge(word, pair)))  # doctest: +ELLIPSIS
+✔ Exercise 2.2 `merge_pair`: all ... cases match the reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import Counter, defaultdict
+
+import regex
+
+from autograder.checks._core import Case, Check, ErrorHint, Mistake, _compare_exact, register
+from transformer_ref.bpe import BPETokenizer, ClassicBPE, pretokenize, train_bpe, train_bpe_naive
+from transformer_ref.corpus import load_shakespeare, small_sample
+
+__all__ = [
+    "EOW",
+    "check_count_pairs",
+    "check_merge_pair",
+    "check_train_classic_bpe",
+    "check_encode_word",
+    "check_decode_symbols",
+    "check_train_bpe_naive",
+    "check_train_bpe_fast",
+    "check_encode_piece",
+    "check_encode",
+    "check_decode",
+    "SPEED_CHARS",
+    "SPEED_VOCAB",
+    "SPEED_MIN_RATIO",
+]
+
+EOW = "</w>"  # the end-of-word symbol (seed 003 writes "_")
+
+# Trusted references, bound before any student cell runs.
+_classic_merge = ClassicBPE._merge
+_naive = train_bpe_naive
+_fast = train_bpe
+_pretok = pretokenize
+_Tokenizer = BPETokenizer
+_load = load_shakespeare
+_process_time = time.process_time
+
+# The challenge (Exercise 4.1): the speed-up is measured on this slice of Shakespeare.
+SPEED_CHARS = 30_000
+SPEED_VOCAB = 256 + 400
+SPEED_MIN_RATIO = 3.0
+
+_SAMPLE = small_sample()
+_SEED_TEXT = (
+    "low low low low low lower lower newest newest newest newest newest newest "
+    "widest widest widest"
+)
+
+
+def _fresh(*args):
+    """A ``Case.call`` that rebuilds mutable arguments (dicts) for every call."""
+
+    def call():
+        return tuple(dict(a) if isinstance(a, dict) else a for a in args)
+
+    return call
+
+
+def _exact(label, args, expected, hidden=False):
+    return Case(label, args, expected, kind="exact", hidden=hidden, call=_fresh(*args))
+
+
+def _words(text: str) -> dict:
+    """Seed 003's initialisation: each word -> (characters..., EOW), with its count."""
+    return dict(Counter((*w, EOW) for w in text.split()))
+
+
+# ====================================================================== Exercise 2.1
+def _count_pairs_ref(word_counts):
+    pairs = defaultdict(int)
+    for word, c in word_counts.items():
+        for pair in zip(word, word[1:]):
+            pairs[pair] += c
+    return dict(pairs)
+
+
+def _count_ignoring_freq(word_counts):
+    return _count_pairs_ref({w: 1 for w in word_counts})
+
+
+def _count_once_per_word(word_counts):
+    pairs = defaultdict(int)
+    for word, c in word_counts.items():
+        for pair in set(zip(word, word[1:])):
+            pairs[pair] += c
+    return dict(pairs)
+
+
+def _count_non_overlapping(word_counts):
+    pairs = defaultdict(int)
+    for word, c in word_counts.items():
+        seen = {}  # pair -> end of its last counted occurrence
+        for i, pair in enumerate(zip(word, word[1:])):
+            if seen.get(pair, -1) <= i:
+                pairs[pair] += c
+                seen[pair] = i + 2
+    return dict(pairs)
+
+
+def _count_cases():
+    specs = [
+        ("seed 003's 'low'/'lower' with counts 5 and 2", _words("low " * 5 + "lower " * 2), False),
+        ("'aaa' once: (a, a) occurs twice in it", _words("aaa"), False),
+        ("'aaaa' x3 and 'abab' x2", _words("aaaa aaaa aaaa abab abab"), False),
+        ("the words of seed 003's example", _words(_SEED_TEXT), False),
+        ("no words at all", {}, True),
+        ("a one-letter word (only (x, </w>))", _words("x x a"), True),
+        ("the words of a Shakespeare scene", _words(_SAMPLE), True),
+    ]
+    return tuple(_exact(label, (wc,), _count_pairs_ref(wc), h) for label, wc, h in specs)
+
+
+_COUNT = Check(
+    key="bpe.count_pairs",
+    exercise="Exercise 2.1",
+    name="count_pairs",
+    cases=_count_cases(),
+    mistakes=(
+        Mistake(
+            "word frequencies ignored",
+            "Each distinct word stands for all its occurrences: add the word's count "
+            "(`pairs[pair] += count`), not 1.",
+            _count_ignoring_freq,
+        ),
+        Mistake(
+            "each pair counted once per word",
+            "'aaa' contains the pair (a, a) twice (positions 0-1 and 1-2): count every "
+            "adjacent position, `zip(word, word[1:])`, not the set of pairs.",
+            _count_once_per_word,
+        ),
+        Mistake(
+            "overlapping pairs not counted",
+            "Counting is not merging: in 'aaa' both (a, a) at 0-1 and at 1-2 are adjacent pairs "
+            "and both count (like every BPE trainer does); only merging skips the overlap.",
+            _count_non_overlapping,
+        ),
+    ),
+)
+check_count_pairs = register(_COUNT)
+
+
+# ====================================================================== Exercise 2.2
+def _merge_overlapping(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 1  # steps one symbol only: the second symbol is used twice
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def _merge_right_to_left_fixed(word, pair):
+    out, i = [], len(word) - 1
+    while i >= 0:
+        if i > 0 and (word[i - 1], word[i]) == pair:
+            out.append(word[i - 1] + word[i])
+            i -= 2
+        else:
+            out.append(word[i])
+            i -= 1
+    return tuple(reversed(out))
+
+
+def _merge_first_only(word, pair):
+    for i in range(len(word) - 1):
+        if (word[i], word[i + 1]) == pair:
+            return (*word[:i], word[i] + word[i + 1], *word[i + 2 :])
+    return tuple(word)
+
+
+def _merge_cases():
+    specs = [
+        (("l", "o", "w", EOW), ("l", "o"), False),
+        (("a", "a", "a", EOW), ("a", "a"), False),
+        (("a", "b", "a", "b", "a", "b", EOW), ("a", "b"), False),
+        (("n", "e", "w", "es", "t", EOW), ("es", "t"), False),
+        (("a", "a", "a", "a", "a", EOW), ("a", "a"), True),
+        (("w", "i", "d", "e", "s", "t", EOW), ("t", EOW), True),
+        (("l", "o", "w", EOW), ("o", "l"), True),
+        (("x", EOW), ("a", "b"), True),
+    ]
+    return tuple(
+        _exact(f"word {w}, pair {p}", (w, p), _classic_merge(w, p), h) for w, p, h in specs
+    )
+
+
+_MERGE = Check(
+    key="bpe.merge_pair",
+    exercise="Exercise 2.2",
+    name="merge_pair",
+    cases=_merge_cases(),
+    mistakes=(
+        Mistake(
+            "overlapping occurrences merged (a a a became aa aa)",
+            "After merging the pair at positions i, i+1, continue at i+2: a symbol can belong "
+            "to one merged pair only, so (a, a, a) becomes (aa, a).",
+            _merge_overlapping,
+        ),
+        Mistake(
+            "merged from the right",
+            "Scan left to right: (a, a, a) with pair (a, a) becomes (aa, a), not (a, aa).",
+            _merge_right_to_left_fixed,
+        ),
+        Mistake(
+            "only the first occurrence merged",
+            "Merge every (non-overlapping) occurrence of the pair in the word.",
+            _merge_first_only,
+        ),
+    ),
+)
+check_merge_pair = register(_MERGE)
+
+
+# ====================================================================== Exercise 2.3
+def _classic_ref(text, num_merges):
+    return list(ClassicBPE().train(text, num_merges).merges)
+
+
+def _classic_variant(text, num_merges, *, pick, stop=True, eow=True, one_sequence=False):
+    if one_sequence:
+        seq = tuple(s for w in text.split() for s in (*w, EOW))
+        words = {seq: 1} if seq else {}
+    else:
+        words = dict(Counter(((*w, EOW) if eow else tuple(w)) for w in text.split()))
+    merges = []
+    for _ in range(num_merges):
+        pairs = _count_pairs_ref(words)
+        if not pairs:
+            break
+        best = pick(pairs)
+        if stop and pairs[best] < 2:
+            break
+        merges.append(best)
+        words = dict(Counter({_classic_merge(w, best): c for w, c in words.items()}))
+    return merges
+
+
+def _greatest(pairs):
+    return max(pairs, key=lambda p: (pairs[p], p))
+
+
+def _first_found(pairs):
+    return max(pairs, key=pairs.get)
+
+
+def _smallest(pairs):
+    return min(pairs, key=lambda p: (-pairs[p], p))
+
+
+def _classic_cases():
+    specs = [
+        ("seed 003's example, 10 merges", _SEED_TEXT, 10, False),
+        ("'aaa aaa aaaa banana bandana', 8 merges", "aaa aaa aaaa banana bandana", 8, False),
+        ("'abc abd', 5 merges (stops: no pair occurs twice)", "abc abd", 5, False),
+        ("2,000 characters of Shakespeare, 40 merges", _SAMPLE[:2000], 40, True),
+        ("'aa bb aa bb cc', 0 merges", "aa bb aa bb cc", 0, True),
+        ("'hug pug pun bun hugs', 10 merges", "hug " * 10 + "pug " * 5 + "pun " * 12
+         + "bun " * 4 + "hugs " * 5, 10, True),
+    ]
+    return tuple(
+        _exact(label, (text, n), _classic_ref(text, n), h) for label, text, n, h in specs
+    )
+
+
+_CLASSIC = Check(
+    key="bpe.train_classic_bpe",
+    exercise="Exercise 2.3",
+    name="train_classic_bpe",
+    cases=_classic_cases(),
+    mistakes=(
+        Mistake(
+            "ties broken differently (first pair found)",
+            "Several pairs can share the top count; `max(pairs, key=pairs.get)` then depends on "
+            "dictionary order. The course's rule: the greatest (count, pair), i.e. "
+            "`max(pairs, key=lambda p: (pairs[p], p))`.",
+            functools.partial(_classic_variant, pick=_first_found),
+        ),
+        Mistake(
+            "ties broken differently (smallest pair)",
+            "Among pairs with the same count the course merges the lexicographically greatest "
+            "pair: `max(pairs, key=lambda p: (pairs[p], p))`.",
+            functools.partial(_classic_variant, pick=_smallest),
+        ),
+        Mistake(
+            "merged across word boundaries",
+            "Count pairs inside each word only (the word list with counts), never between the "
+            "end of one word and the start of the next.",
+            functools.partial(_classic_variant, pick=_greatest, one_sequence=True),
+        ),
+        Mistake(
+            "kept merging pairs that occur only once",
+            "Seed 003's stopping criterion: stop when no pair occurs at least twice "
+            "(`if pairs[best] < 2: break`).",
+            functools.partial(_classic_variant, pick=_greatest, stop=False),
+        ),
+        Mistake(
+            "no end-of-word symbol",
+            f"Split each word into its characters *plus* {EOW!r} (seed 003's '_'): the last "
+            "letter of a word and a letter inside a word are different symbols.",
+            functools.partial(_classic_variant, pick=_greatest, eow=False),
+        ),
+    ),
+)
+check_train_classic_bpe = register(_CLASSIC)
+
+
+# ====================================================================== Exercise 2.4
+_SEED_BPE = ClassicBPE().train(_SEED_TEXT, 10)
+_SAMPLE_BPE = ClassicBPE().train(_SAMPLE, 60)
+
+
+def _apply_merges(symbols, merges):
+    for pair in merges:
+        symbols = _classic_merge(symbols, pair)
+    return list(symbols)
+
+
+def _encode_reverse(word, merges):
+    return _apply_merges((*word, EOW), list(reversed(merges)))
+
+
+def _encode_no_eow(word, merges):
+    return _apply_merges(tuple(word), merges)
+
+
+def _encode_first_only(word, merges):
+    symbols = (*word, EOW)
+    for pair in merges:
+        symbols = _merge_first_only(symbols, pair)
+    return list(symbols)
+
+
+def _encode_longest_match(word, merges):
+    vocab = {*word, EOW} | {a + b for a, b in merges}
+    rest, out = word + EOW, []
+    while rest:
+        n = max((k for k in range(1, len(rest) + 1) if rest[:k] in vocab), default=1)
+        out.append(rest[:n])
+        rest = rest[n:]
+    return out
+
+
+def _encode_word_cases():
+    specs = [
+        ("lowest", _SEED_BPE, "seed 003's example", False),
+        ("newer", _SEED_BPE, "seed 003's example", False),
+        ("widest", _SEED_BPE, "seed 003's example", False),
+        ("slower", _SEED_BPE, "seed 003's example", False),
+        ("lowlow", _SEED_BPE, "seed 003's example", True),
+        ("Boatswain", _SAMPLE_BPE, "60 merges of Shakespeare", True),
+        ("mariners", _SAMPLE_BPE, "60 merges of Shakespeare", True),
+        ("z", _SAMPLE_BPE, "60 merges of Shakespeare", True),
+    ]
+    return tuple(
+        _exact(f"the word {w!r}, merges learned from {src}", (w, list(bpe.merges)),
+               bpe.encode(w), h)
+        for w, bpe, src, h in specs
+    )
+
+
+_ENCODE_WORD = Check(
+    key="bpe.encode_word",
+    exercise="Exercise 2.4",
+    name="encode_word",
+    cases=_encode_word_cases(),
+    mistakes=(
+        Mistake(
+            "merges applied in reverse order",
+            "Replay the merges in the order they were learned (merge 0 first): a later merge "
+            "can only apply to symbols that earlier merges created.",
+            _encode_reverse,
+        ),
+        Mistake(
+            "no end-of-word symbol",
+            f"Start from the characters *plus* {EOW!r}, exactly as in training; otherwise no "
+            f"merge that involves {EOW!r} (such as 'est</w>') can apply.",
+            _encode_no_eow,
+        ),
+        Mistake(
+            "each merge applied to its first occurrence only",
+            "Apply each merge everywhere in the word (your `merge_pair`).",
+            _encode_first_only,
+        ),
+        Mistake(
+            "greedy longest match instead of the merges",
+            "BPE encodes by replaying the merges, not by cutting off the longest known symbol "
+            "from the left (that is WordPiece-style greedy matching and can split differently).",
+            _encode_longest_match,
+        ),
+    ),
+)
+check_encode_word = register(_ENCODE_WORD)
+
+
+# ====================================================================== Exercise 2.5
+def _decode_cases():
+    specs = [
+        ("lowest newer", _SEED_BPE, False),
+        ("low low widest", _SEED_BPE, False),
+        ("newest", _SEED_BPE, False),
+        ("Master: Boatswain! Speak to the mariners", _SAMPLE_BPE, True),
+        ("", _SEED_BPE, True),
+    ]
+    return tuple(
+        _exact(f"the symbols of {text!r}", (bpe.tokenize(text),),
+               bpe.decode(bpe.tokenize(text)), h)
+        for text, bpe, h in specs
+    )
+
+
+_DECODE_SYMBOLS = Check(
+    key="bpe.decode_symbols",
+    exercise="Exercise 2.5",
+    name="decode_symbols",
+    cases=_decode_cases(),
+    mistakes=(
+        Mistake(
+            "end-of-word symbol left in the text",
+            f"Replace every {EOW!r} by a space after joining the symbols.",
+            lambda symbols: "".join(symbols),
+        ),
+        Mistake(
+            "trailing space kept",
+            f"The last word's {EOW!r} becomes a space too: strip it (`.rstrip(' ')`).",
+            lambda symbols: "".join(symbols).replace(EOW, " "),
+        ),
+        Mistake(
+            "symbols joined with spaces",
+            "Symbols of one word are glued together: `''.join(symbols)`; only the end-of-word "
+            "symbol marks a space.",
+            lambda symbols: " ".join(symbols).replace(EOW, " ").rstrip(" "),
+        ),
+    ),
+)
+check_decode_symbols = register(_DECODE_SYMBOLS)
+
+
+# ====================================================================== Exercises 3.1 and 4.1
+def _split_special(text, special_tokens):
+    if not special_tokens:
+        return [text]
+    toks = sorted(special_tokens, key=lambda s: (-len(s), s))
+    return regex.split("|".join(regex.escape(t) for t in toks), text)
+
+
+def _byte_variant(text, vocab_size, special_tokens=(), *, key, pretok=True, split=True):
+    """The naive byte-level loop with one thing changed (for the mistakes below)."""
+    special_tokens = list(special_tokens)
+    vocab = {i: bytes([i]) for i in range(256)}
+    for t in special_tokens:
+        vocab[len(vocab)] = t.encode()
+    segments = _split_special(text, special_tokens) if split else [text]
+    counts = Counter()
+    for seg in segments:
+        counts.update(_pretok(seg) if pretok else ([seg] if seg else []))
+    words = {tuple(s.encode()): c for s, c in counts.items() if len(s.encode()) > 1}
+    merges = []
+    while len(vocab) < vocab_size:
+        pairs = _count_pairs_ref(words)
+        if not pairs:
+            break
+        a, b = max(pairs, key=lambda p: key(pairs, vocab, p))
+        new = len(vocab)
+        vocab[new] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+        words = {w2: c for w, c in words.items() if len(w2 := _byte_merge(w, a, b, new)) > 1}
+    return vocab, merges
+
+
+def _byte_merge(word, a, b, new):
+    out, i = [], 0
+    while i < len(word):
+        if i < len(word) - 1 and word[i] == a and word[i + 1] == b:
+            out.append(new)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def _key_bytes(pairs, vocab, p):
+    return (pairs[p], vocab[p[0]], vocab[p[1]])
+
+
+def _key_ids(pairs, vocab, p):
+    return (pairs[p], p[0], p[1])
+
+
+def _key_count(pairs, vocab, p):
+    return pairs[p]
+
+
+_ENDOFTEXT = "<|endoftext|>"
+_SPECIAL_TEXT = (
+    "the cat sat<|endoftext|>the hat<|endoftext|>that cat and the bat<|endoftext|>"
+    "<|endoftext|><|endoftext|><|endoftext|>"
+)
+_TRAIN_SPECS = [
+    # (label, text, vocab_size, special_tokens, hidden)
+    ("'low lower lowest ...', 10 merges", _SEED_TEXT, 266, (), False),
+    ("text with ties: 'ab cd ab cd ef', 4 merges", "ab cd ab cd ef ab cd", 260, (), False),
+    (f"'the cat sat{_ENDOFTEXT}...', special token, 12 merges", _SPECIAL_TEXT, 269,
+     (_ENDOFTEXT,), False),
+    ("UTF-8: 'naïve café ...', 20 merges", "naïve café, ça va? Größe, straße, größer. "
+     "日本語 日本 — naïve cafés", 276, (), False),
+    ("3,000 characters of Shakespeare, 60 merges", _SAMPLE[:3000], 316, (), False),
+    ("vocab_size 256 (no merges)", "hello hello", 256, (), True),
+    ("'a b c' (no pair repeats; stops early)", "a b c", 300, (), True),
+    ("Shakespeare with a special token between speeches, 150 merges",
+     _SAMPLE.replace("\n\n", _ENDOFTEXT), 256 + 1 + 150, (_ENDOFTEXT,), True),
+    ("numbers and whitespace runs", "in 1599,  2024 and   2025\n\n\n 1599 2024", 270, (), True),
+]
+
+
+def _train_cases():
+    return tuple(
+        Case(label, (text, v, list(sp)), _naive(text, v, list(sp)), kind="exact", hidden=h)
+        for label, text, v, sp, h in _TRAIN_SPECS
+    )
+
+
+_TRAIN_CASES = _train_cases()
+_TRAIN_MISTAKES = (
+    Mistake(
+        "merged across pre-token boundaries",
+        "Split the text into GPT-2 pre-tokens first (`pretokenize`) and count pairs inside "
+        "each pre-token only: no token may contain the end of one word and the start of the "
+        "next (' the cat' must not become one token).",
+        functools.partial(_byte_variant, key=_key_bytes, pretok=False),
+    ),
+    Mistake(
+        "special tokens not removed before training",
+        "Cut the text at the special tokens (`re.split` on their escaped alternation) before "
+        "pre-tokenizing: a special token is one fixed id, its characters are never counted "
+        "or merged.",
+        functools.partial(_byte_variant, key=_key_bytes, split=False),
+    ),
+    Mistake(
+        "ties broken by token id instead of by bytes",
+        "Among pairs with the same count, merge the one whose *byte strings* are greatest: "
+        "`max(pairs, key=lambda p: (pairs[p], vocab[p[0]], vocab[p[1]]))`. Ids of merged "
+        "tokens do not sort like their bytes.",
+        functools.partial(_byte_variant, key=_key_ids),
+    ),
+    Mistake(
+        "ties broken differently (first pair found)",
+        "`max(pairs, key=pairs.get)` picks whichever top pair the dict met first. Use the "
+        "course's rule: `max` over `(count, vocab[a], vocab[b])`.",
+        functools.partial(_byte_variant, key=_key_count),
+    ),
+)
+
+_TRAIN_NAIVE = Check(
+    key="bpe.train_bpe_naive",
+    exercise="Exercise 3.1",
+    name="train_bpe_naive",
+    cases=_TRAIN_CASES,
+    mistakes=_TRAIN_MISTAKES,
+)
+check_train_bpe_naive = register(_TRAIN_NAIVE)
+
+
+@functools.lru_cache(maxsize=1)
+def _speed_text() -> str:
+    return _load("train")[:SPEED_CHARS]
+
+
+def _cpu_seconds(fn, *args):
+    t0 = _process_time()
+    out = fn(*args)
+    return _process_time() - t0, out
+
+
+def _speed_stage(fn, hidden: bool) -> str | None:
+    """Exercise 4.1's extra stage: the same merges as the naive loop, and clearly faster."""
+    text = _speed_text()
+    where = f"{len(text):,} characters of Shakespeare, vocab_size={SPEED_VOCAB}"
+    t_naive, want = _cpu_seconds(_naive, text, SPEED_VOCAB, [])
+    times = []
+    for _ in range(2):
+        try:
+            t, got = _cpu_seconds(fn, text, SPEED_VOCAB, [])
+        except Exception as e:
+            return f"on {where} your function raised {type(e).__name__}: {e}"
+        problem = _compare_exact(want, got)
+        if problem:
+            return f"on {where}: {problem}"
+        times.append(t)
+    ratio = t_naive / max(min(times), 1e-9)
+    if ratio < SPEED_MIN_RATIO:
+        return (
+            f"on {where} it takes {min(times):.2f} s of CPU time, the naive loop {t_naive:.2f} s: "
+            f"only {ratio:.1f}x faster (the challenge asks for at least {SPEED_MIN_RATIO:g}x).\n"
+            "  Likely mistake: recounting every pair after each merge (not incremental). Keep "
+            "the pair counts and an index pair -> words that contain it; after merging (a, b) "
+            "update only those words, subtracting their old pairs and adding their new ones."
+        )
+    print(f"  speed-up over the naive loop on {where}: {ratio:.1f}x "
+          f"({t_naive:.2f} s -> {min(times):.3f} s of CPU time)")
+    return None
+
+
+_TRAIN_FAST = Check(
+    key="bpe.train_bpe_fast",
+    exercise="Exercise 4.1",
+    name="train_bpe_fast",
+    cases=_TRAIN_CASES,
+    mistakes=_TRAIN_MISTAKES,
+    post=_speed_stage,
+)
+check_train_bpe_fast = register(_TRAIN_FAST)
+
+
+# ====================================================================== Exercise 5.1
+def _singles():
+    return {bytes([i]): i for i in range(256)}
+
+
+def _hand_ranks(*tokens):
+    ranks = _singles()
+    for t in tokens:
+        ranks[t] = len(ranks)
+    return ranks
+
+
+def _tok_from_ranks(ranks, special_tokens=()):
+    return _Tokenizer({i: b for b, i in ranks.items()}, [], special_tokens)
+
+
+_V1, _M1 = _fast(_SAMPLE, 256 + 200)
+_T1 = _Tokenizer(_V1, _M1)
+_V2, _M2 = _fast(_SAMPLE.replace("\n\n", _ENDOFTEXT), 256 + 1 + 200, [_ENDOFTEXT])
+_T2 = _Tokenizer(_V2, _M2, [_ENDOFTEXT])
+
+
+def _piece_ref(piece: bytes, ranks) -> list[int]:
+    text = piece.decode("utf-8")
+    assert _pretok(text) in ([text], []), text  # one pre-token: encode() is the piece encoder
+    return list(_tok_from_ranks(ranks).encode(text))
+
+
+def _piece_frequency_order(piece, ranks):
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        found = Counter(a + b for a, b in zip(parts, parts[1:]) if a + b in ranks)
+        if not found:
+            break
+        best = max(found, key=lambda t: (found[t], -ranks[t]))
+        out, i = [], 0
+        while i < len(parts):
+            if i < len(parts) - 1 and parts[i] + parts[i + 1] == best:
+                out.append(best)
+                i += 2
+            else:
+                out.append(parts[i])
+                i += 1
+        parts = out
+    return [ranks[p] for p in parts]
+
+
+def _piece_by_rank(piece, ranks, *, highest=False, rightmost=False):
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        cands = [(ranks[a + b], i) for i, (a, b) in enumerate(zip(parts, parts[1:]))
+                 if a + b in ranks]
+        if not cands:
+            break
+        r = max(c[0] for c in cands) if highest else min(c[0] for c in cands)
+        idx = [i for rr, i in cands if rr == r]
+        i = idx[-1] if rightmost else idx[0]
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return [ranks[p] for p in parts]
+
+
+def _piece_longest_match(piece, ranks):
+    out, rest = [], piece
+    while rest:
+        n = max(k for k in range(1, len(rest) + 1) if rest[:k] in ranks)
+        out.append(ranks[rest[:n]])
+        rest = rest[n:]
+    return out
+
+
+def _piece_cases():
+    r_abc = _hand_ranks(b"bc", b"ab")
+    r_aa = _hand_ranks(b"aa")
+    r_long = _hand_ranks(b"ab", b"bc", b"abc", b"cd", b"bcd")
+    specs = [
+        ("b'ababc', ranks: bc=256, ab=257", b"ababc", r_abc, False),
+        ("b'aaa', ranks: aa=256", b"aaa", r_aa, False),
+        ("b' Boatswain', 200 merges of Shakespeare", b" Boatswain", _T1.ranks, False),
+        ("b' mariners', 200 merges of Shakespeare", b" mariners", _T1.ranks, False),
+        ("b'abcd', ranks: ab, bc, abc, cd, bcd", b"abcd", r_long, False),
+        ("b'aaaaa', ranks: aa=256", b"aaaaa", r_aa, True),
+        ("b' café' (2-byte é), 200 merges of Shakespeare", " café".encode(), _T1.ranks, True),
+        ("b'' (empty)", b"", r_aa, True),
+        ("b'x' (one byte)", b"x", _T1.ranks, True),
+        ("b' thereupon', 200 merges of Shakespeare", b" thereupon", _T1.ranks, True),
+    ]
+    return tuple(_exact(label, (p, r), _piece_ref(p, r), h) for label, p, r, h in specs)
+
+
+_PIECE = Check(
+    key="bpe.encode_piece",
+    exercise="Exercise 5.1",
+    name="encode_piece",
+    cases=_piece_cases(),
+    mistakes=(
+        Mistake(
+            "merges applied in frequency order instead of rank order",
+            "When encoding, how often a pair occurs in *this* piece does not matter: merge the "
+            "adjacent pair whose concatenation has the lowest rank (it was learned first), "
+            "then look again.",
+            _piece_frequency_order,
+        ),
+        Mistake(
+            "highest rank merged first",
+            "The lowest rank is the earliest merge, and it must be applied first: `min`, not "
+            "`max`.",
+            functools.partial(_piece_by_rank, highest=True),
+        ),
+        Mistake(
+            "rightmost of equal pairs merged first",
+            "When the best pair occurs twice (b'aaa' with rank(b'aa')), merge the leftmost "
+            "one: b'aaa' -> [b'aa', b'a'].",
+            functools.partial(_piece_by_rank, rightmost=True),
+        ),
+        Mistake(
+            "greedy longest match instead of merge ranks",
+            "Cutting off the longest known token from the left is not BPE: start from single "
+            "bytes and merge by rank.",
+            _piece_longest_match,
+        ),
+    ),
+)
+check_encode_piece = register(_PIECE)
+
+
+# ====================================================================== Exercise 5.2
+def _encode_variant(text, ranks, special_tokens, *, specials=True, pretok=True):
+    ids = []
+    if specials and special_tokens:
+        toks = sorted(special_tokens, key=lambda s: (-len(s), s))
+        pieces = regex.split("(" + "|".join(regex.escape(t) for t in toks) + ")", text)
+    else:
+        pieces = [text]
+    for i, seg in enumerate(pieces):
+        if i % 2 == 1:
+            ids.append(special_tokens[seg])
+            continue
+        for p in _pretok(seg) if pretok else ([seg] if seg else []):
+            ids += _piece_by_rank(p.encode(), ranks)
+    return ids
+
+
+_ENCODE_SPECS = [
+    ("'Boatswain! Here, master: what cheer?'", "Boatswain! Here, master: what cheer?", _T1,
+     False),
+    (f"'Good.{_ENDOFTEXT}Speak to the mariners'", f"Good.{_ENDOFTEXT}Speak to the mariners",
+     _T2, False),
+    ("two lines of Shakespeare", _SAMPLE[200:320], _T1, False),
+    ("UTF-8 and emoji", "Größe naïve — 日本語 😀 'tis", _T1, True),
+    ("whitespace runs", "  to be,   or\n\n\nnot  ", _T1, True),
+    (f"'{_ENDOFTEXT}{_ENDOFTEXT}' (two specials in a row)", f"a{_ENDOFTEXT}{_ENDOFTEXT}b", _T2,
+     True),
+    ("'' (empty)", "", _T2, True),
+]
+
+
+def _encode_cases():
+    return tuple(
+        _exact(label, (text, tok.ranks, tok.special_ids), tok.encode(text), h)
+        for label, text, tok, h in _ENCODE_SPECS
+    )
+
+
+_ENCODE = Check(
+    key="bpe.encode",
+    exercise="Exercise 5.2",
+    name="encode",
+    cases=_encode_cases(),
+    mistakes=(
+        Mistake(
+            "special tokens split like ordinary text",
+            "Cut the text at the special tokens first; each one becomes its single id "
+            f"({_ENDOFTEXT!r} -> one id), and only the text between them goes through "
+            "pre-tokenization and merging.",
+            functools.partial(_encode_variant, specials=False),
+        ),
+        Mistake(
+            "merged across pre-token boundaries",
+            "Encode each GPT-2 pre-token on its own (`pretokenize(segment)`), exactly as the "
+            "trainer counted them; encoding a whole segment as one piece can merge across words.",
+            functools.partial(_encode_variant, pretok=False),
+        ),
+    ),
+)
+check_encode = register(_ENCODE)
+
+
+# ====================================================================== Exercise 5.3
+def _decode_per_token(ids, vocab):
+    return "".join(vocab[i].decode("utf-8", errors="replace") for i in ids)
+
+
+def _decode_ignore(ids, vocab):
+    return b"".join(vocab[i] for i in ids).decode("utf-8", errors="ignore")
+
+
+def _decode_cases():
+    small = {i: bytes([i]) for i in range(256)}
+    specs = [
+        ("the ids of 'Boatswain! Here, master'", _T1.encode("Boatswain! Here, master"), _T1,
+         False),
+        ("'naïve café' split inside its 2-byte characters",
+         list("naïve café".encode()), _Tokenizer(small, []), False),
+        ("[0xE2, 0x82]: a 3-byte character cut short", [0xE2, 0x82], _T1, False),
+        ("[0xFF, 65]: a byte that never occurs in UTF-8", [0xFF, 65], _T1, True),
+        (f"a special token: 'Good.{_ENDOFTEXT}Speak'", _T2.encode(f"Good.{_ENDOFTEXT}Speak"),
+         _T2, True),
+        ("no ids", [], _T1, True),
+    ]
+    return tuple(
+        _exact(label, (ids, tok.vocab), tok.decode(ids), h) for label, ids, tok, h in specs
+    )
+
+
+_DECODE = Check(
+    key="bpe.decode",
+    exercise="Exercise 5.3",
+    name="decode",
+    cases=_decode_cases(),
+    mistakes=(
+        Mistake(
+            "decoded token by token",
+            "A token can hold half of a multi-byte character (é is 2 bytes): join all the "
+            "bytes first, `b''.join(vocab[i] for i in ids)`, then decode once.",
+            _decode_per_token,
+        ),
+        Mistake(
+            "invalid bytes dropped",
+            "errors='ignore' silently loses text; errors='replace' shows each invalid "
+            "sequence as U+FFFD (�), as GPT-2 and tiktoken do.",
+            _decode_ignore,
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "decode fails on bytes that are not valid UTF-8",
+            "A model can emit any id sequence, including ones whose bytes are not valid "
+            "UTF-8 (half a character). Decode with `.decode('utf-8', errors='replace')`.",
+            lambda e: isinstance(e, UnicodeDecodeError),
+        ),
+    ),
+)
+check_decode = register(_DECODE)
