@@ -1,0 +1,444 @@
+"""Checks for notebook 04 (layer normalization), each with its catalogue of known mistakes.
+
+Expected outputs come from ``transformer_ref.layer_norm`` / ``rms_norm`` (tested against
+``torch.nn.LayerNorm`` / ``torch.nn.RMSNorm``) and from autograd, computed here at import,
+before any student code runs.
+
+>>> check_rms_norm(transformer_ref.rms_norm)  # doctest: +ELLIPSIS
+✔ Exercise 4.1 `rms_norm`: all ... cases match the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import transformer_ref
+from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
+
+__all__ = [
+    "check_layer_norm_np",
+    "check_layer_norm",
+    "check_layer_norm_backward",
+    "check_rms_norm",
+]
+
+# Trusted references, bound before any student cell runs.
+_ref_ln = transformer_ref.layer_norm
+_ref_rms = transformer_ref.rms_norm
+
+
+def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0, shift: float = 0.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale + shift).to(dtype)
+
+
+def _is_broadcast_error(e: BaseException) -> bool:
+    s = str(e)
+    return "broadcast" in s or "must match the size of tensor" in s
+
+
+# ---------------------------------------------------------------- wrong layer norms
+def _ln_variant(
+    x,
+    gamma,
+    beta,
+    eps=1e-5,
+    *,
+    center="mean",  # "mean" | "sum" (seed 000 as written)
+    var="biased",  # "biased" | "unbiased" | "moments" (E[x²] - mean²)
+    eps_at="inside",  # "inside" sqrt(var + eps) | "outside" std + eps | "none"
+    dim=-1,
+        use_beta=True,
+):
+    """LayerNorm with one thing changed; torch in, torch out (numpy goes through _np)."""
+    mu = x.mean(dim=dim, keepdim=True)
+    if var == "biased":
+        v = ((x - mu) ** 2).mean(dim=dim, keepdim=True)
+    elif var == "unbiased":
+        v = x.var(dim=dim, keepdim=True, unbiased=True)
+    else:
+        v = (x * x).mean(dim=dim, keepdim=True) - mu * mu
+    c = x.sum(dim=dim, keepdim=True) if center == "sum" else mu
+    if eps_at == "inside":
+        y = (x - c) / torch.sqrt(v + eps)
+    elif eps_at == "outside":
+        y = (x - c) / (torch.sqrt(v) + eps)
+    else:
+        y = (x - c) / torch.sqrt(v)
+    y = y * gamma
+    return y + beta if use_beta else y
+
+
+def _np(fn):
+    """The numpy version of a torch function of arrays (dtype kept)."""
+
+    def f(x, gamma, beta, eps=1e-5):
+        out = fn(torch.from_numpy(x), torch.from_numpy(gamma), torch.from_numpy(beta), eps)
+        return out.numpy()
+
+    return f
+
+
+def _v(**kw):
+    return lambda x, gamma, beta, eps=1e-5: _ln_variant(x, gamma, beta, eps, **kw)
+
+
+def _np_moments(x, gamma, beta, eps=1e-5):
+    """The one-pass variance written in numpy (numpy's own summation order)."""
+    mu = x.mean(axis=-1, keepdims=True)
+    var = (x * x).mean(axis=-1, keepdims=True) - mu * mu
+    with np.errstate(invalid="ignore"):
+        return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def _ln_mistakes(numpy: bool) -> tuple:
+    wrap = _np if numpy else (lambda f: f)
+    return (
+        Mistake(
+            "std + eps instead of sqrt(var + eps)",
+            "eps goes *inside* the square root: (x - mean) / sqrt(var + eps), as in "
+            "torch.nn.LayerNorm. Adding it to the standard deviation only matters when a "
+            "token's variance is small, which is exactly when eps is needed.",
+            wrap(_v(eps_at="outside")),
+        ),
+        Mistake(
+            "eps left out",
+            "Without eps a token whose features are all equal has var = 0 and gives 0/0 = nan; "
+            "divide by sqrt(var + eps).",
+            wrap(_v(eps_at="none")),
+        ),
+        Mistake(
+            "unbiased variance (divided by d - 1)",
+            "LayerNorm uses the biased variance, mean((x - mean)²), dividing by d. "
+            "`x.var(dim=-1)` and `np.var(..., ddof=1)` divide by d - 1: use "
+            "`unbiased=False` / `ddof=0`, or write the mean of squares yourself.",
+            wrap(_v(var="unbiased")),
+        ),
+        Mistake(
+            "normalised over the batch axis (axis 0) instead of the features",
+            "LayerNorm normalises each token over its own d features: mean and variance "
+            "over the last axis (axis=-1, keepdims=True). Over axis 0 is BatchNorm's axis.",
+            wrap(_v(dim=0)),
+        ),
+        Mistake(
+            "normalised over the sequence axis instead of the features",
+            "Each token is normalised on its own: statistics over the last axis (-1), not over "
+            "the tokens (-2).",
+            wrap(_v(dim=-2)),
+        ),
+        Mistake(
+            "forgot beta",
+            "LN(x) = gamma * x_hat + beta: add the shift after the scale.",
+            wrap(_v(use_beta=False)),
+        ),
+        Mistake(
+            "subtracted the sum instead of the mean (seed 000 as written)",
+            "Seed 000 writes x_ki - sum_j x_kj; the mean (1/d) sum_j x_kj is meant, so each "
+            "normalised token has mean 0.",
+            wrap(_v(center="sum")),
+        ),
+        Mistake(
+            "variance as mean(x²) - mean² (cancels in float32)",
+            "For features with a large common offset, mean(x²) and mean² are huge, nearly "
+            "equal numbers and their difference loses every digit. Subtract the mean first: "
+            "var = mean((x - mean)²).",
+            _np_moments if numpy else _v(var="moments"),
+        ),
+    )
+
+
+def _is_scalar_conversion(e: BaseException) -> bool:
+    s = str(e)
+    return any(t in s for t in ("only length-1 arrays", "only one element tensors",
+                                "cannot be converted to Scalar", "only 0-dimensional arrays"))
+
+
+_BROADCAST_HINT = ErrorHint(
+    "a shape that does not broadcast (keepdim missing, or gamma reshaped)",
+    "Per-token statistics must keep their axis: x.mean(axis=-1, keepdims=True) has shape "
+    "(..., 1) and broadcasts against x (..., d). gamma and beta have shape (d,) and broadcast "
+    "against the *last* axis with no reshape: `gamma * x_hat + beta`.",
+    _is_broadcast_error,
+)
+_SCALAR_HINT = ErrorHint(
+    "treated gamma as a scalar (seed 000)",
+    "Seed 000 writes a scalar gamma; PyTorch's (and this exercise's) gamma is a vector of "
+    "shape (d,), one gain per feature: multiply elementwise, `gamma * x_hat`.",
+    _is_scalar_conversion,
+)
+
+
+def _ln_cases(numpy: bool) -> tuple:
+    cases = []
+    f32 = torch.float32
+
+    def add(label, x, gamma, beta, eps=None, hidden=False, tol=None):
+        kw = {} if eps is None else {"eps": eps}
+        expected = _ref_ln(x, gamma, beta, **({"eps": eps} if eps is not None else {}))
+        args = (x, gamma, beta)
+        if numpy:
+            args = tuple(a.numpy() for a in args)
+            expected = expected.numpy()
+        cases.append(Case(label, args, expected, kwargs=kw, hidden=hidden, rtol=tol, atol=tol))
+
+    def params(seed, d, dtype=torch.float64):
+        return _t_rand(seed, d, dtype=dtype, shift=1.0), _t_rand(seed + 1, d, dtype=dtype)
+
+    base = 40 if numpy else 140
+    add("x (2, 3, 6) (batch, tokens, features), float32",
+        _t_rand(base + 3, 2, 3, 6, dtype=f32, shift=0.5), *params(base + 4, 6, f32))
+    add("x (4, 4), float64 (as many tokens as features)",
+        _t_rand(base, 4, 4, scale=2.0, shift=1.0), *params(base + 1, 4))
+    add("x (5, 8) with tiny spread (std ~ 1e-3 < sqrt(eps)), float64",
+        _t_rand(base + 6, 5, 8, scale=1e-3), *params(base + 7, 8))
+    add("x (3, 5), eps=0.1, float64", _t_rand(base + 9, 3, 5), *params(base + 10, 5), eps=0.1)
+    const = _t_rand(base + 12, 3, 4)
+    const[1] = 2.5  # one token with every feature equal: var = 0
+    add("a token with all features equal (var = 0)", const, *params(base + 13, 4), hidden=True)
+    add("d = 1 (every token normalises to beta)", _t_rand(base + 15, 2, 3, 1),
+        *params(base + 16, 1), hidden=True)
+    add("x (2, 4, 5, 8) (more leading axes), float64", _t_rand(base + 18, 2, 4, 5, 8),
+        *params(base + 19, 8), hidden=True)
+    # float32 keeps ~7 digits: x - mean of features near 1e4 carries an error of about
+    # 1e4 * 2**-24 = 6e-4 in any two-pass implementation, hence the wider tolerance; the
+    # one-pass mean(x²) - mean² loses *every* digit here (errors of order 1, or nan).
+    add("features offset by 1e4, float32 (tolerance 1e-2)",
+        _t_rand(base + 21, 4, 16, dtype=f32, shift=1e4), *params(base + 22, 16, f32),
+        hidden=True, tol=1e-2)
+    if not numpy:
+        x, g, b = _t_rand(base + 24, 2, 3, 6), *params(base + 25, 6)
+        leaves = tuple(a.clone().requires_grad_(True) for a in (x, g, b))
+        out = _ref_ln(*leaves)
+        probe = _t_rand(base + 27, 2, 3, 6)
+        (out * probe).sum().backward()
+        cases.append(
+            Case(
+                "gradients w.r.t. x, gamma, beta",
+                (x, g, b),
+                (out.detach(), tuple(a.grad for a in leaves)),
+                kind="grad",
+                grad_args=(0, 1, 2),
+                probe=probe,
+                hidden=True,
+            )
+        )
+    return tuple(cases)
+
+
+_LN_FORBIDDEN = ("layer_norm", "native_layer_norm", "group_norm", "batch_norm", "instance_norm")
+
+# ====================================================================== Exercise 2.1
+_LN_NP = Check(
+    key="norms.layer_norm_np",
+    exercise="Exercise 2.1",
+    name="layer_norm_np",
+    cases=_ln_cases(numpy=True),
+    mistakes=_ln_mistakes(numpy=True),
+    error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
+    forbidden=_LN_FORBIDDEN,
+    forbidden_hint="Write it with x.mean, np.sqrt and broadcasting.",
+)
+check_layer_norm_np = register(_LN_NP)
+
+# ====================================================================== Exercise 2.2
+_LN = Check(
+    key="norms.layer_norm",
+    exercise="Exercise 2.2",
+    name="layer_norm",
+    cases=_ln_cases(numpy=False),
+    mistakes=_ln_mistakes(numpy=False),
+    error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
+    forbidden=_LN_FORBIDDEN,
+    forbidden_hint="Write it with .mean(dim=-1, keepdim=True), torch.sqrt and broadcasting.",
+)
+check_layer_norm = register(_LN)
+
+
+# ====================================================================== Exercise 3.1
+def _backward_ref(dy, x, gamma, eps=1e-5):
+    """(dx, dgamma, dbeta) by autograd through the reference layer norm, in float64."""
+    xs = x.detach().double().requires_grad_(True)
+    gs = gamma.detach().double().requires_grad_(True)
+    bs = torch.zeros_like(gs, requires_grad=True)
+    with torch.enable_grad():
+        (_ref_ln(xs, gs, bs, eps) * dy.double()).sum().backward()
+    return tuple(t.to(x.dtype) for t in (xs.grad, gs.grad, bs.grad))
+
+
+def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_gamma=True,
+                sum_params=True, swap=False, dgamma_from_x=False):
+    mu = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(((x - mu) ** 2).mean(dim=-1, keepdim=True) + eps)
+    xhat = (x - mu) / sigma
+    g = dy * gamma if use_gamma else dy
+    dx = g
+    if mean_path:
+        dx = dx - g.mean(dim=-1, keepdim=True)
+    if var_path:
+        dx = dx - xhat * (g * xhat).mean(dim=-1, keepdim=True)
+    dx = dx / sigma
+    dgamma = dy * (x if dgamma_from_x else xhat)
+    dbeta = dy
+    if sum_params:
+        lead = tuple(range(x.dim() - 1))
+        dgamma, dbeta = dgamma.sum(dim=lead), dbeta.sum(dim=lead)
+    return (dx, dbeta, dgamma) if swap else (dx, dgamma, dbeta)
+
+
+def _bw(**kw):
+    return lambda dy, x, gamma, eps=1e-5: _bw_variant(dy, x, gamma, eps, **kw)
+
+
+def _bw_cases():
+    cases = []
+    f32 = torch.float32
+
+    def add(label, shape, seed, dtype=torch.float64, scale=1.0, eps=None, hidden=False):
+        d = shape[-1]
+        x = _t_rand(seed, *shape, dtype=dtype, scale=scale, shift=0.3)
+        dy = _t_rand(seed + 1, *shape, dtype=dtype)
+        gamma = _t_rand(seed + 2, d, dtype=dtype, shift=1.0)
+        kw = {} if eps is None else {"eps": eps}
+        cases.append(Case(label, (dy, x, gamma), _backward_ref(dy, x, gamma, **kw), kwargs=kw,
+                          hidden=hidden))
+
+    add("x (3, 5), float64", (3, 5), 300)
+    add("x (2, 4, 6), float64", (2, 4, 6), 310)
+    add("x (2, 3, 8), eps=0.1, float32", (2, 3, 8), 320, dtype=f32, eps=0.1)
+    add("one token, d = 16", (1, 1, 16), 330, hidden=True)
+    add("d = 1 (x_hat is 0)", (4, 1), 340, hidden=True)
+    add("large inputs (x ~ 1e3), float64", (3, 7), 350, scale=1e3, hidden=True)
+    return tuple(cases)
+
+
+_BACKWARD = Check(
+    key="norms.layer_norm_backward",
+    exercise="Exercise 3.1",
+    name="layer_norm_backward",
+    cases=_bw_cases(),
+    mistakes=(
+        Mistake(
+            "treated the mean and the variance as constants",
+            "mu and sigma depend on every feature of the token, so dx has two more terms: "
+            "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sigma with g = dy * gamma.",
+            _bw(mean_path=False, var_path=False),
+        ),
+        Mistake(
+            "dropped the gradient through the variance",
+            "sigma depends on x too: subtract x_hat * mean(g * x_hat) as well.",
+            _bw(var_path=False),
+        ),
+        Mistake(
+            "dropped the gradient through the mean",
+            "mu depends on x too: subtract mean(g) (over the features) as well.",
+            _bw(mean_path=False),
+        ),
+        Mistake(
+            "forgot gamma in dx",
+            "y = gamma * x_hat + beta, so the gradient reaching x_hat is g = dy * gamma.",
+            _bw(use_gamma=False),
+        ),
+        Mistake(
+            "dgamma and dbeta not summed over the tokens",
+            "gamma and beta are shared by every token: their gradients are sums over all "
+            "leading axes, shape (d,): dgamma = (dy * x_hat).sum over tokens, dbeta = dy.sum.",
+            _bw(sum_params=False),
+        ),
+        Mistake(
+            "returned (dx, dbeta, dgamma)",
+            "Return dx, then dgamma = sum(dy * x_hat), then dbeta = sum(dy).",
+            _bw(swap=True),
+        ),
+        Mistake(
+            "dgamma from x instead of x_hat",
+            "gamma multiplies the *normalised* x_hat: dgamma = sum(dy * x_hat).",
+            _bw(dgamma_from_x=True),
+        ),
+    ),
+    forbidden=_LN_FORBIDDEN + ("native_layer_norm_backward", "backward", "grad"),
+    forbidden_hint="Derive the gradient by hand; autograd is switched off during this check.",
+)
+check_layer_norm_backward = register(_BACKWARD)
+
+
+# ====================================================================== Exercise 4.1
+def _rms_variant(x, gamma, eps=1e-6, *, center=False, eps_at="inside", l2=False, gain=True,
+                 dim=-1):
+    if center:
+        x = x - x.mean(dim=dim, keepdim=True)
+    ms = (x * x).sum(dim=dim, keepdim=True) if l2 else (x * x).mean(dim=dim, keepdim=True)
+    y = x / (torch.sqrt(ms) + eps) if eps_at == "outside" else x / torch.sqrt(ms + eps)
+    return y * gamma if gain else y
+
+
+def _rv(**kw):
+    return lambda x, gamma, eps=1e-6: _rms_variant(x, gamma, eps, **kw)
+
+
+def _rms_cases():
+    cases = []
+
+    def add(label, x, gamma, eps=None, hidden=False):
+        kw = {} if eps is None else {"eps": eps}
+        cases.append(Case(label, (x, gamma), _ref_rms(x, gamma, **kw), kwargs=kw, hidden=hidden))
+
+    add("x (2, 3, 8), float32", _t_rand(400, 2, 3, 8, dtype=torch.float32, shift=0.5),
+        _t_rand(401, 8, dtype=torch.float32, shift=1.0))
+    add("x (4, 4), float64", _t_rand(402, 4, 4, shift=1.0), _t_rand(403, 4, shift=1.0))
+    add("x (3, 6) with tiny values (~1e-4), eps=1e-6", _t_rand(404, 3, 6, scale=1e-4),
+        _t_rand(405, 6, shift=1.0))
+    add("x (3, 5), eps=0.5", _t_rand(406, 3, 5), _t_rand(407, 5, shift=1.0), eps=0.5)
+    zero = _t_rand(408, 3, 4)
+    zero[0] = 0.0
+    add("a zero token (stays zero)", zero, _t_rand(409, 4, shift=1.0), hidden=True)
+    add("d = 1", _t_rand(410, 5, 1), _t_rand(411, 1, shift=1.0), hidden=True)
+    x, g = _t_rand(412, 2, 3, 6), _t_rand(413, 6, shift=1.0)
+    leaves = (x.clone().requires_grad_(True), g.clone().requires_grad_(True))
+    out = _ref_rms(*leaves)
+    probe = _t_rand(414, 2, 3, 6)
+    (out * probe).sum().backward()
+    cases.append(Case("gradients w.r.t. x and gamma", (x, g),
+                      (out.detach(), tuple(a.grad for a in leaves)), kind="grad",
+                      grad_args=(0, 1), probe=probe, hidden=True))
+    return tuple(cases)
+
+
+_RMS = Check(
+    key="norms.rms_norm",
+    exercise="Exercise 4.1",
+    name="rms_norm",
+    cases=_rms_cases(),
+    mistakes=(
+        Mistake(
+            "subtracted the mean (that is LayerNorm, not RMSNorm)",
+            "RMSNorm drops the centring: x / sqrt(mean(x²) + eps) * gamma, with no x - mean.",
+            _rv(center=True),
+        ),
+        Mistake(
+            "eps outside the square root",
+            "x / sqrt(mean(x²) + eps): eps inside the root, as in LayerNorm.",
+            _rv(eps_at="outside"),
+        ),
+        Mistake(
+            "divided by the L2 norm instead of the RMS",
+            "The root *mean* square is sqrt(mean(x²)) = ||x|| / sqrt(d); dividing by ||x|| "
+            "makes every token length 1 instead of RMS 1.",
+            _rv(l2=True),
+        ),
+        Mistake(
+            "forgot the gain",
+            "Multiply by the learned per-feature gain gamma (shape (d,)) at the end.",
+            _rv(gain=False),
+        ),
+        Mistake(
+            "mean over the wrong axis",
+            "The mean of squares runs over each token's features: dim=-1, keepdim=True.",
+            _rv(dim=-2),
+        ),
+    ),
+    error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
+    forbidden=("rms_norm", "_fused_rms_norm", "layer_norm", "native_layer_norm"),
+    forbidden_hint="Write it with (x * x).mean(dim=-1, keepdim=True) and torch.sqrt.",
+)
+check_rms_norm = register(_RMS)

@@ -1,0 +1,292 @@
+"""Notebook 04's checks: right answers pass, and every catalogued mistake is named.
+
+The wrong implementations are written here the way a student would write them, independently
+of the catalogue in ``autograder/checks/norms.py``; ``test_every_catalogued_mistake_is_tested``
+makes sure no catalogue entry goes untested.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import transformer_ref as ref
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import norms as N
+
+CHECKS = {
+    "norms.layer_norm_np": N._LN_NP,
+    "norms.layer_norm": N._LN,
+    "norms.layer_norm_backward": N._BACKWARD,
+    "norms.rms_norm": N._RMS,
+}
+
+
+# ---------------------------------------------------------------- right answers
+def good_ln_np(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / np.sqrt(x.var(axis=-1, keepdims=True) + eps) + beta
+
+
+def good_ln(x, gamma, beta, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * gamma + beta
+
+
+def good_backward(dy, x, gamma, eps=1e-5):
+    d = x.shape[-1]
+    mu = x.mean(-1, keepdim=True)
+    inv = 1 / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+    xhat = (x - mu) * inv
+    g = dy * gamma
+    dx = inv / d * (d * g - g.sum(-1, keepdim=True) - xhat * (g * xhat).sum(-1, keepdim=True))
+    flat = dy.reshape(-1, d)
+    return dx, (flat * xhat.reshape(-1, d)).sum(0), flat.sum(0)
+
+
+def good_rms(x, gamma, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
+GOOD = {
+    "norms.layer_norm_np": good_ln_np,
+    "norms.layer_norm": good_ln,
+    "norms.layer_norm_backward": good_backward,
+    "norms.rms_norm": good_rms,
+}
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_right_answers_pass_visible_and_hidden(key, capsys):
+    hidden_check(key, GOOD[key])
+    getattr(N, f"check_{CHECKS[key].name}")(GOOD[key])
+    assert capsys.readouterr().out.count("✔") == 2
+
+
+def test_every_check_has_visible_and_hidden_cases():
+    for key, check in CHECKS.items():
+        assert check.key == key
+        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+
+
+def test_not_implemented_yet():
+    def stub(*a, **k):
+        raise NotImplementedError()
+
+    for key in CHECKS:
+        with pytest.raises(NotImplementedYet, match="is not implemented yet"):
+            hidden_check(key, stub)
+
+
+# ---------------------------------------------------------------- students' wrong answers
+def ln_np(center="mean", ddof=0, eps_out=False, no_eps=False, axis=-1, gain_col=False,
+          beta_on=True):
+    def f(x, gamma, beta, eps=1e-5):
+        c = x.sum(axis=axis, keepdims=True) if center == "sum" else x.mean(axis=axis, keepdims=True)
+        sd = x.std(axis=axis, ddof=ddof, keepdims=True)
+        if no_eps:
+            den = sd
+        elif eps_out:
+            den = sd + eps
+        else:
+            den = np.sqrt(x.var(axis=axis, ddof=ddof, keepdims=True) + eps)
+        g = gamma.reshape(-1, 1) if gain_col else gamma
+        y = g * (x - c) / den
+        return y + beta if beta_on else y
+
+    return f
+
+
+def ln_t(moments=False, unbiased=False, eps_out=False, no_eps=False, dim=-1, gain_col=False,
+         beta_on=True, center="mean"):
+    def f(x, gamma, beta, eps=1e-5):
+        mu = x.mean(dim, keepdim=True)
+        var = (x**2).mean(dim, keepdim=True) - mu**2 if moments else x.var(
+            dim, unbiased=unbiased, keepdim=True)
+        c = x.sum(dim, keepdim=True) if center == "sum" else mu
+        if no_eps:
+            den = var.sqrt()
+        elif eps_out:
+            den = var.sqrt() + eps
+        else:
+            den = (var + eps).sqrt()
+        g = gamma.view(-1, 1) if gain_col else gamma
+        y = (x - c) / den * g
+        return y + beta if beta_on else y
+
+    return f
+
+
+def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False):
+    def f(dy, x, gamma, eps=1e-5):
+        mu = x.mean(-1, keepdim=True)
+        s = (x.var(-1, unbiased=False, keepdim=True) + eps).sqrt()
+        xh = (x - mu) / s
+        g = dy * gamma if gamma_on else dy
+        dx = g.clone()
+        if mean:
+            dx = dx - g.mean(-1, keepdim=True)
+        if var:
+            dx = dx - xh * (g * xh).mean(-1, keepdim=True)
+        dx = dx / s
+        dg, db = dy * (x if from_x else xh), dy
+        if summed:
+            dims = list(range(x.dim() - 1))
+            dg, db = dg.sum(dims), db.sum(dims)
+        return (dx, dg, db) if order == "gb" else (dx, db, dg)
+
+    return f
+
+
+def rms(center=False, eps_out=False, l2=False, gain=True, dim=-1):
+    def f(x, gamma, eps=1e-6):
+        if center:
+            x = x - x.mean(dim, keepdim=True)
+        if l2:
+            den = (x.pow(2).sum(dim, keepdim=True) + eps).sqrt()
+        elif eps_out:
+            den = x.pow(2).mean(dim, keepdim=True).sqrt() + eps
+        else:
+            den = (x.pow(2).mean(dim, keepdim=True) + eps).sqrt()
+        return x / den * gamma if gain else x / den
+
+    return f
+
+
+def ln_np_no_keepdims(x, gamma, beta, eps=1e-5):
+    return gamma * (x - x.mean(axis=-1)) / np.sqrt(x.var(axis=-1) + eps) + beta
+
+
+def ln_t_no_keepdim(x, gamma, beta, eps=1e-5):
+    return gamma * (x - x.mean(-1)) / torch.sqrt(x.var(-1, unbiased=False) + eps) + beta
+
+
+def ln_np_moments(x, gamma, beta, eps=1e-5):
+    mu = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean(x * x, axis=-1, keepdims=True) - mu * mu
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+BROADCAST = "a shape that does not broadcast (keepdim missing, or gamma reshaped)"
+
+
+# (check key, wrong implementation, catalogue name expected in the message, graded path only)
+LN_NAMES = [
+    ("std + eps instead of sqrt(var + eps)", dict(eps_out=True)),
+    ("eps left out", dict(no_eps=True)),
+    ("normalised over the batch axis (axis 0) instead of the features", "axis0"),
+    ("normalised over the sequence axis instead of the features", "axis-2"),
+    ("forgot beta", dict(beta_on=False)),
+    ("subtracted the sum instead of the mean (seed 000 as written)", dict(center="sum")),
+]
+WRONG = []
+for _name, _kw in LN_NAMES:
+    graded_only = _name == "eps left out"  # only a hidden case has a token with var = 0
+    np_kw = {"axis": 0} if _kw == "axis0" else {"axis": -2} if _kw == "axis-2" else _kw
+    t_kw = {"dim": 0} if _kw == "axis0" else {"dim": -2} if _kw == "axis-2" else _kw
+    WRONG.append(("norms.layer_norm_np", ln_np(**np_kw), _name, graded_only))
+    WRONG.append(("norms.layer_norm", ln_t(**t_kw), _name, graded_only))
+WRONG += [
+    ("norms.layer_norm_np", ln_np(ddof=1), "unbiased variance (divided by d - 1)", False),
+    ("norms.layer_norm", ln_t(unbiased=True), "unbiased variance (divided by d - 1)", False),
+    (
+        "norms.layer_norm",
+        ln_t(moments=True),
+        "variance as mean(x²) - mean² (cancels in float32)",
+        True,
+    ),
+    (
+        "norms.layer_norm_np",
+        ln_np_moments,
+        "variance as mean(x²) - mean² (cancels in float32)",
+        True,
+    ),
+    ("norms.layer_norm_np", ln_np(gain_col=True), BROADCAST, False),
+    ("norms.layer_norm", ln_t(gain_col=True), BROADCAST, False),
+    ("norms.layer_norm_np", ln_np_no_keepdims, BROADCAST, False),
+    ("norms.layer_norm", ln_t_no_keepdim, BROADCAST, False),
+    ("norms.layer_norm_np", lambda x, gamma, beta, eps=1e-5: ln_np()(x, float(gamma), beta, eps),
+     "treated gamma as a scalar (seed 000)", False),
+    ("norms.layer_norm", lambda x, gamma, beta, eps=1e-5: ln_t()(x, gamma.item(), beta, eps),
+     "treated gamma as a scalar (seed 000)", False),
+    # Exercise 3.1
+    ("norms.layer_norm_backward", bw(mean=False, var=False),
+     "treated the mean and the variance as constants", False),
+    ("norms.layer_norm_backward", bw(var=False), "dropped the gradient through the variance",
+     False),
+    ("norms.layer_norm_backward", bw(mean=False), "dropped the gradient through the mean", False),
+    ("norms.layer_norm_backward", bw(gamma_on=False), "forgot gamma in dx", False),
+    ("norms.layer_norm_backward", bw(summed=False),
+     "dgamma and dbeta not summed over the tokens", False),
+    ("norms.layer_norm_backward", bw(order="bg"), "returned (dx, dbeta, dgamma)", False),
+    ("norms.layer_norm_backward", bw(from_x=True), "dgamma from x instead of x_hat", False),
+    # Exercise 4.1
+    ("norms.rms_norm", rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",
+     False),
+    ("norms.rms_norm", rms(eps_out=True), "eps outside the square root", False),
+    ("norms.rms_norm", rms(l2=True), "divided by the L2 norm instead of the RMS", False),
+    ("norms.rms_norm", rms(gain=False), "forgot the gain", False),
+    ("norms.rms_norm", rms(dim=-2), "mean over the wrong axis", False),
+    ("norms.rms_norm", lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
+    ("norms.rms_norm", lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
+     "treated gamma as a scalar (seed 000)", False),
+]
+
+
+@pytest.mark.parametrize(
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][6:]}: {w[2]}" for w in WRONG]
+)
+def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
+    check = CHECKS[key]
+    public = getattr(N, f"check_{check.name}")
+    paths = [lambda f: hidden_check(key, f)] + ([] if graded_only else [public])
+    for run in paths:
+        with pytest.raises(CheckFailed) as info:
+            run(wrong)
+        msg = str(info.value)
+        assert not isinstance(info.value, NotImplementedYet)
+        assert f"Likely mistake: {name}." in msg, msg
+        assert msg.startswith(check.exercise)
+
+
+def test_every_catalogued_mistake_is_tested():
+    tested = {(key, name) for key, _, name, _ in WRONG}
+    for key, check in CHECKS.items():
+        for entry in (*check.mistakes, *check.error_hints):
+            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+
+
+# ---------------------------------------------------------------- other failures
+def test_builtin_layer_norm_is_switched_off_during_the_check():
+    def builtin(x, gamma, beta, eps=1e-5):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+    with pytest.raises(CheckFailed, match="`layer_norm` is switched off"):
+        N.check_layer_norm(builtin)
+    x = torch.randn(2, 4)
+    assert torch.allclose(torch.nn.functional.layer_norm(x, (4,)), ref.layer_norm(x), atol=1e-6)
+
+
+def test_autograd_is_switched_off_in_the_backward_exercise():
+    def via_autograd(dy, x, gamma, eps=1e-5):
+        x, gamma = x.clone().requires_grad_(True), gamma.clone().requires_grad_(True)
+        beta = torch.zeros_like(gamma, requires_grad=True)
+        return torch.autograd.grad((good_ln(x, gamma, beta, eps) * dy).sum(), (x, gamma, beta))
+
+    with pytest.raises(CheckFailed, match="from scratch"):
+        N.check_layer_norm_backward(via_autograd)
+
+
+def test_detached_output_fails_the_gradient_case():
+    def via_numpy(x, gamma, beta, eps=1e-5):
+        return torch.from_numpy(good_ln_np(*(t.detach().numpy() for t in (x, gamma, beta)), eps))
+
+    N.check_layer_norm(via_numpy)  # visible cases have no gradients
+    with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
+        hidden_check("norms.layer_norm", via_numpy)
+
+
+def test_an_unknown_mistake_says_where_and_how_much():
+    with pytest.raises(CheckFailed) as info:
+        N.check_rms_norm(lambda x, g, eps=1e-6: good_rms(x, g, eps) * 1.01)
+    msg = str(info.value)
+    assert "Likely mistake" not in msg and "differs at index" in msg

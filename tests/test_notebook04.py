@@ -1,0 +1,162 @@
+"""Notebook 04 (layer norm) through the real grading path, once per test session.
+
+One ``course-grade`` run grades three submissions built from the committed notebooks: the
+solution (full marks), the student release as handed out (0 points, every check "not
+implemented yet"), and the solution with one catalogued mistake (less than full marks on that
+exercise, and the feedback names the mistake). The committed release must equal a fresh
+generation. ``graded_chapter`` is reused by the tests of notebooks 05 and 06.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import subprocess
+import time
+
+import nbformat
+import pytest
+from synthetic_class import ClassBuilder
+from synthetic_class.shared import REPO, grade_cmd, read_csv, shared_dir
+
+from autograder import release
+
+SOURCE = REPO / "solutions"
+ASSIGNMENT = "04_layer_norm"
+# one catalogued mistake, fed through the grading path: (answer cell, old, new, exercise, name)
+MISTAKE = (
+    "ex2_2_solution",
+    "((x - mu) ** 2).mean(dim=-1, keepdim=True)",
+    "x.var(dim=-1, keepdim=True)",
+    "ex2_2_layer_norm",
+    "unbiased variance (divided by d - 1)",
+)
+
+
+def _edit(gid, old, new):
+    def f(g, src):
+        if g != gid:
+            return src
+        assert old in src, f"{old!r} not in answer cell {gid}"
+        return src.replace(old, new)
+
+    return f
+
+
+def graded_chapter(tmp_path_factory, assignment: str, mistake: tuple) -> dict:
+    """Grade solution, release and one mistake of ``assignment`` once; return what tests need.
+
+    Returns {"returncode", "stderr", "rows" {student: {exercise: row}}, "seconds" {student: s},
+    "feedback" {student: html}, "autograded" {student: notebook}, "grade_cells" [...]}.
+    """
+    from autograder.grading.course import build_template
+
+    root = shared_dir(tmp_path_factory) / f"chapter-{assignment}"
+    root.mkdir(exist_ok=True)
+    done = root / "result.json"
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            _, info = build_template(SOURCE, [assignment], root / "template-work", 120)
+            nb = info[assignment][0]
+            builder = ClassBuilder(nb)
+            gid, old, new = mistake[:3]
+            cls = root / "class"
+            for student, book in [
+                ("solution", builder.answered()),
+                ("release", builder.release()),
+                ("mistake", builder.answered(_edit(gid, old, new))),
+            ]:
+                (cls / student).mkdir(parents=True, exist_ok=True)
+                nbformat.write(book, cls / student / f"{nb.name}.ipynb")
+            t0 = time.monotonic()
+            args = ("--workers", "2", "--cell-timeout", "120", "--timeout", "500")
+            proc = subprocess.run(grade_cmd(cls, root / "out", SOURCE, *args), cwd=REPO,
+                                  capture_output=True, text=True)
+            done.write_text(json.dumps({
+                "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
+                "seconds_total": time.monotonic() - t0, "name": nb.name,
+                "grade_cells": [g.grade_id for g in nb.grade_cells],
+            }))
+    result = json.loads(done.read_text())
+    out = root / "out"
+    result["rows"], result["seconds"], result["feedback"], result["autograded"] = {}, {}, {}, {}
+    if result["returncode"] == 0:
+        for r in read_csv(out / "grades.csv"):
+            result["rows"].setdefault(r["student"], {})[r["exercise"]] = r
+        name = result["name"]
+        for s in ("solution", "release", "mistake"):
+            res = json.loads((out / "results" / f"{s}.json").read_text())
+            result["seconds"][s] = res["seconds"]
+            page = out / "feedback" / s / f"{name}.html"
+            result["feedback"][s] = page.read_text() if page.exists() else ""
+            book = (out / ".work" / "students" / s / "autograded" / s / assignment
+                    / f"{name}.ipynb")
+            result["autograded"][s] = nbformat.read(book, as_version=4)
+    return result
+
+
+def check_chapter(result: dict, mistake: tuple, max_seconds: float = 120.0) -> None:
+    """The standard's CI proofs on a ``graded_chapter`` result (one assert per claim)."""
+    assert result["returncode"] == 0, result["stderr"]
+    rows = result["rows"]
+    # the solution scores full marks on every exercise
+    for r in rows["solution"].values():
+        assert (r["status"], r["points"]) == ("graded", r["max_points"]), r
+    # the release runs end to end, scores 0, and every check says "not implemented yet"
+    for r in rows["release"].values():
+        assert (r["status"], r["points"]) == ("graded", "0"), r
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c
+             for c in result["autograded"]["release"].cells}
+    for gid in result["grade_cells"]:
+        errors = [o for o in cells[gid].outputs if o.output_type == "error"]
+        assert len(errors) == 1 and errors[0].ename == "NotImplementedYet", (gid, errors)
+        assert "is not implemented yet" in errors[0].evalue, errors[0].evalue
+    for c in result["autograded"]["release"].cells:  # demo cells say what to finish first
+        if c.cell_type == "code" and "requires(" in c.source:
+            text = "".join(o.get("text", "") for o in c.outputs)
+            assert "first: this cell uses it" in text, c.source[:200]
+            assert not any(o.output_type == "error" for o in c.outputs), c.source[:200]
+    # one catalogued mistake: less than full marks there, full elsewhere; feedback names it
+    exercise, name = mistake[3], mistake[4]
+    for ex, r in rows["mistake"].items():
+        if ex == exercise:
+            assert r["status"] == "graded" and float(r["points"]) < float(r["max_points"]), r
+        else:
+            assert r["points"] == r["max_points"], r
+    assert f"Likely mistake: {name}." in result["feedback"]["mistake"]
+    # the notebook executes (and is graded) on CPU in under 2 minutes
+    assert result["seconds"]["solution"] < max_seconds, result["seconds"]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return graded_chapter(tmp_path_factory, ASSIGNMENT, MISTAKE)
+
+
+def test_grading_path_proofs(graded):
+    check_chapter(graded, MISTAKE)
+
+
+def test_committed_release_is_a_fresh_generation():
+    assert release.differences([ASSIGNMENT]) == []
+
+
+def test_points_in_the_title_cell_add_up():
+    nb = nbformat.read(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    points = [c.metadata.nbgrader["points"] for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade")]
+    assert f"Points: {sum(points):g} in total" in nb.cells[0].source
+
+
+def test_every_check_is_called_with_its_hidden_key_in_the_source():
+    from autograder.checks import norms
+    from autograder.checks._core import registered
+
+    nb = nbformat.read(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    keys = [k for k in registered() if k.startswith("norms.")]
+    assert len(keys) == len(norms.__all__)
+    for k in keys:
+        assert f'_hidden_check("{k}"' in text, k
+
