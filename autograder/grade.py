@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from .grading.course import build_template, find_assignments
     from .grading.results import ResultStore
     from .grading.runner import kill_all
-    from .grading.student import Options, grade_student, to_json
+    from .grading.student import Options, failed_result, grade_student, to_json
     from .grading.submissions import discover, find_notebook, fingerprint
 
     if not args.submissions.is_dir():
@@ -140,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
             for s in todo
         ]
         for fut in as_completed(futures):
-            r = fut.result()
+            try:
+                r = fut.result()
+            except Exception as e:  # a bug or a disk problem of the grader: say so, go on
+                s = todo[futures.index(fut)]
+                r = failed_result(s, info, f"{type(e).__name__}: {e}"[:200])
             r.notes.append(f"run {run_id}")
             store.save(to_json(r), r.student)  # the commit point of this student
             store.write_csv(students)

@@ -95,3 +95,31 @@ def test_wall_time_limit_is_not_graded(fixture_info, tmp_path):
                                                  "student exceeded"] * len(nb.grade_cells)
     assert all(row["points"] == "" for row in r.rows)
     assert not any(os.path.exists(tmp_path / f) for f in r.feedback)
+
+
+def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatch):
+    import autograder.grade as grade
+
+    _, nb, _ = fixture_info
+    ClassBuilder(nb).build(tmp_path / "all")
+    (tmp_path / "class").mkdir()
+    (tmp_path / "all" / "correct").rename(tmp_path / "class" / "correct")
+    argv = [str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--source", str(SOURCE),
+            "--no-progress", "--workers", "1", "--cell-timeout", "5"]
+
+    class Broken:
+        name = "broken"
+
+        def run(self, *a, **k):
+            raise OSError("disk full")
+
+    monkeypatch.setattr(grade, "make_runner", lambda student: Broken())
+    assert grade.main(argv) == 0
+    rows = read_csv(tmp_path / "out" / "grades.csv")
+    assert {r["status"] for r in rows} == {"not graded: grader error (OSError: disk full)"}
+    monkeypatch.undo()
+    assert grade.main(argv) == 0  # the next run grades the student again
+    rows = read_csv(tmp_path / "out" / "grades.csv")
+    assert [(r["points"], r["status"]) for r in rows] == [
+        (f"{g.max_points:g}", "graded") for g in nb.grade_cells
+    ]

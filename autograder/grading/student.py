@@ -138,6 +138,19 @@ def _read_grades(root: Path, assignment: str, notebook: str, student: str) -> di
         return {g.name: g.auto_score for g in sn.grades}
 
 
+def failed_result(sub: Submission, info: dict[str, list[Notebook]], error: str):
+    """Every row 'not graded' after an error of the grader itself (not of the student's code).
+
+    Its fingerprint matches nothing, so the next run grades the student again.
+    """
+    rows = [
+        {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
+         "max_points": _fmt(g.max_points), "status": f"not graded: grader error ({error})"}
+        for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
+    ]
+    return StudentResult(sub.student, "grader-error", rows, 0.0)
+
+
 # ---- one student ----------------------------------------------------------------------------
 
 
@@ -154,6 +167,7 @@ def grade_student(
     """Grade every assignment in ``info`` for one student; never raises for the student's code."""
     runner = runner or LocalRunner()
     start = time.monotonic()
+    shutil.rmtree(out / "feedback" / sub.student, ignore_errors=True)  # from an older grading
     root = work / "students" / sub.student
     make_student_course(template, root, opts.cell_timeout)
     (root / "logs").mkdir()
