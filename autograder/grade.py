@@ -23,6 +23,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -83,6 +84,17 @@ def _pick_assignments(args, available, subs) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if threading.current_thread() is not threading.main_thread():
+        return _main(args)
+    # SIGTERM stops the run like Ctrl-C: running students are killed, finished ones are kept
+    old = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return _main(args)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _main(args) -> int:
     # imports after parsing: --help stays instant
     from tqdm import tqdm
 
@@ -95,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.submissions.is_dir():
         print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up children on TERM too
     t0 = time.monotonic()
     out = args.out.resolve()
     work = out / ".work"
