@@ -91,9 +91,9 @@ def _problem(cell) -> str | None:
     for out in cell.get("outputs", []):
         if out.get("output_type") != "error":
             continue
-        text = " ".join([out.get("ename", ""), out.get("evalue", "")] + out.get("traceback", []))
-        if "CellTimeoutError" in text or "Cell execution timed out" in text:
+        if out.get("ename") == "CellTimeoutError":  # appended by nbgrader when nbclient interrupts
             return "timeout"
+        text = " ".join([out.get("ename", ""), out.get("evalue", "")] + out.get("traceback", []))
         if "MemoryError" in text or "can't allocate memory" in text:
             return "memory"
     return None
