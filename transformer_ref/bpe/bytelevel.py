@@ -4,7 +4,8 @@ Encoding (identical to ``tiktoken`` built from our ranks, see ``tests/test_bpe_t
 
 1. split the text on special tokens (longest match wins where they overlap; a special token
    is always one id and is never split or merged);
-2. split each segment into pre-tokens with :data:`GPT2_PATTERN`;
+2. split each segment into pre-tokens with :data:`GPT2_PATTERN` (an ASCII segment with its
+   faster standard-library twin ``GPT2_ASCII_PATTERN``, which splits ASCII identically);
 3. encode each pre-token's UTF-8 bytes: if the whole piece is a token, that token; otherwise
    start from single bytes and repeatedly merge the adjacent pair whose concatenation has
    the lowest rank (= token id; leftmost on ties), until no adjacent pair is a token.
@@ -43,7 +44,7 @@ from itertools import chain
 
 import regex
 
-from transformer_ref.bpe.common import GPT2_PATTERN, special_token_regex
+from transformer_ref.bpe.common import GPT2_PATTERN, gpt2_regex, special_token_regex
 from transformer_ref.bpe.train import train_bpe
 
 __all__ = ["BPETokenizer", "bytes_to_unicode"]
@@ -108,6 +109,8 @@ class BPETokenizer:
         self.special_tokens = list(dict.fromkeys(special_tokens))
         self.pattern = pattern
         self._pat = regex.compile(pattern)
+        # pure-ASCII text goes through the faster ``re`` twin of the GPT-2 pattern
+        self._pat_for = gpt2_regex if pattern == GPT2_PATTERN else (lambda text: self._pat)
         if any(bytes([b]) != self.vocab.get(b) for b in range(256)):
             raise ValueError("vocab ids 0..255 must be the single bytes")
 
@@ -176,7 +179,8 @@ class BPETokenizer:
 
     def _encode_ordinary(self, text: str) -> list[int]:
         """Encode text that contains no special tokens."""
-        return list(chain.from_iterable(map(self._cache.__getitem__, self._pat.findall(text))))
+        pieces = self._pat_for(text).findall(text)
+        return list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (special tokens become their single id).
@@ -209,10 +213,11 @@ class BPETokenizer:
         ids: list[int] = []
         get = self._cache.__getitem__
         pos = 0
+        pat = self._pat_for(buf)
         specials = self._special_re.finditer(buf) if self._special_re is not None else ()
         for m in chain(specials, (None,)):
             seg_end = m.start() if m is not None else len(buf)
-            pieces = self._pat.findall(buf, pos, seg_end)
+            pieces = pat.findall(buf, pos, seg_end)
             if seg_end > limit:  # drop the pre-tokens that end after the limit
                 end, keep = seg_end, len(pieces)
                 while keep and end > limit:

@@ -19,6 +19,7 @@ For example with ``count(b"a", b"b") == count(b"c", b"d")``, ``(b"c", b"d")`` is
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -26,6 +27,8 @@ import regex
 
 __all__ = [
     "GPT2_PATTERN",
+    "GPT2_ASCII_PATTERN",
+    "gpt2_regex",
     "pretokenize",
     "special_token_regex",
     "split_special",
@@ -43,10 +46,25 @@ GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+
 
 _GPT2_RE = regex.compile(GPT2_PATTERN)
 
+# The same pattern for pure-ASCII text, spelled with explicit ASCII classes so that the
+# standard library's ``re`` (about 2x faster than ``regex`` here) can run it. On ASCII,
+# \p{L} = [A-Za-z], \p{N} = [0-9] and \s = [\t\n\v\f\r ] (checked exhaustively in the tests).
+_WS = r"\t\n\x0b\x0c\r "
+GPT2_ASCII_PATTERN = (
+    rf"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^{_WS}A-Za-z0-9]+"""
+    rf"""|[{_WS}]+(?![^{_WS}])|[{_WS}]+"""
+)
+_GPT2_ASCII_RE = re.compile(GPT2_ASCII_PATTERN)
+
+
+def gpt2_regex(text: str):
+    """The compiled GPT-2 pre-tokenizer for ``text``: the ASCII twin when ``text`` is ASCII."""
+    return _GPT2_ASCII_RE if text.isascii() else _GPT2_RE
+
 
 def pretokenize(text: str) -> list[str]:
     """Split ``text`` into GPT-2 pre-tokens; BPE merges never cross their boundaries."""
-    return _GPT2_RE.findall(text)
+    return gpt2_regex(text).findall(text)
 
 
 def special_token_regex(special_tokens: Iterable[str]) -> regex.Pattern | None:
@@ -93,7 +111,7 @@ def count_pretokens(text: str, special_tokens: Iterable[str] = ()) -> Counter[by
     """
     counts: Counter[str] = Counter()
     for segment in split_special(text, special_token_regex(special_tokens)):
-        counts.update(_GPT2_RE.findall(segment))
+        counts.update(gpt2_regex(segment).findall(segment))
     return Counter({s.encode("utf-8"): c for s, c in counts.items()})
 
 

@@ -1,0 +1,39 @@
+"""The GPT-2 pre-tokenizer and its ASCII twin (used for speed) split text identically."""
+
+import itertools
+
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_ref.bpe import GPT2_PATTERN, pretokenize
+from transformer_ref.bpe.common import _GPT2_ASCII_RE, GPT2_ASCII_PATTERN, gpt2_regex
+
+REFERENCE = regex.compile(GPT2_PATTERN)
+ASCII = "".join(map(chr, range(128)))
+# one character of each kind the pattern tells apart, plus the contraction letters
+REPRESENTATIVE = "aZ0 \t\n\r\x0b'sl!_\x1c\x7f"
+
+
+def test_ascii_twin_on_every_short_ascii_string():
+    for n in (1, 2):
+        for chars in itertools.product(ASCII, repeat=n):
+            s = "".join(chars)
+            assert _GPT2_ASCII_RE.findall(s) == REFERENCE.findall(s), repr(s)
+    for n in (3, 4):
+        for chars in itertools.product(REPRESENTATIVE, repeat=n):
+            s = "".join(chars)
+            assert _GPT2_ASCII_RE.findall(s) == REFERENCE.findall(s), repr(s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_ascii_twin_on_random_ascii(text):
+    assert _GPT2_ASCII_RE.findall(text) == REFERENCE.findall(text)
+
+
+def test_twin_is_used_only_for_ascii():
+    assert gpt2_regex("plain text").pattern == GPT2_ASCII_PATTERN
+    assert gpt2_regex("naïve").pattern == GPT2_PATTERN
+    assert pretokenize("naïve  café's 12") == ["naïve", " ", " café", "'s", " 12"]
+    assert pretokenize("you'll   see\n\n") == ["you", "'ll", "  ", " see", "\n\n"]
