@@ -39,8 +39,10 @@ def chapters() -> list[str]:
 def generate(names: list[str], release_dir: Path = RELEASE) -> None:
     """Run ``nbgrader generate_assignment --force`` for each chapter into ``release_dir``."""
     release_dir.mkdir(parents=True, exist_ok=True)
+    # One nbgrader process for every chapter ("*") when all are asked for: much faster.
+    ids = ["*"] if sorted(names) == chapters() else names
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
-        for name in names:
+        for name in ids:
             cmd = [
                 sys.executable,
                 "-m",
