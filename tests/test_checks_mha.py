@@ -1,0 +1,326 @@
+"""Notebook 03's checks: right answers pass, and every catalogued mistake is named.
+
+The wrong implementations below are written here, independently of the catalogue in
+``autograder/checks/mha.py``, the way a student would write them; each test asserts that the
+check fails (visible and graded path) and that its message names the mistake.
+``test_every_catalogued_mistake_is_tested`` makes sure no catalogue entry is left untested.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import mha as M
+
+# ---------------------------------------------------------------- right answers
+
+
+def attend(q, k, v, mask=None, scale=None):
+    s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def good_msa(X, heads):
+    return torch.cat([attend(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads], dim=-1)
+
+
+def good_split(x, n_head):
+    B, T, D = x.shape
+    return x.reshape(B, T, n_head, D // n_head).permute(0, 2, 1, 3)
+
+
+def good_merge(x):
+    B, H, T, d = x.shape
+    return x.permute(0, 2, 1, 3).contiguous().view(B, T, H * d)
+
+
+def good_mha(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    q, k, v = good_split(x_q @ W_Q, n_head), good_split(x_kv @ W_K, n_head), good_split(
+        x_kv @ W_V, n_head
+    )
+    return good_merge(attend(q, k, v, mask)) @ W_O
+
+
+def good_count(d_model, n_head, bias=True):
+    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+
+
+def good_fused(x, W_QKV):
+    d = W_QKV.shape[0]
+    y = x @ W_QKV
+    return y[..., :d], y[..., d : 2 * d], y[..., 2 * d :]
+
+
+def good_weights(m):
+    d = m.embed_dim
+    W = m.in_proj_weight.detach()
+    return W[:d].T, W[d : 2 * d].T, W[2 * d :].T, m.out_proj.weight.detach().T
+
+
+GOOD = {
+    "mha.msa_loop": good_msa,
+    "mha.split_heads": good_split,
+    "mha.merge_heads": good_merge,
+    "mha.multi_head_attention": good_mha,
+    "mha.mha_parameter_count": good_count,
+    "mha.fused_qkv": good_fused,
+    "mha.weights_from_torch": good_weights,
+}
+
+CHECKS = {
+    "mha.msa_loop": M._MSA,
+    "mha.split_heads": M._SPLIT,
+    "mha.merge_heads": M._MERGE,
+    "mha.multi_head_attention": M._MHA_CHECK,
+    "mha.mha_parameter_count": M._COUNT,
+    "mha.fused_qkv": M._FUSED,
+    "mha.weights_from_torch": M._WEIGHTS,
+}
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_reference_answers_pass_visible_and_hidden(key, capsys):
+    check = CHECKS[key]
+    getattr(M, f"check_{check.name}")(GOOD[key])
+    hidden_check(key, GOOD[key])
+    out = capsys.readouterr().out
+    assert out.count(f"✔ {check.exercise}") == 2, out
+
+
+def test_every_exercise_has_a_public_check_and_hidden_cases():
+    for check in CHECKS.values():
+        assert callable(getattr(M, f"check_{check.name}"))
+        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_unfinished_exercise_says_not_implemented_yet(key):
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet, match="is not implemented yet"):
+        hidden_check(key, stub)
+
+
+# ---------------------------------------------------------------- wrong answers, as written
+
+
+def msa_reversed(X, heads):
+    return torch.cat([attend(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in reversed(heads)], -1)
+
+
+def msa_scaled(X, heads):
+    return torch.cat([attend(X @ a, X @ b, X @ c) for a, b, c in heads], dim=-1)
+
+
+def msa_summed(X, heads):
+    out = 0
+    for a, b, c in heads:
+        out = out + attend(X @ a, X @ b, X @ c, scale=1.0)
+    return out
+
+
+def msa_stacked(X, heads):
+    return torch.stack([attend(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads], dim=0)
+
+
+def split_reshape(x, n_head):
+    B, T, D = x.shape
+    return x.reshape(B, n_head, T, D // n_head)
+
+
+def split_no_transpose(x, n_head):
+    B, T, D = x.shape
+    return x.view(B, T, n_head, -1)
+
+
+def split_interleaved(x, n_head):
+    B, T, D = x.shape
+    return x.view(B, T, -1, n_head).transpose(1, 3).transpose(2, 3)
+
+
+def merge_reshape(x):
+    B, H, T, d = x.shape
+    return x.reshape(B, T, H * d)
+
+
+def merge_reversed(x):
+    return torch.cat([x[:, h] for h in range(x.shape[1] - 1, -1, -1)], dim=-1)
+
+
+def merge_interleaved(x):
+    B, H, T, d = x.shape
+    return x.transpose(1, 2).transpose(2, 3).reshape(B, T, H * d)
+
+
+def _mha(x_q, x_kv, Ws, n_head, mask, split=good_split, merge=good_merge, scale=None, wo=True):
+    W_Q, W_K, W_V, W_O = Ws
+    q, k, v = split(x_q @ W_Q, n_head), split(x_kv @ W_K, n_head), split(x_kv @ W_V, n_head)
+    y = merge(attend(q, k, v, mask, scale))
+    return y @ W_O if wo else y
+
+
+def mha_reshape_both(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    return _mha(x_q, x_kv, (W_Q, W_K, W_V, W_O), n_head, mask, split_reshape, merge_reshape)
+
+
+def mha_reshape_split(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    return _mha(x_q, x_kv, (W_Q, W_K, W_V, W_O), n_head, mask, split=split_reshape)
+
+
+def mha_sqrt_d_model(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    d_model = x_q.shape[-1]
+    return _mha(x_q, x_kv, (W_Q, W_K, W_V, W_O), n_head, mask, scale=d_model**-0.5)
+
+
+def mha_no_wo(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    return _mha(x_q, x_kv, (W_Q, W_K, W_V, W_O), n_head, mask, wo=False)
+
+
+def mha_wo_per_head(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    q, k, v = (good_split(t, n_head) for t in (x_q @ W_Q, x_kv @ W_K, x_kv @ W_V))
+    heads = attend(q, k, v, mask)  # (B, H, T, d_k)
+    d_k = heads.shape[-1]
+    outs = [heads[:, h] @ W_O[h * d_k : (h + 1) * d_k] for h in range(n_head)]
+    return torch.stack(outs).mean(0)
+
+
+def mha_reversed(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    return _mha(x_q, x_kv, (W_Q, W_K, W_V, W_O), n_head, mask, merge=merge_reversed)
+
+
+def mha_query_length(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    B, T, D = x_q.shape  # T used for keys and values too
+
+    def split(t, H):
+        return t.view(B, T, H, D // H).transpose(1, 2)
+
+    return _mha(x_q, x_kv, (W_Q, W_K, W_V, W_O), n_head, mask, split=split)
+
+
+def count_per_head(d_model, n_head, bias=True):
+    per_head = 3 * d_model * d_model + (3 * d_model if bias else 0)
+    return n_head * per_head + d_model * d_model + (d_model if bias else 0)
+
+
+def count_no_wo(d_model, n_head, bias=True):
+    return 3 * (d_model * d_model + (d_model if bias else 0))
+
+
+def count_no_bias(d_model, n_head, bias=True):
+    return 4 * d_model**2
+
+
+def fused_time_axis(x, W_QKV):
+    q, k, v = torch.chunk(x @ W_QKV, 3, dim=1)
+    return q, k, v
+
+
+def fused_every_third(x, W_QKV):
+    y = x @ W_QKV
+    return y[:, :, 0::3], y[:, :, 1::3], y[:, :, 2::3]
+
+
+def weights_untransposed(m):
+    W_q, W_k, W_v = m.in_proj_weight.detach().chunk(3)
+    return W_q, W_k, W_v, m.out_proj.weight.detach()
+
+
+def weights_wo_untransposed(m):
+    W_q, W_k, W_v = m.in_proj_weight.detach().chunk(3)
+    return W_q.T, W_k.T, W_v.T, m.out_proj.weight.detach()
+
+
+def weights_wrong_axis(m):
+    W_q, W_k, W_v = torch.chunk(m.in_proj_weight.detach(), 3, dim=1)
+    return W_q.T, W_k.T, W_v.T, m.out_proj.weight.detach().T
+
+
+# (key, wrong implementation, mistake name it must be reported as)
+WRONG = [
+    ("mha.msa_loop", msa_reversed, "heads concatenated in the wrong order"),
+    ("mha.msa_loop", msa_scaled, "scaled the scores by 1/sqrt(d')"),
+    ("mha.msa_loop", msa_summed, "summed the heads instead of concatenating"),
+    ("mha.msa_loop", msa_stacked, "stacked the heads on a new axis"),
+    ("mha.split_heads", split_reshape,
+     "reshape to heads without transposing (heads mixed across positions)"),
+    ("mha.split_heads", split_no_transpose, "forgot the transpose"),
+    ("mha.split_heads", split_interleaved, "heads interleaved instead of contiguous"),
+    ("mha.merge_heads", merge_reshape,
+     "reshape without transposing (heads mixed across positions)"),
+    ("mha.merge_heads", merge_reversed, "heads concatenated in the wrong order"),
+    ("mha.merge_heads", merge_interleaved, "heads interleaved instead of concatenated"),
+    ("mha.multi_head_attention", mha_reshape_both,
+     "reshape to heads without transposing (heads mixed across positions)"),
+    ("mha.multi_head_attention", mha_reshape_split,
+     "reshape to heads without transposing (heads mixed across positions)"),
+    ("mha.multi_head_attention", mha_sqrt_d_model, "scaled by sqrt(d_model) instead of sqrt(d_k)"),
+    ("mha.multi_head_attention", mha_no_wo, "forgot W_O"),
+    ("mha.multi_head_attention", mha_wo_per_head, "applied W_O per head"),
+    ("mha.multi_head_attention", mha_reversed, "heads concatenated in the wrong order"),
+    ("mha.multi_head_attention", mha_query_length,
+     "used the query length for the key dimension in cross-attention"),
+    ("mha.mha_parameter_count", count_per_head, "a full d_model x d_model projection per head"),
+    ("mha.mha_parameter_count", count_no_wo, "forgot W_O"),
+    ("mha.mha_parameter_count", count_no_bias, "forgot the biases"),
+    ("mha.fused_qkv", fused_time_axis, "split along the wrong axis"),
+    ("mha.fused_qkv", fused_every_third, "took every third column"),
+    ("mha.weights_from_torch", weights_untransposed, "transposed weight convention (W vs Wᵀ)"),
+    ("mha.weights_from_torch", weights_wo_untransposed, "W_O not transposed"),
+    ("mha.weights_from_torch", weights_wrong_axis, "split in_proj_weight along the wrong axis"),
+]
+
+
+@pytest.mark.parametrize("key,wrong,name", WRONG, ids=[f"{w[0][4:]}: {w[2]}" for w in WRONG])
+def test_catalogued_mistake_is_named(key, wrong, name):
+    check = CHECKS[key]
+    public = getattr(M, f"check_{check.name}")
+    for run in (lambda f: hidden_check(key, f), public):
+        with pytest.raises(CheckFailed) as info:
+            run(wrong)
+        msg = str(info.value)
+        assert not isinstance(info.value, NotImplementedYet)
+        assert f"Likely mistake: {name}." in msg, msg
+        assert msg.startswith(check.exercise)
+
+
+def test_every_catalogued_mistake_is_tested():
+    tested = {(key, name) for key, _, name in WRONG}
+    for key, check in CHECKS.items():
+        for entry in (*check.mistakes, *check.error_hints):
+            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+
+
+# ---------------------------------------------------------------- other properties
+
+
+def test_builtin_multi_head_attention_is_switched_off_during_the_check():
+    def builtin(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+        q, k, v = (good_split(t, n_head) for t in (x_q @ W_Q, x_kv @ W_K, x_kv @ W_V))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return good_merge(y) @ W_O
+
+    with pytest.raises(CheckFailed, match="`scaled_dot_product_attention` is switched off"):
+        M.check_multi_head_attention(builtin)
+
+
+def test_the_loop_and_the_batched_heads_agree():
+    """Seed 000's loop over heads == split / attend / merge with the heads' blocks of W."""
+    torch.manual_seed(0)
+    X = torch.randn(2, 5, 8, dtype=torch.float64)
+    heads = [tuple(torch.randn(8, 4, dtype=torch.float64) for _ in range(3)) for _ in range(2)]
+    W_Q, W_K, W_V = (torch.cat([h[j] for h in heads], dim=1) for j in range(3))
+    batched = good_merge(attend(*(good_split(X @ W, 2) for W in (W_Q, W_K, W_V)), scale=1.0))
+    torch.testing.assert_close(batched, good_msa(X, heads), rtol=1e-12, atol=1e-12)
+
+
+def test_loaded_weights_reproduce_nn_multihead_attention():
+    m = M._torch_mha(1, 8, 2, torch.float64)
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    want = m(x, x, x, need_weights=False)[0]
+    torch.testing.assert_close(good_mha(x, x, *good_weights(m), 2), want, rtol=1e-10, atol=1e-12)
