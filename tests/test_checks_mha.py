@@ -324,3 +324,16 @@ def test_loaded_weights_reproduce_nn_multihead_attention():
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     want = m(x, x, x, need_weights=False)[0]
     torch.testing.assert_close(good_mha(x, x, *good_weights(m), 2), want, rtol=1e-10, atol=1e-12)
+
+
+def test_gradient_case_agrees_with_the_reference_module_and_catches_a_detached_output():
+    (case,) = [c for c in M._MHA_CHECK.cases if c.kind == "grad"]
+    torch.testing.assert_close(case.expected[0], M._mha_ref(*case.args, **case.kwargs),
+                               rtol=1e-12, atol=1e-12)
+
+    def detached(*args, **kwargs):
+        return good_mha(*(a.detach() if torch.is_tensor(a) else a for a in args), **kwargs)
+
+    M.check_multi_head_attention(detached)  # the visible cases have no gradients
+    with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
+        hidden_check("mha.multi_head_attention", detached)

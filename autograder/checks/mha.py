@@ -277,6 +277,21 @@ def _mha_cases():
             Case(f"{label}, {str(dt)[6:]}", args, _mha_ref(*args, **kw), kwargs=kw,
                  hidden=hidden)
         )
+    # gradients w.r.t. both inputs and all four weights, cross-attention with key padding
+    B, Tq, Tk, D, H = 2, 3, 4, 8, 2
+    args = (_t_rand(590, B, Tq, D), _t_rand(591, B, Tk, D),
+            *(_t_rand(592 + j, D, D) / math.sqrt(D) for j in range(4)), H)
+    kw = {"mask": _pad_len(torch.tensor([4, 2]), Tk)}
+    leaves = tuple(a.clone().requires_grad_(True) for a in args[:6])
+    heads, merged = _mha_parts(*leaves[:5], H, kw["mask"])
+    out = merged @ leaves[5]  # the same function as _mha_ref, written out for autograd
+    probe = _t_rand(599, B, Tq, D)
+    (out * probe).sum().backward()
+    cases.append(
+        Case("gradients w.r.t. x_q, x_kv, W_Q, W_K, W_V, W_O (cross-attention, padding)",
+             args, (out.detach(), tuple(a.grad for a in leaves)), kwargs=kw, kind="grad",
+             grad_args=tuple(range(6)), probe=probe, hidden=True)
+    )
     return tuple(cases)
 
 
