@@ -10,6 +10,7 @@ import doctest
 import numpy as np
 import pytest
 import torch
+from attention_answers import np_softmax
 from torch.overrides import TorchFunctionMode
 
 import autograder.checks
@@ -28,7 +29,7 @@ from autograder.checks import (
 
 
 def wrong_softmax(x, axis=-1):
-    return npref.softmax(x, axis=axis) * 0.5
+    return np_softmax(x, axis=axis) * 0.5
 
 
 def graded(fn):
@@ -140,7 +141,7 @@ def test_an_alias_imported_before_the_check_is_switched_off_too():
 def test_wrong_answer_fails(capsys):
     with pytest.raises(CheckFailed):
         graded(wrong_softmax)
-    graded(npref.softmax)  # and the right one passes
+    graded(np_softmax)  # and the right one passes
 
 
 @pytest.mark.parametrize(
@@ -220,11 +221,11 @@ def test_editing_our_inputs_in_place_cannot_change_later_cases():
     def softmax(x, axis=-1):
         calls.append(x)
         x *= 0  # vandalise the array we were given
-        return npref.softmax(x, axis=axis)
+        return np_softmax(x, axis=axis)
 
     with pytest.raises(CheckFailed, match="changed its input in place"):
         graded(softmax)
-    graded(npref.softmax)  # the stored cases are intact
+    graded(np_softmax)  # the stored cases are intact
 
 
 def test_the_core_module_and_the_registry_cannot_be_rebound():
@@ -239,3 +240,17 @@ def test_the_core_module_and_the_registry_cannot_be_rebound():
         _core.register(fake)
     with pytest.raises(CheckFailed):
         graded(wrong_softmax)
+
+
+def test_calling_the_reference_implementation_fails_during_the_check():
+    with pytest.raises(
+        CheckFailed, match=r"reference implementation \(transformer_ref\) is switched"
+    ):
+        attention.check_softmax(lambda x, axis=-1: npref.softmax(x, axis=axis))
+
+    def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
+        return transformer_ref.scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
+
+    with pytest.raises(CheckFailed, match="Exercise 5.1 asks you to write"):
+        hidden_check("attention.scaled_dot_product_attention", scaled_dot_product_attention)
+    assert transformer_ref.softmax(torch.zeros(2)).tolist() == [0.5, 0.5]  # on again afterwards

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sys
 import traceback
 import types
@@ -41,6 +42,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
+
+import transformer_ref
 
 __all__ = [
     "CheckFailed",
@@ -93,6 +96,9 @@ _isinstance = isinstance
 _type = type
 _len = len
 _Number = (int, float, np.integer, np.floating)
+_getprofile = sys.getprofile
+_setprofile = sys.setprofile
+_REF_DIR = os.path.dirname(os.path.abspath(transformer_ref.__file__)) + os.sep
 
 # Explicit tolerances per dtype: |got - expected| <= atol + rtol * |expected|.
 TOLERANCE = {
@@ -173,6 +179,7 @@ class Check:
     error_hints: tuple = ()
     forbidden: tuple = ()  # names of torch functions switched off while the check runs
     forbidden_hint: str = ""
+    reference_off: bool = False  # calling into transformer_ref fails while the check runs
     # optional extra stage run after every case matched: post(fn, hidden) -> problem or None
     # (e.g. a speed measurement); it may print what it measured
     post: Callable | None = None
@@ -320,11 +327,15 @@ def _compare_exact(expected, got, what: str = "the result") -> str | None:
         extra = [k for k in g if k not in expected]
         missing = [k for k in expected if k not in g]
         if missing:
-            return (f"{what} lacks the key {_short_repr(missing[0])} "
-                    f"({_len(missing)} of {_len(expected)} keys missing)")
+            return (
+                f"{what} lacks the key {_short_repr(missing[0])} "
+                f"({_len(missing)} of {_len(expected)} keys missing)"
+            )
         if extra:
-            return (f"{what} has an unexpected key {_short_repr(extra[0])} "
-                    f"({_len(extra)} more than expected)")
+            return (
+                f"{what} has an unexpected key {_short_repr(extra[0])} "
+                f"({_len(extra)} more than expected)"
+            )
         for k, v in _dict_items(expected):
             problem = _compare_exact(v, g[k], f"{what}[{_short_repr(k)}]")
             if problem:
@@ -339,12 +350,15 @@ def _compare_exact(expected, got, what: str = "the result") -> str | None:
             if problem:
                 if _type(expected[i]) in _EXACT_SCALARS and _type(g[i]) is _type(expected[i]):
                     return f"item {i} of {what} is {_short_repr(g[i])}, expected " + (
-                        _short_repr(expected[i]))
+                        _short_repr(expected[i])
+                    )
                 return problem
         if _len(g) != _len(expected):
-            nxt = (f"; the first extra item is {_short_repr(g[_len(expected)])}"
-                   if _len(g) > _len(expected) else
-                   f"; the first missing item is {_short_repr(expected[_len(g)])}")
+            nxt = (
+                f"; the first extra item is {_short_repr(g[_len(expected)])}"
+                if _len(g) > _len(expected)
+                else f"; the first missing item is {_short_repr(expected[_len(g)])}"
+            )
             return f"{what} has {_len(g)} items, expected {_len(expected)}{nxt}"
         return None
     if _type(got) is not te:
@@ -452,9 +466,31 @@ def _call(check: Check, fn, case: Case):
     kwargs = {k: _copy(v) for k, v in case.kwargs.items()}
     if case.kind == "grad":
         args = tuple(_t_requires_grad_(a) if i in case.grad_args else a for i, a in enumerate(args))
-    with _Forbid(check), _enable_grad():
+    with _Forbid(check), _enable_grad(), _reference_off(check):
         out = fn(*args, **kwargs)
     return args, out
+
+
+@contextlib.contextmanager
+def _reference_off(check: Check):
+    """Make any call into the course's reference package raise (a profile hook)."""
+    if not check.reference_off:
+        yield
+        return
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(_REF_DIR):
+            raise BuildItFromScratch(
+                f"{check.exercise} asks you to write `{check.name}` yourself, so the course's "
+                "reference implementation (transformer_ref) is switched off while this check runs."
+            )
+
+    previous = _getprofile()
+    _setprofile(watch)
+    try:
+        yield
+    finally:
+        _setprofile(previous)
 
 
 def _check_grad(check: Check, case: Case, args, out) -> str | None:
