@@ -365,7 +365,8 @@ def _encode_word_cases():
         ("lowest", _SEED_BPE, "seed 003's example", False),
         ("newer", _SEED_BPE, "seed 003's example", False),
         ("widest", _SEED_BPE, "seed 003's example", False),
-        ("slower", _SEED_BPE, "seed 003's example", False),
+        ("nest", _SEED_BPE, "seed 003's example", False),  # merges: n|est</w>, greedy: ne|st</w>
+        ("slower", _SEED_BPE, "seed 003's example", True),
         ("lowlow", _SEED_BPE, "seed 003's example", True),
         ("Boatswain", _SAMPLE_BPE, "60 merges of Shakespeare", True),
         ("mariners", _SAMPLE_BPE, "60 merges of Shakespeare", True),
@@ -707,6 +708,7 @@ def _piece_cases():
     r_aa = _hand_ranks(b"aa")
     r_long = _hand_ranks(b"ab", b"bc", b"abc", b"cd", b"bcd")
     specs = [
+        ("b'abc', ranks: bc=256, ab=257", b"abc", r_abc, False),
         ("b'ababc', ranks: bc=256, ab=257", b"ababc", r_abc, False),
         ("b'aaa', ranks: aa=256", b"aaa", r_aa, False),
         ("b' Boatswain', 200 merges of Shakespeare", b" Boatswain", _T1.ranks, False),
@@ -780,6 +782,8 @@ _ENCODE_SPECS = [
     (f"'Good.{_ENDOFTEXT}Speak to the mariners'", f"Good.{_ENDOFTEXT}Speak to the mariners",
      _T2, False),
     ("two lines of Shakespeare", _SAMPLE[200:320], _T1, False),
+    ("'the tea', ranks: b'e '=256 (spans two pre-tokens), b' t'=257", "the tea",
+     _tok_from_ranks(_hand_ranks(b"e ", b" t")), False),
     ("UTF-8 and emoji", "Größe naïve — 日本語 😀 'tis", _T1, True),
     ("whitespace runs", "  to be,   or\n\n\nnot  ", _T1, True),
     (f"'{_ENDOFTEXT}{_ENDOFTEXT}' (two specials in a row)", f"a{_ENDOFTEXT}{_ENDOFTEXT}b", _T2,
