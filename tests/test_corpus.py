@@ -63,6 +63,26 @@ Bow-wow.
 
 **Prologue**
 In Troy, there lies the scene.
+
+## ACT II
+
+### Prologue
+
+I come no more to make you laugh.
+
+**KING**<HB>
+By magic verses have contrived his end?<HB>
+BISHOP
+
+**OF WINCHESTER**<HB>
+Go.
+
+### SCENE II. A pavilion on deck, with a curtain before it; PERICLES
+within it, reclined on a couch.
+
+_Enter TIMON_
+
+O blessed breeding sun.
 """.replace("<HB>", "  ")
 
 EXPECTED = """First Witch:
@@ -88,6 +108,15 @@ Bow-wow.
 
 Prologue:
 In Troy, there lies the scene.
+
+Prologue:
+I come no more to make you laugh.
+
+KING:
+By magic verses have contrived his end?
+
+BISHOP OF WINCHESTER:
+Go.
 """
 
 MARKDOWN_SYNTAX = re.compile(r"[*_#\\\[\]`<>|~]|^\s*[-+] |^\s*\d+\. | {2,}| $", re.M)

