@@ -1,0 +1,304 @@
+"""Notebook 05's checks: right answers pass, and every catalogued mistake is named.
+
+The wrong implementations are written here the way a student would write them, independently
+of the catalogue in ``autograder/checks/blocks.py``.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import blocks as B
+
+CHECKS = {
+    "blocks.feed_forward": B._FFN,
+    "blocks.ffn_as_conv1d": B._CONV,
+    "blocks.ffn_param_count": B._COUNT,
+    "blocks.swiglu_ffn": B._SWIGLU,
+    "blocks.post_ln_block": B._POST,
+    "blocks.pre_ln_block": B._PRE,
+    "blocks.grad_norm_per_layer": B._GRADNORM,
+}
+
+
+# ---------------------------------------------------------------- right answers
+def good_ffn(x, W1, b1, W2, b2, activation="relu"):
+    act = torch.relu if activation == "relu" else (lambda h: 0.5 * h * (1 + torch.erf(h / 2**0.5)))
+    return torch.addmm(b2, act(torch.addmm(b1, x.reshape(-1, x.shape[-1]), W1)), W2).reshape(
+        x.shape)
+
+
+def good_conv(x, W1, b1, W2, b2):
+    h = F.conv1d(x.permute(0, 2, 1), W1.t()[:, :, None], b1).clamp(min=0)
+    return F.conv1d(h, W2.t()[:, :, None], b2).permute(0, 2, 1)
+
+
+def good_count(d_model, d_ff, activation):
+    mats = 3 if activation == "swiglu" else 2
+    return mats * d_model * d_ff + (mats - 1) * d_ff + d_model
+
+
+def good_swiglu(x, W1, W3, W2):
+    a = x @ W1
+    return (a * torch.sigmoid(a) * (x @ W3)) @ W2
+
+
+def good_post(x, attn, ffn, norm1, norm2):
+    h = norm1(attn(x) + x)
+    return norm2(ffn(h) + h)
+
+
+def good_pre(x, attn, ffn, norm1, norm2):
+    h = x + attn(norm1(x))
+    return h + ffn(norm2(h))
+
+
+def good_gradnorm(blocks, x, target):
+    out = x
+    for b in blocks:
+        out = b(out)
+    F.mse_loss(out, target).backward()
+    return torch.stack([torch.cat([p.grad.flatten() for p in b.parameters()]).norm()
+                        for b in blocks])
+
+
+GOOD = {
+    "blocks.feed_forward": good_ffn,
+    "blocks.ffn_as_conv1d": good_conv,
+    "blocks.ffn_param_count": good_count,
+    "blocks.swiglu_ffn": good_swiglu,
+    "blocks.post_ln_block": good_post,
+    "blocks.pre_ln_block": good_pre,
+    "blocks.grad_norm_per_layer": good_gradnorm,
+}
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_right_answers_pass_visible_and_hidden(key, capsys):
+    hidden_check(key, GOOD[key])
+    getattr(B, f"check_{CHECKS[key].name}")(GOOD[key])
+    assert capsys.readouterr().out.count("✔") == 2
+
+
+def test_every_check_has_visible_and_hidden_cases():
+    for key, check in CHECKS.items():
+        assert check.key == key
+        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+
+
+def test_not_implemented_yet():
+    def stub(*a, **k):
+        raise NotImplementedError()
+
+    for key in CHECKS:
+        with pytest.raises(NotImplementedYet, match="is not implemented yet"):
+            hidden_check(key, stub)
+
+
+# ---------------------------------------------------------------- students' wrong answers
+def ffn(act_at="mid", act=None, biases=True, transpose=False):
+    def f(x, W1, b1, W2, b2, activation="relu"):
+        a = act or (F.relu if activation == "relu" else F.gelu)
+        if not biases:
+            b1, b2 = 0 * b1, 0 * b2
+        h = x @ (W1.T if transpose else W1)
+        if act_at == "input":
+            h = a(x) @ W1
+        h = h + b1
+        if act_at == "mid":
+            h = a(h)
+        y = h @ W2 + b2
+        return a(y) if act_at == "out" else y
+
+    return f
+
+
+def ffn_tanh_gelu(x, W1, b1, W2, b2, activation="relu"):
+    h = x @ W1 + b1
+    h = F.gelu(h, approximate="tanh") if activation == "gelu" else F.relu(h)
+    return h @ W2 + b2
+
+
+def conv(after=False, bias=True, plain_weight=False, no_transpose=False):
+    def f(x, W1, b1, W2, b2):
+        w1 = W1.unsqueeze(-1) if plain_weight else W1.T.unsqueeze(-1)
+        inp = x if no_transpose else x.transpose(1, 2)
+        h = F.conv1d(inp, w1, b1 if bias else None)
+        h = h if after else F.relu(h)  # the ReLU moved after the second convolution
+        y = F.conv1d(h, W2.T.unsqueeze(-1), b2 if bias else None)
+        return (F.relu(y) if after else y).transpose(1, 2)
+
+    return f
+
+
+def swiglu(kind):
+    def f(x, W1, W3, W2):
+        if kind == "swap":
+            return (F.silu(x @ W3) * (x @ W1)) @ W2
+        if kind == "sigmoid":
+            return (torch.sigmoid(x @ W1) * (x @ W3)) @ W2
+        if kind == "after":
+            return F.silu((x @ W1) * (x @ W3)) @ W2
+        return (F.silu(x @ W1.T) * (x @ W3)) @ W2
+
+    return f
+
+
+def post(kind):
+    def f(x, attn, ffn, norm1, norm2):
+        if kind == "pre":
+            x = x + attn(norm1(x))
+            return x + ffn(norm2(x))
+        if kind == "branch":
+            x = x + norm1(attn(x))
+            return x + norm2(ffn(x))
+        if kind == "nores":
+            return norm2(ffn(norm1(attn(x))))
+        if kind == "ffn_input":
+            h = norm1(x + attn(x))
+            return norm2(h + ffn(x))
+        x = norm2(x + attn(x))  # swapped
+        return norm1(x + ffn(x))
+
+    return f
+
+
+def pre(kind):
+    def f(x, attn, ffn, norm1, norm2):
+        if kind == "post":
+            x = norm1(x + attn(x))
+            return norm2(x + ffn(x))
+        if kind == "from_normed":
+            x = norm1(x)
+            x = x + attn(x)
+            x = norm2(x)
+            return x + ffn(x)
+        if kind == "branch":
+            x = x + norm1(attn(x))
+            return x + norm2(ffn(x))
+        if kind == "nores":
+            return ffn(norm2(attn(norm1(x))))
+        if kind == "ffn_input":
+            y = x + attn(norm1(x))
+            return y + ffn(norm2(x))
+        x = x + attn(norm2(x))  # swapped
+        return x + ffn(norm1(x))
+
+    return f
+
+
+def gradnorm(kind):
+    def f(blocks, x, target):
+        h = x
+        for b in blocks:
+            h = b(h)
+        ((h - target) ** 2).mean().backward()
+        out = []
+        for b in blocks:
+            grads = [p.grad for p in b.parameters()]
+            if kind == "squared":
+                out.append(sum((g**2).sum() for g in grads))
+            elif kind == "sum":
+                out.append(sum(g.norm() for g in grads))
+            else:  # weights only
+                out.append(torch.sqrt(sum((g**2).sum() for g in grads if g.dim() == 2)))
+        return torch.stack(out)
+
+    return f
+
+
+# (check key, wrong implementation, catalogue name expected in the message, graded path only)
+WRONG = [
+    ("blocks.feed_forward", ffn(act_at="out"), "activation after the second linear layer", False),
+    ("blocks.feed_forward", ffn(act_at="input"), "activation before the first linear layer",
+     False),
+    ("blocks.feed_forward", ffn(act=lambda h: h), "no activation", False),
+    ("blocks.feed_forward", ffn(act=F.relu), "ignored the `activation` argument (always ReLU)",
+     False),
+    ("blocks.feed_forward", ffn_tanh_gelu, "GELU's tanh approximation", False),
+    ("blocks.feed_forward", ffn(biases=False), "forgot the biases", False),
+    ("blocks.feed_forward", ffn(transpose=True), "d_ff and d_model swapped in weight shapes",
+     False),
+    ("blocks.ffn_as_conv1d", conv(after=True), "activation after the second convolution", False),
+    ("blocks.ffn_as_conv1d", conv(bias=False), "forgot the biases", False),
+    ("blocks.ffn_as_conv1d", conv(plain_weight=True), "conv1d weight or input in the wrong layout",
+     False),
+    ("blocks.ffn_as_conv1d", conv(no_transpose=True),
+     "conv1d weight or input in the wrong layout", False),
+    ("blocks.ffn_param_count", lambda d, f, a: (3 if a == "swiglu" else 2) * d * f,
+     "forgot the biases", False),
+    ("blocks.ffn_param_count", lambda d, f, a: 2 * d * f + f + d,
+     "counted SwiGLU with two matrices", False),
+    ("blocks.ffn_param_count", lambda d, f, a: d * f + f + d, "counted only one weight matrix",
+     False),
+    ("blocks.ffn_param_count", lambda d, f, a: good_count(d, f, a) - d + f,
+     "both biases of size d_ff", False),
+    ("blocks.swiglu_ffn", swiglu("swap"), "gate on the wrong branch", False),
+    ("blocks.swiglu_ffn", swiglu("sigmoid"), "sigmoid instead of SiLU (that is GLU)", False),
+    ("blocks.swiglu_ffn", swiglu("after"), "SiLU applied to the product", False),
+    ("blocks.swiglu_ffn", swiglu("transposed"), "d_ff and d_model swapped in weight shapes",
+     False),
+    ("blocks.post_ln_block", post("pre"), "norm inside the residual branch (that is pre-LN)",
+     False),
+    ("blocks.post_ln_block", post("branch"),
+     "norm on the sublayer output only (norm placed inside the residual)", False),
+    ("blocks.post_ln_block", post("nores"), "skipped the residual connection", False),
+    ("blocks.post_ln_block", post("ffn_input"),
+     "FFN applied to the block input instead of the attention sublayer's output", False),
+    ("blocks.post_ln_block", post("swapped"), "norm1 and norm2 swapped", False),
+    ("blocks.pre_ln_block", pre("post"), "residual added after the norm (that is post-LN)",
+     False),
+    ("blocks.pre_ln_block", pre("from_normed"), "residual taken from the normalised input",
+     False),
+    ("blocks.pre_ln_block", pre("branch"),
+     "norm on the sublayer output only (norm placed inside the residual the wrong way)", False),
+    ("blocks.pre_ln_block", pre("nores"), "skipped the residual connection", False),
+    ("blocks.pre_ln_block", pre("ffn_input"),
+     "FFN applied to the block input instead of the attention sublayer's output", False),
+    ("blocks.pre_ln_block", pre("swapped"), "norm1 and norm2 swapped", False),
+    ("blocks.grad_norm_per_layer", gradnorm("squared"), "returned the squared norm", False),
+    ("blocks.grad_norm_per_layer", gradnorm("sum"),
+     "added up the norms of the separate parameters", False),
+    ("blocks.grad_norm_per_layer", gradnorm("weights"), "only the weight matrices", False),
+]
+
+
+@pytest.mark.parametrize(
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][7:]}: {w[2]}" for w in WRONG]
+)
+def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
+    check = CHECKS[key]
+    public = getattr(B, f"check_{check.name}")
+    paths = [lambda f: hidden_check(key, f)] + ([] if graded_only else [public])
+    for run in paths:
+        with pytest.raises(CheckFailed) as info:
+            run(wrong)
+        msg = str(info.value)
+        assert not isinstance(info.value, NotImplementedYet)
+        assert f"Likely mistake: {name}." in msg, msg
+        assert msg.startswith(check.exercise)
+
+
+def test_every_catalogued_mistake_is_tested():
+    tested = {(key, name) for key, _, name, _ in WRONG}
+    for key, check in CHECKS.items():
+        for entry in (*check.mistakes, *check.error_hints):
+            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+
+
+# ---------------------------------------------------------------- other failures
+def test_matrix_products_are_switched_off_in_the_conv1d_exercise():
+    with pytest.raises(CheckFailed, match="switched off"):
+        B.check_ffn_as_conv1d(lambda x, W1, b1, W2, b2: good_ffn(x, W1, b1, W2, b2))
+    with pytest.raises(CheckFailed, match="`linear` is switched off"):
+        B.check_feed_forward(lambda x, W1, b1, W2, b2, activation="relu": F.linear(
+            F.relu(F.linear(x, W1.T, b1)), W2.T, b2))
+
+
+def test_returning_a_list_of_floats_is_explained():
+    def as_list(blocks, x, target):
+        return good_gradnorm(blocks, x, target).tolist()
+
+    with pytest.raises(CheckFailed, match="should be a torch.Tensor but is a list"):
+        B.check_grad_norm_per_layer(as_list)
