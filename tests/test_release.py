@@ -34,25 +34,35 @@ def test_committed_release_equals_a_fresh_generation():
     assert release.differences(CHAPTERS) == [], "run `python -m autograder.release`"
 
 
+def leaks(src, released_text: str) -> list[str]:
+    """Lines that exist only inside solution/hidden-test regions of ``src`` but are released."""
+    released = json.loads(released_text)
+    released_lines = {
+        ln.strip()
+        for c in released["cells"]
+        if c["cell_type"] == "code"
+        for ln in "".join(c["source"]).splitlines()
+    }
+    secret, public = [], set()
+    for cell in src.cells:
+        regions = _regions(cell.source, "### BEGIN SOLUTION", "### END SOLUTION") + _regions(
+            cell.source, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+        )
+        secret += [ln.strip() for r in regions for ln in r.splitlines() if ln.strip()]
+        rest = cell.source
+        for r in regions:
+            rest = rest.replace(r, "")
+        public |= {ln.strip() for ln in rest.splitlines()}
+    secret = [ln for ln in secret if ln not in public]
+    assert len(secret) >= 8, "too few solution lines to say anything"
+    return [ln for ln in secret if ln in released_lines]
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_no_solution_or_hidden_test_text_in_the_release(chapter):
     src = nbformat.read(release.SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
     text = (release.RELEASE / chapter / f"{chapter}.ipynb").read_text()
-    released = json.loads(text)
-    released_code = "\n".join(
-        "".join(c["source"]) for c in released["cells"] if c["cell_type"] == "code"
-    )
-    secret_lines = []
-    for cell in src.cells:
-        secret_lines += [
-            ln.strip()
-            for region in _regions(cell.source, "### BEGIN SOLUTION", "### END SOLUTION")
-            + _regions(cell.source, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-            for ln in region.splitlines()
-            if len(ln.strip()) > 3
-        ]
-    assert len(secret_lines) >= 8
-    leaked = [ln for ln in secret_lines if ln in released_code]
+    leaked = leaks(src, text)
     assert not leaked, f"solution/hidden-test lines in notebooks/{chapter}: {leaked}"
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "hidden_check"):
         assert marker not in text
@@ -102,3 +112,14 @@ def test_notebook01_grade_ids_and_points_are_stable():
         "ex7_1_cosine_similarity_attention": 2,
         "ex8_1_self_score_dominance": 1,
     }
+
+
+def test_the_leak_detector_finds_an_injected_solution_line():
+    src = nbformat.read(release.SOURCE / "01_attention" / "01_attention.ipynb", as_version=4)
+    nb = json.loads((release.RELEASE / "01_attention" / "01_attention.ipynb").read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    stub = next(c for c in code if "raise NotImplementedError()" in "".join(c["source"]))
+    stub["source"] = ["    return Q @ np.swapaxes(K, -1, -2)  # (..., T_q, d) @ (..., d, T_k)"]
+    assert leaks(src, json.dumps(nb)) == [
+        "return Q @ np.swapaxes(K, -1, -2)  # (..., T_q, d) @ (..., d, T_k)"
+    ]
