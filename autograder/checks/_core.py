@@ -625,7 +625,8 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
             where = _raised_in(e.__traceback__)
             extra = ""
             if where and where != check.name and where != getattr(fn, "__name__", ""):
-                extra = f" (it calls `{where}`, which is not implemented yet: finish that first)"
+                other = _exercise_of(check, where)
+                extra = f" (it calls `{where}`, which is not implemented yet: finish {other} first)"
             raise NotImplementedYet(
                 f"{check.exercise} `{check.name}` is not implemented yet{extra}. Replace "
                 f"`raise NotImplementedError()` with your code, run that cell, then this one."
@@ -720,10 +721,18 @@ def _make_registry():
     def registered() -> tuple:
         return tuple(checks)
 
-    return register, hidden_check, registered
+    def exercise_of(check: Check, function_name: str) -> str:
+        """The exercise of this chapter that asks for ``function_name`` (else the name)."""
+        chapter = check.key.split(".")[0]
+        for other in checks.values():
+            if other.key.split(".")[0] == chapter and other.name == function_name:
+                return other.exercise
+        return f"`{function_name}`"
+
+    return register, hidden_check, registered, exercise_of
 
 
-register, hidden_check, registered = _make_registry()
+register, hidden_check, registered, _exercise_of = _make_registry()
 
 
 # ---------------------------------------------------------------- notebook helpers
