@@ -1,0 +1,98 @@
+"""Notebook 07 (BPE tokenization) through the real grading path, once per test session.
+
+One ``course-grade`` run grades three submissions together (see ``test_notebook02``): the
+release filled in with the source's solutions (full marks), the release as handed out (runs
+end to end, scores 0, every check "not implemented yet"), and the filled-in release with
+one catalogued mistake — a decoder that fails on bytes that are not valid UTF-8 — which loses
+exactly that exercise with the mistake named in the feedback. The executed solution also
+shows the challenge's measured speed-up and parity with tiktoken.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+from test_notebook02 import (
+    SOURCE,
+    assert_chapter_graded_correctly,
+    assert_fast,
+    assert_release_runs_end_to_end,
+    autograded_notebook,
+    graded_chapter,
+)
+
+from autograder import release
+
+NAME = "07_bpe"
+# (solution cell, text replaced, replacement, exercise, mistake named)
+WRONG = (
+    "ex5_3_solution",
+    '.decode("utf-8", errors="replace")',
+    '.decode("utf-8")',
+    "ex5_3_decode",
+    "decode fails on bytes that are not valid UTF-8",
+)
+
+
+def _nbg(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+@pytest.fixture(scope="session")
+def chapter07(tmp_path_factory):
+    return graded_chapter(tmp_path_factory, NAME, WRONG)
+
+
+@pytest.mark.slow
+def test_solution_full_marks_release_zero_and_mistake_named(chapter07):
+    assert_chapter_graded_correctly(chapter07, NAME, WRONG)
+
+
+@pytest.mark.slow
+def test_release_executes_end_to_end_saying_not_implemented_yet(chapter07):
+    assert chapter07["returncode"] == 0, chapter07["stderr"]
+    assert_release_runs_end_to_end(chapter07["out"], NAME)
+    nb = autograded_notebook(chapter07["out"], "release", NAME)
+    demos = [c for c in nb.cells if c.cell_type == "code" and "with requires(" in c.source]
+    for cell in demos:  # each picture says which exercise to finish first
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        assert re.search(r"Finish Exercise \d\.\d.* first", text), cell.source
+
+
+@pytest.mark.slow
+def test_notebook_runs_in_under_two_minutes(chapter07):
+    assert chapter07["returncode"] == 0, chapter07["stderr"]
+    assert_fast(chapter07["out"])
+
+
+@pytest.mark.slow
+def test_solution_shows_the_speed_up_and_tiktoken_parity(chapter07):
+    assert chapter07["returncode"] == 0, chapter07["stderr"]
+    nb = autograded_notebook(chapter07["out"], "solution", NAME)
+    text = "\n".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+        if o.output_type == "stream"
+    )
+    speed_ups = [float(x) for x in re.findall(r"speed-up over the naive loop on .*: ([\d.]+)x",
+                                              text)]
+    assert len(speed_ups) == 2 and min(speed_ups) >= 3, speed_ups  # visible + hidden check
+    assert "identical to tiktoken: True" in text and "round trip: True" in text
+    assert "same merges: False" not in text and text.count("same merges: True") == 3
+    # (figures are not checked here: course-grade runs matplotlib with the Agg backend)
+
+
+def test_points_in_the_title_match_the_graded_cells():
+    nb = nbformat.read(SOURCE / NAME / f"{NAME}.ipynb", as_version=4)
+    points = {_nbg(c)["grade_id"]: _nbg(c)["points"] for c in nb.cells if _nbg(c).get("grade")}
+    assert len(points) == 10
+    total = sum(points.values())
+    assert f"**Points: {total:g} in total**" in nb.cells[0].source
+    for gid, p in points.items():
+        major, minor = re.match(r"ex(\d+)_(\d+)_", gid).groups()
+        assert f"{major}.{minor} ({p:g}" in nb.cells[0].source, gid
+
+
+def test_committed_release_is_a_fresh_generation():
+    assert release.differences([NAME]) == []
