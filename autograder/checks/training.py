@@ -1,0 +1,942 @@
+"""Checks for notebook 08 (training a GPT on Shakespeare), each with its mistake catalogue.
+
+Seven exercises: ``get_batch``, ``cross_entropy``, ``get_lr`` (warm-up + cosine),
+``train_step`` (with global-norm gradient clipping), ``estimate_loss``, checkpoint
+``save_checkpoint``/``load_checkpoint`` (resume equality) and ``sample_next_token``
+(temperature, top-k, top-p; frequencies with a fixed RNG). Expected values come from
+``transformer_ref`` (``transformer_ref.train`` and ``transformer_ref.sampling``) and are
+computed here, at import, before any student cell runs.
+
+Exercises whose result is a *behaviour* rather than a return value (a training step, a
+resumed run, a sampler) are checked through a *probe*: a small experiment built around the
+student's function that returns tensors (the losses of a few steps and the final weights,
+the frequencies of 40 000 draws). A catalogued mistake is the same experiment around a wrong
+implementation, so the usual diagnosis names it. ``check_train_step(train_step)`` wraps the
+student's function in its probe; hidden tests do the same through :func:`graded`.
+
+>>> from transformer_ref.sampling import sample_next_token as ref
+>>> check_sample_next_token(ref)  # doctest: +ELLIPSIS
+✔ Exercise 6.1 `sample_next_token`: all ... cases match the reference.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from autograder.checks._core import (
+    Case,
+    Check,
+    ErrorHint,
+    Mistake,
+    _SealedModule,
+    hidden_check,
+    register,
+)
+from transformer_ref.models import GPT, GPTConfig
+from transformer_ref.sampling import filter_logits as _ref_filter
+from transformer_ref.train import TrainConfig
+from transformer_ref.train.data import get_batch as _ref_get_batch_full
+from transformer_ref.train.trainer import configure_optimizer as _ref_optimizer
+from transformer_ref.train.trainer import get_lr as _ref_get_lr_cfg
+
+__all__ = [
+    "check_get_batch",
+    "check_cross_entropy",
+    "check_get_lr",
+    "check_train_step",
+    "check_estimate_loss",
+    "check_checkpoint",
+    "check_sample_next_token",
+    "graded",
+]
+
+# Trusted references, bound before any student cell runs.
+_F_ce = F.cross_entropy
+_clip = torch.nn.utils.clip_grad_norm_
+_clip_value = torch.nn.utils.clip_grad_value_
+_save, _load = torch.save, torch.load
+_softmax = torch.softmax
+_cat = torch.cat
+_tensor = torch.tensor
+_mkdtemp, _rmtree = tempfile.mkdtemp, shutil.rmtree
+_path_join = os.path.join
+_no_grad = torch.no_grad
+_is_grad_enabled = torch.is_grad_enabled
+_Gen = torch.Generator
+_enable_grad = torch.enable_grad
+
+
+def _ref_get_batch(data, batch_size, block_size, generator=None):
+    return _ref_get_batch_full(data, batch_size, block_size, "cpu", generator)
+
+
+def _ref_get_lr(step, max_lr, min_lr, warmup_iters, max_iters):
+    cfg = TrainConfig(learning_rate=max_lr, min_lr=min_lr, warmup_iters=warmup_iters,
+                      max_iters=max_iters)
+    return _ref_get_lr_cfg(step, cfg)
+
+
+def _tokens(seed: int, n: int, vocab: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, vocab, n).astype(np.uint16)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return _Gen().manual_seed(seed)
+
+
+def _tiny_gpt(seed: int, vocab: int = 13, dropout: float = 0.0) -> GPT:
+    torch.manual_seed(seed)
+    cfg = GPTConfig(vocab_size=vocab, block_size=8, n_layer=1, n_head=2, d_model=16,
+                    dropout=dropout, attn_impl="scratch")
+    return GPT(cfg)
+
+
+def _ref_step(model, optimizer, x, y, grad_clip):
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(x)
+    loss = _F_ce(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+    loss.backward()
+    if grad_clip:
+        _clip(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
+# ====================================================================== Exercise 1.1
+def _gb_variant(kind):
+    def f(data, batch_size, block_size, generator=None):
+        high = len(data) - block_size - (1 if kind == "high-1" else 0)
+        ix = torch.randint(high, (batch_size,), generator=generator)
+        rows = [np.asarray(data[i : i + block_size + 1]) for i in ix.tolist()]
+        xy = np.stack(rows)
+        if kind == "uint16":
+            return torch.from_numpy(xy[:, :-1].copy()), torch.from_numpy(xy[:, 1:].copy())
+        xy = torch.from_numpy(xy.astype(np.int64))
+        x, y = xy[:, :-1], xy[:, 1:]
+        if kind == "y=x":
+            return x, x.clone()
+        if kind == "swap":
+            return y, x
+        if kind == "x-long":
+            return xy, y
+        return x, y
+
+    return f
+
+
+def _gb_cases():
+    cases = []
+
+    def add(label, seed, n, vocab, B, T, hidden=False):
+        data = _tokens(seed, n, vocab)
+
+        def call(data=data, B=B, T=T, seed=seed):
+            return (data, B, T, _gen(seed))
+
+        expected = _ref_get_batch(*call())
+        cases.append(Case(label, (data, B, T), expected, call=call, hidden=hidden, kind="allclose"))
+
+    add("1000 tokens, batch 4, block 8", 810, 1000, 65, 4, 8)
+    add("500 tokens, batch 2, block 16", 811, 500, 30, 2, 16)
+    add("2000 tokens, batch 8, block 1", 812, 2000, 65, 8, 1, hidden=True)
+    add("50 tokens, block 48 (two possible windows)", 813, 50, 65, 16, 48, hidden=True)
+    add("one sequence, block 32", 814, 300, 200, 1, 32, hidden=True)
+    return tuple(cases)
+
+
+_GET_BATCH = Check(
+    key="training.get_batch",
+    exercise="Exercise 1.1",
+    name="get_batch",
+    cases=_gb_cases(),
+    mistakes=(
+        Mistake("y not shifted (y = x)",
+                "The target of position t is the *next* token: y = data[i + 1 : i + T + 1].",
+                _gb_variant("y=x")),
+        Mistake("x and y swapped",
+                "x is the input data[i : i + T]; y, one token later, is what it must predict.",
+                _gb_variant("swap")),
+        Mistake("starts drawn below len(data) - block_size - 1 (off by one)",
+                "The last valid start is len(data) - block_size - 1 (y needs one token more "
+                "than x), so draw torch.randint(len(data) - block_size, ...): randint's upper "
+                "bound is exclusive.",
+                _gb_variant("high-1")),
+        Mistake("x has block_size + 1 tokens",
+                "Take a window of T + 1 tokens, then split it: x = window[:-1], y = window[1:].",
+                _gb_variant("x-long")),
+        Mistake("ids kept as the data's uint16",
+                "The memmap stores uint16 to save space; embedding lookups and the loss want "
+                "int64: convert with .astype(np.int64) or torch.from_numpy(...).long().",
+                _gb_variant("uint16")),
+    ),
+    error_hints=(
+        ErrorHint("windows run past the end of the data",
+                  "A start above len(data) - block_size - 1 gives a short window; draw starts "
+                  "with torch.randint(len(data) - block_size, (batch_size,), generator=...).",
+                  lambda e: "same shape" in str(e) or "equal size" in str(e)),
+    ),
+)
+check_get_batch = register(_GET_BATCH)
+
+
+# ====================================================================== Exercise 2.1
+def _ce_variant(kind):
+    def f(logits, targets):
+        V = logits.shape[-1]
+        z = logits.reshape(-1, V)
+        t = targets.reshape(-1)
+        if kind == "naive":
+            logp = z - torch.log(torch.exp(z).sum(-1, keepdim=True))
+        elif kind == "log-softmax":
+            logp = torch.log(_softmax(z, dim=-1))
+        elif kind == "global-max":
+            m = z.max()
+            logp = z - (m + torch.log(torch.exp(z - m).sum(-1, keepdim=True)))
+        elif kind == "axis0":
+            m = z.max(0, keepdim=True).values
+            logp = z - (m + torch.log(torch.exp(z - m).sum(0, keepdim=True)))
+        elif kind == "no-lse":
+            logp = z
+        else:
+            m = z.max(-1, keepdim=True).values
+            logp = z - (m + torch.log(torch.exp(z - m).sum(-1, keepdim=True)))
+        picked = logp[torch.arange(t.numel()), t]
+        if kind == "sum":
+            return -picked.sum()
+        if kind == "sign":
+            return picked.mean()
+        return -picked.mean()
+
+    return f
+
+
+def _ce_cases():
+    cases = []
+    f32 = torch.float32
+
+    def rand(seed, *shape, dtype=torch.float64, scale=1.0):
+        return (torch.randn(*shape, generator=_gen(seed), dtype=torch.float64) * scale).to(dtype)
+
+    def tgt(seed, shape, V):
+        return torch.randint(V, shape, generator=_gen(seed))
+
+    def add(label, logits, targets, hidden=False):
+        V = logits.shape[-1]
+        exp = _F_ce(logits.reshape(-1, V), targets.reshape(-1))
+        cases.append(Case(label, (logits, targets), exp, hidden=hidden))
+
+    add("logits (3, 5), float64", rand(820, 3, 5), tgt(821, (3,), 5))
+    add("logits (4, 10), float32", rand(822, 4, 10, dtype=f32), tgt(823, (4,), 10))
+    add("logits (2, 3, 7) (batch, time, vocab), float32", rand(824, 2, 3, 7, dtype=f32),
+        tgt(825, (2, 3), 7))
+    add("large logits (x ~ 1000), float32", rand(826, 4, 6, dtype=f32, scale=1000.0),
+        tgt(827, (4,), 6))
+    add("rows on very different scales",
+        torch.tensor([[0.0, 1.0, 2.0], [-3000.0, -2999.0, -2998.0]]), torch.tensor([2, 0]))
+    add("a target 120 below the row's max, float32",
+        torch.tensor([[120.0, 0.0, 60.0], [1.0, 2.0, 3.0]]), torch.tensor([1, 2]))
+    add("one token, vocab 1", torch.tensor([[0.5]], dtype=torch.float64), torch.tensor([0]),
+        hidden=True)
+    add("very negative logits (x ~ -1e4), float32", rand(828, 3, 8, dtype=f32) - 1e4,
+        tgt(829, (3,), 8), hidden=True)
+    add("logits (4, 16, 65) (a real batch shape), float32", rand(830, 4, 16, 65, dtype=f32),
+        tgt(831, (4, 16), 65), hidden=True)
+    z, t = rand(832, 5, 7), tgt(833, (5,), 7)
+    leaf = z.clone().requires_grad_(True)
+    out = _F_ce(leaf, t)
+    probe = torch.tensor(1.0, dtype=torch.float64)
+    (out * probe).backward()
+    cases.append(Case("gradient with respect to the logits", (z, t), (out.detach(), (leaf.grad,)),
+                      kind="grad", grad_args=(0,), probe=probe, hidden=True))
+    return tuple(cases)
+
+
+_CE = Check(
+    key="training.cross_entropy",
+    exercise="Exercise 2.1",
+    name="cross_entropy",
+    cases=_ce_cases(),
+    mistakes=(
+        Mistake("not stabilised: exp of the raw logits overflows",
+                "exp(1000) is inf in any float type. Subtract each row's max first: "
+                "logsumexp(z) = m + log(sum(exp(z - m))) with m = max(z) over the vocabulary.",
+                _ce_variant("naive")),
+        Mistake("log of softmax in two steps (log 0 = -inf)",
+                "softmax(z) underflows to 0 for a logit far below the max and log(0) = -inf. "
+                "Compute log-probabilities directly: z - logsumexp(z).",
+                _ce_variant("log-softmax")),
+        Mistake("subtracted the global max instead of each row's max",
+                "One max for the whole batch leaves rows far below it with exp(...) = 0: take "
+                "the max over the vocabulary axis, per row (keepdim=True).",
+                _ce_variant("global-max")),
+        Mistake("normalised over the batch axis (axis 0) instead of the vocabulary",
+                "Each row is one token's distribution over the vocabulary: the log-sum-exp runs "
+                "over the last axis.",
+                _ce_variant("axis0")),
+        Mistake("left out the log-sum-exp (loss = -z[target])",
+                "Logits are not log-probabilities: subtract logsumexp(z) from them first.",
+                _ce_variant("no-lse")),
+        Mistake("summed instead of averaged over the tokens",
+                "The loss is the mean over all B * T positions, so it does not grow with the "
+                "batch size.",
+                _ce_variant("sum")),
+        Mistake("forgot the minus sign",
+                "Cross-entropy is -mean(log p[target]); log-probabilities are <= 0, so the loss "
+                "is >= 0.",
+                _ce_variant("sign")),
+    ),
+    forbidden=("cross_entropy", "nll_loss", "log_softmax", "logsumexp", "special_logsumexp",
+               "special_log_softmax"),
+    forbidden_hint="Write it with max, exp, log, sum and indexing (z[torch.arange(N), targets]).",
+)
+check_cross_entropy = register(_CE)
+
+
+# ====================================================================== Exercise 3.1
+def _lr_variant(kind):
+    def f(step, max_lr, min_lr, warmup_iters, max_iters):
+        W, D = warmup_iters, max_iters
+        if kind == "warm-from-0" and step < W:
+            return max_lr * step / W
+        if kind not in ("no-warmup", "warm-from-0") and step < W:
+            return max_lr * (step + 1) / W
+        if step >= D and kind != "no-clamp":
+            return 0.0 if kind == "to-zero" else min_lr
+        r = step / D if kind == "no-warmup" or kind == "from-0" else (step - W) / max(1, D - W)
+        if kind == "linear":
+            return min_lr + (1 - r) * (max_lr - min_lr)
+        c = 0.5 * (1 + math.cos(math.pi * r))
+        if kind == "half":
+            c = math.cos(math.pi * r / 2)
+        if kind == "to-zero":
+            return c * max_lr
+        if kind == "amplitude":
+            return min_lr + c * max_lr
+        return min_lr + c * (max_lr - min_lr)
+
+    return f
+
+
+def _lr_cases():
+    cases = []
+
+    def add(step, lr, lo, W, D, hidden=False):
+        label = f"step {step} (max_lr={lr:g}, min_lr={lo:g}, warm-up {W}, max_iters {D})"
+        cases.append(Case(label, (step, lr, lo, W, D), _ref_get_lr(step, lr, lo, W, D),
+                          kind="scalar", rtol=1e-9, atol=1e-15, hidden=hidden))
+
+    for s in (0, 4, 9, 10, 35, 60, 109, 110, 150):
+        add(s, 1.0, 0.1, 10, 110)
+    for s in (0, 99, 100, 1050, 1999, 2000):
+        add(s, 1e-3, 1e-4, 100, 2000, hidden=s in (99, 1999))
+    for s in (0, 1, 25, 50, 80):
+        add(s, 6e-4, 0.0, 0, 50, hidden=True)  # no warm-up at all
+    add(3, 2e-3, 2e-4, 1, 4, hidden=True)
+    return tuple(cases)
+
+
+_LR = Check(
+    key="training.get_lr",
+    exercise="Exercise 3.1",
+    name="get_lr",
+    cases=_lr_cases(),
+    mistakes=(
+        Mistake("warm-up starts at 0 (max_lr * step / warmup_iters)",
+                "With step counted from 0, step 0 would get learning rate 0 and waste a step: "
+                "use max_lr * (step + 1) / warmup_iters, which reaches max_lr at the last "
+                "warm-up step.",
+                _lr_variant("warm-from-0")),
+        Mistake("cosine decays to 0 instead of min_lr",
+                "lr = min_lr + (1 + cos(pi r)) / 2 * (max_lr - min_lr): it ends at min_lr.",
+                _lr_variant("to-zero")),
+        Mistake("cosine amplitude is max_lr instead of max_lr - min_lr",
+                "At r = 0 the rate must be max_lr, not max_lr + min_lr: the cosine term "
+                "multiplies (max_lr - min_lr).",
+                _lr_variant("amplitude")),
+        Mistake("cosine progress measured from step 0, not from the end of the warm-up",
+                "r = (step - warmup_iters) / (max_iters - warmup_iters), so the decay starts at "
+                "max_lr right after the warm-up.",
+                _lr_variant("from-0")),
+        Mistake("no warm-up",
+                "The first warmup_iters steps ramp linearly: max_lr * (step + 1) / warmup_iters.",
+                _lr_variant("no-warmup")),
+        Mistake("half a cosine (cos(pi r / 2))",
+                "The schedule uses half a period of the cosine, (1 + cos(pi r)) / 2, which goes "
+                "smoothly from 1 to 0 with zero slope at both ends.",
+                _lr_variant("half")),
+        Mistake("linear decay instead of cosine",
+                "Between the warm-up and max_iters the rate follows (1 + cos(pi r)) / 2.",
+                _lr_variant("linear")),
+        Mistake("the cosine comes back up after max_iters",
+                "cos(pi r) rises again for r > 1: return min_lr for step >= max_iters.",
+                _lr_variant("no-clamp")),
+    ),
+    error_hints=(
+        ErrorHint("division by zero without a warm-up",
+                  "warmup_iters may be 0: only use the warm-up branch when step < warmup_iters.",
+                  lambda e: isinstance(e, ZeroDivisionError)),
+    ),
+)
+check_get_lr = register(_LR)
+
+
+# ====================================================================== Exercise 3.2
+def _step_probe(step_fn):
+    """Run ``step_fn`` ``n`` times on one batch of a tiny GPT; return (losses, weights)."""
+
+    def train_step(seed, n_steps, grad_clip, lr, weights=True):
+        with _enable_grad():  # the diagnosis runs mistakes under no_grad
+            return run(seed, n_steps, grad_clip, lr, weights)
+
+    def run(seed, n_steps, grad_clip, lr, weights):
+        model = _tiny_gpt(seed)
+        opt = _ref_optimizer(model, 0.1, lr, (0.9, 0.99))
+        g = _gen(seed + 1)
+        x = torch.randint(13, (4, 8), generator=g)
+        y = torch.randint(13, (4, 8), generator=g)
+        losses = []
+        for _ in range(n_steps):
+            loss = step_fn(model, opt, x, y, grad_clip)
+            if isinstance(loss, torch.Tensor):
+                loss = loss.item()
+            if not isinstance(loss, (int, float)):
+                raise TypeError(f"train_step should return the loss as a number, got "
+                                f"{type(loss).__name__}")
+            losses.append(float(loss))
+        # after many steps Adam amplifies rounding differences in weights whose gradient is
+        # ~0 (m / sqrt(v) is O(1) whatever their size): compare the losses only there
+        w = _cat([p.detach().reshape(-1) for p in model.parameters()]) if weights else None
+        return _tensor(losses, dtype=torch.float64), w if w is not None else _tensor([0.0])
+
+    train_step.__name__ = "train_step"
+    return train_step
+
+
+def _step_wrong(kind):
+    def f(model, optimizer, x, y, grad_clip):
+        if kind != "no-zero":
+            optimizer.zero_grad(set_to_none=True)
+        logits = model(x)
+        loss = _F_ce(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        loss.backward()
+        if kind == "zero-mid":
+            optimizer.zero_grad(set_to_none=True)
+        if kind == "per-param":
+            for p in model.parameters():
+                if p.grad is not None:
+                    _clip([p], grad_clip)
+        elif kind == "value":
+            _clip_value(model.parameters(), grad_clip)
+        elif kind not in ("no-clip", "clip-after"):
+            _clip(model.parameters(), grad_clip)
+        optimizer.step()
+        if kind == "clip-after":
+            _clip(model.parameters(), grad_clip)
+        if kind == "loss-after":
+            with _no_grad():
+                logits = model(x)
+                return _F_ce(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item()
+        return loss.item()
+
+    return _step_probe(f)
+
+
+def _step_cases():
+    probe = _step_probe(_ref_step)
+    cases = []
+    for label, args, hidden in [
+        ("3 steps, clip 0.1, lr 1e-2", (840, 3, 0.1, 1e-2), False),
+        ("5 steps, clip 0.5, lr 3e-3", (841, 5, 0.5, 3e-3), False),
+        ("overfit one batch: 20 steps, clip 1.0, lr 2e-2 (losses)", (842, 20, 1.0, 2e-2, False),
+         True),
+        ("clip far above the gradient norm (no effect)", (843, 3, 1e6, 1e-2), True),
+    ]:
+        cases.append(Case(label, args, probe(*args), hidden=hidden, rtol=1e-4, atol=1e-5))
+    return tuple(cases)
+
+
+_TRAIN_STEP = Check(
+    key="training.train_step",
+    exercise="Exercise 3.2",
+    name="train_step",
+    cases=_step_cases(),
+    mistakes=(
+        Mistake("forgot optimizer.zero_grad(): gradients accumulate across steps",
+                ".backward() *adds* into .grad; clear it at the start of every step.",
+                _step_wrong("no-zero")),
+        Mistake("zero_grad() between backward() and step()",
+                "Clearing the gradients after backward() leaves the optimizer nothing to do: "
+                "zero_grad, forward, backward, clip, step.",
+                _step_wrong("zero-mid")),
+        Mistake("no gradient clipping",
+                "Scale every gradient by min(1, grad_clip / ||g||) with ||g|| the norm over all "
+                "parameters together, before optimizer.step().",
+                _step_wrong("no-clip")),
+        Mistake("clipped after optimizer.step() (the clip has no effect on this step)",
+                "Clip between backward() and step(): the step uses the gradients as they are "
+                "then.",
+                _step_wrong("clip-after")),
+        Mistake("clipped each parameter's gradient separately instead of the global norm",
+                "The norm is over *all* gradients together, ||g|| = sqrt(sum_p sum(g_p²)), and "
+                "every gradient is scaled by the same factor (the direction is kept).",
+                _step_wrong("per-param")),
+        Mistake("clipped gradient values instead of the norm",
+                "clamp(-c, c) on each entry changes the direction of the gradient; clipping the "
+                "norm only shortens it.",
+                _step_wrong("value")),
+        Mistake("returned the loss after the update",
+                "Return the loss of the forward pass this step trained on (before step()); "
+                "a second forward pass costs time and reports a better number than the one "
+                "the gradient came from.",
+                _step_wrong("loss-after")),
+    ),
+    error_hints=(
+        ErrorHint("a gradient is None",
+                  "Only parameters that took part in the forward pass have .grad; skip "
+                  "`p.grad is None` when you sum the squares and when you scale.",
+                  lambda e: "NoneType" in str(e)),
+    ),
+    forbidden=("_foreach_norm", "_foreach_mul_", "clip_grad_norm_", "get_total_norm",
+               "clip_grads_with_norm_"),
+    forbidden_hint="Compute the global norm sqrt(sum of g² over every parameter) yourself and "
+                   "multiply each p.grad by min(1, grad_clip / (norm + 1e-6)) inside "
+                   "torch.no_grad().",
+)
+_check_train_step = register(_TRAIN_STEP)
+
+
+def check_train_step(train_step):
+    """Run the visible check of Exercise 3.2: ``check_train_step(train_step)``."""
+    __tracebackhide__ = True  # noqa: F841
+    _check_train_step(_step_probe(train_step) if callable(train_step) else train_step)
+
+
+# ====================================================================== Exercise 4.1
+def _eval_probe(eval_fn):
+    """Evaluate a tiny GPT with dropout 0.5 on random tokens with ``eval_fn``."""
+
+    def estimate_loss(seed, batch_size, block_size, eval_iters):
+        model = _tiny_gpt(seed, dropout=0.5)
+        data = _tokens(seed + 1, 400, 13)
+        torch.manual_seed(seed + 2)  # dropout, if (wrongly) left on, draws from here
+        out = eval_fn(model, data, batch_size, block_size, eval_iters, _gen(seed + 3))
+        if isinstance(out, torch.Tensor) and out.dim() == 0:
+            out = out.item()
+        return out
+
+    estimate_loss.__name__ = "estimate_loss"
+    estimate_loss.student = eval_fn
+    return estimate_loss
+
+
+@torch.no_grad()
+def _ref_estimate(model, data, batch_size, block_size, eval_iters, generator):
+    was = model.training
+    model.eval()
+    losses = []
+    for _ in range(eval_iters):
+        x, y = _ref_get_batch(data, batch_size, block_size, generator)
+        logits = model(x)
+        losses.append(_F_ce(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item())
+    model.train(was)
+    return sum(losses) / len(losses)
+
+
+def _eval_wrong(kind):
+    def f(model, data, batch_size, block_size, eval_iters, generator):
+        if kind != "no-eval":
+            model.eval()
+        losses = []
+        with _no_grad():
+            for _ in range(1 if kind == "one" else eval_iters):
+                x, y = _ref_get_batch(data, batch_size, block_size, generator)
+                logits = model(x)
+                losses.append(_F_ce(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item())
+        model.train()
+        if kind == "last":
+            return losses[-1]
+        if kind == "sum":
+            return sum(losses)
+        return sum(losses) / len(losses)
+
+    return _eval_probe(f)
+
+
+def _eval_post(probe, hidden):
+    """After the cases: the model is back in training mode and no graph was built."""
+    fn = probe.student
+    model = _tiny_gpt(850, dropout=0.5)
+    seen = []
+    model.register_forward_hook(lambda m, i, o: seen.append(_is_grad_enabled()))
+    model.train()
+    fn(model, _tokens(851, 200, 13), 2, 8, 2, _gen(852))
+    if not model.training:
+        return ("the model is still in eval mode afterwards: remember model.training before "
+                "model.eval() and call model.train(was_training) at the end, or training "
+                "continues without dropout.")
+    if any(seen):
+        return ("the forward passes ran with gradients enabled: evaluate inside "
+                "torch.no_grad() (or decorate the function with @torch.no_grad()), or every "
+                "batch keeps its whole autograd graph in memory.")
+    model.eval()
+    fn(model, _tokens(851, 200, 13), 2, 8, 2, _gen(852))
+    if model.training:
+        return ("a model that was in eval mode is in training mode afterwards: restore the "
+                "mode it had (model.train(was_training)), not always training.")
+    return None
+
+
+def _eval_cases():
+    probe = _eval_probe(_ref_estimate)
+    cases = []
+    for label, args, hidden in [
+        ("dropout 0.5, batch 4, block 8, 3 batches", (853, 4, 8, 3), False),
+        ("dropout 0.5, batch 2, block 6, 5 batches", (854, 2, 6, 5), False),
+        ("one batch of one sequence", (855, 1, 8, 1), True),
+        ("batch 8, block 4, 10 batches", (856, 8, 4, 10), True),
+    ]:
+        cases.append(Case(label, args, probe(*args), kind="scalar", rtol=1e-5, atol=1e-6,
+                          hidden=hidden))
+    return tuple(cases)
+
+
+_ESTIMATE = Check(
+    key="training.estimate_loss",
+    exercise="Exercise 4.1",
+    name="estimate_loss",
+    cases=_eval_cases(),
+    mistakes=(
+        Mistake("forgot model.eval(): dropout is still on",
+                "In training mode dropout zeroes activations at random, so the loss is noisy "
+                "and too high; model.eval() switches it off.",
+                _eval_wrong("no-eval")),
+        Mistake("returned the last batch's loss, not the mean",
+                "Average the eval_iters batch losses: one batch is a noisy estimate.",
+                _eval_wrong("last")),
+        Mistake("summed the batch losses instead of averaging",
+                "Divide by eval_iters: the estimate must not depend on how many batches you "
+                "used.",
+                _eval_wrong("sum")),
+        Mistake("evaluated one batch only (eval_iters ignored)",
+                "Loop eval_iters times, drawing a new batch each time from the generator.",
+                _eval_wrong("one")),
+    ),
+    post=_eval_post,
+)
+_check_estimate_loss = register(_ESTIMATE)
+
+
+def check_estimate_loss(estimate_loss):
+    """Run the visible check of Exercise 4.1: ``check_estimate_loss(estimate_loss)``."""
+    __tracebackhide__ = True  # noqa: F841
+    fn = estimate_loss
+    _check_estimate_loss(_eval_probe(fn) if callable(fn) else fn)
+
+
+# ====================================================================== Exercise 5.1
+def _resume_probe(save_fn, load_fn):
+    """Train k steps, save, restore into a *different* model/optimizer/generator, train n more.
+
+    Returns (the n losses after the restore, the final weights, the restored step).
+    """
+
+    def checkpoint(seed, k, n):
+        with _enable_grad():  # the diagnosis runs mistakes under no_grad
+            return run(seed, k, n)
+
+    def run(seed, k, n):
+        data = _tokens(seed, 600, 13)
+        model = _tiny_gpt(seed)
+        opt = _ref_optimizer(model, 0.1, 1e-2, (0.9, 0.99))
+        gen = _gen(seed + 1)
+        for step in range(k):
+            _train_one(model, opt, data, gen, step)
+        tmp = _mkdtemp(prefix="ckpt-check-")
+        try:
+            path = _path_join(tmp, "ckpt.pt")
+            save_fn(path, model, opt, k, gen)
+            model2 = _tiny_gpt(seed + 100)  # other weights, fresh optimizer, other generator
+            opt2 = _ref_optimizer(model2, 0.1, 1e-2, (0.9, 0.99))
+            gen2 = _gen(seed + 200)
+            step = load_fn(path, model2, opt2, gen2)
+        finally:
+            _rmtree(tmp, ignore_errors=True)
+        if isinstance(step, torch.Tensor):
+            step = int(step.item())
+        if not isinstance(step, int):
+            raise TypeError(f"load_checkpoint should return the step (an int), got "
+                            f"{type(step).__name__}")
+        losses = [_train_one(model2, opt2, data, gen2, step + i) for i in range(n)]
+        weights = _cat([p.detach().reshape(-1) for p in model2.parameters()])
+        return _tensor(losses, dtype=torch.float64), weights, _tensor(float(step))
+
+    checkpoint.__name__ = "save_checkpoint"
+    return checkpoint
+
+
+def _train_one(model, opt, data, gen, step):
+    lr = _ref_get_lr(step, 1e-2, 1e-3, 10, 40)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    x, y = _ref_get_batch(data, 4, 8, gen)
+    return _ref_step(model, opt, x, y, 1.0)
+
+
+def _ref_save(path, model, optimizer, step, generator):
+    _save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+           "generator": generator.get_state()}, path)
+
+
+def _ref_load(path, model, optimizer, generator):
+    ck = _load(path)
+    model.load_state_dict(ck["model"])
+    optimizer.load_state_dict(ck["optimizer"])
+    generator.set_state(ck["generator"])
+    return ck["step"]
+
+
+def _ck_wrong(kind):
+    def save(path, model, optimizer, step, generator):
+        state = {"model": model.state_dict(), "step": step, "generator": generator.get_state()}
+        if kind != "model-only":
+            state["optimizer"] = optimizer.state_dict()
+        if kind == "no-gen":
+            del state["generator"]
+        _save(state, path)
+
+    def load(path, model, optimizer, generator):
+        ck = _load(path)
+        model.load_state_dict(ck["model"])
+        if "optimizer" in ck:
+            optimizer.load_state_dict(ck["optimizer"])
+        if "generator" in ck:
+            generator.set_state(ck["generator"])
+        return 0 if kind == "no-step" else ck["step"]
+
+    return _resume_probe(save, load)
+
+
+def _ck_cases():
+    probe = _resume_probe(_ref_save, _ref_load)
+    cases = []
+    for label, args, hidden in [
+        ("save after 3 steps, 4 more steps after the restore", (860, 3, 4), False),
+        ("save after 12 steps (past the warm-up), 3 more", (861, 12, 3), True),
+        ("save after 0 steps", (862, 0, 3), True),
+    ]:
+        cases.append(Case(label, args, probe(*args), hidden=hidden, rtol=1e-4, atol=1e-5))
+    return tuple(cases)
+
+
+_CHECKPOINT = Check(
+    key="training.checkpoint",
+    exercise="Exercise 5.1",
+    name="save_checkpoint",
+    cases=_ck_cases(),
+    mistakes=(
+        Mistake("saved the model only (AdamW's moments restart at zero)",
+                "AdamW keeps two running averages per weight (exp_avg, exp_avg_sq) and a step "
+                "count; without optimizer.state_dict() the first steps after a resume are "
+                "different. Save and load the optimizer too.",
+                _ck_wrong("model-only")),
+        Mistake("the step was not restored (the schedule restarts at warm-up)",
+                "Save the step and return it from load_checkpoint: the learning rate of the "
+                "next step depends on it.",
+                _ck_wrong("no-step")),
+        Mistake("the batch generator's state was not saved (other batches after the resume)",
+                "The windows come from a torch.Generator; save generator.get_state() and "
+                "restore it with generator.set_state(...) to draw the same batches.",
+                _ck_wrong("no-gen")),
+    ),
+    error_hints=(
+        ErrorHint("saved the generator object instead of its state",
+                  "torch.Generator cannot be pickled: save generator.get_state() (a uint8 "
+                  "tensor) and restore it with generator.set_state(state).",
+                  lambda e: "Generator" in str(e)),
+        ErrorHint("torch.load refuses a Python object (weights_only)",
+                  "torch.load only unpickles tensors, numbers, strings, lists and dicts by "
+                  "default: store plain values (state_dict(), get_state(), ints).",
+                  lambda e: "weights_only" in str(e) or "Weights only" in str(e)),
+    ),
+)
+_check_checkpoint = register(_CHECKPOINT)
+
+
+def check_checkpoint(save_checkpoint, load_checkpoint):
+    """The visible check of Exercise 5.1: ``check_checkpoint(save_checkpoint, load_checkpoint)``."""
+    __tracebackhide__ = True  # noqa: F841
+    _check_checkpoint(_resume_probe(save_checkpoint, load_checkpoint))
+
+
+# ====================================================================== Exercise 6.1
+_N_DRAWS = 40_000
+
+
+def _freq_probe(sample_fn):
+    """Draw ``_N_DRAWS`` tokens per row of ``logits (R, V)``; return the frequencies (R, V)."""
+
+    def sample_next_token(logits, temperature, top_k, top_p, seed):
+        R, V = logits.shape
+        rows = logits.repeat_interleave(_N_DRAWS, dim=0)  # (R * N, V)
+        out = sample_fn(rows, temperature=temperature, top_k=top_k, top_p=top_p,
+                        generator=_gen(seed))
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (R * _N_DRAWS, 1):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"sample_next_token should return a (B, 1) tensor of token ids "
+                             f"for logits (B, V); got {got} for B = {R * _N_DRAWS}")
+        if out.dtype != torch.int64:
+            raise ValueError(f"the token ids should be int64, got {out.dtype}")
+        ids = out.reshape(R, _N_DRAWS)
+        counts = torch.zeros(R, V, dtype=torch.float64)
+        counts.scatter_add_(1, ids, torch.ones(R, _N_DRAWS, dtype=torch.float64))
+        return counts / _N_DRAWS
+
+    sample_next_token.__name__ = "sample_next_token"
+    return sample_next_token
+
+
+def _exact_probs(logits, temperature, top_k, top_p, seed):
+    if temperature == 0:
+        return F.one_hot(logits.argmax(-1), logits.shape[-1]).double()
+    return _softmax(_ref_filter(logits.double(), temperature, top_k, top_p), dim=-1)
+
+
+def _sample_wrong(kind):
+    def f(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        if temperature == 0:
+            return logits.argmax(-1, keepdim=True)
+        z = logits.float()
+        if kind == "times-T":
+            z = z * temperature
+        elif kind != "no-T" and kind != "p-first":
+            z = z / temperature
+        if top_k is not None:
+            kth = torch.topk(z, top_k, largest=kind != "k-smallest").values[..., -1:]
+            z = z.masked_fill(z > kth if kind == "k-smallest" else z < kth, float("-inf"))
+        if top_p is not None:
+            if kind == "p-unsorted":
+                p = _softmax(z, -1)
+                drop = (torch.cumsum(p, -1) - p) >= top_p
+                drop[..., 0] = False
+                z = z.masked_fill(drop, float("-inf"))
+            else:
+                zs, order = torch.sort(z, -1, descending=True)
+                p = _softmax(zs, -1)
+                c = torch.cumsum(p, -1)
+                drop = c >= top_p if kind == "p-inclusive" else (c - p) >= top_p
+                drop[..., 0] = False
+                z = z.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
+        if kind == "p-first":
+            z = z / temperature
+        return torch.multinomial(_softmax(z, -1), 1, generator=generator)
+
+    return _freq_probe(f)
+
+
+# Probabilities chosen so that every filter boundary sits on a token of probability >= 0.06
+# (so a wrong filter moves a frequency by far more than the sampling noise, sd <= 0.0025),
+# in shuffled order (the filter must sort).
+_P6 = torch.tensor([0.15, 0.06, 0.40, 0.04, 0.25, 0.10], dtype=torch.float64)
+_Z6 = torch.log(_P6).float().unsqueeze(0)  # (1, 6)
+
+
+def _sample_cases():
+    cases = []
+    two_rows = torch.stack([_Z6[0], _Z6[0].flip(-1) * 0.5])  # (2, 6)
+
+    def add(label, logits, T=1.0, k=None, p=None, seed=870, hidden=False):
+        args = (logits, T, k, p, seed)
+        cases.append(Case(label, args, _exact_probs(*args), hidden=hidden, atol=0.012,
+                          rtol=0.0))
+
+    add("temperature 1 (frequencies of 40,000 draws)", _Z6)
+    add("temperature 0.5", _Z6, T=0.5)
+    add("temperature 2", _Z6, T=2.0)
+    add("top_k = 3", _Z6, k=3)
+    add("top_p = 0.7", _Z6, p=0.7)
+    add("temperature 0.8, top_k = 4, top_p = 0.8 (temperature first)", _Z6, T=0.8, k=4, p=0.8)
+    add("temperature 0 (greedy)", _Z6, T=0.0)
+    add("top_p = 0.3 (only the most probable token)", _Z6, p=0.3, hidden=True)
+    add("top_k = 1", _Z6, k=1, hidden=True)
+    add("two different rows, temperature 1.5, top_p = 0.9", two_rows, T=1.5, p=0.9,
+        hidden=True)
+    add("temperature 3, top_p = 0.6", _Z6, T=3.0, p=0.6, seed=871, hidden=True)
+    return tuple(cases)
+
+
+_SAMPLE = Check(
+    key="training.sample_next_token",
+    exercise="Exercise 6.1",
+    name="sample_next_token",
+    cases=_sample_cases(),
+    mistakes=(
+        Mistake("multiplied the logits by the temperature instead of dividing",
+                "p ∝ exp(z / T): a small T sharpens the distribution, a large T flattens it.",
+                _sample_wrong("times-T")),
+        Mistake("temperature ignored",
+                "Divide the logits by the temperature before softmax.",
+                _sample_wrong("no-T")),
+        Mistake("top-p applied before the temperature",
+                "The nucleus is measured on the distribution you sample from: temperature "
+                "first, then top-k, then top-p.",
+                _sample_wrong("p-first")),
+        Mistake("kept the k smallest logits",
+                "top-k keeps the k *largest* logits (torch.topk's default, largest=True).",
+                _sample_wrong("k-smallest")),
+        Mistake("top-p drops the token that crosses p",
+                "Keep a token while the mass *before* it is < p (exclusive cumulative sum): "
+                "the token that takes the total over p is part of the nucleus.",
+                _sample_wrong("p-inclusive")),
+        Mistake("top-p measured on the unsorted probabilities",
+                "The nucleus is the most probable tokens: sort the probabilities in decreasing "
+                "order before the cumulative sum, then map the decision back to vocabulary "
+                "order (scatter with the sort's indices).",
+                _sample_wrong("p-unsorted")),
+    ),
+    error_hints=(
+        ErrorHint("temperature 0 divides by zero",
+                  "temperature == 0 means greedy decoding: return "
+                  "logits.argmax(dim=-1, keepdim=True) before dividing.",
+                  lambda e: "inf" in str(e) and "nan" in str(e)),
+    ),
+)
+_check_sample = register(_SAMPLE)
+
+
+def check_sample_next_token(sample_next_token):
+    """Run the visible check of Exercise 6.1: ``check_sample_next_token(sample_next_token)``."""
+    __tracebackhide__ = True  # noqa: F841
+    fn = sample_next_token
+    _check_sample(_freq_probe(fn) if callable(fn) else fn)
+
+
+# ====================================================================== graded path
+_PROBES = {
+    "training.train_step": _step_probe,
+    "training.estimate_loss": _eval_probe,
+    "training.checkpoint": _resume_probe,
+    "training.sample_next_token": _freq_probe,
+}
+
+
+def graded(key: str, *fns) -> None:
+    """Hidden tests: visible and hidden cases of check ``key`` on the student's function(s)."""
+    __tracebackhide__ = True  # noqa: F841
+    wrap = _PROBES.get(key)
+    if wrap is None:
+        hidden_check(key, *fns)
+    elif all(callable(f) for f in fns):
+        hidden_check(key, wrap(*fns))
+    else:
+        hidden_check(key, None)
+
+
+sys.modules[__name__].__class__ = _SealedModule
