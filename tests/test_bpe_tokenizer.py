@@ -10,7 +10,7 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_ref.bpe import GPT2_PATTERN, BPETokenizer, train_bpe
+from transformer_ref.bpe import GPT2_PATTERN, BPETokenizer, pretokenize, train_bpe
 from transformer_ref.corpus import load_shakespeare, small_sample
 
 SPECIALS = ["<|endoftext|>", "<|pad|>"]
@@ -72,17 +72,39 @@ def test_compresses_shakespeare(big_tok):
     assert len(val.encode()) / len(ids) > 2.5  # bytes per token; 1.0 would mean no merges used
 
 
+# Characters assigned in Python 3.11's Unicode database (14.0). For about 17,500 code points
+# assigned later, the `regex` package (newer Unicode) sees letters where tiktoken's Rust regex
+# sees unassigned symbols, so pre-tokens differ there (see test_newer_unicode_letters).
+ASSIGNED = st.characters(exclude_categories=("Cs", "Cn"))
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
-        st.one_of(st.text(max_size=20), st.sampled_from(SPECIALS + [" ", "\n", "  ", "'ll"])),
+        st.one_of(st.text(ASSIGNED, max_size=20),
+                  st.sampled_from(SPECIALS + [" ", "\n", "  ", "'ll"])),
         max_size=8,
     ).map("".join)
 )
-def test_hypothesis_matches_tiktoken_and_round_trips(tok, text):
-    ids = tok.encode(text)
-    assert ids == as_tiktoken(tok).encode(text, allowed_special="all")
-    assert tok.decode(ids) == text
+def test_hypothesis_matches_tiktoken(tok, text):
+    assert tok.encode(text) == as_tiktoken(tok).encode(text, allowed_special="all")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.one_of(st.text(max_size=20), st.sampled_from(SPECIALS + ["  ", "'ll"])),
+             max_size=8).map("".join)
+)
+def test_hypothesis_round_trips_any_text(tok, text):
+    assert tok.decode(tok.encode(text)) == text
+
+
+def test_newer_unicode_letters(tok):
+    # U+323B0 is unassigned in Unicode 14 (Python 3.11) and a CJK ideograph in newer Unicode:
+    # our pre-tokenizer (the `regex` package) keeps it apart from the contraction "'ll".
+    text = "\U000323b0'll"
+    assert pretokenize(text) == ["\U000323b0", "'ll"]
+    assert tok.decode(tok.encode(text)) == text
 
 
 def test_special_tokens_are_single_ids_never_split(tok):
