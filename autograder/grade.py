@@ -2,12 +2,15 @@
 
     course-grade SUBMISSIONS_DIR --out OUT_DIR [--workers N] [--timeout S] [--memory MB]
                  [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
+                 [--unsandboxed]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
 found inside by name at any depth. For each student, in parallel (``--workers``, default: the
 number of cores), a course folder of their own is made from the source notebooks
 (``solutions/``) and nbgrader's ``autograde`` and ``generate_feedback`` run in a process with
-a wall-time and a memory limit. The parent alone writes the results:
+a wall-time and a memory limit; the student's code (the Jupyter kernel) runs in a bubblewrap
+sandbox (no network, no access to solutions/, the gradebook or other students' work; see
+``grading/sandbox.py``). The parent alone writes the results:
 
 - ``OUT_DIR/grades.csv``: student, notebook, exercise, points, max_points, status
   (``graded``, ``graded (test cell restored: ...)`` or ``not graded: <reason>``);
@@ -55,19 +58,30 @@ def _parser() -> argparse.ArgumentParser:
                    help="nbgrader source notebooks, one folder per assignment (default: the "
                    "course's solutions/)")
     p.add_argument("--force", action="store_true", help="grade students already graded again")
+    p.add_argument("--unsandboxed", action="store_true",
+                   help="run students' code without the bubblewrap sandbox (it can then read "
+                   "solutions/ and other students' work); without this flag grading refuses "
+                   "to start where bwrap is missing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
 
-def make_runner(student: str):
+def make_runner(student: str, unsandboxed: bool = False):
     """The runner that executes one student's grading (the plug-in point for a sandbox).
 
-    Anything with :meth:`autograder.grading.runner.LocalRunner.run`'s signature works; the
-    default runs as this user with rlimits, a wall-time limit and a process-tree kill.
+    Anything with :meth:`autograder.grading.runner.LocalRunner.run`'s signature works. The
+    default runs nbgrader with rlimits, a wall-time limit and a process-tree kill, and the
+    student's kernel inside bubblewrap (``grading/sandbox.py``); ``unsandboxed``: the kernel
+    runs as this user. Both install the source policy hooks. Raises where bwrap is unusable.
     """
-    from .grading.runner import LocalRunner
+    from .grading import sandbox
 
-    return LocalRunner()
+    if unsandboxed:
+        return sandbox.UnsandboxedRunner()
+    bwrap = sandbox.bwrap_path()
+    if bwrap is None:
+        raise RuntimeError("bubblewrap (bwrap) is missing or cannot create a sandbox here")
+    return sandbox.BwrapRunner(bwrap)
 
 
 def _pick_assignments(args, available, subs) -> list[str]:
@@ -106,6 +120,12 @@ def _main(args) -> int:
 
     if not args.submissions.is_dir():
         print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        make_runner("", args.unsandboxed)
+    except RuntimeError as e:
+        print(f"course-grade: refusing to grade: {e}. Install it (apt-get install bubblewrap) "
+              "or pass --unsandboxed to run students' code without a sandbox.", file=sys.stderr)
         return 2
     t0 = time.monotonic()
     out = args.out.resolve()
@@ -147,7 +167,7 @@ def _main(args) -> int:
     try:
         futures = [
             pool.submit(grade_student, s, info, template, work, out, opts, prints[s.student],
-                        make_runner(s.student))
+                        make_runner(s.student, args.unsandboxed))
             for s in todo
         ]
         for fut in as_completed(futures):
@@ -176,9 +196,10 @@ def _main(args) -> int:
         1 for sid in students for row in results.get(sid, {}).get("rows", [])
         if row["status"].startswith("not graded")
     )
+    runner = make_runner("", args.unsandboxed).name
     print(
         f"course-grade: {len(students)} students, {len(todo)} graded now in "
-        f"{time.monotonic() - t0:.1f}s ({workers} workers, runner: {make_runner('').name}); "
+        f"{time.monotonic() - t0:.1f}s ({workers} workers, runner: {runner}); "
         f"{bad} row(s) not graded; "
         f"{csv_path}",
         file=sys.stderr,
