@@ -88,7 +88,12 @@ def test_source_notebook_follows_the_layout_contract(chapter):
         keys = re.findall(r'_hidden_check\("([^"]+)"', hidden[0])
         for key in keys:  # "attention.softmax" is registered by autograder.checks.attention
             importlib.import_module(f"autograder.checks.{key.split('.')[0]}")
-        assert keys and all(k in registered() for k in keys), meta["grade_id"]
+        assert keys, (
+            f"{meta['grade_id']}: hidden tests must call autograder.checks._core.hidden_check "
+            "(as `_hidden_check(key, fn)`): that module is sealed, while a function in a chapter's "
+            "check module can be rebound by student code before the hidden tests run"
+        )
+        assert all(k in registered() for k in keys), meta["grade_id"]
         visible = cell.source.split("### BEGIN HIDDEN TESTS")[0]
         assert re.search(r"check_\w+\(\w+\)", visible), f"{meta['grade_id']}: no visible check"
     header = nb.cells[0].source
