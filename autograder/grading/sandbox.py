@@ -107,17 +107,31 @@ ALLOWED_MAGICS = {"time", "timeit", "matplotlib"}
 
 
 def _root(node) -> ast.AST:
-    """The innermost object an attribute/subscript/getattr chain starts from."""
+    """What an attribute/subscript chain starts from: a name, or the call that made a new
+    object. ``getattr(x, ...)`` and ``type(x)`` lead back to ``x`` (no new object).
+    """
     while True:
         if isinstance(node, ast.Attribute | ast.Subscript | ast.Starred):
             node = node.value
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id == "getattr" and node.args):
+              and node.func.id in ("getattr", "type") and node.args):
             node = node.args[0]
-        elif isinstance(node, ast.Call):
-            node = node.func
         else:
             return node
+
+
+def _via_type(node) -> bool:
+    """Whether an attribute chain goes through ``type(...)`` (so it changes a class)."""
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "type":
+                return True
+            if not (isinstance(node.func, ast.Name) and node.func.id == "getattr" and node.args):
+                return False
+            node = node.args[0]
+        else:
+            node = node.value
+    return False
 
 
 def _targets(node) -> list[ast.AST]:
@@ -248,9 +262,12 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == "getattr"):
             name = node.args[1] if len(node.args) > 1 else None
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)
-                    and not name.value.startswith("_")):
-                return f"uses `getattr` with a computed or private name, line {line}"
+            const = isinstance(name, ast.Constant) and isinstance(name.value, str)
+            root = _root(node.args[0]) if node.args else None
+            if const and (name.value.startswith("__") or name.value in FRAME_ATTRS):
+                return f"uses the internal attribute `{name.value}`, line {line}"
+            if not const and not (isinstance(root, ast.Name) and root.id not in tainted):
+                return f"uses `getattr` with a computed name on a module, line {line}"
         for t in _flat(_targets(node)):
             if isinstance(t, ast.Name) and t.id in protected:
                 return f"rebinds `{t.id}` (set by the locked setup cell), line {line}"
@@ -259,7 +276,9 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
                 if isinstance(root, ast.Name) and root.id in tainted:
                     return (f"assigns to `{root.id}...` (changes a module or object the "
                             f"grader uses), line {line}")
-                if not isinstance(root, ast.Name):
+                if _via_type(t):
+                    return f"assigns to an attribute of a class (`type(...)`), line {line}"
+                if not isinstance(root, ast.Name | ast.Call):
                     return f"assigns to an attribute of a computed object, line {line}"
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
                 and node.name in protected:

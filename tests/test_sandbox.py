@@ -1,0 +1,166 @@
+"""The grading sandbox's parts: the source policy, the bwrap command, refusing without bwrap.
+
+The class-level behaviour (cheats graded end to end) is in ``test_sandbox_class.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.grading import sandbox
+from autograder.grading.sandbox import Policy, _nbg, bwrap_argv, bwrap_path, policy_problem
+
+REPO = Path(__file__).resolve().parent.parent
+PROTECTED = {"np", "torch", "math", "plt", "check_softmax", "requires"}
+
+CHEATS = {
+    "np.allclose = lambda *a, **k: True": "assigns to `np",
+    "import numpy\nnumpy.testing.assert_allclose = print": "assigns to `numpy",
+    "from numpy import testing as t\nt.assert_allclose = print": "assigns to `t",
+    "T = torch.Tensor\nT.__eq__ = lambda s, o: True": "assigns to `T",
+    "def f(x):\n    x.__class__.__eq__ = print": "internal attribute",
+    "T = torch.Tensor\nT.allclose = lambda *a: True": "assigns to `T",
+    "type(torch.zeros(1)).allclose = 1": "class (`type(...)`)",
+    "import builtins\nbuiltins.len = lambda x: 0": "imports `builtins`",
+    "__builtins__.len = lambda x: 0": "`__builtins__`",
+    "import autograder.checks._core as c\nc._run = print": "imports `autograder",
+    "from transformer_ref import attention": "imports `transformer_ref",
+    "check_softmax = lambda f: None": "rebinds `check_softmax`",
+    "def check_softmax(f):\n    pass": "redefines `check_softmax`",
+    "get_ipython().input_transformers_cleanup.append(lambda l: [])": "`get_ipython`",
+    "ip = get_ipython()\nip.showtraceback = print": "`get_ipython`",
+    "m = __import__('numpy')": "`__import__`",
+    "exec('x = 1')": "`exec`",
+    "getattr(np, 'all' + 'close')": "`getattr` with a computed name",
+    "getattr(x, '__globals__')": "`__globals__`",
+    "import sys\nsys.modules['numpy'].allclose = 1": "assigns to `sys",
+    "import sys\nmods = sys.modules": "`sys.modules`",
+    "import sys as s\ns.settrace(print)": "`sys.settrace`",
+    "from sys import modules": "`sys.modules`",
+    "import gc\ngc.get_objects()": "imports `gc`",
+    "import importlib": "imports `importlib`",
+    "globals()['check_softmax'] = print": "`globals`",
+    "def f():\n    return f.__code__": "`.__code__`",
+    "import inspect": "imports `inspect`",
+    "!rm -rf /": "shell command",
+    "%load_ext autoreload": "magic",
+}
+LEGIT = [
+    "import numpy as np\ndef softmax(x, axis=-1):\n    e = np.exp(x - x.max(axis, keepdims=True))\n"
+    "    return e / e.sum(axis, keepdims=True)",
+    "x = torch.zeros(3)\nx[0] = 1.0\nx.grad = None",
+    "import sys\nprint('warning', file=sys.stderr)",
+    "import os\nos._exit(1)",
+    "%timeit sum(range(10))",
+    "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.w = torch.nn.Parameter(torch.ones(2))",
+    "value = getattr(data, split)",
+    "with requires('Exercise 1'):\n    y = np.eye(3)",
+]
+
+
+@pytest.mark.parametrize("source", list(CHEATS))
+def test_policy_names_each_cheat(source):
+    problem = policy_problem(source, PROTECTED)
+    assert problem is not None and CHEATS[source] in problem, problem
+
+
+@pytest.mark.parametrize("source", LEGIT)
+def test_policy_lets_ordinary_code_run(source):
+    assert policy_problem(source, PROTECTED) is None
+
+
+def _course_cells():
+    for path in sorted((REPO / "solutions").glob("*/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        trusted = [c.source for c in nb.cells if c.cell_type == "code"
+                   and (_nbg(c).get("grade") or _nbg(c).get("locked"))
+                   and not _nbg(c).get("solution")]
+        yield path.stem, nb, Policy(trusted)
+
+
+def test_policy_passes_every_cell_the_course_itself_writes():
+    """No false alarm on the solutions or the free cells of any chapter."""
+    flagged = []
+    for name, nb, policy in _course_cells():
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.source not in policy.trusted:
+                problem = policy_problem(cell.source, policy.protected)
+                if problem:
+                    flagged.append((name, _nbg(cell).get("grade_id"), problem))
+    assert not flagged, flagged
+
+
+def test_notebook_start_hook_replaces_only_the_cheating_cell():
+    src = "import numpy as np\nfrom autograder.checks import requires"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(src),
+        nbformat.v4.new_code_cell("def f(x):\n    return x"),
+        nbformat.v4.new_code_cell("np.allclose = lambda *a, **k: True\ndef g(x):\n    return x"),
+    ])
+    Policy([src]).on_notebook_start(notebook=nb)
+    assert nb.cells[0].source == src and nb.cells[1].source.startswith("def f")
+    assert nb.cells[2].source.startswith("raise RuntimeError(")
+    assert "assigns to `np" in nb.cells[2].source
+
+
+def test_error_hook_restores_a_hidden_error():
+    cell = nbformat.v4.new_code_cell("check(f)")
+    reply = {"content": {"status": "error", "ename": "CheckFailed", "evalue": "wrong"}}
+    Policy.on_cell_error(cell=cell, execute_reply=reply)
+    assert [o.output_type for o in cell.outputs] == ["error"]
+    Policy.on_cell_error(cell=cell, execute_reply=reply)  # one error output is enough
+    assert len(cell.outputs) == 1
+
+
+def test_bwrap_command_isolates_the_kernel(tmp_path):
+    spec = {"bwrap": "/usr/bin/bwrap", "uid": 212345, "home": str(tmp_path),
+            "ro": ["/usr", str(REPO / "autograder")], "env": {"HOME": "/tmp"}}
+    argv = bwrap_argv(spec, f"{tmp_path}/ipc/kernel.json")
+    joined = " ".join(argv)
+    for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--clearenv"):
+        assert flag in argv
+    assert str(REPO / "solutions") not in joined and "/root " not in joined
+    assert f"--ro-bind {tmp_path}/work {tmp_path}/work" in joined
+    assert argv[-2:] == ["-f", f"{tmp_path}/ipc/kernel.json"]
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap not installed")
+def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
+    """A process started the way the kernel is (minus the kernel) sees only what it may."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "ipc").mkdir()
+    spec = {"bwrap": bwrap_path(), "uid": 212345, "home": str(tmp_path),
+            "ro": sandbox._readonly_paths(), "env": {"HOME": "/tmp"}}
+    argv = bwrap_argv(spec, "unused")
+    probe = (
+        "import os, socket\n"
+        f"print(os.path.exists({str(REPO / 'solutions')!r}), os.path.exists('/root/.bashrc'),\n"
+        f"      os.path.exists({str(REPO / 'autograder')!r}), os.getuid())\n"
+        "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+        "    print('net')\nexcept OSError:\n    print('no net')\n"
+    )
+    cmd = argv[: argv.index("ipykernel_launcher") - 2] + [sys.executable, "-c", probe]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    uid = 212345 if sandbox.os.geteuid() == 0 else sandbox.os.geteuid()
+    assert out.stdout.split() == ["False", "False", "True", str(uid), "no", "net"]
+
+
+def test_grading_refuses_without_bwrap_unless_unsandboxed(tmp_path, monkeypatch, capsys):
+    import autograder.grade as grade
+
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    (tmp_path / "subs").mkdir()
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"),
+                       "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to grade" in err and "--unsandboxed" in err
+    grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out2"), "--no-progress",
+                "--unsandboxed"])
+    assert "refusing" not in capsys.readouterr().err
