@@ -36,6 +36,19 @@ _FeedForward = transformer_ref.FeedForward
 _relu, _gelu, _silu, _sigmoid = F.relu, F.gelu, F.silu, torch.sigmoid
 
 
+class _Named:
+    """A callable with a short name in check messages (instead of a module's long repr)."""
+
+    def __init__(self, name: str, fn):
+        self._name, self._fn = name, fn
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return self._name
+
+
 def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0, shift: float = 0.0):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale + shift).to(dtype)
@@ -325,7 +338,8 @@ def _sublayers(seed, d, H, d_ff, norm_first, dtype=torch.float64, activation="re
     def attn(h):
         return blk.attn(h, is_causal=causal)
 
-    return layer, attn, blk.ffn, blk.norm1, blk.norm2
+    return (layer, _Named("attn", attn), _Named("ffn", blk.ffn), _Named("norm1", blk.norm1),
+            _Named("norm2", blk.norm2))
 
 
 def _block_cases(norm_first: bool):

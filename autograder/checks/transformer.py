@@ -1,0 +1,526 @@
+"""Checks for notebook 06 (the full Transformer), each with its catalogue of known mistakes.
+
+References: ``transformer_ref`` (sinusoidal table, multi-head attention, GPT with KV cache)
+and ``torch.nn.TransformerDecoderLayer`` for the decoder block; built here, at import.
+
+>>> check_sinusoidal_encoding(transformer_ref.sinusoidal_encoding)  # doctest: +ELLIPSIS
+✔ Exercise 2.1 `sinusoidal_encoding`: all ... cases match the reference.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+import transformer_ref
+from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
+
+__all__ = [
+    "check_equivariance_gap",
+    "check_sinusoidal_encoding",
+    "check_decoder_block",
+    "check_gpt_logits",
+    "check_incremental_logits",
+]
+
+_MHA = transformer_ref.MultiHeadAttention
+_DecoderBlock = transformer_ref.DecoderBlock
+_GPTConfig = transformer_ref.GPTConfig
+_sinusoidal = transformer_ref.sinusoidal_encoding
+
+
+class _Named:
+    """A callable with a short name in check messages (instead of a module's long repr)."""
+
+    def __init__(self, name: str, fn):
+        self._name, self._fn = name, fn
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+class _Model(transformer_ref.GPT):
+    """transformer_ref.GPT with a one-line repr for check messages."""
+
+    def __repr__(self) -> str:
+        c = self.config
+        return f"GPT(vocab_size={c.vocab_size}, n_layer={c.n_layer}, n_head={c.n_head}, " \
+               f"d_model={c.d_model}, block_size={c.block_size})"
+
+
+def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
+
+
+def _randomize(mod: nn.Module, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in mod.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5)
+
+
+# ====================================================================== Exercise 1.1
+def _gap(f, x, perm, *, inverse=False, axis=1, reduce="max"):
+    with torch.no_grad():
+        if axis == 1:
+            y_of_perm = f(x[:, perm])
+            out_perm = f(x)[:, torch.argsort(perm) if inverse else perm]
+        else:
+            y_of_perm = f(x[perm])
+            out_perm = f(x)[perm]
+        d = (y_of_perm - out_perm).abs()
+        return float(d.max() if reduce == "max" else d.mean())
+
+
+def _gap_functions():
+    torch.manual_seed(900)
+    mha = _MHA(8, 2).double()
+    _randomize(mha, 901)
+    mha.requires_grad_(False)
+    pe = _sinusoidal(16, 8).double()
+
+    def attention(x):
+        return mha(x)
+
+    def causal_attention(x):
+        return mha(x, is_causal=True)
+
+    def attention_with_positions(x):
+        return mha(x + pe[: x.shape[1]])
+
+    def scale_tokens(x):
+        return x * torch.arange(1, x.shape[1] + 1, dtype=x.dtype)[:, None]
+
+    return (_Named("self_attention", attention), _Named("causal_self_attention", causal_attention),
+            _Named("attention_on_x_plus_positions", attention_with_positions),
+            _Named("scale_token_t_by_t", scale_tokens))
+
+
+def _gap_cases():
+    fns = _gap_functions()
+    cases = []
+    specs = [
+        (fns[0], "self-attention, no positions", (2, 5, 8), False),
+        (fns[1], "causal self-attention", (2, 5, 8), False),
+        (fns[2], "self-attention on x + sinusoidal positions", (2, 6, 8), False),
+        (fns[3], "x_t scaled by t (a position-dependent map)", (1, 4, 8), True),
+        (fns[0], "self-attention, batch 1, 7 tokens", (1, 7, 8), True),
+    ]
+    for i, (f, what, shape, hidden) in enumerate(specs):
+        x = _t_rand(910 + i, *shape)
+        perm = torch.randperm(shape[1], generator=torch.Generator().manual_seed(920 + i))
+        if torch.equal(perm, torch.arange(shape[1])):
+            perm = perm.flip(0)
+        cases.append(Case(f"{what}, x {shape}, perm {perm.tolist()}", (f, x, perm),
+                          _gap(f, x, perm), kind="scalar", atol=1e-9, rtol=1e-6, hidden=hidden))
+    return tuple(cases)
+
+
+_GAP = Check(
+    key="transformer.equivariance_gap",
+    exercise="Exercise 1.1",
+    name="equivariance_gap",
+    cases=_gap_cases(),
+    mistakes=(
+        Mistake(
+            "permuted the output with the inverse permutation",
+            "Equivariance says f(x[:, perm]) == f(x)[:, perm]: index both with the same perm.",
+            lambda f, x, perm: _gap(f, x, perm, inverse=True),
+        ),
+        Mistake(
+            "returned the mean difference",
+            "Return the largest absolute difference, (a - b).abs().max(), as a float.",
+            lambda f, x, perm: _gap(f, x, perm, reduce="mean"),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "permuted the batch axis instead of the tokens",
+            "x is (B, T, d) and perm permutes the T tokens: index axis 1, x[:, perm] "
+            "(x[perm] indexes the batch).",
+            lambda e: "out of bounds for dimension 0" in str(e),
+        ),
+    ),
+)
+check_equivariance_gap = register(_GAP)
+
+
+# ====================================================================== Exercise 2.1
+def _sin_variant(max_len, d_model, base=10000.0, *, layout="interleaved", swap=False,
+                 exponent="2i", start=0, invert=False):
+    pos = torch.arange(start, start + max_len, dtype=torch.float64)[:, None]
+    i = torch.arange((d_model + 1) // 2, dtype=torch.float64)
+    two_i = {"2i": 2 * i, "i": i}[exponent] if exponent != "col" else None
+    if exponent == "col":
+        j = torch.arange(d_model, dtype=torch.float64)
+        freq = base ** (j / d_model)
+        angle = pos * freq if invert else pos / freq  # (T, d)
+        pe = torch.where(j.long() % 2 == 0, torch.sin(angle), torch.cos(angle))
+        return pe.to(torch.float32)
+    freq = base ** (two_i / d_model)
+    angle = pos * freq if invert else pos / freq  # (T, ceil(d/2))
+    s, c = torch.sin(angle), torch.cos(angle)
+    if swap:
+        s, c = c, s
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    if layout == "interleaved":
+        pe[:, 0::2] = s
+        pe[:, 1::2] = c[:, : d_model // 2]
+    else:  # [sin | cos] halves
+        h = (d_model + 1) // 2
+        pe[:, :h] = s
+        pe[:, h:] = c[:, : d_model - h]
+    return pe.to(torch.float32)
+
+
+def _sv(**kw):
+    return lambda max_len, d_model: _sin_variant(max_len, d_model, **kw)
+
+
+def _sin_cases():
+    out = []
+    for (T, d, hidden) in [(6, 8, False), (50, 16, False), (10, 64, False), (1, 4, True),
+                           (128, 32, True), (7, 2, True)]:
+        out.append(Case(f"max_len={T}, d_model={d}", (T, d),
+                        _sinusoidal(T, d).to(torch.float32), hidden=hidden))
+    return tuple(out)
+
+
+_SIN = Check(
+    key="transformer.sinusoidal_encoding",
+    exercise="Exercise 2.1",
+    name="sinusoidal_encoding",
+    cases=_sin_cases(),
+    mistakes=(
+        Mistake(
+            "sin and cos concatenated instead of interleaved",
+            "PE[pos, 2i] = sin(...) and PE[pos, 2i+1] = cos(...): even columns sin, odd columns "
+            "cos (pe[:, 0::2] and pe[:, 1::2]), not all sines then all cosines.",
+            _sv(layout="halves"),
+        ),
+        Mistake(
+            "sin and cos swapped",
+            "Even columns (2i) hold the sine, odd columns (2i+1) the cosine.",
+            _sv(swap=True),
+        ),
+        Mistake(
+            "frequency exponent i / d_model instead of 2i / d_model",
+            "Pair i (columns 2i and 2i+1) uses the wavelength 10000^(2i/d_model): with "
+            "torch.arange(0, d_model, 2) as 2i, divide it by d_model, do not halve it again.",
+            _sv(exponent="i"),
+        ),
+        Mistake(
+            "frequency exponent from the column index (odd columns off)",
+            "Both columns of a pair share one frequency: column 2i+1 uses 10000^(2i/d_model), "
+            "not 10000^((2i+1)/d_model).",
+            _sv(exponent="col"),
+        ),
+        Mistake(
+            "multiplied by 10000^(2i/d) instead of dividing",
+            "The angle is pos / 10000^(2i/d_model): wavelengths grow from 2π to 10000·2π.",
+            _sv(invert=True),
+        ),
+        Mistake(
+            "positions start at 1",
+            "Row pos is position pos, starting at 0: PE[0] = [0, 1, 0, 1, ...].",
+            _sv(start=1),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "shape mismatch when filling the even/odd columns",
+            "pe[:, 0::2] has ceil(d/2) columns and pe[:, 1::2] floor(d/2): compute the angles "
+            "for 2i in torch.arange(0, d_model, 2), shape (max_len, d_model // 2) for even d.",
+            lambda e: any(t in str(e) for t in ("shape mismatch", "must match the size",
+                                                "must match the existing size")),
+        ),
+    ),
+)
+check_sinusoidal_encoding = register(_SIN)
+
+
+# ====================================================================== Exercise 3.1
+def _dec_parts(seed, d, H, f, dtype):
+    torch.manual_seed(seed)
+    layer = nn.TransformerDecoderLayer(d, H, f, dropout=0.0, batch_first=True,
+                                       norm_first=True).to(dtype)
+    _randomize(layer, seed)
+    layer.train()
+    blk = _DecoderBlock(d, H, f, norm_first=True).to(dtype)
+    blk.load_from_torch(layer)
+    blk.requires_grad_(False)
+
+    def self_attn(h, mask=None):
+        return blk.self_attn(h, mask=mask)
+
+    def cross_attn(h, context):
+        return blk.cross_attn(h, context=context)
+
+    return layer, (_Named("self_attn", self_attn), _Named("cross_attn", cross_attn),
+                   _Named("ffn", blk.ffn), _Named("norm1", blk.norm1),
+                   _Named("norm2", blk.norm2), _Named("norm3", blk.norm3))
+
+
+def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", order="sa",
+         norm_memory=False):
+    T = x.shape[1]
+    keep = torch.ones(T, T, dtype=torch.bool)
+    mask = {"tril": keep.tril(), "none": None, "triu": keep.triu()}[causal]
+
+    def self_part(h):
+        return h + sa(n1(h), mask=mask)
+
+    def cross_part(h):
+        q = n2(h)
+        ctx = {"memory": memory, "decoder": q}[kv]
+        return h + ca(q, n2(ctx) if norm_memory else ctx)
+
+    if order == "sa":
+        x = cross_part(self_part(x))
+    else:
+        x = self_part(cross_part(x))
+    return x + ffn(n3(x))
+
+
+def _dv(**kw):
+    return lambda x, memory, sa, ca, ffn, n1, n2, n3: _dec(x, memory, sa, ca, ffn, n1, n2, n3,
+                                                          **kw)
+
+
+def _dec_cases():
+    out = []
+    for i, (B, T, S, d, H, f, dt, hidden) in enumerate([
+        (2, 5, 6, 8, 2, 32, torch.float64, False),
+        (3, 4, 3, 16, 4, 64, torch.float32, False),
+        (1, 1, 4, 8, 2, 16, torch.float64, True),
+        (2, 7, 7, 12, 3, 48, torch.float64, True),
+    ]):
+        seed = 1000 + 10 * i
+        layer, parts = _dec_parts(seed, d, H, f, dt)
+        x, mem = _t_rand(seed + 1, B, T, d, dtype=dt), _t_rand(seed + 2, B, S, d, dtype=dt)
+        with torch.no_grad():
+            m = nn.Transformer.generate_square_subsequent_mask(T, dtype=dt)
+            expected = layer(x, mem, tgt_mask=m, tgt_is_causal=True)
+        out.append(Case(f"x ({B}, {T}, {d}), memory ({B}, {S}, {d}), {H} heads, {str(dt)[6:]}",
+                        (x, mem, *parts), expected, hidden=hidden))
+    return tuple(out)
+
+
+_DEC = Check(
+    key="transformer.decoder_block",
+    exercise="Exercise 3.1",
+    name="decoder_block",
+    cases=_dec_cases(),
+    mistakes=(
+        Mistake(
+            "decoder self-attention not causal",
+            "Masked self-attention: position t may only attend to positions <= t. Pass "
+            "mask=torch.ones(T, T, dtype=torch.bool).tril() (True = may attend).",
+            _dv(causal="none"),
+        ),
+        Mistake(
+            "causal mask upside down (future allowed, past hidden)",
+            "The allowed keys of query t are j <= t: the lower triangle, .tril(), not .triu().",
+            _dv(causal="triu"),
+        ),
+        Mistake(
+            "cross-attention keys taken from the decoder",
+            "In cross-attention the queries come from the decoder and the keys and values from "
+            "the encoder output (memory): cross_attn(norm2(x), memory) (seed 003: the decoder "
+            "'uses the encoder's output as the key-value pairs').",
+            _dv(kv="decoder"),
+        ),
+        Mistake(
+            "memory normalised with the decoder's norm2",
+            "norm2 belongs to the decoder stream; pass the encoder output to cross-attention as "
+            "it is (the encoder has its own final norm).",
+            _dv(norm_memory=True),
+        ),
+        Mistake(
+            "cross-attention before self-attention",
+            "Seed 003's order: masked self-attention, then cross-attention, then the FFN.",
+            _dv(order="ca"),
+        ),
+    ),
+    forbidden=("_transformer_decoder_layer_fwd", "multi_head_attention_forward"),
+    forbidden_hint="Combine the sublayers you are given.",
+)
+check_decoder_block = register(_DEC)
+
+
+# ====================================================================== Exercises 4.1, 5.1
+def _gpt(seed, V=13, T=12, L=2, H=2, d=16):
+    torch.manual_seed(seed)
+    m = _Model(_GPTConfig(vocab_size=V, block_size=T, n_layer=L, n_head=H, d_model=d,
+                        pos="learned")).double()
+    _randomize(m, seed)  # every parameter (position table, norms) matters
+    m.eval().requires_grad_(False)
+    return m
+
+
+def _ref_logits(idx, model, start=0, cache=None, *, pos="right", causal=True, final_norm=True,
+                pos_after_first=False):
+    B, T = idx.shape
+    positions = {"right": torch.arange(start, start + T), "plus1": torch.arange(start + 1,
+                 start + 1 + T), "zero": torch.arange(T), "ids": None, "none": None}[pos]
+    x = model.wte(idx)
+    add = None if pos == "none" else (model.wpe(idx) if pos == "ids" else model.wpe(positions))
+    if add is not None and not pos_after_first:
+        x = x + add
+    for i, blk in enumerate(model.blocks):
+        x = blk(x, is_causal=causal, cache=None if cache is None else cache[i])
+        if i == 0 and pos_after_first and add is not None:
+            x = x + add
+    if final_norm:
+        x = model.ln_f(x)
+    return model.lm_head(x)
+
+
+def _gv(**kw):
+    return lambda idx, model, start=0, cache=None: _ref_logits(idx, model, start, cache, **kw)
+
+
+def _gpt_case(label, seed, B, T_prefix, T_new, hidden, **gpt_kw):
+    model = _gpt(seed, **gpt_kw)
+    V = model.config.vocab_size
+    full = torch.randint(0, V, (B, T_prefix + T_new), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        expected = model(full)[:, T_prefix:]
+    if T_prefix == 0:
+        return Case(label, (full, model), expected, hidden=hidden)
+
+    def make():  # a fresh cache already holding the prefix
+        cache = model.init_cache(B)
+        with torch.no_grad():
+            model(full[:, :T_prefix], cache=cache)
+        return (full[:, T_prefix:], model, T_prefix, cache)
+
+    new, _, _, cache = make()
+    return Case(label, (new, model, T_prefix, cache), expected, call=make, hidden=hidden)
+
+
+def _gpt_cases():
+    return (
+        _gpt_case("idx (2, 6), 2 layers, no cache", 1100, 2, 0, 6, False),
+        _gpt_case("idx (3, 12) (= block_size), no cache", 1110, 3, 0, 12, False),
+        _gpt_case("3 new tokens after a cached prefix of 5 (start=5)", 1120, 2, 5, 3, False),
+        _gpt_case("1 new token after a cached prefix of 8 (start=8)", 1130, 1, 8, 1, False),
+        _gpt_case("one token, no cache", 1140, 1, 0, 1, True),
+        _gpt_case("1 layer, 4 heads, 2 new tokens after 9 cached", 1150, 2, 9, 2, True, L=1,
+                  H=4),
+    )
+
+
+_GPT_CHECK = Check(
+    key="transformer.gpt_logits",
+    exercise="Exercise 4.1",
+    name="gpt_logits",
+    cases=_gpt_cases(),
+    mistakes=(
+        Mistake(
+            "positions added after the first block",
+            "Add the position embeddings to the token embeddings *before* the first block: "
+            "x = wte(idx) + wpe(positions). Every block, the first included, needs to know "
+            "where each token is.",
+            _gv(pos_after_first=True),
+        ),
+        Mistake(
+            "no position embeddings",
+            "Without positions attention is permutation-equivariant (section 1): "
+            "x = model.wte(idx) + model.wpe(positions).",
+            _gv(pos="none"),
+        ),
+        Mistake(
+            "position embeddings looked up with the token ids",
+            "model.wpe is indexed by *positions* torch.arange(start, start + T), not by idx.",
+            _gv(pos="ids"),
+        ),
+        Mistake(
+            "KV cache positions off by one (start + 1)",
+            "The new tokens sit at positions start, start + 1, ..., start + T - 1 "
+            "(start = number of tokens already in the cache): torch.arange(start, start + T).",
+            _gv(pos="plus1"),
+        ),
+        Mistake(
+            "positions restart at 0 with a KV cache",
+            "With a cache the new tokens come after `start` cached ones: "
+            "torch.arange(start, start + T), not torch.arange(T).",
+            _gv(pos="zero"),
+        ),
+        Mistake(
+            "blocks called without is_causal=True (decoder self-attention not causal)",
+            "A GPT block must not let position t see later tokens: blk(x, is_causal=True, ...).",
+            _gv(causal=False),
+        ),
+        Mistake(
+            "final LayerNorm missing",
+            "A pre-LN stack ends with model.ln_f before the LM head.",
+            _gv(final_norm=False),
+        ),
+    ),
+    forbidden=("scaled_dot_product_attention",),
+    forbidden_hint="Use the model's parts; its blocks compute attention themselves.",
+)
+check_gpt_logits = register(_GPT_CHECK)
+
+
+def _ref_incremental(model, idx, *, start_shift=0, cache_on=True, prefix=False, last=False):
+    B, T = idx.shape
+    cache = model.init_cache(B)
+    outs = []
+    for t in range(T):
+        if prefix:
+            tok, s = idx[:, : t + 1], 0
+        else:
+            tok, s = idx[:, t : t + 1], t + start_shift
+        y = _ref_logits(tok, model, s, cache if cache_on else None, pos="right")
+        outs.append(y[:, -1:])
+    return outs[-1] if last else torch.cat(outs, dim=1)
+
+
+def _inc_cases():
+    out = []
+    for i, (B, T, hidden, kw) in enumerate([(2, 6, False, {}), (1, 12, False, {}),
+                                            (3, 1, True, {}), (2, 7, True, {"L": 1, "H": 4})]):
+        model = _gpt(1200 + 10 * i, **kw)
+        idx = torch.randint(0, model.config.vocab_size, (B, T),
+                            generator=torch.Generator().manual_seed(1201 + 10 * i))
+        with torch.no_grad():
+            expected = model(idx)
+        out.append(Case(f"idx ({B}, {T})", (model, idx), expected, hidden=hidden))
+    return tuple(out)
+
+
+_INC = Check(
+    key="transformer.incremental_logits",
+    exercise="Exercise 5.1",
+    name="incremental_logits",
+    cases=_inc_cases(),
+    mistakes=(
+        Mistake(
+            "KV cache positions off by one",
+            "Token t is at position t; before it the cache holds t tokens: "
+            "gpt_logits(idx[:, t:t+1], model, start=t, cache=cache).",
+            lambda model, idx: _ref_incremental(model, idx, start_shift=1),
+        ),
+        Mistake(
+            "no cache passed (each token sees only itself)",
+            "Make one cache with model.init_cache(B) before the loop and pass it at every step: "
+            "it accumulates the keys and values of all earlier tokens.",
+            lambda model, idx: _ref_incremental(model, idx, cache_on=False),
+        ),
+        Mistake(
+            "the whole prefix fed again with the cache",
+            "With a cache, feed only the new token idx[:, t:t+1] at position t: the earlier "
+            "ones are already in the cache (feeding them again appends them twice).",
+            lambda model, idx: _ref_incremental(model, idx, prefix=True),
+        ),
+    ),
+    forbidden=("scaled_dot_product_attention",),
+    forbidden_hint="Use your gpt_logits.",
+)
+check_incremental_logits = register(_INC)

@@ -1,0 +1,265 @@
+"""Notebook 06's checks: right answers pass, and every catalogued mistake is named.
+
+The wrong implementations are written here the way a student would write them, independently
+of the catalogue in ``autograder/checks/transformer.py``.
+"""
+
+import math
+
+import pytest
+import torch
+
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import transformer as TR
+
+CHECKS = {
+    "transformer.equivariance_gap": TR._GAP,
+    "transformer.sinusoidal_encoding": TR._SIN,
+    "transformer.decoder_block": TR._DEC,
+    "transformer.gpt_logits": TR._GPT_CHECK,
+    "transformer.incremental_logits": TR._INC,
+}
+
+
+# ---------------------------------------------------------------- right answers
+def good_gap(f, x, perm):
+    with torch.no_grad():
+        return float(torch.max(torch.abs(f(x.index_select(1, perm)) - f(x).index_select(1, perm))))
+
+
+def good_sin(max_len, d_model):
+    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    for p in range(max_len):
+        for i in range(0, d_model, 2):
+            a = p / 10000 ** (i / d_model)
+            pe[p, i] = math.sin(a)
+            if i + 1 < d_model:
+                pe[p, i + 1] = math.cos(a)
+    return pe.float()
+
+
+def good_dec(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
+    T = x.size(1)
+    h = x + self_attn(norm1(x), mask=~torch.ones(T, T, dtype=torch.bool).triu(1))
+    h = h + cross_attn(norm2(h), context=memory)
+    return h + ffn(norm3(h))
+
+
+def good_gpt(idx, model, start=0, cache=None):
+    pos = torch.arange(idx.shape[1]) + start
+    h = model.wte(idx) + model.wpe(pos)[None]
+    for i in range(len(model.blocks)):
+        h = model.blocks[i](h, is_causal=True, cache=cache[i] if cache is not None else None)
+    return model.lm_head(model.ln_f(h))
+
+
+def make_incremental(gpt, shift=0, use_cache=True, prefix=False):
+    def f(model, idx):
+        B, T = idx.shape
+        cache = model.init_cache(B)
+        out = []
+        for t in range(T):
+            if prefix:
+                out.append(gpt(idx[:, : t + 1], model, 0, cache)[:, -1:])
+            else:
+                out.append(gpt(idx[:, t : t + 1], model, t + shift, cache if use_cache else None))
+        return torch.cat(out, 1)
+
+    return f
+
+
+GOOD = {
+    "transformer.equivariance_gap": good_gap,
+    "transformer.sinusoidal_encoding": good_sin,
+    "transformer.decoder_block": good_dec,
+    "transformer.gpt_logits": good_gpt,
+    "transformer.incremental_logits": make_incremental(good_gpt),
+}
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_right_answers_pass_visible_and_hidden(key, capsys):
+    hidden_check(key, GOOD[key])
+    getattr(TR, f"check_{CHECKS[key].name}")(GOOD[key])
+    assert capsys.readouterr().out.count("✔") == 2
+
+
+def test_every_check_has_visible_and_hidden_cases():
+    for key, check in CHECKS.items():
+        assert check.key == key
+        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+
+
+def test_not_implemented_yet():
+    def stub(*a, **k):
+        raise NotImplementedError()
+
+    for key in CHECKS:
+        with pytest.raises(NotImplementedYet, match="is not implemented yet"):
+            hidden_check(key, stub)
+
+
+# ---------------------------------------------------------------- students' wrong answers
+def gap(kind):
+    def f(fn, x, perm):
+        if kind == "inverse":
+            inv = torch.empty_like(perm)
+            inv[perm] = torch.arange(len(perm))
+            return (fn(x[:, perm]) - fn(x)[:, inv]).abs().max().item()
+        if kind == "batch":
+            return (fn(x[perm]) - fn(x)[perm]).abs().max().item()
+        return (fn(x[:, perm]) - fn(x)[:, perm]).abs().mean().item()
+
+    return f
+
+
+def sin(kind):
+    def f(max_len, d_model):
+        pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+        start = 1 if kind == "from1" else 0
+        pos = pos + start
+        if kind == "col":
+            j = torch.arange(d_model, dtype=torch.float64)
+            ang = pos / 10000 ** (j / d_model)
+            pe = torch.sin(ang)
+            pe[:, 1::2] = torch.cos(ang[:, 1::2])
+            return pe.float()
+        k = torch.arange(0, d_model, 2, dtype=torch.float64)
+        if kind == "i":
+            k = k / 2
+        div = 10000 ** (k / d_model)
+        ang = pos * div if kind == "times" else pos / div
+        s, c = torch.sin(ang), torch.cos(ang)
+        if kind == "swap":
+            s, c = c, s
+        if kind == "concat":
+            return torch.cat([s, c], dim=1).float()
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        pe[:, 0::2], pe[:, 1::2] = s, c
+        return pe.float()
+
+    return f
+
+
+def sin_bad_shapes(max_len, d_model):
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    ang = pos / 10000 ** (torch.arange(d_model, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(ang)
+    pe[:, 1::2] = torch.cos(ang)
+    return pe
+
+
+def dec(kind):
+    def f(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
+        T = x.shape[1]
+        ones = torch.ones(T, T, dtype=torch.bool)
+        mask = {"nomask": None, "triu": ones.triu()}.get(kind, ones.tril())
+        if kind == "ca_first":
+            x = x + cross_attn(norm2(x), memory)
+            x = x + self_attn(norm1(x), mask=mask)
+            return x + ffn(norm3(x))
+        x = x + self_attn(norm1(x), mask=mask)
+        h = norm2(x)
+        if kind == "kv_decoder":
+            x = x + cross_attn(h, h)
+        elif kind == "norm_memory":
+            x = x + cross_attn(h, norm2(memory))
+        else:
+            x = x + cross_attn(h, memory)
+        return x + ffn(norm3(x))
+
+    return f
+
+
+def gpt(kind):
+    def f(idx, model, start=0, cache=None):
+        T = idx.shape[1]
+        pos = {"plus1": torch.arange(1, T + 1) + start, "zero": torch.arange(T)}.get(
+            kind, torch.arange(start, start + T))
+        x = model.wte(idx)
+        if kind == "ids":
+            x = x + model.wpe(idx)
+        elif kind not in ("after_first", "nopos"):
+            x = x + model.wpe(pos)
+        for i, blk in enumerate(model.blocks):
+            x = blk(x, is_causal=kind != "noncausal", cache=None if cache is None else cache[i])
+            if kind == "after_first" and i == 0:
+                x = x + model.wpe(pos)
+        return model.lm_head(x if kind == "no_lnf" else model.ln_f(x))
+
+    return f
+
+
+# (check key, wrong implementation, catalogue name expected in the message, graded path only)
+WRONG = [
+    ("transformer.equivariance_gap", gap("inverse"),
+     "permuted the output with the inverse permutation", False),
+    ("transformer.equivariance_gap", gap("batch"), "permuted the batch axis instead of the tokens",
+     False),
+    ("transformer.equivariance_gap", gap("mean"), "returned the mean difference", False),
+    ("transformer.sinusoidal_encoding", sin("concat"),
+     "sin and cos concatenated instead of interleaved", False),
+    ("transformer.sinusoidal_encoding", sin("swap"), "sin and cos swapped", False),
+    ("transformer.sinusoidal_encoding", sin("i"),
+     "frequency exponent i / d_model instead of 2i / d_model", False),
+    ("transformer.sinusoidal_encoding", sin("col"),
+     "frequency exponent from the column index (odd columns off)", False),
+    ("transformer.sinusoidal_encoding", sin("times"),
+     "multiplied by 10000^(2i/d) instead of dividing", False),
+    ("transformer.sinusoidal_encoding", sin("from1"), "positions start at 1", False),
+    ("transformer.sinusoidal_encoding", sin_bad_shapes,
+     "shape mismatch when filling the even/odd columns", False),
+    ("transformer.decoder_block", dec("nomask"), "decoder self-attention not causal", False),
+    ("transformer.decoder_block", dec("triu"),
+     "causal mask upside down (future allowed, past hidden)", False),
+    ("transformer.decoder_block", dec("kv_decoder"), "cross-attention keys taken from the decoder",
+     False),
+    ("transformer.decoder_block", dec("norm_memory"), "memory normalised with the decoder's norm2",
+     False),
+    ("transformer.decoder_block", dec("ca_first"), "cross-attention before self-attention", False),
+    ("transformer.gpt_logits", gpt("after_first"), "positions added after the first block", False),
+    ("transformer.gpt_logits", gpt("nopos"), "no position embeddings", False),
+    ("transformer.gpt_logits", gpt("ids"), "position embeddings looked up with the token ids",
+     False),
+    ("transformer.gpt_logits", gpt("plus1"), "KV cache positions off by one (start + 1)", False),
+    ("transformer.gpt_logits", gpt("zero"), "positions restart at 0 with a KV cache", False),
+    ("transformer.gpt_logits", gpt("noncausal"),
+     "blocks called without is_causal=True (decoder self-attention not causal)", False),
+    ("transformer.gpt_logits", gpt("no_lnf"), "final LayerNorm missing", False),
+    ("transformer.incremental_logits", make_incremental(good_gpt, shift=1),
+     "KV cache positions off by one", False),
+    ("transformer.incremental_logits", make_incremental(good_gpt, use_cache=False),
+     "no cache passed (each token sees only itself)", False),
+    ("transformer.incremental_logits", make_incremental(good_gpt, prefix=True),
+     "the whole prefix fed again with the cache", False),
+]
+
+
+@pytest.mark.parametrize(
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][12:]}: {w[2]}" for w in WRONG]
+)
+def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
+    check = CHECKS[key]
+    public = getattr(TR, f"check_{check.name}")
+    paths = [lambda f: hidden_check(key, f)] + ([] if graded_only else [public])
+    for run in paths:
+        with pytest.raises(CheckFailed) as info:
+            run(wrong)
+        msg = str(info.value)
+        assert not isinstance(info.value, NotImplementedYet)
+        assert f"Likely mistake: {name}." in msg, msg
+        assert msg.startswith(check.exercise)
+
+
+def test_every_catalogued_mistake_is_tested():
+    tested = {(key, name) for key, _, name, _ in WRONG}
+    for key, check in CHECKS.items():
+        for entry in (*check.mistakes, *check.error_hints):
+            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+
+
+def test_incremental_logits_with_a_wrong_gpt_is_caught_too():
+    # a KV-cache position bug inside gpt_logits shows up in Exercise 5.1 as well
+    with pytest.raises(CheckFailed, match="KV cache positions off by one"):
+        TR.check_incremental_logits(make_incremental(gpt("plus1")))

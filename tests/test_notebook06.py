@@ -1,0 +1,63 @@
+"""Notebook 06 (the full Transformer) through the real grading path, once per session.
+
+Solution, release and one catalogued mistake are graded in one ``course-grade`` run (see
+``test_notebook04.graded_chapter``); the committed release must equal a fresh generation.
+The solution's graded run includes the reversal training cell (section 5), which must reach
+99% exact match.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from test_notebook04 import SOURCE, check_chapter, graded_chapter
+
+from autograder import release
+
+ASSIGNMENT = "06_transformer"
+# the KV cache mistake: token t fed at position t + 1
+MISTAKE = (
+    "ex5_1_solution",
+    "start=t, cache=cache)",
+    "start=t + 1, cache=cache)",
+    "ex5_1_incremental_logits",
+    "KV cache positions off by one",
+)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return graded_chapter(tmp_path_factory, ASSIGNMENT, MISTAKE)
+
+
+def test_grading_path_proofs(graded):
+    check_chapter(graded, MISTAKE)
+
+
+def test_training_cell_reaches_99_percent_in_the_graded_solution(graded):
+    cells = [c for c in graded["autograded"]["solution"].cells
+             if c.cell_type == "code" and "reversal_batch(128)" in c.source]
+    assert len(cells) == 1
+    text = "".join(o.get("text", "") for o in cells[0].outputs)
+    last = [ln for ln in text.splitlines() if "exact match" in ln][-1]
+    assert float(last.rsplit(" ", 1)[1].rstrip("%")) >= 99.0, text
+    assert "trained in" in text
+
+
+def test_committed_release_is_a_fresh_generation():
+    assert release.differences([ASSIGNMENT]) == []
+
+
+def test_points_and_hidden_keys_in_the_source():
+    from autograder.checks import transformer
+    from autograder.checks._core import registered
+
+    nb = nbformat.read(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    points = [c.metadata.nbgrader["points"] for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade")]
+    assert f"Points: {sum(points):g} in total" in nb.cells[0].source
+    text = "\n".join(c.source for c in nb.cells)
+    keys = [k for k in registered() if k.startswith("transformer.")]
+    assert len(keys) == len(transformer.__all__)
+    for k in keys:
+        assert f'_hidden_check("{k}"' in text, k
