@@ -66,17 +66,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_runner(student: str, unsandboxed: bool = False):
+UNSANDBOXED = False  # set from --unsandboxed by main()
+
+
+def make_runner(student: str):
     """The runner that executes one student's grading (the plug-in point for a sandbox).
 
     Anything with :meth:`autograder.grading.runner.LocalRunner.run`'s signature works. The
     default runs nbgrader with rlimits, a wall-time limit and a process-tree kill, and the
-    student's kernel inside bubblewrap (``grading/sandbox.py``); ``unsandboxed``: the kernel
-    runs as this user. Both install the source policy hooks. Raises where bwrap is unusable.
+    student's kernel inside bubblewrap (``grading/sandbox.py``); with ``--unsandboxed``
+    (:data:`UNSANDBOXED`) the kernel runs as this user. Both install the source
+    policy hooks. Raises ``RuntimeError`` where bwrap is missing or unusable.
     """
     from .grading import sandbox
 
-    if unsandboxed:
+    if UNSANDBOXED:
         return sandbox.UnsandboxedRunner()
     bwrap = sandbox.bwrap_path()
     if bwrap is None:
@@ -121,8 +125,10 @@ def _main(args) -> int:
     if not args.submissions.is_dir():
         print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
         return 2
+    global UNSANDBOXED
+    UNSANDBOXED = args.unsandboxed
     try:
-        make_runner("", args.unsandboxed)
+        make_runner("")
     except RuntimeError as e:
         print(f"course-grade: refusing to grade: {e}. Install it (apt-get install bubblewrap) "
               "or pass --unsandboxed to run students' code without a sandbox.", file=sys.stderr)
@@ -167,7 +173,7 @@ def _main(args) -> int:
     try:
         futures = [
             pool.submit(grade_student, s, info, template, work, out, opts, prints[s.student],
-                        make_runner(s.student, args.unsandboxed))
+                        make_runner(s.student))
             for s in todo
         ]
         for fut in as_completed(futures):
@@ -196,7 +202,7 @@ def _main(args) -> int:
         1 for sid in students for row in results.get(sid, {}).get("rows", [])
         if row["status"].startswith("not graded")
     )
-    runner = make_runner("", args.unsandboxed).name
+    runner = make_runner("").name
     print(
         f"course-grade: {len(students)} students, {len(todo)} graded now in "
         f"{time.monotonic() - t0:.1f}s ({workers} workers, runner: {runner}); "
