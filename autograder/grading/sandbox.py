@@ -293,8 +293,11 @@ def _nbg(cell) -> dict:
 class Policy:
     """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process)."""
 
-    def __init__(self, trusted_sources: list[str]):
+    def __init__(self, trusted_sources: list[str], trusted_ids=()):
         self.trusted = set(trusted_sources)
+        # locked and test cells nbgrader's OverwriteCells has just restored from the
+        # gradebook (their source is the instructor's, whatever the submission had)
+        self.trusted_ids = set(trusted_ids)
         self.protected = module_names(trusted_sources) | {
             n for src in trusted_sources for n in _defined_names(src)
         }
@@ -302,6 +305,10 @@ class Policy:
     def on_notebook_start(self, notebook, **_):
         for cell in notebook.cells:
             if cell.get("cell_type") != "code" or cell.source in self.trusted:
+                continue
+            meta = _nbg(cell)
+            if (meta.get("grade_id") in self.trusted_ids and not meta.get("solution")
+                    and (meta.get("grade") or meta.get("locked"))):
                 continue
             problem = policy_problem(cell.source, self.protected)
             if problem:
@@ -339,11 +346,12 @@ def _defined_names(source: str) -> set[str]:
 
 
 def load_policy(path: str) -> Policy:
-    return Policy(json.loads(Path(path).read_text()))
+    cells = json.loads(Path(path).read_text())
+    return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells])
 
 
-def trusted_sources(course_root: Path) -> list[str]:
-    """Sources of the locked and test cells of the course folder's source notebooks."""
+def trusted_cells(course_root: Path) -> list[dict]:
+    """{grade_id, source} of the locked and test cells of the course's source notebooks."""
     import nbformat
 
     out = []
@@ -352,16 +360,45 @@ def trusted_sources(course_root: Path) -> list[str]:
             meta = _nbg(cell)
             if cell.cell_type == "code" and (meta.get("grade") or meta.get("locked")) \
                     and not meta.get("solution"):
-                out.append(cell.source)
+                out.append({"grade_id": meta.get("grade_id"), "source": cell.source})
     return out
 
 
 # ---------------------------------------------------------------- runners
+def dedupe_grade_ids(course_root: Path) -> None:
+    """Strip nbgrader metadata from submitted cells that repeat an earlier cell's grade id.
+
+    nbgrader 0.9.6's ``DeduplicateIds`` leaves such a cell half-marked, and
+    ``OverwriteCells.add_missing_grade_cells`` then fails on it (``KeyError: 'grade_id'``),
+    so a student could make a notebook ungradeable by copying a test cell. The first cell
+    with an id keeps it (nbgrader restores its source); the copies become ordinary cells.
+    """
+    for path in sorted((course_root / "submitted").rglob("*.ipynb")):
+        try:
+            nb = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # not graded anyway (precheck)
+        seen, changed = set(), False
+        for cell in nb.get("cells", []):
+            meta = cell.get("metadata", {})
+            nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+            if not isinstance(nbg, dict):
+                continue
+            gid = nbg.get("grade_id")
+            if gid is None or gid in seen:
+                del meta["nbgrader"]
+                changed = True
+            else:
+                seen.add(gid)
+        if changed:
+            path.write_text(json.dumps(nb, indent=1))
+
+
 def _write_hook_config(cwd: Path, extra: list[str]) -> dict[str, str]:
     """A Jupyter config folder whose nbgrader_config.py installs the policy hooks (+ extra)."""
     conf = cwd / ".grader"
     conf.mkdir(exist_ok=True)
-    (conf / "trusted.json").write_text(json.dumps(trusted_sources(cwd)))
+    (conf / "trusted.json").write_text(json.dumps(trusted_cells(cwd)))
     lines = [
         "c = get_config()  # noqa: F821",
         "from autograder.grading.sandbox import load_policy as _load_policy",
@@ -387,6 +424,7 @@ class UnsandboxedRunner(_local_runner()):
 
     def run(self, argv, cwd, *, timeout, memory_mb, log_path, env=None):
         env = dict(os.environ if env is None else env)
+        dedupe_grade_ids(Path(cwd))
         env.update(_write_hook_config(Path(cwd), []))
         return super().run(argv, cwd, timeout=timeout, memory_mb=memory_mb,
                            log_path=log_path, env=env)
@@ -406,6 +444,7 @@ class BwrapRunner(_local_runner()):
 
         cwd = Path(cwd)
         env = dict(os.environ if env is None else env)
+        dedupe_grade_ids(cwd)
         # short path: ZeroMQ ipc sockets are Unix sockets (paths < 108 bytes)
         home = Path(tempfile.mkdtemp(prefix="cg-"))
         try:
