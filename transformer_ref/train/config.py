@@ -3,7 +3,9 @@
 Presets are named sets of overrides for the runs the course records (see ``PRESETS``):
 
 - ``cpu_smoke``: a few seconds on a laptop CPU; the loss must clearly fall (CI runs it).
-- ``cpu_char``: character-level Shakespeare on a 2-core CPU, about ten minutes.
+- ``cpu_char``: character-level Shakespeare on a 2-core CPU, about ten minutes. Recorded
+  (``--threads 1``): validation loss 1.585 (2.29 bits per byte) after 3000 steps, 9.3 minutes
+  of CPU time on one core (the wall time was longer: the machine was shared).
 - ``gpu_char``: character-level Shakespeare on one H100-class GPU, bf16 + compile + SDPA.
 """
 
