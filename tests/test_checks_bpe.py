@@ -10,12 +10,16 @@ import re
 from collections import Counter, defaultdict
 
 import pytest
+import regex
 import tiktoken
 
 from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
 from autograder.checks import bpe as B
 from autograder.checks._core import _compare_exact
-from transformer_ref.bpe import GPT2_PATTERN, pretokenize, train_bpe_naive
+from transformer_ref.bpe import GPT2_PATTERN, train_bpe_naive
+
+# as in the notebook: the checks switch transformer_ref off, so not its pretokenize()
+pretokenize = regex.compile(GPT2_PATTERN).findall
 
 EOW = B.EOW
 
@@ -425,10 +429,51 @@ def test_every_catalogued_mistake_is_tested():
 # ---------------------------------------------------------------- the challenge's speed stage
 
 
-def test_challenge_passes_with_an_incremental_trainer_and_prints_the_speed_up(capsys):
-    from transformer_ref.bpe import train_bpe
+def incremental_trainer(text, vocab_size, special_tokens=()):
+    """A student's incremental trainer: pair counts + pair -> words index, max per merge."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    for t in special_tokens:
+        vocab[len(vocab)] = t.encode()
+    segs = [text]
+    if special_tokens:
+        segs = re.split("|".join(map(re.escape, sorted(special_tokens, key=len)[::-1])), text)
+    counts = Counter(p for seg in segs for p in pretokenize(seg))
+    words = [tuple(p.encode()) for p in counts]
+    freq = list(counts.values())
+    pc, where = defaultdict(int), defaultdict(set)
+    for i, w in enumerate(words):
+        for p in zip(w, w[1:]):
+            pc[p] += freq[i]
+            where[p].add(i)
+    merges = []
+    while len(vocab) < vocab_size and pc:
+        a, b = max(pc, key=lambda p: (pc[p], vocab[p[0]], vocab[p[1]]))
+        new = len(vocab)
+        vocab[new] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+        for i in where.pop((a, b)):
+            old = words[i]
+            out, j = [], 0
+            while j < len(old):
+                if j + 1 < len(old) and old[j] == a and old[j + 1] == b:
+                    out.append(new)
+                    j += 2
+                else:
+                    out.append(old[j])
+                    j += 1
+            words[i] = tuple(out)
+            for p in zip(old, old[1:]):
+                pc[p] -= freq[i]
+                if not pc[p]:
+                    del pc[p]
+            for p in zip(words[i], words[i][1:]):
+                pc[p] += freq[i]
+                where[p].add(i)
+    return vocab, merges
 
-    B.check_train_bpe_fast(train_bpe)
+
+def test_challenge_passes_with_an_incremental_trainer_and_prints_the_speed_up(capsys):
+    B.check_train_bpe_fast(incremental_trainer)
     out = capsys.readouterr().out
     m = re.search(r"speed-up over the naive loop on 30,000 characters.*: ([\d.]+)x", out)
     assert m and float(m[1]) >= B.SPEED_MIN_RATIO, out
@@ -486,3 +531,17 @@ def test_a_dict_subclass_cannot_answer_for_itself():
     assert _compare_exact({("l", "o"): 7}, Liar()) is not None
     assert _compare_exact([(b"a", b"b")], [[b"a", b"b"]]) is None  # lists for tuples: fine
     assert "should be a int" in _compare_exact([1], [True])
+
+
+def test_calling_the_reference_package_is_switched_off_during_the_check():
+    from transformer_ref.bpe import train_bpe
+
+    def train_bpe_naive(text, vocab_size, special_tokens=()):
+        return train_bpe(text, vocab_size, special_tokens)
+
+    with pytest.raises(CheckFailed, match="reference implementation .transformer_ref. is "
+                                          "switched off"):
+        B.check_train_bpe_naive(train_bpe_naive)
+    with pytest.raises(CheckFailed, match="switched off"):
+        hidden_check("bpe.train_bpe_fast", train_bpe)
+    assert train_bpe("aa aa", 257)[1] == [(b"a", b"a")]  # and works again afterwards

@@ -5,11 +5,13 @@ end-of-word symbol), ``train_bpe_naive`` / ``train_bpe`` (byte-level trainers) a
 ``BPETokenizer`` (encoding by merge rank, identical to ``tiktoken`` built from the same
 ranks). Outputs here are plain Python values (dicts, lists, bytes), compared exactly
 (``kind="exact"``). Expected values are computed at import, before any student cell runs.
+While a check runs, calling into ``transformer_ref`` raises "build it from scratch" (the
+notebook's ``pretokenize`` is a compiled ``regex`` of :data:`GPT2_PATTERN`, not the package's).
 Mutable arguments (dicts of counts, ranks, vocabularies) are rebuilt for every call, so a
 function that edits its input cannot spoil the next case.
 
->>> check_merge_pair(lambda word, pair: tuple(_classic_merge(word, pair)))  # doctest: +ELLIPSIS
-✔ Exercise 2.2 `merge_pair`: all ... cases match the reference.
+>>> check_decode_symbols(lambda symbols: "".join(symbols).replace(EOW, " ").rstrip(" "))
+✔ Exercise 2.5 `decode_symbols`: all 3 cases match the reference.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ def _count_cases():
 
 _COUNT = Check(
     key="bpe.count_pairs",
+    reference_off=True,
     exercise="Exercise 2.1",
     name="count_pairs",
     cases=_count_cases(),
@@ -206,6 +209,7 @@ def _merge_cases():
 
 _MERGE = Check(
     key="bpe.merge_pair",
+    reference_off=True,
     exercise="Exercise 2.2",
     name="merge_pair",
     cases=_merge_cases(),
@@ -284,6 +288,7 @@ def _classic_cases():
 
 _CLASSIC = Check(
     key="bpe.train_classic_bpe",
+    reference_off=True,
     exercise="Exercise 2.3",
     name="train_classic_bpe",
     cases=_classic_cases(),
@@ -381,6 +386,7 @@ def _encode_word_cases():
 
 _ENCODE_WORD = Check(
     key="bpe.encode_word",
+    reference_off=True,
     exercise="Exercise 2.4",
     name="encode_word",
     cases=_encode_word_cases(),
@@ -431,6 +437,7 @@ def _decode_cases():
 
 _DECODE_SYMBOLS = Check(
     key="bpe.decode_symbols",
+    reference_off=True,
     exercise="Exercise 2.5",
     name="decode_symbols",
     cases=_decode_cases(),
@@ -574,6 +581,7 @@ _TRAIN_MISTAKES = (
 
 _TRAIN_NAIVE = Check(
     key="bpe.train_bpe_naive",
+    reference_off=True,
     exercise="Exercise 3.1",
     name="train_bpe_naive",
     cases=_TRAIN_CASES,
@@ -624,6 +632,7 @@ def _speed_stage(fn, hidden: bool) -> str | None:
 
 _TRAIN_FAST = Check(
     key="bpe.train_bpe_fast",
+    reference_off=True,
     exercise="Exercise 4.1",
     name="train_bpe_fast",
     cases=_TRAIN_CASES,
@@ -725,6 +734,7 @@ def _piece_cases():
 
 _PIECE = Check(
     key="bpe.encode_piece",
+    reference_off=True,
     exercise="Exercise 5.1",
     name="encode_piece",
     cases=_piece_cases(),
@@ -801,6 +811,7 @@ def _encode_cases():
 
 _ENCODE = Check(
     key="bpe.encode",
+    reference_off=True,
     exercise="Exercise 5.2",
     name="encode",
     cases=_encode_cases(),
@@ -852,6 +863,7 @@ def _decode_cases():
 
 _DECODE = Check(
     key="bpe.decode",
+    reference_off=True,
     exercise="Exercise 5.3",
     name="decode",
     cases=_decode_cases(),
