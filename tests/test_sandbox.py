@@ -164,3 +164,25 @@ def test_grading_refuses_without_bwrap_unless_unsandboxed(tmp_path, monkeypatch,
     grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out2"), "--no-progress",
                 "--unsandboxed"])
     assert "refusing" not in capsys.readouterr().err
+
+
+def test_copied_and_renamed_grade_ids_become_ordinary_cells(tmp_path):
+    """nbgrader 0.9.6 fails on the whole notebook for these; the pre-pass defuses them."""
+    from autograder.grading.sandbox import dedupe_grade_ids
+
+    def cell(src, gid):
+        c = nbformat.v4.new_code_cell(src)
+        c.metadata["nbgrader"] = {"grade_id": gid, "grade": True, "points": 1}
+        return c
+
+    (tmp_path / "source" / "a").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell("assert f()", "t1")]),
+                   tmp_path / "source" / "a" / "nb.ipynb")
+    sub = tmp_path / "submitted" / "s" / "a" / "nb.ipynb"
+    sub.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        cell("pass", "t1"), cell("assert f()", "t1"), cell("pass", "t1_mine")]), sub)
+    dedupe_grade_ids(tmp_path)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id")
+           for c in nbformat.read(sub, as_version=4).cells]
+    assert ids == ["t1", None, None]

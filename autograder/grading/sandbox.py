@@ -366,26 +366,35 @@ def trusted_cells(course_root: Path) -> list[dict]:
 
 # ---------------------------------------------------------------- runners
 def dedupe_grade_ids(course_root: Path) -> None:
-    """Strip nbgrader metadata from submitted cells that repeat an earlier cell's grade id.
+    """Strip nbgrader metadata from submitted cells whose grade id nbgrader would choke on.
 
-    nbgrader 0.9.6's ``DeduplicateIds`` leaves such a cell half-marked, and
-    ``OverwriteCells.add_missing_grade_cells`` then fails on it (``KeyError: 'grade_id'``),
-    so a student could make a notebook ungradeable by copying a test cell. The first cell
-    with an id keeps it (nbgrader restores its source); the copies become ordinary cells.
+    nbgrader 0.9.6 fails on the whole notebook (``KeyError: 'grade_id'`` in
+    ``OverwriteCells.add_missing_grade_cells``) when a submitted cell repeats an earlier
+    cell's grade id (``DeduplicateIds`` leaves it half-marked) or carries an id the source
+    does not have (``OverwriteCells`` deletes the id, keeps the rest), so a student could
+    make a notebook ungradeable by copying or renaming a test cell. Such cells become
+    ordinary cells here; the first cell with a known id keeps it (nbgrader restores its
+    source) and a test cell that is then missing is put back by nbgrader.
     """
+    import nbformat
+
+    known = set()
+    for src in (course_root / "source").glob("*/*.ipynb"):
+        known |= {_nbg(c).get("grade_id") for c in nbformat.read(src, as_version=4).cells}
+    known.discard(None)
     for path in sorted((course_root / "submitted").rglob("*.ipynb")):
         try:
             nb = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # not graded anyway (precheck)
         seen, changed = set(), False
-        for cell in nb.get("cells", []):
-            meta = cell.get("metadata", {})
+        for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
+            meta = cell.get("metadata", {}) if isinstance(cell, dict) else None
             nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
             if not isinstance(nbg, dict):
                 continue
             gid = nbg.get("grade_id")
-            if gid is None or gid in seen:
+            if gid in seen or gid not in known:
                 del meta["nbgrader"]
                 changed = True
             else:
