@@ -177,12 +177,6 @@ _GET_BATCH = Check(
                 "int64: convert with .astype(np.int64) or torch.from_numpy(...).long().",
                 _gb_variant("uint16")),
     ),
-    error_hints=(
-        ErrorHint("windows run past the end of the data",
-                  "A start above len(data) - block_size - 1 gives a short window; draw starts "
-                  "with torch.randint(len(data) - block_size, (batch_size,), generator=...).",
-                  lambda e: "same shape" in str(e) or "equal size" in str(e)),
-    ),
 )
 check_get_batch = register(_GET_BATCH)
 
@@ -195,6 +189,8 @@ def _ce_variant(kind):
         t = targets.reshape(-1)
         if kind == "naive":
             logp = z - torch.log(torch.exp(z).sum(-1, keepdim=True))
+        elif kind == "naive-ratio":
+            logp = torch.log(torch.exp(z) / torch.exp(z).sum(-1, keepdim=True))
         elif kind == "log-softmax":
             logp = torch.log(_softmax(z, dim=-1))
         elif kind == "global-max":
@@ -269,6 +265,10 @@ _CE = Check(
                 "exp(1000) is inf in any float type. Subtract each row's max first: "
                 "logsumexp(z) = m + log(sum(exp(z - m))) with m = max(z) over the vocabulary.",
                 _ce_variant("naive")),
+        Mistake("not stabilised: exp of the raw logits overflows",
+                "exp(1000) is inf, and inf / inf is nan. Subtract each row's max first: "
+                "logsumexp(z) = m + log(sum(exp(z - m))) with m = max(z) over the vocabulary.",
+                _ce_variant("naive-ratio")),
         Mistake("log of softmax in two steps (log 0 = -inf)",
                 "softmax(z) underflows to 0 for a logit far below the max and log(0) = -inf. "
                 "Compute log-probabilities directly: z - logsumexp(z).",
@@ -435,11 +435,9 @@ def _step_wrong(kind):
                     _clip([p], grad_clip)
         elif kind == "value":
             _clip_value(model.parameters(), grad_clip)
-        elif kind not in ("no-clip", "clip-after"):
+        elif kind != "no-clip":
             _clip(model.parameters(), grad_clip)
         optimizer.step()
-        if kind == "clip-after":
-            _clip(model.parameters(), grad_clip)
         if kind == "loss-after":
             with _no_grad():
                 logits = model(x)
@@ -459,7 +457,7 @@ def _step_cases():
          True),
         ("clip far above the gradient norm (no effect)", (843, 3, 1e6, 1e-2), True),
     ]:
-        cases.append(Case(label, args, probe(*args), hidden=hidden, rtol=1e-4, atol=1e-5))
+        cases.append(Case(label, args, probe(*args), hidden=hidden, rtol=1e-4, atol=1e-4))
     return tuple(cases)
 
 
@@ -476,14 +474,11 @@ _TRAIN_STEP = Check(
                 "Clearing the gradients after backward() leaves the optimizer nothing to do: "
                 "zero_grad, forward, backward, clip, step.",
                 _step_wrong("zero-mid")),
-        Mistake("no gradient clipping",
+        Mistake("no gradient clipping (or clipped after optimizer.step())",
                 "Scale every gradient by min(1, grad_clip / ||g||) with ||g|| the norm over all "
-                "parameters together, before optimizer.step().",
+                "parameters together, between backward() and optimizer.step(): clipping after "
+                "the step has no effect on it.",
                 _step_wrong("no-clip")),
-        Mistake("clipped after optimizer.step() (the clip has no effect on this step)",
-                "Clip between backward() and step(): the step uses the gradients as they are "
-                "then.",
-                _step_wrong("clip-after")),
         Mistake("clipped each parameter's gradient separately instead of the global norm",
                 "The norm is over *all* gradients together, ||g|| = sqrt(sum_p sum(g_p²)), and "
                 "every gradient is scaled by the same factor (the direction is kept).",
@@ -499,9 +494,10 @@ _TRAIN_STEP = Check(
                 _step_wrong("loss-after")),
     ),
     error_hints=(
-        ErrorHint("a gradient is None",
-                  "Only parameters that took part in the forward pass have .grad; skip "
-                  "`p.grad is None` when you sum the squares and when you scale.",
+        ErrorHint("a gradient is None (clipped before backward()?)",
+                  "After zero_grad(set_to_none=True) every .grad is None until backward() "
+                  "fills it: the order is zero_grad, forward, backward, clip, step (and skip "
+                  "parameters whose .grad is None).",
                   lambda e: "NoneType" in str(e)),
     ),
     forbidden=("_foreach_norm", "_foreach_mul_", "clip_grad_norm_", "get_total_norm",
@@ -732,7 +728,7 @@ def _ck_cases():
         ("save after 12 steps (past the warm-up), 3 more", (861, 12, 3), True),
         ("save after 0 steps", (862, 0, 3), True),
     ]:
-        cases.append(Case(label, args, probe(*args), hidden=hidden, rtol=1e-4, atol=1e-5))
+        cases.append(Case(label, args, probe(*args), hidden=hidden, rtol=1e-4, atol=1e-4))
     return tuple(cases)
 
 

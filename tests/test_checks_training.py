@@ -1,0 +1,442 @@
+"""Notebook 08's checks: right answers pass, and every catalogued mistake is named.
+
+The wrong implementations are written here the way a student would write them (gradient
+clipping by hand, since ``clip_grad_norm_`` is switched off during the check), independently
+of the catalogue in ``autograder/checks/training.py``; ``test_every_catalogued_mistake_is_tested``
+makes sure no catalogue entry goes untested. Exercises checked through a probe (a few
+training steps, a resumed run, 40 000 draws) are called through ``graded``, the hidden path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.checks import CheckFailed, NotImplementedYet
+from autograder.checks import training as TR
+from autograder.checks.training import graded
+
+CHECKS = {
+    "training.get_batch": TR._GET_BATCH,
+    "training.cross_entropy": TR._CE,
+    "training.get_lr": TR._LR,
+    "training.train_step": TR._TRAIN_STEP,
+    "training.estimate_loss": TR._ESTIMATE,
+    "training.checkpoint": TR._CHECKPOINT,
+    "training.sample_next_token": TR._SAMPLE,
+}
+
+
+# ---------------------------------------------------------------- right answers
+def good_get_batch(data, batch_size, block_size, generator=None):
+    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    win = np.stack([data[s : s + block_size + 1] for s in starts.tolist()]).astype(np.int64)
+    win = torch.from_numpy(win)
+    return win[:, :-1], win[:, 1:]
+
+
+def good_ce(logits, targets):
+    z = logits.flatten(0, -2)
+    t = targets.flatten()
+    m = z.amax(-1, keepdim=True)
+    lse = (z - m).exp().sum(-1).log() + m.squeeze(-1)
+    return (lse - z.gather(1, t[:, None]).squeeze(1)).mean()
+
+
+def good_lr(step, max_lr, min_lr, warmup_iters, max_iters):
+    if step < warmup_iters:
+        return max_lr * (step + 1) / warmup_iters
+    if step >= max_iters:
+        return min_lr
+    frac = (step - warmup_iters) / (max_iters - warmup_iters)
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * frac)) / 2
+
+
+def _clip_(params, c, per_param=False, values=False):
+    grads = [p.grad for p in params if p.grad is not None]
+    with torch.no_grad():
+        if values:
+            for g in grads:
+                g.clamp_(-c, c)
+            return
+        if per_param:
+            for g in grads:
+                g.mul_(min(1.0, c / (g.norm().item() + 1e-6)))
+            return
+        total = math.sqrt(sum(float((g**2).sum()) for g in grads))
+        for g in grads:
+            g.mul_(min(1.0, c / (total + 1e-6)))
+
+
+def step_fn(zero=True, zero_mid=False, clip="global", clip_after=False, loss_after=False,
+            clip_first=False):
+    def train_step(model, optimizer, x, y, grad_clip):
+        if zero:
+            optimizer.zero_grad()
+        if clip_first:
+            norm = torch.sqrt(sum((p.grad**2).sum() for p in model.parameters()))
+            for p in model.parameters():
+                p.grad.mul_(min(1.0, grad_clip / float(norm)))
+        loss = good_ce(model(x), y)
+        loss.backward()
+        if zero_mid:
+            optimizer.zero_grad()
+        params = list(model.parameters())
+        if clip and not clip_after:
+            _clip_(params, grad_clip, per_param=clip == "per-param", values=clip == "values")
+        optimizer.step()
+        if clip_after:
+            _clip_(params, grad_clip)
+        if loss_after:
+            with torch.no_grad():
+                return good_ce(model(x), y).item()
+        return loss.item()
+
+    return train_step
+
+
+good_step = step_fn()
+
+
+def eval_fn(eval_mode=True, restore=True, no_grad=True, reduce="mean", one=False):
+    def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=None):
+        was = model.training
+        if eval_mode:
+            model.eval()
+        losses = []
+        with torch.set_grad_enabled(not no_grad):
+            for _ in range(1 if one else eval_iters):
+                x, y = good_get_batch(data, batch_size, block_size, generator)
+                losses.append(float(good_ce(model(x), y)))
+        if restore:
+            model.train(was)
+        if reduce == "last":
+            return losses[-1]
+        return sum(losses) if reduce == "sum" else float(np.mean(losses))
+
+    return estimate_loss
+
+
+good_eval = eval_fn()
+
+
+def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_object=False):
+    def save(path, model, opt, step_, gen):
+        state = {"weights": model.state_dict(), "step": step_}
+        if optimizer:
+            state["opt"] = opt if opt_object else opt.state_dict()
+        if generator:
+            state["rng"] = gen if gen_object else gen.get_state()
+        torch.save(state, path)
+
+    def load(path, model, opt, gen):
+        state = torch.load(path, weights_only=not gen_object)
+        model.load_state_dict(state["weights"])
+        if "opt" in state:
+            opt.load_state_dict(state["opt"].state_dict() if opt_object else state["opt"])
+        if "rng" in state:
+            gen.set_state(state["rng"])
+        return state["step"] if step else 0
+
+    return save, load
+
+
+def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=True):
+    def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        if greedy and temperature == 0:
+            return torch.argmax(logits, dim=-1, keepdim=True)
+        z = logits.clone()
+
+        def tempered(z):
+            if temp == "divide":
+                return z / temperature
+            return z * temperature if temp == "multiply" else z
+
+        if not p_first:
+            z = tempered(z)
+        if top_k is not None:
+            kth = torch.topk(z, top_k, largest=k == "largest").values[:, -1:]
+            keep = z >= kth if k == "largest" else z <= kth
+            z = z.masked_fill(~keep, -math.inf)
+        if top_p is not None:
+            if p == "unsorted":
+                probs = torch.softmax(z, -1)
+                drop = probs.cumsum(-1) - probs >= top_p
+                drop[:, 0] = False
+                z[drop] = -math.inf
+            else:
+                zs, idx = z.sort(-1, descending=True)
+                probs = zs.softmax(-1)
+                cum = probs.cumsum(-1)
+                drop = cum >= top_p if p == "inclusive" else cum - probs >= top_p
+                drop[:, 0] = False
+                z = z.scatter(-1, idx, zs.masked_fill(drop, -math.inf))
+        if p_first:
+            z = tempered(z)
+        return torch.multinomial(z.softmax(-1), 1, generator=generator)
+
+    return sample_next_token
+
+
+GOOD = {
+    "training.get_batch": (good_get_batch,),
+    "training.cross_entropy": (good_ce,),
+    "training.get_lr": (good_lr,),
+    "training.train_step": (good_step,),
+    "training.estimate_loss": (good_eval,),
+    "training.checkpoint": ckpt_fns(),
+    "training.sample_next_token": (sampler(),),
+}
+PUBLIC = {
+    "training.get_batch": TR.check_get_batch,
+    "training.cross_entropy": TR.check_cross_entropy,
+    "training.get_lr": TR.check_get_lr,
+    "training.train_step": TR.check_train_step,
+    "training.estimate_loss": TR.check_estimate_loss,
+    "training.checkpoint": TR.check_checkpoint,
+    "training.sample_next_token": TR.check_sample_next_token,
+}
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_right_answers_pass_visible_and_hidden(key, capsys):
+    graded(key, *GOOD[key])
+    PUBLIC[key](*GOOD[key])
+    assert capsys.readouterr().out.count("✔") == 2
+
+
+def test_every_check_has_visible_and_hidden_cases():
+    for key, check in CHECKS.items():
+        assert check.key == key
+        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_not_implemented_yet(key):
+    def stub(*a, **k):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet, match="is not implemented yet"):
+        graded(key, *[stub] * len(GOOD[key]))
+
+
+def test_a_missing_earlier_exercise_is_named():
+    def get_batch(*a, **k):
+        raise NotImplementedError()
+
+    def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=None):
+        return get_batch(data, batch_size, block_size, generator)
+
+    with pytest.raises(NotImplementedYet, match="it calls `get_batch`"):
+        TR.check_estimate_loss(estimate_loss)
+
+
+# ---------------------------------------------------------------- students' wrong answers
+def gb(shift=1, swap=False, high=0, long_x=False, dtype=np.int64):
+    def get_batch(data, batch_size, block_size, generator=None):
+        ix = torch.randint(len(data) - block_size + high, (batch_size,), generator=generator)
+        x = np.stack([data[i : i + block_size + long_x] for i in ix.tolist()]).astype(dtype)
+        y = np.stack([data[i + shift : i + shift + block_size] for i in ix.tolist()])
+        x, y = torch.from_numpy(x), torch.from_numpy(y.astype(dtype))
+        return (y, x) if swap else (x, y)
+
+    return get_batch
+
+
+def ce(kind):
+    def cross_entropy(logits, targets):
+        z = logits.reshape(-1, logits.shape[-1])
+        t = targets.reshape(-1)
+        rows = torch.arange(len(t))
+        if kind == "naive":
+            logp = torch.log(torch.exp(z) / torch.exp(z).sum(1, keepdim=True))
+            return -logp[rows, t].mean()
+        if kind == "softmax":
+            return -torch.log(torch.softmax(z, dim=1)[rows, t]).mean()
+        if kind == "global":
+            m = z.max()
+            return (m + torch.log(torch.exp(z - m).sum(1)) - z[rows, t]).mean()
+        if kind == "axis0":
+            m = z.max(0, keepdim=True).values
+            logp = z - m - torch.log(torch.exp(z - m).sum(0, keepdim=True))
+            return -logp[rows, t].mean()
+        if kind == "raw":
+            return -z[rows, t].mean()
+        loss = good_ce(z, t) * len(t) if kind == "sum" else good_ce(z, t)
+        return -loss if kind == "sign" else loss
+
+    return cross_entropy
+
+
+def lr(kind):
+    def get_lr(step, max_lr, min_lr, warmup_iters, max_iters):
+        if kind != "nowarm" and step < warmup_iters:
+            return max_lr * (step if kind == "from0" else step + 1) / warmup_iters
+        if step > max_iters and kind != "noclamp":
+            return min_lr
+        if kind in ("nowarm", "origin"):
+            frac = step / max_iters
+        else:
+            frac = (step - warmup_iters) / (max_iters - warmup_iters)
+        if kind == "linear":
+            return max_lr - (max_lr - min_lr) * frac
+        if kind == "half":
+            return min_lr + (max_lr - min_lr) * math.cos(math.pi * frac / 2)
+        if kind == "tozero":
+            return max_lr * 0.5 * (1 + math.cos(math.pi * frac))
+        if kind == "amp":
+            return min_lr + max_lr * 0.5 * (1 + math.cos(math.pi * frac))
+        return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * frac))
+
+    return get_lr
+
+
+def lr_warm_first(step, max_lr, min_lr, warmup_iters, max_iters):
+    warm = max_lr * (step + 1) / warmup_iters  # computed before the branch: fails for W = 0
+    return warm if step < warmup_iters else good_lr(step, max_lr, min_lr, warmup_iters,
+                                                     max_iters)
+
+
+# (check key, wrong implementation(s), catalogue name expected in the message)
+WRONG = [
+    ("training.get_batch", (gb(shift=0),), "y not shifted (y = x)"),
+    ("training.get_batch", (gb(swap=True),), "x and y swapped"),
+    ("training.get_batch", (gb(high=-1),),
+     "starts drawn below len(data) - block_size - 1 (off by one)"),
+    ("training.get_batch", (gb(long_x=True),), "x has block_size + 1 tokens"),
+    ("training.get_batch", (gb(dtype=np.uint16),), "ids kept as the data's uint16"),
+    ("training.cross_entropy", (ce("naive"),), "not stabilised: exp of the raw logits overflows"),
+    ("training.cross_entropy", (ce("softmax"),), "log of softmax in two steps (log 0 = -inf)"),
+    ("training.cross_entropy", (ce("global"),),
+     "subtracted the global max instead of each row's max"),
+    ("training.cross_entropy", (ce("axis0"),),
+     "normalised over the batch axis (axis 0) instead of the vocabulary"),
+    ("training.cross_entropy", (ce("raw"),), "left out the log-sum-exp (loss = -z[target])"),
+    ("training.cross_entropy", (ce("sum"),), "summed instead of averaged over the tokens"),
+    ("training.cross_entropy", (ce("sign"),), "forgot the minus sign"),
+    ("training.get_lr", (lr("from0"),), "warm-up starts at 0 (max_lr * step / warmup_iters)"),
+    ("training.get_lr", (lr("tozero"),), "cosine decays to 0 instead of min_lr"),
+    ("training.get_lr", (lr("amp"),), "cosine amplitude is max_lr instead of max_lr - min_lr"),
+    ("training.get_lr", (lr("origin"),),
+     "cosine progress measured from step 0, not from the end of the warm-up"),
+    ("training.get_lr", (lr("nowarm"),), "no warm-up"),
+    ("training.get_lr", (lr("half"),), "half a cosine (cos(pi r / 2))"),
+    ("training.get_lr", (lr("linear"),), "linear decay instead of cosine"),
+    ("training.get_lr", (lr("noclamp"),), "the cosine comes back up after max_iters"),
+    ("training.get_lr", (lr_warm_first,), "division by zero without a warm-up"),
+    ("training.train_step", (step_fn(zero=False),),
+     "forgot optimizer.zero_grad(): gradients accumulate across steps"),
+    ("training.train_step", (step_fn(zero_mid=True),), "zero_grad() between backward() and step()"),
+    ("training.train_step", (step_fn(clip=None),),
+     "no gradient clipping (or clipped after optimizer.step())"),
+    ("training.train_step", (step_fn(clip_after=True),),
+     "no gradient clipping (or clipped after optimizer.step())"),
+    ("training.train_step", (step_fn(clip="per-param"),),
+     "clipped each parameter's gradient separately instead of the global norm"),
+    ("training.train_step", (step_fn(clip="values"),),
+     "clipped gradient values instead of the norm"),
+    ("training.train_step", (step_fn(loss_after=True),), "returned the loss after the update"),
+    ("training.train_step", (step_fn(clip_first=True),),
+     "a gradient is None (clipped before backward()?)"),
+    ("training.estimate_loss", (eval_fn(eval_mode=False),),
+     "forgot model.eval(): dropout is still on"),
+    ("training.estimate_loss", (eval_fn(reduce="last"),),
+     "returned the last batch's loss, not the mean"),
+    ("training.estimate_loss", (eval_fn(reduce="sum"),),
+     "summed the batch losses instead of averaging"),
+    ("training.estimate_loss", (eval_fn(one=True),),
+     "evaluated one batch only (eval_iters ignored)"),
+    ("training.checkpoint", ckpt_fns(optimizer=False),
+     "saved the model only (AdamW's moments restart at zero)"),
+    ("training.checkpoint", ckpt_fns(step=False),
+     "the step was not restored (the schedule restarts at warm-up)"),
+    ("training.checkpoint", ckpt_fns(generator=False),
+     "the batch generator's state was not saved (other batches after the resume)"),
+    ("training.checkpoint", ckpt_fns(gen_object=True),
+     "saved the generator object instead of its state"),
+    ("training.checkpoint", ckpt_fns(opt_object=True),
+     "torch.load refuses a Python object (weights_only)"),
+    ("training.sample_next_token", (sampler(temp="multiply"),),
+     "multiplied the logits by the temperature instead of dividing"),
+    ("training.sample_next_token", (sampler(temp="ignore"),), "temperature ignored"),
+    ("training.sample_next_token", (sampler(p_first=True),),
+     "top-p applied before the temperature"),
+    ("training.sample_next_token", (sampler(k="smallest"),), "kept the k smallest logits"),
+    ("training.sample_next_token", (sampler(p="inclusive"),),
+     "top-p drops the token that crosses p"),
+    ("training.sample_next_token", (sampler(p="unsorted"),),
+     "top-p measured on the unsorted probabilities"),
+    ("training.sample_next_token", (sampler(greedy=False),), "temperature 0 divides by zero"),
+]
+
+
+@pytest.mark.parametrize("key,wrong,name", WRONG, ids=[f"{w[0][9:]}: {w[2]}" for w in WRONG])
+def test_catalogued_mistake_is_named(key, wrong, name):
+    with pytest.raises(CheckFailed) as info:
+        graded(key, *wrong)
+    msg = str(info.value)
+    assert not isinstance(info.value, NotImplementedYet)
+    assert f"Likely mistake: {name}." in msg, msg
+    assert msg.startswith(CHECKS[key].exercise)
+
+
+def test_a_mistake_is_named_by_the_visible_check_too():
+    with pytest.raises(CheckFailed, match="Likely mistake: cosine decays to 0 instead of min_lr"):
+        TR.check_get_lr(lr("tozero"))
+
+
+def test_every_catalogued_mistake_is_tested():
+    tested = {(key, name) for key, _, name in WRONG}
+    for key, check in CHECKS.items():
+        for entry in (*check.mistakes, *check.error_hints):
+            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+
+
+# ---------------------------------------------------------------- other failures
+def test_builtin_cross_entropy_is_switched_off_during_the_check():
+    def builtin(logits, targets):
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 targets.reshape(-1))
+
+    with pytest.raises(CheckFailed, match="`cross_entropy` is switched off"):
+        TR.check_cross_entropy(builtin)
+    z, t = torch.randn(3, 5), torch.tensor([0, 1, 4])
+    assert torch.allclose(torch.nn.functional.cross_entropy(z, t), good_ce(z, t), atol=1e-6)
+
+
+def test_builtin_clip_grad_norm_is_switched_off_during_the_check():
+    def builtin(model, optimizer, x, y, grad_clip):
+        optimizer.zero_grad()
+        loss = good_ce(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        return loss.item()
+
+    with pytest.raises(CheckFailed, match="build `train_step` from scratch"):
+        TR.check_train_step(builtin)
+
+
+@pytest.mark.parametrize("wrong,says", [
+    (eval_fn(restore=False), "still in eval mode afterwards"),
+    (eval_fn(no_grad=False), "ran with gradients enabled"),
+    (lambda *a: (eval_fn(restore=False)(*a), a[0].train())[0], "is in training mode afterwards"),
+])
+def test_evaluation_must_restore_the_mode_and_skip_autograd(wrong, says):
+    with pytest.raises(CheckFailed, match=says):
+        TR.check_estimate_loss(wrong)
+
+
+def test_an_unknown_mistake_says_where_and_how_much():
+    with pytest.raises(CheckFailed) as info:
+        TR.check_cross_entropy(lambda z, t: good_ce(z, t) * 1.01)
+    msg = str(info.value)
+    assert "Likely mistake" not in msg and "differs" in msg
+
+
+def test_sampler_output_shape_is_checked():
+    with pytest.raises(CheckFailed, match=r"should return a \(B, 1\) tensor"):
+        TR.check_sample_next_token(lambda logits, **kw: sampler()(logits, **kw)[:, 0])

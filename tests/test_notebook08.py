@@ -1,0 +1,111 @@
+"""Notebook 08 (training a GPT) through the real grading path, once per test session.
+
+Solution, release and one catalogued mistake are graded in one ``course-grade`` run (see
+``test_notebook04.graded_chapter``). nbgrader sets ``NBGRADER_EXECUTION`` while it autogrades,
+so the notebook trains in its smoke size there, as it does under ``COURSE_SMOKE=1``. The
+committed release must equal a fresh generation; the run-size cell picks gpu / cpu / smoke.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from test_notebook04 import SOURCE, check_chapter, graded_chapter
+
+from autograder import release
+from transformer_ref.train import preset
+
+ASSIGNMENT = "08_training"
+# the warm-up counted from 0: step 0 gets learning rate 0 (no other exercise uses get_lr)
+MISTAKE = (
+    "ex3_1_solution",
+    "return max_lr * (step + 1) / warmup_iters",
+    "return max_lr * step / warmup_iters",
+    "ex3_1_get_lr",
+    "warm-up starts at 0 (max_lr * step / warmup_iters)",
+)
+
+
+def _source() -> nbformat.NotebookNode:
+    return nbformat.read(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return graded_chapter(tmp_path_factory, ASSIGNMENT, MISTAKE)
+
+
+def test_grading_path_proofs(graded):
+    check_chapter(graded, MISTAKE)
+
+
+def test_graded_run_is_the_smoke_size(graded):
+    """The training cell ran (and printed its summary) in the smoke configuration."""
+    book = graded["autograded"]["solution"]
+    text = "\n".join(o.get("text", "") for c in book.cells if c.cell_type == "code"
+                     for o in c.outputs)
+    assert "run: smoke on cpu" in text
+    assert "smoke run: " in text and " steps in " in text
+
+
+def test_committed_release_is_a_fresh_generation():
+    assert release.differences([ASSIGNMENT]) == []
+
+
+def test_points_and_hidden_keys_in_the_source():
+    from autograder.checks import training
+    from autograder.checks._core import registered
+
+    nb = _source()
+    points = [c.metadata.nbgrader["points"] for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade")]
+    assert f"Points: {sum(points):g} in total" in nb.cells[0].source
+    text = "\n".join(c.source for c in nb.cells)
+    keys = [k for k in registered() if k.startswith("training.")]
+    assert len(keys) == len(training.__all__) - 1  # all but `graded`
+    for k in keys:
+        assert f'_graded("{k}"' in text, k
+
+
+def _run_size_cell(env: dict, device: str):
+    """Execute the notebook's run-size cell with ``pick_device`` answering ``device``."""
+    nb = _source()
+    cell = next(c.source for c in nb.cells if c.source.startswith("DEVICE = pick_device()"))
+    ns = {"os": os, "torch": torch, "Path": Path, "tempfile": tempfile, "preset": preset,
+          "pick_device": lambda: torch.device(device)}
+    old = {k: os.environ.get(k) for k in ("COURSE_SMOKE", "NBGRADER_EXECUTION")}
+    try:
+        for k in old:
+            os.environ.pop(k, None)
+        os.environ.update(env)
+        exec(compile(cell, "run-size cell", "exec"), ns)
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+    return ns
+
+
+@pytest.mark.parametrize("env,device,run,name", [
+    ({}, "cuda", "gpu", "gpu_char"),
+    ({}, "cpu", "cpu", "cpu_char"),
+    ({"COURSE_SMOKE": "1"}, "cuda", "smoke", "cpu_smoke"),
+    ({"NBGRADER_EXECUTION": "autograde"}, "cpu", "smoke", "cpu_smoke"),
+])
+def test_the_run_size_follows_the_device_and_the_environment(env, device, run, name, capsys):
+    ns = _run_size_cell(env, device)
+    assert ns["RUN"] == run
+    want = preset(name)
+    for field in ("n_layer", "d_model", "block_size", "batch_size"):
+        assert getattr(ns["cfg"], field) == getattr(want, field), field
+    if run == "smoke":
+        assert ns["DEVICE"].type == "cpu" and ns["cfg"].max_iters <= 20
+    if run == "cpu":
+        assert ns["MAX_SECONDS"] <= 10 * 60
+    assert f"run: {run}" in capsys.readouterr().out
