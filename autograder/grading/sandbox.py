@@ -40,6 +40,15 @@ or not:
 - :meth:`Policy.on_cell_error`: a cell whose execute reply says *error* but shows no error
   output (a silenced traceback) gets one, so nbgrader scores it 0.
 
+Before nbgrader starts, :func:`dedupe_grade_ids` turns submitted cells with a repeated or
+unknown grade id into ordinary cells (nbgrader 0.9.6 otherwise fails on the whole notebook).
+
+Not defended: code that gets past the policy (it is a deny-list over the source, e.g. a
+library function that hands out a frame or a module the policy does not know) can still
+patch the kernel it runs in; only running the checks in another process would stop that. A
+fork bomb is stopped by the process limit and leaves nothing behind, but the forked copies
+of the kernel share its sockets: the bomber's other rows may or may not be graded.
+
 Example: ``policy_problem("np.allclose = lambda *a, **k: True", {"np"})`` names the problem;
 ``policy_problem("def f(x):\\n    return x + 1", {"np"})`` is ``None``.
 """
