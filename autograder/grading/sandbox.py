@@ -561,10 +561,12 @@ def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
                 out += ["--perms", "0755", "--dir", str(d)]
         return out
 
-    for p in spec["ro"]:
-        argv += [*parents(p), "--ro-bind", p, p]
+    # The private /tmp first: read-only binds that live under /tmp (a clone and its .venv in
+    # /tmp, as CI may have them) must be mounted on top of it, not hidden by it.
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
     made.add("/tmp")
+    for p in spec["ro"]:
+        argv += [*parents(p), "--ro-bind", p, p]
     argv += [*parents(work), "--ro-bind", work, work, "--bind", ipc, ipc,
              "--chdir", work, "--clearenv"]
     for k, v in spec["env"].items():
