@@ -1,9 +1,11 @@
 """Notebook 08 (training a GPT) through the real grading path, once per test session.
 
 Solution, release and one catalogued mistake are graded in one ``course-grade`` run (see
-``test_notebook04.graded_chapter``). nbgrader sets ``NBGRADER_EXECUTION`` while it autogrades,
-so the notebook trains in its smoke size there, as it does under ``COURSE_SMOKE=1``. The
-committed release must equal a fresh generation; the run-size cell picks gpu / cpu / smoke.
+``test_notebook04.graded_chapter``). The notebook trains in its smoke size under grading:
+nbgrader sets ``NBGRADER_EXECUTION`` while it autogrades, and course-grade's sandbox, which
+passes the kernel only a few variables, keeps its job token ``COURSE_GRADE_JOB``; the notebook
+reads both (and ``COURSE_SMOKE=1``). The committed release must equal a fresh generation; the
+run-size cell picks gpu / cpu / smoke.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def _run_size_cell(env: dict, device: str):
     cell = next(c.source for c in nb.cells if c.source.startswith("DEVICE = pick_device()"))
     ns = {"os": os, "torch": torch, "Path": Path, "tempfile": tempfile, "preset": preset,
           "pick_device": lambda: torch.device(device)}
-    old = {k: os.environ.get(k) for k in ("COURSE_SMOKE", "NBGRADER_EXECUTION")}
+    old = {k: os.environ.get(k) for k in ("COURSE_SMOKE", "NBGRADER_EXECUTION", "COURSE_GRADE_JOB")}
     try:
         for k in old:
             os.environ.pop(k, None)
@@ -97,6 +99,7 @@ def _run_size_cell(env: dict, device: str):
     ({}, "cpu", "cpu", "cpu_char"),
     ({"COURSE_SMOKE": "1"}, "cuda", "smoke", "cpu_smoke"),
     ({"NBGRADER_EXECUTION": "autograde"}, "cpu", "smoke", "cpu_smoke"),
+    ({"COURSE_GRADE_JOB": "token"}, "cuda", "smoke", "cpu_smoke"),
 ])
 def test_the_run_size_follows_the_device_and_the_environment(env, device, run, name, capsys):
     ns = _run_size_cell(env, device)
