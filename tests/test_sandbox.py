@@ -186,3 +186,28 @@ def test_copied_and_renamed_grade_ids_become_ordinary_cells(tmp_path):
     ids = [c.metadata.get("nbgrader", {}).get("grade_id")
            for c in nbformat.read(sub, as_version=4).cells]
     assert ids == ["t1", None, None]
+
+
+def test_policy_allows_a_setup_name_reused_as_a_local_variable():
+    """A student's local variable that shares a name with a locked cell's global is harmless
+    and must not cost the exercise (found on notebook 07: a loop variable `example`)."""
+    from autograder.grading.sandbox import policy_problem
+
+    protected = {"example", "S", "check_softmax", "np"}
+    ok = [
+        "def f(xs):\n    for example in xs:\n        pass\n    return xs",
+        "def f(x):\n    S = x @ x.T\n    return S",
+        "def outer():\n    def check_softmax(f):\n        return f\n    return check_softmax",
+        "f = lambda S: S + 1",
+    ]
+    for src in ok:
+        assert policy_problem(src, protected) is None, src
+    bad = {
+        "S = 3": "rebinds `S`",
+        "for example in range(3):\n    pass": "rebinds `example`",
+        "def f(x):\n    global S\n    S = x": "rebinds `S`",
+        "def check_softmax(f):\n    pass": "redefines `check_softmax`",
+        "def f():\n    np.allclose = None": "assigns to `np...`",
+    }
+    for src, why in bad.items():
+        assert why in (policy_problem(src, protected) or ""), src

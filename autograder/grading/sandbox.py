@@ -165,6 +165,20 @@ def _flat(targets):
             yield t
 
 
+def _scoped(tree: ast.AST) -> tuple[set[int], set[str]]:
+    """(ids of nodes in a function, lambda or class body: their own scope, names declared
+    ``global`` anywhere). Rebinding a setup-cell name as a *local* variable is harmless."""
+    inner: set[int] = set()
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    for node in ast.walk(tree):
+        if isinstance(node, scopes):
+            body = node.body if isinstance(node.body, list) else [node.body]
+            for stmt in body:
+                inner |= {id(n) for n in ast.walk(stmt)}
+    declared = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    return inner, declared
+
+
 def _magic_problem(tree: ast.AST) -> str | None:
     """IPython magics become ``get_ipython().run_*_magic(name, ...)``: allow a few by name."""
     for node in ast.walk(tree):
@@ -216,6 +230,10 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
     'assigns to `np...` (changes a module or object the grader uses), line 1'
     >>> policy_problem("import numpy as np\\ndef f(x):\\n    return np.exp(x)", {"np"}) is None
     True
+    >>> policy_problem("def f(x):\\n    S = x\\n    return S", {"S"}) is None  # a local S
+    True
+    >>> policy_problem("def f(x):\\n    global S\\n    S = x", {"S"})
+    'rebinds `S` (set by the locked setup cell), line 3'
     """
     tree = _parse(source)
     if tree is None:
@@ -244,6 +262,7 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
             if new - tainted:
                 tainted |= new
                 changed = True
+    inner, declared_global = _scoped(tree)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
@@ -278,7 +297,8 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
             if not const and not (isinstance(root, ast.Name) and root.id not in tainted):
                 return f"uses `getattr` with a computed name on a module, line {line}"
         for t in _flat(_targets(node)):
-            if isinstance(t, ast.Name) and t.id in protected:
+            if (isinstance(t, ast.Name) and t.id in protected
+                    and (id(t) not in inner or t.id in declared_global)):
                 return f"rebinds `{t.id}` (set by the locked setup cell), line {line}"
             if isinstance(t, ast.Attribute | ast.Subscript):
                 root = _root(t)
@@ -290,7 +310,8 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
                 if not isinstance(root, ast.Name | ast.Call):
                     return f"assigns to an attribute of a computed object, line {line}"
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
-                and node.name in protected:
+                and node.name in protected and (id(node) not in inner
+                                                or node.name in declared_global):
             return f"redefines `{node.name}` (set by the locked setup cell), line {line}"
     return None
 
