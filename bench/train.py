@@ -5,8 +5,8 @@ device at hand and prints tokens/s for each attention implementation and their r
 it uses bf16 autocast, TF32 and fused AdamW as the trainer does, optionally torch.compile, and
 also prints MFU. Speed targets live here, never in timed unit tests.
 
-    python bench/bench_train.py                       # auto device, small CPU-sized model
-    python bench/bench_train.py --preset gpu          # the gpu_char model size, on CUDA
+    python bench/train.py                       # auto device, small CPU-sized model
+    python bench/train.py --preset gpu          # the gpu_char model size, on CUDA
 """
 
 from __future__ import annotations
