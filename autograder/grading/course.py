@@ -68,6 +68,7 @@ def write_config(root: Path, cell_timeout: int) -> None:
         "'nbgrader.preprocessors.IgnorePattern', "
         "'nbconvert.preprocessors.ClearMetadataPreprocessor', "
         "'nbgrader.preprocessors.LimitOutput', "
+        "'autograder.grading.preprocessors.LimitOutputSize', "
         "'nbgrader.preprocessors.SaveAutoGrades', "
         "'nbgrader.preprocessors.AssignLatePenalties', "
         "'nbgrader.preprocessors.CheckCellMetadata']",

@@ -10,6 +10,9 @@
   tests. It removes the hidden region from every test cell, and in a cell that had one keeps
   only the error's name and message: an IPython traceback quotes the failing line, which may be
   a hidden test.
+- :class:`LimitOutputSize` (autograde, after nbgrader's ``LimitOutput``, which counts lines, not
+  characters): a cell that prints 60 one-megabyte lines would otherwise put 60 MB into the
+  autograded notebook and the feedback. Each output keeps at most ``max_chars`` characters.
 """
 
 from __future__ import annotations
@@ -45,4 +48,62 @@ class HideHiddenTests(ClearHiddenTests):
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "error":
                     out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
+        return cell, resources
+
+
+class LimitOutputSize(NbGraderPreprocessor):
+    """Cut every output of every cell to ``max_chars`` characters (text, data, tracebacks).
+
+    A stream keeps its first ``max_chars`` characters and a note; a rich output (image, HTML)
+    larger than that is replaced by the note; an error keeps its name, a cut message and a cut
+    traceback, so it still costs the points.
+
+    >>> from nbformat.v4 import new_code_cell, new_output
+    >>> cell = new_code_cell(outputs=[new_output("stream", name="stdout", text="x" * 50)])
+    >>> out = LimitOutputSize(max_chars=10).preprocess_cell(cell, {}, 0)[0].outputs[0]
+    >>> out.text
+    'xxxxxxxxxx\\n[course-grade: output cut, 40 more characters not shown]\\n'
+    """
+
+    max_chars = 20_000
+
+    def __init__(self, max_chars: int | None = None, **kw):
+        super().__init__(**kw)
+        if max_chars is not None:
+            self.max_chars = max_chars
+
+    def _cut(self, text: str) -> str:
+        if len(text) <= self.max_chars:
+            return text
+        more = len(text) - self.max_chars
+        return f"{text[: self.max_chars]}\n[course-grade: output cut, {more} more characters " \
+               "not shown]\n"
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "stream":
+                text = out.get("text", "")
+                out["text"] = self._cut("".join(text) if isinstance(text, list) else text)
+            elif kind in ("display_data", "execute_result"):
+                data = out.get("data", {})
+                for mime in list(data):
+                    value = data[mime]
+                    size = len(value) if isinstance(value, str) else len(str(value))
+                    if size > self.max_chars:
+                        del data[mime]
+                        data["text/plain"] = self._cut(str(value)[: self.max_chars + 1])
+            elif kind == "error":
+                out["evalue"] = self._cut(str(out.get("evalue", "")))
+                tb = out.get("traceback", [])
+                cut, total = [], 0
+                for line in tb:
+                    line = self._cut(line)
+                    total += len(line)
+                    if total > self.max_chars:
+                        cut.append(f"[course-grade: traceback cut, {len(tb) - len(cut)} more "
+                                   "lines not shown]")
+                        break
+                    cut.append(line)
+                out["traceback"] = cut
         return cell, resources
