@@ -11,8 +11,9 @@ Every CSV row gets a status:
   differed from the release or was missing and nbgrader put the source back;
 - ``not graded: <reason>``, with the points left empty, when the grade would not be the
   student's: the notebook is missing or not valid JSON, an answer cell is missing, the kernel
-  died, the time or memory limit was hit (for the whole notebook, or for one exercise whose
-  cells timed out or ran out of memory while the rest of the notebook was graded).
+  died, a cell flooded its output, the time or memory limit was hit (for the whole notebook,
+  or for one exercise whose cells timed out or ran out of memory while the rest of the
+  notebook was graded).
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ def _fatal_reason(log: str, run, what: str, opts: Options) -> str:
         return f"time limit of {opts.timeout:g} s for the student exceeded"
     if "DeadKernelError" in log or "Kernel died" in log or "kernel died" in log:
         return "the kernel died while running the notebook (exit, crash or signal)"
+    if "Timeout waiting for IOPub output" in log:  # the reply came, the output kept coming
+        return "a cell printed more output than the grader could read (output flood)"
     if "CellTimeoutError" in log:
         return f"a cell ran over {opts.cell_timeout} s and could not be interrupted"
     if "MemoryError" in log:
