@@ -1,4 +1,10 @@
-"""The adversarial class on notebook 01, graded once in the sandbox (see ``adversarial``).
+"""The adversarial classes, each graded once in the sandbox.
+
+- notebook 01 (``adversarial``): cheats on the checks, exits, reads, kills, bombs;
+- the small fixture assignment (``adversarial.fixture_class``): attacks that need no
+  transformer code (an import that loops, huge output, network, corrupted files, old
+  nbformat versions, extra / renamed / missing notebooks), a plain-Python class that grades
+  in about a minute on 2 workers.
 
 Every student's every CSV row has its expected points and status; the class run itself
 finishes (no cheat stops it); no process a student started is left; the feedback of a
@@ -10,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
 import subprocess
 import time
 from collections import Counter
@@ -17,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from adversarial import MARKER, AdversarialBuilder
+from adversarial.fixture_class import FixtureAttackBuilder
 from synthetic_class import Expected, matches
 from synthetic_class.shared import REPO, grade_cmd, read_csv, shared_dir
 
@@ -27,10 +35,10 @@ SOURCE = REPO / "solutions"
 STUDENTS = ["correct", "patcher", "test_cells", "exits", "os_exit", "readers", "kill_parent",
             "background"]
 BOMBER = "zz_fork_bomb"
-pytestmark = [
-    pytest.mark.skipif(not (SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists(),
-                       reason="notebook 01 not there"),
-]
+FIXTURE_SOURCE = REPO / "tests" / "fixtures" / "solutions"
+FIXTURE = "99_fixture"
+FIXTURE_STUDENTS = ["correct", "import_loop", "huge_file", "wide_stdout", "network", "corrupter",
+                    "nbformat3", "nbformat40", "renamed", "other_name", "extra", "missing"]
 
 
 def _marked_processes() -> list[int]:
@@ -44,11 +52,17 @@ def _marked_processes() -> list[int]:
     return found
 
 
-@pytest.fixture(scope="session")
-def adversarial_class(tmp_path_factory):
+def _need_bwrap():
     if bwrap_path() is None:
         pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it (apt-get install "
                     "bubblewrap); course-grade refuses to grade without it")
+
+
+@pytest.fixture(scope="session")
+def adversarial_class(tmp_path_factory):
+    if not (SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists():
+        pytest.skip("notebook 01 not there")
+    _need_bwrap()
     from autograder.grading.course import build_template
 
     root = shared_dir(tmp_path_factory) / "adversarial-class"
@@ -123,3 +137,112 @@ def test_cheating_cells_are_not_run_and_feedback_says_why(adversarial_class):
     assert fb.count("course-grade did not run this cell") >= 8
     for reason in ("get_ipython", "imports `builtins`", "__import__", "assigns to `np"):
         assert reason in fb, reason
+
+
+# ---- the fixture-assignment class ----------------------------------------------------------
+@pytest.fixture(scope="session")
+def fixture_attacks(tmp_path_factory):
+    _need_bwrap()
+    from autograder.grading.course import build_template
+
+    root = shared_dir(tmp_path_factory) / "fixture-attacks"
+    root.mkdir(exist_ok=True)
+    done = root / "result.json"
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            # a server on the grader's loopback: a sandboxed kernel must not reach it
+            server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            server.bind(("127.0.0.1", 0))
+            server.listen(8)
+            server.setblocking(False)
+            _, info = build_template(FIXTURE_SOURCE, [FIXTURE], root / "template-work", 5)
+            expected = FixtureAttackBuilder(info[FIXTURE][0]).build_attacks(
+                root / "class", server.getsockname()[1])
+            args = ("--workers", "2", "--cell-timeout", "5", "--timeout", "120",
+                    "--memory", "2048")
+            t0 = time.monotonic()
+            proc = subprocess.run(grade_cmd(root / "class", root / "out", FIXTURE_SOURCE, *args),
+                                  cwd=REPO, capture_output=True, text=True)
+            seconds = time.monotonic() - t0
+            try:
+                server.accept()[0].close()
+                accepted = True
+            except BlockingIOError:
+                accepted = False
+            server.close()
+            done.write_text(json.dumps({
+                "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
+                "seconds": seconds, "accepted": accepted,
+                "expected": {s: {k: v.__dict__ for k, v in e.items()}
+                             for s, e in expected.items()},
+            }))
+    result = json.loads(done.read_text())
+    result["expected"] = {s: {k: Expected(**v) for k, v in e.items()}
+                          for s, e in result["expected"].items()}
+    result["out"] = root / "out"
+    result["class"] = root / "class"
+    result["rows"] = read_csv(root / "out" / "grades.csv") if result["returncode"] == 0 else []
+    return result
+
+
+def test_fixture_class_graded_without_error(fixture_attacks):
+    assert fixture_attacks["returncode"] == 0, fixture_attacks["stderr"]
+    assert "runner: bubblewrap sandbox" in fixture_attacks["stderr"]
+    assert sorted(fixture_attacks["expected"]) == sorted(FIXTURE_STUDENTS)
+    assert {r["student"] for r in fixture_attacks["rows"]} == {*FIXTURE_STUDENTS, "huge_stdout"}
+    keys = Counter((r["student"], r["exercise"]) for r in fixture_attacks["rows"])
+    assert max(keys.values()) == 1
+
+
+@pytest.mark.parametrize("student", FIXTURE_STUDENTS)
+def test_fixture_student_scores_and_statuses(fixture_attacks, student):
+    rows = {r["exercise"]: r for r in fixture_attacks["rows"] if r["student"] == student}
+    expected = fixture_attacks["expected"][student]
+    assert sorted(rows) == sorted(expected)
+    wrong = {ex: (rows[ex]["points"], rows[ex]["status"], exp) for ex, exp in expected.items()
+             if not matches(rows[ex], exp)}
+    assert not wrong, wrong
+
+
+def test_huge_output_costs_at_most_the_student_and_stays_small(fixture_attacks):
+    """400 MB on stdout: the whole notebook is 'not graded: ... output flood' (nbclient stops
+    waiting for output) or, where printing itself outlasts the cell limit, only exercise 1 is
+    'not graded: a cell of this exercise ran over'; never points, never a huge file."""
+    rows = [r for r in fixture_attacks["rows"] if r["student"] == "huge_stdout"]
+    flood = "not graded: a cell printed more output than the grader could read"
+    if all(r["status"].startswith(flood) for r in rows):
+        assert all(r["points"] == "" for r in rows)
+    else:
+        ex1 = [r for r in rows if r["exercise"].startswith("ex1")]
+        assert [(r["points"], r["status"][:43]) for r in ex1] == [
+            ("", "not graded: a cell of this exercise ran over")] * len(ex1), rows
+    out = fixture_attacks["out"]
+    assert (out / "grades.csv").stat().st_size < 20_000
+    for student in ("huge_stdout", "wide_stdout"):
+        for path in (out / "feedback" / student).glob("*"):
+            assert path.stat().st_size < 1_000_000, path
+        work = out / ".work" / "students" / student / "autograded"
+        for path in work.rglob("*.ipynb"):
+            assert path.stat().st_size < 1_000_000, path
+    fb = (out / "feedback" / "wide_stdout" / f"{FIXTURE}.html").read_text()
+    assert "course-grade: output cut" in fb
+
+
+def test_network_is_unreachable_from_the_sandbox(fixture_attacks):
+    """The network student scored full marks only because no connection worked (asserted in
+    its rows); the loopback server the test ran never saw a connection."""
+    assert fixture_attacks["accepted"] is False
+    fb = (fixture_attacks["out"] / "feedback" / "network" / f"{FIXTURE}.html").read_text()
+    assert "Network is unreachable" in fb
+
+
+def test_corrupted_files_touch_nothing_outside_the_sandbox(fixture_attacks):
+    """The corrupter's own notebook (what it tried to overwrite and delete) is unchanged and
+    every other student still graded (asserted in their rows)."""
+    import nbformat
+
+    sub = fixture_attacks["class"] / "corrupter" / f"{FIXTURE}.ipynb"
+    nbformat.validate(nbformat.read(sub, as_version=4))
+    fb = (fixture_attacks["out"] / "feedback" / "huge_file" / f"{FIXTURE}.html").read_text()
+    assert "File too large" in fb and "Read-only file system" in fb
