@@ -120,7 +120,8 @@ def _fatal_reason(log: str, run, what: str, opts: Options) -> str:
         return f"time limit of {opts.timeout:g} s for the student exceeded"
     if "DeadKernelError" in log or "Kernel died" in log or "kernel died" in log:
         return "the kernel died while running the notebook (exit, crash or signal)"
-    if "Timeout waiting for IOPub output" in log:  # the reply came, the output kept coming
+    if "Timeout waiting for IOPub output" in log and "Timeout waiting for execute reply" \
+            not in log:  # the cell ended in time, its output kept coming
         return "a cell printed more output than the grader could read (output flood)"
     if "CellTimeoutError" in log:
         return f"a cell ran over {opts.cell_timeout} s and could not be interrupted"
