@@ -553,7 +553,7 @@ def _readonly_paths() -> list[str]:
 
 def _kernel_env(env: dict[str, str]) -> dict[str, str]:
     keep = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MPLBACKEND",
-            "PYTHONWARNINGS", "LANG", "LC_ALL", "COURSE_GRADE_JOB")
+            "PYTHONWARNINGS", "LANG", "LC_ALL", "COURSE_GRADE_JOB", "COURSE_SMOKE")
     out = {k: env[k] for k in keep if k in env}
     out.update(
         PATH=os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin",

@@ -183,6 +183,7 @@ def grade_student(
         MPLBACKEND="Agg",
         IPYTHONDIR=str(root / ".ipython"),  # no instructor IPython startup files
         PYTHONWARNINGS="default",
+        COURSE_SMOKE="1",  # notebooks that train (chapter 8) run their smoke size when graded
     )
     result = StudentResult(sub.student, fingerprint, [], 0.0)
     for assignment, notebooks in info.items():
