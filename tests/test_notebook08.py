@@ -2,9 +2,8 @@
 
 Solution, release and one catalogued mistake are graded in one ``course-grade`` run (see
 ``test_notebook04.graded_chapter``). The notebook trains in its smoke size under grading:
-nbgrader sets ``NBGRADER_EXECUTION`` while it autogrades, and course-grade's sandbox, which
-passes the kernel only a few variables, keeps its job token ``COURSE_GRADE_JOB``; the notebook
-reads both (and ``COURSE_SMOKE=1``). The committed release must equal a fresh generation; the
+course-grade sets ``COURSE_SMOKE=1`` for the kernel (through its sandbox), and plain nbgrader
+sets ``NBGRADER_EXECUTION``. The committed release must equal a fresh generation; the
 run-size cell picks gpu / cpu / smoke.
 """
 
