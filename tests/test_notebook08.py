@@ -68,9 +68,9 @@ def test_points_and_hidden_keys_in_the_source():
     assert f"Points: {sum(points):g} in total" in nb.cells[0].source
     text = "\n".join(c.source for c in nb.cells)
     keys = [k for k in registered() if k.startswith("training.")]
-    assert len(keys) == len(training.__all__) - 1  # all but `graded`
+    assert len(keys) == len(training.__all__) - 2  # all but `graded` and `probe`
     for k in keys:
-        assert f'_graded("{k}"' in text, k
+        assert f'_hidden_check("{k}", _probe("{k}"' in text, k
 
 
 def _run_size_cell(env: dict, device: str):

@@ -56,6 +56,7 @@ __all__ = [
     "check_checkpoint",
     "check_sample_next_token",
     "graded",
+    "probe",
 ]
 
 # Trusted references, bound before any student cell runs.
@@ -766,10 +767,14 @@ _CHECKPOINT = Check(
 _check_checkpoint = register(_CHECKPOINT)
 
 
-def check_checkpoint(save_checkpoint, load_checkpoint):
-    """The visible check of Exercise 5.1: ``check_checkpoint(save_checkpoint, load_checkpoint)``."""
+def check_checkpoint(save_checkpoint, load_checkpoint=None):
+    """The visible check of Exercise 5.1: ``check_checkpoint((save_checkpoint, load_checkpoint))``
+    (or the two functions as two arguments)."""
     __tracebackhide__ = True  # noqa: F841
-    _check_checkpoint(_resume_probe(save_checkpoint, load_checkpoint))
+    if load_checkpoint is None and isinstance(save_checkpoint, (tuple, list)):
+        save_checkpoint, load_checkpoint = save_checkpoint
+    fns = (save_checkpoint, load_checkpoint)
+    _check_checkpoint(_resume_probe(*fns) if all(callable(f) for f in fns) else None)
 
 
 # ====================================================================== Exercise 6.1
@@ -921,6 +926,15 @@ _PROBES = {
     "training.checkpoint": _resume_probe,
     "training.sample_next_token": _freq_probe,
 }
+
+
+def probe(key: str, *fns):
+    """What the hidden tests hand to ``hidden_check(key, ...)``: the student's function, or for
+    a behaviour check its probe (``None`` if an argument is not callable)."""
+    wrap = _PROBES.get(key)
+    if wrap is None:
+        return fns[0]
+    return wrap(*fns) if all(callable(f) for f in fns) else None
 
 
 def graded(key: str, *fns) -> None:
