@@ -7,6 +7,9 @@
 - ``RLIMIT_CPU`` (``CPU_S`` seconds per process) is a backstop: if the grader itself is killed,
   a busy loop left behind still ends.
 - ``PR_SET_PDEATHSIG``: this process gets SIGKILL when the grader thread that started it dies.
+  A grader killed between the ``fork`` and the ``prctl`` would leave it running (re-parented,
+  no signal coming: seen under ``kill -9`` of ``course-grade``), so when the grader's pid is
+  given in ``COURSE_GRADE_PARENT`` and is no longer the parent, this process ends at once.
 
 Setting them here, in the command's own process just before ``exec``, keeps ``preexec_fn``
 (unsafe with threads) out of the grader's parent process.
@@ -21,6 +24,7 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+PARENT_VAR = "COURSE_GRADE_PARENT"
 
 
 def main(argv: list[str]) -> None:
@@ -35,6 +39,9 @@ def main(argv: list[str]) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the wall-time limit still applies
         pass
+    parent = os.environ.pop(PARENT_VAR, "")
+    if parent and os.getppid() != int(parent):  # the grader died before the prctl
+        os.kill(os.getpid(), signal.SIGKILL)
     os.execvp(cmd[0], cmd)
 
 

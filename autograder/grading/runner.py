@@ -134,6 +134,7 @@ class LocalRunner:
         token = uuid.uuid4().hex
         full_env = dict(os.environ if env is None else env)
         full_env[JOB_TOKEN_VAR] = token
+        full_env["COURSE_GRADE_PARENT"] = str(os.getpid())  # see limits.py: PDEATHSIG's race
         cpu_s = int(timeout * max(1, int(full_env.get("OMP_NUM_THREADS", "1")))) + 30
         limits = [sys.executable, "-m", "autograder.grading.limits", str(memory_mb), str(cpu_s)]
         wrapped = [*limits, "--", *argv]
