@@ -4,7 +4,9 @@
   (temp file + ``os.replace``). It is the commit point: a student with a result whose
   fingerprint matches the submission is not graded again, so a killed run resumes where it
   stopped and a student is never counted twice.
-- ``OUT_DIR/grades.csv``: rewritten (atomically) from all results after every student.
+- ``OUT_DIR/grades.csv``: rewritten (atomically) from all results after every student, and
+  at the start of every run: a kill between a student's result file and the CSV rewrite leaves
+  the CSV behind by that student (never ahead), and the next run puts it back.
 - ``OUT_DIR/gradebook.db``: nbgrader gradebook of the whole class, rebuilt from the results at
   the end of a run (the workers each wrote their own; none was shared).
 """
