@@ -1,7 +1,9 @@
 """Kill ``course-grade`` midway, rerun it: the rest is graded, the done ones are not regraded,
 no grade is lost or duplicated. Uses the small fixture assignment (plain Python, no torch) and
 the class cases the notebook-01 class does not have (missing notebook, deleted answer cell, a
-loop that ignores interrupts), plus a student whose wall-time limit runs out.
+loop that ignores interrupts), plus a student whose wall-time limit runs out. The kill lands
+after 3 students (1 worker) and at a seeded random moment (2 workers); after it no process of
+the killed run is left and grades.csv names no student without a result file.
 """
 
 from __future__ import annotations
