@@ -206,17 +206,19 @@ def test_fixture_student_scores_and_statuses(fixture_attacks, student):
 
 
 def test_huge_output_costs_at_most_the_student_and_stays_small(fixture_attacks):
-    """400 MB on stdout: the whole notebook is 'not graded: ... output flood' (nbclient stops
-    waiting for output) or, where printing itself outlasts the cell limit, only exercise 1 is
-    'not graded: a cell of this exercise ran over'; never points, never a huge file."""
+    """400 MB on stdout, right answers: how far nbclient gets depends on the machine's load,
+    so one of three outcomes (all seen here), each exactly: every row full and graded (the
+    output was read, then cut); every row 'not graded: ... output flood' (nbclient stopped
+    waiting for output); exercise 1 'not graded: ... ran over' (printing outlasted the cell
+    limit), exercise 2 full. Never a huge file: the CSV, feedback and notebooks stay small."""
     rows = [r for r in fixture_attacks["rows"] if r["student"] == "huge_stdout"]
-    flood = "not graded: a cell printed more output than the grader could read"
-    if all(r["status"].startswith(flood) for r in rows):
-        assert all(r["points"] == "" for r in rows)
-    else:
-        ex1 = [r for r in rows if r["exercise"].startswith("ex1")]
-        assert [(r["points"], r["status"][:43]) for r in ex1] == [
-            ("", "not graded: a cell of this exercise ran over")] * len(ex1), rows
+    full = [(r["max_points"], "graded") for r in rows]
+    flood = [("", "not graded: a cell printed more output than the grader could read "
+                  "(output flood)")] * len(rows)
+    ran_over = [("", "not graded: a cell of this exercise ran over 5 s")
+                if r["exercise"].startswith("ex1") else (r["max_points"], "graded")
+                for r in rows]
+    assert [(r["points"], r["status"]) for r in rows] in (full, flood, ran_over), rows
     out = fixture_attacks["out"]
     assert (out / "grades.csv").stat().st_size < 20_000
     for student in ("huge_stdout", "wide_stdout"):

@@ -11,10 +11,12 @@ correct         solution code (the control: the others cannot touch it)         
 import_loop     right; the last answer writes a module that loops forever to     last: not
                 ``/tmp`` and imports it                                          graded (cell
                                                                                  timeout)
-huge_stdout     right; the first answer prints 400 MB to stdout (more than       not graded:
-                nbclient reads before its IOPub wait ends)                       output flood
-                                                                                 (or ex 1: cell
-                                                                                 timeout)
+huge_stdout     right; the first answer prints 400 MB to stdout                  by load: full;
+                                                                                 or not graded:
+                                                                                 output flood;
+                                                                                 or ex 1 not
+                                                                                 graded: cell
+                                                                                 timeout
 wide_stdout     right; the first answer prints 30 MB in 30 lines (under the      full, graded
                 line limit of nbgrader's ``LimitOutput``)                        (feedback cut)
 huge_file       right; the first answer writes a 1 GB file to ``/tmp`` and to    full, graded
@@ -87,7 +89,7 @@ for _pat in ("*", ".*", "../*", "../*/*", "/tmp/*"):
 
 class FixtureAttackBuilder(ClassBuilder):
     def build_attacks(self, dest: Path, port: int) -> dict[str, dict[str, Expected]]:
-        """Write the class to ``dest``; {student: {exercise: Expected}} (huge_stdout: none)."""
+        """Write the class to ``dest``; {student: {exercise: Expected}}, huge_stdout not in it."""
         dest.mkdir(parents=True, exist_ok=True)
         name = self.nb.name
         full = self.expect(lambda g: Expected(_fmt(g.max_points), "graded"))
