@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 import torch.nn as nn
+from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 
 from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
 from autograder.checks import mha as M
@@ -279,21 +280,11 @@ WRONG = [
 @pytest.mark.parametrize("key,wrong,name", WRONG, ids=[f"{w[0][4:]}: {w[2]}" for w in WRONG])
 def test_catalogued_mistake_is_named(key, wrong, name):
     check = CHECKS[key]
-    public = getattr(M, f"check_{check.name}")
-    for run in (lambda f: hidden_check(key, f), public):
-        with pytest.raises(CheckFailed) as info:
-            run(wrong)
-        msg = str(info.value)
-        assert not isinstance(info.value, NotImplementedYet)
-        assert f"Likely mistake: {name}." in msg, msg
-        assert msg.startswith(check.exercise)
+    assert_mistake_named(check, key, wrong, name, public=getattr(M, f"check_{check.name}"))
 
 
 def test_every_catalogued_mistake_is_tested():
-    tested = {(key, name) for key, _, name in WRONG}
-    for key, check in CHECKS.items():
-        for entry in (*check.mistakes, *check.error_hints):
-            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+    assert_every_entry_tested(CHECKS, {(key, name) for key, _, name in WRONG})
 
 
 # ---------------------------------------------------------------- other properties

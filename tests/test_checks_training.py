@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 
 from autograder.checks import CheckFailed, NotImplementedYet
 from autograder.checks import training as TR
@@ -375,12 +376,7 @@ WRONG = [
 
 @pytest.mark.parametrize("key,wrong,name", WRONG, ids=[f"{w[0][9:]}: {w[2]}" for w in WRONG])
 def test_catalogued_mistake_is_named(key, wrong, name):
-    with pytest.raises(CheckFailed) as info:
-        graded(key, *wrong)
-    msg = str(info.value)
-    assert not isinstance(info.value, NotImplementedYet)
-    assert f"Likely mistake: {name}." in msg, msg
-    assert msg.startswith(CHECKS[key].exercise)
+    assert_mistake_named(CHECKS[key], key, wrong, name, graded=lambda k, w: graded(k, *w))
 
 
 def test_a_mistake_is_named_by_the_visible_check_too():
@@ -389,10 +385,7 @@ def test_a_mistake_is_named_by_the_visible_check_too():
 
 
 def test_every_catalogued_mistake_is_tested():
-    tested = {(key, name) for key, _, name in WRONG}
-    for key, check in CHECKS.items():
-        for entry in (*check.mistakes, *check.error_hints):
-            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+    assert_every_entry_tested(CHECKS, {(key, name) for key, _, name in WRONG})
 
 
 # ---------------------------------------------------------------- other failures

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 
 from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
 from autograder.checks import transformer as TR
@@ -241,22 +242,12 @@ WRONG = [
 )
 def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
     check = CHECKS[key]
-    public = getattr(TR, f"check_{check.name}")
-    paths = [lambda f: hidden_check(key, f)] + ([] if graded_only else [public])
-    for run in paths:
-        with pytest.raises(CheckFailed) as info:
-            run(wrong)
-        msg = str(info.value)
-        assert not isinstance(info.value, NotImplementedYet)
-        assert f"Likely mistake: {name}." in msg, msg
-        assert msg.startswith(check.exercise)
+    public = None if graded_only else getattr(TR, f"check_{check.name}")
+    assert_mistake_named(check, key, wrong, name, public=public)
 
 
 def test_every_catalogued_mistake_is_tested():
-    tested = {(key, name) for key, _, name, _ in WRONG}
-    for key, check in CHECKS.items():
-        for entry in (*check.mistakes, *check.error_hints):
-            assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+    assert_every_entry_tested(CHECKS, {(key, name) for key, _, name, _ in WRONG})
 
 
 def test_incremental_logits_with_a_wrong_gpt_is_caught_too():
