@@ -29,3 +29,21 @@ def assert_every_entry_tested(checks, tested):
     for key, check in checks.items():
         for entry in (*check.mistakes, *check.error_hints):
             assert (key, entry.name) in tested, f"untested catalogue entry: {key}: {entry.name}"
+
+
+def assert_cases_visible_and_hidden(checks):
+    """Every check is registered under its key and has visible and hidden cases."""
+    for key, check in checks.items():
+        assert check.key == key
+        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+
+
+def assert_stubs_not_implemented(checks):
+    """A stub that raises NotImplementedError gets "not implemented yet" from every check."""
+
+    def stub(*a, **k):
+        raise NotImplementedError()
+
+    for key in checks:
+        with pytest.raises(NotImplementedYet, match="is not implemented yet"):
+            hidden_check(key, stub)

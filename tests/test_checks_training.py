@@ -14,7 +14,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
+from catalogue_helpers import (
+    assert_cases_visible_and_hidden,
+    assert_every_entry_tested,
+    assert_mistake_named,
+)
 
 from autograder.checks import CheckFailed, NotImplementedYet
 from autograder.checks import training as TR
@@ -210,9 +214,7 @@ def test_right_answers_pass_visible_and_hidden(key, capsys):
 
 
 def test_every_check_has_visible_and_hidden_cases():
-    for key, check in CHECKS.items():
-        assert check.key == key
-        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+    assert_cases_visible_and_hidden(CHECKS)
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))

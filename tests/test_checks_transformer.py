@@ -8,9 +8,14 @@ import math
 
 import pytest
 import torch
-from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
+from catalogue_helpers import (
+    assert_cases_visible_and_hidden,
+    assert_every_entry_tested,
+    assert_mistake_named,
+    assert_stubs_not_implemented,
+)
 
-from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import CheckFailed, hidden_check
 from autograder.checks import transformer as TR
 
 CHECKS = {
@@ -86,18 +91,11 @@ def test_right_answers_pass_visible_and_hidden(key, capsys):
 
 
 def test_every_check_has_visible_and_hidden_cases():
-    for key, check in CHECKS.items():
-        assert check.key == key
-        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+    assert_cases_visible_and_hidden(CHECKS)
 
 
 def test_not_implemented_yet():
-    def stub(*a, **k):
-        raise NotImplementedError()
-
-    for key in CHECKS:
-        with pytest.raises(NotImplementedYet, match="is not implemented yet"):
-            hidden_check(key, stub)
+    assert_stubs_not_implemented(CHECKS)
 
 
 # ---------------------------------------------------------------- students' wrong answers
