@@ -159,7 +159,7 @@ def _main(args) -> int:
     todo, prints = [], {}
     for s in subs:
         paths = [find_notebook(s, nb.name)[0] for a in assignments for nb in info[a]]
-        prints[s.student] = f"{template.name}:{fingerprint(paths)}"
+        prints[s.student] = f"{template.name}:{fingerprint(paths, s.problem)}"
         if args.force or done.get(s.student, {}).get("fingerprint") != prints[s.student]:
             todo.append(s)
     skipped = len(subs) - len(todo)

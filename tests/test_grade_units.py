@@ -83,10 +83,14 @@ def test_discover_folders_zips_and_nesting(tmp_path):
     (subs / "broken.zip").write_bytes(b"not a zip")
     (subs / "readme.txt").write_text("x")
     found, problems = discover(subs, tmp_path / "unpacked")
-    assert [s.student for s in found] == ["Ann_Lee", "bob", "broken"]
-    assert any("readme.txt" in p for p in problems) and any("broken.zip" in p for p in problems)
+    # every entry is a submission; those that cannot be graded say why (rows 'not graded')
+    assert [s.student for s in found] == ["Ann_Lee", "bob", "broken", "readme.txt"]
+    assert [s.problem for s in found] == ["", "", "not a zip file, or a damaged one",
+                                          "neither a folder nor a .zip"]
+    assert problems == ["broken.zip: not a zip file, or a damaged one",
+                        "readme.txt: neither a folder nor a .zip"]
     assert not (tmp_path / "escape.ipynb").exists()
-    ann, bob, broken = found
+    ann, bob, broken, _ = found
     path, _ = find_notebook(ann, "01_attention")
     assert path.name == "01_attention (2).ipynb"  # the checkpoint copy is not taken
     path, _ = find_notebook(bob, "01_attention")

@@ -30,7 +30,7 @@ from nbformat.reader import NotJSONError
 from .course import NBGRADER, Notebook, make_student_course, tool_env
 from .nbgrader_main import quiet_sqlalchemy
 from .runner import LocalRunner
-from .submissions import Submission, find_notebook
+from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
 
 
 @dataclass
@@ -60,10 +60,16 @@ def _nbg(cell) -> dict:
 
 def precheck(path: Path, nb: Notebook) -> tuple[str | None, dict[str, str], list[str]]:
     """(fatal reason or None, {test grade_id: 'edited'|'deleted'}, [missing answer cell ids])."""
+    try:  # bounded: a link, special file or over-cap notebook is refused before parsing
+        data = read_notebook_bytes(path)
+    except IntakeProblem as e:
+        return str(e), {}, []
+    except OSError as e:
+        return f"cannot read the notebook ({e.strerror})", {}, []
     try:
-        sub = nbformat.read(path, as_version=4)
+        sub = nbformat.reads(data.decode("utf-8"), as_version=4)
         nbformat.validate(sub)
-    except NotJSONError:
+    except (NotJSONError, UnicodeDecodeError):
         return "invalid notebook file (not valid JSON)", {}, []
     except Exception as e:  # schema errors, unreadable files
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -172,6 +178,13 @@ def grade_student(
     runner = runner or LocalRunner()
     start = time.monotonic()
     shutil.rmtree(out / "feedback" / sub.student, ignore_errors=True)  # from an older grading
+    if getattr(sub, "problem", ""):  # intake could not use this entry: nothing to run
+        rows = [
+            {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
+             "max_points": _fmt(g.max_points), "status": f"not graded: {sub.problem}"}
+            for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
+        ]
+        return StudentResult(sub.student, fingerprint, rows, 0.0)
     root = work / "students" / sub.student
     make_student_course(template, root, opts.cell_timeout)
     (root / "logs").mkdir()
@@ -202,8 +215,8 @@ def grade_student(
             reason, restored[nb.name], missing[nb.name] = precheck(path, nb)
             if reason:
                 fatal[nb.name] = reason
-            else:
-                shutil.copyfile(path, dest / f"{nb.name}.ipynb")
+            else:  # the checked bytes, not the path again (it may have been swapped)
+                (dest / f"{nb.name}.ipynb").write_bytes(read_notebook_bytes(path))
         if len(fatal) < len(notebooks):
             _run_nbgrader(runner, root, assignment, sub.student, notebooks, fatal, opts, env,
                           start)

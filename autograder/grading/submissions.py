@@ -1,118 +1,662 @@
 """Find the students and their notebooks in a folder downloaded from an LMS.
 
-``SUBMISSIONS_DIR`` holds one folder or one ``.zip`` per student; the folder/zip name is the
-student id. Inside, notebooks are found by name at any depth (LMS downloads nest folders and
-rename files): ``01_attention.ipynb`` first, else a name that contains ``01_attention``
-(``01_attention (1).ipynb``, ``jdoe_01_attention.ipynb``). Editor debris
-(``.ipynb_checkpoints``, ``__MACOSX``, hidden folders) is skipped.
+``SUBMISSIONS_DIR`` is read in one of these layouts (they may be mixed):
+
+- **one folder or one ``.zip`` per student** (the folder/zip name is the student);
+- **Canvas** "Download Submissions": loose files ``<name>_<userid>_<submissionid>_<file>``
+  (``<name>_LATE_<userid>_...`` when Canvas marked it late; a re-uploaded file name gets
+  ``-1``, ``-2`` before its extension), or one ``.zip`` of them;
+- **Moodle** "Download submissions in folders": folders
+  ``<Full Name>_<participantid>_assignsubmission_file[_]`` (or the zip of them); the flat
+  Moodle download ``<Full Name>_<participantid>_assignsubmission_file_<file>`` too.
+
+Inside a submission, notebooks are found by name at any depth: ``01_attention.ipynb`` first,
+else a name that contains ``01_attention`` (``01_attention (1).ipynb``,
+``jdoe_01_attention.ipynb``). Editor debris (``.ipynb_checkpoints``, ``__MACOSX``, hidden
+folders) is skipped.
+
+Intake never stops the class and never loses a student: every entry yields a
+:class:`Submission`, with ``problem`` set when it cannot be graded (encrypted, unsupported or
+corrupt zip, a link or a special file, ...); its rows are then ``not graded: <problem>``.
+Links and special files are never followed or opened (``lstat``, ``O_NOFOLLOW``), and the
+parent reads no file without a size cap (:func:`read_notebook_bytes`).
+
+Student ids (:func:`student_id`) keep Unicode letters (NFC), are path- and nbgrader-safe and
+stable across reruns; where an LMS gives a user id it is part of the id (``José_Núñez_1002``).
+Two entries that would get the same id are told apart by a short hash of their origin's name,
+never dropped.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
+import stat
+import unicodedata
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 MAX_UNZIPPED_BYTES = 512 * 2**20  # a zip bomb stops here
+MAX_ZIP_ENTRIES = 10_000  # ... and a zip of a million empty files here
+MAX_NOTEBOOK_BYTES = 32 * 2**20  # the course's notebooks are ~60 kB without outputs
+MAX_CELLS = 2_000  # the longest chapter has 60 cells
+MAX_NESTING = 64  # a notebook's JSON nests ~8 deep
+MAX_WALK_ENTRIES = 100_000  # files and folders looked at inside one submission
+MAX_ID_CHARS = 64
+
+_SUPPORTED_COMPRESSION = {
+    zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA
+}
+_CANVAS = re.compile(r"^(?P<name>.+?)_(?P<late>late_)?(?P<uid>\d+)_(?P<subid>\d+)_(?P<file>.+)$",
+                     re.IGNORECASE)
+_MOODLE_DIR = re.compile(r"^(?P<name>.+)_(?P<uid>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
+_MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<uid>\d+)_assignsubmission_file_(?P<file>.+)$")
+_RESUBMITTED = re.compile(r"^(?P<stem>.+)-(?P<n>\d+)(?P<ext>\.[^.]+)$")
 
 
 @dataclass
 class Submission:
-    student: str
-    path: Path  # a folder holding the submission's files (a zip is unpacked into one)
-    origin: Path  # what the instructor gave us (folder or .zip)
+    student: str  # stable id: Unicode letters kept (NFC), path- and nbgrader-safe, unique
+    path: Path | None  # folder holding the files (a zip unpacked into one); None if unusable
+    origin: Path  # what the instructor gave (folder, zip, or LMS file group)
+    name: str = ""  # display name as the layout gives it ("José Núñez", "李娜")
+    lms_id: str = ""  # LMS user id where the layout has one
+    submitted_at: datetime | None = None  # tz-aware; LMS marker / timestamp.txt / file mtime
+    late_marked: bool = False  # the LMS marked it late
+    problem: str = ""  # non-empty: cannot be graded; every row 'not graded: <problem>'
+    time_source: str = ""  # where submitted_at came from: "timestamp.txt" or "file mtime"
+    links: list[str] = field(default_factory=list)  # link entries of a zip, not unpacked
+
+
+class IntakeProblem(Exception):
+    """An entry or a notebook that cannot be graded; the message is the row's reason."""
+
+
+# ---- student ids ----------------------------------------------------------------------------
+
+
+def _keep(ch: str) -> bool:
+    return ch in "._-" or unicodedata.category(ch)[0] in "LNM"  # letters, digits, marks
 
 
 def student_id(name: str) -> str:
-    """A path- and nbgrader-safe student id from a file name.
+    """A path- and nbgrader-safe student id from a name: Unicode letters kept (NFC).
 
-    >>> student_id("Ada Lovelace (ada@uni.edu)")
-    'Ada_Lovelace_ada_uni.edu'
+    Anything but letters, digits, combining marks and ``._-`` becomes ``_`` (no ``/``, no
+    control characters, no glob characters ``*?[]``, no ``,``: nbgrader reads
+    ``--student`` as a glob and ``student_id_exclude`` as a comma list); no leading dot; at
+    most 64 characters (a longer name is cut and gets a hash of the whole); never purely
+    numeric (nbgrader's command line would read it as a number).
+
+    >>> student_id("Ada Lovelace (ada@uni.edu)"), student_id("Zoë"), student_id("李娜")
+    ('Ada_Lovelace_ada_uni.edu', 'Zoë', '李娜')
     """
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "student"
+    nfc = unicodedata.normalize("NFC", name)
+    sid = "".join(ch if _keep(ch) else "_" for ch in nfc)
+    sid = re.sub(r"_+", "_", sid).strip("._-")
+    if len(sid) > MAX_ID_CHARS:
+        sid = sid[: MAX_ID_CHARS - 9].rstrip("._-") + "_" + _short_hash(nfc)
+    if not sid:
+        return "student"
+    return f"s{sid}" if sid.isdigit() else sid
 
 
-def _safe_unzip(zip_path: Path, dest: Path) -> None:
-    """Unpack ``zip_path`` into ``dest``, refusing paths outside it and stopping at a size cap."""
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
+def _display(name: str) -> str:
+    return unicodedata.normalize("NFC", name).strip()
+
+
+# ---- bounded, link-free reading ------------------------------------------------------------
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def not_regular(st: os.stat_result) -> str:
+    """'' for a regular file, else what it is ('a symbolic link (not followed)', ...)."""
+    if stat.S_ISREG(st.st_mode):
+        return ""
+    return _kind(st.st_mode) + (" (not followed)" if stat.S_ISLNK(st.st_mode) else "")
+
+
+def read_bounded(path: Path, cap: int) -> bytes:
+    """The bytes of the regular file ``path`` if it holds at most ``cap`` bytes.
+
+    Links and special files are refused by ``lstat`` before anything is opened, and the
+    open itself uses ``O_NOFOLLOW | O_NONBLOCK`` (a link or FIFO swapped in between is not
+    followed and cannot block); the size is checked before reading and the read stops at
+    ``cap + 1`` bytes. Raises :class:`IntakeProblem`.
+    """
+    st = os.lstat(path)
+    if what := not_regular(st):
+        raise IntakeProblem(f"{path.name} is {what}")
+    if st.st_size > cap:
+        raise IntakeProblem(f"{path.name} is larger than {_mb(cap)}")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fst = os.fstat(fd)
+        if what := not_regular(fst):
+            raise IntakeProblem(f"{path.name} is {what}")
+        if fst.st_size > cap:
+            raise IntakeProblem(f"{path.name} is larger than {_mb(cap)}")
+        chunks, left = [], cap + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 2**20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > cap:  # it grew while we read
+        raise IntakeProblem(f"{path.name} is larger than {_mb(cap)}")
+    return data
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:g} MB"
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_PAIR = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _too_deep(data: bytes, limit: int) -> bool:
+    """True if the JSON text nests deeper than ``limit``, found without parsing it.
+
+    Strings are blanked, everything but brackets is dropped, then innermost pairs are
+    removed once per level: anything left after ``limit`` rounds (that still shrinks) is
+    deeper. Unbalanced text is left for the parser to call invalid.
+
+    >>> _too_deep(b'{"a": [1, "[[[["]}', 2), _too_deep(b'{"a": [[1]]}', 2)
+    (False, True)
+    """
+    s = _STRING.sub(b'""', data).translate(None, _NOT_BRACKET)
+    for _ in range(limit):
+        if not s:
+            return False
+        s, n = _PAIR.subn(b"", s)
+        if n == 0:
+            return False  # unbalanced: not ours to judge
+    return bool(s) and _PAIR.search(s) is not None
+
+
+def read_notebook_bytes(path: Path) -> bytes:
+    """A submitted notebook's bytes, refused before parsing when it is over a cap.
+
+    Refuses (:class:`IntakeProblem`): a link or special file (never opened), more than
+    :data:`MAX_NOTEBOOK_BYTES` (by ``lstat``, nothing read), more than :data:`MAX_CELLS`
+    cells (counted in the bytes) or JSON nested deeper than :data:`MAX_NESTING`.
+    """
+    data = read_bounded(path, MAX_NOTEBOOK_BYTES)
+    if data.count(b'"cell_type"') > MAX_CELLS:
+        raise IntakeProblem(f"{path.name} has more than {MAX_CELLS} cells")
+    if _too_deep(data, MAX_NESTING):
+        raise IntakeProblem(f"{path.name} nests deeper than {MAX_NESTING} levels")
+    return data
+
+
+def _mirror(src: Path, dest: Path) -> None:
+    """Copy one LMS file so that the copy reads as the original would: a regular file up to
+    :data:`MAX_NOTEBOOK_BYTES` is copied; a larger one becomes a sparse file of its size
+    (refused later by size, never read); a link becomes the same link, a FIFO a FIFO (never
+    followed or opened); other special files are left out."""
+    st = os.lstat(src)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(src), dest)
+        return
+    if stat.S_ISFIFO(st.st_mode):
+        os.mkfifo(dest)
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(dest, flags, 0o644), "wb") as f:
+        if st.st_size > MAX_NOTEBOOK_BYTES:
+            f.truncate(st.st_size)
+        else:
+            f.write(read_bounded(src, MAX_NOTEBOOK_BYTES))
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+
+
+# ---- zips ------------------------------------------------------------------------------------
+
+
+def _is_link(info: zipfile.ZipInfo) -> bool:
+    return stat.S_ISLNK(info.external_attr >> 16)
+
+
+def _is_special(info: zipfile.ZipInfo) -> bool:
+    """A FIFO, device or socket entry (no type bits, as zips from Windows have: regular)."""
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    return kind not in (0, stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK)
+
+
+def _open_zip(zip_path: Path) -> zipfile.ZipFile:
+    """The zip, opened through a link-free descriptor (raises IntakeProblem)."""
+    st = os.lstat(zip_path)
+    if what := not_regular(st):
+        raise IntakeProblem(f"{zip_path.name} is {what}")
+    try:
+        fd = os.open(zip_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        f = os.fdopen(fd, "rb")
+    except OSError as e:
+        raise IntakeProblem(f"cannot open the zip ({e.strerror})") from None
+    try:
+        return zipfile.ZipFile(f)
+    except zipfile.BadZipFile:
+        f.close()
+        raise IntakeProblem("not a zip file, or a damaged one") from None
+    except Exception as e:  # noqa: BLE001 - anything a hostile header raises
+        f.close()
+        raise IntakeProblem(f"damaged zip ({type(e).__name__})") from None
+
+
+def _check_zip(zf: zipfile.ZipFile) -> None:
+    infos = zf.infolist()
+    if len(infos) > MAX_ZIP_ENTRIES:
+        raise IntakeProblem(f"zip holds more than {MAX_ZIP_ENTRIES} entries")
+    if any(i.flag_bits & 0x1 for i in infos):
+        raise IntakeProblem("encrypted zip (password-protected)")
+    if any(i.compress_type not in _SUPPORTED_COMPRESSION for i in infos):
+        raise IntakeProblem("zip uses an unsupported compression method")
+    if sum(i.file_size for i in infos if not i.is_dir()) > MAX_UNZIPPED_BYTES:
+        raise IntakeProblem(f"zip unpacks to more than {_mb(MAX_UNZIPPED_BYTES)} (zip bomb?)")
+
+
+def _safe_unzip(zip_path: Path, dest: Path) -> list[str]:
+    """Unpack ``zip_path`` into ``dest``; returns the names of link entries left out.
+
+    Refuses (IntakeProblem) an encrypted zip, an unsupported compression method, a corrupt
+    stream or CRC, more than :data:`MAX_UNZIPPED_BYTES` or :data:`MAX_ZIP_ENTRIES`. Paths
+    outside ``dest`` and special-file entries are skipped; link entries are skipped and named.
+    """
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    total = 0
     root = dest.resolve()
-    with zipfile.ZipFile(zip_path) as zf:
+    links, total = [], 0
+    with _open_zip(zip_path) as zf:
+        _check_zip(zf)
         for info in zf.infolist():
             target = (dest / info.filename).resolve()
-            if not target.is_relative_to(root) or info.is_dir():
+            if not target.is_relative_to(root) or target == root or info.is_dir():
                 continue
-            total += info.file_size
-            if total > MAX_UNZIPPED_BYTES:
-                raise ValueError(f"unpacks to more than {MAX_UNZIPPED_BYTES >> 20} MB")
+            if _is_link(info):
+                links.append(info.filename)
+                continue
+            if _is_special(info):
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(target, "wb") as out:
-                shutil.copyfileobj(src, out)
-
-
-def discover(submissions_dir: Path, unpack_dir: Path) -> tuple[list[Submission], list[str]]:
-    """Every student's submission, sorted by id, and a list of problems met on the way."""
-    subs, problems, seen = [], [], set()
-    for entry in sorted(submissions_dir.iterdir()):
-        if entry.name.startswith(".") or entry.name == "__MACOSX":
-            continue
-        if entry.is_dir():
-            sid, path = student_id(entry.name), entry
-        elif entry.suffix.lower() == ".zip":
-            sid = student_id(entry.stem)
-            path = unpack_dir / sid
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
             try:
-                _safe_unzip(entry, path)
-            except (zipfile.BadZipFile, ValueError, OSError) as e:
-                problems.append(f"{entry.name}: cannot unpack ({e})")
-                path = None
-        else:
-            problems.append(f"{entry.name}: neither a folder nor a .zip, skipped")
-            continue
-        if sid in seen:
-            problems.append(f"{entry.name}: a second submission for student {sid!r}, skipped")
-            continue
-        seen.add(sid)
-        subs.append(Submission(sid, path, entry))
-    return subs, problems
+                with zf.open(info) as src, os.fdopen(os.open(target, flags, 0o644), "wb") as out:
+                    while chunk := src.read(2**20):
+                        total += len(chunk)
+                        if total > MAX_UNZIPPED_BYTES:
+                            raise IntakeProblem(
+                                f"zip unpacks to more than {_mb(MAX_UNZIPPED_BYTES)} (zip bomb?)")
+                        out.write(chunk)
+            except IntakeProblem:
+                raise
+            except NotImplementedError:
+                raise IntakeProblem("zip uses an unsupported compression method") from None
+            except RuntimeError as e:  # zipfile: "... is encrypted, password required"
+                if "encrypt" in str(e) or "password" in str(e):
+                    raise IntakeProblem("encrypted zip (password-protected)") from None
+                raise IntakeProblem(f"corrupt zip ({type(e).__name__})") from None
+            except Exception as e:  # noqa: BLE001 - bad CRC, zlib/lzma/bz2 errors, EOF
+                raise IntakeProblem(f"corrupt zip ({_corrupt_kind(e)})") from None
+            stamp = info.date_time
+            try:
+                ts = datetime(*stamp, tzinfo=UTC).timestamp()
+                os.utime(target, (ts, ts))
+            except (ValueError, OverflowError):
+                pass
+    return links
 
 
-def _candidates(folder: Path) -> list[Path]:
-    out = []
-    for p in folder.rglob("*.ipynb"):
-        rel = p.relative_to(folder).parts
-        if any(part.startswith(".") or part == "__MACOSX" for part in rel):
+def _corrupt_kind(e: Exception) -> str:
+    if "CRC" in str(e):
+        return "CRC error"
+    return "damaged compressed data"
+
+
+# ---- walking a submission without following links ------------------------------------------
+
+
+def _walk(folder: Path) -> list[tuple[Path, os.stat_result]]:
+    """Every entry under ``folder`` with its ``lstat``, links never followed, debris skipped."""
+    out, stack, seen = [], [folder], 0
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
             continue
-        if p.is_file():
-            out.append(p)
+        for e in entries:
+            seen += 1
+            if seen > MAX_WALK_ENTRIES:
+                return out
+            if e.name.startswith(".") or e.name == "__MACOSX":
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            p = Path(e.path)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(p)
+            else:
+                out.append((p, st))
     return out
 
 
+def _candidates(sub: Submission) -> list[tuple[Path, os.stat_result]]:
+    files = [(p, st) for p, st in _walk(sub.path) if p.name.lower().endswith(".ipynb")]
+    return files + [(sub.path / name, None) for name in sub.links
+                    if name.lower().endswith(".ipynb")]
+
+
 def find_notebook(sub: Submission, name: str) -> tuple[Path | None, str]:
-    """The submission's notebook for notebook id ``name`` and a note on how it was chosen."""
+    """The submission's notebook for notebook id ``name`` and a note on how it was chosen.
+
+    When the chosen file is a link or a special file (also a link entry of a zip), the path is
+    None and the note says so: it is never followed.
+    """
+    if sub.problem:
+        return None, sub.problem
     if sub.path is None:
         return None, "the submission could not be unpacked"
-    cands = _candidates(sub.path)
-    exact = [p for p in cands if p.stem == name]
-    loose = [p for p in cands if name in p.stem and p not in exact]
+    cands = _candidates(sub)
+    stem = {p: p.name[: -len(".ipynb")] for p, _ in cands}
+    exact = [(p, st) for p, st in cands if stem[p] == name]
+    loose = [(p, st) for p, st in cands if name in stem[p] and stem[p] != name]
     for group in (exact, loose):
         if group:
             # the shallowest, then the most recently changed, then by name: deterministic
-            group.sort(key=lambda p: (len(p.relative_to(sub.path).parts), -p.stat().st_mtime, p))
-            note = "" if len(group) == 1 else f"{len(group)} candidates, took {group[0].name}"
-            return group[0], note
+            group.sort(key=lambda c: (len(c[0].relative_to(sub.path).parts),
+                                      -(c[1].st_mtime if c[1] else 0), c[0]))
+            path, st = group[0]
+            rel = path.relative_to(sub.path).as_posix()
+            if st is None:
+                return None, f"{rel} is a symbolic link in the zip (not followed)"
+            if what := not_regular(st):
+                return None, f"{rel} is {what}"
+            note = "" if len(group) == 1 else f"{len(group)} candidates, took {path.name}"
+            return path, note
     return None, f"no {name}.ipynb in the submission"
 
 
-def fingerprint(paths: list[Path | None]) -> str:
+def fingerprint(paths: list[Path | None], problem: str = "") -> str:
     """A hash of the chosen notebooks' bytes: a changed submission is graded again."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(problem.encode())
     for p in paths:
-        h.update(b"-" if p is None else p.read_bytes())
+        if p is None:
+            h.update(b"-")
+        else:
+            try:
+                h.update(read_bounded(p, MAX_NOTEBOOK_BYTES))
+            except (IntakeProblem, OSError) as e:
+                h.update(f"!{e}".encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
+
+
+# ---- submission times ----------------------------------------------------------------------
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """A ``timestamp.txt`` as nbgrader writes it (``%Y-%m-%d %H:%M:%S.%f %Z``) or ISO 8601;
+    a time without zone is UTC (as nbgrader reads it).
+
+    >>> parse_timestamp("2026-11-20 14:03:00.250000 UTC").isoformat()
+    '2026-11-20T14:03:00.250000+00:00'
+    """
+    import dateutil.parser
+
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        ts = dateutil.parser.parse(text)
+    except (ValueError, OverflowError):
+        return None
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC)
+
+
+def _submission_time(sub: Submission) -> None:
+    """timestamp.txt at the top of the submission, else the newest notebook's mtime."""
+    if sub.path is None:
+        return
+    stamp = sub.path / "timestamp.txt"
+    try:
+        ts = parse_timestamp(read_bounded(stamp, 1024).decode("utf-8", "replace"))
+    except (IntakeProblem, OSError):
+        ts = None
+    if ts is not None:
+        sub.submitted_at, sub.time_source = ts, "timestamp.txt"
+        return
+    times = [st.st_mtime for p, st in _walk(sub.path)
+             if stat.S_ISREG(st.st_mode) and p.name.lower().endswith(".ipynb")]
+    if times:
+        sub.submitted_at = datetime.fromtimestamp(max(times), UTC)
+        sub.time_source = "file mtime"
+
+
+# ---- the layouts -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Entry:
+    """One future Submission before its id is fixed."""
+
+    kind: str  # folder | zip | canvas | moodle | problem
+    base: str  # the id before disambiguation
+    origin: Path
+    name: str = ""
+    lms_id: str = ""
+    late: bool = False
+    files: list[Path] = field(default_factory=list)  # LMS file group / Moodle folders
+    problem: str = ""
+
+
+def _bundle_kind(zip_path: Path) -> str:
+    """'canvas' / 'moodle' if a zip is a whole LMS download, else ''."""
+    try:
+        with _open_zip(zip_path) as zf:
+            names = [i.filename for i in zf.infolist()[:MAX_ZIP_ENTRIES + 1]]
+    except (IntakeProblem, OSError):
+        return ""
+    names = [n for n in names if n and not n.startswith("__MACOSX")]
+    tops = {n.split("/", 1)[0] for n in names}
+    if not tops:
+        return ""
+    if all("/" not in n and _CANVAS.match(n) for n in names):
+        return "canvas"
+    if all(_MOODLE_DIR.match(t) or _MOODLE_FILE.match(t) for t in tops):
+        return "moodle"
+    return ""
+
+
+def _classify(folder: Path, bundle_dir: Path, messages: list[str],
+              depth: int = 0) -> list[_Entry]:
+    entries: list[_Entry] = []
+    canvas: dict[str, _Entry] = {}
+    moodle: dict[str, _Entry] = {}
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as e:
+        messages.append(f"{folder}: cannot list ({e.strerror})")
+        return []
+    for nm in names:
+        p = folder / nm
+        if nm.startswith(".") or nm == "__MACOSX":
+            if nm not in (".DS_Store", "__MACOSX"):
+                messages.append(f"{nm}: hidden entry, skipped")
+            continue
+        try:
+            st = os.lstat(p)
+        except OSError as e:
+            entries.append(_Entry("problem", student_id(nm), p, name=nm,
+                                  problem=f"cannot read ({e.strerror})"))
+            continue
+        is_dir, is_reg = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
+        stem = p.stem if is_reg and nm.lower().endswith(".zip") else nm
+        if m := (is_dir and _MOODLE_DIR.match(nm)):
+            e = moodle.setdefault(m["uid"], _Entry(
+                "moodle", student_id(f"{_display(m['name'])}_{m['uid']}"), p,
+                name=_display(m["name"]), lms_id=m["uid"]))
+            e.files.append(p)
+        elif m := (not is_dir and _MOODLE_FILE.match(nm)):
+            e = moodle.setdefault(m["uid"], _Entry(
+                "moodle", student_id(f"{_display(m['name'])}_{m['uid']}"), p,
+                name=_display(m["name"]), lms_id=m["uid"]))
+            e.files.append(p)
+        elif m := (not is_dir and _CANVAS.match(nm)):
+            e = canvas.setdefault(m["uid"], _Entry(
+                "canvas", student_id(f"{_display(m['name'])}_{m['uid']}"), p,
+                name=_display(m["name"]), lms_id=m["uid"]))
+            e.files.append(p)
+            e.late = e.late or bool(m["late"])
+        elif is_dir:
+            entries.append(_Entry("folder", student_id(nm), p, name=_display(nm)))
+        elif is_reg and nm.lower().endswith(".zip"):
+            kind = _bundle_kind(p) if depth == 0 else ""
+            if kind:
+                dest = bundle_dir / student_id(stem)
+                try:
+                    links = _safe_unzip(p, dest)
+                except IntakeProblem as e:
+                    entries.append(_Entry("problem", student_id(stem), p, name=stem,
+                                          problem=str(e)))
+                    continue
+                for link in links:
+                    messages.append(f"{nm}: {link} is a symbolic link in the zip, skipped")
+                entries += _classify(dest, bundle_dir, messages, depth + 1)
+            else:
+                entries.append(_Entry("zip", student_id(stem), p, name=_display(stem)))
+        elif is_reg:
+            entries.append(_Entry("problem", student_id(nm), p, name=_display(nm),
+                                  problem="neither a folder nor a .zip"))
+        else:
+            entries.append(_Entry("problem", student_id(nm), p, name=_display(nm),
+                                  problem=f"{nm} is {not_regular(st)}"))
+    return entries + list(canvas.values()) + list(moodle.values())
+
+
+def _unique_ids(entries: list[_Entry]) -> list[str]:
+    """One id per entry: its base id, or, where entries share it (case-insensitively, as a
+    case-insensitive disk would), ``<base>_<hash of the origin's name>`` for each one whose
+    origin is not a folder named exactly like the id. Depends only on the set of entries, not
+    on their order or on where the folder lies: stable across reruns."""
+    groups: dict[str, list[int]] = {}
+    for i, e in enumerate(entries):
+        groups.setdefault(e.base.casefold(), []).append(i)
+    ids = [e.base for e in entries]
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        for i in members:
+            e = entries[i]
+            if not (e.origin.name == e.base and e.kind == "folder"):
+                ids[i] = f"{e.base[: MAX_ID_CHARS - 9]}_{_short_hash(e.origin.name)}"
+    # the same origin name twice (a bundle's entry and a top-level one): number them in order
+    # of their place under the submissions folder
+    seen: dict[str, list[int]] = {}
+    for i, sid in enumerate(ids):
+        seen.setdefault(sid.casefold(), []).append(i)
+    for members in seen.values():
+        for k, i in enumerate(sorted(members, key=lambda i: str(entries[i].origin))[1:], 2):
+            ids[i] = f"{ids[i][: MAX_ID_CHARS - 3]}_{k}"
+    return ids
+
+
+def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
+    sub = Submission(sid, None, e.origin, name=e.name, lms_id=e.lms_id, late_marked=e.late,
+                     problem=e.problem)
+    if e.problem:
+        return sub
+    if e.kind == "folder":
+        sub.path = e.origin
+    elif e.kind == "zip":
+        sub.path = unpack_dir / sid
+        sub.links = _safe_unzip(e.origin, sub.path)
+    elif e.kind == "moodle" and (folders := [p for p in e.files if p.is_dir()]):
+        # graded in place, like a student's folder (an onlinetext folder comes after the
+        # file folder in name order and is not used)
+        files = [p for p in folders if "_assignsubmission_file" in p.name] or folders
+        sub.path = sorted(files)[0]
+    elif e.kind in ("canvas", "moodle"):
+        sub.path = unpack_dir / sid
+        if sub.path.exists():
+            shutil.rmtree(sub.path)
+        sub.path.mkdir(parents=True)
+        _gather(e, sub)
+    _submission_time(sub)
+    return sub
+
+
+def _gather(e: _Entry, sub: Submission) -> None:
+    """Put an LMS file group (Canvas or flat Moodle files) into ``sub.path`` under the names
+    the student gave them; of a file Canvas renamed on re-upload (``-1``, ``-2``) the
+    highest number wins. Only notebooks and zips are taken (a zip is unpacked)."""
+    best: dict[str, tuple[int, Path]] = {}  # file name -> (re-upload number, source)
+    for src in sorted(e.files):
+        m = (_CANVAS if e.kind == "canvas" else _MOODLE_FILE).match(src.name)
+        fname, n = m["file"], 0
+        if e.kind == "canvas" and (r := _RESUBMITTED.match(fname)):
+            fname, n = r["stem"] + r["ext"], int(r["n"])
+        if fname not in best or n >= best[fname][0]:
+            best[fname] = (n, src)
+    for fname, (_, src) in sorted(best.items()):
+        if fname.lower().endswith(".zip"):
+            sub.links += _safe_unzip(src, sub.path / Path(fname).stem)
+        elif fname.lower().endswith(".ipynb") and "/" not in fname:
+            _mirror(src, sub.path / fname)
+
+
+def discover(submissions_dir: Path, unpack_dir: Path) -> tuple[list[Submission], list[str]]:
+    """One Submission for every entry of ``submissions_dir``, sorted by id, and messages.
+
+    Never raises for an entry: what cannot be read becomes a Submission with ``problem``.
+    The messages (for the console) name each problem and each skipped debris entry.
+    """
+    messages: list[str] = []
+    unpack_dir.mkdir(parents=True, exist_ok=True)
+    entries = _classify(submissions_dir, unpack_dir / ".lms", messages)
+    subs = []
+    for e, sid in zip(entries, _unique_ids(entries)):
+        try:
+            sub = _materialize(e, sid, unpack_dir)
+        except IntakeProblem as err:
+            sub = Submission(sid, None, e.origin, name=e.name, lms_id=e.lms_id,
+                             late_marked=e.late, problem=str(err))
+        except Exception as err:  # noqa: BLE001 - never stop the class for one entry
+            sub = Submission(sid, None, e.origin, name=e.name, lms_id=e.lms_id,
+                             late_marked=e.late, problem=f"cannot read ({type(err).__name__})")
+        if sub.problem:
+            sub.path = None
+            messages.append(f"{e.origin.name}: {sub.problem}")
+        subs.append(sub)
+    subs.sort(key=lambda s: s.student)
+    return subs, messages
