@@ -2,7 +2,7 @@
 
     course-grade SUBMISSIONS_DIR --out OUT_DIR [--workers N] [--timeout S] [--memory MB]
                  [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
-                 [--unsandboxed]
+                 [--unsandboxed] [--scheduler ADDRESS]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
 found inside by name at any depth. For each student, in parallel (``--workers``, default: the
@@ -10,10 +10,16 @@ number of cores), a course folder of their own is made from the source notebooks
 (``solutions/``) and nbgrader's ``autograde`` and ``generate_feedback`` run in a process with
 a wall-time and a memory limit; the student's code (the Jupyter kernel) runs in a bubblewrap
 sandbox (no network, no access to solutions/, the gradebook or other students' work; see
-``grading/sandbox.py``). The parent alone writes the results:
+``grading/sandbox.py``); with ``--scheduler`` each student is a task on a Dask cluster
+instead (``grading/dispatch.py``). The parent alone writes the results:
 
 - ``OUT_DIR/grades.csv``: student, notebook, exercise, points, max_points, status
-  (``graded``, ``graded (test cell restored: ...)`` or ``not graded: <reason>``);
+  (``graded``, ``graded (test cell restored: ...)`` or ``not graded: <reason>``), diagnosis
+  (what lost the points: a catalogued mistake's name or a failure kind);
+- ``OUT_DIR/report.html``: the class report (score distributions, mistakes ranked by how many
+  students made them, not-graded reasons, slowest students), rewritten after every student;
+- ``OUT_DIR/exports/<assignment>.canvas.csv`` and ``.moodle.csv``: one total per student for
+  the LMS gradebook import (empty where something was not graded);
 - ``OUT_DIR/feedback/<student>/<notebook>.html``: nbgrader feedback without hidden tests;
 - ``OUT_DIR/gradebook.db``: the class's nbgrader gradebook; ``OUT_DIR/results/``: one file
   per finished student. Rerunning after an interruption grades only the students not finished
@@ -29,7 +35,6 @@ import sys
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="run students' code without the bubblewrap sandbox (it can then read "
                    "solutions/ and other students' work); without this flag grading refuses "
                    "to start where bwrap is missing")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="grade on a Dask cluster: the scheduler's address (tcp://host:8786); "
+                   "each student is one task run by a `dask worker` (see the README). "
+                   "Default: on this machine, --workers at once")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -100,6 +109,23 @@ def _pick_assignments(args, available, subs) -> list[str]:
     return picked
 
 
+def _write_outputs(store, students, info, people) -> Path:
+    """grades.csv, the class report and the LMS exports, all from the stored results."""
+    from .grading.exports import write_exports
+    from .grading.report import write_report
+
+    csv_path = store.write_csv(students)
+    write_report(store.out, students)
+    results = store.load()
+    for sid, (name, lms_id) in people.items():  # until the results carry them
+        if sid in results:
+            results[sid].setdefault("name", name)
+            results[sid].setdefault("lms_id", lms_id)
+    write_exports(store.out, {a: [nb.name for nb in nbs] for a, nbs in info.items()}, results,
+                  students)
+    return csv_path
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if threading.current_thread() is not threading.main_thread():
@@ -117,9 +143,10 @@ def _main(args) -> int:
     from tqdm import tqdm
 
     from .grading.course import build_template, find_assignments
+    from .grading.dispatch import Dispatcher, write_feedback
     from .grading.results import ResultStore
     from .grading.runner import kill_all
-    from .grading.student import Options, failed_result, grade_student, to_json
+    from .grading.student import Options, grade_student, to_json
     from .grading.submissions import discover, find_notebook, fingerprint
 
     if not args.submissions.is_dir():
@@ -166,37 +193,36 @@ def _main(args) -> int:
     if skipped:
         print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
     students = [s.student for s in subs]
-    store.write_csv(students)
+    people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
+    _write_outputs(store, students, info, people)
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
                file=sys.stderr)
-    pool = ThreadPoolExecutor(max_workers=workers)
+    dispatcher = Dispatcher(args.scheduler, workers)
     try:
-        futures = [
-            pool.submit(grade_student, s, info, template, work, out, opts, prints[s.student],
-                        make_runner(s.student))
-            for s in todo
-        ]
-        for fut in as_completed(futures):
-            try:
-                r = fut.result()
-            except Exception as e:  # a bug or a disk problem of the grader: say so, go on
-                s = todo[futures.index(fut)]
-                r = failed_result(s, info, f"{type(e).__name__}: {e}"[:200])
+        for _, r, feedback in dispatcher.run(
+            todo,
+            lambda s: grade_student(s, info, template, work, out, opts, prints[s.student],
+                                    make_runner(s.student)),
+            lambda s: (info, template, opts, prints[s.student], UNSANDBOXED),
+            info,
+        ):
+            if feedback is not None:  # graded elsewhere: its pages come back as data
+                write_feedback(out, r.student, feedback)
             r.notes.append(f"run {run_id}")
             store.save(to_json(r), r.student)  # the commit point of this student
-            store.write_csv(students)
+            _write_outputs(store, students, info, people)
             bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
             bar.update()
     except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
+        dispatcher.close(cancel=True)
         kill_all()
         bar.close()
         print("course-grade: interrupted; rerun to grade the rest", file=sys.stderr)
         return 130
-    pool.shutdown()
+    dispatcher.close()
     bar.close()
     store.write_gradebook(template, students)
-    csv_path = store.write_csv(students)
+    csv_path = _write_outputs(store, students, info, people)
     results = store.load()
     bad = sum(
         1 for sid in students for row in results.get(sid, {}).get("rows", [])
@@ -205,7 +231,7 @@ def _main(args) -> int:
     runner = make_runner("").name
     print(
         f"course-grade: {len(students)} students, {len(todo)} graded now in "
-        f"{time.monotonic() - t0:.1f}s ({workers} workers, runner: {runner}); "
+        f"{time.monotonic() - t0:.1f}s ({dispatcher.name}, runner: {runner}); "
         f"{bad} row(s) not graded; "
         f"{csv_path}",
         file=sys.stderr,

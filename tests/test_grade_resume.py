@@ -163,7 +163,7 @@ def test_rerun_rebuilds_a_csv_left_behind_by_a_kill(fixture_info, tmp_path):
     results = _results(out)
     rows = read_csv(out / "grades.csv")
     (out / "grades.csv").write_text(  # as the kill left it: the last student missing
-        "student,notebook,exercise,points,max_points,status\n"
+        ",".join(rows[0]) + "\n"
         + "".join(",".join(r.values()) + "\n" for r in rows if r["student"] != "missing"))
     second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     assert "2 student(s) already graded, skipped" in second.stderr

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .nbgrader_main import quiet_sqlalchemy
 
-COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "status"]
+COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "status", "diagnosis"]
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -62,7 +62,7 @@ class ResultStore:
         for sid in sorted(results):
             if students is None or sid in students:
                 for row in results[sid]["rows"]:
-                    w.writerow({k: row[k] for k in COLUMNS})
+                    w.writerow({k: row.get(k, "") for k in COLUMNS})
         path = self.out / "grades.csv"
         _atomic_write(path, buf.getvalue())
         return path

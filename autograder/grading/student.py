@@ -28,6 +28,7 @@ import nbformat
 from nbformat.reader import NotJSONError
 
 from .course import NBGRADER, Notebook, make_student_course, tool_env
+from .diagnosis import diagnose
 from .nbgrader_main import quiet_sqlalchemy
 from .runner import LocalRunner
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
@@ -155,7 +156,8 @@ def failed_result(sub: Submission, info: dict[str, list[Notebook]], error: str):
     """
     rows = [
         {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
-         "max_points": _fmt(g.max_points), "status": f"not graded: grader error ({error})"}
+         "max_points": _fmt(g.max_points), "status": f"not graded: grader error ({error})",
+         "diagnosis": "grader error"}
         for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
     ]
     return StudentResult(sub.student, "grader-error", rows, 0.0)
@@ -181,7 +183,8 @@ def grade_student(
     if getattr(sub, "problem", ""):  # intake could not use this entry: nothing to run
         rows = [
             {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
-             "max_points": _fmt(g.max_points), "status": f"not graded: {sub.problem}"}
+             "max_points": _fmt(g.max_points), "status": f"not graded: {sub.problem}",
+             "diagnosis": diagnose(f"not graded: {sub.problem}", "", "")}
             for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
         ]
         return StudentResult(sub.student, fingerprint, rows, 0.0)
@@ -258,12 +261,14 @@ def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, opts, env
 
 def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opts):
     rows = []
-    grades, problems = {}, {}
+    grades, problems, outputs = {}, {}, {}
     if fatal is None:
         try:
             grades = _read_grades(root, assignment, nb.name, student)
             autograded = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
-            problems = exercise_problems(nbformat.read(autograded, as_version=4))
+            done = nbformat.read(autograded, as_version=4)
+            problems = exercise_problems(done)
+            outputs = {_nbg(c).get("grade_id"): c.get("outputs", []) for c in done.cells}
         except Exception as e:  # a gradebook or notebook we cannot read is not a 0
             fatal = f"cannot read the grading result ({type(e).__name__}: {e})"[:200]
     for gc in nb.grade_cells:
@@ -284,16 +289,17 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opt
         else:
             status = "graded"
         graded = status.startswith("graded")
-        rows.append(
-            {
-                "student": student,
-                "notebook": nb.name,
-                "exercise": gc.grade_id,
-                "points": _fmt(points) if graded else "",
-                "max_points": _fmt(gc.max_points),
-                "status": status,
-            }
-        )
+        row = {
+            "student": student,
+            "notebook": nb.name,
+            "exercise": gc.grade_id,
+            "points": _fmt(points) if graded else "",
+            "max_points": _fmt(gc.max_points),
+            "status": status,
+        }
+        row["diagnosis"] = diagnose(status, row["points"], row["max_points"],
+                                    outputs.get(gc.grade_id))
+        rows.append(row)
     return rows
 
 

@@ -1,0 +1,79 @@
+"""What went wrong in an exercise that lost points: the ``diagnosis`` of a grades row.
+
+One function, :func:`diagnose`, turns a row's status and points plus the outputs of its test
+cell into a short label: ``""`` at full marks, the name of the catalogued mistake the check
+library recognised (``"mask inverted"``, from the check's "Likely mistake: X." line), or a
+failure kind (``"not implemented"``, ``"raised ValueError"``, ``"wrong shape"``,
+``"output differs"``, ``"timeout"``, ...). The class report ranks these; grades.csv shows them.
+
+It reads what the autograded notebook holds, so until the trusted verdict decides it, the
+label is only as trustworthy as that notebook's outputs; a verdict module can replace this
+function as a whole.
+"""
+
+from __future__ import annotations
+
+import re
+
+_MISTAKE = re.compile(r"Likely mistake: (.+?)\.(?:\s|$)")
+_RAISED = re.compile(r"your function raised (\w+)")
+
+# not-graded reasons (student.py's statuses) -> failure kind, first match wins
+_NOT_GRADED = [
+    ("ran over", "timeout"),
+    ("time limit", "timeout"),
+    ("memory limit", "memory limit"),
+    ("kernel died", "kernel died"),
+    ("output flood", "output flood"),
+    ("invalid notebook", "invalid notebook"),
+    ("answer cell", "answer cell missing"),
+    ("in the submission", "notebook missing"),
+    ("could not be unpacked", "notebook missing"),
+    ("grader error", "grader error"),
+]
+
+
+def _errors(outputs) -> list[tuple[str, str]]:
+    return [
+        (str(o.get("ename", "")), str(o.get("evalue", "")))
+        for o in outputs or []
+        if o.get("output_type") == "error"
+    ]
+
+
+def diagnose(status: str, points: str, max_points: str, outputs=None) -> str:
+    """The diagnosis of one exercise from its row and its test cell's outputs.
+
+    >>> diagnose("graded", "0", "2", [{"output_type": "error", "ename": "CheckFailed",
+    ...     "evalue": "... fails on ...\\n  Likely mistake: mask inverted. Use ..."}])
+    'mask inverted'
+    """
+    if status.startswith("not graded"):
+        reason = status.partition(":")[2].strip()
+        return next((kind for key, kind in _NOT_GRADED if key in reason), "not graded")
+    try:
+        if float(points) >= float(max_points):
+            return ""
+    except ValueError:
+        pass
+    errors = _errors(outputs)
+    if not errors:
+        return "lost points"
+    ename, evalue = errors[-1]
+    if m := _MISTAKE.search(evalue):
+        return m.group(1).strip()
+    if ename in ("NotImplementedYet", "NotImplementedError") or "not implemented yet" in evalue:
+        return "not implemented"
+    if m := _RAISED.search(evalue):
+        return f"raised {m.group(1)}"
+    if ename not in ("CheckFailed", "AssertionError"):
+        return f"raised {ename}" if ename else "error"
+    if "changed its input in place" in evalue:
+        return "input changed in place"
+    if " has shape " in evalue:
+        return "wrong shape"
+    if " should be " in evalue and " but is " in evalue or " should be a " in evalue:
+        return "wrong type"
+    if "gradient" in evalue:
+        return "wrong gradient"
+    return "output differs"

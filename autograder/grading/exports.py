@@ -1,0 +1,91 @@
+"""Gradebook exports an LMS imports: one total per student per assignment.
+
+Written next to grades.csv, per assignment (``ASSIGNMENT`` = a folder of ``solutions/``):
+
+- ``OUT_DIR/exports/ASSIGNMENT.canvas.csv``: Canvas's gradebook import format, columns
+  ``Student, ID, SIS User ID, SIS Login ID, Section, ASSIGNMENT``. Canvas matches a row to a
+  student by ``ID`` (the Canvas user id, the ``<userid>`` of its "download submissions" file
+  names, kept as the submission's ``lms_id``); ``SIS User ID``, ``SIS Login ID`` and
+  ``Section`` are left empty (Canvas then uses ``ID``). The last column is the score; rename its
+  header to the Canvas assignment's (``Name (id)``) if it was created under another name.
+- ``OUT_DIR/exports/ASSIGNMENT.moodle.csv``: for Moodle's "Import grades: CSV file", columns
+  ``Full name, User ID, ASSIGNMENT``. On import, "Identify user by": map from ``User ID`` to
+  ``userid`` (the id in Moodle's "download submissions in folders" folder names), and map the
+  ``ASSIGNMENT`` column to the assignment's grade item.
+
+A student with any exercise of the assignment not graded gets an EMPTY total (never 0): an
+empty cell leaves the LMS grade unset, so the instructor sees it still needs a decision.
+Students missing from the results are left out.
+
+Example: ``write_exports(Path("grades"), {"01_attention": ["01_attention"]}, names, lms_ids)``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+
+CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+MOODLE_COLUMNS = ["Full name", "User ID"]
+
+
+def total(rows: list[dict]) -> str:
+    """One assignment's total for one student: '' when any row is not graded.
+
+    >>> total([{"points": "1", "status": "graded"}, {"points": "0.5", "status": "graded"}])
+    '1.5'
+    >>> total([{"points": "1", "status": "graded"}, {"points": "", "status": "not graded: x"}])
+    ''
+    """
+    if not rows or any(str(r.get("status", "")).startswith("not graded") for r in rows):
+        return ""
+    try:
+        return f"{sum(float(r['points']) for r in rows):g}"
+    except (KeyError, ValueError):
+        return ""
+
+
+def _write(path: Path, header: list[str], body: list[list[str]]) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(body)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(buf.getvalue(), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_exports(
+    out: Path, notebooks: dict[str, list[str]], results: dict[str, dict],
+    students: list[str] | None = None,
+) -> list[Path]:
+    """Write both exports for every assignment in ``notebooks`` ({assignment: [notebook]}).
+
+    ``results`` is {student: result dict} (``rows``, optional ``name`` and ``lms_id``).
+    """
+    folder = out / "exports"
+    folder.mkdir(parents=True, exist_ok=True)
+    order = [s for s in (students if students is not None else sorted(results)) if s in results]
+    written = []
+    for assignment, nbs in notebooks.items():
+        canvas, moodle = [], []
+        for sid in order:
+            r = results[sid]
+            rows = [row for row in r.get("rows", []) if row.get("notebook") in nbs]
+            if not rows:
+                continue
+            name = str(r.get("name", "") or "") or sid
+            lms_id = str(r.get("lms_id", "") or "")
+            score = total(rows)
+            canvas.append([name, lms_id, "", "", "", score])
+            moodle.append([name, lms_id, score])
+        for kind, header, body in (
+            ("canvas", CANVAS_COLUMNS + [assignment], canvas),
+            ("moodle", MOODLE_COLUMNS + [assignment], moodle),
+        ):
+            path = folder / f"{assignment}.{kind}.csv"
+            _write(path, header, body)
+            written.append(path)
+    return written

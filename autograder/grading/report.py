@@ -1,0 +1,270 @@
+"""The class report, ``OUT_DIR/report.html``: what the class got right and wrong, at a glance.
+
+One self-contained HTML file (plots embedded as base64 PNG, no scripts, no external files),
+rebuilt from ``OUT_DIR/results/*.json`` after every finished student, so a run stopped
+midway leaves a report of the students graded so far. Per notebook it shows:
+
+- the score distribution of each exercise and of the notebook total (matplotlib, Agg);
+- the mistakes ranked by how many students made them (the rows' ``diagnosis``: a catalogued
+  mistake's name or a failure kind), with the students;
+- the reasons a row was not graded, with the students concerned;
+
+and, for the class, the slowest students (``StudentResult.seconds``). Every piece of text that
+comes from a submission or a result file (ids, names, statuses, diagnoses) is escaped.
+
+Example: ``write_report(Path("grades"))`` writes ``grades/report.html``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+SLOWEST = 10  # students listed in "slowest students"
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
+h1{margin-bottom:0}table{border-collapse:collapse;margin:.5em 0 1.5em}
+td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.n{text-align:right}.muted{color:#777}
+img{max-width:100%;border:1px solid #eee}
+"""
+
+
+def _esc(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _num(x) -> float | None:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def load_results(out: Path) -> dict[str, dict]:
+    """{student: result dict} from ``out/results/*.json`` (unreadable files are skipped)."""
+    results = {}
+    for p in sorted((out / "results").glob("*.json")):
+        try:
+            r = json.loads(p.read_text())
+            results[str(r["student"])] = r
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return results
+
+
+def _who(student: str, name: str) -> str:
+    """A student as the report shows them (escaped): id, and the display name if it differs."""
+    if name and name != student:
+        return f"{_esc(student)} <span class=muted>({_esc(name)})</span>"
+    return _esc(student)
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _histograms(title: str, panels: list[tuple[str, list[float], float, int]]) -> str:
+    """One PNG (base64) with a bar chart per panel: (label, scores, max points, not graded)."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    cols = min(4, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig = Figure(figsize=(3.2 * cols, 2.4 * rows), layout="constrained")
+    fig.suptitle(title)
+    for i, (label, scores, max_points, not_graded) in enumerate(panels):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        values = sorted(set(scores) | {0.0, max_points})
+        counts = [sum(1 for s in scores if s == v) for v in values]
+        names = [_fmt(v) for v in values]
+        ax.bar(names, counts, color="#4477aa")
+        if not_graded:
+            ax.bar(["n/g"], [not_graded], color="#cc6677")
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("points", fontsize=8)
+        ax.set_ylabel("students", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+    return _png(fig)
+
+
+def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) -> str:
+    exercises: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        exercises[str(r.get("exercise", ""))].append(r)
+    panels = []
+    totals: dict[str, float] = defaultdict(float)
+    total_max: dict[str, float] = defaultdict(float)
+    incomplete: set[str] = set()
+    table = []
+    for ex, ex_rows in exercises.items():
+        max_points = max((_num(r.get("max_points")) or 0.0) for r in ex_rows)
+        scores = []
+        not_graded = 0
+        for r in ex_rows:
+            sid = str(r.get("student", ""))
+            total_max[sid] += _num(r.get("max_points")) or 0.0
+            p = _num(r.get("points"))
+            if str(r.get("status", "")).startswith("not graded") or p is None:
+                not_graded += 1
+                incomplete.add(sid)
+            else:
+                scores.append(p)
+                totals[sid] += p
+        panels.append((ex, scores, max_points, not_graded))
+        mean = _fmt(round(sum(scores) / len(scores), 2)) if scores else "–"
+        full = sum(1 for s in scores if s >= max_points)
+        table.append(
+            f"<tr><td>{_esc(ex)}</td><td class=n>{_fmt(max_points)}</td>"
+            f"<td class=n>{mean}</td><td class=n>{full}</td><td class=n>{len(scores)}</td>"
+            f"<td class=n>{not_graded}</td></tr>"
+        )
+    complete = [totals[s] for s in totals if s not in incomplete]
+    notebook_max = max(total_max.values(), default=0.0)
+    panels.insert(0, ("total", complete, notebook_max, len(incomplete)))
+    img = _histograms(notebook, panels)
+    parts = [
+        f"<section class=notebook id='nb-{_esc(notebook)}'><h2>{_esc(notebook)}</h2>",
+        f"<img class=plot alt='score distribution of {_esc(notebook)}' "
+        f"src='data:image/png;base64,{img}'>",
+        "<table class=exercises><tr><th>exercise</th><th>max</th><th>mean (graded)</th>"
+        "<th>full marks</th><th>graded</th><th>not graded</th></tr>",
+        *table,
+        "</table>",
+        _mistakes(rows, names),
+        _not_graded(rows, names),
+        "</section>",
+    ]
+    return "\n".join(parts)
+
+
+def rank_mistakes(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
+    """[(diagnosis, exercises, students)] of graded rows that lost points, most students first.
+
+    >>> rank_mistakes([
+    ...     {"student": "a", "exercise": "e1", "status": "graded", "diagnosis": "mask inverted"},
+    ...     {"student": "b", "exercise": "e1", "status": "graded", "diagnosis": "mask inverted"},
+    ...     {"student": "b", "exercise": "e2", "status": "graded", "diagnosis": "wrong shape"}])
+    [('mask inverted', ['e1'], ['a', 'b']), ('wrong shape', ['e2'], ['b'])]
+    """
+    students: dict[str, set[str]] = defaultdict(set)
+    exercises: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        d = str(r.get("diagnosis", "") or "")
+        if not d or str(r.get("status", "")).startswith("not graded"):
+            continue
+        students[d].add(str(r.get("student", "")))
+        exercises[d].add(str(r.get("exercise", "")))
+    ranked = sorted(students, key=lambda d: (-len(students[d]), d))
+    return [(d, sorted(exercises[d]), sorted(students[d])) for d in ranked]
+
+
+def _mistakes(rows: list[dict], names: dict[str, str]) -> str:
+    ranked = rank_mistakes(rows)
+    if not ranked:
+        return "<h3>Mistakes</h3><p class=muted>No graded exercise lost points.</p>"
+    out = [
+        "<h3>Mistakes, by how many students made them</h3>",
+        "<table class=mistakes><tr><th>#</th><th>mistake</th><th>exercises</th>"
+        "<th>students</th><th>who</th></tr>",
+    ]
+    for i, (d, exs, who) in enumerate(ranked, 1):
+        out.append(
+            f"<tr><td class=n>{i}</td><td class=mistake>{_esc(d)}</td>"
+            f"<td>{_esc(', '.join(exs))}</td><td class=n>{len(who)}</td>"
+            f"<td>{', '.join(_who(s, names.get(s, '')) for s in who)}</td></tr>"
+        )
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _not_graded(rows: list[dict], names: dict[str, str]) -> str:
+    reasons: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for r in rows:
+        status = str(r.get("status", ""))
+        if status.startswith("not graded"):
+            reason = status.partition(":")[2].strip() or status
+            reasons[reason][str(r.get("student", ""))].add(str(r.get("exercise", "")))
+    if not reasons:
+        return "<h3>Not graded</h3><p class=muted>Every exercise was graded.</p>"
+    out = [
+        "<h3>Not graded</h3>",
+        "<table class=not-graded><tr><th>reason</th><th>students</th><th>who (exercises)</th>"
+        "</tr>",
+    ]
+    for reason in sorted(reasons, key=lambda k: (-len(reasons[k]), k)):
+        who = reasons[reason]
+        listed = "; ".join(
+            f"{_who(s, names.get(s, ''))} ({_esc(', '.join(sorted(who[s])))})" for s in sorted(who)
+        )
+        out.append(f"<tr><td>{_esc(reason)}</td><td class=n>{len(who)}</td><td>{listed}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _slowest(results: dict[str, dict], names: dict[str, str]) -> str:
+    timed = sorted(
+        ((_num(r.get("seconds")) or 0.0, sid) for sid, r in results.items()), reverse=True
+    )[:SLOWEST]
+    out = [
+        "<h2>Slowest students</h2>",
+        "<table class=slowest><tr><th>student</th><th>seconds</th></tr>",
+    ]
+    out += [
+        f"<tr><td>{_who(sid, names.get(sid, ''))}</td><td class=n>{s:.1f}</td></tr>"
+        for s, sid in timed
+    ]
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def render(results: dict[str, dict], students: list[str] | None = None) -> str:
+    """The report's HTML for ``results`` ({student: result dict}); ``students``: the class."""
+    if students is not None:
+        results = {s: results[s] for s in students if s in results}
+    names = {sid: str(r.get("name", "") or "") for sid, r in results.items()}
+    by_notebook: dict[str, list[dict]] = defaultdict(list)
+    for sid in sorted(results):
+        for row in results[sid].get("rows", []):
+            by_notebook[str(row.get("notebook", ""))].append(row)
+    expected = len(students) if students is not None else len(results)
+    head = (
+        f"<p>{len(results)} of {expected} students graded so far.</p>"
+        if len(results) < expected
+        else f"<p>{len(results)} students graded.</p>"
+    )
+    body = [_notebook_section(nb, by_notebook[nb], names) for nb in sorted(by_notebook)]
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            "<html lang=en><head><meta charset=utf-8><title>Class report</title>",
+            f"<style>{_CSS}</style></head><body>",
+            "<h1>Class report</h1>",
+            head,
+            *body,
+            _slowest(results, names) if results else "",
+            "</body></html>\n",
+        ]
+    )
+
+
+def write_report(out: Path, students: list[str] | None = None) -> Path:
+    """Rebuild ``out/report.html`` from ``out/results`` atomically; returns its path."""
+    path = out / "report.html"
+    text = render(load_results(out), students)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

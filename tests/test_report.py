@@ -1,0 +1,154 @@
+"""The diagnosis of a row, the class report (report.html) and the LMS exports, on hand-made
+results (fast); the end-to-end versions run in test_dispatch.py and test_browser_report.py."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from autograder.grading.diagnosis import diagnose
+from autograder.grading.exports import write_exports
+from autograder.grading.report import rank_mistakes, render, write_report
+
+
+def _err(ename, evalue):
+    return [{"output_type": "stream", "name": "stdout", "text": "hi"},
+            {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": []}]
+
+
+@pytest.mark.parametrize("status, points, outputs, expected", [
+    ("graded", "2", [], ""),
+    ("graded", "0", _err("CheckFailed", "Exercise 2.1 `softmax` fails on case 3:\n  output "
+                         "differs\n  Likely mistake: unstable softmax overflowing. np.exp(1000) "
+                         "is inf."), "unstable softmax overflowing"),
+    ("graded", "0", _err("CheckFailed", "x fails:\n  your function raised ValueError: bad\n  "
+                         "Likely mistake: scores transposed (K Qᵀ). Row i..."),
+     "scores transposed (K Qᵀ)"),
+    ("graded", "0", _err("NotImplementedYet", "Exercise 1.1 `f` is not implemented yet."),
+     "not implemented"),
+    ("graded", "0", _err("CheckFailed", "x fails on y:\n  your function raised ValueError: "
+                         "shapes"), "raised ValueError"),
+    ("graded", "0", _err("CheckFailed", "x fails on y:\n  the result has shape (2, 3), "
+                         "expected (3, 2)"), "wrong shape"),
+    ("graded", "0", _err("CheckFailed", "x fails on y:\n  the result differs at [0, 1]"),
+     "output differs"),
+    ("graded", "0", _err("AssertionError", ""), "output differs"),
+    ("graded", "0", _err("NameError", "name 'f' is not defined"), "raised NameError"),
+    ("graded (test cell restored: edited)", "0", _err("AssertionError", ""), "output differs"),
+    ("graded", "0", [], "lost points"),
+    ("not graded: a cell of this exercise ran over 30 s", "", [], "timeout"),
+    ("not graded: time limit of 900 s for the student exceeded", "", [], "timeout"),
+    ("not graded: memory limit of 3072 MB exceeded", "", [], "memory limit"),
+    ("not graded: the kernel died while running the notebook (exit, crash or signal)", "", [],
+     "kernel died"),
+    ("not graded: invalid notebook file (not valid JSON)", "", [], "invalid notebook"),
+    ("not graded: no 01_attention.ipynb in the submission", "", [], "notebook missing"),
+    ("not graded: answer cell ex2_solution missing from the submission", "", [],
+     "answer cell missing"),
+    ("not graded: something new", "", [], "not graded"),
+])
+def test_diagnose(status, points, outputs, expected):
+    assert diagnose(status, points, "2", outputs) == expected
+
+
+def _row(student, ex, points, status="graded", diagnosis="", notebook="01_attention"):
+    return {"student": student, "notebook": notebook, "exercise": ex, "points": points,
+            "max_points": "2", "status": status, "diagnosis": diagnosis}
+
+
+NASTY = "<script>alert('x')</script>"
+
+
+def _results() -> dict[str, dict]:
+    ng = "not graded: a cell of this exercise ran over 30 s"
+    return {
+        "ann": {"student": "ann", "seconds": 12.5, "name": "Ann Ó",
+                "rows": [_row("ann", "ex1", "2"),
+                         _row("ann", "ex2", "0", diagnosis="mask inverted")]},
+        "bob": {"student": "bob", "seconds": 40.0, "name": NASTY,
+                "rows": [_row("bob", "ex1", "0", diagnosis="mask inverted"),
+                         _row("bob", "ex2", "0", diagnosis="mask inverted")]},
+        "cy": {"student": "cy", "seconds": 3.0,  # no name: an older result file
+               "rows": [_row("cy", "ex1", "0", diagnosis="wrong shape"),
+                        _row("cy", "ex2", "", status=ng, diagnosis="timeout")]},
+        "dee": {"student": "dee", "seconds": 5.0,
+                "rows": [_row("dee", "ex1", "0", diagnosis=NASTY),
+                         _row("dee", "ex2", "", status=f"not graded: {NASTY}")]},
+    }
+
+
+def test_rank_mistakes_counts_students_not_rows():
+    rows = [r for res in _results().values() for r in res["rows"]]
+    ranked = rank_mistakes(rows)
+    assert ranked[0] == ("mask inverted", ["ex1", "ex2"], ["ann", "bob"])
+    assert [d for d, _, _ in ranked] == ["mask inverted", NASTY, "wrong shape"]
+    assert "timeout" not in [d for d, _, _ in ranked]  # not graded: its own table
+
+
+def _section(page: str, cls: str) -> str:
+    m = re.search(rf"<table class={cls}>(.*?)</table>", page, re.S)
+    assert m, cls
+    return m.group(1)
+
+
+def test_report_content_and_escaping():
+    page = render(_results())
+    assert "<script" not in page  # names, statuses, diagnoses are all escaped
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    mistakes = _section(page, "mistakes")
+    first = re.findall(r"<td class=mistake>(.*?)</td>", mistakes)
+    assert first[0] == "mask inverted"
+    assert mistakes.index("ann") < mistakes.index("wrong shape")
+    ng = _section(page, "not-graded")
+    assert "ran over 30 s" in ng and "cy" in ng and "(ex2)" in ng
+    slow = re.findall(r"<tr><td>(\w+)", _section(page, "slowest"))
+    assert slow == ["bob", "ann", "dee", "cy"]
+    assert "Ann Ó" in page
+    imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    assert len(imgs) == 1
+    assert base64.b64decode(imgs[0]).startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_partial_report_says_so_and_is_written_atomically(tmp_path):
+    (tmp_path / "results").mkdir()
+    res = _results()
+    (tmp_path / "results" / "ann.json").write_text(json.dumps(res["ann"]))
+    (tmp_path / "results" / ".bob.json.tmp-1").write_text("{half")  # a write in progress
+    path = write_report(tmp_path, ["ann", "bob", "cy"])
+    page = path.read_text()
+    assert "1 of 3 students graded so far" in page
+    assert "bob" not in page
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report")] == []
+
+
+def _read(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+def test_exports_have_the_lms_columns_and_keep_not_graded_empty(tmp_path):
+    res = _results()
+    res["ann"]["lms_id"] = "1001"
+    res["bob"]["lms_id"] = "1002"
+    res["eve"] = {"student": "eve", "seconds": 1, "name": "Eve, Jr.", "lms_id": "1005",
+                  "rows": [_row("eve", "ex1", "1.5"), _row("eve", "ex2", "2"),
+                           _row("eve", "x", "1", notebook="02_other")]}
+    write_exports(tmp_path, {"01_attention": ["01_attention"]}, res,
+                  ["ann", "bob", "cy", "dee", "eve", "absent"])
+    canvas = _read(tmp_path / "exports" / "01_attention.canvas.csv")
+    assert canvas == [
+        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "01_attention"],
+        ["Ann Ó", "1001", "", "", "", "2"],
+        [NASTY, "1002", "", "", "", "0"],
+        ["cy", "", "", "", "", ""],  # an exercise not graded: empty, not 0
+        ["dee", "", "", "", "", ""],
+        ["Eve, Jr.", "1005", "", "", "", "3.5"],  # only 01_attention's rows count
+    ]
+    moodle = _read(tmp_path / "exports" / "01_attention.moodle.csv")
+    assert moodle[0] == ["Full name", "User ID", "01_attention"]
+    assert [r[1:] for r in moodle[1:]] == [[c[1], c[5]] for c in canvas[1:]]
