@@ -487,3 +487,60 @@ def test_precheck_uses_the_bounded_reader(tmp_path):
     fifo = tmp_path / "fifo.ipynb"
     os.mkfifo(fifo)
     assert precheck(fifo, nb) == ("fifo.ipynb is a FIFO", {}, [])  # and it did not hang
+
+
+# ---- end to end: the layouts grade to the same rows ------------------------------------------
+
+
+@pytest.mark.slow
+def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
+    """One course-grade run over a class mixing the layouts: the same notebook as a folder,
+    Canvas files and a Moodle folder gives the same rows; a wrong one re-uploaded late to
+    Canvas is the one graded; an encrypted zip and a notebook linked to another student's
+    are 'not graded' with their reasons. (4 students graded, 2 workers.)"""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from synthetic_class import ClassBuilder
+    from synthetic_class.shared import grade_cmd, read_csv
+
+    from autograder.grading.course import build_template
+
+    source = REPO / "tests" / "fixtures" / "solutions"
+    _, info = build_template(source, ["99_fixture"], tmp_path / "template", 5)
+    nb = info["99_fixture"][0]
+    builder = ClassBuilder(nb)
+    right, wrong = nbformat.writes(builder.answered()), nbformat.writes(builder.wrong())
+    c = tmp_path / "class"
+    files = {
+        "Ann Lee/hw/99_fixture.ipynb": right,
+        "leeann_1001_5001_99_fixture.ipynb": right,
+        "Ann Lee_2001_assignsubmission_file_/99_fixture.ipynb": right,
+        "wangbo_LATE_1002_5002_99_fixture.ipynb": right,  # the first upload ...
+        "wangbo_LATE_1002_5002_99_fixture-1.ipynb": wrong,  # ... and the re-upload
+    }
+    for rel, text in files.items():
+        (c / rel).parent.mkdir(parents=True, exist_ok=True)
+        (c / rel).write_text(text)
+    _encrypted(c / "李娜.zip")
+    (c / "王伟").mkdir()
+    os.symlink("../Ann Lee/hw/99_fixture.ipynb", c / "王伟" / "99_fixture.ipynb")
+    out = tmp_path / "out"
+    proc = subprocess.run(grade_cmd(c, out, source, "--workers", "2", "--cell-timeout", "10"),
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rows: dict[str, list] = {}
+    for r in read_csv(out / "grades.csv"):
+        rows.setdefault(r["student"], []).append((r["exercise"], r["points"], r["status"]))
+    assert sorted(rows) == sorted(["Ann_Lee", "leeann_1001", "Ann_Lee_2001", "wangbo_1002",
+                                   "李娜", "王伟"])
+    assert rows["Ann_Lee"] == rows["leeann_1001"] == rows["Ann_Lee_2001"]
+    tests = [g.grade_id for g in nb.grade_cells]
+    assert rows["Ann_Lee"] == [(t, f"{g.max_points:g}", "graded")
+                               for t, g in zip(tests, nb.grade_cells)]
+    assert [p for _, p, _ in rows["wangbo_1002"]] == ["0"] * len(tests)
+    assert rows["李娜"] == [(t, "", "not graded: encrypted zip (password-protected)")
+                          for t in tests]
+    assert rows["王伟"] == [
+        (t, "", "not graded: 99_fixture.ipynb is a symbolic link (not followed)") for t in tests]
+    assert "李娜.zip: encrypted zip (password-protected)" in proc.stderr
