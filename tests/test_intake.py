@@ -68,6 +68,16 @@ def test_ids_keep_unicode_letters_distinct_and_stable(tmp_path):
     assert msgs == []
 
 
+def test_names_from_undecodable_or_control_bytes_are_safe_to_write(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    raw = os.fsencode(subs) + b"/b\xffad\x1bname"  # not UTF-8, with an escape character
+    os.mkdir(raw)
+    (sub,), _ = discover(subs, tmp_path / "u")
+    assert (sub.student, sub.name) == ("b_ad_name", "b\ufffdadname")
+    sub.name.encode("utf-8")  # a CSV or gradebook can take it
+
+
 def test_student_id_is_path_and_nbgrader_safe():
     for raw in ["a/b", "../../etc", ".hidden", "x\x00y\x1bz", "*?[ab],c", "  ", "1003",
                 "José" * 40, "tab\tnew\nline", "٣٤", "Ω≈ç√"]:
@@ -167,8 +177,28 @@ def _moodle_layout(dest: Path, zipped: bool = False) -> None:
             (dest / rel).write_text(text)
 
 
+def _moodle_flat_layout(dest: Path) -> None:
+    """Moodle's download without the folders option: ``<name>_<id>_assignsubmission_file_<f>``."""
+    dest.mkdir(parents=True)
+    for i, name in enumerate(CANVAS_NAMES):
+        for nb in NOTEBOOKS:
+            (dest / f"{name}_{2001 + i}_assignsubmission_file_{nb}.ipynb").write_text(
+                _nb_text(name, nb))
+
+
+def _canvas_student_zips(dest: Path) -> None:
+    """Canvas files that are the students' own zips of their notebooks."""
+    dest.mkdir(parents=True)
+    for i, (name, cname) in enumerate(CANVAS_NAMES.items()):
+        with zipfile.ZipFile(dest / f"{cname}_{1001 + i}_{5000 + i}_homework.zip", "w") as zf:
+            for nb in NOTEBOOKS:
+                zf.writestr(f"homework/{nb}.ipynb", _nb_text(name, nb))
+
+
 LAYOUTS = {
     "folders": _folder_layout,
+    "moodle_flat": _moodle_flat_layout,
+    "canvas_student_zips": _canvas_student_zips,
     "zips": _zip_layout,
     "canvas": _canvas_layout,
     "canvas_zip": _canvas_zip_layout,
@@ -196,7 +226,8 @@ def test_layouts_give_the_same_students_and_notebooks(tmp_path, layout):
             "nunezjose": "1001", "ивановамария": "1002", "李娜": "1003"}
         assert by_name["nunezjose"].student == "nunezjose_1001"
         assert by_name["李娜"].student == "李娜_1003"
-        assert [s.name for s in subs if s.late_marked] == ["ивановамария"]
+        late = [] if layout == "canvas_student_zips" else ["ивановамария"]
+        assert [s.name for s in subs if s.late_marked] == late
     elif layout.startswith("moodle"):
         assert {s.name: s.student for s in subs} == {
             "José Núñez": "José_Núñez_2001", "Мария Иванова": "Мария_Иванова_2002",
@@ -513,18 +544,18 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
     right, wrong = nbformat.writes(builder.answered()), nbformat.writes(builder.wrong())
     c = tmp_path / "class"
     files = {
-        "Ann Lee/hw/99_fixture.ipynb": right,
-        "leeann_1001_5001_99_fixture.ipynb": right,
-        "Ann Lee_2001_assignsubmission_file_/99_fixture.ipynb": right,
+        "José Núñez/hw/99_fixture.ipynb": right,
+        "李娜_1001_5001_99_fixture.ipynb": right,
+        "Мария Иванова_2001_assignsubmission_file_/99_fixture.ipynb": right,
         "wangbo_LATE_1002_5002_99_fixture.ipynb": right,  # the first upload ...
         "wangbo_LATE_1002_5002_99_fixture-1.ipynb": wrong,  # ... and the re-upload
     }
     for rel, text in files.items():
         (c / rel).parent.mkdir(parents=True, exist_ok=True)
         (c / rel).write_text(text)
-    _encrypted(c / "李娜.zip")
-    (c / "王伟").mkdir()
-    os.symlink("../Ann Lee/hw/99_fixture.ipynb", c / "王伟" / "99_fixture.ipynb")
+    _encrypted(c / "Zoë.zip")
+    (c / "Zoé").mkdir()
+    os.symlink("../José Núñez/hw/99_fixture.ipynb", c / "Zoé" / "99_fixture.ipynb")
     out = tmp_path / "out"
     proc = subprocess.run(grade_cmd(c, out, source, "--workers", "2", "--cell-timeout", "10"),
                           cwd=REPO, capture_output=True, text=True)
@@ -532,15 +563,24 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
     rows: dict[str, list] = {}
     for r in read_csv(out / "grades.csv"):
         rows.setdefault(r["student"], []).append((r["exercise"], r["points"], r["status"]))
-    assert sorted(rows) == sorted(["Ann_Lee", "leeann_1001", "Ann_Lee_2001", "wangbo_1002",
-                                   "李娜", "王伟"])
-    assert rows["Ann_Lee"] == rows["leeann_1001"] == rows["Ann_Lee_2001"]
+    right_ids = ["José_Núñez", "李娜_1001", "Мария_Иванова_2001"]  # three scripts
+    assert sorted(rows) == sorted([*right_ids, "wangbo_1002", "Zoë", "Zoé"])
+    assert rows["José_Núñez"] == rows["李娜_1001"] == rows["Мария_Иванова_2001"]
     tests = [g.grade_id for g in nb.grade_cells]
-    assert rows["Ann_Lee"] == [(t, f"{g.max_points:g}", "graded")
+    assert rows["José_Núñez"] == [(t, f"{g.max_points:g}", "graded")
                                for t, g in zip(tests, nb.grade_cells)]
     assert [p for _, p, _ in rows["wangbo_1002"]] == ["0"] * len(tests)
-    assert rows["李娜"] == [(t, "", "not graded: encrypted zip (password-protected)")
+    assert rows["Zoë"] == [(t, "", "not graded: encrypted zip (password-protected)")
                           for t in tests]
-    assert rows["王伟"] == [
+    assert rows["Zoé"] == [
         (t, "", "not graded: 99_fixture.ipynb is a symbolic link (not followed)") for t in tests]
-    assert "李娜.zip: encrypted zip (password-protected)" in proc.stderr
+    assert "Zoë.zip: encrypted zip (password-protected)" in proc.stderr
+    # nbgrader's paths and the sqlite gradebook take the Unicode ids
+    for sid in right_ids:
+        assert (out / "feedback" / sid / "99_fixture.html").is_file(), sid
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        assert {s.id for s in gb.students} == set(rows)
+        assert gb.find_submission("99_fixture", "Мария_Иванова_2001").score == sum(
+            g.max_points for g in nb.grade_cells)

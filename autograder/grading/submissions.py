@@ -110,7 +110,14 @@ def _short_hash(text: str) -> str:
 
 
 def _display(name: str) -> str:
-    return unicodedata.normalize("NFC", name).strip()
+    """The name to show: NFC, undecodable bytes as U+FFFD, no control characters.
+
+    >>> _display(" Zoe\u0308\x1b[31m\t")
+    'Zoë[31m'
+    """
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cc")
+    return unicodedata.normalize("NFC", text).strip()
 
 
 # ---- bounded, link-free reading ------------------------------------------------------------
@@ -517,7 +524,7 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
         try:
             st = os.lstat(p)
         except OSError as e:
-            entries.append(_Entry("problem", student_id(nm), p, name=nm,
+            entries.append(_Entry("problem", student_id(nm), p, name=_display(nm),
                                   problem=f"cannot read ({e.strerror})"))
             continue
         is_dir, is_reg = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
@@ -547,7 +554,7 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
                 try:
                     links = _safe_unzip(p, dest)
                 except IntakeProblem as e:
-                    entries.append(_Entry("problem", student_id(stem), p, name=stem,
+                    entries.append(_Entry("problem", student_id(stem), p, name=_display(stem),
                                           problem=str(e)))
                     continue
                 for link in links:
