@@ -108,8 +108,27 @@ def test_input_path_or_text(tmp_path):
     path.write_text(small_sample(), encoding="utf-8")
     expected = train_bpe(small_sample(), 300)
     assert train_bpe(path, 300) == expected
-    assert train_bpe(str(path), 300) == expected
     assert train_bpe_naive(pathlib.Path(path), 300) == expected
+
+
+@pytest.mark.parametrize("train", [train_bpe, train_bpe_naive])
+def test_a_path_is_explicit_and_a_missing_file_is_an_error(train, tmp_path, monkeypatch):
+    """A typo in a file name used to train silently on the name itself (issue 17, item 2)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus.txt").write_text(small_sample(), encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match="corpsu.txt"):
+        train(pathlib.Path("corpsu.txt"), 300)
+    with pytest.raises(FileNotFoundError, match="directory"):
+        train(tmp_path, 300)
+    # a one-word str that names a file, or looks like one, is refused, not trained on as text
+    for name in ("corpus.txt", "corpsu.txt", "data/corpus.txt", "C:\\data\\corpus.text"):
+        with pytest.raises(ValueError, match=r"looks like a file name.*pathlib\.Path"):
+            train(name, 300)
+    with pytest.raises(TypeError, match="pathlib.Path"):
+        train(b"corpus", 300)
+    # ordinary text, including one-word text with a dot, is still text
+    for text in ("low lower", "e.g.", "3.14", "end.", "corpus.txt is a file"):
+        assert train(text, 256) == train_bpe_naive(text, 256)
 
 
 def test_vocab_size_too_small():

@@ -10,7 +10,7 @@ from transformer_ref.attention import (
     scaled_dot_product_attention,
     softmax,
 )
-from transformer_ref.blocks import DecoderBlock, EncoderBlock
+from transformer_ref.blocks import DecoderBlock, EncoderBlock, SelfAttentionBlock
 from transformer_ref.ffn import FeedForward
 from transformer_ref.masks import (
     causal_mask,
@@ -60,6 +60,7 @@ __all__ = [
     "MultiHeadAttention",
     "LayerKVCache",
     "EncoderBlock",
+    "SelfAttentionBlock",
     "DecoderBlock",
     "Encoder",
     "Decoder",

@@ -1,4 +1,6 @@
-"""Transformer blocks: encoder block and decoder block, pre-LN or post-LN.
+"""Transformer blocks: the self-attention block (encoder and GPT) and the decoder block.
+
+Pre-LN or post-LN.
 
 Post-LN (Vaswani et al., 2017; seed 001), each sublayer wrapped as ``LayerNorm(x + Sublayer(x))``:
 
@@ -29,7 +31,7 @@ from transformer_ref.ffn import FeedForward
 from transformer_ref.mha import LayerKVCache, MultiHeadAttention
 from transformer_ref.norms import LayerNorm, make_norm
 
-__all__ = ["EncoderBlock", "DecoderBlock"]
+__all__ = ["SelfAttentionBlock", "EncoderBlock", "DecoderBlock"]
 
 
 @torch.no_grad()
@@ -64,12 +66,14 @@ def _check_activation(activation: str, layer: nn.Module) -> None:
         raise ValueError(f"source layer uses {act}, this block uses {activation!r}")
 
 
-class EncoderBlock(nn.Module):
+class SelfAttentionBlock(nn.Module):
     """Self-attention + FFN, each in a residual branch; ``norm_first`` picks pre-LN.
 
-    The GPT block is this block with ``norm_first=True`` and ``is_causal=True``.
+    The encoder's block (bidirectional, post-LN in the paper) and the GPT's block
+    (``norm_first=True``, called with ``is_causal=True``) are this one class;
+    ``EncoderBlock`` is its older name. ``eps`` is the norms' epsilon (None: the norm's default).
 
-    >>> blk = EncoderBlock(d_model=8, n_head=2)
+    >>> blk = SelfAttentionBlock(d_model=8, n_head=2)
     >>> blk(torch.randn(2, 5, 8)).shape
     torch.Size([2, 5, 8])
     """
@@ -120,7 +124,7 @@ class EncoderBlock(nn.Module):
             x = self.norm2(x + self.drop(self.ffn(x)))
         return x
 
-    def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
+    def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> SelfAttentionBlock:
         """Copy weights from ``torch.nn.TransformerEncoderLayer`` (same sizes and options)."""
         if layer.norm_first != self.norm_first:
             raise ValueError("norm_first differs from the source layer")
@@ -131,6 +135,9 @@ class EncoderBlock(nn.Module):
         _copy_norm(self.norm1, layer.norm1)
         _copy_norm(self.norm2, layer.norm2)
         return self
+
+
+EncoderBlock = SelfAttentionBlock  # the older name, used by chapters 5 and 6
 
 
 class DecoderBlock(nn.Module):

@@ -153,7 +153,7 @@ class MultiHeadAttention(nn.Module):
         ``is_causal``: add the causal mask (bottom-right aligned, so it is right with a cache).
         ``cache``: a :class:`LayerKVCache`; the new keys/values are appended to it.
         ``rope, positions``: a :class:`~transformer_ref.positional.RotaryEmbedding` applied
-        to q and k at absolute ``positions (T_q,)`` (self-attention only).
+        to q and k at absolute ``positions (T_q,)`` or ``(B, T_q)`` (self-attention only).
         Returns ``(B, T_q, d_model)``, and with ``need_weights`` also ``(B, H, T_q, T_k)``.
         """
         B, T_q, _ = x.shape

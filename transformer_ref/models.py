@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 
 from transformer_ref import sampling
-from transformer_ref.blocks import DecoderBlock, EncoderBlock, _copy_norm
+from transformer_ref.blocks import DecoderBlock, SelfAttentionBlock, _copy_norm
 from transformer_ref.masks import padding_mask_from_ids
 from transformer_ref.mha import LayerKVCache
 from transformer_ref.norms import make_norm
@@ -66,14 +66,14 @@ class KVCache:
         return self.layers[i]
 
 
-def _positional(kind: str, max_len: int, d_model: int, n_head: int):
+def _positional(kind: str, max_len: int, d_model: int, n_head: int, rope_base: float = 10000.0):
     """(additive position module or None, rotary module or None) for ``kind``."""
     if kind == "learned":
         return LearnedPositionalEmbedding(max_len, d_model), None
     if kind == "sinusoidal":
         return SinusoidalPositionalEmbedding(max_len, d_model), None
     if kind == "rope":
-        return None, RotaryEmbedding(d_model // n_head, max_len)
+        return None, RotaryEmbedding(d_model // n_head, max_len, base=rope_base)
     raise ValueError(f"pos must be one of {POS_KINDS}, got {kind!r}")
 
 
@@ -95,6 +95,8 @@ class GPTConfig:
     pos: str = "learned"  # "learned" | "sinusoidal" | "rope"
     tie_weights: bool = True
     attn_impl: str = "scratch"  # "scratch" (transformer_ref attention) | "sdpa" (flash path)
+    rope_base: float = 10000.0  # RoPE's theta (pos="rope"): pair i turns at base^(-2i/d_k)
+    norm_eps: float | None = None  # every norm's eps; None -> 1e-5 (layer) / 1e-6 (rms)
 
 
 class GPT(nn.Module):
@@ -109,16 +111,16 @@ class GPT(nn.Module):
         super().__init__()
         c = self.config = config
         self.wte = nn.Embedding(c.vocab_size, c.d_model)  # token embedding E, (V, d)
-        self.wpe, self.rope = _positional(c.pos, c.block_size, c.d_model, c.n_head)
+        self.wpe, self.rope = _positional(c.pos, c.block_size, c.d_model, c.n_head, c.rope_base)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderBlock(
+            SelfAttentionBlock(
                 c.d_model, c.n_head, c.d_ff, dropout=c.dropout, activation=c.ffn,
-                norm_first=True, norm=c.norm, bias=c.bias, attn_impl=c.attn_impl,
+                norm_first=True, norm=c.norm, bias=c.bias, eps=c.norm_eps, attn_impl=c.attn_impl,
             )
             for _ in range(c.n_layer)
         )
-        self.ln_f = make_norm(c.norm, c.d_model, bias=c.bias)
+        self.ln_f = make_norm(c.norm, c.d_model, bias=c.bias, eps=c.norm_eps)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.wte.weight  # one Parameter, used twice
@@ -210,7 +212,7 @@ class GPT(nn.Module):
 # Encoder-decoder Transformer
 # ---------------------------------------------------------------------------------------
 class Encoder(nn.Module):
-    """A stack of :class:`EncoderBlock` with an optional final norm.
+    """A stack of :class:`~transformer_ref.blocks.SelfAttentionBlock` with an optional final norm.
 
     >>> Encoder(n_layer=2, d_model=8, n_head=2)(torch.randn(1, 3, 8)).shape
     torch.Size([1, 3, 8])
@@ -220,9 +222,11 @@ class Encoder(nn.Module):
                  norm: str = "layer", bias: bool = True, **block_kw):
         super().__init__()
         self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, n_head, norm=norm, bias=bias, **block_kw) for _ in range(n_layer)
+            SelfAttentionBlock(d_model, n_head, norm=norm, bias=bias, **block_kw)
+            for _ in range(n_layer)
         )
-        self.norm = make_norm(norm, d_model, bias=bias) if final_norm else None
+        eps = block_kw.get("eps")
+        self.norm = make_norm(norm, d_model, bias=bias, eps=eps) if final_norm else None
 
     def forward(self, x, mask=None, rope=None, positions=None) -> torch.Tensor:
         for blk in self.blocks:
@@ -253,7 +257,8 @@ class Decoder(nn.Module):
         self.blocks = nn.ModuleList(
             DecoderBlock(d_model, n_head, norm=norm, bias=bias, **block_kw) for _ in range(n_layer)
         )
-        self.norm = make_norm(norm, d_model, bias=bias) if final_norm else None
+        eps = block_kw.get("eps")
+        self.norm = make_norm(norm, d_model, bias=bias, eps=eps) if final_norm else None
 
     def forward(self, x, memory, self_mask=None, memory_mask=None, cache: KVCache | None = None,
                 rope=None, positions=None) -> torch.Tensor:
@@ -294,6 +299,8 @@ class TransformerConfig:
     tie_weights: bool = True  # output projection = target embedding (section 3.4)
     pad_id: int | None = None  # if set, padding masks are derived from the ids
     attn_impl: str = "scratch"
+    rope_base: float = 10000.0  # RoPE's theta (pos="rope")
+    norm_eps: float | None = None  # every norm's eps; None -> 1e-5 (layer) / 1e-6 (rms)
 
 
 class Transformer(nn.Module):
@@ -316,11 +323,12 @@ class Transformer(nn.Module):
             self.tgt_embed = self.src_embed
         else:
             self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
-        self.pos, self.rope = _positional(c.pos, c.max_len, c.d_model, c.n_head)
+        self.pos, self.rope = _positional(c.pos, c.max_len, c.d_model, c.n_head, c.rope_base)
         self.drop = nn.Dropout(c.dropout)
         final_norm = c.norm_first if c.final_norm is None else c.final_norm
         kw = dict(d_ff=c.d_ff, dropout=c.dropout, activation=c.ffn, norm_first=c.norm_first,
-                  norm=c.norm, bias=c.bias, attn_impl=c.attn_impl, final_norm=final_norm)
+                  norm=c.norm, bias=c.bias, eps=c.norm_eps, attn_impl=c.attn_impl,
+                  final_norm=final_norm)
         self.encoder = Encoder(c.n_encoder_layers, c.d_model, c.n_head, **kw)
         self.decoder = Decoder(c.n_decoder_layers, c.d_model, c.n_head, **kw)
         self.lm_head = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)

@@ -110,7 +110,8 @@ class RotaryEmbedding(nn.Module):
     """RoPE for heads of size ``d_k`` (even), positions ``0 .. max_len - 1``.
 
     ``forward(x, positions)`` rotates ``x (..., T, d_k)`` where ``positions (T,)`` are the
-    absolute positions of those T rows (with a KV cache they continue from the cache length).
+    absolute positions of those T rows (with a KV cache they continue from the cache length),
+    or ``(B, T)`` per sequence for ``x (B, H, T, d_k)``. ``base`` is RoPE's theta.
 
     >>> rope = RotaryEmbedding(4, max_len=8)
     >>> q = torch.randn(1, 2, 3, 4)
@@ -132,4 +133,20 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin", torch.sin(angle), persistent=False)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return apply_rope(x, self.cos[positions], self.sin[positions], self.pairing)
+        """Rotate ``x (..., T, d_k)``; ``positions`` is ``(T,)`` (shared by the whole batch) or,
+        for ``x (B, H, T, d_k)``, ``(B, T)`` (one row per sequence). Any other shape is refused:
+        a ``(B, T)`` table indexed as-is would broadcast its batch axis against the heads."""
+        T = x.shape[-2]
+        if positions.dim() == 1 and positions.shape[0] == T:
+            cos, sin = self.cos[positions], self.sin[positions]  # (T, d_k/2)
+        elif positions.dim() == 2 and x.dim() == 4 and positions.shape[1] == T and (
+            positions.shape[0] in (1, x.shape[0])
+        ):
+            cos = self.cos[positions][:, None]  # (B, 1, T, d_k/2): one row per sequence
+            sin = self.sin[positions][:, None]
+        else:
+            raise ValueError(
+                f"RoPE positions must have shape (T,) = ({T},), or (B, T) = "
+                f"({x.shape[0] if x.dim() == 4 else 'B'}, {T}) for x of shape (B, H, T, d_k); "
+                f"got positions {tuple(positions.shape)} for x {tuple(x.shape)}")
+        return apply_rope(x, cos, sin, self.pairing)

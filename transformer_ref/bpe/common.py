@@ -90,16 +90,40 @@ def split_special(text: str, special_re: regex.Pattern | None) -> list[str]:
     return special_re.split(text)
 
 
+_PATH_LIKE = re.compile(r"(?:.*[/\\])?[^/\\\s]*\.[A-Za-z][A-Za-z0-9]{0,7}")  # dir/name.ext
+
+
 def read_input(input: str | os.PathLike) -> str:
-    """``input`` is a path (``os.PathLike``, or a ``str`` naming an existing file) or the text."""
-    if isinstance(input, os.PathLike) or (
-        isinstance(input, str) and len(input) < 4096 and "\n" not in input
-        and os.path.isfile(input)
-    ):
-        with open(input, encoding="utf-8") as f:
+    """The training text: ``input`` itself if it is a ``str``; the file's UTF-8 text if it is a
+    path object (``pathlib.Path`` or any ``os.PathLike``).
+
+    A path that does not exist is a :class:`FileNotFoundError`. A one-word ``str`` that names an
+    existing file or looks like a file name (``some/path.txt``) is refused with a
+    :class:`ValueError` rather than trained on as text: wrap it in ``pathlib.Path``.
+
+    >>> read_input("low lower")
+    'low lower'
+    >>> read_input("some/path.txt")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: got the string 'some/path.txt', which looks like a file name ...
+    """
+    if isinstance(input, os.PathLike):
+        path = os.fspath(input)
+        if not os.path.isfile(path):
+            what = "is a directory" if os.path.isdir(path) else "does not exist"
+            raise FileNotFoundError(f"training text file {path!r} {what}")
+        with open(path, encoding="utf-8") as f:
             return f.read()
     if not isinstance(input, str):
-        raise TypeError(f"expected text or a path, got {type(input).__name__}")
+        raise TypeError(
+            f"expected the text (str) or a path (pathlib.Path), got {type(input).__name__}")
+    if input and len(input) < 4096 and not any(c.isspace() for c in input):
+        exists = os.path.exists(input)
+        if exists or _PATH_LIKE.fullmatch(input):
+            state = "names an existing file" if exists else "and no such file exists"
+            raise ValueError(
+                f"got the string {input!r}, which looks like a file name ({state}); pass "
+                f"pathlib.Path({input!r}) to train on a file's text")
     return input
 
 

@@ -52,9 +52,10 @@ def train_bpe(
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train byte-level BPE incrementally; returns ``(vocab, merges)`` (layout: see ``common``).
 
-    ``input`` is the training text, or a path (``os.PathLike`` or the ``str`` name of an
-    existing file). Special tokens are removed from the text before pre-tokenization, so no
-    merge crosses them, and take ids ``256, 257, ...``.
+    ``input`` is the training text (``str``) or a file (``pathlib.Path``); a path that does
+    not exist, or a one-word ``str`` that looks like a file name, is an error (see
+    :func:`~transformer_ref.bpe.common.read_input`). Special tokens are removed from the text
+    before pre-tokenization, so no merge crosses them, and take ids ``256, 257, ...``.
     """
     special_tokens = list(special_tokens)
     check_vocab_size(vocab_size, special_tokens)

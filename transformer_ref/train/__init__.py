@@ -4,6 +4,7 @@
 under ``torchrun`` with DDP).
 """
 
+from transformer_ref.train.checkpoint import load_checkpoint, save_checkpoint
 from transformer_ref.train.config import PRESETS, TrainConfig, preset
 from transformer_ref.train.data import (
     CharTokenizer,
@@ -27,4 +28,6 @@ __all__ = [
     "get_lr",
     "configure_optimizer",
     "pick_device",
+    "save_checkpoint",
+    "load_checkpoint",
 ]

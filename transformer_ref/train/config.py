@@ -35,6 +35,8 @@ class TrainConfig:
     ffn: str = "gelu"
     pos: str = "learned"
     tie_weights: bool = True
+    rope_base: float = 10000.0  # RoPE's theta (pos="rope")
+    norm_eps: float | None = None  # None -> 1e-5 (layer) / 1e-6 (rms)
     attn_impl: str = "auto"  # "scratch", "sdpa", or "auto" (= sdpa on CUDA, scratch elsewhere)
     # --- optimisation ---
     batch_size: int = 32  # sequences per micro-step *per process*

@@ -28,7 +28,6 @@ import math
 import os
 import random
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +35,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from transformer_ref.train.checkpoint import load_checkpoint, save_checkpoint
 from transformer_ref.train.config import TrainConfig
 from transformer_ref.train.data import TokenData, bits_per_byte, get_batch, prepare_data
 
@@ -146,15 +146,9 @@ def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> torc
         vocab_size=vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
         n_head=cfg.n_head, d_model=cfg.d_model, d_ff=cfg.d_ff, dropout=cfg.dropout,
         bias=cfg.bias, norm=cfg.norm, ffn=cfg.ffn, pos=cfg.pos, tie_weights=cfg.tie_weights,
-        attn_impl=attn,
+        attn_impl=attn, rope_base=cfg.rope_base, norm_eps=cfg.norm_eps,
     )
     return GPT(gcfg)
-
-
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The plain module under DDP (``.module``) and torch.compile (``._orig_mod``) wrappers."""
-    model = getattr(model, "module", model)
-    return getattr(model, "_orig_mod", model)
 
 
 def _rng_state(gen: torch.Generator) -> dict:
@@ -343,6 +337,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
+        """Everything but the model and optimizer that a checkpoint holds (see
+        :func:`~transformer_ref.train.checkpoint.save_checkpoint`)."""
         self._flush_losses()
         rng = _rng_state(self.gen)
         if self.ddp:
@@ -350,34 +346,27 @@ class Trainer:
             dist.all_gather_object(all_rng, rng)
         else:
             all_rng = [rng]
-        mcfg = getattr(self.raw_model, "config", None)
         return {
-            "model": self.raw_model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
             "step": self.step,
             "tokens_seen": self.tokens_seen,
             "config": self.cfg.to_dict(),
-            "model_config": asdict(mcfg) if mcfg is not None else None,
             "data_meta": dict(self.data.meta),
             "rng": all_rng,
             "history": self.history,
         }
 
     def save_checkpoint(self, path: str | os.PathLike | None = None) -> Path:
-        """Write the full training state (every rank must call it under DDP; rank 0 writes)."""
+        """Write the full training state with :func:`save_checkpoint` (every rank must call it
+        under DDP, for the RNG states; rank 0 writes)."""
         path = Path(path) if path is not None else self.out_dir / "ckpt.pt"
         state = self.state_dict()
         if self.master:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            torch.save(state, tmp)
-            os.replace(tmp, path)  # never leave a half-written checkpoint behind
+            save_checkpoint(path, self.raw_model, self.optimizer, **state)
         return path
 
     def load_checkpoint(self, path: str | os.PathLike) -> None:
-        state = torch.load(path, map_location=self.device, weights_only=False)
-        self.raw_model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        """Restore model, optimizer, step, history and RNG states with :func:`load_checkpoint`."""
+        state = load_checkpoint(path, self.raw_model, self.optimizer, map_location=self.device)
         self.step = state["step"]
         self.tokens_seen = state["tokens_seen"]
         self.history = state["history"]
