@@ -195,8 +195,21 @@ def _canvas_student_zips(dest: Path) -> None:
                 zf.writestr(f"homework/{nb}.ipynb", _nb_text(name, nb))
 
 
+def _moodle_student_zips(dest: Path) -> None:
+    """Moodle folders that hold the students' own zips (and a link, not followed)."""
+    dest.mkdir(parents=True)
+    for i, name in enumerate(CANVAS_NAMES):
+        folder = dest / f"{name}_{2001 + i}_assignsubmission_file_"
+        folder.mkdir()
+        with zipfile.ZipFile(folder / "my homework.zip", "w") as zf:
+            for nb in NOTEBOOKS:
+                zf.writestr(f"{nb}.ipynb", _nb_text(name, nb))
+        os.symlink("/etc/passwd", folder / "passwd")
+
+
 LAYOUTS = {
     "folders": _folder_layout,
+    "moodle_student_zips": _moodle_student_zips,
     "moodle_flat": _moodle_flat_layout,
     "canvas_student_zips": _canvas_student_zips,
     "zips": _zip_layout,

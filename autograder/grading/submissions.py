@@ -604,7 +604,7 @@ def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
     if e.problem:
         return sub
     if e.kind == "folder":
-        sub.path = e.origin
+        sub.path = _folder_with_zips(e.origin, unpack_dir / sid, sub)
     elif e.kind == "zip":
         sub.path = unpack_dir / sid
         sub.links = _safe_unzip(e.origin, sub.path)
@@ -612,7 +612,7 @@ def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
         # graded in place, like a student's folder (an onlinetext folder comes after the
         # file folder in name order and is not used)
         files = [p for p in folders if "_assignsubmission_file" in p.name] or folders
-        sub.path = sorted(files)[0]
+        sub.path = _folder_with_zips(sorted(files)[0], unpack_dir / sid, sub)
     elif e.kind in ("canvas", "moodle"):
         sub.path = unpack_dir / sid
         if sub.path.exists():
@@ -621,6 +621,28 @@ def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
         _gather(e, sub)
     _submission_time(sub)
     return sub
+
+
+def _folder_with_zips(folder: Path, dest: Path, sub: Submission) -> Path:
+    """``folder`` itself, graded in place; or, when it holds zips (a student who uploaded a
+    zip of their notebooks), ``dest`` with its notebooks mirrored (:func:`_mirror`) and each
+    zip unpacked into a folder named after it."""
+    found = _walk(folder)
+    zips = [(p, st) for p, st in found if p.name.lower().endswith(".zip")]
+    if not zips:
+        return folder
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for p, _ in found:
+        rel = p.relative_to(folder)
+        if p.name.lower().endswith(".ipynb") or p.name == "timestamp.txt":
+            _mirror(p, dest / rel)
+    for p, _ in zips:
+        rel = p.relative_to(folder)
+        sub.links += [(rel.parent / rel.stem / n).as_posix()
+                      for n in _safe_unzip(p, dest / rel.parent / rel.stem)]
+    return dest
 
 
 def _gather(e: _Entry, sub: Submission) -> None:
