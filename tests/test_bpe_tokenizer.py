@@ -227,6 +227,9 @@ def test_load_rejects_other_files(tmp_path):
         BPETokenizer.load(path)
 
 
-def test_constructor_checks_byte_ids():
-    with pytest.raises(ValueError, match="single bytes"):
+def test_constructor_needs_every_byte_in_some_order():
+    # any layout is accepted (issue 17: GPT-2 numbers bytes differently), but not a missing byte
+    with pytest.raises(ValueError, match=r"lacks 255 single byte\(s\) \(0x00, 0x01"):
         BPETokenizer({0: b"a"}, [])
+    with pytest.raises(ValueError, match=r"lacks 1 single byte\(s\) \(0x61\)"):
+        BPETokenizer({i: bytes([i]) if i != 97 else b"aa" for i in range(256)}, [])

@@ -8,7 +8,8 @@ Encoding (identical to ``tiktoken`` built from our ranks, see ``tests/test_bpe_t
    faster standard-library twin ``GPT2_ASCII_PATTERN``, which splits ASCII identically);
 3. encode each pre-token's UTF-8 bytes: if the whole piece is a token, that token; otherwise
    start from single bytes and repeatedly merge the adjacent pair whose concatenation has
-   the lowest rank (= token id; leftmost on ties), until no adjacent pair is a token.
+   the lowest rank (merge priority, see below; leftmost on ties), until no adjacent pair is
+   a token.
    Pre-token encodings are cached (a bounded dict), which makes real text fast.
 
 Parity holds for every character assigned in Unicode 14 (Python 3.11's database). For about
@@ -16,9 +17,11 @@ Parity holds for every character assigned in Unicode 14 (Python 3.11's database)
 newer Unicode tables see letters where tiktoken's Rust regex sees unassigned symbols, so the
 two pre-tokenize them differently; both still round-trip.
 
-Ranks: every non-special token's bytes map to its id. When two merges produced the same
-bytes (possible: ``(a, bc)`` and ``(ab, c)``), the smaller id is used and the other is never
-produced by ``encode`` (it still decodes).
+Ranks: every non-special token's bytes map to its id. Merge priority is the merges list's
+order, or the id when no list is given (tiktoken's ranks); ids can be in any layout (GPT-2's
+files, :meth:`BPETokenizer.from_gpt2_files`; tiktoken's, :meth:`BPETokenizer.from_tiktoken`).
+When two merges produced the same bytes (possible: ``(a, bc)`` and ``(ab, c)``), the smaller
+id is used and the other is never produced by ``encode`` (it still decodes).
 
 File format (``save``/``load``), UTF-8 JSON, one entry per line::
 
@@ -42,6 +45,7 @@ printable Latin-1 bytes stand for themselves and the others are shifted to ``chr
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -94,52 +98,164 @@ class _PieceCache(dict):
 
 
 class BPETokenizer:
-    """Byte-level BPE with GPT-2 pre-tokenization and special tokens.
+    """Byte-level BPE with GPT-2 pre-tokenization and special tokens, for any id layout.
 
-    ``vocab`` (id -> bytes), ``merges`` (ordered pairs of bytes) and ``special_tokens``
-    (list of str) are plain attributes. A special token gets the first id >= 256 whose bytes
-    equal its UTF-8 encoding (training puts them at 256, 257, ...), or a new id at the end.
+    ``vocab`` (id -> bytes), ``merges`` (ordered pairs of bytes) and ``special_tokens`` are
+    plain attributes. Ids can be laid out in any order (GPT-2's ``vocab.json`` puts the
+    printable bytes first); every single byte must be a token. Merge priority comes from the
+    ``merges`` list when one is given (the i-th merge's result has priority i), otherwise from
+    the token ids (tiktoken's ranks). ``special_tokens`` is a list of strings -- each gets the
+    first multi-byte id whose bytes equal its UTF-8 encoding, or a new id at the end (training
+    puts them at 256, 257, ...) -- or a dict ``{token: id}`` with explicit ids, 0 allowed.
+    GPT-2 files: :meth:`from_gpt2_files`; tiktoken rank files: :meth:`from_tiktoken`.
+
+    >>> tok = BPETokenizer.train("the cat and the hat", 270)
+    >>> moved = BPETokenizer({(i + 7) % 270: t for i, t in tok.vocab.items()}, tok.merges)
+    >>> pieces = lambda t: [t.vocab[i] for i in t.encode("the hat")]
+    >>> pieces(moved) == pieces(tok), moved.encode("the hat")[0] - tok.encode("the hat")[0]
+    (True, 7)
     """
 
     def __init__(
         self,
         vocab: dict[int, bytes],
-        merges: list[tuple[bytes, bytes]],
-        special_tokens: Iterable[str] = (),
+        merges: list[tuple[bytes, bytes]] | None = None,
+        special_tokens: Iterable[str] | dict[str, int] = (),
         pattern: str = GPT2_PATTERN,
         cache_size: int = 1 << 17,
     ):
-        self.vocab = dict(vocab)
-        self.merges = list(merges)
-        self.special_tokens = list(dict.fromkeys(special_tokens))
+        self.vocab = {int(i): bytes(b) for i, b in vocab.items()}
+        self.merges = [(bytes(a), bytes(b)) for a, b in (merges or ())]
         self.pattern = pattern
         self._pat = regex.compile(pattern)
         # pure-ASCII text goes through the faster ``re`` twin of the GPT-2 pattern
         self._pat_for = gpt2_regex if pattern == GPT2_PATTERN else (lambda text: self._pat)
-        if any(bytes([b]) != self.vocab.get(b) for b in range(256)):
-            raise ValueError("vocab ids 0..255 must be the single bytes")
 
-        by_bytes: dict[bytes, list[int]] = {}
-        for i in sorted(self.vocab):
-            by_bytes.setdefault(self.vocab[i], []).append(i)
         self.special_ids: dict[str, int] = {}
-        for tok in self.special_tokens:
-            b = tok.encode("utf-8")
-            cands = [i for i in by_bytes.get(b, []) if i >= 256]
-            if cands:
-                sid = cands[0]
-            else:
-                sid = max(self.vocab) + 1
+        if isinstance(special_tokens, dict):
+            for tok, sid in special_tokens.items():
+                b = tok.encode("utf-8")
+                if self.vocab.setdefault(int(sid), b) != b:
+                    raise ValueError(f"special token {tok!r}: id {sid} is {self.vocab[sid]!r} "
+                                     "in the vocab")
+                self.special_ids[tok] = int(sid)
+        else:
+            by_bytes: dict[bytes, list[int]] = {}
+            for i in sorted(self.vocab):
+                by_bytes.setdefault(self.vocab[i], []).append(i)
+            for tok in dict.fromkeys(special_tokens):
+                b = tok.encode("utf-8")
+                cands = by_bytes.get(b, []) if len(b) > 1 else []
+                sid = cands[0] if cands else max(self.vocab, default=-1) + 1
                 self.vocab[sid] = b
-            self.special_ids[tok] = sid
+                self.special_ids[tok] = sid
+        if len(set(self.special_ids.values())) != len(self.special_ids):
+            raise ValueError(f"two special tokens share an id: {self.special_ids}")
+        self.special_tokens = list(self.special_ids)
         special = set(self.special_ids.values())
+
+        # ranks: bytes -> id of every ordinary token (the smaller id where two share bytes)
         self.ranks: dict[bytes, int] = {}
         for i in sorted(self.vocab):
             if i not in special:
                 self.ranks.setdefault(self.vocab[i], i)
+        missing = [b for b in range(256) if _SINGLE_BYTES[b] not in self.ranks]
+        if missing:
+            shown = ", ".join(f"0x{b:02x}" for b in missing[:8])
+            raise ValueError(f"the vocab lacks {len(missing)} single byte(s) ({shown}"
+                             f"{', ...' if len(missing) > 8 else ''}): byte-level BPE needs "
+                             "every byte as a token")
+        # merge priority: bytes of a merge's result -> its position in the merges list
+        if self.merges:
+            self._priority: dict[bytes, int] = {}
+            for n, (a, b) in enumerate(self.merges):
+                if a + b not in self.ranks:
+                    raise ValueError(f"merge {n} ({a!r}, {b!r}): {a + b!r} is not in the vocab")
+                self._priority.setdefault(a + b, n)
+        else:
+            self._priority = self.ranks  # tiktoken: the rank is the id
         self._special_re = special_token_regex(self.special_tokens)
         self._max_special = max((len(t) for t in self.special_tokens), default=0)
         self._cache = _PieceCache(self._encode_piece, cache_size)
+
+    # ------------------------------------------------------------------ other layouts
+    @classmethod
+    def from_gpt2_files(
+        cls,
+        vocab_path: str | os.PathLike,
+        merges_path: str | os.PathLike,
+        special_tokens: Iterable[str] | dict[str, int] = ("<|endoftext|>",),
+        pattern: str = GPT2_PATTERN,
+    ) -> BPETokenizer:
+        """Load GPT-2's ``vocab.json`` (``{"token": id}``, bytes written with
+        :func:`bytes_to_unicode`) and ``merges.txt`` (``#version`` line, then ``"a b"`` lines,
+        highest priority first). Listed special tokens that are not in the vocab are skipped."""
+        inverse = {c: b for b, c in bytes_to_unicode().items()}
+
+        def unshow(s: str) -> bytes:
+            try:
+                return bytes(inverse[c] for c in s)
+            except KeyError as e:
+                raise ValueError(f"{vocab_path}: {s!r} is not in GPT-2's byte alphabet") from e
+
+        with open(vocab_path, encoding="utf-8") as f:
+            table = json.load(f)
+        vocab = {int(i): unshow(s) for s, i in table.items()}
+        merges = []
+        with open(merges_path, encoding="utf-8") as f:
+            for n, line in enumerate(f.read().split("\n")):
+                if not line.strip() or (n == 0 and line.startswith("#version")):
+                    continue
+                parts = line.split(" ")
+                if len(parts) != 2:
+                    raise ValueError(f"{merges_path}, line {n + 1}: expected 'a b', got {line!r}")
+                merges.append((unshow(parts[0]), unshow(parts[1])))
+        if not isinstance(special_tokens, dict):
+            special_tokens = {t: table[t] for t in special_tokens if t in table}
+        return cls(vocab, merges, special_tokens, pattern=pattern)
+
+    @classmethod
+    def from_tiktoken(
+        cls,
+        path: str | os.PathLike,
+        special_tokens: dict[str, int] | None = None,
+        pattern: str = GPT2_PATTERN,
+    ) -> BPETokenizer:
+        """Load a tiktoken rank file (``base64(token) rank`` lines): the rank is the id and
+        the merge priority; ``special_tokens`` maps each special token to its id."""
+        vocab: dict[int, bytes] = {}
+        with open(path, "rb") as f:
+            for n, line in enumerate(f.read().splitlines()):
+                if not line.strip():
+                    continue
+                try:
+                    token, rank = line.split()
+                    vocab[int(rank)] = base64.b64decode(token, validate=True)
+                except ValueError as e:
+                    raise ValueError(f"{path}, line {n + 1}: expected 'base64 rank'") from e
+        return cls(vocab, None, special_tokens or {}, pattern=pattern)
+
+    def save_gpt2_files(self, vocab_path: str | os.PathLike, merges_path: str | os.PathLike):
+        """Write GPT-2's ``vocab.json`` and ``merges.txt`` (special tokens are in the vocab)."""
+        table = bytes_to_unicode()
+        show = lambda b: "".join(table[x] for x in b)
+        vocab = {show(self.vocab[i]): i for i in sorted(self.vocab)}
+        with open(vocab_path, "w", encoding="utf-8") as f:
+            json.dump(vocab, f, ensure_ascii=False)
+        with open(merges_path, "w", encoding="utf-8") as f:
+            f.write("#version: 0.2\n")
+            f.writelines(f"{show(a)} {show(b)}\n" for a, b in self._merge_list())
+
+    def save_tiktoken(self, path: str | os.PathLike) -> None:
+        """Write a tiktoken rank file of the ordinary tokens (ids are ranks)."""
+        with open(path, "wb") as f:
+            for b, i in sorted(self.ranks.items(), key=lambda kv: kv[1]):
+                f.write(base64.b64encode(b) + b" " + str(i).encode() + b"\n")
+
+    def _merge_list(self) -> list[tuple[bytes, bytes]]:
+        if self.merges:
+            return self.merges
+        raise ValueError("this tokenizer has no merges list (loaded from ranks)")
 
     # ------------------------------------------------------------------ training
     @classmethod
@@ -157,18 +273,19 @@ class BPETokenizer:
 
     # ------------------------------------------------------------------ encoding
     def _encode_piece(self, piece: str) -> tuple[int, ...]:
-        """Encode one pre-token by lowest-rank-first merging (tiktoken's ``byte_pair_merge``).
+        """Encode one pre-token by lowest-rank-first merging (tiktoken's ``byte_pair_merge``);
+        the rank of a pair is its merge priority (the merges list's order, else the id).
 
         ``pair_ranks[i]`` is the rank of ``parts[i] + parts[i + 1]`` (or infinity); after a
         merge only the two neighbouring entries change.
         """
         data = piece.encode("utf-8")
-        ranks = self.ranks
+        ranks, prio = self.ranks, self._priority
         whole = ranks.get(data)
         if whole is not None:
             return (whole,)
         parts = list(map(_SINGLE_BYTES.__getitem__, data))
-        pair_ranks = [ranks.get(a + b, _INF) for a, b in zip(parts, parts[1:])]
+        pair_ranks = [prio.get(a + b, _INF) for a, b in zip(parts, parts[1:])]
         while pair_ranks:
             best = min(pair_ranks)
             if best == _INF:
@@ -177,9 +294,9 @@ class BPETokenizer:
             parts[i : i + 2] = [parts[i] + parts[i + 1]]
             del pair_ranks[i]
             if i > 0:
-                pair_ranks[i - 1] = ranks.get(parts[i - 1] + parts[i], _INF)
+                pair_ranks[i - 1] = prio.get(parts[i - 1] + parts[i], _INF)
             if i < len(pair_ranks):
-                pair_ranks[i] = ranks.get(parts[i] + parts[i + 1], _INF)
+                pair_ranks[i] = prio.get(parts[i] + parts[i + 1], _INF)
         return tuple(map(ranks.__getitem__, parts))
 
     def _encode_ordinary(self, text: str) -> list[int]:
@@ -316,11 +433,7 @@ class BPETokenizer:
         for line in data["merges"]:
             a, b = line.split(" ")
             merges.append((unshow(a), unshow(b)))
-        specials = sorted(data["special_tokens"], key=data["special_tokens"].get)
-        tok = cls(vocab, merges, specials, pattern=data["pattern"])
-        if tok.special_ids != data["special_tokens"]:
-            raise ValueError(f"{path}: special token ids do not match the vocab")
-        return tok
+        return cls(vocab, merges, dict(data["special_tokens"]), pattern=data["pattern"])
 
     def __repr__(self) -> str:
         return (f"BPETokenizer(vocab_size={len(self.vocab)}, merges={len(self.merges)}, "
