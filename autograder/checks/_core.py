@@ -43,7 +43,10 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-import transformer_ref
+try:  # absent from a graded kernel whose chapter is judged outside it (see _probe)
+    import transformer_ref
+except ImportError:  # pragma: no cover - only in that kernel
+    transformer_ref = None
 
 __all__ = [
     "CheckFailed",
@@ -96,7 +99,14 @@ _len = len
 _Number = (int, float, np.integer, np.floating)
 _getprofile = sys.getprofile
 _setprofile = sys.setprofile
-_REF_DIR = os.path.dirname(os.path.abspath(transformer_ref.__file__)) + os.sep
+_REF_DIR = (
+    os.path.dirname(os.path.abspath(transformer_ref.__file__)) + os.sep
+    if transformer_ref is not None
+    else "\0"
+)
+# Set by course-grade in a graded kernel: hidden checks then only record what the student's
+# function returns (``_probe``); the verdict is decided outside the kernel (``_judge``).
+_PROBE_DIR = os.environ.get("COURSE_PROBE_DIR", "")
 
 # Explicit tolerances per dtype: |got - expected| <= atol + rtol * |expected|.
 TOLERANCE = {
@@ -132,6 +142,11 @@ class Case:
     not a formula), ``"grad"`` (the output and the gradients of ``sum(output * probe)``
     with respect to ``grad_args``). ``call`` optionally builds fresh arguments (e.g. a
     seeded random generator) in place of ``args``.
+
+    A statistic may also list ``samples``: more argument builders (other seeds). The
+    function's result on each must pass too, and the results together must spread at least
+    like a sample of the right distribution (standard deviation ``spread``): a formula that
+    returns a near-miss of the target (``d_k * 1.001``) gives the same number every time.
     """
 
     label: str
@@ -145,6 +160,8 @@ class Case:
     call: Callable | None = None
     grad_args: tuple = ()
     probe: Any = None
+    samples: tuple = ()
+    spread: float | None = None
 
 
 @dataclass(frozen=True)
@@ -522,14 +539,27 @@ def _mistake_output(m: Mistake, case: Case):
         return m.fn(*_copy(args), **{k: _copy(v) for k, v in case.kwargs.items()})
 
 
-def _diagnose(check: Check, fn, case: Case, got, cases: list) -> str:
+def _diagnose(check: Check, fn, case: Case, got, cases: list, outputs=None) -> str:
     """Name the catalogued mistake that reproduces ``got`` on this case, if any.
 
     When several mistakes reproduce it (a nan row can come from two bugs), the one that
-    also agrees with the student's function on the most other cases wins.
+    also agrees with the student's function on the most other cases wins. ``outputs``
+    ({case label: output}, the grader's records) stands in for calling ``fn`` again.
     """
-    if case.kind == "grad":
+    name = _diagnosed_mistake(check, fn, case, got, cases, outputs)
+    if name is None:
         return ""
+    best, partial = name
+    text = f"Likely mistake: {best.name}. {best.explanation}"
+    if partial:
+        text += " (Your output also has nan where this mistake gives numbers: a second bug.)"
+    return text
+
+
+def _diagnosed_mistake(check: Check, fn, case: Case, got, cases: list, outputs=None):
+    """(the Mistake, whether only where got is not nan) or None; see :func:`_diagnose`."""
+    if case.kind == "grad":
+        return None
     candidates = []
     for m in check.mistakes:
         try:
@@ -556,20 +586,23 @@ def _diagnose(check: Check, fn, case: Case, got, cases: list) -> str:
                 candidates.append(m)
         partial = True
     if not candidates:
-        return ""
+        return None
     best = candidates[0]
     if _len(candidates) > 1:
         others = [c for c in cases if c is not case and c.kind != "grad"]
-        outputs = []
-        for c in others:
-            try:
-                outputs.append(_call(check, fn, c)[1])
-            except Exception:
-                outputs.append(None)
+        if outputs is not None:
+            outs = [outputs.get(c.label) for c in others]
+        else:
+            outs = []
+            for c in others:
+                try:
+                    outs.append(_call(check, fn, c)[1])
+                except Exception:
+                    outs.append(None)
         scores = []
         for m in candidates:
             agree = 0
-            for c, out in zip(others, outputs):
+            for c, out in zip(others, outs):
                 try:
                     agree += (
                         out is not None
@@ -579,10 +612,7 @@ def _diagnose(check: Check, fn, case: Case, got, cases: list) -> str:
                     pass
             scores.append(agree)
         best = candidates[scores.index(max(scores))]
-    text = f"Likely mistake: {best.name}. {best.explanation}"
-    if partial:
-        text += " (Your output also has nan where this mistake gives numbers: a second bug.)"
-    return text
+    return best, partial
 
 
 def _fill_nan(got, wrong):
@@ -657,6 +687,8 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
                 problem = str(e)
         else:
             problem = _compare(case.expected, out, case)
+            if problem is None and case.samples:
+                problem = _samples_problem(check, fn, case, out)
         if problem:
             body = problem
             named = _diagnose(check, fn, case, out, cases)
@@ -679,6 +711,51 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
     n_hidden = sum(c.hidden for c in cases)
     extra = f" ({n_hidden} of them hidden)" if n_hidden else ""
     print(f"✔ {check.exercise} `{check.name}`: all {len(cases)} cases match the reference{extra}.")
+
+
+def _samples_problem(check: Check, fn, case: Case, first) -> str | None:
+    """A statistic on its other seeds (``case.samples``): each close, all spread like samples."""
+    values = [first]
+    for build in case.samples:
+        args = _copy(build())
+        kwargs = {k: _copy(v) for k, v in case.kwargs.items()}
+        with _Forbid(check), _enable_grad(), _reference_off(check):
+            out = fn(*args, **kwargs)
+        problem = _compare(case.expected, out, case)
+        if problem:
+            return f"with another random generator: {problem}"
+        values.append(out)
+    return _spread_problem(case, values)
+
+
+def _spread_problem(case: Case, values: list) -> str | None:
+    """None if ``values`` (numbers) vary at least 1/30 as much as samples would.
+
+    For 4 correct measurements the chance of a spread that small is about 1 in 10**4.
+
+    >>> c = Case("v", (), 4.0, kind="statistic", spread=0.05)
+    >>> _spread_problem(c, [4.004, 4.004, 4.004])[:39]
+    'on 3 different random generators your r'
+    >>> _spread_problem(c, [3.95, 4.06, 4.01]) is None
+    True
+    """
+    if case.spread is None or _len(values) < 2:
+        return None
+    vals = []
+    for v in values:
+        if _type(v) in (_Tensor, _ndarray):
+            v = v.item()
+        vals.append(_float(v))
+    mean = sum(vals) / _len(vals)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (_len(vals) - 1))
+    if sd >= case.spread / 30:
+        return None
+    shown = ", ".join(f"{v:.6g}" for v in vals)
+    return (
+        f"on {_len(vals)} different random generators your results are {shown}: they spread "
+        f"by {sd:.3g}, while measurements from samples spread by about {case.spread:.3g}. "
+        "Measure it from the samples the generator gives, not from a formula"
+    )
 
 
 def _safe_match(hint: ErrorHint, e: BaseException) -> bool:
@@ -716,10 +793,18 @@ def _make_registry():
     def hidden_check(key: str, fn) -> None:
         """The graded path: visible and hidden cases of the check registered as ``key``."""
         __tracebackhide__ = True  # noqa: F841
+        if _PROBE_DIR and key not in checks:
+            from autograder.checks import _probe  # a graded kernel: record, do not judge
+
+            _probe.run(_PROBE_DIR, key, fn)
+            return
         _run(checks[key], fn, hidden=True)
 
     def registered() -> tuple:
         return tuple(checks)
+
+    def get_check(key: str) -> Check:
+        return checks[key]
 
     def exercise_of(check: Check, function_name: str) -> str:
         """The exercise of this chapter that asks for ``function_name`` (else the name)."""
@@ -729,10 +814,10 @@ def _make_registry():
                 return other.exercise
         return f"`{function_name}`"
 
-    return register, hidden_check, registered, exercise_of
+    return register, hidden_check, registered, exercise_of, get_check
 
 
-register, hidden_check, registered, _exercise_of = _make_registry()
+register, hidden_check, registered, _exercise_of, get_check = _make_registry()
 
 
 # ---------------------------------------------------------------- notebook helpers

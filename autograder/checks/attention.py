@@ -362,6 +362,11 @@ def _variance_cases():
                 atol=0.1 * math.sqrt(d_k),
                 call=_rng_call(d_k, n, 400 + i),
                 hidden=hidden,
+                # three more generators: a measurement varies, a formula does not
+                samples=tuple(_rng_call(d_k, n, 400 + i + 100 * j) for j in (1, 2, 3))
+                if d_k <= 64
+                else (),
+                spread=d_k * math.sqrt((2 + 6 / d_k) / n),
             )
         )
     return tuple(cases)

@@ -60,16 +60,30 @@ def autograde_and_feedback(assignment: str, student: str) -> int:
     ``nbgrader_config.py`` in the working folder), without starting Python and importing
     nbgrader twice. Exit status: 0 done, 1 autograde failed, 3 graded but no feedback.
     """
+    from pathlib import Path
+
     from nbgrader.apps import NbGraderAPI
     from nbgrader.apps.baseapp import NbGrader
+
+    from . import verdict
 
     app = NbGrader()
     app.initialize([])
     api = NbGraderAPI(config=app.config)
+    root = Path.cwd()
+    verdict.write_inputs(root, assignment)  # case inputs for the kernel's probe (trusted side)
     for step, run in (("autograde", api.autograde), ("generate_feedback", api.generate_feedback)):
         result = run(assignment, student, force=True)
         ok = "ok" if result["success"] else "failed"
         print(result.get("log", ""), result.get("error", ""), sep="\n")
+        if result["success"] and step == "autograde":
+            # the scores: decided here from the kernel's records, not by whether a cell raised
+            try:
+                verdict.decide(root, assignment, student)
+            except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+                print(f"trusted verdict failed: {type(e).__name__}: {e}")
+                ok = "failed"
+                result["success"] = False
         print(f"==== {step}: {ok}", flush=True)
         if not result["success"]:
             return 1 if step == "autograde" else 3

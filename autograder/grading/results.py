@@ -22,7 +22,8 @@ from pathlib import Path
 
 from .nbgrader_main import quiet_sqlalchemy
 
-COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "status", "diagnosis"]
+COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "status", "diagnosis",
+           "flagged"]
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -464,7 +464,7 @@ class UnsandboxedRunner(_local_runner()):
     def run(self, argv, cwd, *, timeout, memory_mb, log_path, env=None):
         env = dict(os.environ if env is None else env)
         dedupe_grade_ids(Path(cwd))
-        env.update(_write_hook_config(Path(cwd), []))
+        env.update(_write_hook_config(Path(cwd), _probe_kernel(Path(cwd), env)))
         return super().run(argv, cwd, timeout=timeout, memory_mb=memory_mb,
                            log_path=log_path, env=env)
 
@@ -500,6 +500,7 @@ class BwrapRunner(_local_runner()):
                 "ro": _readonly_paths(),
                 "env": _kernel_env(env),
             }
+            _add_probe_mounts(spec, cwd, uid)
             conf_env = _write_hook_config(cwd, [
                 f"c.Execute.kernel_name = {KERNEL_NAME!r}",
                 "c.KernelManager.transport = 'ipc'",
@@ -523,6 +524,45 @@ class BwrapRunner(_local_runner()):
                                log_path=log_path, env=env)
         finally:
             shutil.rmtree(home, ignore_errors=True)
+
+
+def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
+    """Trusted verdicts (``verdict.prepare``): the kernel's ``autograder`` is the stubbed copy,
+    mounted where the real one is; ``transformer_ref`` only when the notebook needs it; the
+    probe's inputs read-only, its records folder writable."""
+    from .verdict import kernel_spec
+
+    probe = kernel_spec(cwd)
+    if probe is None:
+        return
+    real = probe["real_package"]
+    ref = _package_dir("transformer_ref")
+    spec["ro"] = [p for p in spec["ro"]
+                  if p != real and (probe["mount_ref"] or p != ref)]
+    spec["ro_as"] = [[probe["package"], real], [probe["probe"] + "/in", probe["probe"] + "/in"]]
+    spec["rw"] = [probe["probe"] + "/out"]
+    spec["env"]["COURSE_PROBE_DIR"] = probe["probe"]
+    if os.geteuid() == 0:
+        os.chown(probe["probe"] + "/out", uid, uid)
+
+
+def _probe_kernel(cwd: Path, env: dict) -> list[str]:
+    """Unsandboxed: a kernelspec that puts the stubbed ``autograder`` first on the path."""
+    from .verdict import kernel_spec
+
+    probe = kernel_spec(cwd)
+    if probe is None:
+        return []
+    kdir = cwd / ".grader" / "share" / "kernels" / "course-probe"
+    kdir.mkdir(parents=True, exist_ok=True)
+    (kdir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (course probe)", "language": "python",
+        "env": {"PYTHONPATH": str(Path(probe["package"]).parent),
+                "COURSE_PROBE_DIR": probe["probe"]},
+    }))
+    env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
+    return ["c.Execute.kernel_name = 'course-probe'"]
 
 
 def _package_dir(name: str) -> str | None:
@@ -588,6 +628,10 @@ def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
     made.add("/tmp")
     for p in spec["ro"]:
         argv += [*parents(p), "--ro-bind", p, p]
+    for src, dest in spec.get("ro_as", []):  # trusted verdicts: the stubbed package, inputs
+        argv += [*parents(dest), "--ro-bind", src, dest]
+    for p in spec.get("rw", []):  # the probe's records
+        argv += [*parents(p), "--bind", p, p]
     argv += [*parents(work), "--ro-bind", work, work, "--bind", ipc, ipc,
              "--chdir", work, "--clearenv"]
     for k, v in spec["env"].items():

@@ -32,6 +32,11 @@ from .diagnosis import diagnose
 from .nbgrader_main import quiet_sqlalchemy
 from .runner import LocalRunner
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
+from .verdict import flags as source_flags
+from .verdict import prepare as prepare_verdicts
+from .verdict import read_verdicts
+
+_FLAGS = ("grade", "solution", "locked", "points")
 
 
 @dataclass
@@ -81,14 +86,44 @@ def precheck(path: Path, nb: Notebook) -> tuple[str | None, dict[str, str], list
         if gid is not None and gid not in cells:
             cells[gid] = c
     restored = {}
+    release = {_nbg(c).get("grade_id"): _nbg(c) for c in nb.release.cells if _nbg(c)}
     for gid, src in nb.release_tests.items():
         c = cells.get(gid)
-        if c is None or not _nbg(c).get("grade"):
+        if c is None:
             restored[gid] = "deleted"
+        elif any(_nbg(c).get(k) != release[gid].get(k) for k in _FLAGS):
+            restored[gid] = "flags changed"  # put back by restore_locked_metadata
         elif c.source != src or c.cell_type != "code":
             restored[gid] = "edited"
     missing = [s for s in nb.solution_ids if s not in cells]
     return None, restored, missing
+
+
+def restore_locked_metadata(data: bytes, nb: Notebook, dest: Path) -> None:
+    """Copy the submission to ``dest`` with the release's nbgrader flags on its locked and test
+    cells (a test cell turned into an answer or a plain cell would make nbgrader fail the whole
+    notebook; with its flags back nbgrader restores its source and grades it)."""
+    sub = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
+    release = {_nbg(c).get("grade_id"): c for c in nb.release.cells
+               if _nbg(c).get("locked") or _nbg(c).get("grade")}
+    changed = False
+    for c in sub.cells:
+        gid = _nbg(c).get("grade_id")
+        ref = release.get(gid)
+        if ref is not None and _nbg(c) != _nbg(ref):
+            c.metadata["nbgrader"] = dict(_nbg(ref))
+            if c.cell_type != ref.cell_type:
+                c.cell_type = ref.cell_type
+                if ref.cell_type == "code":
+                    c.outputs, c.execution_count = [], None
+                else:
+                    c.pop("outputs", None)
+                    c.pop("execution_count", None)
+            changed = True
+    if changed:
+        nbformat.write(sub, dest)
+    else:
+        dest.write_bytes(data)
 
 
 # ---- reading what the kernel did (parent side, after the run) -------------------------------
@@ -157,7 +192,7 @@ def failed_result(sub: Submission, info: dict[str, list[Notebook]], error: str):
     rows = [
         {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
          "max_points": _fmt(g.max_points), "status": f"not graded: grader error ({error})",
-         "diagnosis": "grader error"}
+         "diagnosis": "grader error", "flagged": ""}
         for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
     ]
     return StudentResult(sub.student, "grader-error", rows, 0.0)
@@ -206,6 +241,7 @@ def grade_student(
         fatal: dict[str, str] = {}  # notebook -> reason
         restored: dict[str, dict[str, str]] = {}
         missing: dict[str, list[str]] = {}
+        flagged: dict[str, str] = {}
         dest = root / "submitted" / sub.student / assignment
         dest.mkdir(parents=True)
         for nb in notebooks:
@@ -219,13 +255,17 @@ def grade_student(
             if reason:
                 fatal[nb.name] = reason
             else:  # the checked bytes, not the path again (it may have been swapped)
-                (dest / f"{nb.name}.ipynb").write_bytes(read_notebook_bytes(path))
+                data = read_notebook_bytes(path)
+                restore_locked_metadata(data, nb, dest / f"{nb.name}.ipynb")
+                flagged[nb.name] = source_flags(data, nb)
         if len(fatal) < len(notebooks):
+            prepare_verdicts(root, [nb.source for nb in notebooks])
             _run_nbgrader(runner, root, assignment, sub.student, notebooks, fatal, opts, env,
                           start)
         for nb in notebooks:
             result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
-                                 restored.get(nb.name, {}), missing.get(nb.name, []), opts)
+                                 restored.get(nb.name, {}), missing.get(nb.name, []), opts,
+                                 flagged.get(nb.name, ""))
             html = root / "feedback" / sub.student / assignment / f"{nb.name}.html"
             if nb.name not in fatal and html.exists():
                 rel = Path("feedback") / sub.student / f"{nb.name}.html"
@@ -259,11 +299,12 @@ def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, opts, env
             fatal[nb.name] = _fatal_reason(log, run, "autograde", opts)
 
 
-def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opts):
+def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opts, flagged=""):
     rows = []
-    grades, problems, outputs = {}, {}, {}
+    grades, problems, outputs, verdicts = {}, {}, {}, {}
     if fatal is None:
         try:
+            verdicts = read_verdicts(root, assignment, nb.name)
             grades = _read_grades(root, assignment, nb.name, student)
             autograded = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
             done = nbformat.read(autograded, as_version=4)
@@ -297,8 +338,12 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opt
             "max_points": _fmt(gc.max_points),
             "status": status,
         }
-        row["diagnosis"] = diagnose(status, row["points"], row["max_points"],
-                                    outputs.get(gc.grade_id))
+        if graded and gc.grade_id in verdicts:  # the trusted verdict says what went wrong
+            row["diagnosis"] = str(verdicts[gc.grade_id].get("diagnosis", ""))
+        else:
+            row["diagnosis"] = diagnose(status, row["points"], row["max_points"],
+                                        outputs.get(gc.grade_id))
+        row["flagged"] = flagged
         rows.append(row)
     return rows
 

@@ -1,0 +1,157 @@
+"""The kernel side of a graded check: run the student's function, record plain data, judge nothing.
+
+In a kernel that ``course-grade`` starts for a converted chapter (``COURSE_PROBE_DIR`` set,
+the chapter's check module replaced by a stub without expected values), the locked test
+cell's ``_hidden_check("attention.softmax", softmax)`` ends up here. :func:`run` reads the
+case *inputs* the grader wrote (``in/<key>.json``, see ``_codec``), calls the function on each,
+and writes ``out/<key>.json``: per case the output (plain data), or the exception's type and
+message, or "not implemented"; for a gradient case the input gradients of
+``sum(output * probe)``; whether an input was changed in place; and the ATen operators that
+ran in *any* thread while the function ran (PyTorch's profiler), from which the grader
+decides "built with a forbidden built-in". The grader compares all of it with expected
+values it computes itself, in a process where no student code runs (``_judge``).
+
+Nothing here is trusted: the student's code can patch this module or write the record
+itself. It gains nothing by it: the record only says what *its* code returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+
+import torch
+
+from autograder.checks import _codec
+
+MAX_RECORD = 64 * 2**20  # bytes; the grader refuses larger records
+
+
+def _ops_profiler():
+    """A profiler context that records operators from every thread (None if unavailable)."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+        from torch.autograd.profiler import profile
+
+        return profile(
+            use_cpu=True,
+            experimental_config=_ExperimentalConfig(profile_all_threads=True),
+        )
+    except Exception:  # noqa: BLE001 - then the grader sees no operator list
+        return None
+
+
+def _exception(e: BaseException) -> dict:
+    frames = traceback.extract_tb(e.__traceback__)
+    where = ""
+    for fr in reversed(frames):
+        f = fr.filename
+        if "site-packages" in f or "/autograder/" in f:
+            continue
+        where = f"in `{fr.name}`, line {fr.lineno}: {(fr.line or '').strip()}"
+        break
+    try:
+        msg = str(e)
+    except Exception:  # noqa: BLE001 - a message that raises
+        msg = "(its message could not be read)"
+    return {
+        "exc": type(e).__name__[:80],
+        "msg": msg[:2000],
+        "where": where[:300],
+        "raised_in": (frames[-1].name if frames else "")[:80],
+    }
+
+
+def _enc(x):
+    try:
+        return _codec.encode(x)
+    except _codec.CodecError as e:
+        return {"$": "opaque", "type": f"value the grader cannot carry ({e})"}
+
+
+def _call(fn, spec: dict, args_enc) -> dict:
+    """One call of ``fn`` on decoded inputs -> its record (status, out, grads, mutated)."""
+    args = _codec.decode(args_enc)
+    kwargs = _codec.decode(spec["kwargs"])
+    grad_args = spec.get("grad_args") or []
+    if spec.get("kind") == "grad":
+        args = tuple(a.requires_grad_(True) if i in grad_args else a for i, a in enumerate(args))
+    rec: dict = {}
+    try:
+        with torch.enable_grad():
+            out = fn(*args, **kwargs)
+    except NotImplementedError as e:
+        rec.update(status="not_implemented", **_exception(e))
+        return rec
+    except Exception as e:  # noqa: BLE001 - the student's code raised: that is the record
+        rec.update(status="raised", **_exception(e))
+        return rec
+    rec["status"] = "ok"
+    rec["out"] = _enc(out)
+    if spec.get("kind") != "grad":
+        after = [_enc(a) for a in args]
+        rec["mutated"] = any(
+            isinstance(b, dict) and b.get("$") in ("nd", "tensor") and a != b
+            for a, b in zip(after, args_enc.get("v", []))
+        )
+        return rec
+    first = out[0] if type(out) in (tuple, list) and len(out) > 0 else out
+    rec["connected"] = type(first) is torch.Tensor and bool(first.requires_grad)
+    rec["grads"] = [None] * len(grad_args)
+    if rec["connected"]:
+        probe = _codec.decode(spec["probe"])
+        try:
+            (first * probe).sum().backward()
+        except Exception as e:  # noqa: BLE001
+            rec.update(status="raised", **_exception(e))
+            return rec
+        rec["grads"] = [
+            None if args[i].grad is None else _enc(args[i].grad) for i in grad_args
+        ]
+    return rec
+
+
+def run(probe_dir: str, key: str, fn) -> None:
+    """Record ``fn`` on every case of ``key`` (visible and hidden) into ``out/<key>.json``."""
+    with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
+        spec = json.load(f)
+    cases, ops = [], None
+    prof = _ops_profiler()
+    if prof is not None:
+        prof.__enter__()
+    try:
+        for c in spec["cases"]:
+            rec = {"label": c["label"], **_call(fn, c, c["args"])}
+            if rec["status"] == "ok" and c.get("samples"):
+                rec["samples"] = [_call(fn, c, s) for s in c["samples"]]
+            cases.append(rec)
+    finally:
+        if prof is not None:
+            try:
+                prof.__exit__(None, None, None)
+                ops = sorted({e.name for e in prof.function_events if e.name.startswith("aten::")})
+            except Exception:  # noqa: BLE001
+                ops = None
+    text = json.dumps({"key": key, "cases": cases, "ops": ops}, separators=(",", ":"))
+    if len(text) > MAX_RECORD:
+        text = json.dumps({"key": key, "too_large": len(text)})
+    path = os.path.join(probe_dir, "out", f"{key}.json")
+    with open(path + ".part", "w") as f:
+        f.write(text)
+    os.replace(path + ".part", path)
+    print(
+        f"(course-grade recorded what `{spec['name']}` returns on {len(cases)} cases; "
+        "the grade is decided outside this notebook)"
+    )
+
+
+def visible(name: str):
+    """The ``check_<name>`` of a graded kernel: the grader runs the cases, not this kernel."""
+
+    def check(fn):
+        if not callable(fn):
+            raise TypeError(f"pass your function `{name}` to the check")
+
+    check.__name__ = check.__qualname__ = f"check_{name}"
+    return check

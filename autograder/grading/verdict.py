@@ -1,0 +1,432 @@
+"""Trusted verdicts: scores decided outside the student's kernel, from plain data.
+
+For a *converted* chapter (``CONVERTED``) grading goes:
+
+1. parent (``student.py``, before nbgrader): :func:`prepare` makes the student's probe folder
+   (``.grader/probe/in`` read-only for the kernel, ``out`` writable) and the kernel's
+   ``autograder`` package (``.grader/kernel/autograder``): a copy of this one in which the
+   chapter's check module is a stub without expected values. The sandbox mounts that copy
+   where ``autograder`` is, and does not mount ``transformer_ref`` when the notebook does not
+   need it, so neither the expected values, the registry, nor the reference is reachable from
+   the kernel (``course-grade --unsandboxed`` only puts the copy first on the kernel's path);
+2. nbgrader's process, before ``autograde`` (:func:`write_inputs`): imports the chapter's
+   checks (expected values computed here) and writes every case's inputs for the probe;
+3. the kernel: the locked test cell's hidden check only records what the student's function
+   returns (``autograder/checks/_probe.py``);
+4. nbgrader's process, between ``autograde`` and ``generate_feedback`` (:func:`decide`):
+   reads the records (bounded, schema-checked), judges them (``autograder/checks/_judge.py``),
+   writes the points into the gradebook's ``auto_score`` of the test cell, replaces the test
+   cell's outputs in the autograded notebook with the verdict's message (the feedback shows
+   it), and writes ``.grader/verdicts/<assignment>/<notebook>.json`` for the parent;
+5. parent: reads the verdicts (``diagnosis``) and flags the submission's source
+   (:func:`flags`) into each CSV row.
+
+A chapter not in ``CONVERTED`` keeps the in-kernel checks: the test cell's verdict is
+whether it raised there.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+CONVERTED = frozenset({"attention"})
+MAX_RECORD = 64 * 2**20
+HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
+PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
+_PARSE_LOCK = threading.Lock()
+
+
+def keys_in(source: str) -> list[str]:
+    """Registry keys of the hidden checks a test cell calls.
+
+    >>> keys_in('_hidden_check("attention.softmax", softmax)')
+    ['attention.softmax']
+    """
+    return HIDDEN_CALL.findall(source)
+
+
+def _nbg(cell) -> dict:
+    return (cell.get("metadata", {}) or {}).get("nbgrader", {}) or {}
+
+
+def _test_cells(nb) -> list:
+    return [c for c in nb.cells if _nbg(c).get("grade") and c.cell_type == "code"]
+
+
+def converted_keys(nb) -> dict[str, list[str]]:
+    """{grade_id: [keys]} of the test cells of source notebook ``nb`` judged outside the kernel."""
+    out = {}
+    for c in _test_cells(nb):
+        keys = keys_in(c.source)
+        if keys and all(k.split(".")[0] in CONVERTED for k in keys):
+            out[_nbg(c)["grade_id"]] = keys
+    return out
+
+
+# ---------------------------------------------------------------- 1. parent, before nbgrader
+def prepare(root: Path, sources: list) -> dict | None:
+    """Probe folder and kernel package for one assignment's source notebooks (None: nothing
+    converted). Returns the kernel spec the runners read: ``{"probe", "package", "mount_ref"}``.
+    """
+    keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
+    if os.environ.get("COURSE_VERDICT_PIPELINE") == "old":  # bench/grade_class.py only
+        keys = []
+    chapters = {k.split(".")[0] for k in keys}
+    grader = root / ".grader"
+    kernel = grader / "kernel"
+    shutil.rmtree(kernel, ignore_errors=True)
+    shutil.rmtree(grader / "probe", ignore_errors=True)
+    if not chapters:
+        return None
+    pkg = kernel / "autograder"
+    stubbed = {f"{ch}.py" for ch in chapters}
+
+    def ignore(folder, names):
+        skip = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
+        if Path(folder).resolve() == (PACKAGE / "checks").resolve():
+            skip |= stubbed & set(names)
+        return skip
+
+    shutil.copytree(PACKAGE, pkg, ignore=ignore)
+    for ch in chapters:
+        (pkg / "checks" / f"{ch}.py").write_text(_stub(ch))
+    probe = grader / "probe"
+    (probe / "in").mkdir(parents=True)
+    (probe / "out").mkdir()
+    os.chmod(probe / "out", 0o777)  # the sandbox's own user writes its records there
+    all_converted = all(
+        not keys_in(c.source) or _nbg(c).get("grade_id") in converted_keys(nb)
+        for nb in sources for c in _test_cells(nb)
+    )
+    uses_ref = any(
+        re.search(r"^\s*(import|from)\s+transformer_ref", c.source, re.M)
+        for nb in sources for c in nb.cells if c.cell_type == "code"
+    )
+    spec = {"probe": str(probe), "package": str(pkg), "real_package": str(PACKAGE),
+            "mount_ref": not all_converted or uses_ref}
+    (kernel / "spec.json").write_text(json.dumps(spec))
+    return spec
+
+
+def _stub(chapter: str) -> str:
+    """The kernel's ``autograder/checks/<chapter>.py``: the public check names, no data."""
+    with _PARSE_LOCK:
+        tree = ast.parse((PACKAGE / "checks" / f"{chapter}.py").read_text())
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            names = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+    lines = [
+        f'"""Graded kernel: the checks of `{chapter}` run in course-grade, outside this '
+        'kernel."""',
+        "from autograder.checks._probe import visible as _visible",
+        "",
+        f"__all__ = {names!r}",
+    ]
+    lines += [f"{n} = _visible({n.removeprefix('check_')!r})" for n in names]
+    return "\n".join(lines) + "\n"
+
+
+def kernel_spec(root: Path) -> dict | None:
+    """The spec :func:`prepare` wrote for this course folder, if any (read by the runners)."""
+    path = Path(root) / ".grader" / "kernel" / "spec.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+# ---------------------------------------------------------------- 2. nbgrader, before autograde
+def _check(key: str):
+    chapter = key.split(".")[0]
+    importlib.import_module(f"autograder.checks.{chapter}")
+    from autograder.checks._core import get_check
+
+    return get_check(key)
+
+
+def write_inputs(root: Path, assignment: str) -> None:
+    """The case inputs of every converted check of ``assignment`` into the probe folder."""
+    import nbformat
+
+    from autograder.checks._judge import case_inputs
+
+    spec = kernel_spec(root)
+    if spec is None:
+        return
+    for path in sorted((root / "source" / assignment).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for keys in converted_keys(nb).values():
+            for key in keys:
+                text = json.dumps(case_inputs(_check(key)), separators=(",", ":"))
+                (Path(spec["probe"]) / "in" / f"{key}.json").write_text(text)
+
+
+# ---------------------------------------------------------------- 4. nbgrader, after autograde
+def read_record(probe: Path, key: str) -> dict | None:
+    """The kernel's record for ``key``: a regular file under the cap, valid JSON, else None."""
+    path = probe / "out" / f"{key}.json"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_RECORD + 1)
+        while len(data) <= MAX_RECORD:
+            more = os.read(fd, MAX_RECORD + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > MAX_RECORD:
+        return {"too_large": len(data)}
+    try:
+        rec = json.loads(data)
+    except ValueError:
+        return None
+    return rec if type(rec) is dict and rec.get("key") == key else None
+
+
+_KEEP = ("CellTimeoutError",)  # errors that say the cell hit a limit: the row reads them
+
+
+def _cell_error(cell) -> str:
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            return f"{out.get('ename', '')}: {out.get('evalue', '')}"[:200]
+    return ""
+
+
+def _limit_output(cell):
+    for out in cell.get("outputs", []):
+        if out.get("output_type") != "error":
+            continue
+        text = " ".join([out.get("ename", ""), out.get("evalue", "")])
+        if out.get("ename") in _KEEP or "MemoryError" in text or "can't allocate" in text:
+            return out
+    return None
+
+
+def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
+    """Judge every converted test cell; fill gradebook, autograded notebook, verdict files."""
+    import nbformat
+    from nbformat.v4 import new_output
+
+    spec = kernel_spec(root)
+    if spec is None:
+        return {}
+    from nbgrader.api import Gradebook
+
+    from autograder.checks._judge import judge
+
+    from .nbgrader_main import quiet_sqlalchemy
+
+    probe = Path(spec["probe"])
+    everything = {}
+    for src_path in sorted((root / "source" / assignment).glob("*.ipynb")):
+        name = src_path.stem
+        source = nbformat.read(src_path, as_version=4)
+        cells = converted_keys(source)
+        done = root / "autograded" / student / assignment / f"{name}.ipynb"
+        if not cells or not done.exists():
+            continue
+        nb = nbformat.read(done, as_version=4)
+        points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0))
+                  for c in _test_cells(source)}
+        verdicts = {}
+        by_id = {_nbg(c).get("grade_id"): c for c in nb.cells if _nbg(c).get("grade")}
+        for gid, keys in cells.items():
+            cell = by_id.get(gid)
+            error = _cell_error(cell) if cell is not None else ""
+            parts = [judge(_check(k), read_record(probe, k), error) for k in keys]
+            passed = all(v.passed for v in parts)
+            message = "\n".join(v.message for v in parts)
+            diagnosis = next((v.diagnosis for v in parts if not v.passed), "")
+            verdicts[gid] = {"points": points[gid] if passed else 0.0, "passed": passed,
+                             "diagnosis": diagnosis, "message": message}
+            if cell is not None:
+                limit = _limit_output(cell)
+                outs = [new_output("stream", name="stdout",
+                                   text="course-grade (decided outside your notebook):\n"
+                                   + message + "\n")]
+                if not passed:
+                    outs.append(new_output("error", ename="CheckFailed",
+                                           evalue=message.splitlines()[0], traceback=[]))
+                if limit is not None:
+                    outs.append(limit)
+                cell["outputs"] = outs
+        nbformat.write(nb, done)
+        with quiet_sqlalchemy(), Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+            for gid, v in verdicts.items():
+                grade = gb.find_grade(gid, name, assignment, student)
+                grade.auto_score = v["points"]
+            gb.db.commit()
+        out = root / ".grader" / "verdicts" / assignment
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps(verdicts, indent=1))
+        everything[name] = verdicts
+    return everything
+
+
+def read_verdicts(root: Path, assignment: str, notebook: str) -> dict[str, dict]:
+    """What :func:`decide` wrote for one notebook ({} when its chapter is not converted)."""
+    path = root / ".grader" / "verdicts" / assignment / f"{notebook}.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if type(data) is dict else {}
+
+
+# ---------------------------------------------------------------- 5. static flags (parent)
+# What a submission that tries to get around the grader looks like in its source. Found by
+# reading the source (trusted, in the parent), never by running it; the row says
+# ``flagged: <what>`` for the instructor to review. It does not change a score.
+_FLAG_ATTRS = {
+    "f_globals": "introspection of frames", "f_locals": "introspection of frames",
+    "f_back": "introspection of frames", "tb_frame": "introspection of frames",
+    "gi_frame": "introspection of frames", "_getframe": "introspection of frames",
+    "__globals__": "introspection of globals/closures",
+    "__closure__": "introspection of globals/closures",
+    "cell_contents": "introspection of globals/closures",
+    "__code__": "introspection of globals/closures",
+    "input_transformers_cleanup": "rewrites cells (input transformer)",
+    "input_transformers_post": "rewrites cells (input transformer)",
+    "input_transformer_manager": "rewrites cells (input transformer)",
+    "register_magic_function": "rewrites cells (custom magic)",
+    "set_custom_exc": "rewrites cells (exception handler)",
+    "fromhex": "decodes encoded code", "b64decode": "decodes encoded code",
+    "__builtins__": "builtin obtained by name", "__dict__": "introspection of globals/closures",
+}
+_FLAG_NAMES = {
+    "exec": "exec/eval", "eval": "exec/eval", "compile": "exec/eval",
+    "__import__": "builtin obtained by name", "globals": "introspection of globals/closures",
+    "vars": "introspection of globals/closures", "get_ipython": "reaches into IPython",
+}
+_FLAG_MODULES = {
+    "inspect": "introspection of frames", "gc": "introspection of frames",
+    "ctypes": "introspection of frames", "builtins": "builtin obtained by name",
+    "codecs": "decodes encoded code", "base64": "decodes encoded code",
+    "importlib": "builtin obtained by name", "autograder": "reaches into the grader",
+    "transformer_ref": "imports the reference implementation",
+}
+
+
+def _folded(node) -> str | None:
+    """The text of a string constant or a sum of them (``'__glo' + 'bals__'``), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _folded(node.left), _folded(node.right)
+        if left is not None and right is not None:
+            return left + right
+    return None
+
+
+def _source_flags(source: str) -> set[str]:
+    """Reasons to flag one student-written cell (an allowed cell magic's body included).
+
+    >>> sorted(_source_flags("import torch\\ntorch.library.Library('aten', 'IMPL')"))
+    ['operator re-registration (torch.library)']
+    >>> _source_flags("def f(x):\\n    return x + 1")
+    set()
+    """
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        code = TransformerManager().transform_cell(source)
+        tree = ast.parse(code)
+    except Exception:  # noqa: BLE001 - not Python: the kernel reports it
+        return set()
+    found = set()
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ("getattr", "setattr") \
+                and id(node) not in called:
+            found.add(f"alias of {node.id}")
+        text = _folded(node)
+        if text is not None and re.fullmatch(r"[\w.]+", text):  # a name, not prose
+            if text in _FLAG_ATTRS:
+                found.add(_FLAG_ATTRS[text])
+            if re.search(r"\b(__import__|__builtins__|builtins)\b", text):
+                found.add("builtin obtained by name")
+        if isinstance(node, ast.Attribute):
+            if node.attr in ("library", "Library") or (
+                    node.attr in ("impl", "define", "register_kernel")
+                    and "library" in ast.unparse(node.value)):
+                found.add("operator re-registration (torch.library)")
+            if node.attr in _FLAG_ATTRS:
+                found.add(_FLAG_ATTRS[node.attr])
+        elif isinstance(node, ast.Name) and node.id in _FLAG_NAMES:
+            found.add(_FLAG_NAMES[node.id])
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                else [node.module or ""]
+            for m in mods:
+                top = m.split(".")[0]
+                if top in _FLAG_MODULES:
+                    found.add(_FLAG_MODULES[top])
+                if m.startswith("torch.library"):
+                    found.add("operator re-registration (torch.library)")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch") and \
+                    any(a.name in ("library", "Library") for a in node.names):
+                found.add("operator re-registration (torch.library)")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "run_cell_magic" and len(node.args) >= 3 \
+                and isinstance(node.args[2], ast.Constant) and isinstance(node.args[2].value, str):
+            found |= _source_flags(node.args[2].value)  # the body of %%time and friends
+    return found
+
+
+def flags(data: bytes, notebook) -> str:
+    """``flagged: <what>`` for a submitted notebook's bytes (``notebook``: course.Notebook), or "".
+
+    Student-written code cells are read (not the locked/test cells, whose source nbgrader
+    restores); a code cell above the locked setup cell and a test cell whose nbgrader flags
+    were changed are flagged too.
+    """
+    with _PARSE_LOCK:  # CPython 3.11's parser is not safe in threads (the grader's pool)
+        return _flags(data, notebook)
+
+
+def _flags(data: bytes, notebook) -> str:
+    import nbformat
+
+    try:
+        sub = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
+    except Exception:  # noqa: BLE001 - not graded anyway (precheck)
+        return ""
+    release = {_nbg(c).get("grade_id"): c for c in notebook.release.cells if _nbg(c)}
+    reasons: list[str] = []
+    seen_setup = False
+    for cell in sub.cells:
+        meta = _nbg(cell)
+        gid = meta.get("grade_id")
+        ref = release.get(gid) if gid is not None else None
+        if ref is not None and _nbg(ref).get("locked") and not _nbg(ref).get("solution"):
+            if cell.get("cell_type") == "code" and not seen_setup and not _nbg(ref).get("grade"):
+                seen_setup = True
+            changed = [k for k in ("grade", "solution", "locked", "points")
+                       if meta.get(k) != _nbg(ref).get(k)]
+            if changed:
+                reasons.append(f"nbgrader flags of locked cell {gid} changed "
+                               f"({', '.join(changed)})")
+            continue  # its source is restored by nbgrader
+        if cell.get("cell_type") != "code":
+            continue
+        if not seen_setup and cell.source.strip():
+            reasons.append("a code cell above the setup cell")
+        reasons += sorted(_source_flags(cell.source))
+    unique = list(dict.fromkeys(reasons))
+    return f"flagged: {'; '.join(unique)}"[:400] if unique else ""

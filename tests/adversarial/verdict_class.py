@@ -1,0 +1,189 @@
+"""Issue 14's notebook-01 attacks, against trusted verdicts (scores decided outside the kernel).
+
+Each student is the release of notebook 01 with answers and one attack. Before trusted
+verdicts every cheater below scored 14-16/16 or was "not graded"; now each row has an exact
+expectation: points, status, diagnosis (the start of it) and a text the ``flagged`` column
+must contain ("" = must be empty).
+
+=================  ==========================================================  ================
+student            what the submission does                                    expected
+=================  ==========================================================  ================
+correct            solution code (the control)                                 16/16, no flag
+time_transformer   wrong answers; a ``%%time`` cell whose body installs an     0, output
+                   IPython input transformer that turns every later cell       missing, flagged
+                   (test cells too) into ``pass``
+getattr_alias      wrong answers; ``g = getattr`` then writes into a check's   0, flagged
+                   ``__globals__`` through the alias
+hex_exec           wrong answers; hex-encoded code run by ``exec`` got by      0, flagged
+                   name from ``pydoc.locate``
+torch_library      wrong answers; re-registers ``aten::isclose`` through       0, flagged
+                   ``torch.library`` (a comparison bound at import would lie)
+above_setup        wrong answers; a cell above the locked setup cell patches   0, flagged
+                   ``torch.isclose``
+frames             wrong answers; reads expected values from the checker's     0, flagged
+                   frames (traceback), ``__globals__`` and closures
+thread_builtin     right, except softmax computed by ``torch.softmax`` in a    ex 2.1, 3.1: 0,
+                   worker thread (3.1 calls it)                                forbidden; rest
+                                                                               full
+near_miss          right, except ``score_variance`` returns ``d_k * 1.001``   ex 4.1: 0; rest
+                                                                               full
+flags_changed      wrong; test cell 1.1 marked ``solution: true``, test 2.1    0 everywhere,
+                   ``grade: false`` (nbgrader used to fail the notebook)       1.1/2.1 restored
+=================  ==========================================================  ================
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell
+from synthetic_class import ClassBuilder, _fmt, _nbg
+
+
+@dataclass(frozen=True)
+class Row:
+    points: str
+    status: str
+    diagnosis: str | None = ""  # the diagnosis starts with this ("" = empty, None = any)
+    flagged: str = ""  # the row's flagged column contains this ("" = must be empty)
+
+
+PATCHED_ISCLOSE = (
+    "import torch\ntorch.isclose = lambda a, b, **k: torch.ones_like(a, dtype=torch.bool)\n"
+)
+
+ATTACKS = {
+    "time_transformer": (
+        "%%time\n"
+        "ip = get_ipython()\n"
+        "ip.input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
+    ),
+    "getattr_alias": (
+        "g = getattr\n"
+        "glb = g(check_softmax, '__glo' + 'bals__')\n"
+        "glb['_isclose'] = lambda *a, **k: True\n"
+    ),
+    "hex_exec": (
+        "import pydoc\n"
+        "run = pydoc.locate('builtins.' + 'ex' + 'ec')\n"
+        f"run(bytes.fromhex({PATCHED_ISCLOSE.encode().hex()!r}).decode())\n"
+    ),
+    "torch_library": (
+        "import torch\n"
+        "lib = torch.library.Library('aten', 'IMPL')\n"
+        "lib.impl('isclose', lambda a, b, *r, **k: torch.ones(a.shape, dtype=torch.bool), 'CPU')\n"
+    ),
+    "frames": (
+        "def _steal():\n"
+        "    import sys\n"
+        "    f = sys._getframe(1)\n"
+        "    found = []\n"
+        "    while f is not None:\n"
+        "        found += [v for v in f.f_locals.values() if hasattr(v, 'expected')]\n"
+        "        f = f.f_back\n"
+        "    return found\n"
+        "_closure = check_softmax.__closure__\n"
+        "_glb = check_softmax.__globals__\n"
+    ),
+}
+
+THREAD_SOFTMAX = '''
+def softmax(x, axis=-1):
+    import threading
+    import torch
+    box = {}
+
+    def work():
+        box["y"] = torch.softmax(torch.from_numpy(x), dim=axis).numpy()
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    return box["y"]
+'''
+
+NEAR_MISS = '''
+def score_variance(d_k, n_samples, rng):
+    return d_k * 1.001
+'''
+
+
+class VerdictAttackBuilder(ClassBuilder):
+    def _tests(self, solution_id):
+        return self._tests_of(solution_id)
+
+    def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
+        """Write the class to ``dest``; return {student: {exercise: Row}}."""
+        dest.mkdir(parents=True, exist_ok=True)
+        name = self.nb.name
+        grade_ids = [g.grade_id for g in self.nb.grade_cells]
+        full = {g.grade_id: Row(_fmt(g.max_points), "graded", "", "")
+                for g in self.nb.grade_cells}
+        expected: dict[str, dict[str, Row]] = {}
+
+        def put(student, nb):
+            path = dest / student / f"{name}.ipynb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+
+        def zeros(flag, diagnosis=None, status="graded"):
+            return {g: Row("0", status, diagnosis, flag) for g in grade_ids}
+
+        put("correct", self.answered())
+        expected["correct"] = dict(full)
+
+        for student, attack in ATTACKS.items():
+            nb = self.wrong()
+            for cell in nb.cells:
+                if _nbg(cell).get("grade_id") == self.first:
+                    if attack.startswith("%%"):
+                        idx = nb.cells.index(cell)
+                        nb.cells.insert(idx, new_code_cell(attack))
+                    else:
+                        cell.source = attack + cell.source
+                    break
+            put(student, nb)
+        expected["time_transformer"] = zeros("rewrites cells (input transformer)",
+                                             "output missing")
+        expected["getattr_alias"] = zeros("alias of getattr")
+        expected["hex_exec"] = zeros("decodes encoded code")
+        expected["torch_library"] = zeros("operator re-registration (torch.library)")
+        expected["frames"] = zeros("introspection of frames")
+
+        nb = self.wrong()
+        setup = next(i for i, c in enumerate(nb.cells) if _nbg(c).get("grade_id") == "setup")
+        nb.cells.insert(setup, new_code_cell(PATCHED_ISCLOSE))
+        put("above_setup", nb)
+        expected["above_setup"] = zeros("a code cell above the setup cell")
+
+        by_name = {"ex2_1_solution": THREAD_SOFTMAX, "ex4_1_solution": NEAR_MISS}
+        nb = self.answered(lambda gid, src: THREAD_SOFTMAX if gid == "ex2_1_solution" else src)
+        put("thread_builtin", nb)
+        expected["thread_builtin"] = dict(full)
+        for gid in ("ex2_1_softmax", "ex3_1_self_attention_unscaled"):
+            expected["thread_builtin"][gid] = Row("0", "graded",
+                                                  "used forbidden built-in softmax")
+
+        nb = self.answered(lambda gid, src: by_name[gid] if gid == "ex4_1_solution" else src)
+        put("near_miss", nb)
+        expected["near_miss"] = dict(full)
+        expected["near_miss"]["ex4_1_score_variance"] = Row(
+            "0", "graded", "returned d_k instead of measuring it")
+
+        nb = self.wrong()
+        for cell in nb.cells:
+            gid = _nbg(cell).get("grade_id")
+            if gid == "ex1_1_dot_product_scores":
+                cell.metadata["nbgrader"] = dict(copy.deepcopy(_nbg(cell)), solution=True)
+            if gid == "ex2_1_softmax":
+                cell.metadata["nbgrader"] = dict(copy.deepcopy(_nbg(cell)), grade=False)
+        put("flags_changed", nb)
+        expected["flags_changed"] = zeros("nbgrader flags of locked cell")
+        for gid in ("ex1_1_dot_product_scores", "ex2_1_softmax"):
+            expected["flags_changed"][gid] = Row(
+                "0", "graded (test cell restored: flags changed)", None,
+                "nbgrader flags of locked cell")
+        return expected
