@@ -179,7 +179,6 @@ def _mb(n: int) -> str:
 
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_PAIR = re.compile(rb"\[\]|\{\}")
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 
@@ -194,13 +193,18 @@ def _too_deep(data: bytes, limit: int) -> bool:
     (False, True)
     """
     s = _STRING.sub(b'""', data).translate(None, _NOT_BRACKET)
+    run = re.compile(rb"[\[{]{%d}" % (limit + 1))  # that many openings in a row: too deep
     for _ in range(limit):
         if not s:
             return False
-        s, n = _PAIR.subn(b"", s)
-        if n == 0:
+        if run.search(s):
+            return True
+        # one level a round: a pair is marked first, so "{[]}" loses "[]" only
+        inner = s.replace(b"[]", b"x").replace(b"{}", b"x")
+        if len(inner) == len(s):
             return False  # unbalanced: not ours to judge
-    return bool(s) and _PAIR.search(s) is not None
+        s = inner.replace(b"x", b"")
+    return b"[]" in s or b"{}" in s
 
 
 def read_notebook_bytes(path: Path) -> bytes:
