@@ -68,6 +68,21 @@ def test_ids_keep_unicode_letters_distinct_and_stable(tmp_path):
     assert msgs == []
 
 
+def test_hidden_entries_are_students_and_os_debris_is_not(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / ".ann").mkdir(parents=True)
+    (subs / ".ann" / "01_attention.ipynb").write_text("{}")
+    (subs / ".bob.zip").write_bytes(b"junk")
+    for debris in [".DS_Store", "Thumbs.db", "desktop.ini"]:
+        (subs / debris).write_text("x")
+    (subs / "__MACOSX" / ".ann").mkdir(parents=True)
+    (subs / ".git").mkdir()
+    found, msgs = discover(subs, tmp_path / "u")
+    assert [(s.student, s.problem) for s in found] == [
+        ("ann", ""), ("bob", "not a zip file, or a damaged one")]
+    assert msgs == [".bob.zip: not a zip file, or a damaged one"]
+
+
 def test_names_from_undecodable_or_control_bytes_are_safe_to_write(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()

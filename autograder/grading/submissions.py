@@ -55,6 +55,9 @@ _CANVAS = re.compile(r"^(?P<name>.+?)_(?P<late>late_)?(?P<uid>\d+)_(?P<subid>\d+
                      re.IGNORECASE)
 _MOODLE_DIR = re.compile(r"^(?P<name>.+)_(?P<uid>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
 _MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<uid>\d+)_assignsubmission_file_(?P<file>.+)$")
+# what operating systems, editors and version control leave next to the submissions
+_DEBRIS = {".DS_Store", "__MACOSX", ".ipynb_checkpoints", ".git", "Thumbs.db", "desktop.ini",
+           ".directory", ".localized"}
 _RESUBMITTED = re.compile(r"^(?P<stem>.+)-(?P<n>\d+)(?P<ext>\.[^.]+)$")
 
 
@@ -521,9 +524,7 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
         return []
     for nm in names:
         p = folder / nm
-        if nm.startswith(".") or nm == "__MACOSX":
-            if nm not in (".DS_Store", "__MACOSX"):
-                messages.append(f"{nm}: hidden entry, skipped")
+        if nm in _DEBRIS:
             continue
         try:
             st = os.lstat(p)
