@@ -573,3 +573,22 @@ def test_two_bugs_at_once_still_name_the_main_one():
         A.check_scaled_dot_product_attention(inverted_and_nan_rows)
     assert "Likely mistake: mask inverted." in str(info.value)
     assert "a second bug" in str(info.value)
+
+
+def test_float32_mean_of_the_hints_answer_passes_and_an_off_by_one_fraction_does_not(capsys):
+    """Issue 18 trial: the hint's natural answer takes a float32 mean (2/3 -> 0.6666666865),
+    which a 1e-9 tolerance rejected. It must pass; one hit more or fewer must not."""
+
+    def natural(weights):
+        n = weights.shape[-1]
+        return (weights.argmax(-1) == torch.arange(n)).float().mean().item()
+
+    hidden_check("attention.self_score_dominance", natural)
+    assert "✔ Exercise 8.1" in capsys.readouterr().out
+
+    def one_more_hit(weights):  # a fraction 1/N away: the nearest wrong answer
+        hits = (weights.argmax(-1) == torch.arange(weights.shape[-1])).double()
+        return (hits.sum().item() + 1) / hits.numel()
+
+    with pytest.raises(CheckFailed, match="Exercise 8.1"):
+        hidden_check("attention.self_score_dominance", one_more_hit)

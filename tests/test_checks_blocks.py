@@ -105,10 +105,10 @@ def ffn(act_at="mid", act=None, biases=True, transpose=False):
         if act_at == "input":
             h = a(x) @ W1
         h = h + b1
-        if act_at == "mid":
+        if act_at in ("mid", "both"):
             h = a(h)
         y = h @ W2 + b2
-        return a(y) if act_at == "out" else y
+        return a(y) if act_at in ("out", "both") else y
 
     return f
 
@@ -119,12 +119,12 @@ def ffn_tanh_gelu(x, W1, b1, W2, b2, activation="relu"):
     return h @ W2 + b2
 
 
-def conv(after=False, bias=True, plain_weight=False, no_transpose=False):
+def conv(after=False, bias=True, plain_weight=False, no_transpose=False, act=F.relu):
     def f(x, W1, b1, W2, b2):
         w1 = W1.unsqueeze(-1) if plain_weight else W1.T.unsqueeze(-1)
         inp = x if no_transpose else x.transpose(1, 2)
         h = F.conv1d(inp, w1, b1 if bias else None)
-        h = h if after else F.relu(h)  # the ReLU moved after the second convolution
+        h = h if after else act(h)  # the ReLU moved after the second convolution
         y = F.conv1d(h, W2.T.unsqueeze(-1), b2 if bias else None)
         return (F.relu(y) if after else y).transpose(1, 2)
 
@@ -213,6 +213,8 @@ WRONG = [
     ("blocks.feed_forward", ffn(act_at="input"), "activation before the first linear layer",
      False),
     ("blocks.feed_forward", ffn(act=lambda h: h), "no activation", False),
+    # issue 18 trial: the activation after both linear layers (the intro's own example)
+    ("blocks.feed_forward", ffn(act_at="both"), "activation after both linear layers", False),
     ("blocks.feed_forward", ffn(act=F.relu), "ignored the `activation` argument (always ReLU)",
      False),
     ("blocks.feed_forward", ffn_tanh_gelu, "GELU's tanh approximation", False),
@@ -221,6 +223,8 @@ WRONG = [
      False),
     ("blocks.ffn_as_conv1d", conv(after=True), "activation after the second convolution", False),
     ("blocks.ffn_as_conv1d", conv(bias=False), "forgot the biases", False),
+    # issue 18 trial: GELU where the exercise asks for ReLU
+    ("blocks.ffn_as_conv1d", conv(act=F.gelu), "GELU instead of ReLU", False),
     ("blocks.ffn_as_conv1d", conv(plain_weight=True), "conv1d weight or input in the wrong layout",
      False),
     ("blocks.ffn_as_conv1d", conv(no_transpose=True),

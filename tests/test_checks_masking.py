@@ -426,3 +426,17 @@ def test_layers_under_test_really_are_causal_or_not():
     g = good_grad(M._CAUSAL_F, x, 2)
     assert torch.count_nonzero(g[3:]) == 0 and torch.count_nonzero(g[:3]) > 0
     assert torch.equal(ref.causal_mask(3), good_causal(3))
+
+
+def test_nan_to_num_on_the_weights_fails_on_an_additive_mask_gradient():
+    """Issue 18 trial: nan_to_num repairs the weights of a fully masked row; with a boolean
+    mask (masked_fill) the gradients stay finite, with an additive 0/-inf mask those for q
+    and k are nan. The graded check must see it."""
+
+    def nan_to_num_weights(q, k, v, mask):
+        s = _scores(q, k)
+        s = s.masked_fill(~mask, NEG_INF) if mask.dtype == torch.bool else s + mask
+        return torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0) @ v
+
+    with pytest.raises(CheckFailed, match=r"the gradient for input [12] differs .* got nan"):
+        hidden_check("masking.masked_attention", nan_to_num_weights)

@@ -115,7 +115,8 @@ def ln_t(moments=False, unbiased=False, eps_out=False, no_eps=False, dim=-1, gai
     return f
 
 
-def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False):
+def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False,
+       beta_axis0=False):
     def f(dy, x, gamma, eps=1e-5):
         mu = x.mean(-1, keepdim=True)
         s = (x.var(-1, unbiased=False, keepdim=True) + eps).sqrt()
@@ -128,7 +129,9 @@ def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False
             dx = dx - xh * (g * xh).mean(-1, keepdim=True)
         dx = dx / s
         dg, db = dy * (x if from_x else xh), dy
-        if summed:
+        if summed == "axis0":  # issue 18 trial: dgamma summed over the first axis only
+            dg, db = dg.sum(0), db.sum(0 if beta_axis0 else list(range(x.dim() - 1)))
+        elif summed:
             dims = list(range(x.dim() - 1))
             dg, db = dg.sum(dims), db.sum(dims)
         return (dx, dg, db) if order == "gb" else (dx, db, dg)
@@ -218,6 +221,9 @@ WRONG += [
      "dgamma and dbeta not summed over the tokens", False),
     ("norms.layer_norm_backward", bw(order="bg"), "returned (dx, dbeta, dgamma)", False),
     ("norms.layer_norm_backward", bw(from_x=True), "dgamma from x instead of x_hat", False),
+    ("norms.layer_norm_backward", bw(summed="axis0"), "dgamma summed over axis 0 only", False),
+    ("norms.layer_norm_backward", bw(summed="axis0", beta_axis0=True),
+     "dgamma summed over axis 0 only", False),
     # Exercise 4.1
     ("norms.rms_norm", rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",
      False),

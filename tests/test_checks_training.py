@@ -77,7 +77,7 @@ def _clip_(params, c, per_param=False, values=False):
 
 
 def step_fn(zero=True, zero_mid=False, clip="global", clip_after=False, loss_after=False,
-            clip_first=False):
+            clip_first=False, clip_before_backward=False):
     def train_step(model, optimizer, x, y, grad_clip):
         if zero:
             optimizer.zero_grad()
@@ -86,11 +86,13 @@ def step_fn(zero=True, zero_mid=False, clip="global", clip_after=False, loss_aft
             for p in model.parameters():
                 p.grad.mul_(min(1.0, grad_clip / float(norm)))
         loss = good_ce(model(x), y)
+        if clip_before_backward:  # issue 18 trial: clips the (None) gradients, skipping None
+            _clip_(list(model.parameters()), grad_clip)
         loss.backward()
         if zero_mid:
             optimizer.zero_grad()
         params = list(model.parameters())
-        if clip and not clip_after:
+        if clip and not clip_after and not clip_before_backward:
             _clip_(params, grad_clip, per_param=clip == "per-param", values=clip == "values")
         optimizer.step()
         if clip_after:
@@ -304,6 +306,10 @@ def lr_warm_first(step, max_lr, min_lr, warmup_iters, max_iters):
 
 
 # (check key, wrong implementation(s), catalogue name expected in the message)
+# No clipping, clipping after step() and clipping before backward() train identically: one
+# name covers all three (issue 18 trial: clipping before backward() was named "no clipping").
+CLIP_MISSING = "no gradient clipping in effect (none, before backward(), or after step())"
+
 WRONG = [
     ("training.get_batch", (gb(shift=0),), "y not shifted (y = x)"),
     ("training.get_batch", (gb(swap=True),), "x and y swapped"),
@@ -333,10 +339,9 @@ WRONG = [
     ("training.train_step", (step_fn(zero=False),),
      "forgot optimizer.zero_grad(): gradients accumulate across steps"),
     ("training.train_step", (step_fn(zero_mid=True),), "zero_grad() between backward() and step()"),
-    ("training.train_step", (step_fn(clip=None),),
-     "no gradient clipping (or clipped after optimizer.step())"),
-    ("training.train_step", (step_fn(clip_after=True),),
-     "no gradient clipping (or clipped after optimizer.step())"),
+    ("training.train_step", (step_fn(clip=None),), CLIP_MISSING),
+    ("training.train_step", (step_fn(clip_after=True),), CLIP_MISSING),
+    ("training.train_step", (step_fn(clip_before_backward=True),), CLIP_MISSING),
     ("training.train_step", (step_fn(clip="per-param"),),
      "clipped each parameter's gradient separately instead of the global norm"),
     ("training.train_step", (step_fn(clip="values"),),

@@ -153,7 +153,10 @@ def dec(kind):
     def f(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
         T = x.shape[1]
         ones = torch.ones(T, T, dtype=torch.bool)
-        mask = {"nomask": None, "triu": ones.triu()}.get(kind, ones.tril())
+        # "pytorch": nn.Transformer's convention (True = masked) passed as True = may attend
+        mask = {"nomask": None, "triu": ones.triu(), "pytorch": ones.triu(diagonal=1)}.get(
+            kind, ones.tril()
+        )
         if kind == "ca_first":
             x = x + cross_attn(norm2(x), memory)
             x = x + self_attn(norm1(x), mask=mask)
@@ -217,6 +220,8 @@ WRONG = [
     ("transformer.decoder_block", dec("norm_memory"), "memory normalised with the decoder's norm2",
      False),
     ("transformer.decoder_block", dec("ca_first"), "cross-attention before self-attention", False),
+    ("transformer.decoder_block", dec("pytorch"),
+     "PyTorch's mask convention (True = masked)", False),
     ("transformer.gpt_logits", gpt("after_first"), "positions added after the first block", False),
     ("transformer.gpt_logits", gpt("nopos"), "no position embeddings", False),
     ("transformer.gpt_logits", gpt("ids"), "position embeddings looked up with the token ids",

@@ -945,10 +945,20 @@ def _dominance_ref(weights: torch.Tensor) -> float:
     return hits.double().mean().item()
 
 
+# The answer is a fraction k / N (N queries, at most 147 here). A float32 mean, the hint's
+# natural answer (.float().mean()), is within a few 1e-8 of it (2/3 -> 0.6666666865);
+# the nearest wrong fraction is at least 1/147 ~ 7e-3 away. 1e-6 accepts the one, never the other.
+_DOMINANCE_ATOL = 1e-6
+
+
 def _dominance_cases():
     cases = []
     hand = torch.tensor([[0.7, 0.2, 0.1], [0.5, 0.3, 0.2], [0.1, 0.1, 0.8]], dtype=torch.float64)
-    cases.append(Case("a (3, 3) example", (hand,), _dominance_ref(hand), kind="scalar"))
+    cases.append(
+        Case(
+            "a (3, 3) example", (hand,), _dominance_ref(hand), kind="scalar", atol=_DOMINANCE_ATOL
+        )
+    )
     for i, (shape, hidden) in enumerate(
         [((2, 6, 6), False), ((2, 4, 5, 5), False), ((1, 1), True), ((3, 7, 7), True)]
     ):
@@ -957,7 +967,14 @@ def _dominance_cases():
             dim=-1,
         )
         cases.append(
-            Case(f"weights {shape}", (w,), _dominance_ref(w), kind="scalar", hidden=hidden)
+            Case(
+                f"weights {shape}",
+                (w,),
+                _dominance_ref(w),
+                kind="scalar",
+                hidden=hidden,
+                atol=_DOMINANCE_ATOL,
+            )
         )
     return tuple(cases)
 

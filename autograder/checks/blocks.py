@@ -71,10 +71,10 @@ def _ffn(x, W1, b1, W2, b2, activation="relu", *, where="between", act=None, bia
     if where == "before":
         x = a(x)
     h = x @ W1 + (b1 if bias else 0)
-    if where == "between":
+    if where in ("between", "both"):
         h = a(h)
     y = h @ W2 + (b2 if bias else 0)
-    return a(y) if where == "after" else y
+    return a(y) if where in ("after", "both") else y
 
 
 def _ffn_v(**kw):
@@ -124,6 +124,13 @@ _FFN = Check(
             "FFN(x) = act(x W_1 + b_1) W_2 + b_2: the nonlinearity sits *between* the two linear "
             "maps, on the d_ff-wide hidden layer; the output is linear.",
             _ffn_v(where="after"),
+        ),
+        Mistake(
+            "activation after both linear layers",
+            "FFN(x) = act(x W_1 + b_1) W_2 + b_2: one activation, on the d_ff-wide hidden "
+            "layer only. The second linear map's output goes out as it is (a ReLU there would "
+            "clip every negative output feature to 0).",
+            _ffn_v(where="both"),
         ),
         Mistake(
             "activation before the first linear layer",
@@ -191,6 +198,12 @@ _CONV = Check(
             "forgot the biases",
             "Pass bias=b1 and bias=b2 to F.conv1d.",
             lambda x, W1, b1, W2, b2: _ffn(x, W1, b1, W2, b2, bias=False),
+        ),
+        Mistake(
+            "GELU instead of ReLU",
+            "This exercise's FFN uses ReLU (it has no `activation` argument): F.relu between "
+            "the two convolutions.",
+            lambda x, W1, b1, W2, b2: _ffn(x, W1, b1, W2, b2, act=_gelu),
         ),
     ),
     error_hints=(

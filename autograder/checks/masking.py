@@ -403,6 +403,24 @@ def _masked_cases():
             hidden=True,
         )
     )
+    # the same with an additive 0 / -inf mask: nan_to_num on the weights repairs the output
+    # but not the gradients w.r.t. q and k (the -inf row's softmax backward is nan)
+    add_mask = _additive(mask, torch.float64)
+    leaves = tuple(a.clone().requires_grad_(True) for a in (q, k, v))
+    out = _sdpa(*leaves, mask=add_mask)
+    (out * probe).sum().backward()
+    cases.append(
+        Case(
+            "gradients w.r.t. q, k, v with an additive mask and a fully masked row "
+            "(0, not nan)",
+            (q, k, v, add_mask),
+            (out.detach(), tuple(a.grad for a in leaves)),
+            kind="grad",
+            grad_args=(0, 1, 2),
+            probe=probe,
+            hidden=True,
+        )
+    )
     return tuple(cases)
 
 

@@ -267,7 +267,7 @@ def _backward_ref(dy, x, gamma, eps=1e-5):
 
 
 def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_gamma=True,
-                sum_params=True, swap=False, dgamma_from_x=False):
+                sum_params=True, swap=False, dgamma_from_x=False, beta_axis0=False):
     mu = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(((x - mu) ** 2).mean(dim=-1, keepdim=True) + eps)
     xhat = (x - mu) / sigma
@@ -280,8 +280,10 @@ def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_ga
     dx = dx / sigma
     dgamma = dy * (x if dgamma_from_x else xhat)
     dbeta = dy
-    if sum_params:
-        lead = tuple(range(x.dim() - 1))
+    lead = tuple(range(x.dim() - 1))
+    if sum_params == "axis0":
+        dgamma, dbeta = dgamma.sum(dim=0), dbeta.sum(dim=0 if beta_axis0 else lead)
+    elif sum_params:
         dgamma, dbeta = dgamma.sum(dim=lead), dbeta.sum(dim=lead)
     return (dx, dbeta, dgamma) if swap else (dx, dgamma, dbeta)
 
@@ -354,6 +356,16 @@ _BACKWARD = Check(
             "dgamma from x instead of x_hat",
             "gamma multiplies the *normalised* x_hat: dgamma = sum(dy * x_hat).",
             _bw(dgamma_from_x=True),
+        ),
+        *(
+            Mistake(
+                "dgamma summed over axis 0 only",
+                "For x (B, T, d) gamma is shared by all B·T tokens: sum dy * x_hat over every "
+                "axis but the last (dim=tuple(range(x.dim() - 1))), giving shape (d,). "
+                "sum(0) only works for 2-D x.",
+                _bw(sum_params="axis0", beta_axis0=beta_axis0),
+            )
+            for beta_axis0 in (False, True)  # dbeta summed right, or over axis 0 as well
         ),
     ),
     forbidden=_LN_FORBIDDEN + ("native_layer_norm_backward", "backward", "grad"),

@@ -475,10 +475,11 @@ _TRAIN_STEP = Check(
                 "Clearing the gradients after backward() leaves the optimizer nothing to do: "
                 "zero_grad, forward, backward, clip, step.",
                 _step_wrong("zero-mid")),
-        Mistake("no gradient clipping (or clipped after optimizer.step())",
+        Mistake("no gradient clipping in effect (none, before backward(), or after step())",
                 "Scale every gradient by min(1, grad_clip / ||g||) with ||g|| the norm over all "
-                "parameters together, between backward() and optimizer.step(): clipping after "
-                "the step has no effect on it.",
+                "parameters together, between backward() and optimizer.step(): clipping "
+                "before backward() acts on gradients that zero_grad() just cleared (backward() "
+                "then writes fresh, unclipped ones), and clipping after the step is too late.",
                 _step_wrong("no-clip")),
         Mistake("clipped each parameter's gradient separately instead of the global norm",
                 "The norm is over *all* gradients together, ||g|| = sqrt(sum_p sum(g_p²)), and "

@@ -269,7 +269,8 @@ def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", orde
          norm_memory=False):
     T = x.shape[1]
     keep = torch.ones(T, T, dtype=torch.bool)
-    mask = {"tril": keep.tril(), "none": None, "triu": keep.triu()}[causal]
+    mask = {"tril": keep.tril(), "none": None, "triu": keep.triu(),
+            "pytorch": keep.triu(diagonal=1)}[causal]
 
     def self_part(h):
         return h + sa(n1(h), mask=mask)
@@ -326,6 +327,13 @@ _DEC = Check(
             "causal mask upside down (future allowed, past hidden)",
             "The allowed keys of query t are j <= t: the lower triangle, .tril(), not .triu().",
             _dv(causal="triu"),
+        ),
+        Mistake(
+            "PyTorch's mask convention (True = masked)",
+            "nn.Transformer's masks mark the *blocked* positions (triu(diagonal=1) is True "
+            "above the diagonal); this course's attention takes True = may attend. Pass "
+            "torch.ones(T, T, dtype=torch.bool).tril(), or invert PyTorch's mask with ~.",
+            _dv(causal="pytorch"),
         ),
         Mistake(
             "cross-attention keys taken from the decoder",
