@@ -8,11 +8,16 @@ the points, and whether the visible check passed, is not implemented yet, or fai
 the mistake the check named). Hidden tests run only at grading time, so passing here means
 "the visible checks pass", not "full marks". Exit status: 0 when every check passes, 1
 otherwise, 2 when the notebook cannot be read.
+
+A notebook that trains (it reads ``COURSE_SMOKE``, chapter 8) runs at its smoke size
+(``COURSE_SMOKE=1`` for the kernel, as when it is graded) with a longer cell timeout, so the
+check takes minutes, not the full training run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -20,6 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PASSED, TODO, FAILED = "passed", "not implemented yet", "failed"
+CELL_TIMEOUT, TRAINING_CELL_TIMEOUT = 120, 600  # seconds per cell
+# The kernel's own log (ipykernel warns "Kernel is running over TCP without encryption" at
+# start; the kernel listens on localhost only): keep errors, drop that noise.
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 
 @dataclass
@@ -89,20 +98,37 @@ def summarize(nb) -> tuple[list[Result], list[str]]:
     return results, others
 
 
-def execute(path: Path, timeout: int = 120):
-    """Run the notebook in a fresh kernel in its own folder; returns the executed copy."""
+def trains(nb) -> bool:
+    """Whether the notebook has a smoke size (a code cell reads ``COURSE_SMOKE``)."""
+    return any(
+        c.get("cell_type") == "code" and "COURSE_SMOKE" in c.get("source", "") for c in nb.cells
+    )
+
+
+def execute(path: Path, timeout: int | None = None):
+    """Run the notebook in a fresh kernel in its own folder; returns the executed copy.
+
+    A notebook that trains runs at its smoke size (``COURSE_SMOKE=1``); ``timeout`` (seconds
+    per cell) defaults to 600 for it and 120 otherwise.
+    """
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    env = dict(os.environ)
+    if trains(nb):
+        env["COURSE_SMOKE"] = "1"
+    if timeout is None:
+        timeout = TRAINING_CELL_TIMEOUT if trains(nb) else CELL_TIMEOUT
     client = NotebookClient(
         nb,
         timeout=timeout,
         kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
         allow_errors=True,
+        extra_arguments=KERNEL_ARGS,
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
-    client.execute()
+    client.execute(env=env)
     return nb
 
 
@@ -133,12 +159,25 @@ def main(argv: list[str] | None = None) -> int:
         prog="course-check", description="Run a course notebook's checks and print a summary."
     )
     ap.add_argument("notebook", type=Path, help="e.g. notebooks/01_attention/01_attention.ipynb")
-    ap.add_argument("--timeout", type=int, default=120, help="seconds allowed per cell")
+    ap.add_argument(
+        "--timeout",
+        type=int,
+        default=None,
+        help=f"seconds allowed per cell (default {CELL_TIMEOUT}; {TRAINING_CELL_TIMEOUT} for a "
+        "notebook that trains, which also runs at its smoke size, COURSE_SMOKE=1)",
+    )
     args = ap.parse_args(argv)
     if not args.notebook.is_file():
         print(f"course-check: no such notebook: {args.notebook}", file=sys.stderr)
         return 2
     print(f"running {args.notebook} in a fresh kernel ...", flush=True)
+    try:
+        import nbformat
+
+        if trains(nbformat.read(args.notebook, as_version=4)):
+            print("(this notebook trains: it runs at its smoke size, COURSE_SMOKE=1)", flush=True)
+    except Exception:
+        pass  # unreadable: execute() below says so
     t0 = time.monotonic()
     try:
         nb = execute(args.notebook, args.timeout)

@@ -4,6 +4,7 @@
 
 import csv
 import html
+import os
 import re
 import subprocess
 import sys
@@ -214,3 +215,33 @@ def test_catalogued_mistakes_graded_by_course_grade_score_zero_and_are_named(tmp
     feedback = html.unescape((out / "feedback" / "mistakes" / f"{NAME}.html").read_text())
     for gid, (_, name) in MISTAKES.items():
         assert f"Likely mistake: {name}." in feedback, f"{gid}: {name!r} not in the feedback"
+
+
+def test_course_check_runs_a_training_notebook_at_its_smoke_size_without_kernel_noise(tmp_path):
+    """Issue 18 trial: course-check on 08 ran the full training into a cell timeout (no
+    per-exercise results) and every run printed ipykernel's "running over TCP without
+    encryption" warning. A notebook that reads COURSE_SMOKE gets COURSE_SMOKE=1."""
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}}
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import os\nSMOKE = os.environ.get('COURSE_SMOKE') == '1'\n"
+            "import time\nif not SMOKE:\n    time.sleep(60)  # the 'full training run'"
+        ),
+        nbformat.v4.new_code_cell("assert SMOKE, 'not the smoke size'"),
+    ]
+    nb.cells[1].metadata["nbgrader"] = {
+        "schema_version": 3, "solution": False, "task": False, "grade": True, "locked": True,
+        "points": 1, "grade_id": "ex1_1_smoke",
+    }
+    path = tmp_path / "trains.ipynb"
+    nbformat.write(nb, path)
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_SMOKE"}
+    cmd = [sys.executable, "-m", "autograder.selfcheck", "--timeout", "20", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "✔ Exercise 1.1 smoke" in proc.stdout
+    assert "smoke size" in proc.stdout
+    assert "without encryption" not in proc.stdout + proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr
