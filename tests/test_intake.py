@@ -387,6 +387,18 @@ def test_bad_entry_is_one_submission_with_its_problem(tmp_path, monkeypatch, ent
         assert not good.problem and find_notebook(good, "01_attention")[0] is not None
 
 
+def test_zip_of_too_many_entries_is_refused_before_unpacking(tmp_path, monkeypatch):
+    monkeypatch.setattr(intake, "MAX_ZIP_ENTRIES", 5)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    with zipfile.ZipFile(subs / "many.zip", "w") as zf:
+        for i in range(6):
+            zf.writestr(f"f{i}.txt", "")
+    (sub,), _ = discover(subs, tmp_path / "u")
+    assert sub.problem == "zip holds more than 5 entries"
+    assert not any((tmp_path / "u" / "many").glob("*"))
+
+
 def test_grading_parent_turns_a_problem_into_not_graded_rows(tmp_path):
     from autograder.grading.course import describe
     from autograder.grading.student import grade_student
