@@ -285,6 +285,10 @@ def test_submission_times(tmp_path):
     assert (found["c"].submitted_at, found["c"].time_source) == (mtime, "file mtime")
     assert (found["d"].submitted_at, found["d"].time_source) == (mtime, "file mtime")
     assert parse_timestamp("2026-11-20 14:03:00") == t  # no zone: UTC, as nbgrader reads it
+    with zipfile.ZipFile(subs / "e.zip", "w") as zf:  # a zip: its entries' times (no zone)
+        zf.writestr(zipfile.ZipInfo("hw/01_attention.ipynb", (2026, 11, 20, 14, 3, 0)), "{}")
+    e = {s.student: s for s in discover(subs, tmp_path / "u")[0]}["e"]
+    assert (e.submitted_at, e.time_source) == (t, "zip entry time")
 
 
 # ---- bad entries: exactly one Submission each, with its problem -----------------------------

@@ -71,7 +71,7 @@ class Submission:
     submitted_at: datetime | None = None  # tz-aware; LMS marker / timestamp.txt / file mtime
     late_marked: bool = False  # the LMS marked it late
     problem: str = ""  # non-empty: cannot be graded; every row 'not graded: <problem>'
-    time_source: str = ""  # where submitted_at came from: "timestamp.txt" or "file mtime"
+    time_source: str = ""  # timestamp.txt / file mtime / zip entry time
     links: list[str] = field(default_factory=list)  # link entries of a zip, not unpacked
 
 
@@ -625,6 +625,9 @@ def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
         sub.path.mkdir(parents=True)
         _gather(e, sub)
     _submission_time(sub)
+    if sub.time_source == "file mtime" and (e.kind == "zip" or e.origin.is_relative_to(
+            unpack_dir)):  # the unpacked files carry the zip's entry times
+        sub.time_source = "zip entry time"
     return sub
 
 
