@@ -68,6 +68,7 @@ class TrainConfig:
     dtype: str = "auto"  # "auto" (bf16 autocast on CUDA, fp32 elsewhere), "float32", "bfloat16"
     compile: str = "auto"  # "auto" (on for CUDA), "true", "false"
     tf32: bool = True  # allow TF32 matmuls on CUDA
+    fused_adamw: str = "auto"  # "auto" (on for CUDA), "true" (CPU has a fused kernel too), "false"
     seed: int = 1337
     threads: int = 0  # torch CPU threads; 0 = torch's default
     peak_flops: float = 0.0  # device peak FLOP/s for MFU; 0 = look the GPU up by name

@@ -17,7 +17,9 @@ loss history and every RNG state (torch, CUDA, numpy, Python, and the batch gene
 run resumed from one continues exactly as if it had never stopped.
 
 On CUDA: bf16 autocast, TF32 matmuls, fused AdamW, ``torch.compile`` and an MFU estimate
-(model FLOPs per token x tokens/s / device peak). On CPU and MPS all of these are off.
+(model FLOPs per token x tokens/s / device peak). On CPU and MPS all of these are off by
+default; ``compile``, ``dtype="bfloat16"`` and ``fused_adamw`` turn them on there too, which is
+how CI runs the GPU code path without a GPU (``tests/test_train_gpu_path.py``).
 """
 
 from __future__ import annotations
@@ -105,9 +107,10 @@ def configure_optimizer(
     learning_rate: float,
     betas: tuple[float, float],
     device_type: str = "cpu",
+    fused: bool | None = None,
 ) -> torch.optim.AdamW:
     """AdamW with two groups: weight decay on matrices (linear and embedding weights, dim >= 2),
-    none on vectors (biases, norm gains). Fused kernel on CUDA.
+    none on vectors (biases, norm gains). Fused kernel on CUDA (``fused=None``), or as asked.
 
     >>> opt = configure_optimizer(torch.nn.Linear(3, 2), 0.1, 1e-3, (0.9, 0.99))
     >>> [(g["weight_decay"], sum(p.numel() for p in g["params"])) for g in opt.param_groups]
@@ -120,7 +123,9 @@ def configure_optimizer(
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    extra = {"fused": True} if device_type == "cuda" else {}
+    if fused is None:
+        fused = device_type == "cuda"
+    extra = {"fused": True} if fused else {}
     return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
 
 
@@ -236,9 +241,12 @@ class Trainer:
         if model is None:
             model = build_model(cfg, data.vocab_size, self.device)
         self.raw_model = model.to(self.device)
+        fused = {"auto": None, "true": True, "false": False}
+        if cfg.fused_adamw not in fused:
+            raise ValueError(f"fused_adamw must be auto, true or false, got {cfg.fused_adamw!r}")
         self.optimizer = configure_optimizer(
             self.raw_model, cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
-            self.device.type,
+            self.device.type, fused=fused[cfg.fused_adamw],
         )
         self.step = 0
         self.history: dict[str, list] = {"train": [], "eval": []}
