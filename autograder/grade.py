@@ -109,13 +109,13 @@ def _pick_assignments(args, available, subs) -> list[str]:
     return picked
 
 
-def _write_outputs(store, students, info, people) -> Path:
-    """grades.csv, the class report and the LMS exports, all from the stored results."""
+def _write_outputs(store, students, info, people, report, final=False) -> Path:
+    """grades.csv, the class report (``report``: a ReportWriter) and the LMS exports, all
+    from the stored results."""
     from .grading.exports import write_exports
-    from .grading.report import write_report
 
     csv_path = store.write_csv(students)
-    write_report(store.out, students)
+    report.write(students, force=final)
     results = store.load()
     for sid, (name, lms_id) in people.items():  # until the results carry them
         if sid in results:
@@ -144,6 +144,7 @@ def _main(args) -> int:
 
     from .grading.course import build_template, find_assignments
     from .grading.dispatch import Dispatcher, write_feedback
+    from .grading.report import ReportWriter
     from .grading.results import ResultStore
     from .grading.runner import kill_all
     from .grading.student import Options, grade_student, to_json
@@ -194,7 +195,8 @@ def _main(args) -> int:
         print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
     students = [s.student for s in subs]
     people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
-    _write_outputs(store, students, info, people)
+    report = ReportWriter(out)
+    _write_outputs(store, students, info, people, report, final=True)
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
                file=sys.stderr)
     dispatcher = Dispatcher(args.scheduler, workers)
@@ -210,7 +212,7 @@ def _main(args) -> int:
                 write_feedback(out, r.student, feedback)
             r.notes.append(f"run {run_id}")
             store.save(to_json(r), r.student)  # the commit point of this student
-            _write_outputs(store, students, info, people)
+            _write_outputs(store, students, info, people, report)
             bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
             bar.update()
     except KeyboardInterrupt:
@@ -222,7 +224,7 @@ def _main(args) -> int:
     dispatcher.close()
     bar.close()
     store.write_gradebook(template, students)
-    csv_path = _write_outputs(store, students, info, people)
+    csv_path = _write_outputs(store, students, info, people, report, final=True)
     results = store.load()
     bad = sum(
         1 for sid in students for row in results.get(sid, {}).get("rows", [])

@@ -152,3 +152,18 @@ def test_exports_have_the_lms_columns_and_keep_not_graded_empty(tmp_path):
     moodle = _read(tmp_path / "exports" / "01_attention.moodle.csv")
     assert moodle[0] == ["Full name", "User ID", "01_attention"]
     assert [r[1:] for r in moodle[1:]] == [[c[1], c[5]] for c in canvas[1:]]
+
+
+def test_report_writer_limits_its_share_of_the_run(tmp_path):
+    from autograder.grading.report import ReportWriter
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "ann.json").write_text(json.dumps(_results()["ann"]))
+    stingy = ReportWriter(tmp_path, share=1e-9)  # any write costs more than the run allows
+    assert stingy.write(["ann"]) is not None  # the first is always written
+    (tmp_path / "results" / "bob.json").write_text(json.dumps(_results()["bob"]))
+    assert stingy.write(["ann", "bob"]) is None  # too soon: skipped
+    assert "bob" not in (tmp_path / "report.html").read_text()
+    assert stingy.write(["ann", "bob"], force=True) is not None  # the end of a run
+    assert "bob" in (tmp_path / "report.html").read_text()
+    assert ReportWriter(tmp_path, share=1e9).write(["ann"]) is not None

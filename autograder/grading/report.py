@@ -1,8 +1,9 @@
 """The class report, ``OUT_DIR/report.html``: what the class got right and wrong, at a glance.
 
 One self-contained HTML file (plots embedded as base64 PNG, no scripts, no external files),
-rebuilt from ``OUT_DIR/results/*.json`` after every finished student, so a run stopped
-midway leaves a report of the students graded so far. Per notebook it shows:
+rebuilt from ``OUT_DIR/results/*.json`` after finished students (:class:`ReportWriter`: after
+every student, unless drawing it would take more than a tenth of the run's time; always at the
+end), so a run stopped midway leaves a report of the students graded so far. Per notebook it shows:
 
 - the score distribution of each exercise and of the notebook total (matplotlib, Agg);
 - the mistakes ranked by how many students made them (the rows' ``diagnosis``: a catalogued
@@ -22,6 +23,7 @@ import html
 import io
 import json
 import os
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -268,3 +270,24 @@ def write_report(out: Path, students: list[str] | None = None) -> Path:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+class ReportWriter:
+    """Rewrites the report as students finish, spending at most ``share`` of the time on it.
+
+    Drawing the plots of a big class takes seconds; after each write the next one waits until
+    ``(time the last write took) / share`` has passed, unless forced (the end of a run).
+    """
+
+    def __init__(self, out: Path, share: float = 0.1):
+        self.out, self.share = out, share
+        self._cost, self._done = 0.0, -float("inf")
+
+    def write(self, students: list[str] | None = None, force: bool = False) -> Path | None:
+        if not force and time.monotonic() - self._done < self._cost / self.share:
+            return None
+        t0 = time.monotonic()
+        path = write_report(self.out, students)
+        self._done = time.monotonic()
+        self._cost = self._done - t0
+        return path
