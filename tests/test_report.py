@@ -77,7 +77,8 @@ def _results() -> dict[str, dict]:
                "rows": [_row("cy", "ex1", "0", diagnosis="wrong shape"),
                         _row("cy", "ex2", "", status=ng, diagnosis="timeout")]},
         "dee": {"student": "dee", "seconds": 5.0,
-                "rows": [_row("dee", "ex1", "0", diagnosis=NASTY),
+                "rows": [dict(_row("dee", "ex1", "0", diagnosis=NASTY),
+                              flagged=f"flagged: imports {NASTY}"),
                          _row("dee", "ex2", "", status=f"not graded: {NASTY}")]},
     }
 
@@ -109,6 +110,9 @@ def test_report_content_and_escaping():
     slow = re.findall(r"<tr><td>(\w+)", _section(page, "slowest"))
     assert slow == ["bob", "ann", "dee", "cy"]
     assert "Ann Ó" in page
+    flagged = _section(page, "flagged")
+    assert "dee" in flagged and "ex1" in flagged and "imports &lt;script" in flagged
+    assert "ann" not in flagged
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
     assert len(imgs) == 1
     assert base64.b64decode(imgs[0]).startswith(b"\x89PNG\r\n\x1a\n")

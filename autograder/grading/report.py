@@ -9,6 +9,7 @@ end), so a run stopped midway leaves a report of the students graded so far. Per
 - the mistakes ranked by how many students made them (the rows' ``diagnosis``: a catalogued
   mistake's name or a failure kind), with the students;
 - the reasons a row was not graded, with the students concerned;
+- the rows the trusted verdict flagged for a human look (``flagged``), when there are any;
 
 and, for the class, the slowest students (``StudentResult.seconds``). Every piece of text that
 comes from a submission or a result file (ids, names, statuses, diagnoses) is escaped.
@@ -147,6 +148,7 @@ def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) ->
         "</table>",
         _mistakes(rows, names),
         _not_graded(rows, names),
+        _flagged(rows, names),
         "</section>",
     ]
     return "\n".join(parts)
@@ -212,6 +214,24 @@ def _not_graded(rows: list[dict], names: dict[str, str]) -> str:
             f"{_who(s, names.get(s, ''))} ({_esc(', '.join(sorted(who[s])))})" for s in sorted(who)
         )
         out.append(f"<tr><td>{_esc(reason)}</td><td class=n>{len(who)}</td><td>{listed}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _flagged(rows: list[dict], names: dict[str, str]) -> str:
+    """Rows the verdict flagged for a human look (``flagged``: "flagged: <what>"), if any."""
+    flagged = [r for r in rows if str(r.get("flagged", "") or "")]
+    if not flagged:
+        return ""
+    out = [
+        "<h3>Flagged for review</h3>",
+        "<table class=flagged><tr><th>student</th><th>exercise</th><th>why</th></tr>",
+    ]
+    for r in sorted(flagged, key=lambda r: (str(r.get("student")), str(r.get("exercise")))):
+        sid = str(r.get("student", ""))
+        why = str(r.get("flagged", "")).removeprefix("flagged:").strip()
+        out.append(f"<tr><td>{_who(sid, names.get(sid, ''))}</td>"
+                   f"<td>{_esc(r.get('exercise', ''))}</td><td>{_esc(why)}</td></tr>")
     out.append("</table>")
     return "\n".join(out)
 
