@@ -114,6 +114,12 @@ def gap(kind):
 
 def sin(kind):
     def f(max_len, d_model):
+        if kind == "float32":  # all in float32, as the default dtype gives
+            pos = torch.arange(max_len).float()[:, None]
+            ang = pos / 10000 ** (torch.arange(0, d_model, 2).float() / d_model)
+            pe = torch.zeros(max_len, d_model)
+            pe[:, 0::2], pe[:, 1::2] = ang.sin(), ang.cos()
+            return pe
         pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
         start = 1 if kind == "from1" else 0
         pos = pos + start
@@ -210,6 +216,7 @@ WRONG = [
     ("transformer.sinusoidal_encoding", sin("times"),
      "multiplied by 10000^(2i/d) instead of dividing", False),
     ("transformer.sinusoidal_encoding", sin("from1"), "positions start at 1", False),
+    ("transformer.sinusoidal_encoding", sin("float32"), "angles computed in float32", True),
     ("transformer.sinusoidal_encoding", sin_bad_shapes,
      "shape mismatch when filling the even/odd columns", False),
     ("transformer.decoder_block", dec("nomask"), "decoder self-attention not causal", False),

@@ -278,6 +278,7 @@ def _classic_cases():
         ("'abc abd', 5 merges (stops: no pair occurs twice)", "abc abd", 5, False),
         ("2,000 characters of Shakespeare, 40 merges", _SAMPLE[:2000], 40, True),
         ("'aa bb aa bb cc', 0 merges", "aa bb aa bb cc", 0, True),
+        ("'aa aa', 5 merges (runs out of pairs after 2)", "aa aa", 5, True),
         ("'hug pug pun bun hugs', 10 merges", "hug " * 10 + "pug " * 5 + "pun " * 12
          + "bun " * 4 + "hugs " * 5, 10, True),
     ]
@@ -728,6 +729,7 @@ def _piece_cases():
         ("b'' (empty)", b"", r_aa, True),
         ("b'x' (one byte)", b"x", _T1.ranks, True),
         ("b' thereupon', 200 merges of Shakespeare", b" thereupon", _T1.ranks, True),
+        ("b'abc', ranks: ab, abc (ends as one token)", b"abc", _hand_ranks(b"ab", b"abc"), True),
     ]
     return tuple(_exact(label, (p, r), _piece_ref(p, r), h) for label, p, r, h in specs)
 
@@ -799,6 +801,8 @@ _ENCODE_SPECS = [
     (f"'{_ENDOFTEXT}{_ENDOFTEXT}' (two specials in a row)", f"a{_ENDOFTEXT}{_ENDOFTEXT}b", _T2,
      True),
     ("'' (empty)", "", _T2, True),
+    ("special tokens '<|end|>' and '<|end|>.' (one starts the other)", "a<|end|>.b<|end|>c",
+     _tok_from_ranks(_hand_ranks(b"ab"), ["<|end|>", "<|end|>."]), True),
 ]
 
 

@@ -151,9 +151,9 @@ check_equivariance_gap = register(_GAP)
 
 # ====================================================================== Exercise 2.1
 def _sin_variant(max_len, d_model, base=10000.0, *, layout="interleaved", swap=False,
-                 exponent="2i", start=0, invert=False):
-    pos = torch.arange(start, start + max_len, dtype=torch.float64)[:, None]
-    i = torch.arange((d_model + 1) // 2, dtype=torch.float64)
+                 exponent="2i", start=0, invert=False, dtype=torch.float64):
+    pos = torch.arange(start, start + max_len, dtype=dtype)[:, None]
+    i = torch.arange((d_model + 1) // 2, dtype=dtype)
     two_i = {"2i": 2 * i, "i": i}[exponent] if exponent != "col" else None
     if exponent == "col":
         j = torch.arange(d_model, dtype=torch.float64)
@@ -166,7 +166,7 @@ def _sin_variant(max_len, d_model, base=10000.0, *, layout="interleaved", swap=F
     s, c = torch.sin(angle), torch.cos(angle)
     if swap:
         s, c = c, s
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe = torch.zeros(max_len, d_model, dtype=dtype)
     if layout == "interleaved":
         pe[:, 0::2] = s
         pe[:, 1::2] = c[:, : d_model // 2]
@@ -184,7 +184,8 @@ def _sv(**kw):
 def _sin_cases():
     out = []
     for (T, d, hidden) in [(6, 8, False), (50, 16, False), (10, 64, False), (1, 4, True),
-                           (128, 32, True), (7, 2, True)]:
+                           (128, 32, True), (7, 2, True),
+                           (4096, 16, True)]:  # float32 angles lose digits this far out
         out.append(Case(f"max_len={T}, d_model={d}", (T, d),
                         _sinusoidal(T, d).to(torch.float32), hidden=hidden))
     return tuple(out)
@@ -223,6 +224,13 @@ _SIN = Check(
             "multiplied by 10000^(2i/d) instead of dividing",
             "The angle is pos / 10000^(2i/d_model): wavelengths grow from 2π to 10000·2π.",
             _sv(invert=True),
+        ),
+        Mistake(
+            "angles computed in float32",
+            "Positions in the thousands divided in float32 lose digits (sin and cos are off "
+            "by about 1e-4 at position 4000): build pos and 2i with dtype=torch.float64 and "
+            "convert the finished table with .to(torch.float32).",
+            _sv(dtype=torch.float32),
         ),
         Mistake(
             "positions start at 1",

@@ -1,0 +1,118 @@
+"""Mutation testing of the checks (issue 18): the operators, and 0 survivors per notebook.
+
+``autograder.mutation`` mutates each exercise's solution one site at a time and runs every
+mutant through the exercise's graded check; a mutant that passes and is not equivalent to
+the solution on random inputs is a survivor (a wrong answer the check accepts).
+"""
+
+import dataclasses
+
+import pytest
+
+from autograder import mutation as M
+
+# ---------------------------------------------------------------- the operators
+
+SNIPPETS = [
+    # (solution body, a mutant description that must be among its mutants)
+    ("return x.sum(dim=-1)", "dim -1 -> -2"),
+    ("return x.sum(-1)", "axis -1 -> -2"),
+    ("return np.max(x, axis=0)", "axis 0 -> 1"),
+    ("return x.mean(-1, keepdim=True)", "keepdim=True dropped"),
+    ("return np.sum(x, axis=1, keepdims=True)", "keepdims=True dropped"),
+    ("return [x[i] for i in range(1, n)]", "range argument 1 +1"),
+    ("return x[1:]", "slice lower -1"),
+    ("return x[:-1]", "slice upper +1"),
+    ("return x[..., 0]", "index 0 -> 1"),
+    ("return x < y", "Lt -> LtE"),
+    ("return x == y", "Eq -> NotEq"),
+    ("return s.masked_fill(~mask, 0.0)", "~ dropped"),
+    ("return s.masked_fill(mask, 0.0)", "masked_fill mask inverted"),
+    ("return torch.where(m, a, b)", "where branches swapped"),
+    ("return torch.logical_not(m)", "logical_not dropped"),
+    ("return q @ k / math.sqrt(d)", "sqrt(x) -> x"),
+    ("return q @ k / math.sqrt(d)", "`q @ k / math.sqrt(d)` -> left operand"),
+    ("return x / (v + 1e-05)", "1e-05 -> 0"),
+    ("return q @ k.transpose(-2, -1)", "transpose dropped"),
+    ("return q @ k.T", ".T dropped"),
+    ("return x.detach()", ".detach() dropped"),
+    ("return s.masked_fill(m, float('-inf'))", "-inf -> -1e9"),
+    ("return s.masked_fill(m, -math.inf)", "-inf -> 0"),
+    ("return x.to(torch.float64)", "torch.float64 -> float32"),
+    ("return x.double()", "double -> float"),
+    ("return a - b", "operands of `a - b` swapped"),
+    ("return a @ b", "operands of `a @ b` swapped"),
+    ("y = x * 2\n    y = y + 1\n    return y", "`y = y + 1` removed"),
+    ("return x * 0.5", "0.5 -> 1"),
+]
+
+
+@pytest.mark.parametrize("body,description", SNIPPETS, ids=[s[1] for s in SNIPPETS])
+def test_operator_produces_the_mutant(body, description):
+    cell = f"def f(x, y=None):\n    ### BEGIN SOLUTION\n    {body}\n    ### END SOLUTION\n"
+    found = [m.description for m in M.mutants(cell)]
+    assert any(description in d for d in found), found
+
+
+def test_only_the_solution_region_is_mutated_and_mutants_are_distinct():
+    cell = (
+        "def f(x):\n    y = x.sum(-1)\n    ### BEGIN SOLUTION\n    return y * 2\n"
+        "    ### END SOLUTION\n"
+    )
+    ms = M.mutants(cell)
+    assert ms and all(m.line == 4 for m in ms)
+    assert all("x.sum(-1)" in m.source for m in ms)
+    assert len({m.source for m in ms}) == len(ms)
+
+
+def test_removing_a_statement_never_leaves_a_name_unbound():
+    cell = (
+        "def f(x):\n    ### BEGIN SOLUTION\n    a = x + 1\n    a = a * 2\n    return a\n"
+        "    ### END SOLUTION\n"
+    )
+    removed = [m.description for m in M.mutants(cell) if m.operator == "statement"]
+    assert removed == ["`a = a * 2` removed"]
+
+
+# ---------------------------------------------------------------- the report can fail
+
+
+def _softmax_exercise():
+    nb = M.notebooks("01")[0]
+    return next(e for e in M.exercises(nb) if e.key == "attention.softmax")
+
+
+def test_a_weakened_check_lets_mutants_survive():
+    """The same run with Exercise 2.1's check cut to its first case: wrong softmaxes pass."""
+    from autograder.checks import attention as A
+
+    weak = dataclasses.replace(A._SOFTMAX, cases=A._SOFTMAX.cases[:1])
+    res = M.run_exercise(_softmax_exercise(), check=weak)
+    survivors = [r.mutant.description for r in res if r.outcome == "survivor"]
+    assert survivors, "a one-case softmax check should let wrong mutants through"
+    full = M.summarize(M.run_exercise(_softmax_exercise()))
+    assert full["survivors"] == 0 and full["killed"] > 0
+
+
+# ---------------------------------------------------------------- 0 survivors
+
+
+# Notebooks 01-06 in full; 07 and 08 (BPE training, GPT training steps: seconds per mutant)
+# every 2nd / 4th mutant, a deterministic sample. The full run: `python -m bench.mutation`.
+SAMPLES = [("01", 0), ("02", 0), ("03", 0), ("04", 0), ("05", 0), ("06", 0), ("07", 2), ("08", 4)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook,sample", SAMPLES, ids=[n for n, _ in SAMPLES])
+def test_no_mutant_survives_the_checks(notebook, sample, monkeypatch):
+    """Every non-equivalent mutant of every exercise of the notebook fails its check."""
+    monkeypatch.setenv("COURSE_SMOKE", "1")
+    rows = []
+    for ex in M.exercises(M.notebooks(notebook)[0]):
+        res = M.run_exercise(ex, sample=sample)
+        rows += [
+            f"{ex.grade_id} line {r.mutant.line}: {r.mutant.description} ({r.message})"
+            for r in res
+            if r.outcome == "survivor"
+        ]
+    assert not rows, "wrong answers that pass their check:\n" + "\n".join(rows)
