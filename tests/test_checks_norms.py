@@ -78,10 +78,16 @@ def test_not_implemented_yet():
 
 # ---------------------------------------------------------------- students' wrong answers
 def ln_np(center="mean", ddof=0, eps_out=False, no_eps=False, axis=-1, gain_col=False,
-          beta_on=True):
+          beta_on=True, gamma_on=True, uncentred=False, no_sqrt=False):
     def f(x, gamma, beta, eps=1e-5):
         c = x.sum(axis=axis, keepdims=True) if center == "sum" else x.mean(axis=axis, keepdims=True)
         sd = x.std(axis=axis, ddof=ddof, keepdims=True)
+        if uncentred:  # issue 18 mutants: var = mean(x**2)
+            return gamma * (x - c) / np.sqrt((x**2).mean(axis=axis, keepdims=True) + eps) + beta
+        if no_sqrt:
+            return gamma * (x - c) / (x.var(axis=axis, keepdims=True) + eps) + beta
+        if not gamma_on:
+            gamma = np.ones_like(gamma)
         if no_eps:
             den = sd
         elif eps_out:
@@ -96,9 +102,16 @@ def ln_np(center="mean", ddof=0, eps_out=False, no_eps=False, axis=-1, gain_col=
 
 
 def ln_t(moments=False, unbiased=False, eps_out=False, no_eps=False, dim=-1, gain_col=False,
-         beta_on=True, center="mean"):
+         beta_on=True, center="mean", gamma_on=True, uncentred=False, no_sqrt=False):
     def f(x, gamma, beta, eps=1e-5):
         mu = x.mean(dim, keepdim=True)
+        if uncentred:  # issue 18 mutants: var = mean(x**2)
+            return (x - mu) / torch.sqrt(x.pow(2).mean(dim, keepdim=True) + eps) * gamma + beta
+        if no_sqrt:
+            var = ((x - mu) ** 2).mean(dim, keepdim=True)
+            return gamma * (x - mu) / (var + eps) + beta
+        if not gamma_on:
+            return (x - mu) / torch.sqrt(x.var(dim, unbiased=False, keepdim=True) + eps) + beta
         var = (x**2).mean(dim, keepdim=True) - mu**2 if moments else x.var(
             dim, unbiased=unbiased, keepdim=True)
         c = x.sum(dim, keepdim=True) if center == "sum" else mu
@@ -178,6 +191,9 @@ LN_NAMES = [
     ("normalised over the batch axis (axis 0) instead of the features", "axis0"),
     ("normalised over the sequence axis instead of the features", "axis-2"),
     ("forgot beta", dict(beta_on=False)),
+    ("forgot gamma", dict(gamma_on=False)),
+    ("variance without subtracting the mean (mean of x²)", dict(uncentred=True)),
+    ("divided by the variance instead of the standard deviation", dict(no_sqrt=True)),
     ("subtracted the sum instead of the mean (seed 000 as written)", dict(center="sum")),
 ]
 WRONG = []

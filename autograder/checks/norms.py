@@ -50,23 +50,29 @@ def _ln_variant(
     eps_at="inside",  # "inside" sqrt(var + eps) | "outside" std + eps | "none"
     dim=-1,
         use_beta=True,
+    use_gamma=True,
+    root=True,  # False: divided by var + eps itself
 ):
     """LayerNorm with one thing changed; torch in, torch out (numpy goes through _np)."""
     mu = x.mean(dim=dim, keepdim=True)
-    if var == "biased":
+    if var == "uncentred":  # mean(x²): the mean never subtracted
+        v = (x * x).mean(dim=dim, keepdim=True)
+    elif var == "biased":
         v = ((x - mu) ** 2).mean(dim=dim, keepdim=True)
     elif var == "unbiased":
         v = x.var(dim=dim, keepdim=True, unbiased=True)
     else:
         v = (x * x).mean(dim=dim, keepdim=True) - mu * mu
     c = x.sum(dim=dim, keepdim=True) if center == "sum" else mu
-    if eps_at == "inside":
+    if not root:
+        y = (x - c) / (v + eps)
+    elif eps_at == "inside":
         y = (x - c) / torch.sqrt(v + eps)
     elif eps_at == "outside":
         y = (x - c) / (torch.sqrt(v) + eps)
     else:
         y = (x - c) / torch.sqrt(v)
-    y = y * gamma
+    y = y * gamma if use_gamma else y
     return y + beta if use_beta else y
 
 
@@ -131,6 +137,23 @@ def _ln_mistakes(numpy: bool) -> tuple:
             "forgot beta",
             "LN(x) = gamma * x_hat + beta: add the shift after the scale.",
             wrap(_v(use_beta=False)),
+        ),
+        Mistake(
+            "forgot gamma",
+            "LN(x) = gamma * x_hat + beta: scale the normalised x by gamma before the shift.",
+            wrap(_v(use_gamma=False)),
+        ),
+        Mistake(
+            "variance without subtracting the mean (mean of x²)",
+            "The variance is the mean of the *centred* squares, mean((x - mean)²); mean(x²) "
+            "is only the variance when the mean is 0.",
+            wrap(_v(var="uncentred")),
+        ),
+        Mistake(
+            "divided by the variance instead of the standard deviation",
+            "x_hat = (x - mean) / sqrt(var + eps): take the square root, so x_hat has "
+            "variance 1.",
+            wrap(_v(root=False)),
         ),
         Mistake(
             "subtracted the sum instead of the mean (seed 000 as written)",
