@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,8 @@ def main() -> None:
     p.add_argument("--cell-timeout", default="30")
     p.add_argument("--memory", default="3072")
     p.add_argument("--pipeline", choices=("new", "old", "both"), default="new")
+    p.add_argument("--students", default="",
+                   help="with --pipeline both: comma-separated students of the class to keep")
     args = p.parse_args()
     if args.pipeline == "both":
         return compare_pipelines(args)
@@ -92,6 +95,10 @@ def compare_pipelines(args) -> None:
         tmp = Path(tmp)
         _, info = build_template(args.source, [args.assignment], tmp / "template", 60)
         ClassBuilder(info[args.assignment][0]).build(tmp / "class")
+        keep = {s for s in args.students.split(",") if s}
+        for entry in (tmp / "class").iterdir():
+            if keep and entry.name.removesuffix(".zip") not in keep:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         n = len(list((tmp / "class").iterdir()))
         print(f"class: {n} students, assignment {args.assignment}, {os.cpu_count()} cores")
         walls, pers = {}, {}

@@ -206,3 +206,42 @@ def test_solutions_are_not_flagged():
 
 def test_registry_lookup():
     assert get_check("attention.softmax") is _SOFTMAX
+
+
+# ---------------------------------------------------------------- chapter 04 (norms)
+def _norms_solutions() -> dict:
+    nb = nbformat.read(REPO / "solutions/04_layer_norm/04_layer_norm.ipynb", as_version=4)
+    ns: dict = {}
+    exec("import math\nimport numpy as np\nimport torch", ns)
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("solution"):
+            exec(c.source, ns)
+    return ns
+
+
+def test_norms_solutions_pass_from_records(tmp_path):
+    import autograder.checks.norms  # noqa: F401 (registers)
+
+    ns = _norms_solutions()
+    for key in ("norms.layer_norm_np", "norms.layer_norm", "norms.layer_norm_backward",
+                "norms.rms_norm"):
+        check = get_check(key)
+        v = judge(check, _record(tmp_path, check, ns[check.name]))
+        assert v.passed, v.message
+
+
+def test_autograd_in_a_from_scratch_backward_is_seen(tmp_path):
+    import autograder.checks.norms  # noqa: F401 (registers)
+
+    check = get_check("norms.layer_norm_backward")
+    layer_norm = _norms_solutions()["layer_norm"]
+
+    def by_autograd(dy, x, gamma, eps=1e-5):
+        x = x.clone().requires_grad_(True)
+        g = gamma.clone().requires_grad_(True)
+        b = torch.zeros_like(gamma, requires_grad=True)
+        out = layer_norm(x, g, b, eps=eps)
+        return torch.autograd.grad(out, (x, g, b), dy)
+
+    v = judge(check, _record(tmp_path, check, by_autograd))
+    assert v.diagnosis == "used forbidden built-in grad", v.message

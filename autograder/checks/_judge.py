@@ -166,14 +166,19 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
     for r in record.get("cases") or []:
         if type(r) is dict and type(r.get("label")) is str:
             recs.setdefault(r["label"], r)
-    used = forbidden_ops(check, record.get("ops"))
+    functions = record.get("functions")
+    used = forbidden_ops(check, record.get("ops")) + [
+        f"torch.{n}" for n in (functions if type(functions) is list else [])
+        if type(n) is str and n in check.forbidden]
     if used:
-        name = used[0].split("::", 1)[-1].lstrip("_")
+        name = used[0].split("::", 1)[-1].removeprefix("torch.").lstrip("_")
+        where = (f"operator {used[0]}, seen in any thread" if "::" in used[0]
+                 else f"`{used[0]}` called")
         return Verdict(
             False,
             f"✘ {head}: {check.exercise} asks you to build `{check.name}` from scratch, but the "
-            f"PyTorch built-in `{name}` ran while it was checked (operator {used[0]}, in any "
-            f"thread). {check.forbidden_hint}",
+            f"PyTorch built-in `{name}` ran while it was checked ({where}). "
+            f"{check.forbidden_hint}",
             f"used forbidden built-in {name}",
         )
     outputs = {}

@@ -7,8 +7,9 @@ case *inputs* the grader wrote (``in/<key>.json``, see ``_codec``), calls the fu
 and writes ``out/<key>.json``: per case the output (plain data), or the exception's type and
 message, or "not implemented"; for a gradient case the input gradients of
 ``sum(output * probe)``; whether an input was changed in place; and the ATen operators that
-ran in *any* thread while the function ran (PyTorch's profiler), from which the grader
-decides "built with a forbidden built-in". The grader compares all of it with expected
+ran in *any* thread while the function ran (PyTorch's profiler) and the torch functions
+its own thread called (``backward``, ``grad``: no operator of their own), from which the
+grader decides "built with a forbidden built-in". The grader compares all of it with expected
 values it computes itself, in a process where no student code runs (``_judge``).
 
 Nothing here is trusted: the student's code can patch this module or write the record
@@ -42,6 +43,19 @@ def _ops_profiler():
         return None
 
 
+class _Names(torch.overrides.TorchFunctionMode):
+    """Records the ``__name__`` of every torch function called in this thread (``backward``,
+    ``grad``, ``softmax`` ...): the names the in-kernel guard of ``_core`` switches off."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.add(str(getattr(func, "__name__", ""))[:80])
+        return func(*args, **(kwargs or {}))
+
+
 def _exception(e: BaseException) -> dict:
     frames = traceback.extract_tb(e.__traceback__)
     where = ""
@@ -70,16 +84,20 @@ def _enc(x):
         return {"$": "opaque", "type": f"value the grader cannot carry ({e})"}
 
 
-def _call(fn, spec: dict, args_enc) -> dict:
-    """One call of ``fn`` on decoded inputs -> its record (status, out, grads, mutated)."""
+def _call(fn, spec: dict, args_enc, names: set | None = None) -> dict:
+    """One call of ``fn`` on decoded inputs -> its record (status, out, grads, mutated);
+    the torch functions it called go into ``names``."""
     args = _codec.decode(args_enc)
     kwargs = _codec.decode(spec["kwargs"])
     grad_args = spec.get("grad_args") or []
     if spec.get("kind") == "grad":
         args = tuple(a.requires_grad_(True) if i in grad_args else a for i, a in enumerate(args))
     rec: dict = {}
+    if names is None:
+        names = set()
+    mode = _Names()
     try:
-        with torch.enable_grad():
+        with torch.enable_grad(), mode:
             out = fn(*args, **kwargs)
     except NotImplementedError as e:
         rec.update(status="not_implemented", **_exception(e))
@@ -87,6 +105,8 @@ def _call(fn, spec: dict, args_enc) -> dict:
     except Exception as e:  # noqa: BLE001 - the student's code raised: that is the record
         rec.update(status="raised", **_exception(e))
         return rec
+    finally:
+        names |= mode.names
     rec["status"] = "ok"
     rec["out"] = _enc(out)
     if spec.get("kind") != "grad":
@@ -116,15 +136,15 @@ def run(probe_dir: str, key: str, fn) -> None:
     """Record ``fn`` on every case of ``key`` (visible and hidden) into ``out/<key>.json``."""
     with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
         spec = json.load(f)
-    cases, ops = [], None
+    cases, ops, names = [], None, set()
     prof = _ops_profiler()
     if prof is not None:
         prof.__enter__()
     try:
         for c in spec["cases"]:
-            rec = {"label": c["label"], **_call(fn, c, c["args"])}
+            rec = {"label": c["label"], **_call(fn, c, c["args"], names)}
             if rec["status"] == "ok" and c.get("samples"):
-                rec["samples"] = [_call(fn, c, s) for s in c["samples"]]
+                rec["samples"] = [_call(fn, c, s, names) for s in c["samples"]]
             cases.append(rec)
     finally:
         if prof is not None:
@@ -133,7 +153,8 @@ def run(probe_dir: str, key: str, fn) -> None:
                 ops = sorted({e.name for e in prof.function_events if e.name.startswith("aten::")})
             except Exception:  # noqa: BLE001
                 ops = None
-    text = json.dumps({"key": key, "cases": cases, "ops": ops}, separators=(",", ":"))
+    text = json.dumps({"key": key, "cases": cases, "ops": ops, "functions": sorted(names)},
+                      separators=(",", ":"))
     if len(text) > MAX_RECORD:
         text = json.dumps({"key": key, "too_large": len(text)})
     path = os.path.join(probe_dir, "out", f"{key}.json")

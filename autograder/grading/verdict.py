@@ -36,7 +36,7 @@ import shutil
 import threading
 from pathlib import Path
 
-CONVERTED = frozenset({"attention"})
+CONVERTED = frozenset({"attention", "norms"})
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
 PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
@@ -86,7 +86,9 @@ def prepare(root: Path, sources: list) -> dict | None:
     if not chapters:
         return None
     pkg = kernel / "autograder"
-    stubbed = {f"{ch}.py" for ch in chapters}
+    # every converted chapter is a stub (``autograder.checks`` imports chapter 01's checks,
+    # which would need transformer_ref, not mounted for a notebook that does not import it)
+    stubbed = {f"{ch}.py" for ch in CONVERTED}
 
     def ignore(folder, names):
         skip = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
@@ -95,7 +97,7 @@ def prepare(root: Path, sources: list) -> dict | None:
         return skip
 
     shutil.copytree(PACKAGE, pkg, ignore=ignore)
-    for ch in chapters:
+    for ch in sorted(CONVERTED):
         (pkg / "checks" / f"{ch}.py").write_text(_stub(ch))
     probe = grader / "probe"
     (probe / "in").mkdir(parents=True)
@@ -257,12 +259,14 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
                              "diagnosis": diagnosis, "message": message}
             if cell is not None:
                 limit = _limit_output(cell)
+                head = "course-grade (decided outside your notebook):\n"
                 outs = [new_output("stream", name="stdout",
-                                   text="course-grade (decided outside your notebook):\n"
-                                   + message + "\n")]
-                if not passed:
-                    outs.append(new_output("error", ename="CheckFailed",
-                                           evalue=message.splitlines()[0], traceback=[]))
+                                   text=head + (message + "\n" if passed else ""))]
+                if not passed:  # named like the in-kernel check's exception
+                    ename = "NotImplementedYet" if diagnosis == "not implemented" \
+                        else "CheckFailed"
+                    outs.append(new_output("error", ename=ename, evalue=message,
+                                           traceback=[f"{ename}: {message}"]))
                 if limit is not None:
                     outs.append(limit)
                 cell["outputs"] = outs
