@@ -1,4 +1,5 @@
-"""Classic (Sennrich) BPE from seed 003: characters + end-of-word symbol, merge by frequency."""
+"""Classic (Sennrich) BPE from the encoder-decoder survey: characters + end-of-word symbol, "
+"merge by frequency."""
 
 from collections import Counter
 
@@ -55,7 +56,8 @@ def test_round_trip_and_compression_on_shakespeare():
 
 
 def _apply_in_order(bpe, word):
-    """Seed 003's description, literally: walk the merge list, merge each pair everywhere."""
+    """The encoder-decoder survey's description, literally: walk the merge list, merge each "
+    "pair everywhere."""
     symbols = [*word, bpe.end_of_word]
     for a, b in bpe.merges:
         out, i = [], 0

@@ -301,7 +301,8 @@ def test_builtin_multi_head_attention_is_switched_off_during_the_check():
 
 
 def test_the_loop_and_the_batched_heads_agree():
-    """Seed 000's loop over heads == split / attend / merge with the heads' blocks of W."""
+    """The column-vector lecture notes' loop over heads == split / attend / merge with the "
+    "heads' blocks of W."""
     torch.manual_seed(0)
     X = torch.randn(2, 5, 8, dtype=torch.float64)
     heads = [tuple(torch.randn(8, 4, dtype=torch.float64) for _ in range(3)) for _ in range(2)]

@@ -194,7 +194,8 @@ LN_NAMES = [
     ("forgot gamma", dict(gamma_on=False)),
     ("variance without subtracting the mean (mean of x²)", dict(uncentred=True)),
     ("divided by the variance instead of the standard deviation", dict(no_sqrt=True)),
-    ("subtracted the sum instead of the mean (seed 000 as written)", dict(center="sum")),
+    ("subtracted the sum instead of the mean (the column-vector lecture notes as written)",
+     dict(center="sum")),
 ]
 WRONG = []
 for _name, _kw in LN_NAMES:
@@ -223,9 +224,9 @@ WRONG += [
     ("norms.layer_norm_np", ln_np_no_keepdims, BROADCAST, False),
     ("norms.layer_norm", ln_t_no_keepdim, BROADCAST, False),
     ("norms.layer_norm_np", lambda x, gamma, beta, eps=1e-5: ln_np()(x, float(gamma), beta, eps),
-     "treated gamma as a scalar (seed 000)", False),
+     "treated gamma as a scalar (the column-vector lecture notes)", False),
     ("norms.layer_norm", lambda x, gamma, beta, eps=1e-5: ln_t()(x, gamma.item(), beta, eps),
-     "treated gamma as a scalar (seed 000)", False),
+     "treated gamma as a scalar (the column-vector lecture notes)", False),
     # Exercise 3.1
     ("norms.layer_norm_backward", bw(mean=False, var=False),
      "treated the mean and the variance as constants", False),
@@ -249,7 +250,7 @@ WRONG += [
     ("norms.rms_norm", rms(dim=-2), "mean over the wrong axis", False),
     ("norms.rms_norm", lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
     ("norms.rms_norm", lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
-     "treated gamma as a scalar (seed 000)", False),
+     "treated gamma as a scalar (the column-vector lecture notes)", False),
 ]
 
 

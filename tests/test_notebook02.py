@@ -31,8 +31,9 @@ SOURCE = REPO / "solutions"
 # the wrong submission: (solution cell, text replaced, replacement, exercise, mistake named)
 WRONG = (
     "ex3_1_solution",
-    "    scores = scores + mask  # seed 003: + M\n",
-    "    scores = scores + mask  # seed 003: + M\n    return torch.softmax(scores, dim=-1) @ v\n",
+    "    scores = scores + mask  # the encoder-decoder survey: + M\n",
+    "    scores = scores + mask  # the encoder-decoder survey: + M\n    return "
+    "torch.softmax(scores, dim=-1) @ v\n",
     "ex3_1_masked_attention",
     "-inf producing NaN rows",
 )

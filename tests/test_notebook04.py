@@ -160,3 +160,17 @@ def test_every_check_is_called_with_its_hidden_key_in_the_source():
     for k in keys:
         assert f'_hidden_check("{k}"' in text, k
 
+
+
+def warnings_in_course_cells(book) -> list[str]:
+    """Warning text in the outputs of a graded notebook's course cells (not the test cells,
+    where a failed check may legitimately print): every student's feedback would carry it."""
+    found = []
+    for i, cell in enumerate(book.cells):
+        if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("grade"):
+            continue
+        for out in cell.outputs:
+            text = out.get("text", "") if out.get("output_type") == "stream" else ""
+            if "Warning" in text or "warnings.warn" in text:
+                found.append(f"cell {i}: {text[:300]}")
+    return found

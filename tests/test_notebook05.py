@@ -13,7 +13,8 @@ from test_notebook04 import SOURCE, check_chapter, graded_chapter
 from autograder import release
 
 ASSIGNMENT = "05_feed_forward_blocks"
-# seed 000's pre-LN block written as post-LN: the residual added after the norm
+# the column-vector lecture notes' pre-LN block written as post-LN: the residual added after the
+# norm
 MISTAKE = (
     "ex2_2_solution",
     "x = x + attn(norm1(x))  # R(MSA o LN1)\n    return x + ffn(norm2(x))",

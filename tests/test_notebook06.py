@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from test_notebook04 import SOURCE, check_chapter, graded_chapter
+from test_notebook04 import SOURCE, check_chapter, graded_chapter, warnings_in_course_cells
 
 from autograder import release
 
@@ -61,3 +61,9 @@ def test_points_and_hidden_keys_in_the_source():
     assert len(keys) == len(transformer.__all__)
     for k in keys:
         assert f'_hidden_check("{k}"' in text, k
+
+
+def test_course_cells_print_no_warnings(graded):
+    """Issue 18 trial: a course cell's deprecation warning (06: imshow of a tensor, 08: ax.bar
+    of a tensor) lands in every student's feedback."""
+    assert warnings_in_course_cells(graded["autograded"]["solution"]) == []

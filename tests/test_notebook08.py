@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
-from test_notebook04 import SOURCE, check_chapter, graded_chapter
+from test_notebook04 import SOURCE, check_chapter, graded_chapter, warnings_in_course_cells
 
 from autograder import release
 from transformer_ref.train import preset
@@ -111,3 +111,9 @@ def test_the_run_size_follows_the_device_and_the_environment(env, device, run, n
     if run == "cpu":
         assert ns["MAX_SECONDS"] <= 10 * 60
     assert f"run: {run}" in capsys.readouterr().out
+
+
+def test_course_cells_print_no_warnings(graded):
+    """Issue 18 trial: a course cell's deprecation warning (06: imshow of a tensor, 08: ax.bar
+    of a tensor) lands in every student's feedback."""
+    assert warnings_in_course_cells(graded["autograded"]["solution"]) == []

@@ -169,7 +169,8 @@ def test_dropout_p():
     assert maxerr(dropped, scaled_dot_product_attention(q, k, v)) > 1e-3
 
 
-# --- cosine-similarity attention (seed 004) ---------------------------------------------------
+# --- cosine-similarity attention (the Transformer-block blog post)
+# ---------------------------------------------------
 def test_cosine_similarity_attention():
     q, k, v = qkv((2, 2, 3, 4, 5, 2), torch.float64)
     out, w = cosine_similarity_attention(q, k, v, temperature=0.5, return_weights=True)
@@ -181,7 +182,8 @@ def test_cosine_similarity_attention():
     assert maxerr(out, out2) <= 1e-12
 
 
-# --- column form (seed 000) is the row form transposed ----------------------------------------
+# --- column form (the column-vector lecture notes) is the row form transposed
+# ----------------------------------------
 @pytest.mark.parametrize("n,d,dp", [(5, 4, 3), (1, 2, 2), (6, 3, 1)])
 def test_column_form_is_row_form_transposed(n, d, dp):
     g = torch.Generator().manual_seed(3)

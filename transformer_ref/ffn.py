@@ -1,4 +1,4 @@
-"""Position-wise feed-forward network (Vaswani et al., 2017, section 3.3; seed 001).
+"""Position-wise feed-forward network (Vaswani et al., 2017, section 3.3; the row-form tutorial).
 
 The same two-layer MLP is applied to every token independently:
 
@@ -8,7 +8,8 @@ The same two-layer MLP is applied to every token independently:
 ``W_1 in R^{d_model x d_ff}`` expands, ``W_2 in R^{d_ff x d_model}`` contracts back;
 ``d_ff = 4 * d_model`` by default (also for SwiGLU: the same default for every activation, so
 SwiGLU then has 1.5x the parameters; pass ``d_ff`` to change it). Because it acts per
-position, it is exactly a ``Conv1d`` with kernel size 1 over the sequence axis (seed 001's
+position, it is exactly a ``Conv1d`` with kernel size 1 over the sequence axis (the row-form
+tutorial's
 "1x1 convolution" remark; see ``tests/test_ref_ffn.py``).
 """
 

@@ -6,7 +6,8 @@ LayerNorm (Ba et al., 2016), per token over the feature axis (the last one):
     mu  = mean_i x_i,   var = mean_i (x_i - mu)^2      (biased: divide by d, not d - 1)
 
 ``gamma`` and ``beta`` are *vectors* in R^d (one scale and shift per feature), as in
-``torch.nn.LayerNorm``; seed 000 writes a scalar gamma, which is the special case of a
+``torch.nn.LayerNorm``; the column-vector lecture notes write a scalar gamma, which is the special
+case of a
 constant vector. ``eps`` sits *inside* the square root.
 
 RMSNorm (Zhang & Sennrich, 2019) drops the centring and the shift:

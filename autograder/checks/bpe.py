@@ -1,6 +1,7 @@
 """Checks for notebook 07 (BPE tokenization from scratch), each with its catalogue of mistakes.
 
-The reference is :mod:`transformer_ref.bpe`: ``ClassicBPE`` (seed 003's word-level BPE with an
+The reference is :mod:`transformer_ref.bpe`: ``ClassicBPE`` (the encoder-decoder survey's
+word-level BPE with an
 end-of-word symbol), ``train_bpe_naive`` / ``train_bpe`` (byte-level trainers) and
 ``BPETokenizer`` (encoding by merge rank, identical to ``tiktoken`` built from the same
 ranks). Outputs here are plain Python values (dicts, lists, bytes), compared exactly
@@ -43,7 +44,7 @@ __all__ = [
     "SPEED_MIN_RATIO",
 ]
 
-EOW = "</w>"  # the end-of-word symbol (seed 003 writes "_")
+EOW = "</w>"  # the end-of-word symbol (the encoder-decoder survey writes "_")
 
 # Trusted references, bound before any student cell runs.
 _classic_merge = ClassicBPE._merge
@@ -80,7 +81,8 @@ def _exact(label, args, expected, hidden=False):
 
 
 def _words(text: str) -> dict:
-    """Seed 003's initialisation: each word -> (characters..., EOW), with its count."""
+    """The encoder-decoder survey's initialisation: each word -> (characters..., EOW), with its "
+    "count."""
     return dict(Counter((*w, EOW) for w in text.split()))
 
 
@@ -118,10 +120,11 @@ def _count_non_overlapping(word_counts):
 
 def _count_cases():
     specs = [
-        ("seed 003's 'low'/'lower' with counts 5 and 2", _words("low " * 5 + "lower " * 2), False),
+        ("the encoder-decoder survey's 'low'/'lower' with counts 5 and 2", _words("low " * 5 +
+        "lower " * 2), False),
         ("'aaa' once: (a, a) occurs twice in it", _words("aaa"), False),
         ("'aaaa' x3 and 'abab' x2", _words("aaaa aaaa aaaa abab abab"), False),
-        ("the words of seed 003's example", _words(_SEED_TEXT), False),
+        ("the words of the encoder-decoder survey's example", _words(_SEED_TEXT), False),
         ("no words at all", {}, True),
         ("a one-letter word (only (x, </w>))", _words("x x a"), True),
         ("the words of a Shakespeare scene", _words(_SAMPLE), True),
@@ -273,7 +276,7 @@ def _smallest(pairs):
 
 def _classic_cases():
     specs = [
-        ("seed 003's example, 10 merges", _SEED_TEXT, 10, False),
+        ("the encoder-decoder survey's example, 10 merges", _SEED_TEXT, 10, False),
         ("'aaa aaa aaaa banana bandana', 8 merges", "aaa aaa aaaa banana bandana", 8, False),
         ("'abc abd', 5 merges (stops: no pair occurs twice)", "abc abd", 5, False),
         ("2,000 characters of Shakespeare, 40 merges", _SAMPLE[:2000], 40, True),
@@ -315,13 +318,15 @@ _CLASSIC = Check(
         ),
         Mistake(
             "kept merging pairs that occur only once",
-            "Seed 003's stopping criterion: stop when no pair occurs at least twice "
+            "The encoder-decoder survey's stopping criterion: stop when no pair occurs at least "
+            "twice "
             "(`if pairs[best] < 2: break`).",
             functools.partial(_classic_variant, pick=_greatest, stop=False),
         ),
         Mistake(
             "no end-of-word symbol",
-            f"Split each word into its characters *plus* {EOW!r} (seed 003's '_'): the last "
+            f"Split each word into its characters *plus* {EOW!r} (the encoder-decoder survey's "
+            f"'_'): the last "
             "letter of a word and a letter inside a word are different symbols.",
             functools.partial(_classic_variant, pick=_greatest, eow=False),
         ),
@@ -368,12 +373,13 @@ def _encode_longest_match(word, merges):
 
 def _encode_word_cases():
     specs = [
-        ("lowest", _SEED_BPE, "seed 003's example", False),
-        ("newer", _SEED_BPE, "seed 003's example", False),
-        ("widest", _SEED_BPE, "seed 003's example", False),
-        ("nest", _SEED_BPE, "seed 003's example", False),  # merges: n|est</w>, greedy: ne|st</w>
-        ("slower", _SEED_BPE, "seed 003's example", True),
-        ("lowlow", _SEED_BPE, "seed 003's example", True),
+        ("lowest", _SEED_BPE, "the encoder-decoder survey's example", False),
+        ("newer", _SEED_BPE, "the encoder-decoder survey's example", False),
+        ("widest", _SEED_BPE, "the encoder-decoder survey's example", False),
+        # merges: n|est</w>, greedy: ne|st</w>
+        ("nest", _SEED_BPE, "the encoder-decoder survey's example", False),
+        ("slower", _SEED_BPE, "the encoder-decoder survey's example", True),
+        ("lowlow", _SEED_BPE, "the encoder-decoder survey's example", True),
         ("Boatswain", _SAMPLE_BPE, "60 merges of Shakespeare", True),
         ("mariners", _SAMPLE_BPE, "60 merges of Shakespeare", True),
         ("z", _SAMPLE_BPE, "60 merges of Shakespeare", True),

@@ -45,7 +45,7 @@ def _ln_variant(
     beta,
     eps=1e-5,
     *,
-    center="mean",  # "mean" | "sum" (seed 000 as written)
+    center="mean",  # "mean" | "sum" (the column-vector lecture notes as written)
     var="biased",  # "biased" | "unbiased" | "moments" (E[x²] - mean²)
     eps_at="inside",  # "inside" sqrt(var + eps) | "outside" std + eps | "none"
     dim=-1,
@@ -156,8 +156,9 @@ def _ln_mistakes(numpy: bool) -> tuple:
             wrap(_v(root=False)),
         ),
         Mistake(
-            "subtracted the sum instead of the mean (seed 000 as written)",
-            "Seed 000 writes x_ki - sum_j x_kj; the mean (1/d) sum_j x_kj is meant, so each "
+            "subtracted the sum instead of the mean (the column-vector lecture notes as written)",
+            "The column-vector lecture notes write x_ki - sum_j x_kj; the mean (1/d) sum_j x_kj "
+            "is meant, so each "
             "normalised token has mean 0.",
             wrap(_v(center="sum")),
         ),
@@ -185,8 +186,9 @@ _BROADCAST_HINT = ErrorHint(
     _is_broadcast_error,
 )
 _SCALAR_HINT = ErrorHint(
-    "treated gamma as a scalar (seed 000)",
-    "Seed 000 writes a scalar gamma; PyTorch's (and this exercise's) gamma is a vector of "
+    "treated gamma as a scalar (the column-vector lecture notes)",
+    "The column-vector lecture notes write a scalar gamma; PyTorch's (and this exercise's) "
+    "gamma is a vector of "
     "shape (d,), one gain per feature: multiply elementwise, `gamma * x_hat`.",
     _is_scalar_conversion,
 )

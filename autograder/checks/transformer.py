@@ -346,7 +346,8 @@ _DEC = Check(
         Mistake(
             "cross-attention keys taken from the decoder",
             "In cross-attention the queries come from the decoder and the keys and values from "
-            "the encoder output (memory): cross_attn(norm2(x), memory) (seed 003: the decoder "
+            "the encoder output (memory): cross_attn(norm2(x), memory) (the encoder-decoder "
+            "survey: the decoder "
             "'uses the encoder's output as the key-value pairs').",
             _dv(kv="decoder"),
         ),
@@ -358,7 +359,8 @@ _DEC = Check(
         ),
         Mistake(
             "cross-attention before self-attention",
-            "Seed 003's order: masked self-attention, then cross-attention, then the FFN.",
+            "The encoder-decoder survey's order: masked self-attention, then cross-attention, "
+            "then the FFN.",
             _dv(order="ca"),
         ),
     ),
