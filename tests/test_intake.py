@@ -628,3 +628,15 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
         assert {s.id for s in gb.students} == set(rows)
         assert gb.find_submission("99_fixture", "Мария_Иванова_2001").score == sum(
             g.max_points for g in nb.grade_cells)
+    # the LMS exports carry the ids the layouts gave: one total per student, empty if not graded
+    full = f"{sum(g.max_points for g in nb.grade_cells):g}"
+    canvas = read_csv(out / "exports" / "99_fixture.canvas.csv")
+    assert list(canvas[0]) == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                               "99_fixture"]
+    by_id = {r["ID"]: r["99_fixture"] for r in canvas if r["ID"]}
+    assert by_id == {"1001": full, "1002": "0", "2001": full}
+    assert sorted(r["99_fixture"] for r in canvas if not r["ID"]) == ["", "", full]  # José, Zo*
+    moodle = read_csv(out / "exports" / "99_fixture.moodle.csv")
+    assert [(r["User ID"], r["99_fixture"]) for r in moodle] == [
+        (r["ID"], r["99_fixture"]) for r in canvas]
+    assert {r["Full name"] for r in moodle if r["User ID"] == "2001"} == {"Мария Иванова"}
