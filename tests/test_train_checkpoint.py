@@ -51,7 +51,7 @@ def test_round_trip_continues_exactly(tmp_path):
     assert [step(model, opt, s) for s in (2, 3)] == [step(model2, opt2, s) for s in (2, 3)]
 
 
-def test_compiled_and_ddp_wrappers_are_looked_through(tmp_path):
+def test_compiled_wrapper_is_looked_through(tmp_path):
     model = GPT(CFG)
     compiled = torch.compile(model)  # only wraps: nothing is compiled until it is called
     assert any(k.startswith("_orig_mod.") for k in compiled.state_dict())
