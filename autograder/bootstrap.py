@@ -1,6 +1,7 @@
 """Set up the course and run its main job or its tests: the README's two commands.
 
     python3 -m autograder.bootstrap lab     # set up, then open JupyterLab on notebooks/
+    python3 -m autograder.bootstrap lab --instructor   # the same with nbgrader's instructor tools
     python3 -m autograder.bootstrap test    # set up, then lint (ruff) and run the test suite
 
 Set-up creates ``.venv`` next to this repository, installs the pinned lock
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -79,10 +81,57 @@ def setup(force: bool = False) -> None:
     STAMP.write_text(_stamp_text())
 
 
+# What a student's JupyterLab leaves out of nbgrader: the instructor's panels (Formgrader, the
+# Create Assignment cell toolbar, the course list) and their server parts. Validate and the
+# Assignment List stay: they work offline.
+STUDENT_HIDDEN_LAB_PLUGINS = (
+    "@jupyter/nbgrader:formgrader",
+    "@jupyter/nbgrader:create-assignment",
+    "@jupyter/nbgrader:course-list",
+)
+STUDENT_HIDDEN_SERVER_EXTENSIONS = (
+    "nbgrader.server_extensions.formgrader",
+    "nbgrader.server_extensions.course_list",
+)
+
+
+def lab_view_env(view: str, env: dict | None = None) -> dict:
+    """The environment for a JupyterLab showing ``view`` ("student" or "instructor").
+
+    The student view adds a generated Jupyter config directory (in the virtual environment)
+    to ``JUPYTER_CONFIG_PATH``, ahead of the others: its ``labconfig/page_config.json``
+    disables nbgrader's instructor lab plugins and its ``jupyter_server_config.d`` entry the
+    matching server extensions. The instructor view is nbgrader's default (everything on).
+    """
+    env = dict(os.environ if env is None else env)
+    if view == "instructor":
+        return env
+    if view != "student":
+        raise ValueError(f"view must be 'student' or 'instructor', got {view!r}")
+    conf = VENV / "course-lab" / "student"
+    (conf / "labconfig").mkdir(parents=True, exist_ok=True)
+    (conf / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
+    page = {"disabledExtensions": {name: True for name in STUDENT_HIDDEN_LAB_PLUGINS}}
+    server = {"ServerApp": {"jpserver_extensions": {
+        name: False for name in STUDENT_HIDDEN_SERVER_EXTENSIONS}}}
+    for path, data in ((conf / "labconfig" / "page_config.json", page),
+                       (conf / "jupyter_server_config.d" / "zz-course-student.json", server)):
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+    paths = [str(conf)] + [p for p in env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
+    return env
+
+
 def lab(extra: list) -> int:
+    """JupyterLab on notebooks/: the student's view, or with ``--instructor`` nbgrader's
+    instructor tools (Formgrader, Create Assignment) too."""
     import secrets
     import socket
 
+    view = "instructor" if "--instructor" in extra else "student"
+    extra = [a for a in extra if a != "--instructor"]
     setup()
     jupyter = _bin("jupyter")
     args = [f"--notebook-dir={ROOT / 'notebooks'}"]
@@ -108,13 +157,16 @@ def lab(extra: list) -> int:
                  f"--IdentityProvider.token={token}"]
         url = f"http://127.0.0.1:{port}/lab?token={token}"
     bar = "=" * 72
-    print(f"\n{bar}\nStarting JupyterLab on notebooks/ (Ctrl+C to stop).", flush=True)
+    who = ("the instructor's view: nbgrader's Formgrader and Create Assignment are on"
+           if view == "instructor" else
+           "the student's view; `lab --instructor` adds nbgrader's instructor tools")
+    print(f"\n{bar}\nStarting JupyterLab on notebooks/ ({who}; Ctrl+C to stop).", flush=True)
     if url:
         print(f"Open this URL in your browser once the server is up:\n\n    {url}\n", flush=True)
     else:
         print("Open the URL JupyterLab prints below.", flush=True)
     print(bar, flush=True)
-    return subprocess.call([str(jupyter), "lab", *args, *extra])
+    return subprocess.call([str(jupyter), "lab", *args, *extra], env=lab_view_env(view))
 
 
 def test(extra: list) -> int:

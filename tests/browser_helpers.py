@@ -67,8 +67,10 @@ def free_port() -> int:
 class LabServer:
     """``with LabServer(root, tmp) as lab:`` -- JupyterLab serving ``root``; ``lab.url(path)``."""
 
-    def __init__(self, root: Path, scratch: Path, startup_timeout: float = 60.0):
+    def __init__(self, root: Path, scratch: Path, startup_timeout: float = 60.0,
+                 view: str = "student"):
         self.root, self.scratch, self.startup_timeout = Path(root), Path(scratch), startup_timeout
+        self.view = view  # what `bootstrap lab` shows: "student" or "instructor"
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.log_path = self.scratch / "jupyterlab.log"
         self.proc: subprocess.Popen | None = None
@@ -86,7 +88,9 @@ class LabServer:
             f = self.scratch / "lab-settings" / rel
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(json.dumps(value))
-        return env
+        from autograder.bootstrap import lab_view_env
+
+        return lab_view_env(self.view, env)
 
     def url(self, path: str = "lab") -> str:
         return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}?token={self.token}"

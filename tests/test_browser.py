@@ -17,6 +17,7 @@ Skipped, with the reason, only where no Chromium executable can be found
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -215,6 +216,51 @@ def test_notebook_01_in_jupyterlab(tmp_path):
           f"solution {t2 - t1:.1f} s, then release {t3 - t2:.1f} s)")
 
 
+def _nbgrader_panels(page) -> dict:
+    """What nbgrader shows in the open notebook's JupyterLab: its menu's items, the Create
+    Assignment sidebar, the Validate button."""
+    page.locator(".lm-MenuBar-item", has_text="Nbgrader").click()
+    menu = [t for t in page.locator(".lm-Menu-itemLabel").all_text_contents() if t.strip()]
+    page.keyboard.press("Escape")
+    tabs = page.locator(".lm-TabBar-tab").evaluate_all(
+        "els => els.map(e => e.getAttribute('title') || e.textContent)")
+    return {
+        "menu": menu,
+        "create_assignment": any("Create Assignment" in t for t in tabs),
+        "validate": page.locator(".jp-NotebookPanel-toolbar .validate-button").count(),
+    }
+
+
+@pytest.mark.parametrize("view", ["student", "instructor"])
+def test_lab_views_show_the_student_or_the_instructor_panels(view, tmp_path):
+    """Issue 18 trial: `lab` showed students nbgrader's instructor panels. The student view
+    (the default) has Validate and the Assignment List only; `lab --instructor` has
+    Formgrader and Create Assignment too."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = _chromium()
+    course = _course_copy(tmp_path / "course")
+    with LabServer(course, tmp_path, startup_timeout=180, view=view) as lab, \
+            sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            with _screenshot_on_failure(page, lab, f"browser-lab-{view}"):
+                open_notebook(page, lab, RELEASE)
+                seen = _nbgrader_panels(page)
+        finally:
+            browser.close()
+    assert seen["validate"] == 1, seen
+    assert "Assignment List" in seen["menu"], seen
+    if view == "student":
+        assert seen["menu"] == ["Assignment List"], seen
+        assert not seen["create_assignment"], seen
+    else:
+        assert {"Formgrader", "Create assignment", "Course List"} <= set(seen["menu"]), seen
+        assert seen["create_assignment"], seen
+
+
 def test_lab_command_prints_the_url_it_serves(monkeypatch, capsys):
     """`python3 -m autograder.bootstrap lab` prints a URL whose port and token are the ones it
     passes to JupyterLab, serving notebooks/; with the user's own --port it prints none."""
@@ -222,7 +268,9 @@ def test_lab_command_prints_the_url_it_serves(monkeypatch, capsys):
 
     calls = []
     monkeypatch.setattr(bootstrap, "setup", lambda: None)
-    monkeypatch.setattr(bootstrap.subprocess, "call", lambda argv: calls.append(argv) or 0)
+    envs = []
+    monkeypatch.setattr(bootstrap.subprocess, "call",
+                        lambda argv, env=None: calls.append(argv) or envs.append(env) or 0)
 
     assert bootstrap.lab([]) == 0
     argv, out = calls[-1], capsys.readouterr().out
@@ -235,3 +283,11 @@ def test_lab_command_prints_the_url_it_serves(monkeypatch, capsys):
     argv, out = calls[-1], capsys.readouterr().out
     assert "--port=9999" in argv and not any(a.startswith("--IdentityProvider") for a in argv)
     assert "token=" not in out
+
+    # the student's view by default; `--instructor` is taken by `lab`, not passed to Jupyter
+    student = str(bootstrap.VENV / "course-lab" / "student")
+    assert envs[-1]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == student
+    assert bootstrap.lab(["--instructor"]) == 0
+    assert "--instructor" not in calls[-1]
+    assert student not in envs[-1].get("JUPYTER_CONFIG_PATH", "")
+    assert "instructor's view" in capsys.readouterr().out
