@@ -254,3 +254,18 @@ def test_calling_the_reference_implementation_fails_during_the_check():
     with pytest.raises(CheckFailed, match="Exercise 5.1 asks you to write"):
         hidden_check("attention.scaled_dot_product_attention", scaled_dot_product_attention)
     assert transformer_ref.softmax(torch.zeros(2)).tolist() == [0.5, 0.5]  # on again afterwards
+
+
+def test_a_hidden_failure_after_the_visible_cases_says_so_plainly():
+    """Issue 18 trial: the graded cell showed "✔ ... all N cases match" and then a bare
+    failure; the in-process graded path now says the visible cases pass and a hidden one fails."""
+    from autograder.checks._core import hidden_check
+
+    def softmax_no_empty_axis(x, axis=-1):  # right, except on the hidden one-element case
+        return x if x.shape[axis] == 1 else np_softmax(x, axis)
+
+    autograder.checks.check_softmax(softmax_no_empty_axis)  # the visible cases pass
+    with pytest.raises(CheckFailed) as info:
+        hidden_check("attention.softmax", softmax_no_empty_axis)
+    msg = str(info.value)
+    assert msg.startswith("Exercise 2.1 `softmax`: the visible cases pass; a hidden case fails:")

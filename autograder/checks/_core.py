@@ -642,12 +642,26 @@ def _fail(check: Check, case: Case, body: str) -> CheckFailed:
     return CheckFailed(f"{head}\n  {body}\n  call: {_signature(check, case)}")
 
 
+def _fail_in_run(check: Check, case: Case, n_visible: int, body: str) -> CheckFailed:
+    """``_fail``, saying plainly when the visible cases passed and a hidden one fails (the
+    visible check's "✔ all N cases match" is then right above this message)."""
+    if not (case.hidden and n_visible):
+        return _fail(check, case, body)
+    head = (
+        f"{check.exercise} `{check.name}`: the visible cases pass; "
+        f"a hidden case fails: {case.label}:"
+    )
+    return CheckFailed(f"{head}\n  {body}\n  call: {_signature(check, case)}")
+
+
 # ---------------------------------------------------------------- running a check
 def _run(check: Check, fn, hidden: bool = False) -> None:
     __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
     if not callable(fn):
         raise CheckFailed(f"{check.exercise}: pass your function `{check.name}` to the check")
-    cases = [c for c in check.cases if hidden or not c.hidden]
+    # visible cases first: a hidden case that fails comes after all of them passed
+    cases = sorted((c for c in check.cases if hidden or not c.hidden), key=lambda c: c.hidden)
+    n_visible = sum(not c.hidden for c in cases)
     for case in cases:
         try:
             args, out = _call(check, fn, case)
@@ -662,7 +676,7 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
                 f"`raise NotImplementedError()` with your code, run that cell, then this one."
             ) from None
         except BuildItFromScratch as e:
-            raise _fail(check, case, str(e)) from None
+            raise _fail_in_run(check, case, n_visible, str(e)) from None
         except Exception as e:  # the student's code raised: explain, no traceback wall
             hint = next((h for h in check.error_hints if _safe_match(h, e)), None)
             body = f"your function raised {type(e).__name__}: {e}"
@@ -671,12 +685,13 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
                 body += f"\n  {loc}"
             if hint:
                 body += f"\n  Likely mistake: {hint.name}. {hint.explanation}"
-            raise _fail(check, case, body) from None
+            raise _fail_in_run(check, case, n_visible, body) from None
         original = case.call() if case.call is not None else case.args
         if case.kind != "grad" and not all(_same(a, b) for a, b in zip(original, args)):
-            raise _fail(
+            raise _fail_in_run(
                 check,
                 case,
+                n_visible,
                 "your function changed its input in place; work on a copy "
                 "(e.g. `x = x - m` instead of `x -= m`)",
             )
@@ -703,7 +718,7 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
                     + "\n  got:\n"
                     + _indent(_show(out))
                 )
-            raise _fail(check, case, body) from None
+            raise _fail_in_run(check, case, n_visible, body) from None
     if check.post is not None:
         problem = check.post(fn, hidden)
         if problem:
