@@ -3,6 +3,7 @@
     python3 -m autograder.bootstrap lab     # set up, then open JupyterLab on notebooks/
     python3 -m autograder.bootstrap lab --instructor   # the same with nbgrader's instructor tools
     python3 -m autograder.bootstrap test    # set up, then lint (ruff) and run the test suite
+    python3 -m autograder.bootstrap lab --instructor OUT   # formgrader on course-grade's OUT
 
 Set-up creates ``.venv`` next to this repository, installs the pinned lock
 (``constraints.txt``) and the course itself (editable). A stamp of the lock, the project
@@ -126,15 +127,27 @@ def lab_view_env(view: str, env: dict | None = None) -> dict:
 
 def lab(extra: list) -> int:
     """JupyterLab on notebooks/: the student's view, or with ``--instructor`` nbgrader's
-    instructor tools (Formgrader, Create Assignment) too."""
+    instructor tools (Formgrader, Create Assignment) too. ``--instructor OUT`` (course-grade's
+    output folder, an nbgrader course directory) opens that folder instead, started there so
+    that formgrader reads its nbgrader_config.py and gradebook."""
     import secrets
     import socket
 
-    view = "instructor" if "--instructor" in extra else "student"
+    view, cwd = "student", None
+    if "--instructor" in extra:
+        view = "instructor"
+        i = extra.index("--instructor")
+        if i + 1 < len(extra) and not extra[i + 1].startswith("-"):
+            cwd = Path(extra[i + 1]).resolve()
+            extra = extra[:i + 1] + extra[i + 2:]
+            if not (cwd / "nbgrader_config.py").is_file():
+                print(f"{cwd} is not a graded course folder (no nbgrader_config.py): run "
+                      "course-grade SUBMISSIONS --out FOLDER first", flush=True)
+                return 2
     extra = [a for a in extra if a != "--instructor"]
     setup()
     jupyter = _bin("jupyter")
-    args = [f"--notebook-dir={ROOT / 'notebooks'}"]
+    args = [f"--notebook-dir={cwd or ROOT / 'notebooks'}"]
     # nbgrader's lab extension (Validate button, Nbgrader > Assignment List) ships enabled with
     # nbgrader in .venv/share/jupyter/labextensions; say so plainly if it went missing.
     if not (VENV / "share/jupyter/labextensions/@jupyter/nbgrader/package.json").exists():
@@ -160,13 +173,15 @@ def lab(extra: list) -> int:
     who = ("the instructor's view: nbgrader's Formgrader and Create Assignment are on"
            if view == "instructor" else
            "the student's view; `lab --instructor` adds nbgrader's instructor tools")
-    print(f"\n{bar}\nStarting JupyterLab on notebooks/ ({who}; Ctrl+C to stop).", flush=True)
+    where = f"the graded course {cwd} (Nbgrader > Formgrader)" if cwd else "notebooks/"
+    print(f"\n{bar}\nStarting JupyterLab on {where} ({who}; Ctrl+C to stop).", flush=True)
     if url:
         print(f"Open this URL in your browser once the server is up:\n\n    {url}\n", flush=True)
     else:
         print("Open the URL JupyterLab prints below.", flush=True)
     print(bar, flush=True)
-    return subprocess.call([str(jupyter), "lab", *args, *extra], env=lab_view_env(view))
+    return subprocess.call([str(jupyter), "lab", *args, *extra], env=lab_view_env(view),
+                           cwd=cwd)
 
 
 def test(extra: list) -> int:

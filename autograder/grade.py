@@ -2,7 +2,8 @@
 
     course-grade SUBMISSIONS_DIR --out OUT_DIR [--workers N] [--timeout S] [--memory MB]
                  [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
-                 [--unsandboxed] [--scheduler ADDRESS]
+                 [--regrade STUDENT ...] [--due ASSIGNMENT=DATE ...]
+                 [--late-penalty none|zero] [--unsandboxed] [--scheduler ADDRESS]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
 found inside by name at any depth. For each student, in parallel (``--workers``, default: the
@@ -11,19 +12,28 @@ number of cores), a course folder of their own is made from the source notebooks
 a wall-time and a memory limit; the student's code (the Jupyter kernel) runs in a bubblewrap
 sandbox (no network, no access to solutions/, the gradebook or other students' work; see
 ``grading/sandbox.py``); with ``--scheduler`` each student is a task on a Dask cluster
-instead (``grading/dispatch.py``). The parent alone writes the results:
+instead (``grading/dispatch.py``). The parent alone writes the results. OUT_DIR is an nbgrader
+course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor OUT_DIR``):
 
-- ``OUT_DIR/grades.csv``: student, notebook, exercise, points, max_points, status
-  (``graded``, ``graded (test cell restored: ...)`` or ``not graded: <reason>``), diagnosis
-  (what lost the points: a catalogued mistake's name or a failure kind);
+- ``OUT_DIR/grades.csv``: one row per student and exercise: student, notebook, exercise,
+  points (final: the manual score when set in formgrader, else the autograded one),
+  max_points, status (``graded``, ``graded (test cell restored: ...)`` or
+  ``not graded: <reason>``), diagnosis (what lost the points: a catalogued mistake's name or
+  a failure kind), name, lms_id, auto_points, manual_points, extra_credit, comment, flagged,
+  submitted_at, due, late_by, late_penalty (nbgrader's, per notebook), review (the
+  autograded score changed under a manual score);
 - ``OUT_DIR/report.html``: the class report (score distributions, mistakes ranked by how many
   students made them, not-graded reasons, slowest students), rewritten after every student;
 - ``OUT_DIR/exports/<assignment>.canvas.csv`` and ``.moodle.csv``: one total per student for
   the LMS gradebook import (empty where something was not graded);
-- ``OUT_DIR/feedback/<student>/<notebook>.html``: nbgrader feedback without hidden tests;
-- ``OUT_DIR/gradebook.db``: the class's nbgrader gradebook; ``OUT_DIR/results/``: one file
-  per finished student. Rerunning after an interruption grades only the students not finished
-  (``--force`` grades everyone again).
+- ``OUT_DIR/feedback/<student>/<assignment>/<notebook>.html``: nbgrader feedback without
+  hidden tests; ``OUT_DIR/autograded/<student>/<assignment>/``: the autograded notebooks;
+  ``OUT_DIR/return/``: the feedback per student name, and as Moodle's feedback zip;
+- ``OUT_DIR/gradebook.db``: the class's nbgrader gradebook, updated in place (manual scores,
+  extra credit and comments entered in formgrader are never overwritten);
+  ``OUT_DIR/results/``: one file per finished student. Rerunning after an interruption grades
+  only the students not finished or whose submission changed (``--regrade`` names students
+  to grade again, ``--force`` grades everyone again).
 """
 
 from __future__ import annotations
@@ -63,6 +73,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="nbgrader source notebooks, one folder per assignment (default: the "
                    "course's solutions/)")
     p.add_argument("--force", action="store_true", help="grade students already graded again")
+    p.add_argument("--regrade", nargs="+", default=[], metavar="STUDENT",
+                   help="grade these students again (their student ids, as in grades.csv); "
+                   "manual scores and comments stay")
+    p.add_argument("--due", nargs="+", default=[], metavar="ASSIGNMENT=DATE",
+                   help="due date of an assignment, ISO 8601 (e.g. "
+                   "01_attention=2026-12-01T23:59+01:00; no zone: UTC); kept in the gradebook "
+                   "for later runs (formgrader can edit it there too)")
+    p.add_argument("--late-penalty", choices=["none", "zero"], default="zero",
+                   help="nbgrader's late-submission penalty for a notebook submitted after "
+                   "its due date: 'zero' (the notebook scores 0) or 'none' (lateness only "
+                   "shown); default: %(default)s")
     p.add_argument("--unsandboxed", action="store_true",
                    help="run students' code without the bubblewrap sandbox (it can then read "
                    "solutions/ and other students' work); without this flag grading refuses "
@@ -145,7 +166,14 @@ def _main(args) -> int:
     from .grading.course import build_template, find_assignments
     from .grading.dispatch import Dispatcher, write_feedback
     from .grading.report import ReportWriter
-    from .grading.results import ResultStore
+    from .grading.results import (
+        ResultStore,
+        parse_due,
+        publish_source,
+        publish_student,
+        write_course_config,
+        write_returns,
+    )
     from .grading.runner import kill_all
     from .grading.student import Options, grade_student, to_json
     from .grading.submissions import discover, find_notebook, fingerprint
@@ -168,10 +196,25 @@ def _main(args) -> int:
     subs, problems = discover(args.submissions.resolve(), work / "unpacked")
     for msg in problems:
         print(f"course-grade: {msg}", file=sys.stderr)
+    unknown = sorted(set(args.regrade) - {s.student for s in subs})
+    if unknown:
+        print(f"course-grade: --regrade: no such student: {', '.join(unknown)}",
+              file=sys.stderr)
+        return 2
     available = find_assignments(args.source.resolve())
     assignments = _pick_assignments(args, available, subs)
     if not assignments:
         print("course-grade: no assignment notebook found in the submissions", file=sys.stderr)
+        return 2
+    try:
+        due_args = parse_due(args.due)
+    except ValueError as e:
+        print(f"course-grade: {e}", file=sys.stderr)
+        return 2
+    unknown = sorted(set(due_args) - set(assignments))
+    if unknown:
+        print(f"course-grade: --due: no such assignment graded here: {', '.join(unknown)}",
+              file=sys.stderr)
         return 2
     template, info = build_template(args.source.resolve(), assignments, work, args.cell_timeout)
     workers = max(1, args.workers)
@@ -182,19 +225,27 @@ def _main(args) -> int:
         threads=max(1, (os.cpu_count() or 1) // workers),
     )
     store = ResultStore(out)
+    write_course_config(out, args.cell_timeout, args.late_penalty)
+    publish_source(template, out, assignments)
     done = store.load()
     run_id = uuid.uuid4().hex[:8]
     todo, prints = [], {}
     for s in subs:
         paths = [find_notebook(s, nb.name)[0] for a in assignments for nb in info[a]]
         prints[s.student] = f"{template.name}:{fingerprint(paths, s.problem)}"
-        if args.force or done.get(s.student, {}).get("fingerprint") != prints[s.student]:
+        if args.force or s.student in args.regrade or \
+                done.get(s.student, {}).get("fingerprint") != prints[s.student]:
             todo.append(s)
     skipped = len(subs) - len(todo)
     if skipped:
         print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
     students = [s.student for s in subs]
     people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
+    by_id = {s.student: s for s in subs}
+    # the CSV's comment column: formgrader's comments on the answer cells a test grades
+    store.exercises = {(nb.name, g.grade_id): g.solution_ids
+                       for a in assignments for nb in info[a] for g in nb.grade_cells}
+    store.assignment_of = {nb.name: a for a in assignments for nb in info[a]}
     report = ReportWriter(out)
     _write_outputs(store, students, info, people, report, final=True)
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
@@ -211,6 +262,12 @@ def _main(args) -> int:
             if feedback is not None:  # graded elsewhere: its pages come back as data
                 write_feedback(out, r.student, feedback)
             r.notes.append(f"run {run_id}")
+            s = by_id[r.student]
+            r.name, r.lms_id = getattr(s, "name", ""), getattr(s, "lms_id", "")
+            when = getattr(s, "submitted_at", None)
+            r.submitted_at = when.isoformat() if when else ""
+            publish_student(work / "students" / r.student, out, r.student, assignments,
+                            r.submitted_at)
             store.save(to_json(r), r.student)  # the commit point of this student
             _write_outputs(store, students, info, people, report)
             bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
@@ -223,9 +280,12 @@ def _main(args) -> int:
         return 130
     dispatcher.close()
     bar.close()
-    store.write_gradebook(template, students)
+    for msg in store.write_gradebook(template, students, subs=by_id, due=due_args,
+                                     late_penalty=args.late_penalty):
+        print(f"course-grade: {msg}", file=sys.stderr)
     csv_path = _write_outputs(store, students, info, people, report, final=True)
     results = store.load()
+    write_returns(out, results, students)
     bad = sum(
         1 for sid in students for row in results.get(sid, {}).get("rows", [])
         if row["status"].startswith("not graded")

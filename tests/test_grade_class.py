@@ -85,8 +85,8 @@ def test_feedback_hides_hidden_tests(nb01_class):
 
 
 def test_feedback_explains_a_wrong_answer(nb01_class):
-    text = html.unescape((nb01_class["out"] / "feedback" / "wrong" / f"{ASSIGNMENT}.html")
-                         .read_text())
+    page = nb01_class["out"] / "feedback" / "wrong" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    text = html.unescape(page.read_text())
     assert "CheckFailed" in text or "differs" in text or "expected" in text
 
 

@@ -621,7 +621,7 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
     assert "Zoë.zip: encrypted zip (password-protected)" in proc.stderr
     # nbgrader's paths and the sqlite gradebook take the Unicode ids
     for sid in right_ids:
-        assert (out / "feedback" / sid / "99_fixture.html").is_file(), sid
+        assert (out / "feedback" / sid / "99_fixture" / "99_fixture.html").is_file(), sid
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:

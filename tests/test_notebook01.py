@@ -212,7 +212,7 @@ def test_catalogued_mistakes_graded_by_course_grade_score_zero_and_are_named(tmp
     for r in rows:
         assert float(r["points"]) == 0 < float(r["max_points"]), r
         assert r["status"] == "graded", r
-    feedback = html.unescape((out / "feedback" / "mistakes" / f"{NAME}.html").read_text())
+    feedback = html.unescape((out / "feedback" / "mistakes" / NAME / f"{NAME}.html").read_text())
     for gid, (_, name) in MISTAKES.items():
         assert f"Likely mistake: {name}." in feedback, f"{gid}: {name!r} not in the feedback"
 

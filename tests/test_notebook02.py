@@ -95,7 +95,7 @@ def graded_chapter(tmp_path_factory, name: str, wrong: tuple) -> dict:
 
 
 def feedback_text(out: Path, student: str, name: str) -> str:
-    text = html.unescape((out / "feedback" / student / f"{name}.html").read_text())
+    text = html.unescape((out / "feedback" / student / name / f"{name}.html").read_text())
     return re.sub(r"<[^>]+>", "", text)
 
 

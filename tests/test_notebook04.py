@@ -88,7 +88,7 @@ def graded_chapter(tmp_path_factory, assignment: str, mistake: tuple) -> dict:
         for s in ("solution", "release", "mistake"):
             res = json.loads((out / "results" / f"{s}.json").read_text())
             result["seconds"][s] = res["seconds"]
-            page = out / "feedback" / s / f"{name}.html"
+            page = out / "feedback" / s / name / f"{name}.html"
             result["feedback"][s] = page.read_text() if page.exists() else ""
             book = (out / ".work" / "students" / s / "autograded" / s / assignment
                     / f"{name}.ipynb")

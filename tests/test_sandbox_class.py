@@ -133,7 +133,8 @@ def test_no_process_outlives_grading(adversarial_class):
 
 
 def test_cheating_cells_are_not_run_and_feedback_says_why(adversarial_class):
-    fb = (adversarial_class["out"] / "feedback" / "patcher" / f"{ASSIGNMENT}.html").read_text()
+    fb = (adversarial_class["out"] / "feedback" / "patcher" / ASSIGNMENT
+          / f"{ASSIGNMENT}.html").read_text()
     assert fb.count("course-grade did not run this cell") >= 8
     for reason in ("get_ipython", "imports `builtins`", "__import__", "assigns to `np"):
         assert reason in fb, reason
@@ -222,12 +223,12 @@ def test_huge_output_costs_at_most_the_student_and_stays_small(fixture_attacks):
     out = fixture_attacks["out"]
     assert (out / "grades.csv").stat().st_size < 20_000
     for student in ("huge_stdout", "wide_stdout"):
-        for path in (out / "feedback" / student).glob("*"):
+        for path in (out / "feedback" / student).rglob("*.html"):
             assert path.stat().st_size < 1_000_000, path
         work = out / ".work" / "students" / student / "autograded"
         for path in work.rglob("*.ipynb"):
             assert path.stat().st_size < 1_000_000, path
-    fb = (out / "feedback" / "wide_stdout" / f"{FIXTURE}.html").read_text()
+    fb = (out / "feedback" / "wide_stdout" / FIXTURE / f"{FIXTURE}.html").read_text()
     assert "course-grade: output cut" in fb
 
 
@@ -235,7 +236,8 @@ def test_network_is_unreachable_from_the_sandbox(fixture_attacks):
     """The network student scored full marks only because no connection worked (asserted in
     its rows); the loopback server the test ran never saw a connection."""
     assert fixture_attacks["accepted"] is False
-    fb = (fixture_attacks["out"] / "feedback" / "network" / f"{FIXTURE}.html").read_text()
+    fb = (fixture_attacks["out"] / "feedback" / "network" / FIXTURE
+          / f"{FIXTURE}.html").read_text()
     assert "Network is unreachable" in fb
 
 
@@ -246,5 +248,6 @@ def test_corrupted_files_touch_nothing_outside_the_sandbox(fixture_attacks):
 
     sub = fixture_attacks["class"] / "corrupter" / f"{FIXTURE}.ipynb"
     nbformat.validate(nbformat.read(sub, as_version=4))
-    fb = (fixture_attacks["out"] / "feedback" / "huge_file" / f"{FIXTURE}.html").read_text()
+    fb = (fixture_attacks["out"] / "feedback" / "huge_file" / FIXTURE
+          / f"{FIXTURE}.html").read_text()
     assert "File too large" in fb and "Read-only file system" in fb

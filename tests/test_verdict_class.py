@@ -87,10 +87,10 @@ def test_every_row_exact(verdict_class, student):
 
 def test_feedback_shows_the_trusted_verdict(verdict_class):
     out = verdict_class["out"] / "feedback"
-    near = (out / "near_miss" / f"{ASSIGNMENT}.html").read_text()
+    near = (out / "near_miss" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "decided outside your notebook" in near
     assert "different random generators" in near  # d_k * 1.001 is not a measurement
-    thread = (out / "thread_builtin" / f"{ASSIGNMENT}.html").read_text()
+    thread = (out / "thread_builtin" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "in any" in thread and "softmax" in thread
-    correct = (out / "correct" / f"{ASSIGNMENT}.html").read_text()
+    correct = (out / "correct" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "all 14 cases match the reference (5 of them hidden)" in correct

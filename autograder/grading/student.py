@@ -55,6 +55,9 @@ class StudentResult:
     seconds: float
     feedback: list[str] = field(default_factory=list)  # paths relative to OUT_DIR
     notes: list[str] = field(default_factory=list)
+    name: str = ""  # display name (contract B; from the Submission)
+    lms_id: str = ""
+    submitted_at: str = ""  # ISO 8601 with time zone, "" when unknown
 
 
 # ---- checks on the submitted file (parent side, before anything runs) -----------------------
@@ -268,7 +271,7 @@ def grade_student(
                                  flagged.get(nb.name, ""))
             html = root / "feedback" / sub.student / assignment / f"{nb.name}.html"
             if nb.name not in fatal and html.exists():
-                rel = Path("feedback") / sub.student / f"{nb.name}.html"
+                rel = Path("feedback") / sub.student / assignment / f"{nb.name}.html"
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(html, out / rel)
                 result.feedback.append(str(rel))
