@@ -87,6 +87,8 @@ def test_formgrader_manual_score_survives_course_grade(tmp_path):
     score_box = f'input.score[id="{grade_id}"]'
     comment_box = f'textarea.comment[id="{answer_id}-comment"]'
 
+    for scratch in ("lab1", "lab2"):
+        (tmp_path / scratch).mkdir()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         try:
@@ -117,6 +119,8 @@ def test_formgrader_manual_score_survives_course_grade(tmp_path):
                 ("0.5", "0.5", "see the hint on shapes")
             with LabServer(out, tmp_path / "lab2") as lab:
                 page = browser.new_page()
+                page.goto(lab.url("formgrader/manage_assignments"))  # logs in (the token)
+                page.locator("td", has_text=ASSIGNMENT).first.wait_for(timeout=60_000)
                 page.goto(lab.url(f"formgrader/submissions/{submission}/"))
                 page.locator(score_box).wait_for(timeout=60_000)
                 page.wait_for_function(

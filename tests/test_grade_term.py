@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -188,13 +189,23 @@ def test_rewriting_the_gradebook_keeps_manual_scores_and_comments(fixture_templa
 
 
 # ---- end to end: course-grade runs on a small class -------------------------------------------
+# Moodle's "download submissions in folders": the display name and participant id come from
+# the folder name (intake), the student id is made from both.
+RIGHT = ("李娜", "2003", "李娜_2003")
+WRONG = ("Мария Иванова", "2002", "Мария_Иванова_2002")
+
+
+def _folder(who) -> str:
+    return f"{who[0]}_{who[1]}_assignsubmission_file_"
+
+
 @pytest.fixture(scope="module")
 def term_class(tmp_path_factory, fixture_template):
     _, nb = fixture_template
     root = tmp_path_factory.mktemp("term-class")
     builder = ClassBuilder(nb)
-    for student, notebook in (("correct", builder.answered()), ("wrong", builder.wrong())):
-        path = root / "class" / student / f"{ASSIGNMENT}.ipynb"
+    for who, notebook in ((RIGHT, builder.answered()), (WRONG, builder.wrong())):
+        path = root / "class" / _folder(who) / f"{ASSIGNMENT}.ipynb"
         path.parent.mkdir(parents=True)
         nbformat.write(notebook, path)
     return root, nb, builder
@@ -223,28 +234,40 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     _grade(root, "--due", f"{ASSIGNMENT}=2026-12-01T23:59+01:00")
     # OUT is nbgrader's course directory
     for path in ("nbgrader_config.py", f"source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
-                 f"autograded/wrong/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
-                 f"feedback/wrong/{ASSIGNMENT}/{ASSIGNMENT}.html"):
+                 f"autograded/{WRONG[2]}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+                 f"feedback/{WRONG[2]}/{ASSIGNMENT}/{ASSIGNMENT}.html"):
         assert (out / path).is_file(), path
+    # names in Cyrillic and Chinese: in the CSV, the gradebook, return/ and Moodle's zip
+    rows = read_csv(out / "grades.csv")
+    for name, lms_id, sid in (RIGHT, WRONG):
+        assert {(r["name"], r["lms_id"]) for r in rows if r["student"] == sid} == {(name, lms_id)}
+        with _gradebook(out) as gb:
+            assert (gb.find_student(sid).last_name, gb.find_student(sid).lms_user_id) == \
+                (name, lms_id)
+        assert (out / "return" / f"{name} ({sid})" / ASSIGNMENT / f"{ASSIGNMENT}.html").is_file()
+    with zipfile.ZipFile(out / "return" / "moodle" / f"{ASSIGNMENT}.zip") as z:
+        assert sorted(z.namelist()) == sorted(
+            f"{name}_{lms_id}_assignfeedback_file/{ASSIGNMENT}.html" for name, lms_id, _ in
+            (RIGHT, WRONG))
     listed = _nbgrader(out, "list", "--inbound")  # OUT's config: its exchange, inside OUT
     assert listed.returncode == 0 and "No nbgrader_config.py" not in listed.stderr, listed.stderr
     # the instructor's review (formgrader writes these same gradebook fields)
     g0 = nb.grade_cells[0]
     answer = g0.solution_ids[0]
     with _gradebook(out) as gb:
-        gb.find_grade(g0.grade_id, nb.name, ASSIGNMENT, "wrong").manual_score = 0.5
-        gb.find_comment(answer, nb.name, ASSIGNMENT, "wrong").manual_comment = "partly right"
+        gb.find_grade(g0.grade_id, nb.name, ASSIGNMENT, WRONG[2]).manual_score = 0.5
+        gb.find_comment(answer, nb.name, ASSIGNMENT, WRONG[2]).manual_comment = "partly right"
         gb.db.commit()
 
     def kept():
         with _gradebook(out) as gb:
-            grade = gb.find_grade(g0.grade_id, nb.name, ASSIGNMENT, "wrong")
-            comment = gb.find_comment(answer, nb.name, ASSIGNMENT, "wrong").manual_comment
+            grade = gb.find_grade(g0.grade_id, nb.name, ASSIGNMENT, WRONG[2])
+            comment = gb.find_comment(answer, nb.name, ASSIGNMENT, WRONG[2]).manual_comment
             return grade.auto_score, grade.manual_score, comment
 
     def row():
         return next(r for r in read_csv(out / "grades.csv")
-                    if (r["student"], r["exercise"]) == ("wrong", g0.grade_id))
+                    if (r["student"], r["exercise"]) == (WRONG[2], g0.grade_id))
 
     assert kept() == (0.0, 0.5, "partly right")
     before = _run_ids(out)
@@ -256,20 +279,21 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
         ("0.5", "0", "0.5", "partly right")
     export = _nbgrader(out, "export")
     assert export.returncode == 0, export.stderr
-    wrong = next(r for r in read_csv(out / "export.csv") if r["student_id"] == "wrong")
+    wrong = next(r for r in read_csv(out / "export.csv") if r["student_id"] == WRONG[2])
     assert float(wrong["score"]) == 0.5  # the manual score counts in nbgrader's export
 
-    _grade(root, "--regrade", "wrong")
+    _grade(root, "--regrade", WRONG[2])
     after = _run_ids(out)
-    assert after["correct"] == before["correct"] and after["wrong"] != before["wrong"]
+    assert after[RIGHT[2]] == before[RIGHT[2]] and after[WRONG[2]] != before[WRONG[2]]
     assert kept() == (0.0, 0.5, "partly right") and row()["review"] == ""
 
     # the student resubmits a right answer: the autograded part changes under the manual score
-    nbformat.write(builder.answered(), root / "class" / "wrong" / f"{ASSIGNMENT}.ipynb")
+    nbformat.write(builder.answered(), root / "class" / _folder(WRONG) / f"{ASSIGNMENT}.ipynb")
     proc = _grade(root)
     full = g0.max_points
     assert kept() == (full, 0.5, "partly right")
-    assert f"wrong {nb.name} {g0.grade_id}: autograded score changed 0 -> {full:g}" in proc.stderr
+    assert f"{WRONG[2]} {nb.name} {g0.grade_id}: autograded score changed 0 -> {full:g}" \
+        in proc.stderr
     assert row()["points"] == "0.5" and "under manual score 0.5" in row()["review"]
 
 
@@ -284,8 +308,6 @@ def test_regrade_of_an_unknown_student_is_refused(term_class):
 def test_feedback_returned_by_name_and_as_moodle_zip(tmp_path):
     """return/<name> (<id>)/... for everyone; Moodle's feedback zip for those with a
     participant id, in the folder names Moodle's importer parses (name_id_plugintype_name)."""
-    import zipfile
-
     from autograder.grading.results import write_returns
 
     out = tmp_path / "out"
@@ -307,3 +329,21 @@ def test_feedback_returned_by_name_and_as_moodle_zip(tmp_path):
             f"Мария Иванова_1003_assignfeedback_file/{ASSIGNMENT}.html"]
         assert z.read(f"José Núñez_1002_assignfeedback_file/{ASSIGNMENT}.html") == \
             b"feedback for jose"
+
+
+def test_lab_instructor_starts_jupyterlab_in_the_course_folder(tmp_path, monkeypatch):
+    """`bootstrap lab --instructor OUT` runs JupyterLab on OUT, started in OUT (formgrader
+    reads the nbgrader_config.py of its working folder); a folder course-grade did not write
+    is refused with what to do."""
+    from autograder import bootstrap
+
+    calls = []
+    monkeypatch.setattr(bootstrap, "setup", lambda force=False: None)
+    monkeypatch.setattr(bootstrap.subprocess, "call",
+                        lambda cmd, cwd=None, env=None: calls.append((cmd, cwd)) or 0)
+    assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 2 and calls == []
+    write_course_config(tmp_path, 10, "none")
+    assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 0
+    (cmd, cwd), = calls
+    assert cwd == tmp_path.resolve() and f"--notebook-dir={tmp_path.resolve()}" in cmd
+    assert cmd[1] == "lab"
