@@ -180,8 +180,9 @@ def lab(extra: list) -> int:
     else:
         print("Open the URL JupyterLab prints below.", flush=True)
     print(bar, flush=True)
+    where_kw = {"cwd": cwd} if cwd else {}  # formgrader reads the working folder's config
     return subprocess.call([str(jupyter), "lab", *args, *extra], env=lab_view_env(view),
-                           cwd=cwd)
+                           **where_kw)
 
 
 def test(extra: list) -> int:

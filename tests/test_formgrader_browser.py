@@ -92,7 +92,7 @@ def test_formgrader_manual_score_survives_course_grade(tmp_path):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         try:
-            with LabServer(out, tmp_path / "lab1") as lab:
+            with LabServer(out, tmp_path / "lab1", view="instructor") as lab:
                 page = browser.new_page()
                 page.goto(lab.url("formgrader/manage_assignments"))
                 page.locator("td", has_text=ASSIGNMENT).first.wait_for(timeout=60_000)
@@ -117,7 +117,7 @@ def test_formgrader_manual_score_survives_course_grade(tmp_path):
                        if (r["student"], r["exercise"]) == ("wrong", grade_id))
             assert (row["points"], row["manual_points"], row["comment"]) == \
                 ("0.5", "0.5", "see the hint on shapes")
-            with LabServer(out, tmp_path / "lab2") as lab:
+            with LabServer(out, tmp_path / "lab2", view="instructor") as lab:
                 page = browser.new_page()
                 page.goto(lab.url("formgrader/manage_assignments"))  # logs in (the token)
                 page.locator("td", has_text=ASSIGNMENT).first.wait_for(timeout=60_000)

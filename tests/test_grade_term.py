@@ -346,4 +346,4 @@ def test_lab_instructor_starts_jupyterlab_in_the_course_folder(tmp_path, monkeyp
     assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 0
     (cmd, cwd), = calls
     assert cwd == tmp_path.resolve() and f"--notebook-dir={tmp_path.resolve()}" in cmd
-    assert cmd[1] == "lab"
+    assert cmd[1] == "lab" and str(tmp_path) not in cmd[2:] and "--instructor" not in cmd
