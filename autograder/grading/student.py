@@ -36,7 +36,7 @@ from .verdict import flags as source_flags
 from .verdict import prepare as prepare_verdicts
 from .verdict import read_verdicts
 
-_FLAGS = ("grade", "solution", "locked", "points")
+_FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
 
 
 @dataclass
