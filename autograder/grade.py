@@ -47,7 +47,10 @@ import time
 import uuid
 from pathlib import Path
 
+from .grading.config import GradeConfig
+
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = GradeConfig()  # the options' defaults
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,12 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output folder (created)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="students graded at once (default: the number of cores, %(default)s)")
-    p.add_argument("--timeout", type=float, default=900,
+    p.add_argument("--timeout", type=float, default=DEFAULT.timeout,
                    help="wall-time limit per student, seconds (default: %(default)s)")
-    p.add_argument("--cell-timeout", type=int, default=120,
+    p.add_argument("--cell-timeout", type=int, default=DEFAULT.cell_timeout,
                    help="one cell's limit, seconds; the cell is interrupted, its exercise is "
                    "'not graded', the rest still runs (default: %(default)s)")
-    p.add_argument("--memory", type=int, default=4096,
+    p.add_argument("--memory", type=int, default=DEFAULT.memory_mb,
                    help="memory (address space) limit per process, MB (default: %(default)s)")
     p.add_argument("--assignment", nargs="+", default=None,
                    help="assignments to grade (default: those found in the submissions)")
@@ -96,26 +99,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-UNSANDBOXED = False  # set from --unsandboxed by main()
-
-
-def make_runner(student: str):
+def make_runner(config: GradeConfig):
     """The runner that executes one student's grading (the plug-in point for a sandbox).
 
     Anything with :meth:`autograder.grading.runner.LocalRunner.run`'s signature works. The
     default runs nbgrader with rlimits, a wall-time limit and a process-tree kill, and the
-    student's kernel inside bubblewrap (``grading/sandbox.py``); with ``--unsandboxed``
-    (:data:`UNSANDBOXED`) the kernel runs as this user. Both install the source
+    student's kernel inside bubblewrap (``grading/sandbox/``); with ``--unsandboxed``
+    (``config.sandboxed`` false) the kernel runs as this user. Both install the source
     policy hooks. Raises ``RuntimeError`` where bwrap is missing or unusable.
     """
     from .grading import sandbox
 
-    if UNSANDBOXED:
-        return sandbox.UnsandboxedRunner()
-    bwrap = sandbox.bwrap_path()
-    if bwrap is None:
-        raise RuntimeError("bubblewrap (bwrap) is missing or cannot create a sandbox here")
-    return sandbox.BwrapRunner(bwrap)
+    return sandbox.make_runner(config)
 
 
 def _pick_assignments(args, available, subs) -> list[str]:
@@ -175,16 +170,15 @@ def _main(args) -> int:
         write_returns,
     )
     from .grading.runner import kill_all
-    from .grading.student import Options, grade_student, to_json
+    from .grading.student import grade_student, to_json
     from .grading.submissions import discover, find_notebook, fingerprint
 
     if not args.submissions.is_dir():
         print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
         return 2
-    global UNSANDBOXED
-    UNSANDBOXED = args.unsandboxed
+    config = GradeConfig.from_args(args)
     try:
-        make_runner("")
+        make_runner(config)
     except RuntimeError as e:
         print(f"course-grade: refusing to grade: {e}. Install it (apt-get install bubblewrap) "
               "or pass --unsandboxed to run students' code without a sandbox.", file=sys.stderr)
@@ -216,16 +210,10 @@ def _main(args) -> int:
         print(f"course-grade: --due: no such assignment graded here: {', '.join(unknown)}",
               file=sys.stderr)
         return 2
-    template, info = build_template(args.source.resolve(), assignments, work, args.cell_timeout)
-    workers = max(1, args.workers)
-    opts = Options(
-        timeout=args.timeout,
-        cell_timeout=args.cell_timeout,
-        memory_mb=args.memory,
-        threads=max(1, (os.cpu_count() or 1) // workers),
-    )
+    template, info = build_template(args.source.resolve(), assignments, work, config)
+    workers = config.workers
     store = ResultStore(out)
-    write_course_config(out, args.cell_timeout, args.late_penalty)
+    write_course_config(out, config, args.late_penalty)
     publish_source(template, out, assignments)
     done = store.load()
     run_id = uuid.uuid4().hex[:8]
@@ -254,9 +242,9 @@ def _main(args) -> int:
     try:
         for _, r, feedback in dispatcher.run(
             todo,
-            lambda s: grade_student(s, info, template, work, out, opts, prints[s.student],
-                                    make_runner(s.student)),
-            lambda s: (info, template, opts, prints[s.student], UNSANDBOXED),
+            lambda s: grade_student(s, info, template, work, out, config, prints[s.student],
+                                    make_runner(config)),
+            lambda s: (info, template, config, prints[s.student]),
             info,
         ):
             if feedback is not None:  # graded elsewhere: its pages come back as data
@@ -290,7 +278,7 @@ def _main(args) -> int:
         1 for sid in students for row in results.get(sid, {}).get("rows", [])
         if row["status"].startswith("not graded")
     )
-    runner = make_runner("").name
+    runner = make_runner(config).name
     print(
         f"course-grade: {len(students)} students, {len(todo)} graded now in "
         f"{time.monotonic() - t0:.1f}s ({dispatcher.name}, runner: {runner}); "

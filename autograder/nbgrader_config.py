@@ -25,5 +25,8 @@ c.CourseDirectory.release_directory = "notebooks"
 # The student stub nbgrader puts in place of ### BEGIN SOLUTION ... ### END SOLUTION.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
-# Notebooks import torch and run several checks; give each cell time on a slow laptop.
-c.ExecutePreprocessor.timeout = 120
+# Notebooks import torch and run several checks; give each cell time on a slow laptop (the
+# grader's one default, autograder/grading/config.py).
+from autograder.grading.config import CELL_TIMEOUT_S  # noqa: E402
+
+c.ExecutePreprocessor.timeout = CELL_TIMEOUT_S

@@ -24,8 +24,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .grading.cells import nbg as _nbg
+from .grading.config import CELL_TIMEOUT_S
+
 PASSED, TODO, FAILED = "passed", "not implemented yet", "failed"
-CELL_TIMEOUT, TRAINING_CELL_TIMEOUT = 120, 600  # seconds per cell
+CELL_TIMEOUT, TRAINING_CELL_TIMEOUT = CELL_TIMEOUT_S, 600  # seconds per cell (grading's default)
 # The kernel's own log (ipykernel warns "Kernel is running over TCP without encryption" at
 # start; the kernel listens on localhost only): keep errors, drop that noise.
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
@@ -52,10 +55,6 @@ def exercise_label(grade_id: str) -> str:
     """
     m = re.fullmatch(r"ex(\d+)_(\d+)_(\w+)", grade_id)
     return f"Exercise {m[1]}.{m[2]} {m[3]}" if m else grade_id
-
-
-def _nbg(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
 def _errors(cell) -> list:

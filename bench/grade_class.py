@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO / "tests"))
 def main() -> None:
     from synthetic_class import ClassBuilder
 
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -49,7 +50,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        _, info = build_template(args.source, [args.assignment], tmp / "template", 60)
+        _, info = build_template(args.source, [args.assignment], tmp / "template",
+                                 GradeConfig(cell_timeout=60))
         ClassBuilder(info[args.assignment][0]).build(tmp / "class")
         n = len(list((tmp / "class").iterdir()))
         print(f"class: {n} students, assignment {args.assignment}, {os.cpu_count()} cores")
@@ -89,11 +91,13 @@ def compare_pipelines(args) -> None:
     """One worker, the same class: in-kernel checks (old) vs trusted verdicts (new)."""
     from synthetic_class import ClassBuilder
 
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        _, info = build_template(args.source, [args.assignment], tmp / "template", 60)
+        _, info = build_template(args.source, [args.assignment], tmp / "template",
+                                 GradeConfig(cell_timeout=60))
         ClassBuilder(info[args.assignment][0]).build(tmp / "class")
         keep = {s for s in args.students.split(",") if s}
         for entry in (tmp / "class").iterdir():

@@ -56,6 +56,7 @@ def _chromium() -> str:
 
 
 def _class_with_mistakes(tmp_path_factory, dest):
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     base = graded_class(tmp_path_factory, "nb01-class", SOURCE, ASSIGNMENT, ARGS)
@@ -63,7 +64,8 @@ def _class_with_mistakes(tmp_path_factory, dest):
     root = base["out"].parent
     shutil.copytree(root / "class", dest / "class")
     shutil.copytree(root / "out", dest / "out", ignore=shutil.ignore_patterns("students"))
-    _, info = build_template(SOURCE, [ASSIGNMENT], dest / "template-work", 60)
+    _, info = build_template(SOURCE, [ASSIGNMENT], dest / "template-work",
+                             GradeConfig(cell_timeout=60))
     builder = ClassBuilder(info[ASSIGNMENT][0])
     for student, (cell_id, source) in MISTAKES.items():
         nb = builder.answered(lambda gid, src, c=cell_id, s=source: s if gid == c else src)

@@ -104,9 +104,11 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fixture_nb(tmp_path_factory):
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
-    _, info = build_template(SOURCE, [ASSIGNMENT], tmp_path_factory.mktemp("template"), 5)
+    _, info = build_template(SOURCE, [ASSIGNMENT], tmp_path_factory.mktemp("template"),
+                             GradeConfig(cell_timeout=5))
     return info[ASSIGNMENT][0]
 
 

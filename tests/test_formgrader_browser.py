@@ -70,9 +70,11 @@ def test_formgrader_manual_score_survives_course_grade(tmp_path):
     chromium = _chromium()
     from playwright.sync_api import sync_playwright
 
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
-    _, info = build_template(SOURCE, [ASSIGNMENT], tmp_path / "template", 10)
+    _, info = build_template(SOURCE, [ASSIGNMENT], tmp_path / "template",
+                             GradeConfig(cell_timeout=10))
     nb = info[ASSIGNMENT][0]
     builder = ClassBuilder(nb)
     classdir, out = tmp_path / "class", tmp_path / "out"

@@ -27,10 +27,11 @@ KEEP = {"correct", "wrong", "blank", "missing", "deleted_answer", "stubborn_loop
 
 @pytest.fixture(scope="module")
 def fixture_info(tmp_path_factory):
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     work = tmp_path_factory.mktemp("fixture-template")
-    template, info = build_template(SOURCE, [ASSIGNMENT], work, 5)
+    template, info = build_template(SOURCE, [ASSIGNMENT], work, GradeConfig(cell_timeout=5))
     return template, info[ASSIGNMENT][0], work
 
 
@@ -174,15 +175,17 @@ def test_rerun_rebuilds_a_csv_left_behind_by_a_kill(fixture_info, tmp_path):
 
 
 def test_wall_time_limit_is_not_graded(fixture_info, tmp_path):
-    from autograder.grading.student import Options, grade_student
+    from autograder.grading.config import GradeConfig
+    from autograder.grading.student import grade_student
     from autograder.grading.submissions import Submission
 
     template, nb, work = fixture_info
     ClassBuilder(nb).build(tmp_path / "class")
     sub = Submission("correct", tmp_path / "class" / "correct", tmp_path / "class" / "correct")
-    opts = Options(timeout=1.5, cell_timeout=5, memory_mb=2048, threads=1)
+    config = GradeConfig(timeout=1.5, cell_timeout=5, memory_mb=2048)
     t0 = time.monotonic()
-    r = grade_student(sub, {ASSIGNMENT: [nb]}, template, tmp_path / "work", tmp_path, opts, "x")
+    r = grade_student(sub, {ASSIGNMENT: [nb]}, template, tmp_path / "work", tmp_path, config,
+                      "x")
     assert time.monotonic() - t0 < 30
     assert [row["status"] for row in r.rows] == ["not graded: time limit of 1.5 s for the "
                                                  "student exceeded"] * len(nb.grade_cells)
@@ -206,7 +209,7 @@ def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatc
         def run(self, *a, **k):
             raise OSError("disk full")
 
-    monkeypatch.setattr(grade, "make_runner", lambda student: Broken())
+    monkeypatch.setattr(grade, "make_runner", lambda config: Broken())
     assert grade.main(argv) == 0
     rows = read_csv(tmp_path / "out" / "grades.csv")
     assert {r["status"] for r in rows} == {"not graded: grader error (OSError: disk full)"}

@@ -25,6 +25,7 @@ import pytest
 from synthetic_class import ClassBuilder
 from synthetic_class.shared import REPO, grade_cmd, read_csv
 
+from autograder.grading.config import GradeConfig
 from autograder.grading.results import ResultStore, parse_due, write_course_config
 
 SOURCE = REPO / "tests" / "fixtures" / "solutions"
@@ -37,7 +38,7 @@ def fixture_template(tmp_path_factory):
     from autograder.grading.course import build_template
 
     work = tmp_path_factory.mktemp("term-template")
-    template, info = build_template(SOURCE, [ASSIGNMENT], work, 10)
+    template, info = build_template(SOURCE, [ASSIGNMENT], work, GradeConfig(cell_timeout=10))
     return template, info[ASSIGNMENT][0]
 
 
@@ -113,7 +114,7 @@ def test_nbgrader_export_keeps_not_graded_apart_from_zero(fixture_template, tmp_
     template, nb = fixture_template
     out = tmp_path / "out"
     store, subs = _store_class(out, nb)
-    write_course_config(out, 10, "zero")
+    write_course_config(out, GradeConfig(cell_timeout=10), "zero")
     store.write_gradebook(template, list(STUDENTS), subs=subs,
                           due={ASSIGNMENT: DUE}, late_penalty="zero")
     proc = _nbgrader(out, "export")
@@ -137,7 +138,7 @@ def test_formgrader_counts_every_published_student_as_autograded(fixture_templat
     template, nb = fixture_template
     out = tmp_path / "out"
     store, subs = _store_class(out, nb)
-    write_course_config(out, 10, "zero")
+    write_course_config(out, GradeConfig(cell_timeout=10), "zero")
     for sid in STUDENTS:  # what a student's grading folder holds after nbgrader ran
         work = tmp_path / "work" / sid
         for kind in ("submitted", "autograded"):
@@ -342,7 +343,7 @@ def test_lab_instructor_starts_jupyterlab_in_the_course_folder(tmp_path, monkeyp
     monkeypatch.setattr(bootstrap.subprocess, "call",
                         lambda cmd, cwd=None, env=None: calls.append((cmd, cwd)) or 0)
     assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 2 and calls == []
-    write_course_config(tmp_path, 10, "none")
+    write_course_config(tmp_path, GradeConfig(cell_timeout=10), "none")
     assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 0
     (cmd, cwd), = calls
     assert cwd == tmp_path.resolve() and f"--notebook-dir={tmp_path.resolve()}" in cmd

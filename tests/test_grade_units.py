@@ -14,6 +14,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
+from autograder.grading.config import GradeConfig
 from autograder.grading.course import describe
 from autograder.grading.preprocessors import HideHiddenTests, StderrIsNotFailure
 from autograder.grading.runner import LocalRunner
@@ -44,8 +45,8 @@ def test_runner_kills_the_whole_tree_on_timeout(tmp_path):
         "while True: time.sleep(1)\n"
     )
     t0 = time.monotonic()
-    r = LocalRunner().run([sys.executable, "-c", code], tmp_path, timeout=3, memory_mb=1024,
-                          log_path=tmp_path / "log")
+    r = LocalRunner(GradeConfig(memory_mb=1024)).run([sys.executable, "-c", code], tmp_path,
+                                                     timeout=3, log_path=tmp_path / "log")
     assert r.timed_out and r.returncode is None
     assert time.monotonic() - t0 < 15
     grandchild = int(pidfile.read_text())
@@ -58,14 +59,14 @@ def test_runner_kills_the_whole_tree_on_timeout(tmp_path):
 
 def test_runner_memory_limit(tmp_path):
     code = "x = bytearray(800 * 2**20)\nprint('allocated')"
-    r = LocalRunner().run([sys.executable, "-c", code], tmp_path, timeout=60, memory_mb=400,
-                          log_path=tmp_path / "log")
+    r = LocalRunner(GradeConfig(memory_mb=400)).run([sys.executable, "-c", code], tmp_path,
+                                                    timeout=60, log_path=tmp_path / "log")
     log = (tmp_path / "log").read_text()
     assert r.returncode != 0 and not r.timed_out
     assert "MemoryError" in log and "allocated" not in log
     # the same program fits under a larger limit: the limit is what stopped it
-    r = LocalRunner().run([sys.executable, "-c", code], tmp_path, timeout=60, memory_mb=2048,
-                          log_path=tmp_path / "log2")
+    r = LocalRunner(GradeConfig(memory_mb=2048)).run([sys.executable, "-c", code], tmp_path,
+                                                     timeout=60, log_path=tmp_path / "log2")
     assert r.returncode == 0 and "allocated" in (tmp_path / "log2").read_text()
 
 

@@ -579,10 +579,12 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
     from synthetic_class import ClassBuilder
     from synthetic_class.shared import grade_cmd, read_csv
 
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     source = REPO / "tests" / "fixtures" / "solutions"
-    _, info = build_template(source, ["99_fixture"], tmp_path / "template", 5)
+    _, info = build_template(source, ["99_fixture"], tmp_path / "template",
+                             GradeConfig(cell_timeout=5))
     nb = info["99_fixture"][0]
     builder = ClassBuilder(nb)
     right, wrong = nbformat.writes(builder.answered()), nbformat.writes(builder.wrong())

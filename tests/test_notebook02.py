@@ -25,6 +25,7 @@ import pytest
 from synthetic_class.shared import REPO, read_csv, shared_dir
 
 from autograder import release
+from autograder.grading.cells import nbg as _nbg
 
 NAME = "02_masking"
 SOURCE = REPO / "solutions"
@@ -38,9 +39,6 @@ WRONG = (
     "-inf producing NaN rows",
 )
 
-
-def _nbg(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
 def filled_release(name: str) -> nbformat.NotebookNode:

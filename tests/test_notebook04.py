@@ -49,6 +49,7 @@ def graded_chapter(tmp_path_factory, assignment: str, mistake: tuple) -> dict:
     Returns {"returncode", "stderr", "rows" {student: {exercise: row}}, "seconds" {student: s},
     "feedback" {student: html}, "autograded" {student: notebook}, "grade_cells" [...]}.
     """
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     root = shared_dir(tmp_path_factory) / f"chapter-{assignment}"
@@ -57,7 +58,8 @@ def graded_chapter(tmp_path_factory, assignment: str, mistake: tuple) -> dict:
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            _, info = build_template(SOURCE, [assignment], root / "template-work", 120)
+            _, info = build_template(SOURCE, [assignment], root / "template-work",
+                                     GradeConfig())
             nb = info[assignment][0]
             builder = ClassBuilder(nb)
             gid, old, new = mistake[:3]

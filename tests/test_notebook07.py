@@ -24,6 +24,7 @@ from test_notebook02 import (
 )
 
 from autograder import release
+from autograder.grading.cells import nbg as _nbg
 
 NAME = "07_bpe"
 # (solution cell, text replaced, replacement, exercise, mistake named)
@@ -35,9 +36,6 @@ WRONG = (
     "decode fails on bytes that are not valid UTF-8",
 )
 
-
-def _nbg(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
 @pytest.fixture(scope="session")

@@ -9,12 +9,10 @@ import pytest
 
 from autograder import release
 from autograder.checks._core import registered
+from autograder.grading.cells import nbg as _nbg
 
 CHAPTERS = release.chapters()
 
-
-def _nbg(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def _regions(source: str, begin: str, end: str) -> list[str]:

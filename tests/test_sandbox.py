@@ -5,6 +5,7 @@ The class-level behaviour (cheats graded end to end) is in ``test_sandbox_class.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ import nbformat
 import pytest
 
 from autograder.grading import sandbox
-from autograder.grading.sandbox import Policy, _nbg, bwrap_argv, bwrap_path, policy_problem
+from autograder.grading.cells import nbg as _nbg
+from autograder.grading.sandbox import Policy, bwrap_argv, bwrap_path, policy_problem
 
 REPO = Path(__file__).resolve().parent.parent
 PROTECTED = {"np", "torch", "math", "plt", "check_softmax", "requires"}
@@ -136,7 +138,7 @@ def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
     (tmp_path / "work").mkdir()
     (tmp_path / "ipc").mkdir()
     spec = {"bwrap": bwrap_path(), "uid": 212345, "home": str(tmp_path),
-            "ro": sandbox._readonly_paths(), "env": {"HOME": "/tmp"}}
+            "ro": sandbox.readonly_paths(), "env": {"HOME": "/tmp"}}
     argv = bwrap_argv(spec, "unused")
     probe = (
         "import os, socket\n"
@@ -148,7 +150,7 @@ def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
     cmd = argv[: argv.index("ipykernel_launcher") - 2] + [sys.executable, "-c", probe]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    uid = 212345 if sandbox.os.geteuid() == 0 else sandbox.os.geteuid()
+    uid = 212345 if os.geteuid() == 0 else os.geteuid()
     assert out.stdout.split() == ["False", "False", "True", str(uid), "no", "net"]
 
 

@@ -63,6 +63,7 @@ def adversarial_class(tmp_path_factory):
     if not (SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists():
         pytest.skip("notebook 01 not there")
     _need_bwrap()
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     root = shared_dir(tmp_path_factory) / "adversarial-class"
@@ -71,7 +72,8 @@ def adversarial_class(tmp_path_factory):
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            _, info = build_template(SOURCE, [ASSIGNMENT], root / "template-work", 60)
+            _, info = build_template(SOURCE, [ASSIGNMENT], root / "template-work",
+                                     GradeConfig(cell_timeout=60))
             out = root / "out"
             expected = AdversarialBuilder(info[ASSIGNMENT][0]).build_adversarial(
                 root / "class", out, REPO)
@@ -144,6 +146,7 @@ def test_cheating_cells_are_not_run_and_feedback_says_why(adversarial_class):
 @pytest.fixture(scope="session")
 def fixture_attacks(tmp_path_factory):
     _need_bwrap()
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     root = shared_dir(tmp_path_factory) / "fixture-attacks"
@@ -157,7 +160,8 @@ def fixture_attacks(tmp_path_factory):
             server.bind(("127.0.0.1", 0))
             server.listen(8)
             server.setblocking(False)
-            _, info = build_template(FIXTURE_SOURCE, [FIXTURE], root / "template-work", 5)
+            _, info = build_template(FIXTURE_SOURCE, [FIXTURE], root / "template-work",
+                                     GradeConfig(cell_timeout=5))
             expected = FixtureAttackBuilder(info[FIXTURE][0]).build_attacks(
                 root / "class", server.getsockname()[1])
             args = ("--workers", "2", "--cell-timeout", "5", "--timeout", "120",

@@ -29,6 +29,7 @@ STUDENTS = ["correct", "time_transformer", "getattr_alias", "hex_exec", "torch_l
 def verdict_class(tmp_path_factory):
     if bwrap_path() is None:
         pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     root = shared_dir(tmp_path_factory) / "verdict-class"
@@ -37,7 +38,8 @@ def verdict_class(tmp_path_factory):
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            _, info = build_template(SOURCE, [ASSIGNMENT], root / "template-work", 60)
+            _, info = build_template(SOURCE, [ASSIGNMENT], root / "template-work",
+                                     GradeConfig(cell_timeout=60))
             expected = VerdictAttackBuilder(info[ASSIGNMENT][0]).build_attacks(root / "class")
             args = ("--workers", "2", "--cell-timeout", "60", "--timeout", "600",
                     "--memory", "3072", "--assignment", ASSIGNMENT)

@@ -1,10 +1,15 @@
 """Internals of ``course-grade`` (see ``autograder/grade.py``).
 
+- ``config``: :class:`GradeConfig`, the one grading configuration (built from the command line,
+  passed to everything below) and the defaults;
+- ``cells``: reading nbgrader's cell metadata (``metadata.nbgrader``) the same way everywhere;
 - ``runner``: run one untrusted command with limits (the place a sandbox plugs in);
+- ``sandbox/``: the bubblewrap sandbox for the student's kernel, the source policy, the runners
+  that use them;
 - ``limits``: sets the rlimits inside that command before it execs nbgrader;
 - ``course``: the template course (nbgrader generate_assignment) and per-student course folders;
 - ``submissions``: students, zips, and finding notebooks by name;
 - ``student``: grading one student, and the status of each CSV row;
-- ``feedback``: the nbgrader preprocessor that keeps hidden tests out of feedback;
+- ``preprocessors``: the course's nbgrader preprocessors, inserted into nbgrader's own lists;
 - ``results``: the parent's store (one JSON per student), grades.csv, the class gradebook.
 """

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import nbformat
 
+from .cells import grade_id, is_test, nbg
+from .config import GradeConfig
 from .nbgrader_main import ensure_cached_head
 
 NBGRADER = [sys.executable, "-m", "autograder.grading.nbgrader_main"]  # = the nbgrader command
@@ -41,15 +43,18 @@ def tool_env(base: dict | None = None) -> dict[str, str]:
     return env
 
 
-def write_config(root: Path, cell_timeout: int) -> None:
+def write_config(root: Path, config: GradeConfig) -> None:
     """Write the nbgrader_config.py of a course folder at ``root``.
 
     It loads the course's own configuration (``autograder/nbgrader_config.py``: solution stubs,
-    anything the check library needs) and then points every path into ``root``.
+    anything the check library needs), points every path into ``root``, applies ``config``
+    (the cell timeout) and puts the grader's preprocessors into nbgrader's own lists
+    (``preprocessors.autograde_preprocessors`` / ``feedback_preprocessors``).
     """
     lines = [
         "c = get_config()  # noqa: F821",
         f"load_subconfig({str(REPO_CONFIG)!r})  # noqa: F821" if REPO_CONFIG.exists() else "",
+        "from autograder.grading import preprocessors as _pp",
         f"c.CourseDirectory.root = {str(root)!r}",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
         "c.CourseDirectory.source_directory = 'source'",
@@ -59,26 +64,14 @@ def write_config(root: Path, cell_timeout: int) -> None:
         "c.CourseDirectory.feedback_directory = 'feedback'",
         f"c.CourseDirectory.db_url = {'sqlite:///' + str(root / 'gradebook.db')!r}",
         # a cell running longer than this is interrupted; the rest of the notebook still runs
-        f"c.Execute.timeout = {int(cell_timeout)}",
+        f"c.Execute.timeout = {int(config.cell_timeout)}",
         "c.Execute.interrupt_on_timeout = True",
-        # nbgrader's defaults, plus: stderr output of a test cell is not a failure
-        "c.Autograde.autograde_preprocessors = ["
-        "'nbgrader.preprocessors.Execute', "
-        "'autograder.grading.preprocessors.StderrIsNotFailure', "
-        "'nbgrader.preprocessors.IgnorePattern', "
-        "'nbconvert.preprocessors.ClearMetadataPreprocessor', "
-        "'nbgrader.preprocessors.LimitOutput', "
-        "'autograder.grading.preprocessors.LimitOutputSize', "
-        "'nbgrader.preprocessors.SaveAutoGrades', "
-        "'nbgrader.preprocessors.AssignLatePenalties', "
-        "'nbgrader.preprocessors.CheckCellMetadata']",
+        # nbgrader's own lists, with the grader's preprocessors inserted (see preprocessors.py)
+        "c.Autograde.autograde_preprocessors = _pp.autograde_preprocessors()",
         # deleted test cells come back from the gradebook (edited ones always do: checksums)
         "c.OverwriteCells.add_missing_cells = True",
         # feedback shows the student's cells and results, never the hidden tests' source
-        "c.GenerateFeedback.preprocessors = ["
-        "'nbgrader.preprocessors.GetGrades', "
-        "'autograder.grading.preprocessors.HideHiddenTests', "
-        "'nbconvert.preprocessors.CSSHTMLHeaderPreprocessor']",
+        "c.GenerateFeedback.preprocessors = _pp.feedback_preprocessors()",
     ]
     (root / "nbgrader_config.py").write_text("\n".join(line for line in lines if line) + "\n")
 
@@ -106,14 +99,10 @@ class Notebook:
     def release_tests(self) -> dict[str, str]:
         """{grade_id: source} of the test cells as the students received them."""
         return {
-            c.metadata.nbgrader["grade_id"]: c.source
+            grade_id(c): c.source
             for c in self.release.cells
-            if c.metadata.get("nbgrader", {}).get("grade")
+            if is_test(c)
         }
-
-
-def _nbg(cell) -> dict:
-    return cell.metadata.get("nbgrader", {})
 
 
 def describe(assignment: str, name: str, source, release) -> Notebook:
@@ -123,7 +112,7 @@ def describe(assignment: str, name: str, source, release) -> Notebook:
     since_solution: list[str] = []
     after_test = False
     for i, cell in enumerate(source.cells):
-        meta = _nbg(cell)
+        meta = nbg(cell)
         gid = meta.get("grade_id", f"cell-{i}")
         if meta.get("solution") and not meta.get("grade"):
             if after_test:  # a new exercise starts
@@ -154,7 +143,7 @@ def find_assignments(source_dir: Path) -> dict[str, list[Path]]:
     return found
 
 
-def _hash_inputs(paths: list[Path], cell_timeout: int) -> str:
+def _hash_inputs(paths: list[Path], config: GradeConfig) -> str:
     h = hashlib.sha256()
     for p in paths:
         h.update(p.name.encode())
@@ -162,12 +151,12 @@ def _hash_inputs(paths: list[Path], cell_timeout: int) -> str:
     if REPO_CONFIG.exists():
         h.update(REPO_CONFIG.read_bytes())
     h.update(Path(__file__).read_bytes())
-    h.update(str(cell_timeout).encode())
+    h.update(str(config.cell_timeout).encode())
     return h.hexdigest()[:16]
 
 
 def build_template(
-    source_dir: Path, assignments: list[str], work: Path, cell_timeout: int
+    source_dir: Path, assignments: list[str], work: Path, config: GradeConfig
 ) -> tuple[Path, dict[str, list[Notebook]]]:
     """Make (or reuse) the template course under ``work``; return it and the notebooks' info."""
     ensure_cached_head()
@@ -176,13 +165,13 @@ def build_template(
     if missing:
         raise SystemExit(f"no such assignment in {source_dir}: {', '.join(missing)}")
     paths = [p for a in assignments for p in all_found[a]]
-    root = work / f"template-{_hash_inputs(paths, cell_timeout)}"
+    root = work / f"template-{_hash_inputs(paths, config)}"
     done = root / ".done"
     if not done.exists():
         if root.exists():
             shutil.rmtree(root)
         root.mkdir(parents=True)
-        write_config(root, cell_timeout)
+        write_config(root, config)
         for a in assignments:
             dest = root / "source" / a
             shutil.copytree(source_dir / a, dest, ignore=shutil.ignore_patterns(".*"))
@@ -208,11 +197,11 @@ def build_template(
     return root, info
 
 
-def make_student_course(template: Path, root: Path, cell_timeout: int) -> None:
+def make_student_course(template: Path, root: Path, config: GradeConfig) -> None:
     """A fresh course folder for one student: the template's sources and gradebook, copied."""
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    write_config(root, cell_timeout)
+    write_config(root, config)
     shutil.copytree(template / "source", root / "source")
     shutil.copy2(template / "gradebook.db", root / "gradebook.db")

@@ -27,21 +27,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from .config import GradeConfig
 from .student import StudentResult, failed_result
 from .submissions import Submission
 
 Outcome = tuple[Submission, StudentResult, dict[str, str] | None]  # feedback: rel path -> html
-
-
-def _worker_runner(unsandboxed: bool):
-    from . import sandbox
-
-    if unsandboxed:
-        return sandbox.UnsandboxedRunner()
-    bwrap = sandbox.bwrap_path()
-    if bwrap is None:
-        raise RuntimeError("bubblewrap (bwrap) is missing or cannot create a sandbox on worker")
-    return sandbox.BwrapRunner(bwrap)
 
 
 def _scratch() -> Path:
@@ -56,20 +46,21 @@ def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="course-grade-", dir=base))
 
 
-def grade_on_worker(sub: Submission, info, template: Path, opts, fingerprint: str,
-                    unsandboxed: bool) -> dict:
+def grade_on_worker(sub: Submission, info, template: Path, config: GradeConfig,
+                    fingerprint: str) -> dict:
     """The Dask task: grade one student in a scratch folder; return plain data.
 
     ``{"result": StudentResult fields, "feedback": {relative path: html}}``. Running it twice
     for the same student is harmless: nothing outside the scratch folder is written.
     """
+    from .sandbox import make_runner
     from .student import grade_student
 
     tmp = _scratch()
     try:
         out = tmp / "out"
-        r = grade_student(sub, info, template, tmp / "work", out, opts, fingerprint,
-                          _worker_runner(unsandboxed))
+        r = grade_student(sub, info, template, tmp / "work", out, config, fingerprint,
+                          make_runner(config))
         feedback = {rel: (out / rel).read_text(encoding="utf-8") for rel in r.feedback}
         return {"result": dict(r.__dict__), "feedback": feedback}
     finally:

@@ -1,4 +1,9 @@
-"""nbgrader preprocessors the grading course adds (registered in ``course.write_config``).
+"""nbgrader preprocessors the grading course adds, and nbgrader's lists with them inserted.
+
+:func:`autograde_preprocessors` and :func:`feedback_preprocessors` take nbgrader's own default
+lists (the ``Autograde.autograde_preprocessors`` and ``GenerateFeedback.preprocessors``
+traits of the installed nbgrader) and insert the course's preprocessors at their places; the
+course folders' ``nbgrader_config.py`` (``course.write_config``) sets them.
 
 - :class:`StderrIsNotFailure` (autograde, right after execution): nbgrader 0.9.6 gives a test
   cell 0 points when it wrote *anything* to stderr (``utils.determine_grade``), so a correct
@@ -107,3 +112,36 @@ class LimitOutputSize(NbGraderPreprocessor):
                     cut.append(line)
                 out["traceback"] = cut
         return cell, resources
+
+
+def _insert(default: list, after: dict[type, type]) -> list:
+    """``default`` with ``after[cls]`` placed right after each ``cls`` it names (all must be
+    there: a renamed nbgrader preprocessor fails loudly instead of being skipped)."""
+    missing = [c.__name__ for c in after if c not in default]
+    if missing:
+        raise RuntimeError(f"nbgrader's preprocessor list has no {', '.join(missing)}")
+    out = []
+    for cls in default:
+        out.append(cls)
+        if cls in after:
+            out.append(after[cls])
+    return out
+
+
+def autograde_preprocessors() -> list:
+    """nbgrader's autograde list, plus :class:`StderrIsNotFailure` right after execution and
+    :class:`LimitOutputSize` after nbgrader's ``LimitOutput``."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute, LimitOutput
+
+    default = Autograde.class_traits()["autograde_preprocessors"].default()
+    return _insert(default, {Execute: StderrIsNotFailure, LimitOutput: LimitOutputSize})
+
+
+def feedback_preprocessors() -> list:
+    """nbgrader's feedback list, plus :class:`HideHiddenTests` after ``GetGrades``."""
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.preprocessors import GetGrades
+
+    default = GenerateFeedback.class_traits()["preprocessors"].default()
+    return _insert(default, {GetGrades: HideHiddenTests})

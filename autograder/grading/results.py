@@ -106,7 +106,7 @@ def late_by(submitted: str | None, due: datetime | None) -> str:
     return str(timedelta(seconds=int((s - d).total_seconds())))
 
 
-def write_course_config(out: Path, cell_timeout: int, late_penalty: str) -> None:
+def write_course_config(out: Path, config, late_penalty: str) -> None:
     """OUT_DIR/nbgrader_config.py: the graders' course config, rooted at OUT_DIR.
 
     Formgrader and ``nbgrader export`` started in OUT_DIR (``bootstrap lab --instructor``)
@@ -114,7 +114,7 @@ def write_course_config(out: Path, cell_timeout: int, late_penalty: str) -> None
     """
     from .course import write_config
 
-    write_config(out, cell_timeout)
+    write_config(out, config)  # the grading run's GradeConfig
     extra = [
         f"c.Exchange.root = {str(out / EXCHANGE)!r}",
         f"c.LateSubmissionPlugin.penalty_method = {late_penalty!r}",

@@ -16,8 +16,8 @@ rest of the pipeline.
   own), and any process still carrying the job's token in its environment (orphans of a killed
   parent are re-parented to init, out of the tree).
 
-Example: ``LocalRunner().run([sys.executable, "-c", "while True: pass"], cwd, timeout=2,
-memory_mb=512, log_path=log)`` returns after ~2 s with ``timed_out=True``.
+Example: ``LocalRunner(GradeConfig(memory_mb=512)).run([sys.executable, "-c", "while True:
+pass"], cwd, timeout=2, log_path=log)`` returns after ~2 s with ``timed_out=True``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from .config import GradeConfig
 
 JOB_TOKEN_VAR = "COURSE_GRADE_JOB"
 _ACTIVE: dict[int, tuple[subprocess.Popen, str]] = {}  # jobs running now, for kill_all()
@@ -117,9 +119,16 @@ def kill_all() -> None:
 
 
 class LocalRunner:
-    """Runs a command as this user with rlimits and a wall-time limit (no sandbox)."""
+    """Runs a command as this user with rlimits and a wall-time limit (no sandbox).
+
+    The memory and CPU-time limits are the :class:`~autograder.grading.config.GradeConfig`'s;
+    the wall time is given per call (what is left of the student's).
+    """
 
     name = "local (no sandbox)"
+
+    def __init__(self, config: GradeConfig | None = None):
+        self.config = config or GradeConfig()
 
     def run(
         self,
@@ -127,7 +136,6 @@ class LocalRunner:
         cwd: Path,
         *,
         timeout: float,
-        memory_mb: int,
         log_path: Path,
         env: dict[str, str] | None = None,
     ) -> RunResult:
@@ -135,8 +143,9 @@ class LocalRunner:
         full_env = dict(os.environ if env is None else env)
         full_env[JOB_TOKEN_VAR] = token
         full_env["COURSE_GRADE_PARENT"] = str(os.getpid())  # see limits.py: PDEATHSIG's race
-        cpu_s = int(timeout * max(1, int(full_env.get("OMP_NUM_THREADS", "1")))) + 30
-        limits = [sys.executable, "-m", "autograder.grading.limits", str(memory_mb), str(cpu_s)]
+        cpu_s = int(timeout * self.config.threads) + 30  # a backstop: see limits.py
+        limits = [sys.executable, "-m", "autograder.grading.limits",
+                  str(self.config.memory_mb), str(cpu_s)]
         wrapped = [*limits, "--", *argv]
         start = time.monotonic()
         with open(log_path, "ab") as log:

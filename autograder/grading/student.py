@@ -27,6 +27,8 @@ from pathlib import Path
 import nbformat
 from nbformat.reader import NotJSONError
 
+from .cells import grade_id, is_answer, is_test, nbg
+from .config import GradeConfig
 from .course import NBGRADER, Notebook, make_student_course, tool_env
 from .diagnosis import diagnose
 from .nbgrader_main import quiet_sqlalchemy
@@ -37,14 +39,6 @@ from .verdict import prepare as prepare_verdicts
 from .verdict import read_verdicts
 
 _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
-
-
-@dataclass
-class Options:
-    timeout: float  # wall time for the whole student, seconds
-    cell_timeout: int  # one cell, seconds (interrupted; the rest of the notebook runs on)
-    memory_mb: int
-    threads: int  # BLAS/torch threads per student
 
 
 @dataclass
@@ -61,10 +55,6 @@ class StudentResult:
 
 
 # ---- checks on the submitted file (parent side, before anything runs) -----------------------
-
-
-def _nbg(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
 def precheck(path: Path, nb: Notebook) -> tuple[str | None, dict[str, str], list[str]]:
@@ -85,16 +75,16 @@ def precheck(path: Path, nb: Notebook) -> tuple[str | None, dict[str, str], list
         return f"invalid notebook file ({type(e).__name__}: {first[:100]})", {}, []
     cells = {}
     for c in sub.cells:
-        gid = _nbg(c).get("grade_id")
+        gid = grade_id(c)
         if gid is not None and gid not in cells:
             cells[gid] = c
     restored = {}
-    release = {_nbg(c).get("grade_id"): _nbg(c) for c in nb.release.cells if _nbg(c)}
+    release = {nbg(c).get("grade_id"): nbg(c) for c in nb.release.cells if nbg(c)}
     for gid, src in nb.release_tests.items():
         c = cells.get(gid)
         if c is None:
             restored[gid] = "deleted"
-        elif any(_nbg(c).get(k) != release[gid].get(k) for k in _FLAGS):
+        elif any(nbg(c).get(k) != release[gid].get(k) for k in _FLAGS):
             restored[gid] = "flags changed"  # put back by restore_locked_metadata
         elif c.source != src or c.cell_type != "code":
             restored[gid] = "edited"
@@ -107,14 +97,14 @@ def restore_locked_metadata(data: bytes, nb: Notebook, dest: Path) -> None:
     cells (a test cell turned into an answer or a plain cell would make nbgrader fail the whole
     notebook; with its flags back nbgrader restores its source and grades it)."""
     sub = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
-    release = {_nbg(c).get("grade_id"): c for c in nb.release.cells
-               if _nbg(c).get("locked") or _nbg(c).get("grade")}
+    release = {nbg(c).get("grade_id"): c for c in nb.release.cells
+               if nbg(c).get("locked") or nbg(c).get("grade")}
     changed = False
     for c in sub.cells:
-        gid = _nbg(c).get("grade_id")
+        gid = nbg(c).get("grade_id")
         ref = release.get(gid)
-        if ref is not None and _nbg(c) != _nbg(ref):
-            c.metadata["nbgrader"] = dict(_nbg(ref))
+        if ref is not None and nbg(c) != nbg(ref):
+            c.metadata["nbgrader"] = dict(nbg(ref))
             if c.cell_type != ref.cell_type:
                 c.cell_type = ref.cell_type
                 if ref.cell_type == "code":
@@ -149,29 +139,28 @@ def exercise_problems(autograded: nbformat.NotebookNode) -> dict[str, str]:
     """{test grade_id: problem} for tests whose exercise (answer cells to test) hit a limit."""
     problems, current, after_test = {}, None, False
     for cell in autograded.cells:
-        meta = _nbg(cell)
-        if meta.get("solution") and not meta.get("grade") and after_test:
+        if is_answer(cell) and after_test:
             current, after_test = None, False  # a new exercise starts
         current = current or _problem(cell)
-        if meta.get("grade"):
+        if is_test(cell):
             after_test = True
             if current:
-                problems[meta["grade_id"]] = current
+                problems[nbg(cell)["grade_id"]] = current
     return problems
 
 
-def _fatal_reason(log: str, run, what: str, opts: Options) -> str:
+def _fatal_reason(log: str, run, what: str, config: GradeConfig) -> str:
     if run.timed_out:
-        return f"time limit of {opts.timeout:g} s for the student exceeded"
+        return f"time limit of {config.timeout:g} s for the student exceeded"
     if "DeadKernelError" in log or "Kernel died" in log or "kernel died" in log:
         return "the kernel died while running the notebook (exit, crash or signal)"
     if "Timeout waiting for IOPub output" in log and "Timeout waiting for execute reply" \
             not in log:  # the cell ended in time, its output kept coming
         return "a cell printed more output than the grader could read (output flood)"
     if "CellTimeoutError" in log:
-        return f"a cell ran over {opts.cell_timeout} s and could not be interrupted"
+        return f"a cell ran over {config.cell_timeout} s and could not be interrupted"
     if "MemoryError" in log:
-        return f"memory limit of {opts.memory_mb} MB exceeded"
+        return f"memory limit of {config.memory_mb} MB exceeded"
     if run.returncode is not None and run.returncode < 0:
         return f"{what} was killed by signal {-run.returncode}"
     errors = [ln for ln in log.splitlines() if "[ERROR]" in ln or "Error" in ln]
@@ -210,12 +199,12 @@ def grade_student(
     template: Path,
     work: Path,
     out: Path,
-    opts: Options,
+    config: GradeConfig,
     fingerprint: str,
     runner=None,
 ) -> StudentResult:
     """Grade every assignment in ``info`` for one student; never raises for the student's code."""
-    runner = runner or LocalRunner()
+    runner = runner or LocalRunner(config)
     start = time.monotonic()
     shutil.rmtree(out / "feedback" / sub.student, ignore_errors=True)  # from an older grading
     if getattr(sub, "problem", ""):  # intake could not use this entry: nothing to run
@@ -227,13 +216,13 @@ def grade_student(
         ]
         return StudentResult(sub.student, fingerprint, rows, 0.0)
     root = work / "students" / sub.student
-    make_student_course(template, root, opts.cell_timeout)
+    make_student_course(template, root, config)
     (root / "logs").mkdir()
     env = tool_env()
     env.update(
-        OMP_NUM_THREADS=str(opts.threads),
-        MKL_NUM_THREADS=str(opts.threads),
-        OPENBLAS_NUM_THREADS=str(opts.threads),
+        OMP_NUM_THREADS=str(config.threads),
+        MKL_NUM_THREADS=str(config.threads),
+        OPENBLAS_NUM_THREADS=str(config.threads),
         MPLBACKEND="Agg",
         IPYTHONDIR=str(root / ".ipython"),  # no instructor IPython startup files
         PYTHONWARNINGS="default",
@@ -263,11 +252,11 @@ def grade_student(
                 flagged[nb.name] = source_flags(data, nb)
         if len(fatal) < len(notebooks):
             prepare_verdicts(root, [nb.source for nb in notebooks])
-            _run_nbgrader(runner, root, assignment, sub.student, notebooks, fatal, opts, env,
+            _run_nbgrader(runner, root, assignment, sub.student, notebooks, fatal, config, env,
                           start)
         for nb in notebooks:
             result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
-                                 restored.get(nb.name, {}), missing.get(nb.name, []), opts,
+                                 restored.get(nb.name, {}), missing.get(nb.name, []), config,
                                  flagged.get(nb.name, ""))
             html = root / "feedback" / sub.student / assignment / f"{nb.name}.html"
             if nb.name not in fatal and html.exists():
@@ -279,15 +268,14 @@ def grade_student(
     return result
 
 
-def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, opts, env, start):
+def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, config, env, start):
     """autograde + generate_feedback in one limited process; fills ``fatal`` for notebooks
     that were not graded (no feedback alone is not a grading failure)."""
     log_path = root / "logs" / f"{assignment}.log"
     run = runner.run(
         [*NBGRADER, "autograde+feedback", assignment, student],
         root,
-        timeout=opts.timeout - (time.monotonic() - start),
-        memory_mb=opts.memory_mb,
+        timeout=config.timeout - (time.monotonic() - start),
         log_path=log_path,
         env=env,
     )
@@ -299,10 +287,10 @@ def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, opts, env
             continue
         done = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
         if not graded or not done.exists():
-            fatal[nb.name] = _fatal_reason(log, run, "autograde", opts)
+            fatal[nb.name] = _fatal_reason(log, run, "autograde", config)
 
 
-def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opts, flagged=""):
+def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, config, flagged=""):
     rows = []
     grades, problems, outputs, verdicts = {}, {}, {}, {}
     if fatal is None:
@@ -312,7 +300,7 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opt
             autograded = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
             done = nbformat.read(autograded, as_version=4)
             problems = exercise_problems(done)
-            outputs = {_nbg(c).get("grade_id"): c.get("outputs", []) for c in done.cells}
+            outputs = {grade_id(c): c.get("outputs", []) for c in done.cells}
         except Exception as e:  # a gradebook or notebook we cannot read is not a 0
             fatal = f"cannot read the grading result ({type(e).__name__}: {e})"[:200]
     for gc in nb.grade_cells:
@@ -323,9 +311,9 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, opt
         elif gone:
             status = f"not graded: answer cell {gone[0]} missing from the submission"
         elif problems.get(gc.grade_id) == "timeout":
-            status = f"not graded: a cell of this exercise ran over {opts.cell_timeout} s"
+            status = f"not graded: a cell of this exercise ran over {config.cell_timeout} s"
         elif problems.get(gc.grade_id) == "memory":
-            status = f"not graded: memory limit of {opts.memory_mb} MB exceeded"
+            status = f"not graded: memory limit of {config.memory_mb} MB exceeded"
         elif points is None:
             status = "not graded: no grade recorded by nbgrader"
         elif gc.grade_id in restored:

@@ -36,6 +36,8 @@ import shutil
 import threading
 from pathlib import Path
 
+from .cells import nbg as _nbg
+
 CONVERTED = frozenset({"attention", "norms"})
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
@@ -50,10 +52,6 @@ def keys_in(source: str) -> list[str]:
     ['attention.softmax']
     """
     return HIDDEN_CALL.findall(source)
-
-
-def _nbg(cell) -> dict:
-    return (cell.get("metadata", {}) or {}).get("nbgrader", {}) or {}
 
 
 def _test_cells(nb) -> list:

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.grading.cells import nbg as _nbg  # noqa: F401 (tests.adversarial uses it)
+
 WRAP_WRONG = """
 def _course_make_wrong(f):
     def g(*args, **kwargs):
@@ -84,10 +86,6 @@ EXIT = "import os\nos._exit(1)\n"
 class Expected:
     points: str  # as in the CSV ('' when not graded)
     status: str  # exact, or a prefix ending in ':' for 'not graded: ...'
-
-
-def _nbg(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
 def _defs(source: str) -> list[str]:

@@ -45,6 +45,7 @@ def read_csv(path: Path) -> list[dict]:
 def graded_class(tmp_path_factory, name: str, source: Path, assignment: str,
                  args: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict:
     """Build the class for ``assignment`` and grade it once; returns a dict (see the end)."""
+    from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
     root = shared_dir(tmp_path_factory) / name
@@ -53,7 +54,8 @@ def graded_class(tmp_path_factory, name: str, source: Path, assignment: str,
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            _, info = build_template(source, [assignment], root / "template-work", 60)
+            _, info = build_template(source, [assignment], root / "template-work",
+                                     GradeConfig(cell_timeout=60))
             expected = ClassBuilder(info[assignment][0]).build(root / "class", extra)
             t0 = time.monotonic()
             proc = subprocess.run(

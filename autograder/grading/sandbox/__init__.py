@@ -1,0 +1,68 @@
+"""The grading sandbox: the student's kernel runs in bubblewrap; the grader stays outside.
+
+Who runs where (one student, one assignment):
+
+- trusted, outside the sandbox: ``course-grade`` (the parent: results, grades.csv, the class
+  gradebook) and, in the limited process the runner starts, nbgrader itself (it reads the
+  source notebooks and the student's own gradebook copy, restores the test cells, sends each
+  cell to the kernel, scores the outputs, writes the autograded notebook and the feedback);
+- untrusted, inside ``bwrap``: only the Jupyter kernel that executes the cells. nbgrader
+  starts it through the ``course-sandbox`` kernelspec this module writes, whose command is
+  ``python -m autograder.grading.sandbox kernel SPEC CONNECTION_FILE`` (``kernel.py``): it
+  copies the connection file where the kernel may read it, sets the limits and ``exec``-s
+  ``bwrap``.
+
+What the kernel sees and may do:
+
+- files: the system (``/usr``, ``/etc`` ...), Python and the packages the notebook imports
+  (the virtual environment, ``autograder/``, ``transformer_ref/``), read-only; a working
+  folder holding a read-only copy of this student's submission; an empty private ``/tmp``;
+  nothing else: not ``solutions/``, the course folder with its gradebook and source
+  notebooks, other students' work, the submissions folder or ``/root``;
+- no network (``--unshare-net``: a loopback of its own); the kernel talks to nbgrader over
+  Unix sockets (ZeroMQ ``ipc``) in a folder bound into the sandbox;
+- its own PID namespace (it cannot see or signal the grader) that dies with it
+  (``--die-with-parent``): every process it started is gone when grading ends;
+- run as an unprivileged user of its own (a random uid, when the grader runs as root), with
+  limits: processes (``RLIMIT_NPROC``: a fork bomb stops there), file size
+  (``RLIMIT_FSIZE``), and, inherited from the runner, memory (``RLIMIT_AS``) and CPU time;
+  wall time is the runner's (per student) and nbgrader's (per cell).
+  The limits' values come from the grading run's :class:`~autograder.grading.config.GradeConfig`.
+
+The parts:
+
+- ``policy.py``: the source policy and the two nbgrader hooks that apply it (sandboxed or not);
+- ``bwrap.py``: whether bubblewrap works here, what the kernel may read, the ``bwrap`` argv;
+- ``runners.py``: :class:`UnsandboxedRunner` and :class:`BwrapRunner` (the runner API of
+  ``grading/runner.py``), which prepare the student's course folder and the hooks' config;
+- ``kernel.py`` (``python -m autograder.grading.sandbox``): the kernel's launcher, run by
+  Jupyter as the kernelspec's command, and the uid drop inside the sandbox.
+
+Not defended: code that gets past the policy (it is a deny-list over the source, e.g. a
+library function that hands out a frame or a module the policy does not know) can still
+patch the kernel it runs in; only running the checks in another process would stop that. A
+fork bomb is stopped by the process limit and leaves nothing behind, but the forked copies
+of the kernel share its sockets: the bomber's other rows may or may not be graded.
+"""
+
+from .bwrap import KERNEL_NAME, bwrap_argv, bwrap_path, readonly_paths
+from .policy import Policy, load_policy, policy_problem, trusted_cells
+from .runners import BwrapRunner, UnsandboxedRunner, dedupe_grade_ids
+
+__all__ = [
+    "KERNEL_NAME", "BwrapRunner", "Policy", "UnsandboxedRunner", "bwrap_argv", "bwrap_path",
+    "dedupe_grade_ids", "load_policy", "make_runner", "policy_problem", "readonly_paths",
+    "trusted_cells",
+]
+
+
+def make_runner(config):
+    """The runner for one student's grading under ``config`` (a ``GradeConfig``):
+    :class:`BwrapRunner`, or :class:`UnsandboxedRunner` when ``config.sandboxed`` is false.
+    Raises ``RuntimeError`` where bwrap is missing or cannot build a sandbox here."""
+    if not config.sandboxed:
+        return UnsandboxedRunner(config)
+    bwrap = bwrap_path()
+    if bwrap is None:
+        raise RuntimeError("bubblewrap (bwrap) is missing or cannot create a sandbox here")
+    return BwrapRunner(config, bwrap)

@@ -1,0 +1,118 @@
+"""bubblewrap: is it usable here, what the kernel may read, and the ``bwrap`` command line.
+
+See the package docstring for what the sandbox allows. Example: ``bwrap_argv(spec, conn)``
+with ``spec = {"bwrap": "/usr/bin/bwrap", "uid": 212345, "home": "/tmp/cg-x", "ro": ["/usr"],
+"env": {"HOME": "/tmp"}}`` starts ``bwrap --unshare-pid --unshare-net ...`` and ends with the
+kernel's ``-f CONN``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+KERNEL_NAME = "course-sandbox"
+_PROBE: dict[str, bool] = {}
+
+
+def bwrap_path() -> str | None:
+    """The ``bwrap`` executable when it is installed and can build a sandbox here, else None."""
+    import subprocess
+
+    exe = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
+    if exe is None:
+        return None
+    if exe not in _PROBE:
+        args = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--unshare-pid", "--unshare-net", "--die-with-parent"]
+        if os.geteuid() != 0:
+            args.append("--unshare-user")
+        try:
+            ok = subprocess.run([*args, "true"], capture_output=True, timeout=20).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        _PROBE[exe] = ok
+    return exe if _PROBE[exe] else None
+
+
+def package_dir(name: str) -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(Path(list(spec.submodule_search_locations)[0]).resolve())
+
+
+def readonly_paths() -> list[str]:
+    """What the kernel may read: the system, Python, the venv, the two course packages."""
+    paths = ["/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"]
+    for p in (sys.base_prefix, sys.prefix, Path(sys.executable).resolve().parent.parent):
+        paths.append(str(Path(p).resolve()))
+    for pkg in ("autograder", "transformer_ref"):
+        d = package_dir(pkg)
+        if d:
+            paths.append(d)
+    seen, out = set(), []
+    for p in paths:
+        if p not in seen and os.path.exists(p):
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def kernel_env(env: dict[str, str]) -> dict[str, str]:
+    """The kernel's whole environment: a few of the grader's variables, paths inside."""
+    keep = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MPLBACKEND",
+            "PYTHONWARNINGS", "LANG", "LC_ALL", "COURSE_GRADE_JOB", "COURSE_SMOKE")
+    out = {k: env[k] for k in keep if k in env}
+    out.update(
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin",
+                              "/bin"]),
+        HOME="/tmp", TMPDIR="/tmp", IPYTHONDIR="/tmp/.ipython", MPLCONFIGDIR="/tmp/.mpl",
+        JUPYTER_RUNTIME_DIR="/tmp/.jupyter", PYTHONDONTWRITEBYTECODE="1",
+    )
+    out.setdefault("LANG", "C.UTF-8")
+    return out
+
+
+def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
+    """The ``bwrap`` command that runs the kernel (see the package docstring)."""
+    home = spec["home"]
+    work, ipc = f"{home}/work", f"{home}/ipc"
+    argv = [spec["bwrap"], "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--hostname", "sandbox"]
+    made = set()
+
+    def parents(path: str) -> list[str]:  # bwrap would make them 0700: unreadable to the user
+        out = []
+        for d in reversed(Path(path).parents):
+            if str(d) != "/" and str(d) not in made:
+                made.add(str(d))
+                out += ["--perms", "0755", "--dir", str(d)]
+        return out
+
+    # The private /tmp first: read-only binds that live under /tmp (a clone and its .venv in
+    # /tmp, as CI may have them) must be mounted on top of it, not hidden by it.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+    made.add("/tmp")
+    for p in spec["ro"]:
+        argv += [*parents(p), "--ro-bind", p, p]
+    for src, dest in spec.get("ro_as", []):  # trusted verdicts: the stubbed package, inputs
+        argv += [*parents(dest), "--ro-bind", src, dest]
+    for p in spec.get("rw", []):  # the probe's records
+        argv += [*parents(p), "--bind", p, p]
+    argv += [*parents(work), "--ro-bind", work, work, "--bind", ipc, ipc,
+             "--chdir", work, "--clearenv"]
+    for k, v in spec["env"].items():
+        argv += ["--setenv", k, v]
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
+    if os.geteuid() == 0:  # become the sandbox's own user inside (bwrap drops root's caps)
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+                 sys.executable, "-m", "autograder.grading.sandbox", "drop", str(spec["uid"]),
+                 "--", *kernel]
+    else:
+        argv += ["--unshare-user", "--", *kernel]
+    return argv

@@ -1,0 +1,59 @@
+"""The kernel's launcher (outside the sandbox) and the uid drop (inside it).
+
+Jupyter starts the ``course-sandbox`` kernelspec's command,
+``python -m autograder.grading.sandbox kernel SPEC CONNECTION_FILE``: :func:`kernel_main`
+copies the connection file into the folder the sandbox shares, sets the sandbox user's limits
+(from the ``GradeConfig`` in SPEC) and ``exec``-s ``bwrap``. As root, bwrap then runs
+``python -m autograder.grading.sandbox drop UID -- KERNEL ...`` (:func:`drop_main`) inside,
+which becomes the sandbox's own user before the kernel starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ..config import GradeConfig
+from .bwrap import bwrap_argv
+
+USAGE = "usage: python -m autograder.grading.sandbox kernel SPEC CONNECTION_FILE"
+
+
+def kernel_main(spec_path: str, connection_file: str) -> None:
+    import resource
+
+    spec = json.loads(Path(spec_path).read_text())
+    config = GradeConfig.from_dict(spec["config"])
+    ipc = Path(spec["home"]) / "ipc"
+    conn = ipc / "kernel.json"
+    shutil.copyfile(connection_file, conn)
+    if os.geteuid() == 0:
+        os.chown(conn, spec["uid"], spec["uid"])
+        resource.setrlimit(resource.RLIMIT_NPROC, (config.nproc, config.nproc))
+    os.chmod(conn, 0o600)
+    fsize = config.fsize_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    argv = bwrap_argv(spec, str(conn))
+    os.execv(argv[0], argv)
+
+
+def drop_main(uid: int, cmd: list[str]) -> None:
+    import ctypes
+
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)  # all uids non-zero: no capabilities left
+    ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    os.execv(cmd[0], cmd)
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["kernel"] and len(argv) == 3:
+        kernel_main(argv[1], argv[2])
+    elif argv[:1] == ["drop"] and argv[2:3] == ["--"]:
+        drop_main(int(argv[1]), argv[3:])
+    else:
+        sys.exit(USAGE)

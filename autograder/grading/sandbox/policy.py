@@ -1,0 +1,325 @@
+"""The source policy: student-written cells that reach into the grader are not run.
+
+Untrusted code in the same interpreter as the checks can still change what runs after it
+(patch a library, install an IPython input transformer, hide tracebacks). nbgrader's process
+therefore gets two hooks (``c.Execute.on_notebook_start`` / ``on_cell_error``), sandboxed
+or not:
+
+- :func:`policy_problem` reads every cell the student could have written (anything but the
+  locked and test cells restored from the source) and a cell that reaches into the grader's
+  machinery (``get_ipython``, ``builtins``, ``exec``/``eval``, module attribute assignment,
+  dunder internals, ``sys.modules`` ...) is not run: its source becomes a ``raise`` that
+  names the reason, so its exercise scores 0 and the feedback says why;
+- :meth:`Policy.on_cell_error`: a cell whose execute reply says *error* but shows no error
+  output (a silenced traceback) gets one, so nbgrader scores it 0.
+
+Before nbgrader starts, :func:`dedupe_grade_ids` turns submitted cells with a repeated or
+unknown grade id into ordinary cells (nbgrader 0.9.6 otherwise fails on the whole notebook).
+
+Example: ``policy_problem("np.allclose = lambda *a, **k: True", {"np"})`` names the problem;
+``policy_problem("def f(x):\\n    return x + 1", {"np"})`` is ``None``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from ..cells import grade_id, is_locked
+
+FORBIDDEN_NAMES = {
+    "get_ipython", "__builtins__", "__import__", "eval", "exec", "compile", "globals",
+    "locals", "vars", "setattr", "delattr", "breakpoint", "__loader__", "__spec__",
+}
+FORBIDDEN_MODULES = {
+    "builtins", "ctypes", "gc", "inspect", "importlib", "IPython", "ipykernel", "jupyter_client",
+    "zmq", "traitlets", "tornado", "nbformat", "nbclient", "nbconvert", "nbgrader", "code",
+    "codeop", "types", "marshal", "runpy", "autograder", "transformer_ref", "_thread",
+    "sitecustomize", "usercustomize", "site",
+}
+ALLOWED_DUNDERS = {
+    "__init__", "__call__", "__name__", "__doc__", "__len__", "__getitem__", "__repr__",
+    "__str__", "__iter__", "__next__", "__enter__", "__exit__", "__qualname__", "__version__",
+}
+FRAME_ATTRS = {
+    "f_globals", "f_locals", "f_back", "f_builtins", "f_code", "gi_frame", "cr_frame",
+    "ag_frame", "tb_frame", "tb_next", "co_code", "co_consts",
+}
+SYS_ALLOWED = {
+    "stdout", "stderr", "float_info", "maxsize", "version", "version_info", "platform",
+    "byteorder", "getrecursionlimit", "float_repr_style", "exit", "int_info",
+}
+ALLOWED_MAGICS = {"time", "timeit", "matplotlib"}
+
+
+def _root(node) -> ast.AST:
+    """What an attribute/subscript chain starts from: a name, or the call that made a new
+    object. ``getattr(x, ...)`` and ``type(x)`` lead back to ``x`` (no new object).
+    """
+    while True:
+        if isinstance(node, ast.Attribute | ast.Subscript | ast.Starred):
+            node = node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "type") and node.args):
+            node = node.args[0]
+        else:
+            return node
+
+
+def _via_type(node) -> bool:
+    """Whether an attribute chain goes through ``type(...)`` (so it changes a class)."""
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "type":
+                return True
+            if not (isinstance(node.func, ast.Name) and node.func.id == "getattr" and node.args):
+                return False
+            node = node.args[0]
+        else:
+            node = node.value
+    return False
+
+
+def _targets(node) -> list[ast.AST]:
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    if isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For | ast.AsyncFor):
+        return [node.target]
+    if isinstance(node, ast.Delete):
+        return list(node.targets)
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return [node.optional_vars]
+    if isinstance(node, ast.NamedExpr):
+        return [node.target]
+    return []
+
+
+def _flat(targets):
+    for t in targets:
+        if isinstance(t, ast.Tuple | ast.List):
+            yield from _flat(t.elts)
+        else:
+            yield t
+
+
+def _scoped(tree: ast.AST) -> tuple[set[int], set[str]]:
+    """(ids of nodes in a function, lambda or class body: their own scope, names declared
+    ``global`` anywhere). Rebinding a setup-cell name as a *local* variable is harmless."""
+    inner: set[int] = set()
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    for node in ast.walk(tree):
+        if isinstance(node, scopes):
+            body = node.body if isinstance(node.body, list) else [node.body]
+            for stmt in body:
+                inner |= {id(n) for n in ast.walk(stmt)}
+    declared = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    return inner, declared
+
+
+def _magic_problem(tree: ast.AST) -> str | None:
+    """IPython magics become ``get_ipython().run_*_magic(name, ...)``: allow a few by name."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Call)
+                and isinstance(node.func.value.func, ast.Name)
+                and node.func.value.func.id == "get_ipython"):
+            first = node.args[0] if node.args else None
+            name = first.value if isinstance(first, ast.Constant) else None
+            if node.func.attr in ("run_line_magic", "run_cell_magic") and name in ALLOWED_MAGICS:
+                node.func.value.func.id = "_allowed_magic"  # checked; not get_ipython any more
+            else:
+                return f"IPython magic or shell command ({node.func.attr} {name!r})"
+    return None
+
+
+def _parse(source: str) -> ast.AST | None:
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        code = TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - not IPython-transformable: try it as Python
+        code = source
+    try:
+        return ast.parse(code)
+    except SyntaxError:
+        return None  # the kernel will report the syntax error itself
+
+
+def module_names(sources: list[str]) -> set[str]:
+    """Names bound by an import anywhere in ``sources`` (modules and what was imported)."""
+    names = set()
+    for src in sources:
+        tree = _parse(src)
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for a in node.names:
+                    names.add((a.asname or a.name).split(".")[0])
+    return names
+
+
+def policy_problem(source: str, protected: set[str]) -> str | None:
+    """Why this student-written cell may not run (it reaches into the grader), or None.
+
+    ``protected``: names the locked cells bound (modules, the check functions); they may be
+    imported again but not rebound, and nothing reached from them may be assigned to.
+
+    >>> policy_problem("np.allclose = lambda *a, **k: True", {"np"})
+    'assigns to `np...` (changes a module or object the grader uses), line 1'
+    >>> policy_problem("import numpy as np\\ndef f(x):\\n    return np.exp(x)", {"np"}) is None
+    True
+    >>> policy_problem("def f(x):\\n    S = x\\n    return S", {"S"}) is None  # a local S
+    True
+    >>> policy_problem("def f(x):\\n    global S\\n    S = x", {"S"})
+    'rebinds `S` (set by the locked setup cell), line 3'
+    """
+    tree = _parse(source)
+    if tree is None:
+        return None
+    problem = _magic_problem(tree)
+    if problem:
+        return problem
+    tainted = set(protected)
+    sys_names = set()
+    changed = True
+    while changed:  # names bound to modules, or to anything reached from one
+        changed = False
+        for node in ast.walk(tree):
+            new = set()
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for a in node.names:
+                    new.add((a.asname or a.name).split(".")[0])
+                    if (a.name == "sys" and isinstance(node, ast.Import)) or \
+                            (isinstance(node, ast.ImportFrom) and node.module == "sys"):
+                        sys_names.add((a.asname or a.name).split(".")[0])
+            elif (isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr)
+                  and node.value is not None):
+                root = _root(node.value)
+                if isinstance(root, ast.Name) and root.id in tainted:
+                    new |= {t.id for t in _flat(_targets(node)) if isinstance(t, ast.Name)}
+            if new - tainted:
+                tainted |= new
+                changed = True
+    inner, declared_global = _scoped(tree)
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
+            return f"uses `{node.id}`, line {line}"
+        if isinstance(node, ast.Attribute):
+            a = node.attr
+            if (a.startswith("__") and a.endswith("__") and a not in ALLOWED_DUNDERS) \
+                    or a in FRAME_ATTRS:
+                return f"uses the internal attribute `.{a}`, line {line}"
+            if (isinstance(node.value, ast.Name) and node.value.id in sys_names
+                    and a not in SYS_ALLOWED):
+                return f"uses `sys.{a}`, line {line}"
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            else:
+                mods = [node.module or ""]
+            for m in mods:
+                if m.split(".")[0] in FORBIDDEN_MODULES:
+                    return f"imports `{m}`, line {line}"
+            if isinstance(node, ast.ImportFrom) and node.module == "sys":
+                bad = [a.name for a in node.names if a.name not in SYS_ALLOWED]
+                if bad:
+                    return f"imports `sys.{bad[0]}`, line {line}"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"):
+            name = node.args[1] if len(node.args) > 1 else None
+            const = isinstance(name, ast.Constant) and isinstance(name.value, str)
+            root = _root(node.args[0]) if node.args else None
+            if const and (name.value.startswith("__") or name.value in FRAME_ATTRS):
+                return f"uses the internal attribute `{name.value}`, line {line}"
+            if not const and not (isinstance(root, ast.Name) and root.id not in tainted):
+                return f"uses `getattr` with a computed name on a module, line {line}"
+        for t in _flat(_targets(node)):
+            if (isinstance(t, ast.Name) and t.id in protected
+                    and (id(t) not in inner or t.id in declared_global)):
+                return f"rebinds `{t.id}` (set by the locked setup cell), line {line}"
+            if isinstance(t, ast.Attribute | ast.Subscript):
+                root = _root(t)
+                if isinstance(root, ast.Name) and root.id in tainted:
+                    return (f"assigns to `{root.id}...` (changes a module or object the "
+                            f"grader uses), line {line}")
+                if _via_type(t):
+                    return f"assigns to an attribute of a class (`type(...)`), line {line}"
+                if not isinstance(root, ast.Name | ast.Call):
+                    return f"assigns to an attribute of a computed object, line {line}"
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
+                and node.name in protected and (id(node) not in inner
+                                                or node.name in declared_global):
+            return f"redefines `{node.name}` (set by the locked setup cell), line {line}"
+    return None
+
+
+class Policy:
+    """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process)."""
+
+    def __init__(self, trusted_sources: list[str], trusted_ids=()):
+        self.trusted = set(trusted_sources)
+        # locked and test cells nbgrader's OverwriteCells has just restored from the
+        # gradebook (their source is the instructor's, whatever the submission had)
+        self.trusted_ids = set(trusted_ids)
+        self.protected = module_names(trusted_sources) | {
+            n for src in trusted_sources for n in _defined_names(src)
+        }
+
+    def on_notebook_start(self, notebook, **_):
+        for cell in notebook.cells:
+            if cell.get("cell_type") != "code" or cell.source in self.trusted:
+                continue
+            if grade_id(cell) in self.trusted_ids and is_locked(cell):
+                continue
+            problem = policy_problem(cell.source, self.protected)
+            if problem:
+                msg = (f"course-grade did not run this cell: it {problem}. Answers may not "
+                       f"change the grader, the libraries it uses or the notebook's machinery.")
+                cell.source = f"raise RuntimeError({msg!r})"
+
+    @staticmethod
+    def on_cell_error(cell, execute_reply=None, **_):
+        content = (execute_reply or {}).get("content", {})
+        if content.get("status") != "error":
+            return
+        if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            return
+        from nbformat.v4 import new_output
+
+        cell.setdefault("outputs", []).append(new_output(
+            "error", ename=str(content.get("ename", "Error")),
+            evalue=str(content.get("evalue", "")) + " (its error output was hidden)",
+            traceback=[],
+        ))
+
+
+def _defined_names(source: str) -> set[str]:
+    """Names a trusted cell binds at top level by assignment or def (e.g. helpers)."""
+    tree = _parse(source)
+    out = set()
+    for node in tree.body if tree else ():
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            out.add(node.name)
+        for t in _flat(_targets(node)):
+            if isinstance(t, ast.Name):
+                out.add(t.id)
+    return out
+
+
+def load_policy(path: str) -> Policy:
+    cells = json.loads(Path(path).read_text())
+    return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells])
+
+
+def trusted_cells(course_root: Path) -> list[dict]:
+    """{grade_id, source} of the locked and test cells of the course's source notebooks."""
+    import nbformat
+
+    out = []
+    for p in sorted((course_root / "source").glob("*/*.ipynb")):
+        for cell in nbformat.read(p, as_version=4).cells:
+            if cell.cell_type == "code" and is_locked(cell):
+                out.append({"grade_id": grade_id(cell), "source": cell.source})
+    return out
+

@@ -1,0 +1,191 @@
+"""The runners that grade inside the sandbox (or, with ``--unsandboxed``, without it).
+
+Both are :class:`~autograder.grading.runner.LocalRunner` runners (limits, wall time,
+process-tree kill) that first prepare the student's course folder: :func:`dedupe_grade_ids`,
+and a Jupyter config folder whose ``nbgrader_config.py`` installs the source policy's hooks
+(``policy.py``). :class:`BwrapRunner` also writes the ``course-sandbox`` kernelspec whose
+command is the sandbox's launcher (``kernel.py``) and the spec it reads (the bwrap paths, the
+kernel's environment, the :class:`~autograder.grading.config.GradeConfig`).
+
+Before nbgrader starts, :func:`dedupe_grade_ids` turns submitted cells with a repeated or
+unknown grade id into ordinary cells (nbgrader 0.9.6 otherwise fails on the whole notebook).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ..cells import grade_id
+from ..config import GradeConfig
+from ..runner import LocalRunner
+from .bwrap import KERNEL_NAME, kernel_env, package_dir, readonly_paths
+from .policy import trusted_cells
+
+
+def dedupe_grade_ids(course_root: Path) -> None:
+    """Strip nbgrader metadata from submitted cells whose grade id nbgrader would choke on.
+
+    nbgrader 0.9.6 fails on the whole notebook (``KeyError: 'grade_id'`` in
+    ``OverwriteCells.add_missing_grade_cells``) when a submitted cell repeats an earlier
+    cell's grade id (``DeduplicateIds`` leaves it half-marked) or carries an id the source
+    does not have (``OverwriteCells`` deletes the id, keeps the rest), so a student could
+    make a notebook ungradeable by copying or renaming a test cell. Such cells become
+    ordinary cells here; the first cell with a known id keeps it (nbgrader restores its
+    source) and a test cell that is then missing is put back by nbgrader.
+    """
+    import nbformat
+
+    known = set()
+    for src in (course_root / "source").glob("*/*.ipynb"):
+        known |= {grade_id(c) for c in nbformat.read(src, as_version=4).cells}
+    known.discard(None)
+    for path in sorted((course_root / "submitted").rglob("*.ipynb")):
+        try:
+            nb = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # not graded anyway (precheck)
+        seen, changed = set(), False
+        for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
+            meta = cell.get("metadata", {}) if isinstance(cell, dict) else None
+            nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+            if not isinstance(nbg, dict):
+                continue
+            gid = nbg.get("grade_id")
+            if gid in seen or gid not in known:
+                del meta["nbgrader"]
+                changed = True
+            else:
+                seen.add(gid)
+        if changed:
+            path.write_text(json.dumps(nb, indent=1))
+
+
+def _write_hook_config(cwd: Path, extra: list[str]) -> dict[str, str]:
+    """A Jupyter config folder whose nbgrader_config.py installs the policy hooks (+ extra)."""
+    conf = cwd / ".grader"
+    conf.mkdir(exist_ok=True)
+    (conf / "trusted.json").write_text(json.dumps(trusted_cells(cwd)))
+    lines = [
+        "c = get_config()  # noqa: F821",
+        "from autograder.grading.sandbox import load_policy as _load_policy",
+        f"_policy = _load_policy({str(conf / 'trusted.json')!r})",
+        "c.Execute.on_notebook_start = _policy.on_notebook_start",
+        "c.Execute.on_cell_error = _policy.on_cell_error",
+        *extra,
+    ]
+    (conf / "nbgrader_config.py").write_text("\n".join(lines) + "\n")
+    return {"JUPYTER_CONFIG_DIR": str(conf)}
+
+
+class UnsandboxedRunner(LocalRunner):
+    """No sandbox (``--unsandboxed``): the runner's limits plus the source policy hooks."""
+
+    name = "local (no sandbox)"
+
+    def run(self, argv, cwd, *, timeout, log_path, env=None):
+        env = dict(os.environ if env is None else env)
+        dedupe_grade_ids(Path(cwd))
+        env.update(_write_hook_config(Path(cwd), _probe_kernel(Path(cwd), env)))
+        return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env)
+
+
+class BwrapRunner(LocalRunner):
+    """nbgrader as :class:`LocalRunner` runs it; its kernel inside bubblewrap (see
+    ``sandbox/__init__.py``)."""
+
+    name = "bubblewrap sandbox"
+
+    def __init__(self, config: GradeConfig, bwrap: str):
+        super().__init__(config)
+        self.bwrap = bwrap
+
+    def run(self, argv, cwd, *, timeout, log_path, env=None):
+        import secrets
+        import tempfile
+
+        cwd = Path(cwd)
+        env = dict(os.environ if env is None else env)
+        dedupe_grade_ids(cwd)
+        # short path: ZeroMQ ipc sockets are Unix sockets (paths < 108 bytes)
+        home = Path(tempfile.mkdtemp(prefix="cg-"))
+        try:
+            uid = 200000 + secrets.randbelow(2**20) if os.geteuid() == 0 else os.geteuid()
+            work, ipc = home / "work", home / "ipc"
+            work.mkdir()
+            ipc.mkdir()
+            for nb in sorted((cwd / "submitted").rglob("*.ipynb")):  # this student's only
+                shutil.copyfile(nb, work / nb.name)
+            os.chmod(home, 0o755)
+            os.chown(ipc, uid, uid) if os.geteuid() == 0 else None
+            spec = {
+                "bwrap": self.bwrap, "uid": uid, "home": str(home),
+                "ro": readonly_paths(),
+                "env": kernel_env(env),
+                "config": self.config.to_dict(),  # the kernel's launcher sets its limits
+            }
+            _add_probe_mounts(spec, cwd, uid)
+            conf_env = _write_hook_config(cwd, [
+                f"c.Execute.kernel_name = {KERNEL_NAME!r}",
+                "c.KernelManager.transport = 'ipc'",
+                f"c.KernelManager.ip = {str(ipc / 'k')!r}",
+            ])
+            spec_path = cwd / ".grader" / "sandbox.json"
+            spec_path.write_text(json.dumps(spec))
+            kdir = cwd / ".grader" / "share" / "kernels" / KERNEL_NAME
+            kdir.mkdir(parents=True, exist_ok=True)
+            (kdir / "kernel.json").write_text(json.dumps({
+                "argv": [sys.executable, "-m", "autograder.grading.sandbox", "kernel",
+                         str(spec_path), "{connection_file}"],
+                "display_name": "Python 3 (course sandbox)",
+                "language": "python",
+                "interrupt_mode": "message",  # a signal would reach bwrap, not the kernel
+            }))
+            env.update(conf_env)
+            env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
+            env["JUPYTER_RUNTIME_DIR"] = str(cwd / ".grader" / "runtime")
+            return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
+    """Trusted verdicts (``verdict.prepare``): the kernel's ``autograder`` is the stubbed copy,
+    mounted where the real one is; ``transformer_ref`` only when the notebook needs it; the
+    probe's inputs read-only, its records folder writable."""
+    from ..verdict import kernel_spec
+
+    probe = kernel_spec(cwd)
+    if probe is None:
+        return
+    real = probe["real_package"]
+    ref = package_dir("transformer_ref")
+    spec["ro"] = [p for p in spec["ro"]
+                  if p != real and (probe["mount_ref"] or p != ref)]
+    spec["ro_as"] = [[probe["package"], real], [probe["probe"] + "/in", probe["probe"] + "/in"]]
+    spec["rw"] = [probe["probe"] + "/out"]
+    spec["env"]["COURSE_PROBE_DIR"] = probe["probe"]
+    if os.geteuid() == 0:
+        os.chown(probe["probe"] + "/out", uid, uid)
+
+
+def _probe_kernel(cwd: Path, env: dict) -> list[str]:
+    """Unsandboxed: a kernelspec that puts the stubbed ``autograder`` first on the path."""
+    from ..verdict import kernel_spec
+
+    probe = kernel_spec(cwd)
+    if probe is None:
+        return []
+    kdir = cwd / ".grader" / "share" / "kernels" / "course-probe"
+    kdir.mkdir(parents=True, exist_ok=True)
+    (kdir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (course probe)", "language": "python",
+        "env": {"PYTHONPATH": str(Path(probe["package"]).parent),
+                "COURSE_PROBE_DIR": probe["probe"]},
+    }))
+    env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
+    return ["c.Execute.kernel_name = 'course-probe'"]
