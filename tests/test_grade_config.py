@@ -53,7 +53,7 @@ def test_course_config_inserts_the_course_preprocessors_into_nbgraders_lists(tmp
     assert len(got) == len(default) + 2
     fb = c.GenerateFeedback.preprocessors
     assert [p.__name__ for p in fb] == [
-        "GetGrades", "HideHiddenTests",
+        "GetGrades", "HideHiddenTests", "SanitizeOutputs",
         *[p.__name__ for p in GenerateFeedback.class_traits()["preprocessors"].default()[1:]],
     ]
 

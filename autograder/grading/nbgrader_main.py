@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 import warnings
+from pathlib import Path
 
 import nbgrader.api
 
@@ -58,10 +59,10 @@ def autograde_and_feedback(assignment: str, student: str) -> int:
 
     The same nbgrader code the two commands run (its Python API, configured from the
     ``nbgrader_config.py`` in the working folder), without starting Python and importing
-    nbgrader twice. Exit status: 0 done, 1 autograde failed, 3 graded but no feedback.
+    nbgrader twice; then the feedback pages get their last cleaning
+    (:func:`feedback_html.clean_feedback`). Exit status: 0 done, 1 autograde failed, 3 graded
+    but no feedback.
     """
-    from pathlib import Path
-
     from nbgrader.apps import NbGraderAPI
     from nbgrader.apps.baseapp import NbGrader
 
@@ -74,6 +75,11 @@ def autograde_and_feedback(assignment: str, student: str) -> int:
     verdict.write_inputs(root, assignment)  # case inputs for the kernel's probe (trusted side)
     for step, run in (("autograde", api.autograde), ("generate_feedback", api.generate_feedback)):
         result = run(assignment, student, force=True)
+        if step == "generate_feedback" and result["success"]:  # nothing in it may run
+            from .feedback_html import clean_feedback
+
+            course = api.coursedir
+            clean_feedback(Path(course.root) / course.feedback_directory / student / assignment)
         ok = "ok" if result["success"] else "failed"
         print(result.get("log", ""), result.get("error", ""), sep="\n")
         if result["success"] and step == "autograde":

@@ -15,6 +15,8 @@ course folders' ``nbgrader_config.py`` (``course.write_config``) sets them.
   tests. It removes the hidden region from every test cell, and in a cell that had one keeps
   only the error's name and message: an IPython traceback quotes the failing line, which may be
   a hidden test.
+- ``feedback_html.SanitizeOutputs`` (feedback, after :class:`HideHiddenTests`): no student
+  output that runs in a browser reaches the feedback page (see ``feedback_html.py``).
 - :class:`LimitOutputSize` (autograde, after nbgrader's ``LimitOutput``, which counts lines, not
   characters): a cell that prints 60 one-megabyte lines would otherwise put 60 MB into the
   autograded notebook and the feedback. Each output keeps at most ``max_chars`` characters.
@@ -114,17 +116,18 @@ class LimitOutputSize(NbGraderPreprocessor):
         return cell, resources
 
 
-def _insert(default: list, after: dict[type, type]) -> list:
-    """``default`` with ``after[cls]`` placed right after each ``cls`` it names (all must be
-    there: a renamed nbgrader preprocessor fails loudly instead of being skipped)."""
+def _insert(default: list, after: dict[type, type | list[type]]) -> list:
+    """``default`` with ``after[cls]`` (one class or a list) placed right after each ``cls``
+    it names (all must be there: a renamed nbgrader preprocessor fails loudly instead of being
+    skipped)."""
     missing = [c.__name__ for c in after if c not in default]
     if missing:
         raise RuntimeError(f"nbgrader's preprocessor list has no {', '.join(missing)}")
     out = []
     for cls in default:
         out.append(cls)
-        if cls in after:
-            out.append(after[cls])
+        extra = after.get(cls, [])
+        out += extra if isinstance(extra, list) else [extra]
     return out
 
 
@@ -139,9 +142,12 @@ def autograde_preprocessors() -> list:
 
 
 def feedback_preprocessors() -> list:
-    """nbgrader's feedback list, plus :class:`HideHiddenTests` after ``GetGrades``."""
+    """nbgrader's feedback list, plus :class:`HideHiddenTests` and ``SanitizeOutputs``
+    (``feedback_html.py``: nbconvert's ``SanitizeHTML`` on the outputs) after ``GetGrades``."""
     from nbgrader.converters import GenerateFeedback
     from nbgrader.preprocessors import GetGrades
 
+    from .feedback_html import SanitizeOutputs
+
     default = GenerateFeedback.class_traits()["preprocessors"].default()
-    return _insert(default, {GetGrades: HideHiddenTests})
+    return _insert(default, {GetGrades: [HideHiddenTests, SanitizeOutputs]})

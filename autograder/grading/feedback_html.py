@@ -1,0 +1,105 @@
+"""Feedback pages with nothing in them that runs in a browser (issue 14, item 7).
+
+The instructor opens every student's feedback page, and the student controls much of what is
+in it: markdown cells, and outputs (``_repr_html_``, ``_repr_javascript_``). Two layers, both
+from the same allow-list (:data:`TAGS`, :func:`allowed_attribute`, bleach's HTML5 parser):
+
+- :class:`SanitizeOutputs` (nbgrader's feedback preprocessors, ``preprocessors.py``):
+  nbconvert's own ``SanitizeHTML`` on the outputs: ``text/html`` and ``text/markdown`` are
+  cleaned, any other type that is not plain data (``application/javascript``, SVG, widgets)
+  is dropped. Markdown cells are left to the pass below: bleach on markdown *source* would
+  break the course's own text (``a -> b`` in a code span shows as ``-&gt;``).
+- :func:`clean_page` (run on every page ``generate_feedback`` wrote, in nbgrader's process):
+  the rendered ``<body>`` goes through bleach: tags outside :data:`TAGS` (``script``,
+  ``iframe``, ``object``, ``style``, ``noscript`` ...) are escaped into visible text, event
+  handlers and ``srcdoc`` are dropped, URLs keep only ``http``, ``https``, ``mailto``, page
+  anchors and raster ``data:image`` (the output figures). The ``<head>`` is the template's own
+  (the notebook's file name, styles, MathJax and its configuration) and is kept as written,
+  so math still renders.
+
+>>> clean_page('<head><script>mathjax()</script></head><body>'
+...            '<p onclick="x()"><a href=" JaVa&#x73;cript:x()">a</a> $x^2$</p></body>')
+'<head><script>mathjax()</script></head><body><p><a>a</a> $x^2$</p></body>'
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from nbconvert.preprocessors.sanitize import SanitizeHTML
+from traitlets import default
+
+TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "cite", "code", "col", "colgroup", "dd",
+    "del", "details", "dfn", "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3",
+    "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "main", "mark", "ol", "p", "pre",
+    "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody",
+    "td", "tfoot", "th", "thead", "time", "tr", "u", "ul", "var",
+})
+PROTOCOLS = frozenset({"http", "https", "mailto", "data"})
+RASTER = ("data:image/png", "data:image/jpeg", "data:image/gif", "data:image/webp")
+
+
+def allowed_attribute(tag: str, name: str, value: str) -> bool:
+    """Any attribute but event handlers, ``srcdoc``, namespaced names (``xlink:href``), and
+    values that are ``javascript:`` or ``data:`` URLs other than raster images (bleach then
+    checks every URL attribute's scheme against :data:`PROTOCOLS`)."""
+    name = name.lower()
+    if name.startswith("on") or ":" in name or name in ("srcdoc", "formaction"):
+        return False
+    squeezed = "".join(ch for ch in value or "" if ch > " ").lower()  # as a browser reads it
+    if squeezed.startswith(("javascript:", "vbscript:")):
+        return False
+    return not squeezed.startswith("data:") or squeezed.startswith(RASTER)
+
+
+def _cleaner():
+    from bleach.css_sanitizer import CSSSanitizer
+    from bleach.sanitizer import Cleaner
+
+    return Cleaner(tags=TAGS, attributes=allowed_attribute, protocols=PROTOCOLS, strip=False,
+                   strip_comments=True, css_sanitizer=CSSSanitizer())
+
+
+_BODY = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
+
+
+def clean_page(page: str) -> str:
+    """The page with its body cleaned (see the module docstring); the head is kept."""
+    start = _BODY.search(page)
+    if start is None:  # not a page the template wrote: clean all of it
+        return _cleaner().clean(page)
+    end = page.lower().rfind("</body>")
+    end = end if end >= start.end() else len(page)
+    return page[:start.end()] + _cleaner().clean(page[start.end():end]) + page[end:]
+
+
+def clean_feedback(folder: Path) -> list[Path]:
+    """Clean every ``*.html`` page under ``folder`` in place; returns the pages."""
+    pages = sorted(folder.rglob("*.html"))
+    for page in pages:
+        page.write_text(clean_page(page.read_text(encoding="utf-8")), encoding="utf-8")
+    return pages
+
+
+class SanitizeOutputs(SanitizeHTML):
+    """nbconvert's ``SanitizeHTML`` with the course's allow-list, on outputs and raw cells
+    (markdown cells: see the module docstring)."""
+
+    @default("enabled")
+    def _enabled(self):  # nbconvert preprocessors are off unless enabled
+        return True
+
+    @default("tags")
+    def _tags(self):
+        return sorted(TAGS)
+
+    @default("attributes")
+    def _attributes(self):
+        return allowed_attribute
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type == "markdown":
+            return cell, resources
+        return super().preprocess_cell(cell, resources, cell_index)
