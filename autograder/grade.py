@@ -47,7 +47,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .grading.config import GradeConfig
+from .grading.config import ISOLATION, GradeConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = GradeConfig()  # the options' defaults
@@ -70,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
                    "'not graded', the rest still runs (default: %(default)s)")
     p.add_argument("--memory", type=int, default=DEFAULT.memory_mb,
                    help="memory (address space) limit per process, MB (default: %(default)s)")
+    p.add_argument("--tmp", type=int, default=0, metavar="MB",
+                   help="size of the sandbox's /tmp (it is memory), MB (default: a quarter of "
+                   "--memory)")
+    p.add_argument("--isolation", choices=ISOLATION, default=DEFAULT.isolation,
+                   help="keeps one student's CPU use from slowing the others: per-student "
+                   "cgroups where this machine allows, else each worker pinned to cores of its "
+                   "own (auto, the default); 'none' for neither (see grading/isolation.py)")
     p.add_argument("--assignment", nargs="+", default=None,
                    help="assignments to grade (default: those found in the submissions)")
     p.add_argument("--source", type=Path, default=ROOT / "solutions",
@@ -160,6 +167,7 @@ def _main(args) -> int:
 
     from .grading.course import build_template, find_assignments
     from .grading.dispatch import Dispatcher, write_feedback
+    from .grading.isolation import isolation
     from .grading.report import ReportWriter
     from .grading.results import (
         ResultStore,
@@ -281,7 +289,8 @@ def _main(args) -> int:
     runner = make_runner(config).name
     print(
         f"course-grade: {len(students)} students, {len(todo)} graded now in "
-        f"{time.monotonic() - t0:.1f}s ({dispatcher.name}, runner: {runner}); "
+        f"{time.monotonic() - t0:.1f}s ({dispatcher.name}, runner: {runner}, "
+        f"isolation: {isolation(config).kind}); "
         f"{bad} row(s) not graded; "
         f"{csv_path}",
         file=sys.stderr,

@@ -122,7 +122,7 @@ def test_error_hook_restores_a_hidden_error():
 
 def test_bwrap_command_isolates_the_kernel(tmp_path):
     spec = {"bwrap": "/usr/bin/bwrap", "uid": 212345, "home": str(tmp_path),
-            "ro": ["/usr", str(REPO / "autograder")], "env": {"HOME": "/tmp"}}
+            "ro": ["/usr", str(REPO / "autograder")], "env": {"HOME": "/tmp"}, "tmp_mb": 64}
     argv = bwrap_argv(spec, f"{tmp_path}/ipc/kernel.json")
     joined = " ".join(argv)
     for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--clearenv"):
@@ -138,7 +138,7 @@ def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
     (tmp_path / "work").mkdir()
     (tmp_path / "ipc").mkdir()
     spec = {"bwrap": bwrap_path(), "uid": 212345, "home": str(tmp_path),
-            "ro": sandbox.readonly_paths(), "env": {"HOME": "/tmp"}}
+            "ro": sandbox.readonly_paths(), "env": {"HOME": "/tmp"}, "tmp_mb": 64}
     argv = bwrap_argv(spec, "unused")
     probe = (
         "import os, socket\n"

@@ -15,6 +15,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 
 CELL_TIMEOUT_S = 120  # one cell, seconds: a slow laptop imports torch and runs a few checks
+ISOLATION = ("auto", "cgroup", "pinned", "none")  # see isolation.py
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class GradeConfig:
 
     >>> GradeConfig(workers=2, cpus=4).threads
     2
+    >>> GradeConfig(memory_mb=4096).tmp_mb  # /tmp: a quarter of the memory limit
+    1024
     """
 
     timeout: float = 900.0  # wall time for one student (all notebooks), seconds
@@ -33,6 +36,15 @@ class GradeConfig:
     sandboxed: bool = True  # the kernel runs in bubblewrap (False: ``--unsandboxed``)
     nproc: int = 128  # tasks (threads count) of the sandbox user: a fork bomb stops here
     fsize_mb: int = 256  # largest file the kernel may write
+    tmp_mb: int = 0  # size of the sandbox's RAM-backed /tmp, MB; 0: a quarter of memory_mb
+    pids: int = 512  # tasks of one student's whole grading (cgroup pids.max)
+    isolation: str = "auto"  # per-student CPU isolation: auto | cgroup | pinned | none
+
+    def __post_init__(self):
+        if not self.tmp_mb:  # /tmp is memory: a share of the student's memory limit
+            object.__setattr__(self, "tmp_mb", max(16, self.memory_mb // 4))
+        if self.isolation not in ISOLATION:
+            raise ValueError(f"isolation must be one of {', '.join(ISOLATION)}")
 
     @property
     def threads(self) -> int:
@@ -49,6 +61,8 @@ class GradeConfig:
             workers=max(1, int(args.workers)),
             cpus=os.cpu_count() or 1,
             sandboxed=not args.unsandboxed,
+            tmp_mb=int(getattr(args, "tmp", 0) or 0),
+            isolation=getattr(args, "isolation", "auto"),
         )
 
     def to_dict(self) -> dict:

@@ -1,11 +1,18 @@
-"""``python -m autograder.grading.limits MB CPU_S -- CMD ...``: set limits, then exec CMD.
+"""``python -m autograder.grading.limits SPEC -- CMD ...``: set limits, then exec CMD.
 
-- ``RLIMIT_AS`` (address space, ``MB`` mebibytes) is inherited across ``fork``/``exec``, so it
-  also bounds the Jupyter kernel that runs the student's code; an allocation past it fails there
-  with ``MemoryError`` (or torch's "can't allocate memory") instead of pushing the machine into
-  swap.
-- ``RLIMIT_CPU`` (``CPU_S`` seconds per process) is a backstop: if the grader itself is killed,
+SPEC is a JSON object (plain data, written by :class:`~autograder.grading.runner.LocalRunner`
+from the grading run's ``GradeConfig`` and the job's place from ``isolation.py``):
+``{"memory_mb": 4096, "cpu_s": 930, "cgroup_procs": [...], "cpus": [...]}``.
+
+- ``RLIMIT_AS`` (address space, ``memory_mb`` mebibytes) is inherited across ``fork``/``exec``,
+  so it also bounds the Jupyter kernel that runs the student's code; an allocation past it
+  fails there with ``MemoryError`` (or torch's "can't allocate memory") instead of pushing the
+  machine into swap.
+- ``RLIMIT_CPU`` (``cpu_s`` seconds per process) is a backstop: if the grader itself is killed,
   a busy loop left behind still ends.
+- ``cgroup_procs``: this process joins the student's cgroups (CPU quota, task cap, memory; see
+  ``isolation.py``) before anything else starts, so everything it starts is counted there;
+  ``cpus``: else it is pinned to the job's cores (``sched_setaffinity``, inherited).
 - ``PR_SET_PDEATHSIG``: this process gets SIGKILL when the grader thread that started it dies.
   A grader killed between the ``fork`` and the ``prctl`` would leave it running (re-parented,
   no signal coming: seen under ``kill -9`` of ``course-grade``), so when the grader's pid is
@@ -18,6 +25,7 @@ Setting them here, in the command's own process just before ``exec``, keeps ``pr
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 import signal
@@ -28,12 +36,21 @@ PARENT_VAR = "COURSE_GRADE_PARENT"
 
 
 def main(argv: list[str]) -> None:
-    mb, cpu, sep, *cmd = argv
-    if sep != "--" or not cmd:
-        sys.exit("usage: python -m autograder.grading.limits MB CPU_S -- CMD [ARGS...]")
-    limit = int(mb) * 2**20
+    if len(argv) < 3 or argv[1] != "--":
+        sys.exit("usage: python -m autograder.grading.limits SPEC_JSON -- CMD [ARGS...]")
+    spec, cmd = json.loads(argv[0]), argv[2:]
+    for procs in spec.get("cgroup_procs", []):
+        try:
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as e:  # never run a student outside the group they were given
+            sys.exit(f"course-grade: cannot join the cgroup {procs}: {e}")
+    if spec.get("cpus"):
+        os.sched_setaffinity(0, spec["cpus"])
+    limit = int(spec["memory_mb"]) * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CPU, (int(cpu), int(cpu) + 5))
+    cpu = int(spec["cpu_s"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps from crashing kernels
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -10,6 +10,8 @@ rest of the pipeline.
 - memory: the command starts through ``python -m autograder.grading.limits``, which sets
   ``RLIMIT_AS`` and then ``exec``-s the real command; the limit is inherited by every process it
   starts (the Jupyter kernel included), so an allocation past it raises ``MemoryError`` there;
+- CPU: the job runs in a place of its own (``isolation.py``: a per-student cgroup with a CPU
+  quota and a task cap, or cores of its own), which ``limits`` joins before the ``exec``;
 - wall time: the parent waits at most ``timeout`` seconds;
 - clean-up: when the command ends or runs out of time, every process it started is killed
   (SIGKILL): its process group, its descendants (Jupyter starts kernels in a session of their
@@ -22,6 +24,7 @@ pass"], cwd, timeout=2, log_path=log)`` returns after ~2 s with ``timed_out=True
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import GradeConfig
+from .isolation import isolation
 
 JOB_TOKEN_VAR = "COURSE_GRADE_JOB"
 _ACTIVE: dict[int, tuple[subprocess.Popen, str]] = {}  # jobs running now, for kill_all()
@@ -96,10 +100,12 @@ def _kill(pids) -> None:
             pass
 
 
-def kill_job(proc: subprocess.Popen, token: str) -> None:
-    """SIGKILL the command's process group, its descendants and every process with its token."""
+def kill_job(proc: subprocess.Popen, token: str, also=None) -> None:
+    """SIGKILL the command's process group, its descendants, every process with its token and
+    ``also()`` (the processes in the job's cgroups)."""
     for _ in range(3):  # a process may fork while we kill: sweep a few times
         victims = set(_descendants(proc.pid)) | set(_with_token(token))
+        victims |= set(also() if also else ())
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -144,11 +150,11 @@ class LocalRunner:
         full_env[JOB_TOKEN_VAR] = token
         full_env["COURSE_GRADE_PARENT"] = str(os.getpid())  # see limits.py: PDEATHSIG's race
         cpu_s = int(timeout * self.config.threads) + 30  # a backstop: see limits.py
-        limits = [sys.executable, "-m", "autograder.grading.limits",
-                  str(self.config.memory_mb), str(cpu_s)]
-        wrapped = [*limits, "--", *argv]
         start = time.monotonic()
-        with open(log_path, "ab") as log:
+        with isolation(self.config).job() as place, open(log_path, "ab") as log:
+            spec = {"memory_mb": self.config.memory_mb, "cpu_s": cpu_s, **place.spec}
+            wrapped = [sys.executable, "-m", "autograder.grading.limits", json.dumps(spec),
+                       "--", *argv]
             proc = subprocess.Popen(
                 wrapped,
                 cwd=cwd,
@@ -166,7 +172,7 @@ class LocalRunner:
             except subprocess.TimeoutExpired:
                 rc, timed_out = None, True
             finally:
-                kill_job(proc, token)  # also reaps background processes left behind
+                kill_job(proc, token, place.pids)  # also background processes left behind
                 proc.wait()
                 with _LOCK:
                     _ACTIVE.pop(proc.pid, None)

@@ -11,9 +11,9 @@ Every CSV row gets a status:
   differed from the release or was missing and nbgrader put the source back;
 - ``not graded: <reason>``, with the points left empty, when the grade would not be the
   student's: the notebook is missing or not valid JSON, an answer cell is missing, the kernel
-  died, a cell flooded its output, the time or memory limit was hit (for the whole notebook,
-  or for one exercise whose cells timed out or ran out of memory while the rest of the
-  notebook was graded).
+  died, a cell flooded its output, the time, memory or disk (``/tmp``) limit was hit (for the
+  whole notebook, or for one exercise whose cells timed out, ran out of memory or filled
+  ``/tmp`` while the rest of the notebook was graded).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def restore_locked_metadata(data: bytes, nb: Notebook, dest: Path) -> None:
 
 
 def _problem(cell) -> str | None:
-    """'timeout' / 'memory' when a cell's outputs show it hit a limit."""
+    """'timeout' / 'memory' / 'disk' when a cell's outputs show it hit a limit."""
     for out in cell.get("outputs", []):
         if out.get("output_type") != "error":
             continue
@@ -132,6 +132,8 @@ def _problem(cell) -> str | None:
         text = " ".join([out.get("ename", ""), out.get("evalue", "")] + out.get("traceback", []))
         if "MemoryError" in text or "can't allocate memory" in text:
             return "memory"
+        if "No space left on device" in text or "File too large" in text:
+            return "disk"  # the sandbox's /tmp (memory) is full, or a file over RLIMIT_FSIZE
     return None
 
 
@@ -314,6 +316,9 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, con
             status = f"not graded: a cell of this exercise ran over {config.cell_timeout} s"
         elif problems.get(gc.grade_id) == "memory":
             status = f"not graded: memory limit of {config.memory_mb} MB exceeded"
+        elif problems.get(gc.grade_id) == "disk":
+            status = (f"not graded: disk limit exceeded (/tmp holds {config.tmp_mb} MB, a file "
+                      f"at most {config.fsize_mb} MB)")
         elif points is None:
             status = "not graded: no grade recorded by nbgrader"
         elif gc.grade_id in restored:

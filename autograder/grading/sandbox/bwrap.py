@@ -1,9 +1,9 @@
 """bubblewrap: is it usable here, what the kernel may read, and the ``bwrap`` command line.
 
 See the package docstring for what the sandbox allows. Example: ``bwrap_argv(spec, conn)``
-with ``spec = {"bwrap": "/usr/bin/bwrap", "uid": 212345, "home": "/tmp/cg-x", "ro": ["/usr"],
-"env": {"HOME": "/tmp"}}`` starts ``bwrap --unshare-pid --unshare-net ...`` and ends with the
-kernel's ``-f CONN``.
+with ``spec = {"bwrap": "/usr/bin/bwrap", "uid": 212345, "home": "/tmp/cg-x",
+"ro": ["/usr"], "env": {"HOME": "/tmp"}, "tmp_mb": 1024}`` starts
+``bwrap --unshare-pid --unshare-net ...`` and ends with the kernel's ``-f CONN``.
 """
 
 from __future__ import annotations
@@ -95,8 +95,10 @@ def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
         return out
 
     # The private /tmp first: read-only binds that live under /tmp (a clone and its .venv in
-    # /tmp, as CI may have them) must be mounted on top of it, not hidden by it.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+    # /tmp, as CI may have them) must be mounted on top of it, not hidden by it. It is memory:
+    # its size is capped (``GradeConfig.tmp_mb``), a write past it fails with ENOSPC.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777",
+             "--size", str(int(spec["tmp_mb"]) * 2**20), "--tmpfs", "/tmp"]
     made.add("/tmp")
     for p in spec["ro"]:
         argv += [*parents(p), "--ro-bind", p, p]

@@ -125,6 +125,7 @@ class BwrapRunner(LocalRunner):
                 "bwrap": self.bwrap, "uid": uid, "home": str(home),
                 "ro": readonly_paths(),
                 "env": kernel_env(env),
+                "tmp_mb": self.config.tmp_mb,
                 "config": self.config.to_dict(),  # the kernel's launcher sets its limits
             }
             _add_probe_mounts(spec, cwd, uid)
