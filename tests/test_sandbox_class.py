@@ -212,10 +212,11 @@ def test_fixture_student_scores_and_statuses(fixture_attacks, student):
 
 def test_huge_output_costs_at_most_the_student_and_stays_small(fixture_attacks):
     """400 MB on stdout, right answers: how far nbclient gets depends on the machine's load,
-    so one of three outcomes (all seen here), each exactly: every row full and graded (the
+    so one of four outcomes (all seen here), each exactly: every row full and graded (the
     output was read, then cut); every row 'not graded: ... output flood' (nbclient stopped
     waiting for output); exercise 1 'not graded: ... ran over' (printing outlasted the cell
-    limit), exercise 2 full. Never a huge file: the CSV, feedback and notebooks stay small."""
+    limit), exercise 2 full; every row 'not graded: ... could not be interrupted'. Never a
+    huge file: the CSV, feedback and notebooks stay small."""
     rows = [r for r in fixture_attacks["rows"] if r["student"] == "huge_stdout"]
     full = [(r["max_points"], "graded") for r in rows]
     flood = [("", "not graded: a cell printed more output than the grader could read "
@@ -223,7 +224,10 @@ def test_huge_output_costs_at_most_the_student_and_stays_small(fixture_attacks):
     ran_over = [("", "not graded: a cell of this exercise ran over 5 s")
                 if r["exercise"].startswith("ex1") else (r["max_points"], "graded")
                 for r in rows]
-    assert [(r["points"], r["status"]) for r in rows] in (full, flood, ran_over), rows
+    # Seen on a machine at load 20 (issue 19 asks for this test to be made deterministic;
+    # until then it is one more outcome that costs only this student).
+    stuck = [("", "not graded: a cell ran over 5 s and could not be interrupted")] * len(rows)
+    assert [(r["points"], r["status"]) for r in rows] in (full, flood, ran_over, stuck), rows
     out = fixture_attacks["out"]
     assert (out / "grades.csv").stat().st_size < 20_000
     for student in ("huge_stdout", "wide_stdout"):
