@@ -165,7 +165,7 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
         if not p_first:
             z = tempered(z)
         if top_k is not None:
-            kth = torch.topk(z, top_k, largest=k == "largest").values[:, -1:]
+            kth = torch.topk(z, min(top_k, z.size(-1)), largest=k == "largest").values[:, -1:]
             keep = z >= kth if k == "largest" else z <= kth
             z = z.masked_fill(~keep, -math.inf)
         if top_p is not None:

@@ -821,7 +821,8 @@ def _sample_wrong(kind):
         elif kind != "no-T" and kind != "p-first":
             z = z / temperature
         if top_k is not None:
-            kth = torch.topk(z, top_k, largest=kind != "k-smallest").values[..., -1:]
+            k = min(top_k, z.size(-1))  # a top_k over V keeps every token
+            kth = torch.topk(z, k, largest=kind != "k-smallest").values[..., -1:]
             z = z.masked_fill(z > kth if kind == "k-smallest" else z < kth, float("-inf"))
         if top_p is not None:
             if kind == "p-unsorted":
@@ -868,6 +869,7 @@ def _sample_cases():
     add("temperature 0 (greedy)", _Z6, T=0.0)
     add("top_p = 0.3 (only the most probable token)", _Z6, p=0.3, hidden=True)
     add("top_k = 1", _Z6, k=1, hidden=True)
+    add("top_k = 10 (more than the 6 tokens: keep them all)", _Z6, k=10, hidden=True)
     add("two different rows, temperature 1.5, top_p = 0.9", two_rows, T=1.5, p=0.9,
         hidden=True)
     add("temperature 3, top_p = 0.6", _Z6, T=3.0, p=0.6, seed=871, hidden=True)
