@@ -59,7 +59,7 @@ def _manual(out: Path, grade_id: str, answer_id: str) -> tuple:
             gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, "wrong").id
 
 
-def _wait_for(fn, want, seconds=30.0):
+def _wait_for(fn, want, seconds=90.0):
     deadline = time.monotonic() + seconds
     while (got := fn()) != want and time.monotonic() < deadline:
         time.sleep(0.3)

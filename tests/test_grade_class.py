@@ -75,8 +75,10 @@ def test_feedback_hides_hidden_tests(nb01_class):
     hidden = _hidden_lines()
     assert hidden, "notebook 01 has hidden tests"
     pages = sorted((nb01_class["out"] / "feedback").rglob("*.html"))
-    # every student whose notebook ran has a page (not invalid_json, os_exit)
-    assert {p.parent.name for p in pages} >= set(STUDENTS) - {"invalid_json", "os_exit"}
+    # every student whose notebook ran has a page (not invalid_json, os_exit); nbgrader's
+    # layout: feedback/<student>/<assignment>/<notebook>.html
+    students = {p.relative_to(nb01_class["out"] / "feedback").parts[0] for p in pages}
+    assert students >= set(STUDENTS) - {"invalid_json", "os_exit"}
     for page in pages:
         text = html.unescape(page.read_text())
         assert "BEGIN HIDDEN TESTS" not in text, page

@@ -29,9 +29,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, return_weights=
     """``softmax(q k^T * scale + mask) v``; ``scale=None`` means ``1/sqrt(d_k)``.
 
     >>> out = scaled_dot_product_attention(np.eye(2), np.eye(2), np.eye(2), scale=1.0)
-    >>> np.round(out, 4)
-    array([[0.7311, 0.2689],
-           [0.2689, 0.7311]])
+    >>> np.round(out, 4).tolist()  # a list: numpy's print options (a notebook's) do not apply
+    [[0.7311, 0.2689], [0.2689, 0.7311]]
     """
     q, k, v = (np.asarray(a) for a in (q, k, v))
     if scale is None:
