@@ -178,9 +178,12 @@ def test_a_cpu_hog_does_not_change_the_student_next_to_it(graded):
     # The hog itself is stopped by one of two limits, which one depends on the machine's
     # load (its busy children keep the kernel from answering the interrupt in time); either
     # way every row of it is 'not graded' with that reason. The neighbour is the point.
-    hog = set(_rows(graded, "a_hog").values())
-    assert hog in ({("", f"not graded: time limit of {TIMEOUT} s for the student exceeded")},
-                   {("", "not graded: a cell ran over 20 s and could not be interrupted")}), hog
+    # On an idle machine the hog's own answers finish in time (full marks, seen in CI).
+    hog = _rows(graded, "a_hog")
+    full = {g.grade_id: (f"{g.max_points:g}", "graded") for g in nb.grade_cells}
+    assert hog == full or set(hog.values()) in (
+        {("", f"not graded: time limit of {TIMEOUT} s for the student exceeded")},
+        {("", "not graded: a cell ran over 20 s and could not be interrupted")}), hog
 
 
 @pytest.mark.slow
