@@ -5,10 +5,12 @@ The trusted grader writes each case's *inputs* with :func:`dumps`; the kernel-si
 came back the same way; the grader reads that with :func:`loads` and a size cap. Only these
 kinds travel, each tagged: ``None``, ``bool``, ``int``, ``float`` (hex, so nan/inf and every
 bit survive), ``str``, ``bytes``, ``list``, ``tuple``, ``dict`` (as key/value pairs), numpy
-arrays and scalars and ``torch.Tensor`` (dtype from a fixed list, shape, raw bytes), and two
-*builders*: a numpy ``Generator`` (its bit generator's state, itself plain data) and a
-``torch.Generator`` (its state tensor), rebuilt on the other side. Anything else a student
-returns becomes :class:`Opaque` (its type's name only).
+arrays and scalars and ``torch.Tensor`` (dtype from a fixed list, shape, raw bytes), a
+``torch.dtype`` (by name, from the same list), and *builders*: a numpy ``Generator`` (its bit
+generator's state, itself plain data), a ``torch.Generator`` (its state tensor), and an
+instance of a class registered in ``_builders`` (its builder's name and plain arguments),
+rebuilt on the other side. Anything else a student returns becomes :class:`Opaque` (its
+type's name only).
 
 >>> loads(dumps((np.arange(3, dtype=np.float32), {"a": [1, 2.5, b"x"]})))
 (array([0., 1., 2.], dtype=float32), {'a': [1, 2.5, b'x']})
@@ -21,6 +23,8 @@ import json
 
 import numpy as np
 import torch
+
+from autograder.checks._builders import BUILDERS, BUILT_TYPES
 
 MAX_DEPTH = 32
 MAX_ITEMS = 2_000_000  # array elements and container items in one document
@@ -97,6 +101,14 @@ def encode(x, depth: int = 0):
         return {"$": "np_rng", "state": encode(x.bit_generator.state, depth + 1)}
     if t is torch.Generator:
         return {"$": "torch_gen", "state": encode(x.get_state(), depth + 1)}
+    if t is torch.dtype:
+        name = str(x).replace("torch.", "")
+        if name in _TORCH_DTYPES or name == "bfloat16":
+            return {"$": "torch_dtype", "v": name}
+        return {"$": "opaque", "type": f"torch.dtype {name}"[:80]}
+    if t in BUILT_TYPES:  # an input object made from plain data (see _builders)
+        return {"$": "built", "name": BUILT_TYPES[t], "args": encode(tuple(x.plain_args()),
+                                                                       depth + 1)}
     base = next((b.__name__ for b in (torch.Tensor, np.ndarray, dict, list, tuple, str, float,
                                       int) if isinstance(x, b)), "")
     return {"$": "opaque", "type": t.__name__[:80], "base": base}
@@ -185,6 +197,20 @@ def decode(d, depth: int = 0, budget: _Budget | None = None):
         g = torch.Generator()
         g.set_state(state)
         return g
+    if tag == "torch_dtype":
+        if v == "bfloat16":
+            return torch.bfloat16
+        if v not in _TORCH_DTYPES:
+            raise CodecError(f"dtype {v!r} not carried")
+        return _TORCH_DTYPES[v]
+    if tag == "built":
+        name, args = d.get("name"), decode(d.get("args"), depth + 1, budget)
+        if name not in BUILDERS or type(args) is not tuple:
+            raise CodecError(f"no builder {name!r}")
+        try:
+            return BUILDERS[name](*args)
+        except (TypeError, ValueError) as e:
+            raise CodecError(f"builder {name!r}: {e}") from None
     if tag == "opaque":
         return Opaque(str(d.get("type", "object"))[:80], str(d.get("base", ""))[:20])
     raise CodecError(f"unknown tag {tag!r}")
@@ -192,3 +218,21 @@ def decode(d, depth: int = 0, budget: _Budget | None = None):
 
 def loads(text: str):
     return decode(json.loads(text))
+
+
+def carries_builders(d, depth: int = 0) -> bool:
+    """Whether tagged data ``d`` holds a builder (``built``, a generator): the grader reads a
+    kernel's *outputs* only as plain data, so it never builds an object a student described.
+
+    >>> carries_builders(encode([1, torch.Generator()])), carries_builders(encode([1.5]))
+    (True, False)
+    """
+    if depth > MAX_DEPTH:
+        return True
+    if type(d) is list:
+        return any(carries_builders(a, depth + 1) for a in d)
+    if type(d) is not dict:
+        return False
+    if d.get("$") in ("built", "np_rng", "torch_gen"):
+        return True
+    return any(carries_builders(v, depth + 1) for k, v in d.items() if k in ("v", "state"))

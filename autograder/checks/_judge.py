@@ -101,6 +101,8 @@ def _kind_of(problem: str) -> str:
 
 
 def _decode(enc):
+    if _codec.carries_builders(enc):  # outputs are plain data: nothing is built from them
+        return None, "its recorded output is not plain data (it describes an object to build)"
     try:
         return _codec.decode(enc), None
     except (_codec.CodecError, ValueError, TypeError, KeyError) as e:

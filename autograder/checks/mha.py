@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 
 import transformer_ref
+from autograder.checks._builders import MultiheadAttention
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -495,11 +496,10 @@ check_fused_qkv = register(_FUSED)
 
 # ====================================================================== Exercise 5.1
 def _torch_mha(seed: int, d_model: int, n_head: int, dtype=torch.float32) -> nn.MultiheadAttention:
-    m = nn.MultiheadAttention(d_model, n_head, bias=False, batch_first=True, dtype=dtype)
-    with torch.no_grad():
-        m.in_proj_weight.copy_(_t_rand(seed, 3 * d_model, d_model, dtype=dtype))
-        m.out_proj.weight.copy_(_t_rand(seed + 1, d_model, d_model, dtype=dtype))
-    return m
+    """A seeded ``nn.MultiheadAttention(d_model, n_head, bias=False, batch_first=True)`` (a
+    builder: it reaches a graded kernel as its two weight tensors)."""
+    return MultiheadAttention(_t_rand(seed, 3 * d_model, d_model, dtype=dtype),
+                              _t_rand(seed + 1, d_model, d_model, dtype=dtype), n_head)
 
 
 def _weights_ref(m):
