@@ -1,8 +1,9 @@
 """nbgrader configuration for the course (the course root is this repository).
 
-Every chapter is one nbgrader assignment: the source lives in
-``solutions/<NN_name>/<NN_name>.ipynb`` and nbgrader's ``generate_assignment`` writes the
-student release to ``notebooks/<NN_name>/<NN_name>.ipynb`` (see ``autograder/release.py``).
+Every chapter is one nbgrader assignment: the source notebook
+``solutions/<NN_name>/<NN_name>.ipynb`` (generated from the chapter's jupytext script
+``<NN_name>.py`` next to it) and nbgrader's ``generate_assignment`` writes the student release
+to ``notebooks/<NN_name>/<NN_name>.ipynb`` (both done by ``autograder/release.py``).
 
 nbgrader executes this file with ``get_config`` defined; Python code can also import it and
 read ``c`` (a plain traitlets ``Config``), e.g. to build a course directory in a temp folder.

@@ -1,14 +1,26 @@
-"""Regenerate the student release ``notebooks/`` from ``solutions/`` with nbgrader.
+"""Generate the chapter notebooks from their sources: ``solutions/`` and the release ``notebooks/``.
 
     python -m autograder.release                 # every chapter in solutions/
     python -m autograder.release 01_attention    # one chapter
-    python -m autograder.release --check         # exit 1 if notebooks/ is not a fresh generation
+    python -m autograder.release --check         # exit 1 if a generated file is not up to date
 
-Each chapter folder ``solutions/<NN_name>/`` is an nbgrader assignment; nbgrader's own
-``generate_assignment`` (run as a subprocess, configured by ``autograder/nbgrader_config.py``)
-removes the solutions and hidden tests, locks the read-only and test cells, clears outputs
-and writes ``notebooks/<NN_name>/``. It runs with ``--no-db``: the release needs no
-gradebook (grading records the source cells in its own), and the repository stays clean.
+A chapter is written as one jupytext percent script, ``solutions/<NN_name>/<NN_name>.py``:
+markdown and code cells (``# %%``, ``# %% [markdown]``), the nbgrader regions (``### BEGIN
+SOLUTION`` ...) and each cell's nbgrader metadata on its ``# %%`` line. From it this command
+writes, byte for byte reproducibly:
+
+1. ``solutions/<NN_name>/<NN_name>.ipynb``, the nbgrader source notebook (grading reads it).
+   Cell ids are derived, not random: a cell with an nbgrader grade id gets that id, any other
+   cell ``<last grade id above it>-<k>`` (``top-<k>`` before the first), so a change to one cell
+   changes that cell only;
+2. ``notebooks/<NN_name>/<NN_name>.ipynb``, the student release: nbgrader's own
+   ``generate_assignment`` (run as a subprocess, configured by ``autograder/nbgrader_config.py``)
+   removes the solutions and hidden tests, locks the read-only and test cells and clears
+   outputs. It runs with ``--no-db``: the release needs no gradebook (grading records the source
+   cells in its own), and the repository stays clean.
+
+Edit the ``.py`` (or the ``.ipynb`` in JupyterLab, paired with the ``.py`` by
+``solutions/jupytext.toml``, see README), then run this command and commit all three files.
 """
 
 from __future__ import annotations
@@ -16,73 +28,160 @@ from __future__ import annotations
 import argparse
 import filecmp
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = Path(__file__).resolve().parent / "nbgrader_config.py"
 SOURCE = ROOT / "solutions"
 RELEASE = ROOT / "notebooks"
+# nbformat's cell-id rule (nbformat 4.5)
+_CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-def chapters() -> list[str]:
-    """Assignment names: the folders of solutions/ that hold a notebook of the same name.
+def chapters(source: Path = SOURCE) -> list[str]:
+    """Assignment names: the folders of solutions/ that hold a chapter source of the same name.
 
     >>> "01_attention" in chapters()
     True
     """
-    return sorted(p.parent.name for p in SOURCE.glob("*/*.ipynb") if p.stem == p.parent.name)
+    return sorted(p.parent.name for p in source.glob("*/*.py") if p.stem == p.parent.name)
 
 
-def generate(names: list[str], release_dir: Path = RELEASE) -> None:
-    """Run ``nbgrader generate_assignment --force`` for each chapter into ``release_dir``."""
+def chapter_source(name: str, source: Path = SOURCE) -> Path:
+    """The jupytext percent script a chapter is written in: ``solutions/<name>/<name>.py``."""
+    return source / name / f"{name}.py"
+
+
+def assign_cell_ids(nb: nbformat.NotebookNode) -> None:
+    """Give every cell an id derived from the grade ids, so regenerating never changes one.
+
+    >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T"),
+    ...     nbformat.v4.new_code_cell("x", metadata={"nbgrader": {"grade_id": "setup"}}),
+    ...     nbformat.v4.new_markdown_cell("text"), nbformat.v4.new_code_cell("y")])
+    >>> assign_cell_ids(nb); [c.id for c in nb.cells]
+    ['top-1', 'setup', 'setup-1', 'setup-2']
+    """
+    anchor, k, seen = "top", 0, set()
+    for cell in nb.cells:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid:
+            anchor, k, cid = gid, 0, gid
+        else:
+            k += 1
+            cid = f"{anchor}-{k}"
+        if not _CELL_ID.match(cid) or cid in seen:
+            raise ValueError(
+                f"cell id {cid!r} (from the grade ids) is not a unique nbformat id: grade ids "
+                "must be unique and use only letters, digits, '_' and '-'"
+            )
+        seen.add(cid)
+        cell["id"] = cid
+
+
+def read_chapter(path: Path) -> nbformat.NotebookNode:
+    """The solution notebook a chapter source describes (ids assigned, no jupytext metadata)."""
+    try:
+        import jupytext
+    except ImportError as e:  # an environment set up before jupytext was pinned
+        raise SystemExit(
+            "jupytext is missing: run `python3 -m autograder.bootstrap setup` "
+            "(or `.venv/bin/pip install -c constraints.txt jupytext`)"
+        ) from e
+    nb = jupytext.read(path, fmt="py:percent")
+    nb.metadata.pop("jupytext", None)
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    assign_cell_ids(nb)
+    nbformat.validate(nb)
+    return nb
+
+
+def generate(
+    names: list[str],
+    release_dir: Path = RELEASE,
+    solutions_dir: Path = SOURCE,
+    source: Path = SOURCE,
+) -> None:
+    """Write ``solutions_dir/<name>/<name>.ipynb`` and ``release_dir/<name>/`` for each chapter.
+
+    The notebooks are built from ``source/<name>/<name>.py`` in a temporary nbgrader course (the
+    chapter's other files, if any, go with them; the ``.py`` source never does).
+    """
     release_dir.mkdir(parents=True, exist_ok=True)
-    # One nbgrader process for every chapter ("*") when all are asked for: much faster.
-    ids = ["*"] if sorted(names) == chapters() else names
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
-        for name in ids:
-            cmd = [
-                sys.executable,
-                "-m",
-                "nbgrader",
-                "generate_assignment",
-                name,
-                "--force",
-                # nbgrader takes the config path without ".py" (traitlets adds it)
-                f"--GenerateAssignmentApp.config_file={CONFIG.with_suffix('')}",
-                f"--CourseDirectory.root={ROOT}",
-                f"--CourseDirectory.release_directory={release_dir}",
-                "--no-db",  # the release needs no gradebook; grading builds its own
-                "--log-level=WARN",
-            ]
-            # cwd=tmp: nbgrader also reads ./nbgrader_config.py; make sure it is ours only.
-            # nbgrader runs helper executables (alembic) from PATH: put this venv's bin first.
-            env = {
-                **os.environ,
-                "PATH": f"{Path(sys.executable).parent}{os.pathsep}" + os.environ.get("PATH", ""),
-            }
-            res = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env)
-            if res.returncode != 0:
-                raise RuntimeError(
-                    f"nbgrader generate_assignment {name} failed:\n{res.stdout}\n{res.stderr}"
-                )
+        course = Path(tmp) / "course"
+        for name in names:
+            folder = course / "solutions" / name
+            shutil.copytree(
+                source / name,
+                folder,
+                ignore=shutil.ignore_patterns(".*", "__pycache__", f"{name}.py", f"{name}.ipynb"),
+            )
+            nbformat.write(read_chapter(chapter_source(name, source)), folder / f"{name}.ipynb")
+        cmd = [
+            sys.executable,
+            "-m",
+            "nbgrader",
+            "generate_assignment",
+            "*",  # one nbgrader process for every chapter: much faster
+            "--force",
+            # nbgrader takes the config path without ".py" (traitlets adds it)
+            f"--GenerateAssignmentApp.config_file={CONFIG.with_suffix('')}",
+            f"--CourseDirectory.root={course}",
+            f"--CourseDirectory.release_directory={release_dir}",
+            "--no-db",  # the release needs no gradebook; grading builds its own
+            "--log-level=WARN",
+        ]
+        # cwd=tmp: nbgrader also reads ./nbgrader_config.py; make sure it is ours only.
+        # nbgrader runs helper executables (alembic) from PATH: put this venv's bin first.
+        env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}" + os.environ.get("PATH", ""),
+        }
+        res = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env)
+        if res.returncode != 0:
+            raise RuntimeError(
+                f"nbgrader generate_assignment {names} failed:\n{res.stdout}\n{res.stderr}"
+            )
+        for name in names:
+            dest = solutions_dir / name / f"{name}.ipynb"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(course / "solutions" / name / f"{name}.ipynb", dest)
 
 
-def differences(names: list[str]) -> list[str]:
-    """Files of notebooks/ that differ from (or are missing in) a fresh generation."""
+def _tree(folder: Path) -> set[Path]:
+    if not folder.exists():
+        return set()
+    return {p.relative_to(folder) for p in folder.rglob("*") if p.is_file()}
+
+
+def differences(names: list[str], source: Path = SOURCE) -> list[str]:
+    """Generated files that differ from (or are missing in) a fresh generation from ``source``.
+
+    Compares ``solutions/<name>/<name>.ipynb`` and everything under ``notebooks/<name>/``.
+    """
     out = []
     with tempfile.TemporaryDirectory(prefix="course-release-check-") as tmp:
-        fresh = Path(tmp) / "release"
-        generate(names, fresh)
+        fresh_rel, fresh_sol = Path(tmp) / "release", Path(tmp) / "solutions"
+        generate(names, fresh_rel, fresh_sol, source)
         for name in names:
-            new_files = {p.relative_to(fresh) for p in (fresh / name).rglob("*") if p.is_file()}
-            old_files = {p.relative_to(RELEASE) for p in (RELEASE / name).rglob("*") if p.is_file()}
-            for rel in sorted(new_files | old_files):
-                a, b = fresh / rel, RELEASE / rel
+            nb = Path(name) / f"{name}.ipynb"
+            a, b = fresh_sol / nb, SOURCE / nb
+            if not (b.exists() and filecmp.cmp(a, b, shallow=False)):
+                out.append(str(Path("solutions") / nb))
+            for rel in sorted(_tree(fresh_rel / name) | _tree(RELEASE / name)):
+                a, b = fresh_rel / name / rel, RELEASE / name / rel
                 if not (a.exists() and b.exists() and filecmp.cmp(a, b, shallow=False)):
-                    out.append(str(Path("notebooks") / rel))
+                    out.append(str(Path("notebooks") / name / rel))
     return out
 
 
@@ -92,24 +191,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("chapters", nargs="*", help="chapter folders of solutions/ (default: all)")
     ap.add_argument(
-        "--check", action="store_true", help="only compare notebooks/ with a fresh generation"
+        "--check",
+        action="store_true",
+        help="only compare the generated files with a fresh generation",
     )
     args = ap.parse_args(argv)
     names = args.chapters or chapters()
     unknown = sorted(set(names) - set(chapters()))
     if unknown:
-        ap.error(f"no such chapter in solutions/: {', '.join(unknown)}")
+        ap.error(f"no chapter source solutions/<name>/<name>.py for: {', '.join(unknown)}")
     if args.check:
         diff = differences(names)
         for d in diff:
             print(f"out of date: {d}")
         if diff:
-            print("run `python -m autograder.release` and commit notebooks/")
+            print("run `python -m autograder.release` and commit solutions/ and notebooks/")
             return 1
-        print(f"notebooks/ matches a fresh generation ({', '.join(names)})")
+        print(f"solutions/*.ipynb and notebooks/ match a fresh generation ({', '.join(names)})")
         return 0
     generate(names)
-    print(f"generated notebooks/ for {', '.join(names)}")
+    print(f"generated solutions/*.ipynb and notebooks/ for {', '.join(names)}")
     return 0
 
 

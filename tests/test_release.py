@@ -3,6 +3,7 @@
 import importlib
 import json
 import re
+import shutil
 
 import nbformat
 import pytest
@@ -29,7 +30,45 @@ def test_there_is_a_chapter_and_the_config_matches_the_layout():
 
 
 def test_committed_release_equals_a_fresh_generation():
+    """solutions/*.ipynb and notebooks/ are what the chapter sources (.py) generate."""
     assert release.differences(CHAPTERS) == [], "run `python -m autograder.release`"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_cell_ids_come_from_the_grade_ids(chapter):
+    nb = nbformat.read(release.SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
+    anchor, k = "top", 0
+    for cell in nb.cells:
+        gid = _nbg(cell).get("grade_id")
+        anchor, k = (gid, 0) if gid else (anchor, k + 1)
+        assert cell.id == (gid or f"{anchor}-{k}")
+
+
+def _cells(path):
+    return {c.id: c for c in nbformat.read(path, as_version=4).cells}
+
+
+def test_a_one_line_edit_of_a_chapter_source_changes_that_cell_only(tmp_path):
+    """Edit one solution line and one markdown line of 01's .py: the check sees both generated
+    notebooks out of date, and in each exactly the edited cells differ (same ids)."""
+    name = "01_attention"
+    src = tmp_path / "solutions"
+    shutil.copytree(release.SOURCE / name, src / name)
+    py = release.chapter_source(name, src)
+    lines = py.read_text().splitlines(keepends=True)
+    sol = lines.index("    ### BEGIN SOLUTION\n") + 1
+    md = next(i for i, ln in enumerate(lines) if ln.startswith("# **Points:"))
+    lines[sol] = lines[sol].rstrip("\n") + "  # edited\n"
+    lines[md] = lines[md].replace("in total", "in all")
+    py.write_text("".join(lines))
+    nb = f"{name}/{name}.ipynb"
+    assert release.differences([name], source=src) == [f"solutions/{nb}", f"notebooks/{nb}"]
+    release.generate([name], tmp_path / "notebooks", src, src)
+    for kind, edited in (("solutions", 2), ("notebooks", 1)):  # the solution is not released
+        old, new = _cells(release.ROOT / kind / nb), _cells(tmp_path / kind / nb)
+        assert list(old) == list(new)
+        changed = [cid for cid in old if old[cid] != new[cid]]
+        assert len(changed) == edited and changed[0] == "top-1", (kind, changed)
 
 
 def leaks(src, released_text: str) -> list[str]:
@@ -126,3 +165,13 @@ def test_the_leak_detector_finds_an_injected_solution_line():
     assert leaks(src, json.dumps(nb)) == [
         "return Q @ np.swapaxes(K, -1, -2)  # (..., T_q, d) @ (..., d, T_k)"
     ]
+
+
+def test_the_grader_does_not_copy_a_chapter_source_into_its_course(tmp_path):
+    """autograde copies a source folder's files next to each student's notebook: never the .py."""
+    from autograder.grading.course import source_ignore
+
+    name = "01_attention"
+    shutil.copytree(release.SOURCE / name, tmp_path / name, ignore=source_ignore(name))
+    assert release.chapter_source(name).exists()
+    assert sorted(p.name for p in (tmp_path / name).iterdir()) == [f"{name}.ipynb"]

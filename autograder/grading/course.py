@@ -143,6 +143,13 @@ def find_assignments(source_dir: Path) -> dict[str, list[Path]]:
     return found
 
 
+def source_ignore(assignment: str):
+    """What the grader never copies from a chapter folder into its course: dot files and the
+    chapter's jupytext source ``<assignment>.py`` (the whole solution; nbgrader's autograde
+    copies the source folder's other files into every student's folder)."""
+    return shutil.ignore_patterns(".*", f"{assignment}.py")
+
+
 def _hash_inputs(paths: list[Path], config: GradeConfig) -> str:
     h = hashlib.sha256()
     for p in paths:
@@ -174,7 +181,7 @@ def build_template(
         write_config(root, config)
         for a in assignments:
             dest = root / "source" / a
-            shutil.copytree(source_dir / a, dest, ignore=shutil.ignore_patterns(".*"))
+            shutil.copytree(source_dir / a, dest, ignore=source_ignore(a))
             proc = subprocess.run(
                 [*NBGRADER, "generate_assignment", a, "--force"],
                 cwd=root,

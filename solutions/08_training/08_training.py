@@ -1,0 +1,891 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   language_info:
+#     name: python
+# ---
+
+# %% [markdown]
+# # Chapter 8 — Training a GPT on Shakespeare
+#
+# **By the end of this chapter you can** turn a text into training batches, write the loss a
+# language model is trained on (numerically stable), the warm-up + cosine learning-rate schedule,
+# one clipped AdamW training step, an honest evaluation, checkpoints that resume *exactly*, and
+# a sampler with temperature, top-k and top-p; then you train a GPT on Shakespeare — on a GPU
+# when there is one (bf16, TF32, `torch.compile`, fused attention), on your laptop's CPU when
+# there is not — and measure how fast it learns (tokens/s, MFU).
+#
+# **Builds on:** chapter 6 (the GPT: `forward(idx (B, T)) -> logits (B, T, V)`) and chapter 7
+# (tokenizers). This chapter uses the course's reference GPT, `transformer_ref.models.GPT` —
+# the same architecture as yours from chapter 6, so an unfinished chapter 6 does not block you.
+#
+# **Time:** about 2 hours (7 exercises, ~75 minutes of coding) plus the training run: on a CPU
+# it stops after at most 8 minutes of training; on one H100-class GPU it takes about 3 minutes.
+#
+# **Points: 17 in total** — Ex 1.1 (2), 2.1 (2), 3.1 (2), 3.2 (3), 4.1 (2), 5.1 (3), 6.1 (3).
+#
+# **How to work.** Run the cells from the top. Replace `raise NotImplementedError()` with your
+# code, run that cell, then the check cell below it. A failed check names the mistake when it
+# is a known one ("cosine decays to 0 instead of min_lr"). Grading runs more (hidden) cases.
+# PyTorch's own `cross_entropy`/`log_softmax`/`logsumexp` and `clip_grad_norm_` are switched off
+# while the checks of the exercises that replace them run. The training run itself is not graded.
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Setup (read-only). Run this cell first: it loads the libraries and this chapter's checks.
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from autograder.checks import requires
+from autograder.checks.training import (
+    check_checkpoint,
+    check_cross_entropy,
+    check_estimate_loss,
+    check_get_batch,
+    check_get_lr,
+    check_sample_next_token,
+    check_train_step,
+)
+from transformer_ref.models import GPT, GPTConfig
+from transformer_ref.sampling import sample_next_token as reference_sample_next_token
+from transformer_ref.train import Trainer, pick_device, prepare_data, preset
+from transformer_ref.train.data import get_batch as reference_get_batch
+from transformer_ref.train.trainer import configure_optimizer, peak_flops_for
+from transformer_ref.train.trainer import get_lr as reference_get_lr
+
+torch.set_printoptions(precision=4, sci_mode=False)
+
+# %% [markdown]
+# ## 0. Which run: GPU, CPU, or a smoke test
+#
+# The same notebook trains on whatever it finds. `pick_device()` returns CUDA if there is an
+# NVIDIA GPU, else Apple's MPS, else the CPU; the configuration follows:
+#
+# | run | when | model | steps | tokens per step | target |
+# |---|---|---|---|---|---|
+# | `gpu` | CUDA | 6 layers, $d$ = 384, 6 heads, context 256 (10.7 M parameters) | 5000 | 16 384 | val loss ≤ 1.50 in ≤ 3 min (H100) |
+# | `cpu` | no GPU | 4 layers, $d$ = 128, 4 heads, context 128 (0.8 M) | 3000, at most 8 min | 2 048 | Shakespeare-looking text |
+# | `smoke` | `COURSE_SMOKE=1` or grading | 2 layers, $d$ = 64, context 64 | 20 | 1 024 | the notebook runs in seconds |
+#
+# The smoke size is for the automatic tests and the grader (the long run is not graded): set
+# `COURSE_SMOKE=1` in the environment before starting Jupyter to get it yourself.
+
+# %%
+DEVICE = pick_device()  # cuda > mps > cpu
+GRADING = any(os.environ.get(v) for v in ("NBGRADER_EXECUTION", "COURSE_GRADE_JOB"))
+SMOKE = os.environ.get("COURSE_SMOKE") == "1" or GRADING  # the grader never trains for long
+RUN = "smoke" if SMOKE else ("gpu" if DEVICE.type == "cuda" else "cpu")
+if RUN == "smoke":
+    DEVICE = torch.device("cpu")
+OUT = Path(os.environ.get("COURSE_OUT", Path(tempfile.gettempdir()) / "course-08-training"))
+common = dict(data_dir=str(OUT / "data"), out_dir=str(OUT / RUN), progress=False, plot=False)
+if RUN == "gpu":
+    cfg = preset("gpu_char", **common)  # bf16 autocast, TF32, torch.compile, SDPA attention
+    MAX_SECONDS = 240
+elif RUN == "cpu":
+    cfg = preset("cpu_char", **common)
+    MAX_SECONDS = 8 * 60  # stop early on a slow laptop: the schedule still follows max_iters
+else:
+    cfg = preset("cpu_smoke", max_iters=20, eval_interval=10, eval_iters=1, **common)
+    MAX_SECONDS = 30
+print(f"run: {RUN} on {DEVICE}  |  {cfg.n_layer} layers, d_model {cfg.d_model}, "
+      f"context {cfg.block_size}, batch {cfg.batch_size}, {cfg.max_iters} steps")
+
+# %% [markdown]
+# ## 1. From text to batches
+#
+# Shakespeare's plays (from the course's offline corpus, `transformer_ref.corpus`) become one
+# long array of token ids. We use **characters** as tokens here — 71 of them — because a
+# character model learns visible structure (words, line breaks, speaker names) within minutes;
+# chapter 7's BPE works the same way (`prepare_data("bpe")`) with fewer, longer tokens. The
+# split is **by play**: the validation text comes from four plays the model never trains on.
+#
+# The arrays are stored as `uint16` memmaps on disk, so only the windows a batch touches are
+# read. A training example is a window of $T+1$ consecutive ids starting at a random $i$:
+# the model reads $x = (t_i, \dots, t_{i+T-1})$ and at every position $j$ is scored on
+# predicting the *next* id, $y_j = t_{i+j+1}$. One window gives $T$ predictions at once —
+# the causal mask (chapter 2) makes position $j$ see only $x_{\le j}$.
+
+# %%
+data = prepare_data("char", cfg.data_dir)  # tokenized once, then reused from disk
+tok = data.tokenizer
+print(f"vocabulary: {data.vocab_size} characters: {''.join(tok.chars)!r}")
+print(f"train: {len(data.train):,} tokens, val: {len(data.val):,} tokens ({data.train.dtype})")
+print(tok.decode(data.train[:200]))
+
+
+# %% [markdown]
+# ### Exercise 1.1 — `get_batch`  *(2 points, ~10 min)*
+#
+# **Goal:** `get_batch(data, batch_size, block_size, generator)` returns `(x, y)`, two
+# `(B, T)` int64 tensors: `B` random windows `x = data[i : i + T]` and `y = data[i + 1 : i + T + 1]`.
+# Draw the starts with `torch.randint(len(data) - block_size, (batch_size,), generator=generator)`
+# (the check replays your generator, so draw exactly this, once).
+#
+# <details><summary>Hint</summary>
+#
+# The last valid start is `len(data) - block_size - 1` (y needs one token more than x), and
+# `torch.randint(high, ...)` excludes `high`. For each start `i` (use `ix.tolist()`), slice the
+# numpy array and convert: `torch.from_numpy(data[i : i + block_size].astype(np.int64))`; then
+# `torch.stack` the rows. The memmap holds `uint16`; embeddings and the loss want `int64`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def get_batch(data, batch_size, block_size, generator=None):
+    """Random windows of a token array: x = data[i:i+T], y = data[i+1:i+T+1].
+
+    data: 1-d numpy array of N token ids (e.g. a uint16 memmap)
+    returns x, y: (B, T) int64 tensors; starts i ~ torch.randint(N - T, (B,), generator=generator)
+    Example: data = np.arange(10), T = 3, a start at 2 -> x = [2, 3, 4], y = [3, 4, 5]
+    """
+    ### BEGIN SOLUTION
+    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
+    x = torch.stack([torch.from_numpy(data[i : i + block_size].astype(np.int64))
+                     for i in ix.tolist()])  # (B, T)
+    y = torch.stack([torch.from_numpy(data[i + 1 : i + 1 + block_size].astype(np.int64))
+                     for i in ix.tolist()])  # (B, T)
+    return x, y
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex1_1_get_batch", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Check Exercise 1.1 (2 points)
+check_get_batch(get_batch)
+### BEGIN HIDDEN TESTS
+from autograder.checks._core import hidden_check as _hidden_check
+from autograder.checks.training import probe as _probe
+_hidden_check("training.get_batch", _probe("training.get_batch", get_batch))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Look.** One window of the training text: `y` is `x` shifted left by one character, so the
+# model learns "after `ROMEO:\n` comes ..." at every position at once.
+
+# %%
+with requires("Exercise 1.1"):
+    x, y = get_batch(data.train, 2, 48, generator=torch.Generator().manual_seed(0))
+    print("x:", repr(tok.decode(x[0])))
+    print("y:", repr(tok.decode(y[0])))
+    print("shapes", tuple(x.shape), tuple(y.shape), x.dtype)
+
+
+# %% [markdown]
+# ## 2. The loss: cross-entropy from logits, stably
+#
+# For each of the $N = B \cdot T$ positions the GPT outputs a row of **logits**
+# $z \in \mathbb{R}^{V}$ (row vectors: all of them form $Z \in \mathbb{R}^{N \times V}$). The
+# model's probability of the next token is $\text{softmax}(z)$ over the vocabulary (the last
+# axis), and the loss is the mean negative log-probability of the right tokens $y$:
+#
+# $$\mathcal{L} = -\frac{1}{N}\sum_{n=1}^{N} \log \text{softmax}(z_n)_{y_n}
+# = \frac{1}{N}\sum_{n=1}^{N}\Big(\log\sum_{v=1}^{V} e^{z_{nv}} - z_{n y_n}\Big).$$
+#
+# The Transformer-block blog post writes training as $W^\star = \arg\min_W \mathcal{L}(f(x; W), y)$; here $f(x; W)$ is
+# the GPT's logits $Z$ and $\mathcal{L}$ is the formula above. A useful number: a model that
+# knows nothing predicts $1/V$ everywhere and has loss $\log V = \log 71 \approx 4.26$ nats.
+#
+# **Stability.** $e^{z}$ overflows for $z > 88$ in float32 (and $z > 709$ in float64), and
+# $\log(\text{softmax})$ computed in two steps gives $\log 0 = -\infty$ for a token far below the
+# best one. The log-sum-exp trick subtracts each row's max $m = \max_v z_v$ first:
+# $\log\sum_v e^{z_v} = m + \log\sum_v e^{z_v - m}$ — every exponent is $\le 0$ and one is $0$,
+# so the sum is in $[1, V]$.
+
+# %% [markdown]
+# ### Exercise 2.1 — `cross_entropy`  *(2 points, ~10 min)*
+#
+# **Goal:** `cross_entropy(logits, targets)`: logits `(..., V)`, integer targets `(...)` → the
+# mean loss over all positions as a 0-dim tensor (same dtype as the logits), computed with the
+# log-sum-exp trick, differentiable. `F.cross_entropy`, `log_softmax` and `logsumexp` are
+# switched off during the check.
+#
+# <details><summary>Hint</summary>
+#
+# Flatten: `z = logits.reshape(-1, V)`, `t = targets.reshape(-1)`. Then
+# `m = z.max(dim=-1, keepdim=True).values`, `lse = m + torch.log(torch.exp(z - m).sum(-1, keepdim=True))`,
+# `logp = z - lse`, and pick the target entries with `logp[torch.arange(len(t)), t]`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def cross_entropy(logits, targets):
+    """Mean of logsumexp(z_n) - z_n[y_n] over every position n, stable for any logits.
+
+    logits: (..., V) float, targets: (...) int64  ->  0-dim tensor, logits' dtype
+    Example: cross_entropy(torch.zeros(2, 4), torch.tensor([0, 3])) -> log 4 = 1.3863
+    """
+    ### BEGIN SOLUTION
+    V = logits.shape[-1]
+    z = logits.reshape(-1, V)  # (N, V)
+    t = targets.reshape(-1)  # (N,)
+    m = z.max(dim=-1, keepdim=True).values  # (N, 1) per-row max
+    lse = m + torch.log(torch.exp(z - m).sum(dim=-1, keepdim=True))  # (N, 1)
+    logp = z - lse  # (N, V) log-probabilities
+    return -logp[torch.arange(t.numel()), t].mean()
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_1_cross_entropy", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Check Exercise 2.1 (2 points)
+check_cross_entropy(cross_entropy)
+### BEGIN HIDDEN TESTS
+from autograder.checks._core import hidden_check as _hidden_check
+from autograder.checks.training import probe as _probe
+_hidden_check("training.cross_entropy", _probe("training.cross_entropy", cross_entropy))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Look.** An untrained GPT (weights $\sim \mathcal{N}(0, 0.02)$) predicts nearly uniform
+# probabilities, so its loss on a real batch is close to $\log V$: your function and PyTorch's
+# agree on it.
+
+# %%
+with requires("Exercise 2.1 and Exercise 1.1"):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=64, n_layer=2, n_head=2,
+                          d_model=64))
+    x, y = get_batch(data.train, 8, 64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(x)  # (B, T, V)
+    print(f"yours {cross_entropy(logits, y).item():.4f}   "
+          f"F.cross_entropy {F.cross_entropy(logits.reshape(-1, data.vocab_size), y.reshape(-1)).item():.4f}   "
+          f"log V = {math.log(data.vocab_size):.4f}")
+
+
+# %% [markdown]
+# ## 3. Optimisation: the schedule and one step
+#
+# **AdamW** (Loshchilov & Hutter, 2019) keeps for every weight a running mean of its gradient
+# and of its square and steps by their ratio, so each weight moves by about the learning rate
+# whatever the scale of its gradient; weight decay shrinks matrices (not biases or norm gains)
+# a little every step. It is what every GPT is trained with.
+#
+# **The learning rate** follows a schedule. Early on the gradients are large and AdamW's
+# second-moment estimates are poor, so a full-size step can throw the model into a bad region:
+# a **linear warm-up** over the first $W$ steps ramps it up. Afterwards a **cosine decay** lowers
+# it smoothly to `min_lr` at step $D$ (`max_iters`), so the end of training takes small, careful
+# steps. With the step $t$ counted from 0:
+#
+# $$\eta_t = \begin{cases}
+# \eta_{\max}\,\dfrac{t+1}{W} & t < W \\[6pt]
+# \eta_{\min} + \tfrac12\big(1 + \cos(\pi r)\big)(\eta_{\max} - \eta_{\min}),\quad r = \dfrac{t - W}{D - W} & W \le t < D \\[6pt]
+# \eta_{\min} & t \ge D
+# \end{cases}$$
+
+# %% [markdown]
+# ### Exercise 3.1 — warm-up + cosine `get_lr`  *(2 points, ~10 min)*
+#
+# **Goal:** `get_lr(step, max_lr, min_lr, warmup_iters, max_iters)` returns the learning rate
+# $\eta_t$ above as a Python float. `warmup_iters` may be 0 (no warm-up).
+#
+# <details><summary>Hint</summary>
+#
+# Three branches in this order: `step < warmup_iters`, `step >= max_iters`, else the cosine with
+# `r = (step - warmup_iters) / (max_iters - warmup_iters)` and `math.cos(math.pi * r)`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def get_lr(step, max_lr, min_lr, warmup_iters, max_iters):
+    """Linear warm-up to max_lr over warmup_iters steps, cosine to min_lr at max_iters.
+
+    step: int, counted from 0  ->  float
+    Example: get_lr(0, 1.0, 0.0, 10, 110) -> 0.1; get_lr(60, 1.0, 0.0, 10, 110) -> 0.5
+    """
+    ### BEGIN SOLUTION
+    if step < warmup_iters:
+        return max_lr * (step + 1) / warmup_iters
+    if step >= max_iters:
+        return min_lr
+    r = (step - warmup_iters) / max(1, max_iters - warmup_iters)  # 0 -> 1 over the decay
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * r)) * (max_lr - min_lr)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex3_1_get_lr", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Check Exercise 3.1 (2 points)
+check_get_lr(get_lr)
+### BEGIN HIDDEN TESTS
+from autograder.checks._core import hidden_check as _hidden_check
+from autograder.checks.training import probe as _probe
+_hidden_check("training.get_lr", _probe("training.get_lr", get_lr))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Look.** The schedule of this notebook's run (the configuration chosen in section 0).
+
+# %%
+with requires("Exercise 3.1"):
+    steps = np.arange(cfg.max_iters + 1)
+    lrs = [get_lr(int(s), cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.max_iters)
+           for s in steps]
+    fig, ax = plt.subplots(figsize=(6.5, 3))
+    ax.plot(steps, lrs)
+    ax.axvline(cfg.warmup_iters, color="gray", ls=":", label=f"end of warm-up ({cfg.warmup_iters})")
+    ax.set_xlabel("optimizer step"); ax.set_ylabel("learning rate")
+    ax.set_title(f"warm-up + cosine, {RUN} run"); ax.legend(); plt.tight_layout(); plt.show()
+
+
+# %% [markdown]
+# **Gradient clipping.** Now and then a batch produces a huge gradient (a rare character, a
+# loss spike); one such step can undo hours of training. Clipping rescales the *whole* gradient
+# when its global norm exceeds $c$:
+#
+# $$g \leftarrow g \cdot \min\Big(1, \frac{c}{\lVert g\rVert_2}\Big), \qquad
+# \lVert g\rVert_2 = \sqrt{\textstyle\sum_{p}\sum_i g_{p,i}^2} \text{ over all parameters } p .$$
+#
+# Its direction is kept, only the length is capped. One training step is then:
+# clear the gradients, forward, loss, backward, clip, optimizer step.
+
+# %% [markdown]
+# ### Exercise 3.2 — one training step with gradient clipping  *(3 points, ~15 min)*
+#
+# **Goal:** `train_step(model, optimizer, x, y, grad_clip)` performs one step on the batch
+# `(x, y)` and returns the loss *of that batch* (before the update) as a Python float. Use your
+# `cross_entropy`. Clip the global gradient norm to `grad_clip` yourself:
+# `torch.nn.utils.clip_grad_norm_` is switched off during the check.
+#
+# <details><summary>Hint</summary>
+#
+# `optimizer.zero_grad(set_to_none=True)`; `loss = cross_entropy(model(x), y)`; `loss.backward()`;
+# then inside `with torch.no_grad():` collect `grads = [p.grad for p in model.parameters() if p.grad is not None]`,
+# `norm = torch.sqrt(sum((g * g).sum() for g in grads))`, `scale = min(1.0, grad_clip / (norm.item() + 1e-6))`,
+# `g.mul_(scale)` for each; finally `optimizer.step()` and `return loss.item()`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def train_step(model, optimizer, x, y, grad_clip):
+    """zero_grad, forward, loss, backward, clip the global grad norm to grad_clip, step.
+
+    x, y: (B, T) int64  ->  the batch's loss before the update (float)
+    Example: a fresh GPT with V = 71 returns about log 71 = 4.26 on its first step
+    """
+    ### BEGIN SOLUTION
+    optimizer.zero_grad(set_to_none=True)
+    loss = cross_entropy(model(x), y)  # logits (B, T, V)
+    loss.backward()
+    with torch.no_grad():
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norm = torch.sqrt(sum((g * g).sum() for g in grads))  # global L2 norm
+        scale = min(1.0, grad_clip / (norm.item() + 1e-6))
+        for g in grads:
+            g.mul_(scale)
+    optimizer.step()
+    return loss.item()
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex3_2_train_step", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# Check Exercise 3.2 (3 points)
+check_train_step(train_step)
+### BEGIN HIDDEN TESTS
+from autograder.checks._core import hidden_check as _hidden_check
+from autograder.checks.training import probe as _probe
+_hidden_check("training.train_step", _probe("training.train_step", train_step))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Look.** The classic first test of a training loop: a model must be able to memorise a
+# single batch. If this loss does not fall towards 0, something in the step is broken.
+
+# %%
+with requires("Exercise 3.2 and Exercise 1.1"):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=32, n_layer=2, n_head=2,
+                          d_model=64))
+    opt = configure_optimizer(model, 0.0, 3e-3, (0.9, 0.99))
+    x, y = get_batch(data.train, 4, 32, generator=torch.Generator().manual_seed(2))
+    losses = [train_step(model, opt, x, y, grad_clip=1.0) for _ in range(40 if SMOKE else 150)]
+    print("loss on the same batch, every 10 steps:", np.round(losses[::10], 3))
+
+
+# %% [markdown]
+# ## 4. Evaluation
+#
+# The training loss of the current batch is noisy and measured *while* the weights change. To
+# compare models (and to notice overfitting), average the loss over `eval_iters` batches of each
+# split with the model in **eval mode** (dropout off) and **without autograd** (no graph is kept,
+# which halves the memory and time), then put the model back in the mode it was in.
+
+# %% [markdown]
+# ### Exercise 4.1 — `estimate_loss`  *(2 points, ~10 min)*
+#
+# **Goal:** `estimate_loss(model, data, batch_size, block_size, eval_iters, generator)` returns
+# the mean of your `cross_entropy` over `eval_iters` batches from your `get_batch(data, ...,
+# generator=generator)`, as a float; evaluation mode and `torch.no_grad()` inside, the model's
+# previous mode restored at the end.
+#
+# <details><summary>Hint</summary>
+#
+# `was_training = model.training`; `model.eval()`; in `with torch.no_grad():` loop, append
+# `cross_entropy(model(x), y).item()`; `model.train(was_training)`; return the mean.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "ex4_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=None):
+    """Mean cross-entropy over eval_iters random batches, in eval mode without autograd.
+
+    data: 1-d token array  ->  float; the model's train/eval mode is restored afterwards
+    Example: an untrained GPT with V = 71 gives about 4.26 on any split
+    """
+    ### BEGIN SOLUTION
+    was_training = model.training
+    model.eval()
+    losses = []
+    with torch.no_grad():
+        for _ in range(eval_iters):
+            x, y = get_batch(data, batch_size, block_size, generator)
+            losses.append(cross_entropy(model(x), y).item())
+    model.train(was_training)
+    return sum(losses) / len(losses)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex4_1_estimate_loss", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Check Exercise 4.1 (2 points)
+check_estimate_loss(estimate_loss)
+### BEGIN HIDDEN TESTS
+from autograder.checks._core import hidden_check as _hidden_check
+from autograder.checks.training import probe as _probe
+_hidden_check("training.estimate_loss", _probe("training.estimate_loss", estimate_loss))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Look.** The memorising model of section 3: tiny loss on the batch it saw, but on random
+# windows of the training and validation text it is worse than chance (a loss above
+# log V, the loss of a uniform guess) — memorising one
+# batch is not learning the language.
+
+# %%
+with requires("Exercise 4.1 and Exercise 3.2"):
+    for split in ("train", "val"):
+        loss = estimate_loss(model, getattr(data, split), 8, 32, 5, torch.Generator().manual_seed(3))
+        print(f"{split}: {loss:.3f}")
+
+
+# %% [markdown]
+# ## 5. Checkpoints that resume exactly
+#
+# Long runs get interrupted (a laptop lid, a preempted GPU). A checkpoint must hold
+# *everything* the next step depends on, or the resumed run silently differs from the one that
+# never stopped:
+#
+# - the model's weights (`model.state_dict()`);
+# - the optimizer's state (`optimizer.state_dict()`): AdamW's two running averages per weight
+#   and its step count;
+# - the step number, because the learning rate depends on it;
+# - the state of every random generator that is still to be used (here the one that draws the
+#   batches: `generator.get_state()`; with dropout also `torch.get_rng_state()`).
+#
+# The test of a checkpoint is **resume equality**: train $k$ steps, save, train $n$ more; then
+# load into a *fresh* model, optimizer and generator and train the same $n$ steps: the losses
+# must be identical.
+
+# %% [markdown]
+# ### Exercise 5.1 — `save_checkpoint` and `load_checkpoint`  *(3 points, ~10 min)*
+#
+# **Goal:** `save_checkpoint(path, model, optimizer, step, generator)` writes one file with
+# `torch.save`; `load_checkpoint(path, model, optimizer, generator)` restores the model, the
+# optimizer and the generator in place and returns the step (an int). The check resumes a
+# run with them into a different model and compares with the uninterrupted run.
+#
+# <details><summary>Hint</summary>
+#
+# Save a dict: `{"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+# "generator": generator.get_state()}`. Load with `ck = torch.load(path)`, then
+# `model.load_state_dict(ck["model"])`, `optimizer.load_state_dict(ck["optimizer"])`,
+# `generator.set_state(ck["generator"])` and `return ck["step"]`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "ex5_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def save_checkpoint(path, model, optimizer, step, generator):
+    """Write the full training state (model, optimizer, step, batch generator) to path."""
+    ### BEGIN SOLUTION
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "step": step, "generator": generator.get_state()}, path)
+    ### END SOLUTION
+
+
+def load_checkpoint(path, model, optimizer, generator):
+    """Restore model, optimizer and generator in place from path; return the saved step."""
+    ### BEGIN SOLUTION
+    ck = torch.load(path)
+    model.load_state_dict(ck["model"])
+    optimizer.load_state_dict(ck["optimizer"])
+    generator.set_state(ck["generator"])
+    return ck["step"]
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex5_1_checkpoint", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# Check Exercise 5.1 (3 points)
+checkpoint_functions = (save_checkpoint, load_checkpoint)
+check_checkpoint(checkpoint_functions)
+### BEGIN HIDDEN TESTS
+from autograder.checks._core import hidden_check as _hidden_check
+from autograder.checks.training import probe as _probe
+_hidden_check("training.checkpoint", _probe("training.checkpoint", save_checkpoint, load_checkpoint))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Look.** Resume equality with your own functions, on Shakespeare: 4 steps, a checkpoint,
+# 4 more steps — and the same 4 steps again after loading into a brand-new model.
+
+# %%
+def small_run(seed):
+    torch.manual_seed(seed)
+    m = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=32, n_layer=1, n_head=2, d_model=32))
+    return m, configure_optimizer(m, 0.1, 3e-3, (0.9, 0.99))
+
+
+with requires("Exercise 5.1, Exercise 3.2 and Exercise 1.1"):
+    path = OUT / "resume-demo.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    m, opt = small_run(0)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        train_step(m, opt, *get_batch(data.train, 4, 32, gen), grad_clip=1.0)
+    save_checkpoint(path, m, opt, 4, gen)
+    straight = [train_step(m, opt, *get_batch(data.train, 4, 32, gen), 1.0) for _ in range(4)]
+    m2, opt2 = small_run(123)  # different weights: everything must come from the file
+    gen2 = torch.Generator().manual_seed(999)
+    step = load_checkpoint(path, m2, opt2, gen2)
+    resumed = [train_step(m2, opt2, *get_batch(data.train, 4, 32, gen2), 1.0) for _ in range(4)]
+    print("step", step)
+    print("uninterrupted:", np.round(straight, 6))
+    print("resumed:      ", np.round(resumed, 6), " identical:", straight == resumed)
+
+
+# %% [markdown]
+# ## 6. Sampling: temperature, top-k, top-p
+#
+# To generate text, run the model on the context, turn the logits of the **last** position into
+# a distribution, draw a token, append it, repeat. Three knobs shape the distribution:
+#
+# - **temperature** $\tau$: $p_v \propto e^{z_v/\tau}$. $\tau < 1$ sharpens (safer, more
+#   repetitive), $\tau > 1$ flattens (more surprising, more errors); $\tau = 0$ is greedy
+#   decoding (the argmax), the limit $\tau \to 0$.
+# - **top-k** (Fan et al., 2018): keep the $k$ largest logits, set the others to $-\infty$.
+# - **top-p**, the nucleus (Holtzman et al., 2019): sort the probabilities in decreasing order
+#   and keep the smallest prefix whose mass reaches $p$ — a token is kept when the mass
+#   *before* it is $< p$, so the token that crosses $p$ is in. The most probable token is
+#   always kept.
+#
+# Order: temperature, then top-k, then top-p (the nucleus is measured on the tempered, top-k
+# distribution); then sample from $\text{softmax}$ of what is left.
+
+# %% [markdown]
+# ### Exercise 6.1 — `sample_next_token`  *(3 points, ~20 min)*
+#
+# **Goal:** `sample_next_token(logits, temperature, top_k, top_p, generator)`: logits `(B, V)`
+# → one token id per row, a `(B, 1)` int64 tensor drawn with
+# `torch.multinomial(probs, 1, generator=generator)`; `temperature == 0` returns the argmax;
+# `top_k`/`top_p` of `None` mean "off"; a `top_k` larger than `V` keeps every token. The check draws 40,000 tokens per case with a fixed
+# generator and compares the frequencies with the exact probabilities (tolerance 0.012).
+#
+# <details><summary>Hint</summary>
+#
+# `z = logits / temperature`. Top-k: `kth = torch.topk(z, min(k, V)).values[..., -1:]`,
+# `z = z.masked_fill(z < kth, float("-inf"))`. Top-p: `zs, order = torch.sort(z, descending=True)`,
+# `p = torch.softmax(zs, -1)`, `drop = (torch.cumsum(p, -1) - p) >= top_p`, `drop[..., 0] = False`,
+# back to vocabulary order with `torch.zeros_like(drop).scatter(-1, order, drop)`, then
+# `masked_fill`. Finally `torch.multinomial(torch.softmax(z, -1), 1, generator=generator)`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "ex6_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """One token per row from softmax of the tempered, top-k then top-p filtered logits.
+
+    logits: (B, V)  ->  (B, 1) int64; temperature 0 is greedy (argmax)
+    Example: logits [[0., 5., 1.]], temperature=0 -> [[1]]
+    """
+    ### BEGIN SOLUTION
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+    z = logits.float() / temperature  # (B, V)
+    if top_k is not None:
+        kth = torch.topk(z, min(top_k, z.size(-1)), dim=-1).values[..., -1:]  # (B, 1)
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p is not None:
+        zs, order = torch.sort(z, dim=-1, descending=True)  # (B, V)
+        p = torch.softmax(zs, dim=-1)
+        drop = (torch.cumsum(p, dim=-1) - p) >= top_p  # mass *before* each token
+        drop[..., 0] = False  # always keep the most probable token
+        z = z.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
+    return torch.multinomial(torch.softmax(z, dim=-1), 1, generator=generator)  # (B, 1)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex6_1_sample_next_token", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# Check Exercise 6.1 (3 points)
+check_sample_next_token(sample_next_token)
+### BEGIN HIDDEN TESTS
+from autograder.checks._core import hidden_check as _hidden_check
+from autograder.checks.training import probe as _probe
+_hidden_check("training.sample_next_token", _probe("training.sample_next_token", sample_next_token))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Look.** Frequencies of 20,000 draws from your sampler for the same six logits: a low
+# temperature piles the mass on the best token, a high one spreads it; top-p = 0.7 keeps only
+# the nucleus.
+
+# %%
+with requires("Exercise 6.1"):
+    z = torch.log(torch.tensor([[0.15, 0.06, 0.40, 0.04, 0.25, 0.10]]))
+    settings = [dict(temperature=0.5), dict(temperature=1.0), dict(temperature=2.0),
+                dict(temperature=1.0, top_p=0.7)]
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for i, kw in enumerate(settings):
+        ids = sample_next_token(z.repeat(20_000, 1), generator=torch.Generator().manual_seed(i), **kw)
+        freq = torch.bincount(ids[:, 0], minlength=6).float() / 20_000
+        ax.bar(np.arange(6) + 0.2 * i - 0.3, freq.numpy(), width=0.2, label=str(kw))
+    ax.set_xlabel("token"); ax.set_ylabel("frequency"); ax.legend(fontsize=7)
+    plt.tight_layout(); plt.show()
+
+
+# %% [markdown]
+# ## 7. The training run
+#
+# Now all the pieces together, at the size chosen in section 0. The loop below is driven by
+# `transformer_ref.train.Trainer`: its step is *exactly* the one you wrote — `get_batch`,
+# cross-entropy, warm-up + cosine, global-norm clipping at 1.0, AdamW (decay on matrices only),
+# the same evaluation — plus what section 8 is about (device placement, bf16 autocast, TF32,
+# `torch.compile`, DDP) and a checkpoint every evaluation. It is the reference, so the run
+# works even before your exercises do. We train in chunks and sample after each one with
+# **your** sampler (the reference one until Exercise 6.1 passes), to watch the text take shape.
+
+# %%
+def pick_sampler():
+    try:
+        sample_next_token(torch.zeros(1, 3))
+        return sample_next_token
+    except NotImplementedError:
+        print("(Exercise 6.1 is not finished: the samples use transformer_ref's sampler.)")
+        return reference_sample_next_token
+
+
+@torch.no_grad()
+def generate_text(model, prompt, n_tokens, temperature=0.8, top_k=None, top_p=None, seed=0):
+    # Autoregressive sampling: crop the context to block_size, sample the last position.
+    sampler = SAMPLER
+    model.eval()
+    idx = torch.tensor([tok.encode(prompt)], device=DEVICE)  # (1, T)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(n_tokens):
+        logits = model(idx[:, -model.config.block_size:])[:, -1, :].float().cpu()  # (1, V)
+        nxt = sampler(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=gen)
+        idx = torch.cat([idx, nxt.to(DEVICE)], dim=1)
+    model.train()
+    return tok.decode(idx[0, len(prompt):].tolist())
+
+
+SAMPLER = pick_sampler()
+cfg.device = str(DEVICE)
+trainer = Trainer(cfg, data=data)
+n_params = sum(p.numel() for p in trainer.raw_model.parameters())
+print(f"{n_params / 1e6:.2f} M parameters, {cfg.tokens_per_step:,} tokens per step, "
+      f"precision {trainer.dtype}, compiled: {trainer.model is not trainer.raw_model}")
+n_chunks, samples = (2 if SMOKE else 5), []
+t0 = time.perf_counter()
+for chunk in range(n_chunks):
+    left = MAX_SECONDS - (time.perf_counter() - t0)
+    summary = trainer.train(num_steps=math.ceil(cfg.max_iters / n_chunks), max_seconds=max(left, 1))
+    ev = summary["eval"]
+    text = generate_text(trainer.raw_model, "\n", 40 if SMOKE else 240)
+    samples.append((trainer.step, ev["val"], text))
+    print(f"--- step {trainer.step} ({time.perf_counter() - t0:.0f} s): train {ev['train']:.3f}, "
+          f"val {ev['val']:.3f} ({ev['val_bpb']:.3f} bits/byte) ---\n{text}\n")
+    if trainer.step >= cfg.max_iters or time.perf_counter() - t0 >= MAX_SECONDS:
+        break
+elapsed = time.perf_counter() - t0
+print(f"{RUN} run: {trainer.step} steps in {elapsed:.0f} s, final train {ev['train']:.4f}, "
+      f"val {ev['val']:.4f}, {summary['tokens_per_s']:,.0f} tokens/s"
+      + (f", MFU {100 * summary['mfu']:.1f}%" if summary["mfu"] else ""))
+
+# %% [markdown]
+# **Look.** The loss curves (per-step training loss, its moving average, and the validation
+# loss at every evaluation) and the learning rate that was actually used.
+
+# %%
+steps_, losses_ = zip(*trainer.history["train"])
+evals = trainer.history["eval"]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.5))
+ax1.plot(steps_, losses_, lw=0.5, alpha=0.4, label="train (per step)")
+w = max(1, len(losses_) // 30)
+if w > 1:
+    ax1.plot(steps_[w - 1:], np.convolve(losses_, np.ones(w) / w, "valid"), label=f"train ({w}-step mean)")
+ax1.plot([e["step"] for e in evals], [e["train"] for e in evals], "s-", label="train (eval)")
+ax1.plot([e["step"] for e in evals], [e["val"] for e in evals], "o-", label="validation")
+ax1.axhline(math.log(data.vocab_size), color="gray", ls=":", label="log V (chance)")
+ax1.set_xlabel("step"); ax1.set_ylabel("cross-entropy (nats / char)"); ax1.legend(fontsize=8)
+ax2.plot(steps_, [reference_get_lr(s - 1, cfg) for s in steps_])
+ax2.set_xlabel("step"); ax2.set_ylabel("learning rate"); ax2.set_title("schedule used")
+plt.tight_layout(); plt.show()
+for step, val, text in samples:
+    print(f"[step {step}, val {val:.2f}] {text[:120]!r}")
+
+
+# %% [markdown]
+# ## 8. Making it fast
+#
+# Training speed is **tokens per second**. Its ceiling is the hardware's peak FLOP/s: training a
+# model with $N$ weights costs about $6N$ FLOPs per token (2 for the forward matmuls, 4 for the
+# backward) plus $12\,L\,d\,T$ for attention over a context of $T$ (PaLM, appendix B). The
+# **model FLOPs utilisation** is
+#
+# $$\text{MFU} = \frac{\text{FLOPs per token} \times \text{tokens/s}}{\text{peak FLOP/s}} ,$$
+#
+# typically 30–50 % for a well-tuned GPU run and a few % for a small model that leaves the GPU
+# waiting on Python. The knobs, in the order they matter on a GPU:
+#
+# 1. **Device selection.** `pick_device()`: CUDA, else MPS, else CPU; the model and every batch
+#    go to it (`.to(device)`, batches via pinned memory and `non_blocking=True`).
+# 2. **bf16 autocast.** `with torch.autocast("cuda", dtype=torch.bfloat16):` runs the matmuls in
+#    bfloat16 (8 exponent bits like float32, so no loss scaling is needed; 8 mantissa bits) on the
+#    tensor cores — 2× less memory traffic, up to ~15× the float32 FLOP/s on an H100 — while
+#    reductions such as softmax and the loss stay in float32. The weights stay float32.
+# 3. **TF32.** `torch.backends.cuda.matmul.fp32_precision = "tf32"` lets the float32 matmuls that
+#    remain use tensor cores with a 10-bit mantissa.
+# 4. **`torch.compile(model)`** traces the model once and fuses elementwise operations (GELU,
+#    bias add, dropout, LayerNorm) into a few kernels: fewer trips to memory and less Python.
+#    The first steps are slow (compilation, ~1 min); on a CPU it rarely pays for a short run.
+# 5. **Fused attention.** `F.scaled_dot_product_attention` (FlashAttention on a GPU) never
+#    writes the $T \times T$ score matrix to memory; your from-scratch attention (chapter 1)
+#    materialises it. Same numbers, very different speed for long contexts.
+#
+# The cell below measures tokens/s of a few training steps of the run's model with the
+# from-scratch attention and with the fused one, and the MFU where the peak is known (NVIDIA
+# data-sheet numbers for common GPUs; a CPU has no such table, so we print achieved FLOP/s).
+
+# %%
+def measure(attn_impl, steps):
+    # tokens/s of `steps` training steps (after 2 warm-up steps) with the run's model size
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+                      n_head=cfg.n_head, d_model=cfg.d_model, attn_impl=attn_impl)).to(DEVICE)
+    opt = configure_optimizer(m, 0.1, 1e-3, (0.9, 0.99), DEVICE.type)
+    use_bf16 = DEVICE.type == "cuda" and torch.cuda.is_bf16_supported()
+    gen = torch.Generator().manual_seed(0)
+    for i in range(steps + 2):
+        if i == 2:
+            if DEVICE.type == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+        x, y = (b.to(DEVICE) for b in data_batch(gen))
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=use_bf16):
+            loss = F.cross_entropy(m(x).float().reshape(-1, data.vocab_size), y.reshape(-1))
+        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+    tok_s = steps * cfg.batch_size * cfg.block_size / (time.perf_counter() - t)
+    return tok_s, m.flops_per_token()
+
+
+def data_batch(gen):
+    return reference_get_batch(data.train, cfg.batch_size, cfg.block_size, generator=gen)
+
+
+n_steps = {"smoke": 2, "cpu": 5, "gpu": 30}[RUN]
+peak = peak_flops_for(DEVICE)
+for impl in ("scratch", "sdpa"):
+    tok_s, fpt = measure(impl, n_steps)
+    achieved = fpt * tok_s
+    mfu = f"MFU {100 * achieved / peak:.1f}%" if peak else "MFU n/a (no known peak for this device)"
+    print(f"{impl:8s} attention: {tok_s:12,.0f} tokens/s, {achieved / 1e9:8.2f} GFLOP/s achieved, {mfu}")
+if DEVICE.type == "cuda":
+    print("GPU:", torch.cuda.get_device_name(), f"peak {peak / 1e12:.0f} TFLOP/s" if peak else "")
+
+# %% [markdown]
+# **bf16 in numbers.** Autocast also works on a CPU, which lets us see what bfloat16 does to a
+# matmul's accuracy: about 2–3 correct decimal digits, plenty for training (the gradient noise
+# of a batch is far larger).
+
+# %%
+a, b = torch.randn(256, 256), torch.randn(256, 256)
+exact = a.double() @ b.double()
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    low = a @ b
+print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
+      f"bf16 {((low.double() - exact).norm() / exact.norm()).item():.1e}, "
+      f"float32 {(((a @ b).double() - exact).norm() / exact.norm()).item():.1e}")
+
+# %% [markdown]
+# ### Several GPUs: `torchrun` and DDP
+#
+# With $W$ GPUs, **data parallelism** (DDP) puts a full copy of the model on each; every process
+# takes a different slice of the batch, computes its gradients, and an **all-reduce** averages
+# them across processes during `backward()` (overlapped with the computation), so every copy
+# takes the same optimizer step. The effective batch is $W \times$ `batch_size`; tokens/s grows
+# almost $W$-fold while the model fits on one GPU.
+#
+# `torchrun` starts the $W$ processes and tells each its `RANK`, `LOCAL_RANK` and `WORLD_SIZE`;
+# the trainer then calls `dist.init_process_group("nccl")`, wraps the model in
+# `DistributedDataParallel`, and lets only rank 0 evaluate, print and save. The reference trainer
+# draws the *same* global batch on every rank from an identically seeded generator and keeps its
+# own slice, so 8 processes with batch 64 take exactly the steps of one process with batch 512:
+#
+# ```bash
+# # one machine, 8 GPUs (the same entry point as a single-process run)
+# torchrun --standalone --nproc_per_node 8 -m transformer_ref.train --preset gpu_char
+# # try the mechanics on a CPU: 2 processes, gloo backend
+# torchrun --standalone --nproc_per_node 2 -m transformer_ref.train --preset cpu_smoke --device cpu
+# ```
+#
+# With gradient accumulation (`--grad_accum_steps A`) each process runs $A$ micro-batches before
+# a step; DDP's `no_sync()` skips the all-reduce on all but the last one.
+
+# %% [markdown]
+# ## Summary
+#
+# - A batch is $B$ random windows of $T+1$ tokens: $x$ the first $T$, $y$ the last $T$ — every
+#   position is a next-token prediction.
+# - The loss is the mean of $\log\sum_v e^{z_v} - z_y$, computed with the row max subtracted
+#   (no overflow, no $\log 0$); chance level is $\log V$.
+# - Warm-up then cosine: $\eta_{\max}(t+1)/W$, then $\eta_{\min} + \frac12(1+\cos\pi r)(\eta_{\max}-\eta_{\min})$.
+# - One step: zero_grad, forward, loss, backward, clip the **global** norm, AdamW step.
+# - Evaluate in eval mode without autograd on many batches; restore the mode.
+# - A checkpoint holds weights, optimizer state, step and RNG states — test it by resume equality.
+# - Sampling: temperature, then top-k, then top-p (exclusive cumulative mass), then multinomial.
+# - Speed is tokens/s; MFU compares it with the hardware's peak: bf16, TF32, compile, fused
+#   attention, and DDP over several GPUs.
+#
+# **Recorded runs** (the `cpu` and `gpu` rows of section 0; numbers from the course's own runs):
+#
+# - CPU (`cpu_char`, this notebook's `cpu` run): 3000 steps (the full schedule), 0.82 M parameters, 6.1 M training tokens seen,
+#   one CPU thread of a shared 2-core machine: final **train loss 1.477, validation loss 1.611**
+#   nats per character (2.32 bits/byte; chance is 4.26) in 538 s of CPU time (21 min of wall
+#   time on that busy machine). At that speed (0.18 s per step on one core) the notebook's
+#   8-minute budget ends near step 2700; a laptop with more free cores finishes all 3000.
+#   An excerpt of the final sample (temperature 0.8):
+#
+#   ```text
+#   Contence him with thee, and, but what poins in him,
+#   At best, read humeked the birgried of their cheek.
+#
+#   TRANIO:
+#   And I have seemfer him? I'll speak me, many conces.
+#
+#   SEBASTIAN:
+#   So hope your lord. Master, good doth her me,
+#   But she denuty, my lord, let me to thee did Heraline.
+#   ```
+#
+#   Speaker names in capitals, verse lines, real words and Shakespeare's rhythm; the meaning is
+#   still missing — a bigger model and more steps (the `gpu` run) get much closer.
+# - GPU: not measured yet — no GPU was available when this chapter was written; the `gpu` run
+#   prints its validation loss, time, tokens/s and MFU at the end of section 7.
+#
+# **Going further.** Train on chapter 7's BPE tokens (`prepare_data("bpe", bpe_vocab_size=512)`)
+# and compare models in **bits per byte** (`val_bpb`), which, unlike loss per token, does not
+# depend on the tokenizer. Try dropout 0.2 and watch the gap between the train and validation
+# curves. nanoGPT (Karpathy) and the "Chinchilla" paper (Hoffmann et al., 2022) on how to split
+# a compute budget between model size and tokens. FlashAttention (Dao et al., 2022) for why
+# fused attention is fast. PyTorch's FSDP for models that do not fit on one GPU.
