@@ -19,6 +19,7 @@ kernel's package (and of ``transformer_ref``'s nothing: it imports only torch).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -44,6 +45,50 @@ def _tensor(x, what: str, dim: int) -> torch.Tensor:
     if type(x) is not torch.Tensor or x.dim() != dim or not x.is_floating_point():
         raise ValueError(f"{what} should be a {dim}-d floating tensor")
     return x
+
+
+# ---------------------------------------------------------------- chapter 02 (masking)
+_MASKS = {
+    "causal": lambda T: torch.ones(T, T, dtype=torch.bool).tril(),
+    "none": lambda T: None,
+    "one step ahead": lambda T: torch.ones(T, T, dtype=torch.bool).tril(1),
+}
+
+
+@builder("masking.attention_layer")
+class AttentionLayer:
+    """A fixed attention layer x -> softmax(x W_Q (x W_K)ᵀ / sqrt(d) + M) x W_V, where M
+    drops what the mask kind forbids: the ``f`` of chapter 02's Exercises 4.1 and 4.2.
+
+    >>> W = torch.eye(2)
+    >>> f = AttentionLayer("causal_layer", "causal", W, 2 * W, 3 * W)
+    >>> x = torch.arange(6.0).reshape(3, 2)
+    >>> from autograder.checks import _codec
+    >>> copy = _codec.loads(_codec.dumps(f))
+    >>> type(copy).__name__, repr(copy), torch.equal(copy(x), f(x))
+    ('AttentionLayer', 'causal_layer', True)
+    """
+
+    def __init__(self, name, mask, W_Q, W_K, W_V):
+        if type(name) is not str or mask not in _MASKS:
+            raise ValueError(f"unknown mask kind {mask!r}")
+        self.name, self.mask = name, mask
+        self.W = tuple(_tensor(W, "a weight", 2) for W in (W_Q, W_K, W_V))  # each (d, d)
+
+    def plain_args(self) -> tuple:
+        return (self.name, self.mask, *self.W)
+
+    def __call__(self, x):  # (..., T, d) -> (..., T, d)
+        W_Q, W_K, W_V = self.W
+        q, k, v = x @ W_Q, x @ W_K, x @ W_V
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T, T)
+        keep = _MASKS[self.mask](x.shape[-2])
+        if keep is not None:
+            scores = scores.masked_fill(~keep, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+    def __repr__(self):
+        return self.name
 
 
 # ---------------------------------------------------------------- chapter 03 (mha)

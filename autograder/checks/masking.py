@@ -17,6 +17,7 @@ import math
 import torch
 
 import transformer_ref
+from autograder.checks._builders import AttentionLayer
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -533,27 +534,16 @@ check_masked_attention = register(_MASKED)
 
 
 # ====================================================================== Exercise 4.1
-class _Layer:
-    """A fixed attention layer x -> attention(x W_Q, x W_K, x W_V, mask): the f under test."""
-
-    def __init__(self, seed: int, d: int, mask_fn, name: str):
-        self.W = tuple(_t_rand(seed + j, d, d) / math.sqrt(d) for j in range(3))
-        self.mask_fn, self.name = mask_fn, name
-
-    def __call__(self, x):
-        T = x.shape[-2]
-        W_Q, W_K, W_V = self.W
-        return _sdpa(x @ W_Q, x @ W_K, x @ W_V, mask=self.mask_fn(T))
-
-    def __repr__(self):
-        return self.name
+def _layer(seed: int, d: int, mask: str, name: str) -> AttentionLayer:
+    """A fixed attention layer (the f under test); it travels to a graded kernel as plain data
+    (its weights and mask kind, see ``_builders``)."""
+    W = tuple(_t_rand(seed + j, d, d) / math.sqrt(d) for j in range(3))
+    return AttentionLayer(name, mask, *W)
 
 
-_CAUSAL_F = _Layer(400, 6, _causal, "causal_layer")
-_OPEN_F = _Layer(410, 6, lambda T: None, "unmasked_layer")
-_LEAKY_F = _Layer(
-    420, 6, lambda T: torch.ones(T, T, dtype=torch.bool).tril(1), "layer_seeing_one_step_ahead"
-)
+_CAUSAL_F = _layer(400, 6, "causal", "causal_layer")
+_OPEN_F = _layer(410, 6, "none", "unmasked_layer")
+_LEAKY_F = _layer(420, 6, "one step ahead", "layer_seeing_one_step_ahead")
 
 
 def _leak_ref(f, x, t, delta):

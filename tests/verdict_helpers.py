@@ -1,0 +1,30 @@
+"""Run a check the way ``course-grade`` does for a converted chapter, without a kernel.
+
+:func:`judged` writes the check's case inputs (``_judge.case_inputs``), lets the probe
+(``_probe.run``, the graded kernel's side) record what ``fn`` returns, reads the record back
+as the grader does (``verdict.read_record``) and judges it (``_judge.judge``): the verdict
+only ever sees the JSON the probe wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from autograder.checks import _probe
+from autograder.checks._judge import Verdict, case_inputs, judge
+from autograder.grading import verdict
+
+
+def record(folder: Path, check, fn) -> dict | None:
+    (folder / "in").mkdir(exist_ok=True)
+    (folder / "out").mkdir(exist_ok=True)
+    (folder / "in" / f"{check.key}.json").write_text(json.dumps(case_inputs(check)))
+    _probe.run(str(folder), check.key, fn)
+    return verdict.read_record(folder, check.key)
+
+
+def judged(check, fn) -> Verdict:
+    with tempfile.TemporaryDirectory() as tmp:
+        return judge(check, record(Path(tmp), check, fn))
