@@ -74,7 +74,7 @@ def test_sandbox_tmp_is_capped(tmp_path):
         "except OSError as e:\n"
         "    print(errno.errorcode[e.errno], written)\n"
     )
-    cmd = argv[: argv.index("ipykernel_launcher") - 2] + [sys.executable, "-c", probe]
+    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [sys.executable, "-c", probe]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     kind, written = out.stdout.split()

@@ -147,7 +147,7 @@ def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
         "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
         "    print('net')\nexcept OSError:\n    print('no net')\n"
     )
-    cmd = argv[: argv.index("ipykernel_launcher") - 2] + [sys.executable, "-c", probe]
+    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [sys.executable, "-c", probe]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     uid = 212345 if os.geteuid() == 0 else os.geteuid()

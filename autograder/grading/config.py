@@ -39,6 +39,7 @@ class GradeConfig:
     tmp_mb: int = 0  # size of the sandbox's RAM-backed /tmp, MB; 0: a quarter of memory_mb
     pids: int = 512  # tasks of one student's whole grading (cgroup pids.max)
     isolation: str = "auto"  # per-student CPU isolation: auto | cgroup | pinned | none
+    output_chars: int = 2**20  # stream output one cell sends, per stream; the rest is dropped
 
     def __post_init__(self):
         if not self.tmp_mb:  # /tmp is memory: a share of the student's memory limit

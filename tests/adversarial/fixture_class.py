@@ -112,7 +112,8 @@ class FixtureAttackBuilder(ClassBuilder):
             lambda g: Expected(_fmt(g.max_points), "graded"),
             {t: Expected("", "not graded: a cell of this exercise ran over") for t in last_tests})
 
-        put("huge_stdout", first_with(HUGE_STDOUT))  # two safe outcomes: see the test
+        put("huge_stdout", first_with(HUGE_STDOUT))
+        exp["huge_stdout"] = dict(full)
         put("wide_stdout", first_with(WIDE_STDOUT))
         exp["wide_stdout"] = dict(full)
         put("huge_file", first_with(HUGE_FILE))

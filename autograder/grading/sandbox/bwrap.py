@@ -13,6 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from ..config import GradeConfig
+
 KERNEL_NAME = "course-sandbox"
 _PROBE: dict[str, bool] = {}
 
@@ -110,7 +112,9 @@ def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
              "--chdir", work, "--clearenv"]
     for k, v in spec["env"].items():
         argv += ["--setenv", k, v]
-    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
+    # ipykernel, with each cell's stream output capped in the kernel (``outcap``)
+    cap = GradeConfig.from_dict(spec.get("config", {})).output_chars
+    kernel = [sys.executable, "-m", "autograder.grading.outcap", str(cap), "-f", connection_file]
     if os.geteuid() == 0:  # become the sandbox's own user inside (bwrap drops root's caps)
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                  sys.executable, "-m", "autograder.grading.sandbox", "drop", str(spec["uid"]),
