@@ -182,17 +182,18 @@ def build_template(
         for a in assignments:
             dest = root / "source" / a
             shutil.copytree(source_dir / a, dest, ignore=source_ignore(a))
-            proc = subprocess.run(
-                [*NBGRADER, "generate_assignment", a, "--force"],
-                cwd=root,
-                capture_output=True,
-                text=True,
-                env=tool_env(),
+        # one nbgrader process for every assignment (nbgrader generate_assignment A --force each)
+        proc = subprocess.run(
+            [*NBGRADER, "generate_assignments", *assignments],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            env=tool_env(),
+        )
+        if proc.returncode != 0:
+            raise SystemExit(
+                f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}"
             )
-            if proc.returncode != 0:
-                raise SystemExit(
-                    f"nbgrader generate_assignment {a} failed:\n{proc.stdout}\n{proc.stderr}"
-                )
         done.write_text(json.dumps({"assignments": assignments}))
     info = {}
     for a in assignments:

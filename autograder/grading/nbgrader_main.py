@@ -1,7 +1,9 @@
 """``python -m autograder.grading.nbgrader_main ARGS``: the ``nbgrader`` command, faster.
 
 ``... nbgrader_main autograde+feedback ASSIGNMENT STUDENT`` runs both grading steps in one
-process (see :func:`autograde_and_feedback`).
+process (see :func:`autograde_and_feedback`); ``... nbgrader_main generate_assignments A B ...``
+runs ``nbgrader generate_assignment --force`` for each assignment, in one process (see
+:func:`generate_assignments`).
 
 nbgrader 0.9.6 runs the ``alembic`` command in a subprocess (about a second) every time it
 opens a gradebook, only to read the schema's head revision, which is fixed for an installed
@@ -96,10 +98,32 @@ def autograde_and_feedback(assignment: str, student: str) -> int:
     return 0
 
 
+def generate_assignments(assignments: list[str]) -> int:
+    """``nbgrader generate_assignment A --force`` for each of ``assignments`` (the template
+    course, once per class), through nbgrader's Python API in one process: Python, nbgrader
+    and the notebook exporters start once instead of once per assignment. Exit status 1 at
+    the first failure (its log and error printed)."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.apps.baseapp import NbGrader
+
+    app = NbGrader()
+    app.initialize([])
+    api = NbGraderAPI(config=app.config)
+    for assignment in assignments:
+        result = api.generate_assignment(assignment, force=True, create=True)
+        print(result.get("log", ""), result.get("error", ""), sep="\n")
+        if not result["success"]:
+            print(f"==== generate_assignment {assignment}: failed", flush=True)
+            return 1
+    return 0
+
+
 if __name__ == "__main__":
     use_cached_head()
     if sys.argv[1:2] == ["autograde+feedback"]:
         sys.exit(autograde_and_feedback(*sys.argv[2:4]))
+    if sys.argv[1:2] == ["generate_assignments"]:
+        sys.exit(generate_assignments(sys.argv[2:]))
     from nbgrader.apps.nbgraderapp import main
 
     sys.exit(main())
