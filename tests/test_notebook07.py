@@ -75,7 +75,10 @@ def test_solution_shows_the_speed_up_and_tiktoken_parity(chapter07):
     )
     speed_ups = [float(x) for x in re.findall(r"speed-up over the naive loop on .*: ([\d.]+)x",
                                               text)]
-    assert len(speed_ups) == 2 and min(speed_ups) >= 3, speed_ups  # visible + hidden check
+    # one: the grader's verdict, which replaces the test cell's output (chapter 07 is judged
+    # outside the kernel; the graded kernel's visible check runs nothing)
+    assert len(speed_ups) == 1 and min(speed_ups) >= 3, speed_ups
+    assert "decided outside your notebook" in text
     assert "identical to tiktoken: True" in text and "round trip: True" in text
     assert "same merges: False" not in text and text.count("same merges: True") == 3
     # (figures are not checked here: course-grade runs matplotlib with the Agg backend)

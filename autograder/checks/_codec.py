@@ -76,7 +76,8 @@ def encode(x, depth: int = 0):
     if t in (list, tuple):
         return {"$": t.__name__, "v": [encode(a, depth + 1) for a in list.__iter__(x)]
                 if t is list else [encode(a, depth + 1) for a in tuple.__iter__(x)]}
-    if t is dict:
+    if t is dict or isinstance(x, dict) and t.__module__ == "collections":
+        # Counter, defaultdict, OrderedDict: read through dict's own machinery, sent as a dict
         return {"$": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)]
                                    for k, v in dict.items(x)]}
     if t is np.ndarray or isinstance(x, np.generic) and t.__module__ == "numpy":

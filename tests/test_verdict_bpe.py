@@ -1,0 +1,97 @@
+"""Chapter 07 (BPE) judged outside the kernel: the probe records, the grader decides.
+
+The right answers and the wrong implementations are those of ``test_checks_bpe.py`` (written
+the way a student would, independently of the catalogue); here each goes through the trusted
+path (``verdict_helpers.judged``), as ``course-grade`` does since chapter 07 is in
+``verdict.CONVERTED``. Outputs are plain Python values (dicts of pair counts, merges lists,
+token lists, bytes, str) compared exactly.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import nbformat
+import pytest
+from test_checks_bpe import CHECKS, GOOD, WRONG, byte_trainer, incremental_trainer
+from verdict_helpers import judged
+
+from autograder.checks import _codec
+from autograder.checks import bpe as B
+from autograder.grading import verdict
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / "solutions/07_bpe/07_bpe.ipynb"
+
+
+def _solutions() -> dict:
+    nb = nbformat.read(SOURCE, as_version=4)
+    ns: dict = {}
+    exec("import re\nfrom collections import Counter\nimport regex\n"
+         "from transformer_ref.bpe import GPT2_PATTERN\nEOW = '</w>'\n"
+         "pretokenize = regex.compile(GPT2_PATTERN).findall", ns)
+    for c in nb.cells:
+        meta = c.metadata.get("nbgrader", {})
+        if meta.get("solution") or meta.get("grade_id") == "ex3_1_given":
+            exec(c.source, ns)
+    return ns
+
+
+def test_chapter_is_converted():
+    assert "bpe" in verdict.CONVERTED
+    src = nbformat.read(SOURCE, as_version=4)
+    assert sorted(k for ks in verdict.converted_keys(src).values() for k in ks) == sorted(CHECKS)
+
+
+def test_counters_travel_as_dicts():
+    back = _codec.loads(_codec.dumps((Counter({("a", "b"): 2}), defaultdict(int, {1: 2}))))
+    assert back == ({("a", "b"): 2}, {1: 2}) and all(type(d) is dict for d in back)
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_solution_and_a_different_right_answer_pass(key):
+    check = CHECKS[key]
+    for fn in (_solutions()[check.name], GOOD[key]):
+        v = judged(check, fn)
+        assert v.passed and v.diagnosis == "", v.message
+
+
+# Exercise 4.1 shares 3.1's catalogue (and cases); its wrong trainers are naive-speed, and the
+# probe times a function whose cases all ran (2 x 30,000 characters): judged once, below.
+TRAINERS = [w for w in WRONG if w[0] != "bpe.train_bpe_fast"]
+
+
+def test_the_fast_trainer_shares_the_naive_one_s_catalogue_and_cases():
+    assert B._TRAIN_FAST.mistakes is B._TRAIN_NAIVE.mistakes
+    assert B._TRAIN_FAST.cases is B._TRAIN_NAIVE.cases
+
+
+@pytest.mark.parametrize("key,wrong,name,_", TRAINERS,
+                         ids=[f"{w[0][4:]}: {w[2]}" for w in TRAINERS])
+def test_catalogued_mistake_is_named_from_the_record(key, wrong, name, _):
+    v = judged(CHECKS[key], wrong)
+    assert not v.passed and v.diagnosis == name, v.message
+    assert f"Likely mistake: {name}." in v.message
+
+
+def test_speed_challenge_judged_from_the_timed_runs():
+    v = judged(B._TRAIN_FAST, incremental_trainer)
+    assert v.passed and "speed-up over the naive loop on 30,000 characters" in v.message, \
+        v.message
+    v = judged(B._TRAIN_FAST, byte_trainer())  # right merges, the naive loop: too slow
+    assert not v.passed and v.diagnosis == B._SLOW, v.message
+    assert "faster (the challenge asks for at least 3x)" in v.message
+
+
+def test_kernel_gets_no_reference_implementation(tmp_path):
+    src = nbformat.read(SOURCE, as_version=4)
+    spec = verdict.prepare(tmp_path, [src])
+    assert spec["mount_ref"] is False
+    ref = Path(spec["ref_package"])
+    files = sorted(str(p.relative_to(ref)) for p in ref.rglob("*.py"))
+    assert files == ["__init__.py", "bpe/__init__.py", "corpus.py"]
+    assert "train_bpe" not in (ref / "bpe" / "__init__.py").read_text()
+    stub = (Path(spec["package"]) / "checks" / "bpe.py").read_text()
+    assert "EOW = '</w>'" in stub and f"SPEED_VOCAB = {B.SPEED_VOCAB}" in stub
+    assert "transformer_ref" not in stub
