@@ -85,8 +85,11 @@ def assign_cell_ids(nb: nbformat.NotebookNode) -> None:
         cell["id"] = cid
 
 
-def read_chapter(path: Path) -> nbformat.NotebookNode:
-    """The solution notebook a chapter source describes (ids assigned, no jupytext metadata)."""
+# What solutions/jupytext.toml sets, so a source this command writes equals a paired save.
+_PY_FORMAT = {"notebook_metadata_filter": "kernelspec,language_info,-jupytext"}
+
+
+def _jupytext():
     try:
         import jupytext
     except ImportError as e:  # an environment set up before jupytext was pinned
@@ -94,7 +97,128 @@ def read_chapter(path: Path) -> nbformat.NotebookNode:
             "jupytext is missing: run `python3 -m autograder.bootstrap setup` "
             "(or `.venv/bin/pip install -c constraints.txt jupytext`)"
         ) from e
+    return jupytext
+
+
+def _points(n: int) -> str:
+    return f"{n} point{'s' if n != 1 else ''}"
+
+
+def render_test_cell(chapter, ex) -> tuple[dict, str]:
+    """(nbgrader metadata, source) of the test cell of ``ex`` (a row of ``chapter``'s table).
+
+    >>> from autograder.checks.table import TABLES, exercise
+    >>> print(render_test_cell(TABLES["01_attention"], exercise("01_attention", "2.1"))[1])
+    # Check Exercise 2.1 (2 points)
+    check_softmax(softmax)
+    ### BEGIN HIDDEN TESTS
+    from autograder.checks._core import hidden_check as _hidden_check
+    _hidden_check("attention.softmax", softmax)
+    ### END HIDDEN TESTS
+    """
+    args = ", ".join(ex.arguments or (ex.function,))
+    lines = [f"# Check {ex.label} ({_points(ex.points)})"]
+    if ex.arguments:
+        lines.append(f"{ex.function}_functions = ({args})")
+        lines.append(f"check_{ex.function}({ex.function}_functions)")
+    else:
+        lines.append(f"check_{ex.function}({ex.function})")
+    lines += [
+        "### BEGIN HIDDEN TESTS",
+        "from autograder.checks._core import hidden_check as _hidden_check",
+    ]
+    if chapter.probe:
+        lines.append(f"from autograder.checks.{chapter.module} import probe as _probe")
+        lines.append(f'_hidden_check("{ex.key}", _probe("{ex.key}", {args}))')
+    elif ex.arguments:
+        lines.append(f'_hidden_check("{ex.key}", {ex.function}_functions)')
+    else:
+        lines.append(f'_hidden_check("{ex.key}", {args})')
+    lines.append("### END HIDDEN TESTS")
+    meta = {
+        "grade": True,
+        "grade_id": ex.grade_id,
+        "locked": True,
+        "points": ex.points,
+        "schema_version": 3,
+        "solution": False,
+        "task": False,
+    }
+    return meta, "\n".join(lines)
+
+
+def heading(ex) -> str:
+    """The markdown heading line of ``ex``: number, title, points, minutes."""
+    tag = f" {ex.tag}" if ex.tag else ""
+    note = f", {ex.note}" if ex.note else ""
+    return f"### {ex.label}{tag} — {ex.title}  *({_points(ex.points)}, ~{ex.minutes} min{note})*"
+
+
+_HEADING = re.compile(r"^### Exercise (\d+\.\d+)\b.*$", re.M)
+_SUMMARY = re.compile(r"\*\*Points: \d+ in total\*\*(?:(?!\n\n).)*", re.S)
+_SUMMARY_ITEM = re.compile(r"(\d+\.\d+) \((\d+)")
+
+
+def fill_from_table(nb: nbformat.NotebookNode, name: str) -> None:
+    """Write what the exercise table states into chapter ``name``'s notebook, in place.
+
+    Test cells (the cells with nbgrader ``"grade": true``, in order, one per row), the
+    exercise headings (``### Exercise N.M ...``) and the first cell's points summary
+    (``**Points: T in total** — Ex 1.1 (P), ...``). A chapter without a table is left as is.
+    """
+    from autograder.checks.table import TABLES
+
+    if name not in TABLES:
+        return
+    chapter = TABLES[name]
+    rows = {e.number: e for e in chapter.exercises}
+    tests = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    if len(tests) != len(chapter.exercises):
+        raise ValueError(
+            f"{name}: {len(tests)} test cells (nbgrader grade: true) but "
+            f"{len(chapter.exercises)} exercises in autograder/checks/table.py"
+        )
+    for cell, ex in zip(tests, chapter.exercises):
+        cell.metadata["nbgrader"], cell.source = render_test_cell(chapter, ex)
+    seen = []
+
+    def head(m):
+        if m[1] not in rows:
+            raise ValueError(f"{name}: heading of Exercise {m[1]}, not in the exercise table")
+        seen.append(m[1])
+        return heading(rows[m[1]])
+
+    def summary(m):
+        listed = _SUMMARY_ITEM.findall(m[0])
+        if sorted(n for n, _ in listed) != sorted(rows):
+            raise ValueError(f"{name}: the points summary lists {[n for n, _ in listed]}")
+        text = re.sub(r"\d+(?= in total)", str(chapter.points), m[0], count=1)
+        return _SUMMARY_ITEM.sub(lambda i: f"{i[1]} ({rows[i[1]].points}", text)
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _SUMMARY.sub(summary, _HEADING.sub(head, cell.source))
+    if seen != [e.number for e in chapter.exercises]:
+        raise ValueError(
+            f"{name}: exercise headings {seen}, the table's order is "
+            f"{[e.number for e in chapter.exercises]}"
+        )
+
+
+def source_text(path: Path, name: str) -> str:
+    """The chapter source with what the exercise table states filled in."""
+    jupytext = _jupytext()
     nb = jupytext.read(path, fmt="py:percent")
+    fill_from_table(nb, name)
+    nb.metadata["jupytext"] = dict(_PY_FORMAT)
+    return jupytext.writes(nb, fmt="py:percent")
+
+
+def read_chapter(path: Path, text: str | None = None) -> nbformat.NotebookNode:
+    """The solution notebook a chapter source (``text``, else the file) describes: ids
+    assigned, no jupytext metadata."""
+    jupytext = _jupytext()
+    nb = jupytext.reads(path.read_text() if text is None else text, fmt="py:percent")
     nb.metadata.pop("jupytext", None)
     nb.nbformat, nb.nbformat_minor = 4, 5
     for cell in nb.cells:
@@ -110,11 +234,14 @@ def generate(
     release_dir: Path = RELEASE,
     solutions_dir: Path = SOURCE,
     source: Path = SOURCE,
+    write_sources: bool = True,
 ) -> None:
     """Write ``solutions_dir/<name>/<name>.ipynb`` and ``release_dir/<name>/`` for each chapter.
 
-    The notebooks are built from ``source/<name>/<name>.py`` in a temporary nbgrader course (the
-    chapter's other files, if any, go with them; the ``.py`` source never does).
+    First the exercise table (``autograder/checks/table.py``) is filled into the source
+    ``source/<name>/<name>.py`` (rewritten if that changes it and ``write_sources``). The
+    notebooks are built from it in a temporary nbgrader course (the chapter's other files, if
+    any, go with them; the ``.py`` source never does).
     """
     release_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
@@ -126,7 +253,11 @@ def generate(
                 folder,
                 ignore=shutil.ignore_patterns(".*", "__pycache__", f"{name}.py", f"{name}.ipynb"),
             )
-            nbformat.write(read_chapter(chapter_source(name, source)), folder / f"{name}.ipynb")
+            py = chapter_source(name, source)
+            text = source_text(py, name)
+            if write_sources and text != py.read_text():
+                py.write_text(text)  # the table's test cells, headings and points
+            nbformat.write(read_chapter(py, text), folder / f"{name}.ipynb")
         cmd = [
             sys.executable,
             "-m",
@@ -172,8 +303,13 @@ def differences(names: list[str], source: Path = SOURCE) -> list[str]:
     out = []
     with tempfile.TemporaryDirectory(prefix="course-release-check-") as tmp:
         fresh_rel, fresh_sol = Path(tmp) / "release", Path(tmp) / "solutions"
-        generate(names, fresh_rel, fresh_sol, source)
+        generate(names, fresh_rel, fresh_sol, source, write_sources=False)
         for name in names:
+            py = chapter_source(name, source)
+            if source_text(py, name) != py.read_text():
+                out.append(
+                    f"{py.relative_to(source.parent)} (differs from autograder/checks/table.py)"
+                )
             nb = Path(name) / f"{name}.ipynb"
             a, b = fresh_sol / nb, SOURCE / nb
             if not (b.exists() and filecmp.cmp(a, b, shallow=False)):

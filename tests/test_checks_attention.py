@@ -14,7 +14,7 @@ import pytest
 import torch
 from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 
-from autograder.checks import CheckFailed, hidden_check
+from autograder.checks import CheckFailed, hidden_check, table
 from autograder.checks import attention as A
 
 # The wrong implementations below overflow and divide by zero on purpose.
@@ -34,16 +34,8 @@ GOOD = {
     "attention.self_score_dominance": ans.dominance,
 }
 
-CHECKS = {
-    "attention.dot_product_scores": A._DOT,
-    "attention.softmax": A._SOFTMAX,
-    "attention.self_attention_unscaled": A._SELF_ATTN,
-    "attention.score_variance": A._VARIANCE,
-    "attention.scaled_dot_product_attention": A._SDPA,
-    "attention.column_form_self_attention": A._COLUMN,
-    "attention.cosine_similarity_attention": A._COSINE,
-    "attention.self_score_dominance": A._DOMINANCE,
-}
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("01_attention")
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))

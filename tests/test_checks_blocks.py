@@ -14,18 +14,11 @@ from catalogue_helpers import (
     assert_stubs_not_implemented,
 )
 
-from autograder.checks import CheckFailed, hidden_check
+from autograder.checks import CheckFailed, hidden_check, table
 from autograder.checks import blocks as B
 
-CHECKS = {
-    "blocks.feed_forward": B._FFN,
-    "blocks.ffn_as_conv1d": B._CONV,
-    "blocks.ffn_param_count": B._COUNT,
-    "blocks.swiglu_ffn": B._SWIGLU,
-    "blocks.post_ln_block": B._POST,
-    "blocks.pre_ln_block": B._PRE,
-    "blocks.grad_norm_per_layer": B._GRADNORM,
-}
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("05_feed_forward_blocks")
 
 
 # ---------------------------------------------------------------- right answers

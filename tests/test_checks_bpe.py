@@ -14,7 +14,7 @@ import regex
 import tiktoken
 from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 
-from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check, table
 from autograder.checks import bpe as B
 from autograder.checks._core import _compare_exact
 from transformer_ref.bpe import GPT2_PATTERN, train_bpe_naive
@@ -172,18 +172,8 @@ GOOD = {
     "bpe.decode": good_decode,
 }
 
-CHECKS = {
-    "bpe.count_pairs": B._COUNT,
-    "bpe.merge_pair": B._MERGE,
-    "bpe.train_classic_bpe": B._CLASSIC,
-    "bpe.encode_word": B._ENCODE_WORD,
-    "bpe.decode_symbols": B._DECODE_SYMBOLS,
-    "bpe.train_bpe_naive": B._TRAIN_NAIVE,
-    "bpe.train_bpe_fast": B._TRAIN_FAST,
-    "bpe.encode_piece": B._PIECE,
-    "bpe.encode": B._ENCODE,
-    "bpe.decode": B._DECODE,
-}
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("07_bpe")
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -204,7 +194,7 @@ def test_every_exercise_has_a_public_check_and_a_registered_hidden_one():
 
 
 def test_expected_encodings_equal_tiktoken_built_from_the_same_ranks():
-    for case in B._ENCODE.cases:
+    for case in CHECKS["bpe.encode"].cases:
         text, ranks, specials = case.args
         enc = tiktoken.Encoding(name="t", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
                                 special_tokens=specials)
@@ -212,7 +202,7 @@ def test_expected_encodings_equal_tiktoken_built_from_the_same_ranks():
 
 
 def test_expected_trainings_equal_the_naive_reference():
-    for case in B._TRAIN_CASES:
+    for case in CHECKS["bpe.train_bpe_naive"].cases:
         assert case.expected == train_bpe_naive(*case.args), case.label
 
 

@@ -13,7 +13,7 @@ import torch
 from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 
 import transformer_ref as ref
-from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check, table
 from autograder.checks import masking as M
 
 NEG_INF = float("-inf")
@@ -81,16 +81,8 @@ GOOD = {
     "masking.grad_of_position": good_grad,
 }
 
-CHECKS = {
-    "masking.causal_mask": M._CAUSAL,
-    "masking.to_additive": M._ADDITIVE,
-    "masking.padding_mask_from_lengths": M._LENGTHS,
-    "masking.padding_mask_from_ids": M._IDS,
-    "masking.decoder_self_attention_mask": M._DECODER,
-    "masking.masked_attention": M._MASKED,
-    "masking.future_leak": M._LEAK,
-    "masking.grad_of_position": M._GRAD,
-}
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("02_masking")
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -420,10 +412,12 @@ def test_nan_gradient_of_a_fully_masked_row_fails_only_the_graded_path(capsys):
 
 
 def test_layers_under_test_really_are_causal_or_not():
+    layers = {c.label.split(",")[0]: c.args[0] for c in CHECKS["masking.future_leak"].cases}
+    causal, unmasked = layers["a causal layer"], layers["an unmasked layer"]
     x = torch.randn(5, 6, dtype=torch.float64)
-    assert good_leak(M._CAUSAL_F, x, 2, torch.randn(5, 6, dtype=torch.float64)) == 0.0
-    assert good_leak(M._OPEN_F, x, 2, torch.randn(5, 6, dtype=torch.float64)) > 1e-3
-    g = good_grad(M._CAUSAL_F, x, 2)
+    assert good_leak(causal, x, 2, torch.randn(5, 6, dtype=torch.float64)) == 0.0
+    assert good_leak(unmasked, x, 2, torch.randn(5, 6, dtype=torch.float64)) > 1e-3
+    g = good_grad(causal, x, 2)
     assert torch.count_nonzero(g[3:]) == 0 and torch.count_nonzero(g[:3]) > 0
     assert torch.equal(ref.causal_mask(3), good_causal(3))
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 
-from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check, table
 from autograder.checks import mha as M
 
 # ---------------------------------------------------------------- right answers
@@ -73,15 +73,8 @@ GOOD = {
     "mha.weights_from_torch": good_weights,
 }
 
-CHECKS = {
-    "mha.msa_loop": M._MSA,
-    "mha.split_heads": M._SPLIT,
-    "mha.merge_heads": M._MERGE,
-    "mha.multi_head_attention": M._MHA_CHECK,
-    "mha.mha_parameter_count": M._COUNT,
-    "mha.fused_qkv": M._FUSED,
-    "mha.weights_from_torch": M._WEIGHTS,
-}
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("03_multihead_attention")
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -312,15 +305,16 @@ def test_the_loop_and_the_batched_heads_agree():
 
 
 def test_loaded_weights_reproduce_nn_multihead_attention():
-    m = M._torch_mha(1, 8, 2, torch.float64)
+    torch.manual_seed(1)
+    m = torch.nn.MultiheadAttention(8, 2, bias=False, batch_first=True, dtype=torch.float64)
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     want = m(x, x, x, need_weights=False)[0]
     torch.testing.assert_close(good_mha(x, x, *good_weights(m), 2), want, rtol=1e-10, atol=1e-12)
 
 
 def test_gradient_case_agrees_with_the_reference_module_and_catches_a_detached_output():
-    (case,) = [c for c in M._MHA_CHECK.cases if c.kind == "grad"]
-    torch.testing.assert_close(case.expected[0], M._mha_ref(*case.args, **case.kwargs),
+    (case,) = [c for c in CHECKS["mha.multi_head_attention"].cases if c.kind == "grad"]
+    torch.testing.assert_close(case.expected[0], good_mha(*case.args, **case.kwargs),
                                rtol=1e-12, atol=1e-12)
 
     def detached(*args, **kwargs):

@@ -16,15 +16,11 @@ from catalogue_helpers import (
 )
 
 import transformer_ref as ref
-from autograder.checks import CheckFailed, hidden_check
+from autograder.checks import CheckFailed, hidden_check, table
 from autograder.checks import norms as N
 
-CHECKS = {
-    "norms.layer_norm_np": N._LN_NP,
-    "norms.layer_norm": N._LN,
-    "norms.layer_norm_backward": N._BACKWARD,
-    "norms.rms_norm": N._RMS,
-}
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("04_layer_norm")
 
 
 # ---------------------------------------------------------------- right answers

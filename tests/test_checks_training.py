@@ -20,19 +20,12 @@ from catalogue_helpers import (
     assert_mistake_named,
 )
 
-from autograder.checks import CheckFailed, NotImplementedYet
+from autograder.checks import CheckFailed, NotImplementedYet, table
 from autograder.checks import training as TR
 from autograder.checks.training import graded
 
-CHECKS = {
-    "training.get_batch": TR._GET_BATCH,
-    "training.cross_entropy": TR._CE,
-    "training.get_lr": TR._LR,
-    "training.train_step": TR._TRAIN_STEP,
-    "training.estimate_loss": TR._ESTIMATE,
-    "training.checkpoint": TR._CHECKPOINT,
-    "training.sample_next_token": TR._SAMPLE,
-}
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("08_training")
 
 
 # ---------------------------------------------------------------- right answers

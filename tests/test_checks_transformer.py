@@ -15,16 +15,11 @@ from catalogue_helpers import (
     assert_stubs_not_implemented,
 )
 
-from autograder.checks import CheckFailed, hidden_check
+from autograder.checks import CheckFailed, hidden_check, table
 from autograder.checks import transformer as TR
 
-CHECKS = {
-    "transformer.equivariance_gap": TR._GAP,
-    "transformer.sinusoidal_encoding": TR._SIN,
-    "transformer.decoder_block": TR._DEC,
-    "transformer.gpt_logits": TR._GPT_CHECK,
-    "transformer.incremental_logits": TR._INC,
-}
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("06_transformer")
 
 
 # ---------------------------------------------------------------- right answers

@@ -84,9 +84,10 @@ def _softmax_exercise():
 
 def test_a_weakened_check_lets_mutants_survive():
     """The same run with Exercise 2.1's check cut to its first case: wrong softmaxes pass."""
-    from autograder.checks import attention as A
+    from autograder.checks.table import exercise
 
-    weak = dataclasses.replace(A._SOFTMAX, cases=A._SOFTMAX.cases[:1])
+    softmax = exercise("01_attention", "2.1").declaration()
+    weak = dataclasses.replace(softmax, cases=softmax.cases[:1])
     res = M.run_exercise(_softmax_exercise(), check=weak)
     survivors = [r.mutant.description for r in res if r.outcome == "survivor"]
     assert survivors, "a one-case softmax check should let wrong mutants through"

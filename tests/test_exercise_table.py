@@ -1,0 +1,123 @@
+"""The exercise table (autograder/checks/table.py) is the one place that states each exercise.
+
+Cross-checks: every chapter has a table; each row's check declaration is registered under the
+derived key with the row's function and number; the chapter sources hold exactly what the table
+fills in (test cells, headings, points); the generated notebooks' grade ids and points are the
+table's. And the fill really writes the table into a source (a changed row shows everywhere).
+"""
+
+import dataclasses
+import re
+
+import nbformat
+import pytest
+
+from autograder import release
+from autograder.checks import table
+from autograder.checks._core import registered
+from autograder.grading.cells import nbg
+
+CHAPTERS = release.chapters()
+
+
+def test_every_chapter_has_a_table_and_every_table_a_chapter():
+    assert sorted(table.TABLES) == CHAPTERS
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_declarations_agree_with_the_table(chapter):
+    rows = table.chapter(chapter).exercises
+    decls = table.declarations(chapter)
+    module = table.chapter(chapter).module
+    # every check of the chapter's module has a row, every row a check
+    assert sorted(k for k in registered() if k.split(".")[0] == module) == sorted(decls)
+    for ex in rows:
+        check = decls[ex.key]
+        assert (check.key, check.exercise) == (ex.key, ex.label)
+        # the name its messages use: the function, or the first of the functions it is given
+        assert check.name == (ex.arguments or (ex.function,))[0]
+        assert ex.visible_cases and ex.hidden_cases, f"{ex.key}: visible and hidden cases"
+    assert len({ex.grade_id for ex in rows}) == len(rows)
+    assert len({ex.number for ex in rows}) == len(rows)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_source_holds_what_the_table_states(chapter):
+    """Filling the table into the chapter source changes nothing (else: run the release)."""
+    py = release.chapter_source(chapter)
+    assert release.source_text(py, chapter) == py.read_text(), (
+        f"{py} differs from autograder/checks/table.py: run `python -m autograder.release`"
+    )
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_generated_notebooks_have_the_tables_grade_ids_and_points(chapter):
+    want = [(ex.grade_id, ex.points) for ex in table.chapter(chapter).exercises]
+    for folder in (release.SOURCE, release.RELEASE):
+        nb = nbformat.read(folder / chapter / f"{chapter}.ipynb", as_version=4)
+        got = [(nbg(c)["grade_id"], nbg(c)["points"]) for c in nb.cells if nbg(c).get("grade")]
+        assert got == want, folder
+
+
+def _changed_row(chapter, number, **change):
+    ch = table.TABLES[chapter]
+    rows = tuple(
+        dataclasses.replace(e, **change) if e.number == number else e for e in ch.exercises
+    )
+    return dataclasses.replace(ch, exercises=rows)
+
+
+def test_a_changed_row_is_written_into_the_test_cell_heading_and_summary(monkeypatch):
+    chapter = "01_attention"
+    monkeypatch.setitem(
+        table.TABLES,
+        chapter,
+        _changed_row(chapter, "2.1", points=5, title="softmax, stably", minutes=20),
+    )
+    text = release.source_text(release.chapter_source(chapter), chapter)
+    assert "# ### Exercise 2.1 — softmax, stably  *(5 points, ~20 min)*" in text
+    assert "# **Points: 19 in total** — Ex 1.1 (1), 2.1 (5), 3.1 (2)" in text
+    assert (
+        '# %% nbgrader={"grade": true, "grade_id": "ex2_1_softmax", "locked": true, '
+        '"points": 5, "schema_version": 3, "solution": false, "task": false}\n'
+        "# Check Exercise 2.1 (5 points)\ncheck_softmax(softmax)\n"
+    ) in text
+    old = release.chapter_source(chapter).read_text()
+    changed = [
+        (a, b) for a, b in zip(old.splitlines(), text.splitlines(), strict=True) if a != b
+    ]
+    assert len(changed) == 4, changed  # summary, heading, test cell's metadata and comment
+
+
+def test_a_new_function_name_renames_grade_id_check_key_and_calls(monkeypatch):
+    chapter = "04_layer_norm"
+    monkeypatch.setitem(table.TABLES, chapter, _changed_row(chapter, "4.1", function="rmsnorm"))
+    text = release.source_text(release.chapter_source(chapter), chapter)
+    assert '"grade_id": "ex4_1_rmsnorm"' in text
+    assert 'check_rmsnorm(rmsnorm)\n' in text
+    assert '_hidden_check("norms.rmsnorm", rmsnorm)' in text
+    assert "ex4_1_rms_norm" not in text
+
+
+def test_a_table_and_a_source_that_disagree_are_refused(monkeypatch):
+    chapter = "04_layer_norm"
+    ch = table.TABLES[chapter]
+    monkeypatch.setitem(
+        table.TABLES, chapter, dataclasses.replace(ch, exercises=ch.exercises[:-1])
+    )
+    with pytest.raises(ValueError, match="4 test cells .* but 3 exercises"):
+        release.source_text(release.chapter_source(chapter), chapter)
+    extra = dataclasses.replace(ch.exercises[-1], number="4.2", function="rms_norm_2")
+    monkeypatch.setitem(
+        table.TABLES, chapter, dataclasses.replace(ch, exercises=ch.exercises[:-1] + (extra,))
+    )
+    with pytest.raises(ValueError, match="4.1"):
+        release.source_text(release.chapter_source(chapter), chapter)
+
+
+def test_describe_lists_cases_and_mistakes():
+    text = table.describe("01_attention")
+    assert re.search(r"Exercise 2\.1 — a numerically stable softmax \(2 pt, ~15 min\)", text)
+    ex = table.exercise("01_attention", "2.1")
+    assert f"cases: {len(ex.visible_cases)} visible, {len(ex.hidden_cases)} hidden" in text
+    assert all(f"mistake: {m.name}" in text for m in ex.mistakes)
