@@ -15,7 +15,9 @@ Written next to grades.csv, per assignment (``ASSIGNMENT`` = a folder of ``solut
 
 A student with any exercise of the assignment not graded gets an EMPTY total (never 0): an
 empty cell leaves the LMS grade unset, so the instructor sees it still needs a decision.
-Students missing from the results are left out.
+Students missing from the results are left out. Text a spreadsheet would read as a formula
+(a display name starting with ``=``, ``+``, ``-``, ``@``) is written with a leading ``'``
+(:func:`cell`), here and in grades.csv.
 
 Example: ``write_exports(Path("grades"), {"01_attention": ["01_attention"]}, names, lms_ids)``.
 """
@@ -29,6 +31,27 @@ from pathlib import Path
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_COLUMNS = ["Full name", "User ID"]
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(value) -> str:
+    """A CSV cell a spreadsheet shows as text: a value that would start a formula (``=``,
+    ``+``, ``-``, ``@``, tab, carriage return; a display name comes from the LMS download, so
+    from the student) gets a leading ``'``, as OWASP advises; numbers stay numbers.
+
+    >>> cell("=SUM(A1:A9)"), cell("-0.5"), cell("José"), cell(2)
+    ("'=SUM(A1:A9)", '-0.5', 'José', '2')
+    """
+    text = "" if value is None else str(value)
+    if not text.startswith(_FORMULA_START):
+        return text
+    try:
+        float(text)
+        return text
+    except ValueError:
+        return "'" + text
 
 
 def total(rows: list[dict]) -> str:
@@ -51,7 +74,7 @@ def _write(path: Path, header: list[str], body: list[list[str]]) -> None:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
-    w.writerows(body)
+    w.writerows([cell(v) for v in row] for row in body)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(buf.getvalue(), encoding="utf-8")
     os.replace(tmp, path)

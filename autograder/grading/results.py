@@ -37,6 +37,7 @@ from pathlib import Path
 
 from nbgrader.plugins import ExportPlugin
 
+from .exports import cell as csv_cell
 from .nbgrader_main import quiet_sqlalchemy
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be
@@ -322,7 +323,7 @@ class ResultStore:
                 out["late_by"] = late_by(out["submitted_at"], due)
                 out["late_penalty"] = _fmt(gb["penalty"].get((sid, nb))) \
                     if out["late_by"] else ""
-                w.writerow(out)
+                w.writerow({k: csv_cell(v) for k, v in out.items()})  # no formula runs on open
         path = self.out / "grades.csv"
         _atomic_write(path, buf.getvalue())
         return path
@@ -497,6 +498,6 @@ class NotGradedCsvExport(ExportPlugin):
                                needs_manual_grade=str(bool(s.needs_manual_grade)),
                                score="" if s.needs_manual_grade
                                else _fmt(max(0.0, s.score - penalty)))
-                w.writerow(row)
+                w.writerow({k: csv_cell(v) for k, v in row.items()})
         Path(dest).write_text(buf.getvalue())
         self.log.info("Exported grades to %s", dest)
