@@ -16,7 +16,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import test_checks_blocks as T05
 import test_checks_mha as T03
+import test_checks_transformer as T06
 import torch
 
 from autograder.checks import _builders, _codec, _probe
@@ -90,8 +92,75 @@ def test_mha_builtin_attention_seen_at_the_operator_level(tmp_path):
     assert v.diagnosis == "used forbidden built-in scaled_dot_product_attention", v.message
 
 
+# ---------------------------------------------------------------- chapters 05 and 06
+CHAPTERS = {"blocks": T05, "transformer": T06}
+GOOD = [(ch, key) for ch, T in CHAPTERS.items() for key in sorted(T.GOOD)]
+WRONG = [(ch, *w[:3]) for ch, T in CHAPTERS.items() for w in T.WRONG]
+
+
+@pytest.mark.parametrize("chapter,key", GOOD, ids=[k for _, k in GOOD])
+def test_block_and_model_answers_pass_from_records(tmp_path, chapter, key):
+    T = CHAPTERS[chapter]
+    check = T.CHECKS[key]
+    v = _judged(tmp_path, check, T.GOOD[key])
+    assert v.passed, v.message
+    blank = _judged(tmp_path, check, lambda *a, **k: (_ for _ in ()).throw(NotImplementedError))
+    assert blank.diagnosis == "not implemented"
+
+
+@pytest.mark.parametrize("chapter,key,wrong,name", WRONG,
+                         ids=[f"{w[1]}: {w[3]}" for w in WRONG])
+def test_block_and_model_mistakes_named_from_records(tmp_path, chapter, key, wrong, name):
+    v = _judged(tmp_path, CHAPTERS[chapter].CHECKS[key], wrong)
+    assert not v.passed and v.diagnosis == name, v.message
+    assert f"Likely mistake: {name}." in v.message
+
+
+def test_the_reference_implementation_in_the_kernel_scores_zero(tmp_path):
+    import threading
+
+    import transformer_ref
+
+    sin = T06.CHECKS["transformer.sinusoidal_encoding"]
+    v = _judged(tmp_path, sin, lambda T, d: transformer_ref.sinusoidal_encoding(T, d).float())
+    assert v.diagnosis == "used the reference implementation", v.message
+    assert "positional.py:sinusoidal_encoding" in v.message
+
+    def in_a_thread(x, attn, ffn, norm1, norm2):  # the reference block, in a worker thread
+        box = {}
+
+        def work():
+            blk = transformer_ref.EncoderBlock(x.shape[-1], 2, norm_first=True).to(x.dtype)
+            box["y"] = blk(x)
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        return box["y"]
+
+    v = _judged(tmp_path, T05.CHECKS["blocks.pre_ln_block"], in_a_thread)
+    assert v.diagnosis == "used the reference implementation", v.message
+
+
+def test_model_inputs_are_rebuilt_with_their_weights_and_cache():
+    (case,) = [c for c in T06.CHECKS["transformer.gpt_logits"].cases if "cached prefix of 5"
+               in c.label]
+    args = case.call()
+    back = _codec.decode(_codec.encode(tuple(args)))
+    assert type(back[1]) is _builders.GPT and back[3].length == 5
+    assert back[1].lm_head.weight is back[1].wte.weight  # tied, as in transformer_ref.GPT
+    torch.testing.assert_close(T06.good_gpt(*back), case.expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(TypeError, match="compute it from its parts"):
+        back[1](args[0])  # no forward pass of its own: that is the exercise
+    (gn,) = [c for c in T05.CHECKS["blocks.grad_norm_per_layer"].cases][:1]
+    blocks = _codec.decode(_codec.encode(tuple(gn.call())))[0]
+    assert all(p.requires_grad for b in blocks for p in b.parameters())
+
+
 # ---------------------------------------------------------------- the kernel's package
-@pytest.mark.parametrize("chapter,mounted", [("03_multihead_attention", False)])
+@pytest.mark.parametrize("chapter,mounted", [("03_multihead_attention", False),
+                                             ("05_feed_forward_blocks", True),
+                                             ("06_transformer", True)])
 def test_kernel_package_has_stubs_and_builders(tmp_path, chapter, mounted):
     src = nbformat.read(REPO / f"solutions/{chapter}/{chapter}.ipynb", as_version=4)
     spec = verdict.prepare(tmp_path, [src])
@@ -108,8 +177,8 @@ def test_kernel_package_has_stubs_and_builders(tmp_path, chapter, mounted):
                COURSE_PROBE_DIR=spec["probe"])
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          cwd=tmp_path, check=True).stdout
-    assert "_MHA" not in out and "_WEIGHTS" not in out and "()" in out
-    assert "mha.torch_multihead_attention" in out
+    assert "_MHA" not in out and "_WEIGHTS" not in out and "_GPT" not in out and "()" in out
+    assert "mha.torch_multihead_attention" in out and "layers.gpt" in out
     stub = (Path(spec["package"]) / "checks" / f"{module}.py").read_text()
     assert "transformer_ref" not in stub and "Case(" not in stub
     builders = (Path(spec["package"]) / "checks" / "_builders.py").read_text()

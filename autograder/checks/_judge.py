@@ -192,6 +192,16 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
             f"{check.forbidden_hint}",
             f"used forbidden built-in {name}",
         )
+    ref = record.get("reference")
+    if check.reference_off and type(ref) is list and ref:
+        return Verdict(
+            False,
+            f"✘ {head}: {check.exercise} asks you to write `{check.name}` yourself, but the "
+            f"course's reference implementation ran while it was checked ({str(ref[0])[:120]}"
+            f"{f' and {len(ref) - 1} more' if len(ref) > 1 else ''}). Use the objects you are "
+            "given and your own code.",
+            "used the reference implementation",
+        )
     outputs = {}
     for case in cases:
         r = recs.get(case.label)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 import time
 import traceback
 
@@ -57,6 +59,34 @@ class _Names(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+_REF_MARK = os.sep + "transformer_ref" + os.sep
+
+
+class _Reference:
+    """A profile hook (this thread and threads started during the call) that records the
+    functions of the course's reference package (``transformer_ref``) entered: a chapter
+    whose notebook imports it for its demonstrations has it in the kernel, and its checks
+    (``reference_off``) get 0 if it ran (best-effort: only Python frames are seen)."""
+
+    def __init__(self):
+        self.seen: set = set()
+
+    def __call__(self, frame, event, arg):
+        if event == "call" and _REF_MARK in frame.f_code.co_filename:
+            path = frame.f_code.co_filename.split(_REF_MARK, 1)[1]
+            self.seen.add(f"transformer_ref/{path}:{frame.f_code.co_name}"[:120])
+
+    def __enter__(self):
+        self.previous = sys.getprofile(), threading.getprofile()
+        sys.setprofile(self)
+        threading.setprofile(self)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.previous[0])
+        threading.setprofile(self.previous[1])
+
+
 def _exception(e: BaseException) -> dict:
     frames = traceback.extract_tb(e.__traceback__)
     where = ""
@@ -85,9 +115,10 @@ def _enc(x):
         return {"$": "opaque", "type": f"value the grader cannot carry ({e})"}
 
 
-def _call(fn, spec: dict, args_enc, names: set | None = None) -> dict:
+def _call(fn, spec: dict, args_enc, names: set | None = None, ref: set | None = None) -> dict:
     """One call of ``fn`` on decoded inputs -> its record (status, out, grads, mutated);
-    the torch functions it called go into ``names``."""
+    the torch functions it called go into ``names``, reference functions entered into
+    ``ref``."""
     args = _codec.decode(args_enc)
     kwargs = _codec.decode(spec["kwargs"])
     grad_args = spec.get("grad_args") or []
@@ -97,8 +128,9 @@ def _call(fn, spec: dict, args_enc, names: set | None = None) -> dict:
     if names is None:
         names = set()
     mode = _Names()
+    watch = _Reference()
     try:
-        with torch.enable_grad(), mode:
+        with torch.enable_grad(), mode, watch:
             out = fn(*args, **kwargs)
     except NotImplementedError as e:
         rec.update(status="not_implemented", **_exception(e))
@@ -108,6 +140,8 @@ def _call(fn, spec: dict, args_enc, names: set | None = None) -> dict:
         return rec
     finally:
         names |= mode.names
+        if ref is not None:
+            ref |= watch.seen
     rec["status"] = "ok"
     rec["out"] = _enc(out)
     if spec.get("kind") != "grad":
@@ -152,15 +186,15 @@ def run(probe_dir: str, key: str, fn) -> None:
     """Record ``fn`` on every case of ``key`` (visible and hidden) into ``out/<key>.json``."""
     with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
         spec = json.load(f)
-    cases, ops, names = [], None, set()
+    cases, ops, names, ref = [], None, set(), set()
     prof = _ops_profiler()
     if prof is not None:
         prof.__enter__()
     try:
         for c in spec["cases"]:
-            rec = {"label": c["label"], **_call(fn, c, c["args"], names)}
+            rec = {"label": c["label"], **_call(fn, c, c["args"], names, ref)}
             if rec["status"] == "ok" and c.get("samples"):
-                rec["samples"] = [_call(fn, c, s, names) for s in c["samples"]]
+                rec["samples"] = [_call(fn, c, s, names, ref) for s in c["samples"]]
             cases.append(rec)
     finally:
         if prof is not None:
@@ -169,7 +203,8 @@ def run(probe_dir: str, key: str, fn) -> None:
                 ops = sorted({e.name for e in prof.function_events if e.name.startswith("aten::")})
             except Exception:  # noqa: BLE001
                 ops = None
-    record = {"key": key, "cases": cases, "ops": ops, "functions": sorted(names)}
+    record = {"key": key, "cases": cases, "ops": ops, "functions": sorted(names),
+              "reference": sorted(ref)[:50]}
     if spec.get("timed") and all(c["status"] == "ok" for c in cases):
         record["timed"] = _timed(fn, spec["timed"])
     text = json.dumps(record, separators=(",", ":"))

@@ -1,9 +1,11 @@
 """Checks for notebook 05 (feed-forward networks and Transformer blocks), with mistake catalogues.
 
-The block checks hand the student's function trusted sublayers (``attn``, ``ffn``, ``norm1``,
-``norm2``: ``transformer_ref`` modules whose weights are copied from a seeded
+The block checks hand the student's function sublayers (``attn``, ``ffn``, ``norm1``,
+``norm2``: ``_builders.Sublayer`` objects holding the weights of a seeded
 ``torch.nn.TransformerEncoderLayer``) and compare with that torch layer's own output, for
-``norm_first=False`` (post-LN) and ``True`` (pre-LN). Everything is built here, at import.
+``norm_first=False`` (post-LN) and ``True`` (pre-LN); Exercise 3.1 gets ``_builders``
+encoder blocks with ``transformer_ref.EncoderBlock``'s weights and is compared with
+``transformer_ref``'s gradients. Everything is built here, at import.
 
 >>> check_ffn_param_count(lambda d, f, a: (3 if a == "swiglu" else 2) * d * f
 ...     + (2 * f if a == "swiglu" else f) + d)  # doctest: +ELLIPSIS
@@ -19,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import transformer_ref
+from autograder.checks._builders import EncoderBlock, Sublayer
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -34,19 +37,6 @@ __all__ = [
 _EncoderBlock = transformer_ref.EncoderBlock
 _FeedForward = transformer_ref.FeedForward
 _relu, _gelu, _silu, _sigmoid = F.relu, F.gelu, F.silu, torch.sigmoid
-
-
-class _Named:
-    """A callable with a short name in check messages (instead of a module's long repr)."""
-
-    def __init__(self, name: str, fn):
-        self._name, self._fn = name, fn
-
-    def __call__(self, *args, **kwargs):
-        return self._fn(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return self._name
 
 
 def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0, shift: float = 0.0):
@@ -165,6 +155,7 @@ _FFN = Check(
     error_hints=(_SWAP_HINT,),
     forbidden=("linear",),
     forbidden_hint="Write the two matrix products yourself: x @ W1 + b1.",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_feed_forward = register(_FFN)
 
@@ -218,6 +209,7 @@ _CONV = Check(
     ),
     forbidden=_CONV_FORBIDDEN,
     forbidden_hint="Matrix products are switched off here: use F.conv1d with kernel size 1.",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_ffn_as_conv1d = register(_CONV)
 
@@ -270,6 +262,7 @@ _COUNT = Check(
                                   + (3 if a == "swiglu" else 2) * f),
         ),
     ),
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_ffn_param_count = register(_COUNT)
 
@@ -324,6 +317,7 @@ _SWIGLU = Check(
     error_hints=(_SWAP_HINT,),
     forbidden=("linear",),
     forbidden_hint="Write the matrix products yourself.",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_swiglu_ffn = register(_SWIGLU)
 
@@ -338,7 +332,9 @@ def _randomize(mod: nn.Module, seed: int) -> None:
 
 def _sublayers(seed, d, H, d_ff, norm_first, dtype=torch.float64, activation="relu",
                causal=False):
-    """(torch layer, attn, ffn, norm1, norm2): our modules hold the torch layer's weights."""
+    """(torch layer, attn, ffn, norm1, norm2): the sublayers hold the torch layer's weights
+    (copied through ``transformer_ref.EncoderBlock.load_from_torch``) and are builders, so a
+    graded kernel gets them as plain data."""
     torch.manual_seed(seed)
     layer = nn.TransformerEncoderLayer(d, H, d_ff, dropout=0.0, activation=activation,
                                        batch_first=True, norm_first=norm_first).to(dtype)
@@ -346,13 +342,22 @@ def _sublayers(seed, d, H, d_ff, norm_first, dtype=torch.float64, activation="re
     layer.train()  # dropout is 0; train mode keeps torch off its fused inference path
     blk = _EncoderBlock(d, H, d_ff, activation=activation, norm_first=norm_first).to(dtype)
     blk.load_from_torch(layer)
-    blk.requires_grad_(False)
+    return (layer, *_parts_of(blk, d, H, d_ff, activation, causal))
 
-    def attn(h):
-        return blk.attn(h, is_causal=causal)
 
-    return (layer, _Named("attn", attn), _Named("ffn", blk.ffn), _Named("norm1", blk.norm1),
-            _Named("norm2", blk.norm2))
+def _parts_of(blk, d, H, d_ff, activation, causal):
+    state = {k: v.detach().clone() for k, v in blk.state_dict().items()}
+
+    def part(prefix):
+        return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+
+    return (
+        Sublayer("attn", "attn", {"d_model": d, "n_head": H, "causal": causal}, part("attn.")),
+        Sublayer("ffn", "ffn", {"d_model": d, "d_ff": d_ff, "activation": activation},
+                 part("ffn.")),
+        Sublayer("norm1", "norm", {"d_model": d, "eps": float(blk.norm1.eps)}, part("norm1.")),
+        Sublayer("norm2", "norm", {"d_model": d, "eps": float(blk.norm2.eps)}, part("norm2.")),
+    )
 
 
 def _block_cases(norm_first: bool):
@@ -458,6 +463,7 @@ _POST = Check(
     ),
     forbidden=_BLOCK_FORBIDDEN,
     forbidden_hint="Combine the sublayers you are given (attn, ffn, norm1, norm2).",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_post_ln_block = register(_POST)
 
@@ -508,14 +514,21 @@ _PRE = Check(
     ),
     forbidden=_BLOCK_FORBIDDEN,
     forbidden_hint="Combine the sublayers you are given (attn, ffn, norm1, norm2).",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_pre_ln_block = register(_PRE)
 
 
 # ====================================================================== Exercise 3.1
 def _stack(seed, depth, d, H, f, norm_first):
+    """``depth`` encoder blocks: ``transformer_ref``'s initialisation, as builders (trainable
+    modules with the same parameters) that a graded kernel gets as plain data."""
     torch.manual_seed(seed)
-    return [_EncoderBlock(d, H, f, norm_first=norm_first).double() for _ in range(depth)]
+    ref = [_EncoderBlock(d, H, f, norm_first=norm_first).double() for _ in range(depth)]
+    config = {"d_model": d, "n_head": H, "d_ff": f, "activation": "relu",
+              "norm_first": norm_first}
+    return ref, [EncoderBlock(config, {k: v.detach().clone() for k, v in b.state_dict().items()})
+                 for b in ref]
 
 
 def _grad_norms(blocks, x, target, *, reduce="global", params="all"):
@@ -541,8 +554,8 @@ def _grad_norms(blocks, x, target, *, reduce="global", params="all"):
 
 
 def _gn_call(seed, depth, d, H, f, norm_first, B, T):
-    def make():
-        return (_stack(seed, depth, d, H, f, norm_first), _t_rand(seed + 1, B, T, d),
+    def make():  # fresh blocks (no gradients yet) for every call
+        return (_stack(seed, depth, d, H, f, norm_first)[1], _t_rand(seed + 1, B, T, d),
                 _t_rand(seed + 2, B, T, d))
     return make
 
@@ -557,7 +570,8 @@ def _gn_cases():
     ]):
         seed = 800 + 10 * i
         make = _gn_call(seed, depth, d, H, f, nf, B, T)
-        blocks, x, target = make()
+        _, x, target = make()
+        blocks = _stack(seed, depth, d, H, f, nf)[0]  # the expected value: transformer_ref's
         label = f"{depth} {'pre' if nf else 'post'}-LN blocks, d_model={d}, x ({B}, {T}, {d})"
         cases.append(Case(label, (f"[{depth} EncoderBlocks]", x, target),
                           _grad_norms(blocks, x, target),
@@ -593,5 +607,6 @@ _GRADNORM = Check(
             _gn_mistake(params="matrices"),
         ),
     ),
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_grad_norm_per_layer = register(_GRADNORM)

@@ -1,10 +1,14 @@
 """Checks for notebook 06 (the full Transformer), each with its catalogue of known mistakes.
 
 References: ``transformer_ref`` (sinusoidal table, multi-head attention, GPT with KV cache)
-and ``torch.nn.TransformerDecoderLayer`` for the decoder block; built here, at import.
+and ``torch.nn.TransformerDecoderLayer`` for the decoder block; built here, at import. The
+objects the student's functions get (the ``f`` of Exercise 1.1, the decoder's sublayers, the
+GPT and its KV cache) are ``_builders`` objects holding the same weights: plain data to a
+graded kernel, and no ``transformer_ref`` (nor a model's own forward pass) inside them.
 
->>> check_sinusoidal_encoding(transformer_ref.sinusoidal_encoding)  # doctest: +ELLIPSIS
-✔ Exercise 2.1 `sinusoidal_encoding`: all ... cases match the reference.
+>>> check_equivariance_gap(lambda f, x, perm: (f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+... # doctest: +ELLIPSIS
+✔ Exercise 1.1 `equivariance_gap`: all ... cases match the reference.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import torch
 import torch.nn as nn
 
 import transformer_ref
+from autograder.checks._builders import GPT, KVCache, Sublayer
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -27,19 +32,6 @@ _MHA = transformer_ref.MultiHeadAttention
 _DecoderBlock = transformer_ref.DecoderBlock
 _GPTConfig = transformer_ref.GPTConfig
 _sinusoidal = transformer_ref.sinusoidal_encoding
-
-
-class _Named:
-    """A callable with a short name in check messages (instead of a module's long repr)."""
-
-    def __init__(self, name: str, fn):
-        self._name, self._fn = name, fn
-
-    def __call__(self, *args, **kwargs):
-        return self._fn(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return self._name
 
 
 class _Model(transformer_ref.GPT):
@@ -77,11 +69,15 @@ def _gap(f, x, perm, *, inverse=False, axis=1, reduce="max"):
 
 
 def _gap_functions():
+    """(reference f, the same f as a builder) pairs: the expected gap is measured on the
+    first (``transformer_ref``), the student gets the second (plain data to a graded kernel)."""
     torch.manual_seed(900)
     mha = _MHA(8, 2).double()
     _randomize(mha, 901)
     mha.requires_grad_(False)
     pe = _sinusoidal(16, 8).double()
+    state = {k: v.detach().clone() for k, v in mha.state_dict().items()}
+    cfg = {"d_model": 8, "n_head": 2}
 
     def attention(x):
         return mha(x)
@@ -95,9 +91,15 @@ def _gap_functions():
     def scale_tokens(x):
         return x * torch.arange(1, x.shape[1] + 1, dtype=x.dtype)[:, None]
 
-    return (_Named("self_attention", attention), _Named("causal_self_attention", causal_attention),
-            _Named("attention_on_x_plus_positions", attention_with_positions),
-            _Named("scale_token_t_by_t", scale_tokens))
+    return (
+        (attention, Sublayer("self_attention", "attn", {**cfg, "causal": False}, state)),
+        (causal_attention,
+         Sublayer("causal_self_attention", "attn", {**cfg, "causal": True}, state)),
+        (attention_with_positions, Sublayer("attention_on_x_plus_positions", "attn",
+                                            {**cfg, "causal": False},
+                                            {**state, "positions": pe.clone()})),
+        (scale_tokens, Sublayer("scale_token_t_by_t", "scale_tokens", {}, {})),
+    )
 
 
 def _gap_cases():
@@ -110,13 +112,14 @@ def _gap_cases():
         (fns[3], "x_t scaled by t (a position-dependent map)", (1, 4, 8), True),
         (fns[0], "self-attention, batch 1, 7 tokens", (1, 7, 8), True),
     ]
-    for i, (f, what, shape, hidden) in enumerate(specs):
+    for i, ((ref, f), what, shape, hidden) in enumerate(specs):
         x = _t_rand(910 + i, *shape)
         perm = torch.randperm(shape[1], generator=torch.Generator().manual_seed(920 + i))
         if torch.equal(perm, torch.arange(shape[1])):
             perm = perm.flip(0)
         cases.append(Case(f"{what}, x {shape}, perm {perm.tolist()}", (f, x, perm),
-                          _gap(f, x, perm), kind="scalar", atol=1e-9, rtol=1e-6, hidden=hidden))
+                          _gap(ref, x, perm), kind="scalar", atol=1e-9, rtol=1e-6,
+                          hidden=hidden))
     return tuple(cases)
 
 
@@ -145,6 +148,7 @@ _GAP = Check(
             lambda e: "out of bounds for dimension 0" in str(e),
         ),
     ),
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_equivariance_gap = register(_GAP)
 
@@ -247,12 +251,14 @@ _SIN = Check(
                                                 "must match the existing size")),
         ),
     ),
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_sinusoidal_encoding = register(_SIN)
 
 
 # ====================================================================== Exercise 3.1
 def _dec_parts(seed, d, H, f, dtype):
+    """(torch layer, its six sublayers as builders holding its weights)."""
     torch.manual_seed(seed)
     layer = nn.TransformerDecoderLayer(d, H, f, dropout=0.0, batch_first=True,
                                        norm_first=True).to(dtype)
@@ -260,17 +266,19 @@ def _dec_parts(seed, d, H, f, dtype):
     layer.train()
     blk = _DecoderBlock(d, H, f, norm_first=True).to(dtype)
     blk.load_from_torch(layer)
-    blk.requires_grad_(False)
+    state = {k: v.detach().clone() for k, v in blk.state_dict().items()}
 
-    def self_attn(h, mask=None):
-        return blk.self_attn(h, mask=mask)
+    def part(prefix):
+        return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
 
-    def cross_attn(h, context):
-        return blk.cross_attn(h, context=context)
-
-    return layer, (_Named("self_attn", self_attn), _Named("cross_attn", cross_attn),
-                   _Named("ffn", blk.ffn), _Named("norm1", blk.norm1),
-                   _Named("norm2", blk.norm2), _Named("norm3", blk.norm3))
+    attn = {"d_model": d, "n_head": H}
+    norms = tuple(Sublayer(f"norm{i}", "norm", {"d_model": d, "eps": float(n.eps)},
+                           part(f"norm{i}."))
+                  for i, n in ((1, blk.norm1), (2, blk.norm2), (3, blk.norm3)))
+    return layer, (Sublayer("self_attn", "self_attn", attn, part("self_attn.")),
+                   Sublayer("cross_attn", "cross_attn", attn, part("cross_attn.")),
+                   Sublayer("ffn", "ffn", {"d_model": d, "d_ff": f, "activation": "relu"},
+                            part("ffn.")), *norms)
 
 
 def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", order="sa",
@@ -366,18 +374,23 @@ _DEC = Check(
     ),
     forbidden=("_transformer_decoder_layer_fwd", "multi_head_attention_forward"),
     forbidden_hint="Combine the sublayers you are given.",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_decoder_block = register(_DEC)
 
 
 # ====================================================================== Exercises 4.1, 5.1
 def _gpt(seed, V=13, T=12, L=2, H=2, d=16):
+    """(the ``transformer_ref.GPT`` the expected logits come from, the same model as a
+    builder: its parts with its weights, what the student's function gets)."""
     torch.manual_seed(seed)
     m = _Model(_GPTConfig(vocab_size=V, block_size=T, n_layer=L, n_head=H, d_model=d,
                         pos="learned")).double()
     _randomize(m, seed)  # every parameter (position table, norms) matters
     m.eval().requires_grad_(False)
-    return m
+    config = {"vocab_size": V, "block_size": T, "n_layer": L, "n_head": H, "d_model": d,
+              "d_ff": 4 * d}
+    return m, GPT(config, {k: v.detach().clone() for k, v in m.state_dict().items()})
 
 
 def _ref_logits(idx, model, start=0, cache=None, *, pos="right", causal=True, final_norm=True,
@@ -403,19 +416,20 @@ def _gv(**kw):
 
 
 def _gpt_case(label, seed, B, T_prefix, T_new, hidden, **gpt_kw):
-    model = _gpt(seed, **gpt_kw)
+    ref, model = _gpt(seed, **gpt_kw)
     V = model.config.vocab_size
     full = torch.randint(0, V, (B, T_prefix + T_new), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        expected = model(full)[:, T_prefix:]
+        expected = ref(full)[:, T_prefix:]
     if T_prefix == 0:
         return Case(label, (full, model), expected, hidden=hidden)
+    cache = ref.init_cache(B)
+    with torch.no_grad():
+        ref(full[:, :T_prefix], cache=cache)  # the prefix's keys and values, per layer
+    prefix = tuple((c.k.clone(), c.v.clone()) for c in cache.layers)
 
     def make():  # a fresh cache already holding the prefix
-        cache = model.init_cache(B)
-        with torch.no_grad():
-            model(full[:, :T_prefix], cache=cache)
-        return (full[:, T_prefix:], model, T_prefix, cache)
+        return (full[:, T_prefix:], model, T_prefix, KVCache(prefix))
 
     new, _, _, cache = make()
     return Case(label, (new, model, T_prefix, cache), expected, call=make, hidden=hidden)
@@ -482,6 +496,7 @@ _GPT_CHECK = Check(
     ),
     forbidden=("scaled_dot_product_attention",),
     forbidden_hint="Use the model's parts; its blocks compute attention themselves.",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_gpt_logits = register(_GPT_CHECK)
 
@@ -504,11 +519,11 @@ def _inc_cases():
     out = []
     for i, (B, T, hidden, kw) in enumerate([(2, 6, False, {}), (1, 12, False, {}),
                                             (3, 1, True, {}), (2, 7, True, {"L": 1, "H": 4})]):
-        model = _gpt(1200 + 10 * i, **kw)
+        ref, model = _gpt(1200 + 10 * i, **kw)
         idx = torch.randint(0, model.config.vocab_size, (B, T),
                             generator=torch.Generator().manual_seed(1201 + 10 * i))
         with torch.no_grad():
-            expected = model(idx)
+            expected = ref(idx)
         out.append(Case(f"idx ({B}, {T})", (model, idx), expected, hidden=hidden))
     return tuple(out)
 
@@ -540,5 +555,6 @@ _INC = Check(
     ),
     forbidden=("scaled_dot_product_attention",),
     forbidden_hint="Use your gpt_logits.",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
 )
 check_incremental_logits = register(_INC)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .cells import nbg as _nbg
 
-CONVERTED = frozenset({"attention", "bpe", "masking", "mha", "norms"})
+CONVERTED = frozenset({"attention", "blocks", "bpe", "masking", "mha", "norms", "transformer"})
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
 PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
