@@ -58,7 +58,8 @@ def case_inputs(check: Check) -> dict:
         if case.samples:
             d["samples"] = [_codec.encode(tuple(b())) for b in case.samples]
         cases.append(d)
-    out = {"key": check.key, "name": check.name, "exercise": check.exercise, "cases": cases}
+    out = {"key": check.key, "name": check.name, "exercise": check.exercise, "cases": cases,
+           "reference_off": bool(check.reference_off)}  # the probe watches transformer_ref
     timed = getattr(check.post, "trusted", None)  # a stage the grader can judge from a record
     if timed is not None:
         out["timed"] = {"args": _codec.encode(tuple(timed.args())), "runs": timed.runs}

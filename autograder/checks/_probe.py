@@ -18,6 +18,7 @@ itself. It gains nothing by it: the record only says what *its* code returns.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -118,7 +119,7 @@ def _enc(x):
 def _call(fn, spec: dict, args_enc, names: set | None = None, ref: set | None = None) -> dict:
     """One call of ``fn`` on decoded inputs -> its record (status, out, grads, mutated);
     the torch functions it called go into ``names``, reference functions entered into
-    ``ref``."""
+    ``ref`` (None: not watched; the hook slows Python code, so a timed run is not)."""
     args = _codec.decode(args_enc)
     kwargs = _codec.decode(spec["kwargs"])
     grad_args = spec.get("grad_args") or []
@@ -128,7 +129,7 @@ def _call(fn, spec: dict, args_enc, names: set | None = None, ref: set | None = 
     if names is None:
         names = set()
     mode = _Names()
-    watch = _Reference()
+    watch = _Reference() if ref is not None else contextlib.nullcontext()
     try:
         with torch.enable_grad(), mode, watch:
             out = fn(*args, **kwargs)
@@ -186,7 +187,8 @@ def run(probe_dir: str, key: str, fn) -> None:
     """Record ``fn`` on every case of ``key`` (visible and hidden) into ``out/<key>.json``."""
     with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
         spec = json.load(f)
-    cases, ops, names, ref = [], None, set(), set()
+    cases, ops, names = [], None, set()
+    ref = set() if spec.get("reference_off") else None
     prof = _ops_profiler()
     if prof is not None:
         prof.__enter__()
@@ -204,7 +206,7 @@ def run(probe_dir: str, key: str, fn) -> None:
             except Exception:  # noqa: BLE001
                 ops = None
     record = {"key": key, "cases": cases, "ops": ops, "functions": sorted(names),
-              "reference": sorted(ref)[:50]}
+              "reference": sorted(ref or ())[:50]}
     if spec.get("timed") and all(c["status"] == "ok" for c in cases):
         record["timed"] = _timed(fn, spec["timed"])
     text = json.dumps(record, separators=(",", ":"))
