@@ -137,13 +137,16 @@ def _write_outputs(store, students, info, people, report, final=False) -> Path:
     from the stored results."""
     from .grading.exports import write_exports
 
-    csv_path = store.write_csv(students)
+    rows = store.final_rows(students)
+    csv_path = store.write_csv(students, rows=rows)
     report.write(students, force=final)
-    results = store.load()
-    for sid, (name, lms_id) in people.items():  # until the results carry them
-        if sid in results:
-            results[sid].setdefault("name", name)
-            results[sid].setdefault("lms_id", lms_id)
+    # the exports total grades.csv's final points (manual scores, extra credit, late penalty)
+    results: dict[str, dict] = {}
+    for row in rows:
+        name, lms_id = people.get(row["student"], ("", ""))
+        r = results.setdefault(row["student"], {"rows": [], "name": row.get("name") or name,
+                                                "lms_id": row.get("lms_id") or lms_id})
+        r["rows"].append(row)
     write_exports(store.out, {a: [nb.name for nb in nbs] for a, nbs in info.items()}, results,
                   students)
     return csv_path

@@ -282,6 +282,10 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     assert export.returncode == 0, export.stderr
     wrong = next(r for r in read_csv(out / "export.csv") if r["student_id"] == WRONG[2])
     assert float(wrong["score"]) == 0.5  # the manual score counts in nbgrader's export
+    for kind in ("canvas", "moodle"):  # and in the LMS exports: the same total
+        lms = {r["User ID" if kind == "moodle" else "ID"]: r[ASSIGNMENT] for r in
+               read_csv(out / "exports" / f"{ASSIGNMENT}.{kind}.csv")}
+        assert float(lms[WRONG[1]]) == 0.5, (kind, lms)
 
     _grade(root, "--regrade", WRONG[2])
     after = _run_ids(out)

@@ -13,8 +13,11 @@ Written next to grades.csv, per assignment (``ASSIGNMENT`` = a folder of ``solut
   ``userid`` (the id in Moodle's "download submissions in folders" folder names), and map the
   ``ASSIGNMENT`` column to the assignment's grade item.
 
-A student with any exercise of the assignment not graded gets an EMPTY total (never 0): an
-empty cell leaves the LMS grade unset, so the instructor sees it still needs a decision.
+The total is the one grades.csv and nbgrader's export give (the final points: the
+instructor's manual scores and extra credit from formgrader, minus nbgrader's late penalty).
+A student with any exercise of the assignment not graded (and not scored by hand) gets an
+EMPTY total (never 0): an empty cell leaves the LMS grade unset, so the instructor sees it
+still needs a decision.
 Students missing from the results are left out. Text a spreadsheet would read as a formula
 (a display name starting with ``=``, ``+``, ``-``, ``@``) is written with a leading ``'``
 (:func:`cell`), here and in grades.csv.
@@ -55,19 +58,34 @@ def cell(value) -> str:
 
 
 def total(rows: list[dict]) -> str:
-    """One assignment's total for one student: '' when any row is not graded.
+    """One assignment's total for one student, as nbgrader's own export scores it: the sum of
+    the rows' final ``points`` (grades.csv's: the instructor's manual score where set, plus
+    extra credit) minus the notebooks' ``late_penalty``, at least 0; '' when a row is not
+    graded and the instructor has not scored it by hand (``manual_points``).
 
     >>> total([{"points": "1", "status": "graded"}, {"points": "0.5", "status": "graded"}])
     '1.5'
     >>> total([{"points": "1", "status": "graded"}, {"points": "", "status": "not graded: x"}])
     ''
+    >>> total([{"points": "1", "status": "graded"},
+    ...        {"points": "2", "status": "not graded: x", "manual_points": "2"}])
+    '3'
+    >>> total([{"notebook": "a", "points": "3", "status": "graded", "late_penalty": "3"}])
+    '0'
     """
-    if not rows or any(str(r.get("status", "")).startswith("not graded") for r in rows):
+    decided = [str(r.get("status", "")).startswith("graded") or r.get("manual_points") not in
+               (None, "") for r in rows]
+    if not rows or not all(decided):
         return ""
+    penalty = {}
     try:
-        return f"{sum(float(r['points']) for r in rows):g}"
+        for r in rows:
+            if r.get("late_penalty") not in (None, ""):
+                penalty[r.get("notebook", "")] = float(r["late_penalty"])
+        score = sum(float(r["points"]) for r in rows)
     except (KeyError, ValueError):
         return ""
+    return f"{max(0.0, score - sum(penalty.values())):g}"
 
 
 def _write(path: Path, header: list[str], body: list[list[str]]) -> None:

@@ -280,9 +280,29 @@ class ResultStore:
 
     def write_csv(self, students: list[str] | None = None,
                   exercises: dict[tuple[str, str], list[str]] | None = None,
-                  assignment_of: dict[str, str] | None = None) -> Path:
+                  assignment_of: dict[str, str] | None = None,
+                  rows: list[dict] | None = None) -> Path:
         """grades.csv from the stored results and the gradebook (only ``students`` when
-        given), sorted by student.
+        given), sorted by student: :meth:`final_rows`, or ``rows`` when given (already made).
+        """
+        if rows is None:
+            rows = self.final_rows(students, exercises, assignment_of)
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=COLUMNS, restval="", extrasaction="ignore",
+                           lineterminator="\n")
+        w.writeheader()
+        for out in rows:
+            w.writerow({k: csv_cell(v) for k, v in out.items()})  # no formula runs on open
+        path = self.out / "grades.csv"
+        _atomic_write(path, buf.getvalue())
+        return path
+
+    def final_rows(self, students: list[str] | None = None,
+                   exercises: dict[tuple[str, str], list[str]] | None = None,
+                   assignment_of: dict[str, str] | None = None) -> list[dict]:
+        """grades.csv's rows (dicts keyed by ``COLUMNS``) from the stored results and the
+        gradebook: ``points`` is the final score (the manual score where set, plus extra
+        credit).
 
         ``exercises`` maps (notebook, test cell) to the answer cells it grades (their
         formgrader comments go into ``comment``); ``assignment_of`` maps a notebook to its
@@ -292,10 +312,7 @@ class ResultStore:
         gb = self.read_gradebook()
         exercises = exercises or self.exercises
         assignment_of = assignment_of or self.assignment_of
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=COLUMNS, restval="", extrasaction="ignore",
-                           lineterminator="\n")
-        w.writeheader()
+        found = []
         for sid in sorted(results):
             if students is not None and sid not in students:
                 continue
@@ -323,10 +340,8 @@ class ResultStore:
                 out["late_by"] = late_by(out["submitted_at"], due)
                 out["late_penalty"] = _fmt(gb["penalty"].get((sid, nb))) \
                     if out["late_by"] else ""
-                w.writerow({k: csv_cell(v) for k, v in out.items()})  # no formula runs on open
-        path = self.out / "grades.csv"
-        _atomic_write(path, buf.getvalue())
-        return path
+                found.append(out)
+        return found
 
     # ---- the class gradebook, updated in place ---------------------------------------------
 
