@@ -137,12 +137,18 @@ def test_no_process_outlives_grading(adversarial_class):
     assert _marked_processes() == []
 
 
-def test_cheating_cells_are_not_run_and_feedback_says_why(adversarial_class):
-    fb = (adversarial_class["out"] / "feedback" / "patcher" / ASSIGNMENT
-          / f"{ASSIGNMENT}.html").read_text()
-    assert fb.count("course-grade did not run this cell") >= 8
-    for reason in ("get_ipython", "imports `builtins`", "__import__", "assigns to `np"):
-        assert reason in fb, reason
+def test_cheating_cells_gain_nothing_and_are_flagged_on_their_exercise(adversarial_class):
+    # notebook 01 is judged outside the kernel: the source policy refuses no cell (the patches
+    # run, gain no point: their own kernel breaks, every row 'not graded', above); what the
+    # policy would have refused is flagged, each on the exercise whose answer cell holds it
+    rows = [r for r in adversarial_class["rows"] if r["student"] == "patcher"]
+    assert rows and all(r["flagged"].startswith("flagged: ") for r in rows), rows
+    assert all(r["points"] == "" for r in rows)
+    flagged = " | ".join(r["flagged"] for r in rows)
+    assert "notebook-wide" not in flagged
+    for reason in ("reaches into IPython", "builtin obtained by name",
+                   "reaches into the grader: assigns to `np", "rebinds `check_"):
+        assert reason in flagged, reason
 
 
 # ---- the fixture-assignment class ----------------------------------------------------------

@@ -235,7 +235,7 @@ def grade_student(
         fatal: dict[str, str] = {}  # notebook -> reason
         restored: dict[str, dict[str, str]] = {}
         missing: dict[str, list[str]] = {}
-        flagged: dict[str, str] = {}
+        flagged: dict[str, dict[str, str]] = {}  # notebook -> {test: "flagged: ..."}
         dest = root / "submitted" / sub.student / assignment
         dest.mkdir(parents=True)
         for nb in notebooks:
@@ -259,7 +259,7 @@ def grade_student(
         for nb in notebooks:
             result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
                                  restored.get(nb.name, {}), missing.get(nb.name, []), config,
-                                 flagged.get(nb.name, ""))
+                                 flagged.get(nb.name, {}))
             html = root / "feedback" / sub.student / assignment / f"{nb.name}.html"
             if nb.name not in fatal and html.exists():
                 rel = Path("feedback") / sub.student / assignment / f"{nb.name}.html"
@@ -292,7 +292,8 @@ def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, config, e
             fatal[nb.name] = _fatal_reason(log, run, "autograde", config)
 
 
-def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, config, flagged=""):
+def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, config,
+          flagged=None):
     rows = []
     grades, problems, outputs, verdicts = {}, {}, {}, {}
     if fatal is None:
@@ -339,7 +340,7 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, con
         else:
             row["diagnosis"] = diagnose(status, row["points"], row["max_points"],
                                         outputs.get(gc.grade_id))
-        row["flagged"] = flagged
+        row["flagged"] = (flagged or {}).get(gc.grade_id, "")
         rows.append(row)
     return rows
 

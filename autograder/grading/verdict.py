@@ -19,7 +19,10 @@ For a *converted* chapter (``CONVERTED``) grading goes:
    cell's outputs in the autograded notebook with the verdict's message (the feedback shows
    it), and writes ``.grader/verdicts/<assignment>/<notebook>.json`` for the parent;
 5. parent: reads the verdicts (``diagnosis``) and flags the submission's source
-   (:func:`flags`) into each CSV row.
+   (:func:`flags`) into the CSV rows: each finding on the exercise whose answer cell holds
+   it, what concerns no single exercise (a cell the student added, a cell above the setup
+   cell) on every row as ``notebook-wide``. The source policy refuses no cell of such a
+   notebook (``sandbox.policy``); what it would have refused is flagged here.
 
 A chapter not in ``CONVERTED`` keeps the in-kernel checks: the test cell's verdict is
 whether it raised there.
@@ -484,26 +487,48 @@ def _source_flags(source: str) -> set[str]:
     return found
 
 
-def flags(data: bytes, notebook) -> str:
-    """``flagged: <what>`` for a submitted notebook's bytes (``notebook``: course.Notebook), or "".
+def flags(data: bytes, notebook) -> dict[str, str]:
+    """{test grade_id: ``flagged: <what>``} for a submitted notebook's bytes (``notebook``:
+    course.Notebook); a test with nothing to flag is absent.
 
     Student-written code cells are read (not the locked/test cells, whose source nbgrader
-    restores); a code cell above the locked setup cell and a test cell whose nbgrader flags
-    were changed are flagged too.
+    restores). A reason found in an answer cell goes on the tests that grade that answer; a
+    changed test cell's flags on that test; what cannot be tied to one exercise (a cell the
+    student added, a code cell above the locked setup cell, a changed setup cell) on every
+    row, after ``notebook-wide:``. For a notebook judged outside the kernel the source policy
+    refuses no cell (``sandbox.policy``): what it would have refused is flagged here.
     """
     with _PARSE_LOCK:  # CPython 3.11's parser is not safe in threads (the grader's pool)
         return _flags(data, notebook)
 
 
-def _flags(data: bytes, notebook) -> str:
+def _judged_outside(notebook) -> bool:
+    tests = [c for c in _test_cells(notebook.source) if keys_in(c.source)]
+    return (os.environ.get("COURSE_VERDICT_PIPELINE") != "old" and bool(tests)
+            and len(converted_keys(notebook.source)) == len(tests))
+
+
+def _flags(data: bytes, notebook) -> dict[str, str]:
     import nbformat
+
+    from .sandbox.policy import module_names, policy_problem
 
     try:
         sub = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
     except Exception:  # noqa: BLE001 - not graded anyway (precheck)
-        return ""
+        return {}
     release = {_nbg(c).get("grade_id"): c for c in notebook.release.cells if _nbg(c)}
-    reasons: list[str] = []
+    tests_of = {}  # answer cell -> the tests that grade it
+    for g in notebook.grade_cells:
+        for sid in g.solution_ids:
+            tests_of.setdefault(sid, []).append(g.grade_id)
+    locked = [c.source for c in notebook.release.cells
+              if c.cell_type == "code" and _nbg(c).get("locked")]
+    # modules and the names the locked cells import (the checks): rebinding a helper a given
+    # cell defines (chapter 07's pretoken_counts) is the student's own business
+    protected = module_names(locked) if _judged_outside(notebook) else None
+    per_test: dict[str, list[str]] = {}
+    everywhere: list[str] = []
     seen_setup = False
     for cell in sub.cells:
         meta = _nbg(cell)
@@ -515,13 +540,31 @@ def _flags(data: bytes, notebook) -> str:
             changed = [k for k in ("grade", "solution", "locked", "points")
                        if meta.get(k) != _nbg(ref).get(k)]
             if changed:
-                reasons.append(f"nbgrader flags of locked cell {gid} changed "
-                               f"({', '.join(changed)})")
+                why = f"nbgrader flags of locked cell {gid} changed ({', '.join(changed)})"
+                (per_test.setdefault(gid, []) if _nbg(ref).get("grade") else everywhere)\
+                    .append(why)
             continue  # its source is restored by nbgrader
         if cell.get("cell_type") != "code":
             continue
+        reasons = sorted(_source_flags(cell.source))
+        if protected is not None:
+            problem = policy_problem(cell.source, protected)
+            if problem:
+                reasons.append(f"reaches into the grader: {problem}")
         if not seen_setup and cell.source.strip():
-            reasons.append("a code cell above the setup cell")
-        reasons += sorted(_source_flags(cell.source))
-    unique = list(dict.fromkeys(reasons))
-    return f"flagged: {'; '.join(unique)}"[:400] if unique else ""
+            everywhere.append("a code cell above the setup cell (run after it)")
+        tests = tests_of.get(gid, []) if ref is not None else []
+        if tests:
+            for t in tests:
+                per_test.setdefault(t, []).extend(reasons)
+        else:
+            where = f"answer cell {gid}" if ref is not None else "a cell the student added"
+            everywhere += [f"{r} (in {where})" for r in reasons]
+    out = {}
+    for g in notebook.grade_cells:
+        mine = list(dict.fromkeys(per_test.get(g.grade_id, [])))
+        wide = list(dict.fromkeys(everywhere))
+        parts = mine + ([f"notebook-wide: {'; '.join(wide)}"] if wide else [])
+        if parts:
+            out[g.grade_id] = f"flagged: {'; '.join(parts)}"[:400]
+    return out

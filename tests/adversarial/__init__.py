@@ -7,7 +7,9 @@ drifts from the notebook. Each student comes with every CSV row's expected point
 student           what the submission does                                   expected
 ================  =========================================================  ===================
 correct           solution code (the control)                                full, graded
-patcher           wrong answers; each answer cell also cheats, one way per   0, graded
+patcher           wrong answers; each answer cell also cheats, one way per   not graded
+                  exercise (patching ``builtins`` breaks its own kernel),    (each row
+                                                                             flagged)
                   exercise: patches numpy/torch comparisons, ``builtins``,
                   the check module's internals, rebinds a ``check_*``
                   function, installs an IPython input transformer that
@@ -131,7 +133,11 @@ class AdversarialBuilder(ClassBuilder):
 
         patch = dict(zip(sols, PATCHES, strict=False))
         put("patcher", self.answered(lambda g, s: patch.get(g, "") + wrong(g, s)))
-        exp["patcher"] = dict(zero)
+        # Notebook 01 is judged outside the kernel, so no cell is refused: the patches run.
+        # ``builtins.isinstance = lambda *a: True`` (answer 2) breaks the student's own kernel
+        # (it stops answering), so the notebook cannot be graded at all: every row 'not
+        # graded' (never a score), each flagged on its exercise (test_sandbox_class).
+        exp["patcher"] = {t: Expected("", "not graded:") for t in tests}
 
         # test cells: ex 4 duplicated, ex 8 renamed (both answered wrong), ex 5 claims 100
         # points, ex 7 moved to the top of the notebook (both answered right)

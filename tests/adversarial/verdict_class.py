@@ -11,17 +11,17 @@ student            what the submission does                                    e
 correct            solution code (the control)                                 16/16, no flag
 time_transformer   wrong answers; a ``%%time`` cell whose body installs an     0, output
                    IPython input transformer that turns every later cell       missing, flagged
-                   (test cells too) into ``pass``
-getattr_alias      wrong answers; ``g = getattr`` then writes into a check's   0, flagged
-                   ``__globals__`` through the alias
-hex_exec           wrong answers; hex-encoded code run by ``exec`` got by      0, flagged
-                   name from ``pydoc.locate``
-torch_library      wrong answers; re-registers ``aten::isclose`` through       0, flagged
-                   ``torch.library`` (a comparison bound at import would lie)
+                   (test cells too) into ``pass`` (a cell of its own)          notebook-wide
+getattr_alias      wrong answers; ``g = getattr`` then writes into a check's   0, flagged on
+                   ``__globals__`` through the alias (in answer cell 1.1)      ex 1.1 only
+hex_exec           wrong answers; hex-encoded code run by ``exec`` got by      0, flagged on
+                   name from ``pydoc.locate`` (in answer cell 1.1)             ex 1.1 only
+torch_library      wrong answers; re-registers ``aten::isclose`` through       0, flagged on
+                   ``torch.library`` (a comparison bound at import would lie)  ex 1.1 only
 above_setup        wrong answers; a cell above the locked setup cell patches   0, flagged
-                   ``torch.isclose``
-frames             wrong answers; reads expected values from the checker's     0, flagged
-                   frames (traceback), ``__globals__`` and closures
+                   ``torch.isclose`` (it runs after the setup cell)            notebook-wide
+frames             wrong answers; reads expected values from the checker's     0, flagged on
+                   frames (traceback), ``__globals__`` and closures            ex 1.1 only
 thread_builtin     right, except softmax computed by ``torch.softmax`` in a    ex 2.1, 3.1: 0,
                    worker thread (3.1 calls it)                                forbidden; rest
                                                                                full
@@ -29,6 +29,7 @@ near_miss          right, except ``score_variance`` returns ``d_k * 1.001``   ex
                                                                                full
 flags_changed      wrong; test cell 1.1 marked ``solution: true``, test 2.1    0 everywhere,
                    ``grade: false`` (nbgrader used to fail the notebook)       1.1/2.1 restored
+                                                                               and flagged
 =================  ==========================================================  ================
 """
 
@@ -129,8 +130,10 @@ class VerdictAttackBuilder(ClassBuilder):
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, path)
 
-        def zeros(flag, diagnosis=None, status="graded"):
-            return {g: Row("0", status, diagnosis, flag) for g in grade_ids}
+        def zeros(flag, diagnosis=None, status="graded", on=None):
+            """All 0; the flag on the rows of ``on`` (default: every row, notebook-wide)."""
+            return {g: Row("0", status, diagnosis, flag if on is None or g in on else "")
+                    for g in grade_ids}
 
         put("correct", self.answered())
         expected["correct"] = dict(full)
@@ -148,10 +151,12 @@ class VerdictAttackBuilder(ClassBuilder):
             put(student, nb)
         expected["time_transformer"] = zeros("rewrites cells (input transformer)",
                                              "output missing")
-        expected["getattr_alias"] = zeros("alias of getattr")
-        expected["hex_exec"] = zeros("decodes encoded code")
-        expected["torch_library"] = zeros("operator re-registration (torch.library)")
-        expected["frames"] = zeros("introspection of frames")
+        # flagged on the exercise whose answer cell holds the attack (the first one)
+        first = self._tests_of(self.first)
+        expected["getattr_alias"] = zeros("alias of getattr", on=first)
+        expected["hex_exec"] = zeros("decodes encoded code", on=first)
+        expected["torch_library"] = zeros("operator re-registration (torch.library)", on=first)
+        expected["frames"] = zeros("introspection of frames", on=first)
 
         nb = self.wrong()
         setup = next(i for i, c in enumerate(nb.cells) if _nbg(c).get("grade_id") == "setup")
@@ -181,7 +186,8 @@ class VerdictAttackBuilder(ClassBuilder):
             if gid == "ex2_1_softmax":
                 cell.metadata["nbgrader"] = dict(copy.deepcopy(_nbg(cell)), grade=False)
         put("flags_changed", nb)
-        expected["flags_changed"] = zeros("nbgrader flags of locked cell")
+        expected["flags_changed"] = zeros("nbgrader flags of locked cell",
+                                          on={"ex1_1_dot_product_scores", "ex2_1_softmax"})
         for gid in ("ex1_1_dot_product_scores", "ex2_1_softmax"):
             expected["flags_changed"][gid] = Row(
                 "0", "graded (test cell restored: flags changed)", None,

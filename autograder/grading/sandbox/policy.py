@@ -13,6 +13,13 @@ or not:
 - :meth:`Policy.on_cell_error`: a cell whose execute reply says *error* but shows no error
   output (a silenced traceback) gets one, so nbgrader scores it 0.
 
+For a notebook whose test cells are all judged outside the kernel (trusted verdicts,
+``verdict.CONVERTED``) nothing is refused: a deny-list only delays, and what runs in the
+kernel cannot change a verdict. The parent flags those cells instead (``verdict.flags``:
+``flagged: <what>`` on the exercise they concern). For every notebook, code cells a student
+put above the locked setup cell are moved to just after it (:func:`setup_first`): the setup
+binds the checks in a fresh kernel before any student code runs.
+
 Before nbgrader starts, :func:`dedupe_grade_ids` turns submitted cells with a repeated or
 unknown grade id into ordinary cells (nbgrader 0.9.6 otherwise fails on the whole notebook).
 
@@ -255,9 +262,15 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
 
 
 class Policy:
-    """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process)."""
+    """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process).
 
-    def __init__(self, trusted_sources: list[str], trusted_ids=()):
+    ``judged_outside``: the course's test cells are judged by trusted verdicts
+    (``verdict.prepare`` wrote a kernel spec): for a notebook all of whose test cells are,
+    the policy refuses nothing (a deny-list only delays, and what the kernel does cannot change
+    a verdict); the parent flags such cells for the instructor instead (``verdict.flags``).
+    """
+
+    def __init__(self, trusted_sources: list[str], trusted_ids=(), judged_outside=False):
         self.trusted = set(trusted_sources)
         # locked and test cells nbgrader's OverwriteCells has just restored from the
         # gradebook (their source is the instructor's, whatever the submission had)
@@ -265,8 +278,24 @@ class Policy:
         self.protected = module_names(trusted_sources) | {
             n for src in trusted_sources for n in _defined_names(src)
         }
+        self.judged_outside = judged_outside
+
+    def _restored(self, cell) -> bool:
+        return cell.get("cell_type") == "code" and cell.source in self.trusted and \
+            grade_id(cell) in self.trusted_ids and is_locked(cell)
+
+    def _all_judged_outside(self, notebook) -> bool:
+        from ..verdict import CONVERTED, keys_in
+
+        if not self.judged_outside:
+            return False
+        keys = [k for c in notebook.cells if self._restored(c) for k in keys_in(c.source)]
+        return bool(keys) and all(k.split(".")[0] in CONVERTED for k in keys)
 
     def on_notebook_start(self, notebook, **_):
+        setup_first(notebook, self._restored)
+        if self._all_judged_outside(notebook):
+            return
         for cell in notebook.cells:
             if cell.get("cell_type") != "code" or cell.source in self.trusted:
                 continue
@@ -307,9 +336,35 @@ def _defined_names(source: str) -> set[str]:
     return out
 
 
+def setup_first(notebook, restored) -> int:
+    """Move the code cells a student put above the notebook's locked setup cell (the first
+    restored locked code cell, ``restored(cell)``) to just after it, in their order: the setup
+    runs first in a fresh kernel and binds the checks before any student code. Returns how
+    many moved (the parent flags them: ``verdict.flags``).
+
+    >>> from nbformat.v4 import new_code_cell, new_notebook
+    >>> nb = new_notebook(cells=[new_code_cell("patch()"), new_code_cell("setup"),
+    ...                          new_code_cell("answer")])
+    >>> setup_first(nb, lambda c: c.source == "setup"), [c.source for c in nb.cells]
+    (1, ['setup', 'patch()', 'answer'])
+    """
+    cells = notebook.cells
+    first = next((i for i, c in enumerate(cells) if restored(c)), None)
+    if first is None:
+        return 0
+    above = [c for c in cells[:first] if c.get("cell_type") == "code" and not restored(c)]
+    if not above:
+        return 0
+    keep = [c for c in cells[:first] if not (c.get("cell_type") == "code" and not restored(c))]
+    cells[:] = keep + [cells[first]] + above + cells[first + 1:]
+    return len(above)
+
+
 def load_policy(path: str) -> Policy:
     cells = json.loads(Path(path).read_text())
-    return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells])
+    spec = Path(path).parent / "kernel" / "spec.json"  # verdict.prepare: judged outside
+    return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells],
+                  judged_outside=spec.exists())
 
 
 def trusted_cells(course_root: Path) -> list[dict]:
