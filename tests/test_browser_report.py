@@ -116,6 +116,10 @@ def _check_report(seen: dict) -> None:
     assert counts == sorted(counts, reverse=True)  # ranked by how many students
     named = {m[1]: (int(m[3]), m[4]) for m in mistakes}
     assert named["unstable softmax overflowing"] == (2, "overflow_a, overflow_b"), mistakes
+    kinds = {m[1]: m[5] for m in mistakes}  # catalogued mistakes are told from failure kinds
+    assert kinds["unstable softmax overflowing"] == "catalogued mistake", mistakes
+    assert kinds["scores transposed (K Qᵀ)"] == "catalogued mistake", mistakes
+    assert kinds["not implemented"] == "failure kind", mistakes  # the blank student
     assert "transposed" in named["scores transposed (K Qᵀ)"][1], mistakes
     assert "blank" in named["not implemented"][1]
     for student in ("os_exit", "invalid_json", "infinite_loop"):

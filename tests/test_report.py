@@ -105,6 +105,9 @@ def test_report_content_and_escaping():
     first = re.findall(r"<td class=mistake>(.*?)</td>", mistakes)
     assert first[0] == "mask inverted"
     assert mistakes.index("ann") < mistakes.index("wrong shape")
+    kinds = dict(zip(first, re.findall(r"<td class=kind>(.*?)</td>", mistakes), strict=True))
+    assert kinds["mask inverted"] == "catalogued mistake"  # the check library's name
+    assert kinds["wrong shape"] == "failure kind"
     ng = _section(page, "not-graded")
     assert "ran over 30 s" in ng and "cy" in ng and "(ex2)" in ng
     slow = re.findall(r"<tr><td>(\w+)", _section(page, "slowest"))

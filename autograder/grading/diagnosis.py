@@ -33,6 +33,26 @@ _NOT_GRADED = [
 ]
 
 
+# The failure kinds (generic: what kind of thing went wrong) that diagnose() and the trusted
+# verdict (autograder/checks/_judge.py, the chapters' timed stages) write; any other diagnosis
+# is the name of a mistake the check library catalogues (a Mistake or an ErrorHint).
+FAILURE_KINDS = frozenset({kind for _, kind in _NOT_GRADED} | {
+    "not graded", "lost points", "error", "not implemented", "input changed in place",
+    "wrong shape", "wrong dtype", "wrong type", "wrong gradient", "not a measurement",
+    "output differs", "output missing", "output too large", "used the reference implementation",
+})
+_FAILURE_PREFIXES = ("raised ", "used forbidden built-in ")
+
+
+def is_failure_kind(diagnosis: str) -> bool:
+    """Whether a diagnosis is a failure kind rather than a catalogued mistake's name.
+
+    >>> is_failure_kind("raised ValueError"), is_failure_kind("mask inverted")
+    (True, False)
+    """
+    return diagnosis in FAILURE_KINDS or diagnosis.startswith(_FAILURE_PREFIXES)
+
+
 def _errors(outputs) -> list[tuple[str, str]]:
     return [
         (str(o.get("ename", "")), str(o.get("evalue", "")))
