@@ -24,6 +24,10 @@ import torch
 
 import transformer_ref
 import transformer_ref.numpy_ref as npref
+from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
+from autograder.checks._cases import is_matmul_mismatch as _is_matmul_mismatch
+from autograder.checks._cases import np_rand as _np_rand
+from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -45,35 +49,6 @@ _cos_attn = transformer_ref.cosine_similarity_attention
 _col_form = transformer_ref.column_form_self_attention
 _causal = transformer_ref.causal_mask
 _t_softmax = transformer_ref.softmax
-
-
-def _np_rand(seed: int, *shape, dtype=np.float64, scale: float = 1.0) -> np.ndarray:
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
-
-
-def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
-
-
-def _is_matmul_mismatch(e: BaseException) -> bool:
-    s = str(e)
-    return any(
-        t in s
-        for t in (
-            "matmul",
-            "mat1 and mat2",
-            "size mismatch",
-            "cannot be multiplied",
-            "core dim",
-            "must match the size of tensor",  # batch axes of a matmul that do not broadcast
-        )
-    )
-
-
-def _is_broadcast_error(e: BaseException) -> bool:
-    s = str(e)
-    return "broadcast" in s or "must match the size of tensor" in s
 
 
 # ====================================================================== Exercise 1.1

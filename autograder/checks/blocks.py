@@ -22,6 +22,8 @@ import torch.nn.functional as F
 
 import transformer_ref
 from autograder.checks._builders import EncoderBlock, Sublayer
+from autograder.checks._cases import is_layer_input_mismatch as _is_matmul_mismatch
+from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -37,18 +39,6 @@ __all__ = [
 _EncoderBlock = transformer_ref.EncoderBlock
 _FeedForward = transformer_ref.FeedForward
 _relu, _gelu, _silu, _sigmoid = F.relu, F.gelu, F.silu, torch.sigmoid
-
-
-def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0, shift: float = 0.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale + shift).to(dtype)
-
-
-def _is_matmul_mismatch(e: BaseException) -> bool:
-    s = str(e)
-    return any(t in s for t in ("mat1 and mat2", "size mismatch", "cannot be multiplied",
-                                "must match the size of tensor", "expected input", "to have",
-                                "shape"))
 
 
 def _act(name):

@@ -18,6 +18,8 @@ import torch
 
 import transformer_ref
 from autograder.checks._builders import AttentionLayer
+from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
+from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -39,16 +41,6 @@ _pad_ids = transformer_ref.padding_mask_from_ids
 _sdpa = transformer_ref.scaled_dot_product_attention
 _softmax = transformer_ref.softmax
 _NEG_INF = float("-inf")
-
-
-def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
-
-
-def _is_broadcast_error(e: BaseException) -> bool:
-    s = str(e)
-    return "must match the size of tensor" in s or "broadcast" in s
 
 
 # ====================================================================== Exercise 1.1

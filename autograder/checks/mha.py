@@ -19,6 +19,7 @@ import torch.nn as nn
 
 import transformer_ref
 from autograder.checks._builders import MultiheadAttention
+from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -43,11 +44,6 @@ _FORBIDDEN = (
     "_native_multi_head_attention",
     "_scaled_dot_product_attention_math",
 )
-
-
-def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
 
 
 def _is_shape_mismatch(e: BaseException) -> bool:

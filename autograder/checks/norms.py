@@ -14,6 +14,8 @@ import numpy as np
 import torch
 
 import transformer_ref
+from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
+from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -26,16 +28,6 @@ __all__ = [
 # Trusted references, bound before any student cell runs.
 _ref_ln = transformer_ref.layer_norm
 _ref_rms = transformer_ref.rms_norm
-
-
-def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0, shift: float = 0.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale + shift).to(dtype)
-
-
-def _is_broadcast_error(e: BaseException) -> bool:
-    s = str(e)
-    return "broadcast" in s or "must match the size of tensor" in s
 
 
 # ---------------------------------------------------------------- wrong layer norms

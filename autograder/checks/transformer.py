@@ -18,6 +18,7 @@ import torch.nn as nn
 
 import transformer_ref
 from autograder.checks._builders import GPT, KVCache, Sublayer
+from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
 __all__ = [
@@ -41,11 +42,6 @@ class _Model(transformer_ref.GPT):
         c = self.config
         return f"GPT(vocab_size={c.vocab_size}, n_layer={c.n_layer}, n_head={c.n_head}, " \
                f"d_model={c.d_model}, block_size={c.block_size})"
-
-
-def _t_rand(seed: int, *shape, dtype=torch.float64, scale: float = 1.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
 
 
 def _randomize(mod: nn.Module, seed: int) -> None:

@@ -1,0 +1,78 @@
+"""Small helpers the chapters' check modules share to build cases and recognise errors.
+
+Seeded inputs (the same seed gives the same numbers on every machine) and predicates for
+``ErrorHint``: what a student's exception says when shapes do not fit.
+
+>>> _t = t_rand(0, 2, 3); (tuple(_t.shape), _t.dtype, bool(torch.equal(_t, t_rand(0, 2, 3))))
+((2, 3), torch.float64, True)
+>>> is_broadcast_error(RuntimeError("operands could not be broadcast together"))
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = [
+    "np_rand",
+    "t_rand",
+    "is_broadcast_error",
+    "is_matmul_mismatch",
+    "is_layer_input_mismatch",
+]
+
+
+def np_rand(seed: int, *shape, dtype=np.float64, scale: float = 1.0) -> np.ndarray:
+    """Standard normal numbers of ``shape`` from numpy's generator seeded with ``seed``."""
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+def t_rand(
+    seed: int, *shape, dtype=torch.float64, scale: float = 1.0, shift: float = 0.0
+) -> torch.Tensor:
+    """``randn(*shape) * scale + shift`` from a torch generator seeded with ``seed``, drawn in
+    float64 and then cast to ``dtype`` (so every dtype sees the same values)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+    return (x + shift if shift else x).to(dtype)
+
+
+def is_broadcast_error(e: BaseException) -> bool:
+    """Two operands whose shapes do not broadcast (numpy's or torch's message)."""
+    s = str(e)
+    return "broadcast" in s or "must match the size of tensor" in s
+
+
+def is_matmul_mismatch(e: BaseException) -> bool:
+    """A matrix product whose inner dimensions do not line up (also batched)."""
+    s = str(e)
+    return any(
+        t in s
+        for t in (
+            "matmul",
+            "mat1 and mat2",
+            "size mismatch",
+            "cannot be multiplied",
+            "core dim",
+            "must match the size of tensor",  # batch axes of a matmul that do not broadcast
+        )
+    )
+
+
+def is_layer_input_mismatch(e: BaseException) -> bool:
+    """Wider than :func:`is_matmul_mismatch`: any layer input of the wrong shape (a linear
+    map, a convolution's ``expected input ...``, ``... to have ... shape``)."""
+    s = str(e)
+    return any(
+        t in s
+        for t in (
+            "mat1 and mat2",
+            "size mismatch",
+            "cannot be multiplied",
+            "must match the size of tensor",
+            "expected input",
+            "to have",
+            "shape",
+        )
+    )
