@@ -30,13 +30,13 @@ MAX_DEPTH = 32
 MAX_ITEMS = 2_000_000  # array elements and container items in one document
 _DTYPES = {
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-    "complex64", "complex128",
+    "complex64", "complex128", "uint16",  # uint16: token ids as a memmap stores them
 }
 _TORCH_DTYPES = {
     "float16": torch.float16, "float32": torch.float32, "float64": torch.float64,
     "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
     "uint8": torch.uint8, "bool": torch.bool, "complex64": torch.complex64,
-    "complex128": torch.complex128,
+    "complex128": torch.complex128, "uint16": torch.uint16,
 }
 
 

@@ -756,6 +756,8 @@ def _spread_problem(case: Case, values: list) -> str | None:
     """
     if case.spread is None or _len(values) < 2:
         return None
+    if _type(values[0]) in (_Tensor, _ndarray) and int(np.prod(values[0].shape)) > 1:
+        return _array_spread_problem(case, values)
     vals = []
     for v in values:
         if _type(v) in (_Tensor, _ndarray):
@@ -770,6 +772,31 @@ def _spread_problem(case: Case, values: list) -> str | None:
         f"on {_len(vals)} different random generators your results are {shown}: they spread "
         f"by {sd:.3g}, while measurements from samples spread by about {case.spread:.3g}. "
         "Measure it from the samples the generator gives, not from a formula"
+    )
+
+
+def _array_spread_problem(case: Case, values: list) -> str | None:
+    """:func:`_spread_problem` for arrays of measurements (e.g. frequencies of draws): the
+    entry that varies most across generators must vary at least 1/30 as much as ``spread``.
+
+    >>> c = Case("f", (), None, spread=0.002)
+    >>> _array_spread_problem(c, [np.array([0.25, 0.75])] * 3).startswith("on 3 different")
+    True
+    >>> _array_spread_problem(c, [np.array([0.25, 0.75]), np.array([0.252, 0.748])]) is None
+    True
+    """
+    with _no_torch_function():
+        rows = [_as_float64(v).reshape(-1) for v in values]
+        if any(tuple(r.shape) != tuple(rows[0].shape) for r in rows):
+            return None  # compared with the expected shape already
+        sd = float(_t_item(torch.stack(rows).std(dim=0).max()))
+    if sd >= case.spread / 30:
+        return None
+    return (
+        f"on {_len(values)} different random generators your results are the same (they "
+        f"spread by at most {sd:.3g}, while results of random draws spread by about "
+        f"{case.spread:.3g}): draw them with the generator you are given, do not construct "
+        "them from the probabilities"
     )
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import builtins
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from autograder.checks import _codec
@@ -41,11 +43,40 @@ class Verdict:
     diagnosis: str = ""  # "" when passed; else a catalogued mistake's name or a failure kind
 
 
+@dataclass(frozen=True)
+class Driven:
+    """How the grader judges a check whose kernel side is a *driver* (an experiment around the
+    student's function that returns plain data, e.g. ``_training_drivers``). A chapter module
+    lists them in ``DRIVEN = {key: Driven(...)}``.
+
+    ``args(case)``: the driver's arguments for a case (default: the case's); ``output(case,
+    raw)``: from what the driver returned, the output the case's ``expected`` is in the form
+    of (it may raise ValueError/TypeError: the student's result is unusable); ``extra``:
+    ``(label, args)`` more driver calls recorded for ``post(raw)`` -> ``(diagnosis, problem)``
+    or None, judged after every case matched; ``reference``: parts of ``transformer_ref``
+    (paths below it, prefixes) whose functions must not run while the student's code runs.
+    """
+
+    args: Callable | None = None
+    output: Callable | None = None
+    extra: tuple = ()
+    post: Callable | None = None
+    reference: tuple = ()
+
+
+def _driven(check: Check) -> Driven | None:
+    module = sys.modules.get(f"autograder.checks.{check.key.split('.')[0]}")
+    return getattr(module, "DRIVEN", {}).get(check.key)
+
+
 def case_inputs(check: Check) -> dict:
     """What the kernel's probe needs for ``check``: every case's inputs, no expected value."""
     cases = []
+    driven = _driven(check)
     for case in check.cases:
         args = case.call() if case.call is not None else case.args
+        if driven is not None and driven.args is not None:
+            args = driven.args(case)
         d = {
             "label": case.label,
             "kind": case.kind,
@@ -58,8 +89,13 @@ def case_inputs(check: Check) -> dict:
         if case.samples:
             d["samples"] = [_codec.encode(tuple(b())) for b in case.samples]
         cases.append(d)
+    for label, args in driven.extra if driven is not None else ():
+        cases.append({"label": label, "kind": "extra", "args": _codec.encode(tuple(args)),
+                      "kwargs": _codec.encode({}), "grad_args": []})
+    # the probe watches transformer_ref for reference_off, and for a driven check's own list
+    watch = bool(check.reference_off) or (driven is not None and bool(driven.reference))
     out = {"key": check.key, "name": check.name, "exercise": check.exercise, "cases": cases,
-           "reference_off": bool(check.reference_off)}  # the probe watches transformer_ref
+           "reference_off": watch}  # the probe watches transformer_ref
     timed = getattr(check.post, "trusted", None)  # a stage the grader can judge from a record
     if timed is not None:
         out["timed"] = {"args": _codec.encode(tuple(timed.args())), "runs": timed.runs}
@@ -117,6 +153,31 @@ def _decode(enc):
         return _codec.decode(enc), None
     except (_codec.CodecError, ValueError, TypeError, KeyError) as e:
         return None, f"its recorded output could not be read ({e})"
+
+
+def _output(driven: Driven | None, case: Case, enc):
+    """(output, problem, exception): the recorded output, through ``driven.output`` if any; an
+    exception there is the student's result being unusable (reported like one it raised)."""
+    out, bad = _decode(enc)
+    if bad or driven is None or driven.output is None:
+        return out, bad, None
+    try:
+        return driven.output(case, out), None, None
+    except Exception as e:  # noqa: BLE001 - e.g. a loss that is not a number
+        return None, None, e
+
+
+def _reference_calls(driven: Driven | None, record: dict) -> list[str]:
+    """The recorded calls into the parts of transformer_ref ``driven`` rules out.
+
+    >>> _reference_calls(Driven(reference=("transformer_ref/train/",)), {"reference": [
+    ...     "transformer_ref/train/data.py:get_batch", "transformer_ref/models.py:forward"]})
+    ['transformer_ref/train/data.py:get_batch']
+    """
+    refs = record.get("reference")
+    if driven is None or not driven.reference or type(refs) is not list:
+        return []
+    return [r for r in refs if type(r) is str and r.startswith(driven.reference)]
 
 
 def _grad_problem(case: Case, r: dict) -> str | None:
@@ -203,11 +264,23 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
             "given and your own code.",
             "used the reference implementation",
         )
-    outputs = {}
+    driven = _driven(check)
+    refs = _reference_calls(driven, record)
+    if refs:
+        first = next((r for r in refs if ":<" not in r), refs[0])  # a function, not <listcomp>
+        return Verdict(
+            False,
+            f"✘ {head}: the course's reference implementation ran while `{check.name}` was "
+            f"checked ({first.split(':')[-1]} in {first.split(':')[0]}): "
+            f"{check.exercise} asks you to write it yourself.",
+            "used the reference implementation",
+        )
+    converted, outputs = {}, {}
     for case in cases:
         r = recs.get(case.label)
         if r and r.get("status") == "ok" and case.kind != "grad":
-            outputs[case.label] = _decode(r.get("out"))[0]
+            converted[case.label] = _output(driven, case, r.get("out"))
+            outputs[case.label] = converted[case.label][0]
     n_visible = sum(not c.hidden for c in cases)
     for case in cases:
         r = recs.get(case.label)
@@ -227,6 +300,9 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
                 "with your code, run that cell, then this one.",
                 "not implemented",
             )
+        out, bad, exc = converted.get(case.label, (None, None, None))
+        if exc is not None:  # the driver's data is not a usable result: as if it raised
+            status, r = "raised", {"exc": type(exc).__name__, "msg": str(exc)[:2000]}
         if status == "raised":
             exc = _exception(r)
             body = f"your function raised {r.get('exc')}: {r.get('msg')}"
@@ -251,10 +327,9 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
             if problem:
                 return _fail(check, case, problem, _kind_of(problem), n_visible)
             continue
-        out, bad = _decode(r.get("out"))
         problem = bad or _compare(case.expected, out, case)
         if problem is None and case.samples:
-            problem = _samples_problem(case, r, out)
+            problem = _samples_problem(case, r, out, driven)
         if problem:
             body, diagnosis = problem, _kind_of(problem)
             found = None if bad else _diagnosed_mistake(check, None, case, out, cases, outputs)
@@ -272,6 +347,10 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
                     + "\n  got:\n" + _indent(_show(out))
                 )
             return _fail(check, case, body, diagnosis, n_visible)
+    if driven is not None and driven.post is not None:
+        found = _post_problem(driven, recs)
+        if found:
+            return Verdict(False, f"✘ {head}: {found[1]}", found[0])
     n_hidden = sum(c.hidden for c in cases)
     extra = f" ({n_hidden} of them hidden)" if n_hidden else ""
     text = f"✔ {head}: all {len(cases)} cases match the reference{extra}."
@@ -285,7 +364,27 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
     return Verdict(True, text)
 
 
-def _samples_problem(case: Case, r: dict, first) -> str | None:
+def _post_problem(driven: Driven, recs: dict) -> tuple[str, str] | None:
+    """``driven.post`` on the extra calls' records: (diagnosis, problem) or None."""
+    raws = []
+    for label, _ in driven.extra:
+        r = recs.get(label)
+        if r is None or r.get("status") not in ("ok", "raised", "not_implemented"):
+            return "output missing", f"no result was recorded for “{label}”"
+        if r["status"] != "ok":
+            return (f"raised {r.get('exc')}",
+                    f"{label}: your function raised {r.get('exc')}: {r.get('msg')}")
+        out, bad = _decode(r.get("out"))
+        if bad:
+            return "output missing", f"{label}: {bad}"
+        raws.append(out)
+    try:
+        return driven.post(*raws)
+    except Exception as e:  # noqa: BLE001 - a malformed record
+        return "output missing", f"its record of “{driven.extra[0][0]}” is malformed ({e})"
+
+
+def _samples_problem(case: Case, r: dict, first, driven: Driven | None = None) -> str | None:
     samples = r.get("samples")
     if type(samples) is not list or len(samples) != len(case.samples):
         return "its results on the other random generators were not recorded"
@@ -293,7 +392,9 @@ def _samples_problem(case: Case, r: dict, first) -> str | None:
     for s in samples:
         if type(s) is not dict or s.get("status") != "ok":
             return "with another random generator it did not return a result"
-        out, bad = _decode(s.get("out"))
+        out, bad, exc = _output(driven, case, s.get("out"))
+        if exc is not None:
+            return f"with another random generator: {type(exc).__name__}: {exc}"
         problem = bad or _compare(case.expected, out, case)
         if problem:
             return f"with another random generator: {problem}"

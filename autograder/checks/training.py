@@ -21,16 +21,16 @@ student's function in its probe; hidden tests do the same through :func:`graded`
 
 from __future__ import annotations
 
+import copy
 import math
-import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from autograder.checks import _training_drivers as _drivers
+from autograder.checks._codec import Opaque
 from autograder.checks._core import (
     Case,
     Check,
@@ -40,11 +40,10 @@ from autograder.checks._core import (
     hidden_check,
     register,
 )
-from transformer_ref.models import GPT, GPTConfig
+from autograder.checks._judge import Driven
 from transformer_ref.sampling import filter_logits as _ref_filter
 from transformer_ref.train import TrainConfig
 from transformer_ref.train.data import get_batch as _ref_get_batch_full
-from transformer_ref.train.trainer import configure_optimizer as _ref_optimizer
 from transformer_ref.train.trainer import get_lr as _ref_get_lr_cfg
 
 __all__ = [
@@ -67,10 +66,8 @@ _save, _load = torch.save, torch.load
 _softmax = torch.softmax
 _cat = torch.cat
 _tensor = torch.tensor
-_mkdtemp, _rmtree = tempfile.mkdtemp, shutil.rmtree
-_path_join = os.path.join
+_deepcopy = copy.deepcopy
 _no_grad = torch.no_grad
-_is_grad_enabled = torch.is_grad_enabled
 _Gen = torch.Generator
 _enable_grad = torch.enable_grad
 
@@ -85,19 +82,22 @@ def _ref_get_lr(step, max_lr, min_lr, warmup_iters, max_iters):
     return _ref_get_lr_cfg(step, cfg)
 
 
-def _tokens(seed: int, n: int, vocab: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, vocab, n).astype(np.uint16)
+_tokens, _gen, _tiny_gpt = _drivers.tokens, _drivers.gen, _drivers.tiny_gpt
+_ref_optimizer = _drivers.make_optimizer  # transformer_ref's configure_optimizer on the CPU
+# Calls into these parts of transformer_ref (the chapter's reference) while a graded function
+# runs make it score 0 in course-grade (recorded in the kernel: best-effort, see README).
+_REFERENCE = ("transformer_ref/train/", "transformer_ref/sampling.py")
 
 
-def _gen(seed: int) -> torch.Generator:
-    return _Gen().manual_seed(seed)
+def _type_name(x) -> str:
+    return x.type_name if isinstance(x, Opaque) else type(x).__name__
 
 
-def _tiny_gpt(seed: int, vocab: int = 13, dropout: float = 0.0) -> GPT:
-    torch.manual_seed(seed)
-    cfg = GPTConfig(vocab_size=vocab, block_size=8, n_layer=1, n_head=2, d_model=16,
-                    dropout=dropout, attn_impl="scratch")
-    return GPT(cfg)
+def _plain(raw, *keys) -> dict:
+    """A driver's record (a dict with ``keys``), else ValueError: the record is malformed."""
+    if type(raw) is not dict or any(k not in raw for k in keys):
+        raise ValueError("the experiment's record is malformed")
+    return raw
 
 
 def _ref_step(model, optimizer, x, y, grad_clip):
@@ -392,33 +392,29 @@ check_get_lr = register(_LR)
 # ====================================================================== Exercise 3.2
 def _step_probe(step_fn):
     """Run ``step_fn`` ``n`` times on one batch of a tiny GPT; return (losses, weights)."""
+    drive = _drivers.train_step(step_fn)
 
     def train_step(seed, n_steps, grad_clip, lr, weights=True):
-        with _enable_grad():  # the diagnosis runs mistakes under no_grad
-            return run(seed, n_steps, grad_clip, lr, weights)
-
-    def run(seed, n_steps, grad_clip, lr, weights):
-        model = _tiny_gpt(seed)
-        opt = _ref_optimizer(model, 0.1, lr, (0.9, 0.99))
-        g = _gen(seed + 1)
-        x = torch.randint(13, (4, 8), generator=g)
-        y = torch.randint(13, (4, 8), generator=g)
-        losses = []
-        for _ in range(n_steps):
-            loss = step_fn(model, opt, x, y, grad_clip)
-            if isinstance(loss, torch.Tensor):
-                loss = loss.item()
-            if not isinstance(loss, (int, float)):
-                raise TypeError(f"train_step should return the loss as a number, got "
-                                f"{type(loss).__name__}")
-            losses.append(float(loss))
-        # after many steps Adam amplifies rounding differences in weights whose gradient is
-        # ~0 (m / sqrt(v) is O(1) whatever their size): compare the losses only there
-        w = _cat([p.detach().reshape(-1) for p in model.parameters()]) if weights else None
-        return _tensor(losses, dtype=torch.float64), w if w is not None else _tensor([0.0])
+        return _step_output(drive(seed, n_steps, grad_clip, lr, weights))
 
     train_step.__name__ = "train_step"
     return train_step
+
+
+def _step_output(raw) -> tuple:
+    """(losses, weights) from what the driver recorded (TypeError: a loss is not a number)."""
+    losses = []
+    for loss in _plain(raw, "losses", "weights")["losses"]:
+        if isinstance(loss, torch.Tensor):
+            loss = loss.item()
+        if not isinstance(loss, (int, float)):
+            raise TypeError(f"train_step should return the loss as a number, got "
+                            f"{_type_name(loss)}")
+        losses.append(float(loss))
+    # after many steps Adam amplifies rounding differences in weights whose gradient is
+    # ~0 (m / sqrt(v) is O(1) whatever their size): compare the losses only there
+    w = raw["weights"]
+    return _tensor(losses, dtype=torch.float64), w if w is not None else _tensor([0.0])
 
 
 def _step_wrong(kind):
@@ -520,15 +516,10 @@ def check_train_step(train_step):
 # ====================================================================== Exercise 4.1
 def _eval_probe(eval_fn):
     """Evaluate a tiny GPT with dropout 0.5 on random tokens with ``eval_fn``."""
+    drive = _drivers.estimate_loss(eval_fn)
 
     def estimate_loss(seed, batch_size, block_size, eval_iters):
-        model = _tiny_gpt(seed, dropout=0.5)
-        data = _tokens(seed + 1, 400, 13)
-        torch.manual_seed(seed + 2)  # dropout, if (wrongly) left on, draws from here
-        out = eval_fn(model, data, batch_size, block_size, eval_iters, _gen(seed + 3))
-        if isinstance(out, torch.Tensor) and out.dim() == 0:
-            out = out.item()
-        return out
+        return _eval_output(drive(seed, batch_size, block_size, eval_iters))
 
     estimate_loss.__name__ = "estimate_loss"
     estimate_loss.student = eval_fn
@@ -568,28 +559,40 @@ def _eval_wrong(kind):
     return _eval_probe(f)
 
 
-def _eval_post(probe, hidden):
-    """After the cases: the model is back in training mode and no graph was built."""
-    fn = probe.student
-    model = _tiny_gpt(850, dropout=0.5)
-    seen = []
-    model.register_forward_hook(lambda m, i, o: seen.append(_is_grad_enabled()))
-    model.train()
-    fn(model, _tokens(851, 200, 13), 2, 8, 2, _gen(852))
-    if not model.training:
-        return ("the model is still in eval mode afterwards: remember model.training before "
+def _eval_output(out):
+    if isinstance(out, torch.Tensor) and out.dim() == 0:
+        out = out.item()
+    return out
+
+
+_AFTER = ("after the cases: the model's mode and autograd", ("after", 850))
+
+
+def _after_problem(raw) -> tuple[str, str] | None:
+    """(diagnosis, problem) from the driver's record of the mode/autograd experiment."""
+    after = _plain(raw, "training_after", "grad_enabled", "training_after_eval")
+    if after["training_after"] is not True:
+        return ("model left in eval mode",
+                "the model is still in eval mode afterwards: remember model.training before "
                 "model.eval() and call model.train(was_training) at the end, or training "
                 "continues without dropout.")
-    if any(seen):
-        return ("the forward passes ran with gradients enabled: evaluate inside "
+    seen = after["grad_enabled"]
+    if type(seen) is not list or any(s is not False for s in seen):
+        return ("forward passes with autograd on",
+                "the forward passes ran with gradients enabled: evaluate inside "
                 "torch.no_grad() (or decorate the function with @torch.no_grad()), or every "
                 "batch keeps its whole autograd graph in memory.")
-    model.eval()
-    fn(model, _tokens(851, 200, 13), 2, 8, 2, _gen(852))
-    if model.training:
-        return ("a model that was in eval mode is in training mode afterwards: restore the "
+    if after["training_after_eval"] is not False:
+        return ("mode not restored (always training)",
+                "a model that was in eval mode is in training mode afterwards: restore the "
                 "mode it had (model.train(was_training)), not always training.")
     return None
+
+
+def _eval_post(probe, hidden):
+    """After the cases: the model is back in training mode and no graph was built."""
+    found = _after_problem(_drivers.estimate_loss(probe.student)(*_AFTER[1]))
+    return found[1] if found else None
 
 
 def _eval_cases():
@@ -643,41 +646,54 @@ def check_estimate_loss(estimate_loss):
 def _resume_probe(save_fn, load_fn):
     """Train k steps, save, restore into a *different* model/optimizer/generator, train n more.
 
-    Returns (the n losses after the restore, the final weights, the restored step).
+    Returns (the n losses after the restore, the final weights, the restored step). The
+    student's functions only run in the driver (save, then load); the training before and
+    after is the reference's.
     """
+    drive = _drivers.checkpoint(save_fn, load_fn)
 
     def checkpoint(seed, k, n):
         with _enable_grad():  # the diagnosis runs mistakes under no_grad
-            return run(seed, k, n)
+            return _resume_output(seed, n, drive(seed, _pretrain(seed, k)))
 
-    def run(seed, k, n):
+    checkpoint.__name__ = "save_checkpoint"
+    return checkpoint
+
+
+def _pretrain(seed: int, k: int) -> dict:
+    """The training state after ``k`` reference steps (plain data: what the driver loads)."""
+    with _enable_grad():
         data = _tokens(seed, 600, 13)
         model = _tiny_gpt(seed)
         opt = _ref_optimizer(model, 0.1, 1e-2, (0.9, 0.99))
         gen = _gen(seed + 1)
         for step in range(k):
             _train_one(model, opt, data, gen, step)
-        tmp = _mkdtemp(prefix="ckpt-check-")
-        try:
-            path = _path_join(tmp, "ckpt.pt")
-            save_fn(path, model, opt, k, gen)
-            model2 = _tiny_gpt(seed + 100)  # other weights, fresh optimizer, other generator
-            opt2 = _ref_optimizer(model2, 0.1, 1e-2, (0.9, 0.99))
-            gen2 = _gen(seed + 200)
-            step = load_fn(path, model2, opt2, gen2)
-        finally:
-            _rmtree(tmp, ignore_errors=True)
-        if isinstance(step, torch.Tensor):
-            step = int(step.item())
-        if not isinstance(step, int):
-            raise TypeError(f"load_checkpoint should return the step (an int), got "
-                            f"{type(step).__name__}")
-        losses = [_train_one(model2, opt2, data, gen2, step + i) for i in range(n)]
-        weights = _cat([p.detach().reshape(-1) for p in model2.parameters()])
-        return _tensor(losses, dtype=torch.float64), weights, _tensor(float(step))
+    return {"model": {name: v.detach().clone() for name, v in model.state_dict().items()},
+            "optimizer": _deepcopy(opt.state_dict()), "generator": gen.get_state(), "step": k}
 
-    checkpoint.__name__ = "save_checkpoint"
-    return checkpoint
+
+def _resume_output(seed: int, n: int, raw) -> tuple:
+    """Restore what the driver recorded into a fresh model/AdamW/generator and train ``n``
+    reference steps from the step ``load_checkpoint`` returned."""
+    raw = _plain(raw, "step", "model", "optimizer", "generator")
+    step = raw["step"]
+    if isinstance(step, torch.Tensor):
+        step = int(step.item())
+    if not isinstance(step, int):
+        raise TypeError(f"load_checkpoint should return the step (an int), got "
+                        f"{_type_name(step)}")
+    with _enable_grad():
+        data = _tokens(seed, 600, 13)
+        model2 = _tiny_gpt(seed + 100)
+        opt2 = _ref_optimizer(model2, 0.1, 1e-2, (0.9, 0.99))
+        gen2 = _Gen()
+        model2.load_state_dict(raw["model"])
+        opt2.load_state_dict(raw["optimizer"])
+        gen2.set_state(raw["generator"])
+        losses = [_train_one(model2, opt2, data, gen2, step + i) for i in range(n)]
+    weights = _cat([p.detach().reshape(-1) for p in model2.parameters()])
+    return _tensor(losses, dtype=torch.float64), weights, _tensor(float(step))
 
 
 def _train_one(model, opt, data, gen, step):
@@ -779,30 +795,34 @@ def check_checkpoint(save_checkpoint, load_checkpoint=None):
 
 
 # ====================================================================== Exercise 6.1
-_N_DRAWS = 40_000
+_N_DRAWS = _drivers.N_DRAWS
 
 
 def _freq_probe(sample_fn):
     """Draw ``_N_DRAWS`` tokens per row of ``logits (R, V)``; return the frequencies (R, V)."""
+    drive = _drivers.sample_next_token(sample_fn)
 
     def sample_next_token(logits, temperature, top_k, top_p, seed):
-        R, V = logits.shape
-        rows = logits.repeat_interleave(_N_DRAWS, dim=0)  # (R * N, V)
-        out = sample_fn(rows, temperature=temperature, top_k=top_k, top_p=top_p,
-                        generator=_gen(seed))
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (R * _N_DRAWS, 1):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"sample_next_token should return a (B, 1) tensor of token ids "
-                             f"for logits (B, V); got {got} for B = {R * _N_DRAWS}")
-        if out.dtype != torch.int64:
-            raise ValueError(f"the token ids should be int64, got {out.dtype}")
-        ids = out.reshape(R, _N_DRAWS)
-        counts = torch.zeros(R, V, dtype=torch.float64)
-        counts.scatter_add_(1, ids, torch.ones(R, _N_DRAWS, dtype=torch.float64))
-        return counts / _N_DRAWS
+        return _freq_output(logits, drive(logits, temperature, top_k, top_p, seed))
 
     sample_next_token.__name__ = "sample_next_token"
     return sample_next_token
+
+
+def _freq_output(logits, out) -> torch.Tensor:
+    """The frequencies (R, V) of the ids the driver recorded (ValueError: not (R * N, 1) int64
+    ids below V)."""
+    R, V = logits.shape
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (R * _N_DRAWS, 1):
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else _type_name(out)
+        raise ValueError(f"sample_next_token should return a (B, 1) tensor of token ids "
+                         f"for logits (B, V); got {got} for B = {R * _N_DRAWS}")
+    if out.dtype != torch.int64:
+        raise ValueError(f"the token ids should be int64, got {out.dtype}")
+    ids = out.reshape(R, _N_DRAWS)
+    counts = torch.zeros(R, V, dtype=torch.float64)
+    counts.scatter_add_(1, ids, torch.ones(R, _N_DRAWS, dtype=torch.float64))
+    return counts / _N_DRAWS
 
 
 def _exact_probs(logits, temperature, top_k, top_p, seed):
@@ -857,8 +877,15 @@ def _sample_cases():
 
     def add(label, logits, T=1.0, k=None, p=None, seed=870, hidden=False):
         args = (logits, T, k, p, seed)
-        cases.append(Case(label, args, _exact_probs(*args), hidden=hidden, atol=0.012,
-                          rtol=0.0))
+        probs = _exact_probs(*args)
+        # frequencies of random draws vary from one generator to the next (sd of an entry:
+        # sqrt(p (1 - p) / N)); ids built from the probabilities would not: three more
+        # generators, unless the case has only one possible token
+        sd = float((probs * (1 - probs) / _N_DRAWS).sqrt().max())
+        more = () if sd == 0 else tuple(
+            (lambda s=seed + 1000 * j: (logits, T, k, p, s)) for j in (1, 2, 3))
+        cases.append(Case(label, args, probs, hidden=hidden, atol=0.012, rtol=0.0,
+                          samples=more, spread=sd if more else None))
 
     add("temperature 1 (frequencies of 40,000 draws)", _Z6)
     add("temperature 0.5", _Z6, T=0.5)
@@ -923,6 +950,24 @@ def check_sample_next_token(sample_next_token):
 
 
 # ====================================================================== graded path
+# course-grade: the kernel's stub hands the student's functions to ``_training_drivers``; the
+# probe records what the drivers return; ``_judge`` turns that into the probe's output here,
+# in the grader's process (the expected values and the mistakes stay here).
+DRIVEN = {
+    "training.get_batch": Driven(reference=_REFERENCE),
+    "training.cross_entropy": Driven(reference=_REFERENCE),
+    "training.get_lr": Driven(reference=_REFERENCE),
+    "training.train_step": Driven(output=lambda case, raw: _step_output(raw),
+                                  reference=_REFERENCE),
+    "training.estimate_loss": Driven(output=lambda case, raw: _eval_output(raw),
+                                     extra=(_AFTER,), post=_after_problem, reference=_REFERENCE),
+    "training.checkpoint": Driven(
+        args=lambda case: (case.args[0], _pretrain(case.args[0], case.args[1])),
+        output=lambda case, raw: _resume_output(case.args[0], case.args[2], raw),
+        reference=_REFERENCE),
+    "training.sample_next_token": Driven(output=lambda case, raw: _freq_output(case.args[0], raw),
+                                         reference=_REFERENCE),
+}
 _PROBES = {
     "training.train_step": _step_probe,
     "training.estimate_loss": _eval_probe,

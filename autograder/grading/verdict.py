@@ -41,7 +41,8 @@ from pathlib import Path
 
 from .cells import nbg as _nbg
 
-CONVERTED = frozenset({"attention", "blocks", "bpe", "masking", "mha", "norms", "transformer"})
+CONVERTED = frozenset({"attention", "blocks", "bpe", "masking", "mha", "norms", "training",
+                       "transformer"})
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
 PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
@@ -208,11 +209,18 @@ def _stub(chapter: str) -> str:
         "",
         f"__all__ = {names!r}",
     ]
+    # a chapter whose checks drive the student's code (08: a training step, a sampler ...)
+    # gets its drivers, which hold no expected value: ``probe``/``graded`` for hidden tests
+    drivers = [n for n in names if not n.startswith("check_") and n not in constants
+               and (PACKAGE / "checks" / f"_{chapter}_drivers.py").exists()]
     for n in names:  # the checks, and the public constants the notebook imports (EOW ...)
         if not n.startswith("check_") and n in constants:
             lines.append(f"{n} = {constants[n]!r}")
-        else:
+        elif n not in drivers:
             lines.append(f"{n} = _visible({n.removeprefix('check_')!r})")
+    if drivers:
+        lines.append(f"from autograder.checks._{chapter}_drivers import "
+                     f"{', '.join(drivers)}  # noqa: E402")
     return "\n".join(lines) + "\n"
 
 
@@ -546,7 +554,7 @@ def _flags(data: bytes, notebook) -> dict[str, str]:
             continue  # its source is restored by nbgrader
         if cell.get("cell_type") != "code":
             continue
-        reasons = sorted(_source_flags(cell.source))
+        reasons = sorted(_source_flags(cell.source)) + _reference_uses(cell, ref, notebook)
         if protected is not None:
             problem = policy_problem(cell.source, protected)
             if problem:
@@ -568,3 +576,41 @@ def _flags(data: bytes, notebook) -> dict[str, str]:
         if parts:
             out[g.grade_id] = f"flagged: {'; '.join(parts)}"[:400]
     return out
+
+
+def _reference_names(release) -> tuple[set, set]:
+    """Names the release's setup cell imports from the reference's training and sampling code
+    (chapter 08's demos need them): (all of them, those renamed ``reference_...``)."""
+    names, renamed = set(), set()
+    for cell in release.cells:
+        if cell.cell_type != "code" or _nbg(cell).get("grade_id") != "setup":
+            continue
+        tree = ast.parse(cell.source)  # (under _PARSE_LOCK: called from flags)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and re.match(
+                    r"transformer_ref\.(train|sampling)\b", node.module or ""):
+                for a in node.names:
+                    names.add(a.asname or a.name)
+                    if a.asname and a.asname != a.name:
+                        renamed.add(a.asname)
+    return names, renamed
+
+
+def _reference_uses(cell, ref, notebook) -> list[str]:
+    """``uses the reference implementation (name)`` for a student cell that uses a name the
+    setup cell bound to the reference's training/sampling code: in an answer cell any of them,
+    elsewhere (a cell the release does not have verbatim) a ``reference_...`` name."""
+    names, renamed = _reference_names(notebook.release)
+    if not names:
+        return []
+    answer = ref is not None and bool(_nbg(ref).get("solution"))
+    if not answer and any(cell.source == c.source for c in notebook.release.cells):
+        return []
+    try:
+        tree = ast.parse(cell.source)  # (under _PARSE_LOCK: called from flags)
+    except SyntaxError:
+        return []
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & (names if answer
+                                                                        else renamed)
+    return [f"uses the reference implementation ({n})" for n in sorted(used)]
+

@@ -1,0 +1,205 @@
+"""Notebook 08's experiments around the student's functions; each returns plain data only.
+
+A training step, an evaluation, a checkpoint round trip and a sampler are behaviours rather
+than return values. A *driver* runs the student's function(s) in a small experiment built from
+plain parameters (seeds, sizes, a saved training state, logits) and returns what happened as
+plain data: the values the function returned, parameter tensors after the steps, the restored
+optimizer and generator states, the sampled token ids. A driver compares and decides nothing.
+
+* In a self-learner's kernel, ``autograder.checks.training`` wraps the drivers (checks in the
+  same process, as before).
+* In a graded kernel (``course-grade``) the chapter's check module is a stub whose ``probe``
+  is the one below: the probe (``_probe``) records what a driver returns, and the grader turns
+  it into a verdict in its own process (``training.DRIVEN``, ``_judge``).
+
+This module holds no expected value and none of the chapter's reference implementations (it
+builds the model the exercises train with, ``transformer_ref.models.GPT``, and an AdamW).
+
+>>> ids = sample_next_token(lambda z, **kw: z.argmax(-1, keepdim=True))(
+...     torch.zeros(1, 3), 1.0, None, None, 0)
+>>> tuple(ids.shape)
+(40000, 1)
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import torch
+
+from transformer_ref.models import GPT, GPTConfig
+
+__all__ = ["probe", "graded"]
+
+N_DRAWS = 40_000  # draws per row of logits in the sampler experiment
+
+# bound at import (the notebook's locked setup cell), before any student cell runs
+_Gen = torch.Generator
+_cat = torch.cat
+_randint = torch.randint
+_manual_seed = torch.manual_seed
+_enable_grad = torch.enable_grad
+_is_grad_enabled = torch.is_grad_enabled
+_AdamW = torch.optim.AdamW
+_mkdtemp, _rmtree, _join = tempfile.mkdtemp, shutil.rmtree, os.path.join
+_deepcopy = copy.deepcopy
+
+
+def tokens(seed: int, n: int, vocab: int) -> np.ndarray:
+    """``n`` random token ids below ``vocab`` as the memmap stores them (uint16)."""
+    return np.random.default_rng(seed).integers(0, vocab, n).astype(np.uint16)
+
+
+def gen(seed: int) -> torch.Generator:
+    return _Gen().manual_seed(seed)
+
+
+def tiny_gpt(seed: int, vocab: int = 13, dropout: float = 0.0) -> GPT:
+    _manual_seed(seed)
+    cfg = GPTConfig(vocab_size=vocab, block_size=8, n_layer=1, n_head=2, d_model=16,
+                    dropout=dropout, attn_impl="scratch")
+    return GPT(cfg)
+
+
+def make_optimizer(model, weight_decay: float, lr: float, betas) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (the course's optimizer, on the CPU).
+
+    >>> opt = make_optimizer(torch.nn.Linear(3, 2), 0.1, 1e-3, (0.9, 0.99))
+    >>> [(g["weight_decay"], sum(p.numel() for p in g["params"])) for g in opt.param_groups]
+    [(0.1, 6), (0.0, 2)]
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return _AdamW(groups, lr=lr, betas=betas)
+
+
+def _weights(model) -> torch.Tensor:
+    return _cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+# ---------------------------------------------------------------- Exercise 3.2
+def train_step(step_fn):
+    """``run(seed, n_steps, grad_clip, lr, weights=True)``: ``n_steps`` calls of ``step_fn`` on
+    one batch of a tiny GPT -> {"losses": what each call returned, "weights": the parameters
+    after the last step, flattened (None when not asked)}."""
+
+    def run(seed, n_steps, grad_clip, lr, weights=True):
+        with _enable_grad():  # the diagnosis runs mistakes under no_grad
+            model = tiny_gpt(seed)
+            opt = make_optimizer(model, 0.1, lr, (0.9, 0.99))
+            g = gen(seed + 1)
+            x = _randint(13, (4, 8), generator=g)
+            y = _randint(13, (4, 8), generator=g)
+            losses = [step_fn(model, opt, x, y, grad_clip) for _ in range(n_steps)]
+        return {"losses": losses, "weights": _weights(model) if weights else None}
+
+    run.__name__ = "train_step"
+    return run
+
+
+# ---------------------------------------------------------------- Exercise 4.1
+def estimate_loss(eval_fn):
+    """``run(seed, batch_size, block_size, eval_iters)``: what ``eval_fn`` returns for a tiny GPT
+    with dropout 0.5 on random tokens; ``run("after", seed)``: the model's mode after a call
+    in training mode and after one in eval mode, and whether autograd was on in the forward
+    passes (plain booleans)."""
+
+    def run(seed, *rest):
+        if seed == "after":
+            return _after(eval_fn, *rest)
+        batch_size, block_size, eval_iters = rest
+        model = tiny_gpt(seed, dropout=0.5)
+        data = tokens(seed + 1, 400, 13)
+        _manual_seed(seed + 2)  # dropout, if (wrongly) left on, draws from here
+        return eval_fn(model, data, batch_size, block_size, eval_iters, gen(seed + 3))
+
+    run.__name__ = "estimate_loss"
+    return run
+
+
+def _after(eval_fn, seed: int) -> dict:
+    model = tiny_gpt(seed, dropout=0.5)
+    seen: list = []
+    model.register_forward_hook(lambda m, i, o: seen.append(bool(_is_grad_enabled())))
+    model.train()
+    eval_fn(model, tokens(seed + 1, 200, 13), 2, 8, 2, gen(seed + 2))
+    training_after = bool(model.training)
+    model.eval()
+    eval_fn(model, tokens(seed + 1, 200, 13), 2, 8, 2, gen(seed + 2))
+    return {"training_after": training_after, "grad_enabled": list(seen),
+            "training_after_eval": bool(model.training)}
+
+
+# ---------------------------------------------------------------- Exercise 5.1
+def checkpoint(save_fn, load_fn):
+    """``run(seed, state)``: load ``state`` (a training state: {"model", "optimizer",
+    "generator", "step"}) into a tiny GPT, its AdamW and a generator, ``save_fn`` them, then
+    ``load_fn`` into a *different* model, optimizer and generator -> {"step": what load_fn
+    returned, "model", "optimizer", "generator": the restored states}."""
+
+    def run(seed, state):
+        state = _deepcopy(state)  # the student's code gets its own tensors, never ours
+        model = tiny_gpt(seed)
+        opt = make_optimizer(model, 0.1, 1e-2, (0.9, 0.99))
+        g = _Gen()
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        g.set_state(state["generator"])
+        tmp = _mkdtemp(prefix="ckpt-check-")
+        try:
+            path = _join(tmp, "ckpt.pt")
+            save_fn(path, model, opt, state["step"], g)
+            model2 = tiny_gpt(seed + 100)  # other weights, fresh optimizer, other generator
+            opt2 = make_optimizer(model2, 0.1, 1e-2, (0.9, 0.99))
+            gen2 = gen(seed + 200)
+            step = load_fn(path, model2, opt2, gen2)
+        finally:
+            _rmtree(tmp, ignore_errors=True)
+        return {"step": step, "model": {k: v.detach() for k, v in model2.state_dict().items()},
+                "optimizer": opt2.state_dict(), "generator": gen2.get_state()}
+
+    run.__name__ = "save_checkpoint"
+    return run
+
+
+# ---------------------------------------------------------------- Exercise 6.1
+def sample_next_token(sample_fn):
+    """``run(logits (R, V), temperature, top_k, top_p, seed)``: the ids ``sample_fn`` returns
+    for ``N_DRAWS`` copies of each row, drawn with a generator seeded ``seed``."""
+
+    def run(logits, temperature, top_k, top_p, seed):
+        rows = logits.repeat_interleave(N_DRAWS, dim=0)  # (R * N, V)
+        return sample_fn(rows, temperature=temperature, top_k=top_k, top_p=top_p,
+                         generator=gen(seed))
+
+    run.__name__ = "sample_next_token"
+    return run
+
+
+DRIVERS = {
+    "training.train_step": train_step,
+    "training.estimate_loss": estimate_loss,
+    "training.checkpoint": checkpoint,
+    "training.sample_next_token": sample_next_token,
+}
+
+
+def probe(key: str, *fns):
+    """What a graded kernel's hidden test hands to ``hidden_check(key, ...)``: the student's
+    function, or its driver (``None`` if an argument is not callable)."""
+    if not fns or not all(callable(f) for f in fns):
+        return None
+    wrap = DRIVERS.get(key)
+    return fns[0] if wrap is None else wrap(*fns)
+
+
+def graded(key: str, *fns) -> None:
+    """Hidden tests in a graded kernel: record the driver's data for ``key``."""
+    from autograder.checks._core import hidden_check
+
+    hidden_check(key, probe(key, *fns))

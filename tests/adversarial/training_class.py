@@ -1,0 +1,89 @@
+"""Attacks on notebook 08 (training), against trusted verdicts (drivers in the kernel, judged
+in the grader). Each student is the release of notebook 08 with answers and attacks; every
+CSV row has an exact expectation (points, status, start of the diagnosis, flagged text).
+
+===========  ===============================================================  ================
+student      what the submission does                                         expected
+===========  ===============================================================  ================
+correct      solution code (the control)                                      full, no flag
+reference    ``get_batch`` calls the setup cell's ``reference_get_batch``;    1.1: 0 (used the
+             ``sample_next_token`` lays the ids out in proportion to the      reference); 6.1:
+             filtered probabilities (the right frequencies with any           0 (not a
+             generator); ``estimate_loss`` leaves the model in eval mode;     measurement);
+             the rest right                                                   4.1: 0 (eval
+                                                                              mode); rest full;
+                                                                              1.1 flagged
+===========  ===============================================================  ================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from synthetic_class import ClassBuilder, _fmt
+
+from adversarial.verdict_class import Row
+
+REFERENCE_GET_BATCH = '''
+def get_batch(data, batch_size, block_size, generator=None):
+    return reference_get_batch(data, batch_size, block_size, generator=generator)
+'''
+
+QUANTILES = '''
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    z = logits.double() / temperature
+    if top_k is not None:
+        z = z.masked_fill(z < torch.topk(z, min(top_k, z.size(-1))).values[:, -1:], -1e9)
+    if top_p is not None:
+        zs, order = torch.sort(z, dim=-1, descending=True)
+        q = torch.softmax(zs, dim=-1)
+        drop = (torch.cumsum(q, dim=-1) - q) >= top_p
+        drop[:, 0] = False
+        z = z.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), -1e9)
+    cdf = torch.cumsum(torch.softmax(z, dim=-1), dim=-1)
+    # the grader repeats each row 40,000 times: lay the ids out in proportion, no randomness
+    rank = (torch.arange(logits.shape[0]) % 40_000).double().unsqueeze(1) / 40_000
+    return (rank >= cdf).sum(dim=-1, keepdim=True).clamp(max=logits.shape[-1] - 1)
+'''
+
+STAYS_IN_EVAL = '''
+def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=None):
+    model.eval()
+    losses = []
+    with torch.no_grad():
+        for _ in range(eval_iters):
+            ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+            xy = torch.stack([torch.from_numpy(data[i : i + block_size + 1].astype(np.int64))
+                              for i in ix.tolist()])  # its own batches (get_batch is the ref's)
+            losses.append(cross_entropy(model(xy[:, :-1]), xy[:, 1:]).item())
+    return sum(losses) / len(losses)
+'''
+
+ANSWERS = {"ex1_1_solution": REFERENCE_GET_BATCH, "ex6_1_solution": QUANTILES,
+           "ex4_1_solution": STAYS_IN_EVAL}
+FLAG = "uses the reference implementation (reference_get_batch)"
+
+
+class TrainingAttackBuilder(ClassBuilder):
+    def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
+        """Write the class to ``dest``; return {student: {exercise: Row}}."""
+        name = self.nb.name
+        full = {g.grade_id: Row(_fmt(g.max_points), "graded", "", "")
+                for g in self.nb.grade_cells}
+
+        def put(student, nb):
+            path = dest / student / f"{name}.ipynb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+
+        put("correct", self.answered())
+        put("reference", self.answered(lambda gid, src: ANSWERS.get(gid, src)))
+        reference = dict(full)  # flags go on the exercise whose answer cell has the reason
+        reference["ex1_1_get_batch"] = Row("0", "graded", "used the reference implementation",
+                                           FLAG)
+        reference["ex6_1_sample_next_token"] = Row("0", "graded", "not a measurement", "")
+        reference["ex4_1_estimate_loss"] = Row("0", "graded", "model left in eval mode", "")
+        return {"correct": dict(full), "reference": reference}
