@@ -634,6 +634,22 @@ def _time_limit(seconds: float):
 
 
 @contextlib.contextmanager
+def _print_options_kept():
+    """numpy's and torch's print options as they were before (a notebook's setup cell sets
+    its own, e.g. ``np.set_printoptions(precision=3)``: they must not leak into this process)."""
+    import numpy as np
+    from torch._tensor_str import PRINT_OPTS
+
+    saved_np, saved_torch = np.get_printoptions(), dict(vars(PRINT_OPTS))
+    try:
+        yield
+    finally:
+        np.set_printoptions(**saved_np)
+        for k, v in saved_torch.items():
+            setattr(PRINT_OPTS, k, v)
+
+
+@contextlib.contextmanager
 def _quiet():
     import numpy as np
 
@@ -642,6 +658,7 @@ def _quiet():
         contextlib.redirect_stderr(io.StringIO()),
         warnings.catch_warnings(),
         np.errstate(all="ignore"),
+        _print_options_kept(),
     ):
         warnings.simplefilter("ignore")
         yield

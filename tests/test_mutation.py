@@ -117,3 +117,17 @@ def test_no_mutant_survives_the_checks(notebook, sample, monkeypatch):
             if r.outcome == "survivor"
         ]
     assert not rows, "wrong answers that pass their check:\n" + "\n".join(rows)
+
+
+def test_a_notebooks_print_options_do_not_leak_into_the_process():
+    """The setup cells set numpy's and torch's print options; the engine keeps ours."""
+    import numpy as np
+    import torch
+
+    ex = M.Exercise("00_x", "ex", "k", "", "f", "", before=[
+        "import numpy as np, torch\nnp.set_printoptions(precision=2, suppress=True)\n"
+        "torch.set_printoptions(precision=2, sci_mode=False)"])  # fmt: skip
+    before_np, before_torch = np.get_printoptions(), str(torch.tensor([1.23456789e-8]))
+    M._base_namespace(ex)
+    assert np.get_printoptions() == before_np
+    assert str(torch.tensor([1.23456789e-8])) == before_torch
