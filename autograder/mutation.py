@@ -742,7 +742,8 @@ class _Perturb:
             g = torch.Generator().manual_seed(int(rng.integers(2**31)))
             noise = torch.randn(x.shape, generator=g, dtype=torch.float64) * scale
             new = x.double().nan_to_num(0.0, 0.0, 0.0) * float(rng.uniform(-1.5, 1.5)) + noise
-            return torch.where(finite, new.to(x.dtype), x)
+            new = torch.where(finite, new.to(x.dtype), x)
+            return torch.from_numpy(self._edge(new.numpy())) if x.dtype != torch.bfloat16 else new
         if type(x) is np.ndarray and x.dtype.kind == "f" and x.size:
             self.changed += 1
             finite = np.isfinite(x)
@@ -751,7 +752,7 @@ class _Perturb:
             with np.errstate(all="ignore"):
                 new = np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) * rng.uniform(-1.5, 1.5)
                 new = new + rng.standard_normal(x.shape) * scale
-            return np.where(finite, new.astype(x.dtype), x)
+            return self._edge(np.where(finite, new.astype(x.dtype), x))
         if type(x) is int and x >= 2:  # a size: keep its parity (d_model stays even)
             self.changed += 1
             return x + 2 * int(rng.integers(1, 4))
@@ -782,6 +783,21 @@ class _Perturb:
         if type(x) is tuple:
             return tuple(self(a) for a in x)
         return x
+
+    def _edge(self, a):
+        """Now and then an edge the check's cases may lack: huge values (1000 times larger)
+        or one slice along the last axis all -inf (a fully masked row)."""
+        import numpy as np
+
+        mode = self.rng.random()
+        a = np.array(a, copy=True)
+        with np.errstate(all="ignore"):
+            if mode < 0.2:
+                a = (a * 1e3).astype(a.dtype)
+            elif mode < 0.4 and a.ndim >= 1:
+                index = tuple(int(self.rng.integers(0, n)) for n in a.shape[:-1])
+                a[index] = -np.inf
+        return a
 
 
 def _variant(case, seed: int):
