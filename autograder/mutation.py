@@ -36,6 +36,7 @@ import ast
 import contextlib
 import copy
 import dataclasses
+import importlib
 import io
 import json
 import math
@@ -64,7 +65,8 @@ _SWAP_FUNCS = {"max": "min", "min": "max", "amax": "amin", "amin": "amax", "argm
                "argmin": "argmax", "tril": "triu", "triu": "tril", "sum": "mean", "mean": "sum",
                "float": "double", "double": "float", "long": "int", "zeros": "ones",
                "ones": "zeros", "zeros_like": "ones_like", "ones_like": "zeros_like",
-               "exp": "log", "log": "exp", "relu": "gelu", "gelu": "relu"}  # fmt: skip
+               "exp": "log", "log": "exp", "relu": "gelu", "gelu": "relu",
+               "rstrip": "strip", "lstrip": "strip", "strip": "rstrip"}  # fmt: skip
 _DTYPES = {"float64": "float32", "float32": "float64", "double": "float", "float": "double",
            "int64": "int32", "int32": "int64", "long": "int", "bool": "uint8",
            "float16": "float32", "bfloat16": "float32"}  # fmt: skip
@@ -74,6 +76,14 @@ _CMP_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
              ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
              ast.In: ast.NotIn, ast.NotIn: ast.In}  # fmt: skip
 _BIG_NEGATIVE = -1e9
+# str/bytes methods whose constant receiver or arguments are text (a separator, a marker)
+_TEXT_METHODS = {"join", "replace", "split", "rsplit", "strip", "rstrip", "lstrip",
+                 "startswith", "endswith", "removeprefix", "removesuffix", "partition",
+                 "rpartition", "count", "find", "rfind", "index"}  # fmt: skip
+
+
+def _is_text(node) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (str, bytes)
 
 
 # ====================================================================== mutation operators
@@ -154,6 +164,8 @@ class _Mutator(ast.NodeTransformer):
         self.count = 0
         self.sites: list[tuple[str, str, int]] = []  # (operator, description, line)
         self.skip: set[int] = set()  # ids of constants already mutated as axes
+        self.text: set[int] = set()  # ids of str/bytes constants used as text (see visit_Constant)
+        self.errors: set[int] = set()  # ids of `errors=` handler names of encode/decode
 
     def _in(self, node) -> bool:
         return getattr(node, "lineno", None) in self.lines
@@ -191,6 +203,12 @@ class _Mutator(ast.NodeTransformer):
         for where, _c, _ in axis_args:
             v = where.value if isinstance(where, ast.keyword) else node.args[where[1]]
             self.skip.update(id(n) for n in ast.walk(v))
+        if name in _TEXT_METHODS:  # the separator of a join, what a replace/strip works on
+            recv = node.func.value if isinstance(node.func, ast.Attribute) else None
+            self.text.update(id(a) for a in [recv, *node.args] if _is_text(a))
+        for kw in node.keywords:
+            if kw.arg == "errors" and _is_text(kw.value):
+                self.errors.add(id(kw.value))
         self.generic_visit(node)
         if not self._in(node):
             return node
@@ -322,6 +340,14 @@ class _Mutator(ast.NodeTransformer):
         elif type(v) is int:
             alts += [(f"constant: {v} -> {v + 1}", lambda: ast.Constant(v + 1))]
             alts += [(f"constant: {v} -> {v - 1}", lambda: _num(v - 1))]
+        elif id(node) in self.errors:  # how invalid bytes are handled
+            for w in ("strict", "replace", "ignore"):
+                if w != v:
+                    alts.append((f"text: errors={v!r} -> {w!r}", lambda w=w: ast.Constant(w)))
+        elif id(node) in self.text:  # a separator or a marker: emptied, or "" made a space
+            e = v[:0]
+            w = (b" " if type(v) is bytes else " ") if not v else e
+            alts.append((f"text: {v!r} -> {w!r}", lambda w=w: ast.Constant(w)))
         elif type(v) is float and math.isfinite(v):
             new = [0.0, v * 1e3] if 0 < abs(v) < 1e-3 else [0.0, 2 * v] if v else [1.0]
             for w in new:
@@ -350,6 +376,8 @@ class _Mutator(ast.NodeTransformer):
         return self.offer(node, "unary", alts)
 
     def visit_BinOp(self, node: ast.BinOp):
+        if isinstance(node.op, ast.Add):  # "a" + s: text glued on
+            self.text.update(id(a) for a in (node.left, node.right) if _is_text(a))
         self.generic_visit(node)
         if not self._in(node):
             return node
@@ -380,6 +408,7 @@ class _Mutator(ast.NodeTransformer):
         return self.offer(node, "binop", alts)
 
     def visit_Compare(self, node: ast.Compare):
+        self.text.update(id(a) for a in (node.left, *node.comparators) if _is_text(a))
         self.generic_visit(node)
         if not self._in(node):
             return node
@@ -884,6 +913,9 @@ def run_exercise(
 ) -> list[Result]:
     """Run every mutant (or every ``sample``-th, deterministically) of one exercise
     (``check``: judge with this Check object instead of the registered one)."""
+    # the chapter's checks are imported here, never under a mutant's time limit (an import
+    # cut short leaves half a registry behind)
+    importlib.import_module(f"autograder.checks.{ex.key.split('.')[0]}")
     base = _base_namespace(ex)
     with _quiet():
         ref = _define(ex, base, ex.cell)

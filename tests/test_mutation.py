@@ -44,6 +44,10 @@ SNIPPETS = [
     ("return a @ b", "operands of `a @ b` swapped"),
     ("y = x * 2\n    y = y + 1\n    return y", "`y = y + 1` removed"),
     ("return x * 0.5", "0.5 -> 1"),
+    ("return ''.join(x).replace('</w>', ' ')", "'' -> ' '"),
+    ("return ''.join(x).replace('</w>', ' ')", "'</w>' -> ''"),
+    ("return x.rstrip(' ')", "rstrip -> strip"),
+    ("return x.decode('utf-8', errors='replace')", "errors='replace' -> 'ignore'"),
 ]
 
 
@@ -52,6 +56,11 @@ def test_operator_produces_the_mutant(body, description):
     cell = f"def f(x, y=None):\n    ### BEGIN SOLUTION\n    {body}\n    ### END SOLUTION\n"
     found = [m.description for m in M.mutants(cell)]
     assert any(description in d for d in found), found
+
+
+def test_codec_names_are_not_mutated():
+    cell = "def f(x):\n    ### BEGIN SOLUTION\n    return x.decode('utf-8')\n    ### END SOLUTION\n"
+    assert not M.mutants(cell)
 
 
 def test_only_the_solution_region_is_mutated_and_mutants_are_distinct():

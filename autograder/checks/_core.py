@@ -198,6 +198,9 @@ class Check:
     # optional extra stage run after every case matched: post(fn, hidden) -> problem or None
     # (e.g. a speed measurement); it may print what it measured
     post: Callable | None = None
+    # earlier exercises the solution calls: ((function name, check key), ...). When the
+    # student's function calls its own `name`, that function's check runs first (cascade).
+    uses: tuple = ()
 
 
 # ---------------------------------------------------------------- the built-in guard
@@ -654,11 +657,69 @@ def _fail_in_run(check: Check, case: Case, n_visible: int, body: str) -> CheckFa
     return CheckFailed(f"{head}\n  {body}\n  call: {_signature(check, case)}")
 
 
+# ---------------------------------------------------------------- cascades
+def calls_name(fn, name: str) -> bool:
+    """Whether ``fn``'s code (nested lambdas and comprehensions included) names ``name``.
+
+    >>> def f(x):
+    ...     return [softmax(r) for r in x]
+    >>> calls_name(f, "softmax"), calls_name(f, "dot")
+    (True, False)
+    """
+    code = getattr(fn, "__code__", None)
+    todo = [code] if _type(code) is types.CodeType else []
+    while todo:
+        c = todo.pop()
+        if name in c.co_names:
+            return True
+        todo += [k for k in c.co_consts if _type(k) is types.CodeType]
+    return False
+
+
+def cascade_message(check: Check, name: str, upstream: Check, failure: str) -> str:
+    """What a check says when the student's function calls an earlier one that fails."""
+    return (
+        f"{check.exercise} `{check.name}` uses your `{name}` ({upstream.exercise}), which "
+        f"fails its check: fix {upstream.exercise} first, then run this check again.\n"
+        + _indent(failure.strip(), "  | ")
+    )
+
+
+def _upstream_failure(check: Check, fn, hidden: bool) -> str | None:
+    """The cascade message if ``fn`` calls one of ``check.uses`` whose check fails."""
+    for name, key in check.uses:
+        if not calls_name(fn, name):
+            continue
+        earlier = getattr(fn, "__globals__", {}).get(name)
+        if not callable(earlier):
+            continue
+        upstream = get_check(key)
+        try:
+            with contextlib.redirect_stdout(_Sink()):
+                _run(upstream, earlier, hidden=hidden)
+        except NotImplementedYet:  # the call itself will say "finish ... first"
+            continue
+        except CheckFailed as e:
+            return cascade_message(check, name, upstream, str(e))
+    return None
+
+
+class _Sink:
+    def write(self, s):
+        return len(s)
+
+    def flush(self):
+        pass
+
+
 # ---------------------------------------------------------------- running a check
 def _run(check: Check, fn, hidden: bool = False) -> None:
     __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
     if not callable(fn):
         raise CheckFailed(f"{check.exercise}: pass your function `{check.name}` to the check")
+    cascade = _upstream_failure(check, fn, hidden) if check.uses else None
+    if cascade:
+        raise CheckFailed(cascade)
     # visible cases first: a hidden case that fails comes after all of them passed
     cases = sorted((c for c in check.cases if hidden or not c.hidden), key=lambda c: c.hidden)
     n_visible = sum(not c.hidden for c in cases)

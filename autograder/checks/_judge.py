@@ -32,6 +32,8 @@ from autograder.checks._core import (
     _show,
     _small,
     _spread_problem,
+    cascade_message,
+    get_check,
 )
 from autograder.checks._core import _fail as _core_fail
 
@@ -95,7 +97,8 @@ def case_inputs(check: Check) -> dict:
     # the probe watches transformer_ref for reference_off, and for a driven check's own list
     watch = bool(check.reference_off) or (driven is not None and bool(driven.reference))
     out = {"key": check.key, "name": check.name, "exercise": check.exercise, "cases": cases,
-           "reference_off": watch}  # the probe watches transformer_ref
+           "reference_off": watch,  # the probe watches transformer_ref
+           "uses": [list(u) for u in check.uses]}
     timed = getattr(check.post, "trusted", None)  # a stage the grader can judge from a record
     if timed is not None:
         out["timed"] = {"args": _codec.encode(tuple(timed.args())), "runs": timed.runs}
@@ -234,6 +237,9 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
         )
     if record.get("too_large"):
         return Verdict(False, f"✘ {head}: your outputs are too large to grade.", "output too large")
+    cascade = _cascade(check, record)
+    if cascade is not None:
+        return cascade
     cases = list(check.cases)
     recs = {}
     for r in record.get("cases") or []:
@@ -382,6 +388,25 @@ def _post_problem(driven: Driven, recs: dict) -> tuple[str, str] | None:
         return driven.post(*raws)
     except Exception as e:  # noqa: BLE001 - a malformed record
         return "output missing", f"its record of “{driven.extra[0][0]}” is malformed ({e})"
+
+
+def _cascade(check: Check, record: dict) -> Verdict | None:
+    """A failing verdict if the student's function calls an earlier exercise's function
+    (``check.uses``) whose recorded results fail that exercise's check."""
+    uses = record.get("uses")
+    if type(uses) is not dict:
+        return None
+    for name, key in check.uses:
+        u = uses.get(name)
+        if type(u) is not dict or u.get("key") != key:
+            continue
+        upstream = get_check(key)
+        v = judge(upstream, {"cases": u.get("cases")})
+        # not implemented: the call itself says so; output missing: a recording problem
+        if not v.passed and v.diagnosis not in ("not implemented", "output missing"):
+            message = cascade_message(check, name, upstream, v.message)
+            return Verdict(False, message, f"uses failing {name} ({upstream.exercise})")
+    return None
 
 
 def _samples_problem(case: Case, r: dict, first, driven: Driven | None = None) -> str | None:

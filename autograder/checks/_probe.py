@@ -192,10 +192,34 @@ def _timed(fn, spec: dict) -> list:
     return runs
 
 
+def _earlier(probe_dir: str, spec: dict, fn) -> dict:
+    """{name: {"key", "cases"}}: the student's earlier functions that ``fn`` calls (the
+    check's ``uses``), each recorded on its own check's cases, for the grader's cascade."""
+    from autograder.checks._core import calls_name
+
+    found = {}
+    for name, key in spec.get("uses") or []:
+        earlier = getattr(fn, "__globals__", {}).get(name)
+        path = os.path.join(probe_dir, "in", f"{key}.json")
+        if not (calls_name(fn, name) and callable(earlier) and os.path.exists(path)):
+            continue
+        with open(path) as f:
+            up = json.load(f)
+        cases = []
+        for c in up["cases"]:  # as run() records them, samples included
+            rec = {"label": c["label"], **_call(earlier, c, c["args"])}
+            if rec["status"] == "ok" and c.get("samples"):
+                rec["samples"] = [_call(earlier, c, s) for s in c["samples"]]
+            cases.append(rec)
+        found[name] = {"key": key, "cases": cases}
+    return found
+
+
 def run(probe_dir: str, key: str, fn) -> None:
     """Record ``fn`` on every case of ``key`` (visible and hidden) into ``out/<key>.json``."""
     with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
         spec = json.load(f)
+    uses = _earlier(probe_dir, spec, fn) if spec.get("uses") else {}
     cases, ops, names = [], None, set()
     ref = set() if spec.get("reference_off") else None
     prof = _ops_profiler()
@@ -215,7 +239,8 @@ def run(probe_dir: str, key: str, fn) -> None:
             except Exception:  # noqa: BLE001
                 ops = None
     record = {"key": key, "cases": cases, "ops": ops, "functions": sorted(names),
-              "reference": sorted(ref or ())[:1000]}  # (08: the model's own calls too)
+              "reference": sorted(ref or ())[:1000],  # (08: the model's own calls too)
+              "uses": uses}
     if spec.get("timed") and all(c["status"] == "ok" for c in cases):
         record["timed"] = _timed(fn, spec["timed"])
     text = json.dumps(record, separators=(",", ":"))

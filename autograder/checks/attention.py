@@ -255,6 +255,7 @@ def _sa_cases():
 
 _SELF_ATTN = Check(
     key="attention.self_attention_unscaled",
+    uses=(("dot_product_scores", "attention.dot_product_scores"), ("softmax", "attention.softmax")),
     exercise="Exercise 3.1",
     name="self_attention_unscaled",
     reference_off=True,
@@ -860,6 +861,7 @@ def _cos_no_eps(q, k, v, mask=None, temperature=1.0, eps=1e-8):
 
 _COSINE = Check(
     key="attention.cosine_similarity_attention",
+    uses=(("scaled_dot_product_attention", "attention.scaled_dot_product_attention"),),
     exercise="Exercise 7.1",
     name="cosine_similarity_attention",
     reference_off=True,

@@ -292,6 +292,7 @@ def _classic_cases():
 
 _CLASSIC = Check(
     key="bpe.train_classic_bpe",
+    uses=(("count_pairs", "bpe.count_pairs"), ("merge_pair", "bpe.merge_pair")),
     reference_off=True,
     exercise="Exercise 2.3",
     name="train_classic_bpe",
@@ -393,6 +394,7 @@ def _encode_word_cases():
 
 _ENCODE_WORD = Check(
     key="bpe.encode_word",
+    uses=(("merge_pair", "bpe.merge_pair"),),
     reference_off=True,
     exercise="Exercise 2.4",
     name="encode_word",
@@ -588,6 +590,7 @@ _TRAIN_MISTAKES = (
 
 _TRAIN_NAIVE = Check(
     key="bpe.train_bpe_naive",
+    uses=(("count_pairs", "bpe.count_pairs"),),
     reference_off=True,
     exercise="Exercise 3.1",
     name="train_bpe_naive",
@@ -887,6 +890,7 @@ def _encode_cases():
 
 _ENCODE = Check(
     key="bpe.encode",
+    uses=(("encode_piece", "bpe.encode_piece"),),
     reference_off=True,
     exercise="Exercise 5.2",
     name="encode",

@@ -295,6 +295,8 @@ def _dec_variant(ids, pad_id, *, op="and", pad=None, causal=True):
 
 _DECODER = Check(
     key="masking.decoder_self_attention_mask",
+    uses=(("padding_mask_from_ids", "masking.padding_mask_from_ids"),
+          ("causal_mask", "masking.causal_mask")),
     exercise="Exercise 2.3",
     name="decoder_self_attention_mask",
     cases=_decoder_cases(),
@@ -454,6 +456,7 @@ def _masked_additive_as_bool(q, k, v, mask):  # right for boolean masks, inverte
 
 _MASKED = Check(
     key="masking.masked_attention",
+    uses=(("to_additive", "masking.to_additive"),),
     exercise="Exercise 3.1",
     name="masked_attention",
     cases=_masked_cases(),

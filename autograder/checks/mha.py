@@ -360,6 +360,7 @@ _TRANSPOSE_WHY = (
 
 _MHA_CHECK = Check(
     key="mha.multi_head_attention",
+    uses=(("split_heads", "mha.split_heads"), ("merge_heads", "mha.merge_heads")),
     exercise="Exercise 3.1",
     name="multi_head_attention",
     cases=_mha_cases(),

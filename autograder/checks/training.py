@@ -460,6 +460,7 @@ def _step_cases():
 
 _TRAIN_STEP = Check(
     key="training.train_step",
+    uses=(("cross_entropy", "training.cross_entropy"),),
     exercise="Exercise 3.2",
     name="train_step",
     cases=_step_cases(),
@@ -611,6 +612,7 @@ def _eval_cases():
 
 _ESTIMATE = Check(
     key="training.estimate_loss",
+    uses=(("get_batch", "training.get_batch"), ("cross_entropy", "training.cross_entropy")),
     exercise="Exercise 4.1",
     name="estimate_loss",
     cases=_eval_cases(),

@@ -526,6 +526,7 @@ def _inc_cases():
 
 _INC = Check(
     key="transformer.incremental_logits",
+    uses=(("gpt_logits", "transformer.gpt_logits"),),
     exercise="Exercise 5.1",
     name="incremental_logits",
     cases=_inc_cases(),

@@ -1,0 +1,129 @@
+"""Cascade diagnosis (issue 18 item 3): a check whose exercise calls the student's earlier
+function checks that function first and, when it fails, says so, naming it and its exercise.
+
+Each case below is the solution notebook's own code up to the later exercise (the student
+who solved everything), with ONE earlier function replaced by a wrong one written the way a
+student would. The later function itself is the solution: only the earlier one is wrong.
+"""
+
+import json
+
+import pytest
+
+from autograder import mutation as M
+from autograder.checks import CheckFailed, _core, _judge, _probe, hidden_check
+from autograder.checks._core import get_check
+
+WRONG = {
+    # softmax without subtracting the max: overflows to nan on large scores
+    "softmax": "def softmax(x, axis=-1):\n"
+    "    e = np.exp(x)\n"
+    "    return e / e.sum(axis=axis, keepdims=True)\n",
+    # the diagonal masked too: a token cannot see itself
+    "causal_mask": "def causal_mask(T):\n"
+    "    return torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)\n",
+    # each pair counted once per distinct word, not once per occurrence of the word
+    "count_pairs": "def count_pairs(word_counts):\n"
+    "    pairs = {}\n"
+    "    for word in word_counts:\n"
+    "        for pair in zip(word, word[1:]):\n"
+    "            pairs[pair] = pairs.get(pair, 0) + 1\n"
+    "    return pairs\n",
+    # merges the leftmost known pair first instead of the lowest-ranked one
+    "encode_piece": "def encode_piece(piece, ranks):\n"
+    "    parts = [piece[i:i + 1] for i in range(len(piece))]\n"
+    "    while True:\n"
+    "        known = [i for i in range(len(parts) - 1) if parts[i] + parts[i + 1] in ranks]\n"
+    "        if not known:\n"
+    "            break\n"
+    "        i = known[0]\n"
+    "        parts[i:i + 2] = [parts[i] + parts[i + 1]]\n"
+    "    return [ranks[p] for p in parts]\n",
+    # positions always counted from 0: with a cache, token t gets position 0
+    "gpt_logits": "def gpt_logits(idx, model, start=0, cache=None):\n"
+    "    positions = torch.arange(idx.shape[1])\n"
+    "    x = model.wte(idx) + model.wpe(positions)\n"
+    "    for i, blk in enumerate(model.blocks):\n"
+    "        x = blk(x, is_causal=True, cache=None if cache is None else cache[i])\n"
+    "    return model.lm_head(model.ln_f(x))\n",
+}
+
+GAPS = [  # (notebook, later exercise's check key, the earlier function made wrong, its exercise)
+    ("01", "attention.self_attention_unscaled", "softmax", "Exercise 2.1"),
+    ("02", "masking.decoder_self_attention_mask", "causal_mask", "Exercise 1.1"),
+    ("06", "transformer.incremental_logits", "gpt_logits", "Exercise 4.1"),
+    ("07", "bpe.train_classic_bpe", "count_pairs", "Exercise 2.1"),
+    ("07", "bpe.train_bpe_naive", "count_pairs", "Exercise 2.1"),
+    ("07", "bpe.encode", "encode_piece", "Exercise 5.1"),
+]
+
+
+def _student(notebook: str, key: str, wrong: str | None):
+    """The solution's function for ``key``, defined after the notebook's earlier code, with
+    the earlier function ``wrong`` replaced by its wrong version."""
+    ex = next(e for e in M.exercises(M.notebooks(notebook)[0]) if e.key == key)
+    ns = M._base_namespace(ex)
+    if wrong is not None:
+        exec(WRONG[wrong], ns)
+    return M._define(ex, ns, ex.cell)
+
+
+@pytest.mark.parametrize("notebook,key,wrong,exercise", GAPS, ids=[g[1] for g in GAPS])
+def test_a_failing_earlier_function_is_named(notebook, key, wrong, exercise, monkeypatch):
+    monkeypatch.setenv("COURSE_SMOKE", "1")
+    fn = _student(notebook, key, wrong)
+    with pytest.raises(CheckFailed) as info:
+        hidden_check(key, fn)
+    msg = str(info.value)
+    check = get_check(key)
+    assert msg.startswith(f"{check.exercise} `{check.name}` uses your `{wrong}` ({exercise}), "
+                          "which fails its check"), msg
+    assert f"{exercise} `{wrong}`" in msg  # the earlier check's own message follows
+
+
+def test_the_earlier_checks_own_diagnosis_follows():
+    try:
+        hidden_check("attention.self_attention_unscaled",
+                     _student("01", "attention.self_attention_unscaled", "softmax"))
+    except CheckFailed as e:
+        msg = str(e)
+    assert "  |   Likely mistake: unstable softmax overflowing." in msg, msg
+
+
+def test_a_function_that_does_not_call_the_earlier_one_is_judged_alone(capsys):
+    """The student inlined the softmax: a wrong `softmax` elsewhere in the notebook is not
+    this exercise's business."""
+    ns = M._base_namespace(next(e for e in M.exercises(M.notebooks("01")[0])
+                                if e.key == "attention.self_attention_unscaled"))
+    exec(WRONG["softmax"], ns)
+    exec("def self_attention_unscaled(X, W_Q, W_K, W_V):\n"
+         "    S = (X @ W_Q) @ np.swapaxes(X @ W_K, -1, -2)\n"
+         "    e = np.exp(S - S.max(axis=-1, keepdims=True))\n"
+         "    return e / e.sum(axis=-1, keepdims=True) @ (X @ W_V)\n", ns)
+    assert not _core.calls_name(ns["self_attention_unscaled"], "softmax")
+    hidden_check("attention.self_attention_unscaled", ns["self_attention_unscaled"])
+    assert "✔" in capsys.readouterr().out
+
+
+def test_trusted_verdict_names_the_failing_earlier_function(tmp_path):
+    """The graded path of a converted chapter (01): the kernel's probe records the earlier
+    function on its own check's cases, the grader judges it first."""
+    later = get_check("attention.self_attention_unscaled")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    for key in ("attention.self_attention_unscaled", "attention.softmax",
+                "attention.dot_product_scores"):
+        text = json.dumps(_judge.case_inputs(get_check(key)))
+        (tmp_path / "in" / f"{key}.json").write_text(text)
+
+    def verdict(wrong):
+        _probe.run(str(tmp_path), later.key,
+                   _student("01", "attention.self_attention_unscaled", wrong))
+        record = json.loads((tmp_path / "out" / f"{later.key}.json").read_text())
+        return _judge.judge(later, record)
+
+    v = verdict("softmax")
+    assert not v.passed and v.diagnosis == "uses failing softmax (Exercise 2.1)", v
+    assert v.message.startswith("Exercise 3.1 `self_attention_unscaled` uses your `softmax` "
+                                "(Exercise 2.1), which fails its check"), v.message
+    assert verdict(None).passed
