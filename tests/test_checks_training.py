@@ -433,3 +433,57 @@ def test_an_unknown_mistake_says_where_and_how_much():
 def test_sampler_output_shape_is_checked():
     with pytest.raises(CheckFailed, match=r"should return a \(B, 1\) tensor"):
         TR.check_sample_next_token(lambda logits, **kw: sampler()(logits, **kw)[:, 0])
+
+
+# ---------------------------------------------------------------- issue 18: the call lines
+
+
+CALLS = [  # (key, a wrong function, how its call line must start)
+    ("training.train_step", (step_fn(zero=False),),
+     "call: train_step(model, optimizer, x, y, grad_clip=0.1) 3 times on one batch"),
+    ("training.estimate_loss", (eval_fn(eval_mode=False),),
+     "call: estimate_loss(model, data, batch_size=4, block_size=8, eval_iters=3, generator)"),
+]
+
+
+@pytest.mark.parametrize("key,wrong,start", CALLS, ids=[c[0] for c in CALLS])
+def test_call_line_shows_the_students_signature_not_the_probes_arguments(key, wrong, start):
+    """The trial's feedback read `call: train_step(840, 3, 0.1, 0.01)`: the probe's seed,
+    step count, clip and learning rate, not a call the student could recognise."""
+    with pytest.raises(CheckFailed) as info:
+        graded(key, *wrong)
+    call = [ln.strip() for ln in str(info.value).splitlines() if ln.strip().startswith("call:")]
+    assert call and call[0].startswith(start), str(info.value)
+
+
+def test_every_probe_check_has_a_call_text():
+    """Each check that runs the student's function inside an experiment says how, starting
+    with the student's own function and its parameter names."""
+    starts = {"training.train_step": "train_step(model, optimizer, x, y, grad_clip=",
+              "training.estimate_loss": "estimate_loss(model, data, batch_size=",
+              "training.checkpoint": "save_checkpoint(path, model, optimizer, step=",
+              "training.sample_next_token": "sample_next_token(logits, temperature="}
+    for key, start in starts.items():
+        for case in CHECKS[key].cases:
+            assert CHECKS[key].call_text(case).startswith(start)
+
+
+def test_a_wrong_cross_entropy_cascades_into_train_step():
+    """08 Ex 3.2 calls the student's cross_entropy: a wrong one is named first."""
+    ns = {"torch": torch, "math": math}
+    exec("def cross_entropy(logits, targets):\n"  # the mean over the batch forgotten
+         "    lp = torch.log_softmax(logits, -1)\n"
+         "    return -lp.gather(-1, targets.unsqueeze(-1)).sum()\n"
+         "def train_step(model, optimizer, x, y, grad_clip):\n"
+         "    optimizer.zero_grad()\n"
+         "    logits = model(x)\n"
+         "    loss = cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))\n"
+         "    loss.backward()\n"
+         "    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n"
+         "    optimizer.step()\n"
+         "    return loss.item()\n", ns)
+    with pytest.raises(CheckFailed) as info:
+        graded("training.train_step", ns["train_step"])
+    assert str(info.value).startswith(
+        "Exercise 3.2 `train_step` uses your `cross_entropy` (Exercise 2.1), which fails its "
+        "check"), str(info.value)

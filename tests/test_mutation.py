@@ -140,3 +140,4 @@ def test_a_notebooks_print_options_do_not_leak_into_the_process():
     M._base_namespace(ex)
     assert np.get_printoptions() == before_np
     assert str(torch.tensor([1.23456789e-8])) == before_torch
+

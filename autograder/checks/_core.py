@@ -43,6 +43,8 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from autograder.checks import _symptoms
+
 try:  # absent from a graded kernel whose chapter is judged outside it (see _probe)
     import transformer_ref
 except ImportError:  # pragma: no cover - only in that kernel
@@ -201,6 +203,9 @@ class Check:
     # earlier exercises the solution calls: ((function name, check key), ...). When the
     # student's function calls its own `name`, that function's check runs first (cascade).
     uses: tuple = ()
+    # how a failure message shows a case's call when the check runs the student's function
+    # inside an experiment (a probe): call_text(case) -> "train_step(model, ...) 3 times ..."
+    call_text: Callable | None = None
 
 
 # ---------------------------------------------------------------- the built-in guard
@@ -588,8 +593,9 @@ def _diagnosed_mistake(check: Check, fn, case: Case, got, cases: list, outputs=N
             if _compare(wrong, filled, case, strict=False) is None:
                 candidates.append(m)
         partial = True
-    if not candidates:
-        return None
+    if not candidates:  # no catalogued mistake: a general symptom (transposed, scaled, ...)
+        symptom = _symptoms.diagnose(case.expected, got, case.kind)
+        return None if symptom is None else (symptom, False)
     best = candidates[0]
     if _len(candidates) > 1:
         others = [c for c in cases if c is not case and c.kind != "grad"]
@@ -640,9 +646,13 @@ def _fill_nan(got, wrong):
     return _t_to(filled, got.dtype)
 
 
+def _call_line(check: Check, case: Case) -> str:
+    return check.call_text(case) if check.call_text is not None else _signature(check, case)
+
+
 def _fail(check: Check, case: Case, body: str) -> CheckFailed:
     head = f"{check.exercise} `{check.name}` fails on {case.label}:"
-    return CheckFailed(f"{head}\n  {body}\n  call: {_signature(check, case)}")
+    return CheckFailed(f"{head}\n  {body}\n  call: {_call_line(check, case)}")
 
 
 def _fail_in_run(check: Check, case: Case, n_visible: int, body: str) -> CheckFailed:
@@ -654,7 +664,7 @@ def _fail_in_run(check: Check, case: Case, n_visible: int, body: str) -> CheckFa
         f"{check.exercise} `{check.name}`: the visible cases pass; "
         f"a hidden case fails: {case.label}:"
     )
-    return CheckFailed(f"{head}\n  {body}\n  call: {_signature(check, case)}")
+    return CheckFailed(f"{head}\n  {body}\n  call: {_call_line(check, case)}")
 
 
 # ---------------------------------------------------------------- cascades
@@ -687,6 +697,7 @@ def cascade_message(check: Check, name: str, upstream: Check, failure: str) -> s
 
 def _upstream_failure(check: Check, fn, hidden: bool) -> str | None:
     """The cascade message if ``fn`` calls one of ``check.uses`` whose check fails."""
+    fn = getattr(fn, "student", fn)  # 08: a probe runs the student's function
     for name, key in check.uses:
         if not calls_name(fn, name):
             continue
@@ -740,6 +751,7 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
             raise _fail_in_run(check, case, n_visible, str(e)) from None
         except Exception as e:  # the student's code raised: explain, no traceback wall
             hint = next((h for h in check.error_hints if _safe_match(h, e)), None)
+            hint = hint or _symptoms.diagnose_error(type(e).__name__, str(e))
             body = f"your function raised {type(e).__name__}: {e}"
             loc = _user_frame(e.__traceback__)
             if loc:

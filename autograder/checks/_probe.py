@@ -198,6 +198,7 @@ def _earlier(probe_dir: str, spec: dict, fn) -> dict:
     from autograder.checks._core import calls_name
 
     found = {}
+    fn = getattr(fn, "student", fn)  # 08: a probe runs the student's function
     for name, key in spec.get("uses") or []:
         earlier = getattr(fn, "__globals__", {}).get(name)
         path = os.path.join(probe_dir, "in", f"{key}.json")

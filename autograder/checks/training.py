@@ -398,6 +398,7 @@ def _step_probe(step_fn):
         return _step_output(drive(seed, n_steps, grad_clip, lr, weights))
 
     train_step.__name__ = "train_step"
+    train_step.student = step_fn
     return train_step
 
 
@@ -460,6 +461,9 @@ def _step_cases():
 
 _TRAIN_STEP = Check(
     key="training.train_step",
+    call_text=lambda c: (
+        f"train_step(model, optimizer, x, y, grad_clip={c.args[2]:g}) {c.args[1]} times on one "
+        f"batch x, y (4, 8) of a tiny GPT (seed {c.args[0]}), AdamW with lr {c.args[3]:g}"),
     uses=(("cross_entropy", "training.cross_entropy"),),
     exercise="Exercise 3.2",
     name="train_step",
@@ -612,6 +616,10 @@ def _eval_cases():
 
 _ESTIMATE = Check(
     key="training.estimate_loss",
+    call_text=lambda c: (
+        f"estimate_loss(model, data, batch_size={c.args[1]}, block_size={c.args[2]}, "
+        f"eval_iters={c.args[3]}, generator) on a tiny GPT with dropout 0.5 (seed {c.args[0]}),"
+        " data 400 random tokens"),
     uses=(("get_batch", "training.get_batch"), ("cross_entropy", "training.cross_entropy")),
     exercise="Exercise 4.1",
     name="estimate_loss",
@@ -754,6 +762,10 @@ def _ck_cases():
 
 _CHECKPOINT = Check(
     key="training.checkpoint",
+    call_text=lambda c: (
+        f"save_checkpoint(path, model, optimizer, step={c.args[1]}, generator) after "
+        f"{c.args[1]} training steps, load_checkpoint(path, model2, optimizer2, generator2) "
+        f"into fresh ones, then {c.args[2]} more steps (seed {c.args[0]})"),
     exercise="Exercise 5.1",
     name="save_checkpoint",
     cases=_ck_cases(),
@@ -907,6 +919,11 @@ def _sample_cases():
 
 _SAMPLE = Check(
     key="training.sample_next_token",
+    call_text=lambda c: (
+        f"sample_next_token(logits, temperature={c.args[1]}, top_k={c.args[2]}, "
+        f"top_p={c.args[3]}, generator) on logits ({c.args[0].shape[0] * _N_DRAWS}, "
+        f"{c.args[0].shape[1]}): each of these {c.args[0].shape[0]} rows repeated "
+        f"{_N_DRAWS:,} times"),
     exercise="Exercise 6.1",
     name="sample_next_token",
     cases=_sample_cases(),
