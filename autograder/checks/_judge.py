@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autograder.checks import _codec
+from autograder.checks import _codec, _symptoms
 from autograder.checks._core import (
     Case,
     Check,
@@ -315,6 +315,7 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
             if r.get("where"):
                 body += f"\n  {r['where']}"
             hint = next((h for h in check.error_hints if _safe_match(h, exc)), None)
+            hint = hint or _symptoms.diagnose_error(str(r.get("exc")), str(r.get("msg")))
             if hint:
                 body += f"\n  Likely mistake: {hint.name}. {hint.explanation}"
             return _fail(check, case, body, hint.name if hint else f"raised {r.get('exc')}",
