@@ -80,6 +80,28 @@ def sdpa_scaled(scale_of):
     return f
 
 
+def sdpa_student(times_sqrt=False, dk_axis=-1, norm=True, sum_axis=-1, sum_keep=True,
+                 max_axis=-1, max_keep=True, reversed_shift=False, use_mask=True,
+                 fill=-math.inf):
+    """A student's SDPA written step by step, with one of the mutation report's bugs."""
+
+    def f(q, k, v, mask=None, scale=None):
+        if scale is None:
+            d_k = q.size(dk_axis)
+            scale = math.sqrt(d_k) if times_sqrt else 1 / math.sqrt(d_k)
+        s = torch.matmul(q, k.transpose(-1, -2)) * scale
+        if mask is not None and use_mask:
+            s = s.masked_fill(mask.logical_not(), fill)
+        mx = torch.nan_to_num(s.max(dim=max_axis, keepdim=max_keep).values, neginf=0.0)
+        w = torch.exp(mx - s) if reversed_shift else torch.exp(s - mx)
+        if norm:
+            tot = w.sum(dim=sum_axis, keepdim=sum_keep)
+            w = w / torch.where(tot > 0, tot, torch.ones_like(tot))
+        return w @ v
+
+    return f
+
+
 def sdpa_no_default_scale(q, k, v, mask=None, scale=None):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     if mask is not None:
@@ -435,6 +457,22 @@ WRONG = [
         "the shapes of a matrix product do not line up",
         False,
     ),
+    # Exercise 5.1: classes of mutants the mutation report found unnamed
+    *[("attention.scaled_dot_product_attention", sdpa_student(**bug), name, graded_only)
+      for bug, name, graded_only in [
+          ({"times_sqrt": True}, "multiplied the scores by sqrt(d_k) instead of dividing", False),
+          ({"dk_axis": -2}, "d_k read from the wrong axis", False),
+          ({"norm": False}, "weights not normalised (no division by the row sum)", False),
+          ({"sum_axis": -2}, "normalised over the queries (sum over the wrong axis)", False),
+          ({"sum_keep": False}, "row sums without keepdim=True", False),
+          ({"max_axis": -2}, "maximum subtracted over the wrong axis", False),
+          ({"max_keep": False}, "row maximum without keepdim=True", False),
+          ({"reversed_shift": True}, "exp(max - scores) instead of exp(scores - max)", False),
+          ({"use_mask": False}, "mask ignored", False),
+          ({"fill": 0.0}, "masked scores set to 0 instead of -inf", False),
+          ({"fill": -1e9}, "a large negative number instead of -inf (a fully masked row "
+           "attends everywhere)", True),
+      ]],
     # Exercise 7.1
     (
         "attention.cosine_similarity_attention",

@@ -580,6 +580,34 @@ def _sdpa_nan_rows(q, k, v, mask=None, scale=None):
     return e / e.sum(dim=-1, keepdim=True) @ v
 
 
+def _sdpa_steps(q, k, v, mask=None, scale=None, *, d_k_axis=-1, inverse_scale=False,
+                fill=float("-inf"), masked=True, max_dim=-1, max_keepdim=True, normalise=True,
+                sum_dim=-1, sum_keepdim=True, shift_reversed=False):
+    """The solution's steps, each of which one keyword gets wrong (a mutant class)."""
+    if scale is None:
+        d_k = q.shape[d_k_axis]
+        scale = math.sqrt(d_k) if inverse_scale else 1.0 / math.sqrt(d_k)
+    s = q @ k.transpose(-2, -1) * scale
+    if mask is not None and masked:
+        s = s.masked_fill(~mask, fill)
+    m = s.amax(dim=max_dim, keepdim=max_keepdim)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(m - s) if shift_reversed else torch.exp(s - m)
+    if not normalise:
+        return e @ v
+    total = e.sum(dim=sum_dim, keepdim=sum_keepdim)
+    return e / torch.where(total == 0, torch.ones_like(total), total) @ v
+
+
+def _needs_mask(fn):
+    def f(q, k, v, mask=None, scale=None):
+        if mask is None:
+            raise ValueError("needs a mask")
+        return fn(q, k, v, mask, scale)
+
+    return f
+
+
 _SDPA_MISTAKES = (
     Mistake(
         "no scaling",
@@ -651,6 +679,77 @@ _SDPA_MISTAKES = (
         lambda q, k, v, mask=None, scale=None: _sdpa(
             q, k, v, mask=mask, scale=scale, return_weights=True
         )[1],
+    ),
+    # classes of wrong answers the mutation report (python -m bench.mutation) found unnamed
+    Mistake(
+        "multiplied the scores by sqrt(d_k) instead of dividing",
+        "The default scale is 1 / sqrt(d_k): scores * (1 / math.sqrt(d_k)), or scores / "
+        "math.sqrt(d_k); multiplying by sqrt(d_k) makes the softmax even more peaked.",
+        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
+                                                           inverse_scale=True),
+    ),
+    Mistake(
+        "d_k read from the wrong axis",
+        "d_k is the size of the last axis of q (q.shape[-1]); q.shape[-2] is T_q and "
+        "q.shape[0] a batch size.",
+        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale, d_k_axis=-2),
+    ),
+    Mistake(
+        "weights not normalised (no division by the row sum)",
+        "After exp(), divide each row by its sum over the keys so the weights sum to one; "
+        "only a fully masked row (sum 0) is divided by 1.",
+        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
+                                                           normalise=False),
+    ),
+    Mistake(
+        "normalised over the queries (sum over the wrong axis)",
+        "Each query's weights sum to one over the keys: e.sum(dim=-1, keepdim=True).",
+        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale, sum_dim=-2),
+    ),
+    Mistake(
+        "row sums without keepdim=True",
+        "e.sum(dim=-1) has shape (..., T_q) and divides along the *keys* axis; keep the axis "
+        "(keepdim=True) so each row is divided by its own sum.",
+        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
+                                                           sum_keepdim=False),
+    ),
+    Mistake(
+        "maximum subtracted over the wrong axis",
+        "Subtract each row's own maximum (amax(dim=-1, keepdim=True)): a per-column shift "
+        "does not cancel in a row's softmax.",
+        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale, max_dim=-2),
+    ),
+    Mistake(
+        "row maximum without keepdim=True",
+        "scores.amax(dim=-1) has shape (..., T_q) and is subtracted along the keys axis; "
+        "keep the axis (keepdim=True) so each row is shifted by its own maximum.",
+        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
+                                                           max_keepdim=False),
+    ),
+    Mistake(
+        "exp(max - scores) instead of exp(scores - max)",
+        "Shift the scores down by their maximum, exp(scores - max): exp(max - scores) "
+        "reverses which keys get the most weight.",
+        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
+                                                           shift_reversed=True),
+    ),
+    Mistake(
+        "mask ignored",
+        "When a mask is given, put -inf into the scores where it is False before the "
+        "softmax: scores.masked_fill(~mask, float('-inf')).",
+        _needs_mask(lambda q, k, v, mask, scale: _sdpa_steps(q, k, v, mask, scale,
+                                                             masked=False)),
+    ),
+    Mistake(
+        "masked scores set to 0 instead of -inf",
+        "A score of 0 still gets weight exp(0 - max) > 0: fill -inf so exp() gives exactly 0.",
+        _needs_mask(lambda q, k, v, mask, scale: _sdpa_steps(q, k, v, mask, scale, fill=0.0)),
+    ),
+    Mistake(
+        "a large negative number instead of -inf (a fully masked row attends everywhere)",
+        "With -1e9 a fully masked row gets equal weights and returns the mean of v; with "
+        "-inf its weights are 0 (shift by 0 and divide by 1 there) and so is its output.",
+        _needs_mask(lambda q, k, v, mask, scale: _sdpa_steps(q, k, v, mask, scale, fill=-1e9)),
     ),
 )
 
