@@ -177,6 +177,43 @@ def ln_np_moments(x, gamma, beta, eps=1e-5):
     return gamma * (x - mu) / np.sqrt(var + eps) + beta
 
 
+def ln_student(lib, mean_axis=-1, var_axis=-1, mean_by_sum=False, var_by_sum=False,
+               centre_out=True, mean_minus_x=False, sd="div", plus_beta=True):
+    """A student's LayerNorm in three lines (numpy or torch), with one mutant-class bug."""
+    sqrt = np.sqrt if lib == "np" else torch.sqrt
+
+    def red(t, axis, by_sum):
+        if lib == "np":
+            return t.sum(axis=axis, keepdims=True) if by_sum else t.mean(axis=axis, keepdims=True)
+        return t.sum(axis, keepdim=True) if by_sum else t.mean(axis, keepdim=True)
+
+    def f(x, gamma, beta, eps=1e-5):
+        mean = red(x, mean_axis, mean_by_sum)
+        d = x - mean
+        var = red(d * d, var_axis, var_by_sum)
+        num = (mean - x) if mean_minus_x else d if centre_out else x
+        std = sqrt(var + eps)
+        y = gamma * (num / std if sd == "div" else num * std if sd == "mul" else num)
+        return y + beta if plus_beta else y - beta
+
+    return f
+
+
+LN_STEP_NAMES = [  # the mutation report's unnamed classes, now catalogued
+    ("mean over the sequence axis, variance over the features", dict(mean_axis=-2)),
+    ("mean over the batch axis, variance over the features", dict(mean_axis=0)),
+    ("variance over the sequence axis, mean over the features", dict(var_axis=-2)),
+    ("variance over the batch axis, mean over the features", dict(var_axis=0)),
+    ("the mean computed with sum()", dict(mean_by_sum=True)),
+    ("the variance computed with sum()", dict(var_by_sum=True)),
+    ("the output not centred (x / std instead of (x - mean) / std)", dict(centre_out=False)),
+    ("mean - x instead of x - mean", dict(mean_minus_x=True)),
+    ("multiplied by the standard deviation instead of dividing", dict(sd="mul")),
+    ("not divided by the standard deviation", dict(sd="none")),
+    ("subtracted beta", dict(plus_beta=False)),
+]
+
+
 BROADCAST = "a shape that does not broadcast (keepdim missing, or gamma reshaped)"
 
 
@@ -200,6 +237,9 @@ for _name, _kw in LN_NAMES:
     t_kw = {"dim": 0} if _kw == "axis0" else {"dim": -2} if _kw == "axis-2" else _kw
     WRONG.append(("norms.layer_norm_np", ln_np(**np_kw), _name, graded_only))
     WRONG.append(("norms.layer_norm", ln_t(**t_kw), _name, graded_only))
+for _name, _kw in LN_STEP_NAMES:
+    WRONG.append(("norms.layer_norm_np", ln_student("np", **_kw), _name, False))
+    WRONG.append(("norms.layer_norm", ln_student("torch", **_kw), _name, False))
 WRONG += [
     ("norms.layer_norm_np", ln_np(ddof=1), "unbiased variance (divided by d - 1)", False),
     ("norms.layer_norm", ln_t(unbiased=True), "unbiased variance (divided by d - 1)", False),

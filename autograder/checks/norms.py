@@ -68,6 +68,60 @@ def _ln_variant(
     return y + beta if use_beta else y
 
 
+def _ln_steps(x, gamma, beta, eps=1e-5, *, mean_dim=-1, var_dim=-1, mean_sum=False,
+              var_sum=False, centred_out=True, reversed_centre=False, sd="div",
+              beta_sign=1):
+    """The solution's three lines, each of which one keyword gets wrong (a mutant class)."""
+    mu = x.sum(mean_dim, keepdim=True) if mean_sum else x.mean(mean_dim, keepdim=True)
+    sq = (x - mu) ** 2
+    v = sq.sum(var_dim, keepdim=True) if var_sum else sq.mean(var_dim, keepdim=True)
+    c = (mu - x) if reversed_centre else (x - mu) if centred_out else x
+    s = torch.sqrt(v + eps)
+    y = gamma * c / s if sd == "div" else gamma * c * s if sd == "mul" else gamma * c
+    return y + beta if beta_sign > 0 else y - beta
+
+
+def _s(**kw):
+    return lambda x, gamma, beta, eps=1e-5: _ln_steps(x, gamma, beta, eps, **kw)
+
+
+# classes of wrong answers the mutation report (python -m bench.mutation) found unnamed:
+# (name, explanation, _ln_steps keywords)
+_LN_STEP_MISTAKES = (
+    ("mean over the sequence axis, variance over the features",
+     "Both statistics are per token, over its d features (axis -1, keepdims=True): the mean "
+     "was taken over the tokens (axis -2).", dict(mean_dim=-2)),
+    ("mean over the batch axis, variance over the features",
+     "Both statistics are per token, over its d features (axis -1, keepdims=True): the mean "
+     "was taken over axis 0.", dict(mean_dim=0)),
+    ("variance over the sequence axis, mean over the features",
+     "Both statistics are per token, over its d features (axis -1, keepdims=True): the "
+     "variance was taken over the tokens (axis -2).", dict(var_dim=-2)),
+    ("variance over the batch axis, mean over the features",
+     "Both statistics are per token, over its d features (axis -1, keepdims=True): the "
+     "variance was taken over axis 0.", dict(var_dim=0)),
+    ("the mean computed with sum()",
+     "The mean is the sum divided by d: x.mean(-1, keepdims=True), not x.sum(...).",
+     dict(mean_sum=True)),
+    ("the variance computed with sum()",
+     "The variance is the *mean* of the centred squares, divided by d: "
+     "((x - mean) ** 2).mean(-1, keepdims=True), not .sum(...).", dict(var_sum=True)),
+    ("the output not centred (x / std instead of (x - mean) / std)",
+     "Subtract the mean in the output too: x_hat = (x - mean) / sqrt(var + eps).",
+     dict(centred_out=False)),
+    ("mean - x instead of x - mean",
+     "x_hat = (x - mean) / sqrt(var + eps): mean - x flips the sign of every normalised "
+     "feature.", dict(reversed_centre=True)),
+    ("multiplied by the standard deviation instead of dividing",
+     "Divide by sqrt(var + eps) so x_hat has variance 1.", dict(sd="mul")),
+    ("not divided by the standard deviation",
+     "After subtracting the mean, divide by sqrt(var + eps) so x_hat has variance 1.",
+     dict(sd="none")),
+    ("subtracted beta",
+     "LN(x) = gamma * x_hat + beta: beta is added.", dict(beta_sign=-1)),
+)
+
+
 def _np(fn):
     """The numpy version of a torch function of arrays (dtype kept)."""
 
@@ -161,6 +215,7 @@ def _ln_mistakes(numpy: bool) -> tuple:
             "var = mean((x - mean)²).",
             _np_moments if numpy else _v(var="moments"),
         ),
+        *(Mistake(name, why, wrap(_s(**kw))) for name, why, kw in _LN_STEP_MISTAKES),
     )
 
 
