@@ -27,6 +27,7 @@ VALUES = [  # (symptom, expected, a wrong output)
     (S.ROLLED, W, torch.cat([W[:1] * 7, W[:-1]])),
     (S.DROPPED_DIM, X.sum(-1, keepdim=True), X.sum(-1)),
     (S.EXTRA_DIM, X.sum(-1), X.sum(-1, keepdim=True)),
+    (S.REDUCED_ALL, W.sum(0), W.sum()),  # dγ summed over every axis
     (S.OFF_BY_ONE_LENGTH, W, W[1:]),
     (S.WRONG_AXIS_SIZE, W.sum(0), W.sum(1)),
     (S.NONFINITE, torch.softmax(W * 1000, -1),  # exp() overflowing: inf / inf

@@ -83,6 +83,11 @@ EXTRA_DIM = _s(
     "Your output has an axis the answer lacks: keepdim=True where the axis should go, an "
     "unsqueeze/None too many, or a broadcast against the wrong shape.",
 )
+REDUCED_ALL = _s(
+    "reduced over every axis",
+    "Your output is a single number where the answer keeps an axis: a sum or mean over every "
+    "axis (no dim= given, or a range of axes one too long), where only some should go.",
+)
 OFF_BY_ONE_LENGTH = _s(
     "length off by one",
     "One axis of your output is one entry too long or too short: an off-by-one in a slice "
@@ -129,14 +134,14 @@ NUMBER_OFF_BY_ONE = _s(
 )
 
 ALL = (TRANSPOSED, SWAPPED_AXES, SCALED, NEGATED, SHIFTED, ROLLED, DROPPED_DIM, EXTRA_DIM,
-       OFF_BY_ONE_LENGTH, WRONG_AXIS_SIZE, NONFINITE, INVERTED, DIAGONAL, ONE_ITEM_TOO_FEW,
-       ONE_ITEM_TOO_MANY, REVERSED, NUMBER_OFF_BY_ONE)  # fmt: skip
+       REDUCED_ALL, OFF_BY_ONE_LENGTH, WRONG_AXIS_SIZE, NONFINITE, INVERTED, DIAGONAL,
+       ONE_ITEM_TOO_FEW, ONE_ITEM_TOO_MANY, REVERSED, NUMBER_OFF_BY_ONE)  # fmt: skip
 
 
 def _t(x) -> torch.Tensor | None:
     if _type(x) is _ndarray:
         try:
-            return _from_numpy(np.ascontiguousarray(x))
+            return _from_numpy(np.array(x, order="C", copy=True))  # 0-d stays 0-d
         except TypeError:  # an object or string array
             return None
     return x if _type(x) is _Tensor else None
@@ -153,6 +158,8 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _shape_symptom(e: torch.Tensor, g: torch.Tensor) -> Symptom | None:
     es, gs = tuple(e.shape), tuple(g.shape)
+    if g.numel() == 1 and e.numel() > 1 and _len(gs) < _len(es):
+        return REDUCED_ALL
     if _len(gs) == _len(es) - 1 and any(es[:i] + es[i + 1:] == gs
                                         for i in range(_len(es)) if es[i] == 1):
         return DROPPED_DIM
