@@ -48,6 +48,9 @@ ERRORS = [
      "[-2, 1], but got -3)"),
     (S.INDEX_OUT_OF_RANGE, "IndexError", "list index out of range"),
     (S.NONE_VALUE, "TypeError", "unsupported operand type(s) for *: 'Tensor' and 'NoneType'"),
+    (S.MISSING_KEY, "KeyError", "(101, 32)"),
+    (S.EMPTY_MAX, "ValueError", "max() arg is an empty sequence"),
+    (S.BYTE_RANGE, "ValueError", "bytes must be in range(0, 256)"),
 ]
 
 

@@ -309,6 +309,22 @@ NONE_VALUE = _s(
     "Something you computed with is None: a helper without `return`, or the line that "
     "should set the value is missing.",
 )
+MISSING_KEY = _s(
+    "a key that was never stored",
+    "A dict lookup of a key nothing stored: a count or id not added or updated when it "
+    "should be (a merge's new pairs), or a lookup that needs a default (d.get(k, 0), "
+    "collections.Counter, defaultdict(int)).",
+)
+EMPTY_MAX = _s(
+    "max() or min() of an empty sequence",
+    "A loop went on after there was nothing left to pick from: stop when no pair (or "
+    "candidate) remains, or when the target size is reached, before taking max()/min().",
+)
+BYTE_RANGE = _s(
+    "a byte value outside 0..255",
+    "bytes([i]) needs 0 <= i < 256: an off-by-one in a byte value or token id, or an id "
+    "that is not a single byte used as one.",
+)
 
 _ERRORS = (
     (SHAPES_MISMATCH, ("must match the size of tensor", "shapes cannot be multiplied",
@@ -319,8 +335,10 @@ _ERRORS = (
     (INDEX_OUT_OF_RANGE, ("index out of range", "is out of bounds for dimension",
                           "is out of bounds for axis")),
     (NONE_VALUE, ("'nonetype'",)),
+    (EMPTY_MAX, ("arg is an empty sequence", "iterable argument is empty")),
+    (BYTE_RANGE, ("bytes must be in range(0, 256)",)),
 )  # fmt: skip
-ALL_ERRORS = tuple(s for s, _ in _ERRORS)
+ALL_ERRORS = (MISSING_KEY, *(s for s, _ in _ERRORS))
 
 
 def diagnose_error(exc_name: str, message: str) -> Symptom | None:
@@ -329,6 +347,8 @@ def diagnose_error(exc_name: str, message: str) -> Symptom | None:
     >>> diagnose_error("RuntimeError", "mat1 and mat2 shapes cannot be multiplied").name
     'shapes do not line up'
     """
+    if exc_name == "KeyError":
+        return MISSING_KEY
     text = f"{exc_name}: {message}".lower()
     for symptom, needles in _ERRORS:
         if any(n in text for n in needles):
