@@ -49,6 +49,11 @@ ERRORS = [
     (S.INDEX_OUT_OF_RANGE, "IndexError", "list index out of range"),
     (S.NONE_VALUE, "TypeError", "unsupported operand type(s) for *: 'Tensor' and 'NoneType'"),
     (S.MISSING_KEY, "KeyError", "(101, 32)"),
+    (S.RESHAPE_SIZE, "RuntimeError", "shape '[2, 5, 2]' is invalid for input of size 80"),
+    (S.FLOAT_SIZE, "TypeError", "view(): argument 'size' failed to unpack the object at pos 4 "
+     "with error \"type must be tuple of ints,but got float\""),
+    (S.NO_GRAD_PATH, "RuntimeError", "element 0 of tensors does not require grad and does not "
+     "have a grad_fn"),
     (S.EMPTY_MAX, "ValueError", "max() arg is an empty sequence"),
     (S.BYTE_RANGE, "ValueError", "bytes must be in range(0, 256)"),
 ]

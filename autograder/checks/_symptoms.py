@@ -325,12 +325,31 @@ BYTE_RANGE = _s(
     "bytes([i]) needs 0 <= i < 256: an off-by-one in a byte value or token id, or an id "
     "that is not a single byte used as one.",
 )
+RESHAPE_SIZE = _s(
+    "a reshape to a shape of the wrong size",
+    "view/reshape needs a shape with as many entries as the tensor: check the sizes you "
+    "split into (B, T, H, d_k with H * d_k = d_model), and use // for sizes.",
+)
+FLOAT_SIZE = _s(
+    "a float where a size is needed",
+    "Sizes and indices are ints: d_model // H, not d_model / H (which is a float).",
+)
+NO_GRAD_PATH = _s(
+    "no gradient path",
+    "What you call backward() on is not connected to the parameters: a step that builds it "
+    "is missing, or it went through .detach(), .item() or torch.no_grad().",
+)
 
 _ERRORS = (
     (SHAPES_MISMATCH, ("must match the size of tensor", "shapes cannot be multiplied",
                        "could not be broadcast", "size mismatch", "mismatch in its core dimension",
                        "shape mismatch", "doesn't match the broadcast shape",
-                       "must have the same shape", "not aligned")),
+                       "must have the same shape", "not aligned",
+                       "expected size for first two dimensions")),
+    (RESHAPE_SIZE, ("is invalid for input of size", "cannot reshape array of size")),
+    (FLOAT_SIZE, ("failed to unpack the object", "'float' object cannot be interpreted as an "
+                  "integer", "slice indices must be integers")),
+    (NO_GRAD_PATH, ("does not require grad and does not have a grad_fn",)),
     (AXIS_OUT_OF_RANGE, ("dimension out of range", "is out of bounds for array of dimension")),
     (INDEX_OUT_OF_RANGE, ("index out of range", "is out of bounds for dimension",
                           "is out of bounds for axis")),
