@@ -65,8 +65,7 @@ _SWAP_FUNCS = {"max": "min", "min": "max", "amax": "amin", "amin": "amax", "argm
                "argmin": "argmax", "tril": "triu", "triu": "tril", "sum": "mean", "mean": "sum",
                "float": "double", "double": "float", "long": "int", "zeros": "ones",
                "ones": "zeros", "zeros_like": "ones_like", "ones_like": "zeros_like",
-               "exp": "log", "log": "exp", "relu": "gelu", "gelu": "relu",
-               "rstrip": "strip", "lstrip": "strip", "strip": "rstrip"}  # fmt: skip
+               "exp": "log", "log": "exp", "relu": "gelu", "gelu": "relu"}  # fmt: skip
 _DTYPES = {"float64": "float32", "float32": "float64", "double": "float", "float": "double",
            "int64": "int32", "int32": "int64", "long": "int", "bool": "uint8",
            "float16": "float32", "bfloat16": "float32"}  # fmt: skip

@@ -46,7 +46,6 @@ SNIPPETS = [
     ("return x * 0.5", "0.5 -> 1"),
     ("return ''.join(x).replace('</w>', ' ')", "'' -> ' '"),
     ("return ''.join(x).replace('</w>', ' ')", "'</w>' -> ''"),
-    ("return x.rstrip(' ')", "rstrip -> strip"),
     ("return x.decode('utf-8', errors='replace')", "errors='replace' -> 'ignore'"),
 ]
 
