@@ -127,3 +127,19 @@ def test_trusted_verdict_names_the_failing_earlier_function(tmp_path):
     assert v.message.startswith("Exercise 3.1 `self_attention_unscaled` uses your `softmax` "
                                 "(Exercise 2.1), which fails its check"), v.message
     assert verdict(None).passed
+
+
+def test_the_rows_diagnosis_names_the_cascade_as_a_failure_kind():
+    """grades.csv's diagnosis (from the test cell's error) says which earlier function fails,
+    not the earlier exercise's own mistake quoted under it; the report counts it as a
+    failure kind, not as a catalogued mistake of this exercise."""
+    from autograder.grading.diagnosis import diagnose, is_failure_kind
+
+    try:
+        hidden_check("attention.self_attention_unscaled",
+                     _student("01", "attention.self_attention_unscaled", "softmax"))
+    except CheckFailed as e:
+        msg = str(e)
+    d = diagnose("graded", "0", "2", [{"output_type": "error", "ename": "CheckFailed",
+                                        "evalue": msg}])
+    assert d == "uses failing softmax (Exercise 2.1)" and is_failure_kind(d)

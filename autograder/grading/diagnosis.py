@@ -17,6 +17,7 @@ import re
 
 _MISTAKE = re.compile(r"Likely mistake: (.+?)\.(?:\s|$)")
 _RAISED = re.compile(r"your function raised (\w+)")
+_USES = re.compile(r"uses your `([^`]+)` \((Exercise [0-9.]+)\), which fails its check")
 
 # not-graded reasons (student.py's statuses) -> failure kind, first match wins
 _NOT_GRADED = [
@@ -41,7 +42,7 @@ FAILURE_KINDS = frozenset({kind for _, kind in _NOT_GRADED} | {
     "wrong shape", "wrong dtype", "wrong type", "wrong gradient", "not a measurement",
     "output differs", "output missing", "output too large", "used the reference implementation",
 })
-_FAILURE_PREFIXES = ("raised ", "used forbidden built-in ")
+_FAILURE_PREFIXES = ("raised ", "used forbidden built-in ", "uses failing ")
 
 
 def is_failure_kind(diagnosis: str) -> bool:
@@ -80,6 +81,8 @@ def diagnose(status: str, points: str, max_points: str, outputs=None) -> str:
     if not errors:
         return "lost points"
     ename, evalue = errors[-1]
+    if m := _USES.search(evalue):  # the cascade: an earlier function fails (its mistake follows)
+        return f"uses failing {m.group(1)} ({m.group(2)})"
     if m := _MISTAKE.search(evalue):
         return m.group(1).strip()
     if ename in ("NotImplementedYet", "NotImplementedError") or "not implemented yet" in evalue:
