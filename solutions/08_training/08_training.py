@@ -859,23 +859,21 @@ print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
 #
 # **Recorded runs** (the `cpu` and `gpu` rows of section 0; numbers from the course's own runs):
 #
-# - CPU (`cpu_char`, this notebook's `cpu` run): 3000 steps (the full schedule), 0.82 M parameters, 6.1 M training tokens seen,
-#   one CPU thread of a shared 2-core machine: final **train loss 1.477, validation loss 1.611**
-#   nats per character (2.32 bits/byte; chance is 4.26) in 538 s of CPU time (21 min of wall
-#   time on that busy machine). At that speed (0.18 s per step on one core) the notebook's
-#   8-minute budget ends near step 2700; a laptop with more free cores finishes all 3000.
-#   An excerpt of the final sample (temperature 0.8):
+# - CPU (`cpu_char`, this notebook's `cpu` run, run as is on an otherwise idle 2-core machine,
+#   torch's default 2 threads): 3000 steps (the full schedule) in **403 s**, 0.82 M parameters,
+#   6.1 M training tokens seen, 15,700 tokens/s: final **train loss 1.424, validation loss
+#   1.573** nats per character (2.27 bits/byte; chance is 4.26). Validation at steps 500 …
+#   3000: 2.128, 1.853, 1.722, 1.646, 1.592, 1.573, so the target (≤ 1.60) is reached by step
+#   2500, well inside the 8-minute budget. The learning rate (3e-3 down to 1e-4) was chosen by
+#   measurement: 2e-3 down to 2e-4 ended at 1.611 on the same 3000 steps. The whole notebook
+#   ran in 7 min. An excerpt of the final sample (temperature 0.8):
 #
 #   ```text
-#   Contence him with thee, and, but what poins in him,
-#   At best, read humeked the birgried of their cheek.
-#
-#   TRANIO:
-#   And I have seemfer him? I'll speak me, many conces.
-#
-#   SEBASTIAN:
-#   So hope your lord. Master, good doth her me,
-#   But she denuty, my lord, let me to thee did Heraline.
+#   one bank of loving conceit?
+#   When I content did me too the service:
+#   Statural, what did he thou hast does at meanest,
+#   And her come to wear, but his righness of her stall
+#   Greets forbide a starts casel in untone.
 #   ```
 #
 #   Speaker names in capitals, verse lines, real words and Shakespeare's rhythm; the meaning is
