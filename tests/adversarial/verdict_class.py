@@ -168,9 +168,11 @@ class VerdictAttackBuilder(ClassBuilder):
         nb = self.answered(lambda gid, src: THREAD_SOFTMAX if gid == "ex2_1_solution" else src)
         put("thread_builtin", nb)
         expected["thread_builtin"] = dict(full)
-        for gid in ("ex2_1_softmax", "ex3_1_self_attention_unscaled"):
-            expected["thread_builtin"][gid] = Row("0", "graded",
-                                                  "used forbidden built-in softmax")
+        expected["thread_builtin"]["ex2_1_softmax"] = Row("0", "graded",
+                                                         "used forbidden built-in softmax")
+        # 3.1 calls the student's softmax, which fails 2.1: the cascade names that first
+        expected["thread_builtin"]["ex3_1_self_attention_unscaled"] = Row(
+            "0", "graded", "uses failing softmax (Exercise 2.1)")
 
         nb = self.answered(lambda gid, src: by_name[gid] if gid == "ex4_1_solution" else src)
         put("near_miss", nb)
