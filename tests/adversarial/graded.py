@@ -18,7 +18,9 @@ from .verdict_class import Row
 SOURCE = REPO / "solutions"
 
 
-def graded_attack_class(tmp_path_factory, name: str, assignment: str, make) -> dict:
+def graded_attack_class(tmp_path_factory, name: str, assignment: str, make, *,
+                        template_timeout: int = 60, cell_timeout: int = 60,
+                        timeout: int = 600) -> dict:
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
@@ -29,9 +31,10 @@ def graded_attack_class(tmp_path_factory, name: str, assignment: str, make) -> d
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
             _, info = build_template(SOURCE, [assignment], root / "template-work",
-                                     GradeConfig(cell_timeout=60))
+                                     GradeConfig(cell_timeout=template_timeout))
             expected = make(info[assignment][0]).build_attacks(root / "class")
-            args = ("--workers", "2", "--cell-timeout", "60", "--timeout", "600",
+            args = ("--workers", "2", "--cell-timeout", str(cell_timeout),
+                    "--timeout", str(timeout),
                     "--memory", "3072", "--assignment", assignment)
             t0 = time.monotonic()
             proc = subprocess.run(grade_cmd(root / "class", root / "out", SOURCE, *args),
