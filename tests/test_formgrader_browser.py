@@ -125,8 +125,12 @@ def test_formgrader_manual_score_survives_course_grade(tmp_path):
                 page.locator("td", has_text=ASSIGNMENT).first.wait_for(timeout=60_000)
                 page.goto(lab.url(f"formgrader/submissions/{submission}/"))
                 page.locator(score_box).wait_for(timeout=60_000)
+                # formgrader fills each box when its own model arrives: wait for both
                 page.wait_for_function(
                     f"() => document.querySelector('{score_box}').value === '0.5'",
+                    timeout=30_000)
+                page.wait_for_function(
+                    f"() => document.querySelector('{comment_box}').value !== ''",
                     timeout=30_000)
                 assert page.locator(comment_box).input_value() == "see the hint on shapes"
         finally:

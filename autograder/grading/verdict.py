@@ -36,9 +36,9 @@ import json
 import os
 import re
 import shutil
-import threading
 from pathlib import Path
 
+from . import pyast
 from .cells import nbg as _nbg
 
 CONVERTED = frozenset({"attention", "blocks", "bpe", "masking", "mha", "norms", "training",
@@ -46,7 +46,6 @@ CONVERTED = frozenset({"attention", "blocks", "bpe", "masking", "mha", "norms", 
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
 PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
-_PARSE_LOCK = threading.Lock()
 
 
 def keys_in(source: str) -> list[str]:
@@ -140,8 +139,7 @@ def _ref_imports(sources: list) -> list[tuple[str, str | None]] | None:
             if c.cell_type != "code" or "transformer_ref" not in c.source:
                 continue
             try:
-                with _PARSE_LOCK:
-                    tree = ast.parse(c.source)
+                tree = pyast.parse(c.source)
             except SyntaxError:
                 return None
             for node in ast.walk(tree):
@@ -189,8 +187,7 @@ def _kernel_ref(sources: list, dest: Path) -> bool:
 
 def _stub(chapter: str) -> str:
     """The kernel's ``autograder/checks/<chapter>.py``: the public check names, no data."""
-    with _PARSE_LOCK:
-        tree = ast.parse((PACKAGE / "checks" / f"{chapter}.py").read_text())
+    tree = pyast.parse((PACKAGE / "checks" / f"{chapter}.py").read_text())
     names, constants = [], {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
@@ -452,7 +449,7 @@ def _source_flags(source: str) -> set[str]:
 
     try:
         code = TransformerManager().transform_cell(source)
-        tree = ast.parse(code)
+        tree = pyast.parse(code)
     except Exception:  # noqa: BLE001 - not Python: the kernel reports it
         return set()
     found = set()
@@ -506,8 +503,7 @@ def flags(data: bytes, notebook) -> dict[str, str]:
     row, after ``notebook-wide:``. For a notebook judged outside the kernel the source policy
     refuses no cell (``sandbox.policy``): what it would have refused is flagged here.
     """
-    with _PARSE_LOCK:  # CPython 3.11's parser is not safe in threads (the grader's pool)
-        return _flags(data, notebook)
+    return _flags(data, notebook)
 
 
 def _judged_outside(notebook) -> bool:
@@ -585,7 +581,7 @@ def _reference_names(release) -> tuple[set, set]:
     for cell in release.cells:
         if cell.cell_type != "code" or _nbg(cell).get("grade_id") != "setup":
             continue
-        tree = ast.parse(cell.source)  # (under _PARSE_LOCK: called from flags)
+        tree = pyast.parse(cell.source)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and re.match(
                     r"transformer_ref\.(train|sampling)\b", node.module or ""):
@@ -607,7 +603,7 @@ def _reference_uses(cell, ref, notebook) -> list[str]:
     if not answer and any(cell.source == c.source for c in notebook.release.cells):
         return []
     try:
-        tree = ast.parse(cell.source)  # (under _PARSE_LOCK: called from flags)
+        tree = pyast.parse(cell.source)
     except SyntaxError:
         return []
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & (names if answer

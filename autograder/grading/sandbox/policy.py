@@ -33,6 +33,7 @@ import ast
 import json
 from pathlib import Path
 
+from .. import pyast
 from ..cells import grade_id, is_locked
 
 FORBIDDEN_NAMES = {
@@ -148,7 +149,7 @@ def _parse(source: str) -> ast.AST | None:
     except Exception:  # noqa: BLE001 - not IPython-transformable: try it as Python
         code = source
     try:
-        return ast.parse(code)
+        return pyast.parse(code)
     except SyntaxError:
         return None  # the kernel will report the syntax error itself
 
