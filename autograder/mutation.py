@@ -9,7 +9,9 @@ holds the notebook's earlier code, and runs it through the exercise's graded che
 (``hidden_check(key, fn)``: visible and hidden cases), in this process.
 
 * a mutant the check rejects is *killed*; it is *named* when the message names a catalogued
-  mistake ("Likely mistake: ...");
+  mistake or a general symptom ("Likely mistake: ..."); a mutant stopped by the engine's own
+  time limit (it loops, or is far too slow) is killed too but counted apart (*timeout*): no
+  check message judged it, so it is in neither the named count nor the share's denominator;
 * a mutant the check accepts is compared with the solution on many random inputs derived from
   the check's own cases (each tensor argument re-drawn around its values, non-finite entries
   kept), at the check's tolerance: if it agrees everywhere it is *equivalent* and set aside,
@@ -929,6 +931,7 @@ class Result:
     outcome: str  # killed | equivalent | survivor | stillborn
     named: bool = False
     message: str = ""
+    timeout: bool = False  # killed by the engine's time limit, not by the check's message
 
 
 def run_exercise(
@@ -957,7 +960,7 @@ def run_exercise(
             continue
         status, msg = run_check(ex.key, fn, seconds, check)
         if status == "timeout":
-            results.append(Result(m, "killed", message="timeout: " + msg))
+            results.append(Result(m, "killed", message="timeout: " + msg, timeout=True))
         elif status == "fail":
             results.append(Result(m, "killed", "Likely mistake:" in msg, msg))
         else:
@@ -968,17 +971,23 @@ def run_exercise(
 
 # ====================================================================== report
 def summarize(results: list[Result]) -> dict:
+    """Counts per outcome. ``named_share`` is named / (killed - timeout): the share of the
+    mutants a check's message rejected whose message names the mistake; a mutant the
+    engine's time limit stopped got no message and is counted under ``timeout`` only."""
     c = Counter(r.outcome for r in results)
     killed = c["killed"]
+    timeout = sum(r.timeout for r in results if r.outcome == "killed")
     named = sum(r.named for r in results if r.outcome == "killed")
+    judged = killed - timeout
     return {
         "mutants": len(results),
         "stillborn": c["stillborn"],
         "equivalent": c["equivalent"],
         "killed": killed,
         "survivors": c["survivor"],
+        "timeout": timeout,
         "named": named,
-        "named_share": round(named / killed, 3) if killed else None,
+        "named_share": round(named / judged, 3) if judged else None,
     }
 
 
@@ -1014,6 +1023,7 @@ def main(argv=None) -> int:
                 f"{nb.parent.name[:2]} {ex.grade_id:34s} mutants {s['mutants']:4d}  "
                 f"equivalent {s['equivalent']:3d}  killed {s['killed']:4d}  "
                 f"survivors {s['survivors']:2d}  named {s['named_share']}  "
+                f"timeout {s['timeout']:2d}  "
                 f"stillborn {s['stillborn']:3d}  ({wall:.0f} s, cpu {cpu:.0f} s)",
                 flush=True,
             )
@@ -1038,6 +1048,7 @@ def main(argv=None) -> int:
                     "line": r.mutant.line,
                     "outcome": r.outcome,
                     "named": r.named,
+                    "timeout": r.timeout,
                     "message": r.message,
                 }  # fmt: skip
                 for r in res
@@ -1045,25 +1056,30 @@ def main(argv=None) -> int:
         if per_nb:
             table.append((nb.parent.name, summarize(per_nb)))
     print()
-    print("| notebook | mutants | equivalent | killed | survivors | named (share of killed) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| notebook | mutants | equivalent | killed | survivors | timeout "
+        "| named (share of killed - timeout) |"
+    )
+    print("|---|---|---|---|---|---|---|")
     tot: Counter = Counter()
     for name, s in table:
         share = f"{s['named_share']:.0%}" if s["named_share"] is not None else "-"
         print(
             f"| {name} | {s['mutants']} | {s['equivalent']} | {s['killed']} | "
-            f"{s['survivors']} | {s['named']} ({share}) |"
+            f"{s['survivors']} | {s['timeout']} | {s['named']} ({share}) |"
         )
         tot.update({k: v for k, v in s.items() if isinstance(v, int)})
         survivors += s["survivors"]
     if len(table) > 1:
-        share = f"{tot['named'] / tot['killed']:.0%}" if tot["killed"] else "-"
+        judged = tot["killed"] - tot["timeout"]
+        share = f"{tot['named'] / judged:.0%}" if judged else "-"
         print(
             f"| all | {tot['mutants']} | {tot['equivalent']} | {tot['killed']} | "
-            f"{tot['survivors']} | {tot['named']} ({share}) |"
+            f"{tot['survivors']} | {tot['timeout']} | {tot['named']} ({share}) |"
         )
     print("(mutants counts every single-site mutant; stillborn ones, which cannot be defined,")
-    print(" are in mutants but in no other column)")
+    print(" are in mutants but in no other column; timeout: killed by the engine's time limit,")
+    print(" counted in killed, not in the named share)")
     if a.json:
         a.json.write_text(json.dumps(dump, indent=1, ensure_ascii=False) + "\n")
     return 1 if survivors else 0

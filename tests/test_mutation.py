@@ -140,3 +140,17 @@ def test_a_notebooks_print_options_do_not_leak_into_the_process():
     assert np.get_printoptions() == before_np
     assert str(torch.tensor([1.23456789e-8])) == before_torch
 
+
+def test_mutants_stopped_by_the_time_limit_are_counted_apart_from_the_named_share():
+    """A mutant the engine's time limit stops got no check message: it is killed, counted
+    under ``timeout``, and is in neither the named count nor the share's denominator."""
+    m = M.Mutant(0, "constant", "1 -> 2", 1, "")
+    results = [
+        M.Result(m, "killed", named=True, message="Likely mistake: x."),
+        M.Result(m, "killed", message="the output differs"),
+        M.Result(m, "killed", message="timeout: ran past its time", timeout=True),
+        M.Result(m, "killed", message="timeout: ran past its time", timeout=True),
+        M.Result(m, "equivalent"),
+    ]
+    s = M.summarize(results)
+    assert (s["killed"], s["timeout"], s["named"], s["named_share"]) == (4, 2, 1, 0.5)

@@ -174,3 +174,31 @@ def test_report_writer_limits_its_share_of_the_run(tmp_path):
     assert stingy.write(["ann", "bob"], force=True) is not None  # the end of a run
     assert "bob" in (tmp_path / "report.html").read_text()
     assert ReportWriter(tmp_path, share=1e9).write(["ann"]) is not None
+
+
+def test_general_symptoms_are_labelled_symptoms_not_catalogued_mistakes():
+    """A general symptom (_symptoms.py: any exercise, from how the output relates to the
+    answer) is told apart from a mistake the exercise's catalogue names."""
+    from autograder.checks import _symptoms
+
+    results = {"eve": {"student": "eve", "seconds": 1.0, "rows": [
+        _row("eve", "ex1", "0", diagnosis=_symptoms.TRANSPOSED.name),
+        _row("eve", "ex2", "0", diagnosis=_symptoms.INVERTED.name),
+        _row("eve", "ex3", "0", diagnosis="missing transpose of K"),
+        _row("eve", "ex4", "0", diagnosis="wrong shape")]}}  # fmt: skip
+    mistakes = _section(render(results), "mistakes")
+    names = re.findall(r"<td class=mistake>(.*?)</td>", mistakes)
+    kinds = dict(zip(names, re.findall(r"<td class=kind>(.*?)</td>", mistakes), strict=True))
+    assert kinds == {"transposed output": "symptom", "True and False swapped": "symptom",
+                     "missing transpose of K": "catalogued mistake",
+                     "wrong shape": "failure kind"}  # fmt: skip
+
+
+def test_no_symptom_shares_a_name_with_a_catalogued_mistake():
+    """A diagnosis is only a name: a symptom called like a catalogue entry would be
+    labelled as one of the two at random."""
+    from autograder.checks.table import TABLES
+    from autograder.grading.diagnosis import symptom_names
+
+    catalogued = {m.name for c in TABLES.values() for e in c.exercises for m in e.mistakes}
+    assert catalogued and not (catalogued & symptom_names())

@@ -104,7 +104,7 @@ NONFINITE = _s(
     "the max first), a division by zero (an eps dropped), or -inf reaching a sum.",
 )
 INVERTED = _s(
-    "mask inverted",
+    "True and False swapped",
     "Your boolean output is the exact opposite of the answer: True where it should be False. "
     "A comparison flipped (< vs >=), a ~ missing or extra, or the other convention of mask.",
 )

@@ -2,7 +2,8 @@
 
 One function, :func:`diagnose`, turns a row's status and points plus the outputs of its test
 cell into a short label: ``""`` at full marks, the name of the catalogued mistake the check
-library recognised (``"mask inverted"``, from the check's "Likely mistake: X." line), or a
+library recognised (``"mask inverted"``, from the check's "Likely mistake: X." line), a
+general symptom it recognised in the output (``"transposed output"``, same line), or a
 failure kind (``"not implemented"``, ``"raised ValueError"``, ``"wrong shape"``,
 ``"output differs"``, ``"timeout"``, ...). The class report ranks these; grades.csv shows them.
 
@@ -13,6 +14,7 @@ function as a whole.
 
 from __future__ import annotations
 
+import functools
 import re
 
 _MISTAKE = re.compile(r"Likely mistake: (.+?)\.(?:\s|$)")
@@ -43,6 +45,29 @@ FAILURE_KINDS = frozenset({kind for _, kind in _NOT_GRADED} | {
     "output differs", "output missing", "output too large", "used the reference implementation",
 })
 _FAILURE_PREFIXES = ("raised ", "used forbidden built-in ", "uses failing ")
+
+
+@functools.cache
+def symptom_names() -> frozenset[str]:
+    """The names of the general symptoms (``autograder/checks/_symptoms.py``): how a wrong
+    output relates to the right one ("transposed output", "sign flipped", ...), recognised
+    for any exercise. Imported on first use (it imports torch)."""
+    from autograder.checks import _symptoms
+
+    return frozenset(v.name for v in vars(_symptoms).values() if isinstance(v, _symptoms.Symptom))
+
+
+def kind_of(diagnosis: str) -> str:
+    """What a diagnosis is: ``"failure kind"`` (what kind of thing went wrong), ``"symptom"``
+    (a general symptom of the output, any exercise) or ``"catalogued mistake"`` (a mistake
+    of this exercise that the check library names by reproducing it).
+
+    >>> kind_of("wrong shape"), kind_of("transposed output"), kind_of("missing transpose of K")
+    ('failure kind', 'symptom', 'catalogued mistake')
+    """
+    if is_failure_kind(diagnosis):
+        return "failure kind"
+    return "symptom" if diagnosis in symptom_names() else "catalogued mistake"
 
 
 def is_failure_kind(diagnosis: str) -> bool:

@@ -7,7 +7,7 @@ end), so a run stopped midway leaves a report of the students graded so far. Per
 
 - the score distribution of each exercise and of the notebook total (matplotlib, Agg);
 - the mistakes ranked by how many students made them (the rows' ``diagnosis``: a catalogued
-  mistake's name or a failure kind, each marked as which), with the students;
+  mistake's name, a general symptom or a failure kind, each marked as which), with the students;
 - the reasons a row was not graded, with the students concerned;
 - the rows the trusted verdict flagged for a human look (``flagged``), when there are any;
 
@@ -28,7 +28,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from .diagnosis import is_failure_kind
+from .diagnosis import kind_of
 
 SLOWEST = 10  # students listed in "slowest students"
 
@@ -208,13 +208,15 @@ def _mistakes(rows: list[dict], names: dict[str, str]) -> str:
     out = [
         "<h3>Mistakes, by how many students made them</h3>",
         "<p class=muted>kind: <b>catalogued mistake</b> = a wrong answer the check library "
-        "knows and names; <b>failure kind</b> = what kind of thing went wrong (not "
-        "implemented, raised an exception, wrong shape, output differs, ...).</p>",
+        "knows and names for this exercise; <b>symptom</b> = a general symptom the check "
+        "library saw in the output (transposed, scaled, sign flipped, off by one, ...); "
+        "<b>failure kind</b> = what kind of thing went wrong (not implemented, raised an "
+        "exception, wrong shape, output differs, ...).</p>",
         "<table class=mistakes><tr><th>#</th><th>mistake</th><th>exercises</th>"
         "<th>students</th><th>who</th><th>kind</th></tr>",
     ]
     for i, (d, exs, who) in enumerate(ranked, 1):
-        kind = "failure kind" if is_failure_kind(d) else "catalogued mistake"
+        kind = kind_of(d)
         out.append(
             f"<tr><td class=n>{i}</td><td class=mistake>{_esc(d)}</td>"
             f"<td>{_esc(', '.join(exs))}</td><td class=n>{len(who)}</td>"
