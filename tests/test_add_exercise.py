@@ -63,7 +63,7 @@ def test_the_add_an_exercise_guide_works_in_a_copy_of_the_course(tmp_path):
     shutil.copy(ROOT / "solutions" / "jupytext.toml", course / "solutions")
 
     # 1. the check, at the end of the chapter's check module, and its name in __all__
-    module = course / "autograder" / "checks" / "norms.py"
+    module = course / "autograder" / "checks" / "layer_norm.py"
     module.write_text(module.read_text() + "\n\n" + check_code)
     _replace_once(module, "__all__ = [\n", '__all__ = [\n    "check_mean_square",\n')
     # 2. the table row, after 4.1
@@ -80,7 +80,7 @@ def test_the_add_an_exercise_guide_works_in_a_copy_of_the_course(tmp_path):
     source = py.read_text()
     assert "# ### Exercise 5.1 — the mean square  *(1 point, ~5 min)*" in source
     assert "# **Points: 10 in total**" in source
-    assert '_hidden_check("norms.mean_square", mean_square)' in source
+    assert '_hidden_check("layer_norm.mean_square", mean_square)' in source
     release = nbformat.read(course / "notebooks" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
     points = {nbg(c)["grade_id"]: nbg(c)["points"] for c in release.cells if nbg(c).get("grade")}
     assert points["ex5_1_mean_square"] == 1 and sum(points.values()) == 10

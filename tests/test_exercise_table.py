@@ -95,7 +95,7 @@ def test_a_new_function_name_renames_grade_id_check_key_and_calls(monkeypatch):
     text = release.source_text(release.chapter_source(chapter), chapter)
     assert '"grade_id": "ex4_1_rmsnorm"' in text
     assert 'check_rmsnorm(rmsnorm)\n' in text
-    assert '_hidden_check("norms.rmsnorm", rmsnorm)' in text
+    assert '_hidden_check("layer_norm.rmsnorm", rmsnorm)' in text
     assert "ex4_1_rms_norm" not in text
 
 

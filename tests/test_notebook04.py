@@ -152,13 +152,13 @@ def test_points_in_the_title_cell_add_up():
 
 
 def test_every_check_is_called_with_its_hidden_key_in_the_source():
-    from autograder.checks import norms
+    from autograder.checks import layer_norm
     from autograder.checks._core import registered
 
     nb = nbformat.read(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
     text = "\n".join(c.source for c in nb.cells)
-    keys = [k for k in registered() if k.startswith("norms.")]
-    assert len(keys) == len(norms.__all__)
+    keys = [k for k in registered() if k.startswith("layer_norm.")]
+    assert len(keys) == len(layer_norm.__all__)
     for k in keys:
         assert f'_hidden_check("{k}"' in text, k
 

@@ -38,7 +38,7 @@ def test_committed_release_is_a_fresh_generation():
 
 
 def test_points_and_hidden_keys_in_the_source():
-    from autograder.checks import blocks
+    from autograder.checks import feed_forward_blocks
     from autograder.checks._core import registered
 
     nb = nbformat.read(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
@@ -46,7 +46,7 @@ def test_points_and_hidden_keys_in_the_source():
               if c.metadata.get("nbgrader", {}).get("grade")]
     assert f"Points: {sum(points):g} in total" in nb.cells[0].source
     text = "\n".join(c.source for c in nb.cells)
-    keys = [k for k in registered() if k.startswith("blocks.")]
-    assert len(keys) == len(blocks.__all__)
+    keys = [k for k in registered() if k.startswith("feed_forward_blocks.")]
+    assert len(keys) == len(feed_forward_blocks.__all__)
     for k in keys:
         assert f'_hidden_check("{k}"' in text, k

@@ -220,20 +220,20 @@ def _norms_solutions() -> dict:
 
 
 def test_norms_solutions_pass_from_records(tmp_path):
-    import autograder.checks.norms  # noqa: F401 (registers)
+    import autograder.checks.layer_norm  # noqa: F401 (registers)
 
     ns = _norms_solutions()
-    for key in ("norms.layer_norm_np", "norms.layer_norm", "norms.layer_norm_backward",
-                "norms.rms_norm"):
+    for key in ("layer_norm.layer_norm_np", "layer_norm.layer_norm",
+                "layer_norm.layer_norm_backward", "layer_norm.rms_norm"):
         check = get_check(key)
         v = judge(check, _record(tmp_path, check, ns[check.name]))
         assert v.passed, v.message
 
 
 def test_autograd_in_a_from_scratch_backward_is_seen(tmp_path):
-    import autograder.checks.norms  # noqa: F401 (registers)
+    import autograder.checks.layer_norm  # noqa: F401 (registers)
 
-    check = get_check("norms.layer_norm_backward")
+    check = get_check("layer_norm.layer_norm_backward")
     layer_norm = _norms_solutions()["layer_norm"]
 
     def by_autograd(dy, x, gamma, eps=1e-5):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import test_checks_blocks as T05
-import test_checks_mha as T03
+import test_checks_feed_forward_blocks as T05
+import test_checks_multihead_attention as T03
 import test_checks_transformer as T06
 import torch
 
@@ -55,7 +55,7 @@ def test_builder_inputs_are_rebuilt_not_sent_back():
 
 
 def test_a_recorded_output_that_describes_an_object_is_not_built(tmp_path):
-    check = T03.CHECKS["mha.weights_from_torch"]
+    check = T03.CHECKS["multihead_attention.weights_from_torch"]
 
     def returns_a_module(m):
         return m
@@ -75,7 +75,7 @@ def test_mha_answers_pass_from_records(tmp_path, key):
 
 
 @pytest.mark.parametrize("key,wrong,name", T03.WRONG,
-                         ids=[f"{w[0][4:]}: {w[2]}" for w in T03.WRONG])
+                         ids=[f"{w[0].split('.', 1)[1]}: {w[2]}" for w in T03.WRONG])
 def test_mha_mistakes_named_from_records(tmp_path, key, wrong, name):
     v = _judged(tmp_path, T03.CHECKS[key], wrong)
     assert not v.passed and v.diagnosis == name, v.message
@@ -88,12 +88,12 @@ def test_mha_builtin_attention_seen_at_the_operator_level(tmp_path):
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return T03.good_merge(y) @ W_O
 
-    v = _judged(tmp_path, T03.CHECKS["mha.multi_head_attention"], builtin)
+    v = _judged(tmp_path, T03.CHECKS["multihead_attention.multi_head_attention"], builtin)
     assert v.diagnosis == "used forbidden built-in scaled_dot_product_attention", v.message
 
 
 # ---------------------------------------------------------------- chapters 05 and 06
-CHAPTERS = {"blocks": T05, "transformer": T06}
+CHAPTERS = {"feed_forward_blocks": T05, "transformer": T06}
 GOOD = [(ch, key) for ch, T in CHAPTERS.items() for key in sorted(T.GOOD)]
 WRONG = [(ch, *w[:3]) for ch, T in CHAPTERS.items() for w in T.WRONG]
 
@@ -138,7 +138,7 @@ def test_the_reference_implementation_in_the_kernel_scores_zero(tmp_path):
         t.join()
         return box["y"]
 
-    v = _judged(tmp_path, T05.CHECKS["blocks.pre_ln_block"], in_a_thread)
+    v = _judged(tmp_path, T05.CHECKS["feed_forward_blocks.pre_ln_block"], in_a_thread)
     assert v.diagnosis == "used the reference implementation", v.message
 
 
@@ -152,7 +152,7 @@ def test_model_inputs_are_rebuilt_with_their_weights_and_cache():
     torch.testing.assert_close(T06.good_gpt(*back), case.expected, rtol=1e-12, atol=1e-12)
     with pytest.raises(TypeError, match="compute it from its parts"):
         back[1](args[0])  # no forward pass of its own: that is the exercise
-    (gn,) = [c for c in T05.CHECKS["blocks.grad_norm_per_layer"].cases][:1]
+    (gn,) = [c for c in T05.CHECKS["feed_forward_blocks.grad_norm_per_layer"].cases][:1]
     blocks = _codec.decode(_codec.encode(tuple(gn.call())))[0]
     assert all(p.requires_grad for b in blocks for p in b.parameters())
 
@@ -166,7 +166,6 @@ def test_kernel_package_has_stubs_and_builders(tmp_path, chapter, mounted):
     spec = verdict.prepare(tmp_path, [src])
     assert spec is not None and spec["mount_ref"] is mounted
     module = chapter.split("_", 1)[1]
-    module = {"multihead_attention": "mha", "feed_forward_blocks": "blocks"}.get(module, module)
     code = (
         "import autograder.checks._core as core, autograder.checks._builders as b\n"
         f"import autograder.checks.{module} as m\n"

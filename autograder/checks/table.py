@@ -134,7 +134,7 @@ TABLES: dict[str, Chapter] = {
         ),
     ),
     "03_multihead_attention": Chapter(
-        "mha",
+        "multihead_attention",
         (
             Exercise(
                 "1.1",
@@ -154,7 +154,7 @@ TABLES: dict[str, Chapter] = {
         ),
     ),
     "04_layer_norm": Chapter(
-        "norms",
+        "layer_norm",
         (
             Exercise("2.1", "LayerNorm in numpy", "layer_norm_np", 2, 10),
             Exercise("2.2", "LayerNorm in PyTorch", "layer_norm", 2, 5),
@@ -170,7 +170,7 @@ TABLES: dict[str, Chapter] = {
         ),
     ),
     "05_feed_forward_blocks": Chapter(
-        "blocks",
+        "feed_forward_blocks",
         (
             Exercise("1.1", "the feed-forward network", "feed_forward", 2, 10),
             Exercise("1.2", "FFN with `F.conv1d`", "ffn_as_conv1d", 2, 10),

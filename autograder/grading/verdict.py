@@ -41,8 +41,8 @@ from pathlib import Path
 from . import pyast
 from .cells import nbg as _nbg
 
-CONVERTED = frozenset({"attention", "blocks", "bpe", "masking", "mha", "norms", "training",
-                       "transformer"})
+CONVERTED = frozenset({"attention", "bpe", "feed_forward_blocks", "layer_norm", "masking",
+                       "multihead_attention", "training", "transformer"})
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
 PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package

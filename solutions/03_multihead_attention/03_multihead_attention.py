@@ -42,7 +42,7 @@ import torch
 import torch.nn as nn
 
 from autograder.checks import requires
-from autograder.checks.mha import (
+from autograder.checks.multihead_attention import (
     check_fused_qkv,
     check_merge_heads,
     check_mha_parameter_count,
@@ -124,7 +124,7 @@ def msa_loop(X, heads):
 check_msa_loop(msa_loop)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("mha.msa_loop", msa_loop)
+_hidden_check("multihead_attention.msa_loop", msa_loop)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -177,7 +177,7 @@ def split_heads(x, n_head):
 check_split_heads(split_heads)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("mha.split_heads", split_heads)
+_hidden_check("multihead_attention.split_heads", split_heads)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -209,7 +209,7 @@ def merge_heads(x):
 check_merge_heads(merge_heads)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("mha.merge_heads", merge_heads)
+_hidden_check("multihead_attention.merge_heads", merge_heads)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -301,7 +301,7 @@ def multi_head_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
 check_multi_head_attention(multi_head_attention)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("mha.multi_head_attention", multi_head_attention)
+_hidden_check("multihead_attention.multi_head_attention", multi_head_attention)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -366,7 +366,7 @@ def mha_parameter_count(d_model, n_head, bias=True):
 check_mha_parameter_count(mha_parameter_count)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("mha.mha_parameter_count", mha_parameter_count)
+_hidden_check("multihead_attention.mha_parameter_count", mha_parameter_count)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -406,7 +406,7 @@ def fused_qkv(x, W_QKV):
 check_fused_qkv(fused_qkv)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("mha.fused_qkv", fused_qkv)
+_hidden_check("multihead_attention.fused_qkv", fused_qkv)
 ### END HIDDEN TESTS
 
 # %%
@@ -501,7 +501,7 @@ def weights_from_torch(m):
 check_weights_from_torch(weights_from_torch)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("mha.weights_from_torch", weights_from_torch)
+_hidden_check("multihead_attention.weights_from_torch", weights_from_torch)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from autograder.checks import requires
-from autograder.checks.norms import (
+from autograder.checks.layer_norm import (
     check_layer_norm,
     check_layer_norm_backward,
     check_layer_norm_np,
@@ -137,7 +137,7 @@ def layer_norm_np(x, gamma, beta, eps=1e-5):
 check_layer_norm_np(layer_norm_np)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("norms.layer_norm_np", layer_norm_np)
+_hidden_check("layer_norm.layer_norm_np", layer_norm_np)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -187,7 +187,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 check_layer_norm(layer_norm)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("norms.layer_norm", layer_norm)
+_hidden_check("layer_norm.layer_norm", layer_norm)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -271,7 +271,7 @@ def layer_norm_backward(dy, x, gamma, eps=1e-5):
 check_layer_norm_backward(layer_norm_backward)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("norms.layer_norm_backward", layer_norm_backward)
+_hidden_check("layer_norm.layer_norm_backward", layer_norm_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -339,7 +339,7 @@ def rms_norm(x, gamma, eps=1e-6):
 check_rms_norm(rms_norm)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("norms.rms_norm", rms_norm)
+_hidden_check("layer_norm.rms_norm", rms_norm)
 ### END HIDDEN TESTS
 
 # %% [markdown]

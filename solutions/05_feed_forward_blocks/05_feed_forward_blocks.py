@@ -41,7 +41,7 @@ import torch.nn.functional as F
 
 import transformer_ref
 from autograder.checks import requires
-from autograder.checks.blocks import (
+from autograder.checks.feed_forward_blocks import (
     check_feed_forward,
     check_ffn_as_conv1d,
     check_ffn_param_count,
@@ -104,7 +104,7 @@ def feed_forward(x, W1, b1, W2, b2, activation="relu"):
 check_feed_forward(feed_forward)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("blocks.feed_forward", feed_forward)
+_hidden_check("feed_forward_blocks.feed_forward", feed_forward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -167,7 +167,7 @@ def ffn_as_conv1d(x, W1, b1, W2, b2):
 check_ffn_as_conv1d(ffn_as_conv1d)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("blocks.ffn_as_conv1d", ffn_as_conv1d)
+_hidden_check("feed_forward_blocks.ffn_as_conv1d", ffn_as_conv1d)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -228,7 +228,7 @@ def ffn_param_count(d_model, d_ff, activation):
 check_ffn_param_count(ffn_param_count)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("blocks.ffn_param_count", ffn_param_count)
+_hidden_check("feed_forward_blocks.ffn_param_count", ffn_param_count)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -269,7 +269,7 @@ def swiglu_ffn(x, W1, W3, W2):
 check_swiglu_ffn(swiglu_ffn)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("blocks.swiglu_ffn", swiglu_ffn)
+_hidden_check("feed_forward_blocks.swiglu_ffn", swiglu_ffn)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -344,7 +344,7 @@ def post_ln_block(x, attn, ffn, norm1, norm2):
 check_post_ln_block(post_ln_block)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("blocks.post_ln_block", post_ln_block)
+_hidden_check("feed_forward_blocks.post_ln_block", post_ln_block)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -378,7 +378,7 @@ def pre_ln_block(x, attn, ffn, norm1, norm2):
 check_pre_ln_block(pre_ln_block)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("blocks.pre_ln_block", pre_ln_block)
+_hidden_check("feed_forward_blocks.pre_ln_block", pre_ln_block)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -467,7 +467,7 @@ def grad_norm_per_layer(blocks, x, target):
 check_grad_norm_per_layer(grad_norm_per_layer)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("blocks.grad_norm_per_layer", grad_norm_per_layer)
+_hidden_check("feed_forward_blocks.grad_norm_per_layer", grad_norm_per_layer)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -32,7 +32,8 @@ import nbformat
 from synthetic_class import WRAP_WRONG, ClassBuilder, _fmt, _nbg, _wrap
 
 ASSIGNMENTS = ("03_multihead_attention", "05_feed_forward_blocks", "06_transformer")
-MODULES = {"03_multihead_attention": "mha", "05_feed_forward_blocks": "blocks",
+MODULES = {"03_multihead_attention": "multihead_attention",
+           "05_feed_forward_blocks": "feed_forward_blocks",
            "06_transformer": "transformer"}
 
 

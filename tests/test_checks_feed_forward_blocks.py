@@ -1,7 +1,7 @@
 """Notebook 05's checks: right answers pass, and every catalogued mistake is named.
 
 The wrong implementations are written here the way a student would write them, independently
-of the catalogue in ``autograder/checks/blocks.py``.
+of the catalogue in ``autograder/checks/feed_forward_blocks.py``.
 """
 
 import pytest
@@ -15,7 +15,7 @@ from catalogue_helpers import (
 )
 
 from autograder.checks import CheckFailed, hidden_check, table
-from autograder.checks import blocks as B
+from autograder.checks import feed_forward_blocks as B
 
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
 CHECKS = table.declarations("05_feed_forward_blocks")
@@ -63,13 +63,13 @@ def good_gradnorm(blocks, x, target):
 
 
 GOOD = {
-    "blocks.feed_forward": good_ffn,
-    "blocks.ffn_as_conv1d": good_conv,
-    "blocks.ffn_param_count": good_count,
-    "blocks.swiglu_ffn": good_swiglu,
-    "blocks.post_ln_block": good_post,
-    "blocks.pre_ln_block": good_pre,
-    "blocks.grad_norm_per_layer": good_gradnorm,
+    "feed_forward_blocks.feed_forward": good_ffn,
+    "feed_forward_blocks.ffn_as_conv1d": good_conv,
+    "feed_forward_blocks.ffn_param_count": good_count,
+    "feed_forward_blocks.swiglu_ffn": good_swiglu,
+    "feed_forward_blocks.post_ln_block": good_post,
+    "feed_forward_blocks.pre_ln_block": good_pre,
+    "feed_forward_blocks.grad_norm_per_layer": good_gradnorm,
 }
 
 
@@ -202,66 +202,81 @@ def gradnorm(kind):
 
 # (check key, wrong implementation, catalogue name expected in the message, graded path only)
 WRONG = [
-    ("blocks.feed_forward", ffn(act_at="out"), "activation after the second linear layer", False),
-    ("blocks.feed_forward", ffn(act_at="input"), "activation before the first linear layer",
+    ("feed_forward_blocks.feed_forward",
+     ffn(act_at="out"), "activation after the second linear layer", False),
+    ("feed_forward_blocks.feed_forward",
+     ffn(act_at="input"), "activation before the first linear layer",
      False),
-    ("blocks.feed_forward", ffn(act=lambda h: h), "no activation", False),
+    ("feed_forward_blocks.feed_forward", ffn(act=lambda h: h), "no activation", False),
     # issue 18 trial: the activation after both linear layers (the intro's own example)
-    ("blocks.feed_forward", ffn(act_at="both"), "activation after both linear layers", False),
-    ("blocks.feed_forward", ffn(act=F.relu), "ignored the `activation` argument (always ReLU)",
+    ("feed_forward_blocks.feed_forward",
+     ffn(act_at="both"), "activation after both linear layers", False),
+    ("feed_forward_blocks.feed_forward",
+     ffn(act=F.relu), "ignored the `activation` argument (always ReLU)",
      False),
-    ("blocks.feed_forward", ffn_tanh_gelu, "GELU's tanh approximation", False),
-    ("blocks.feed_forward", ffn(biases=False), "forgot the biases", False),
-    ("blocks.feed_forward", ffn(transpose=True), "d_ff and d_model swapped in weight shapes",
+    ("feed_forward_blocks.feed_forward", ffn_tanh_gelu, "GELU's tanh approximation", False),
+    ("feed_forward_blocks.feed_forward", ffn(biases=False), "forgot the biases", False),
+    ("feed_forward_blocks.feed_forward",
+     ffn(transpose=True), "d_ff and d_model swapped in weight shapes",
      False),
-    ("blocks.ffn_as_conv1d", conv(after=True), "activation after the second convolution", False),
-    ("blocks.ffn_as_conv1d", conv(bias=False), "forgot the biases", False),
+    ("feed_forward_blocks.ffn_as_conv1d",
+     conv(after=True), "activation after the second convolution", False),
+    ("feed_forward_blocks.ffn_as_conv1d", conv(bias=False), "forgot the biases", False),
     # issue 18 trial: GELU where the exercise asks for ReLU
-    ("blocks.ffn_as_conv1d", conv(act=F.gelu), "GELU instead of ReLU", False),
-    ("blocks.ffn_as_conv1d", conv(plain_weight=True), "conv1d weight or input in the wrong layout",
+    ("feed_forward_blocks.ffn_as_conv1d", conv(act=F.gelu), "GELU instead of ReLU", False),
+    ("feed_forward_blocks.ffn_as_conv1d",
+     conv(plain_weight=True), "conv1d weight or input in the wrong layout",
      False),
-    ("blocks.ffn_as_conv1d", conv(no_transpose=True),
+    ("feed_forward_blocks.ffn_as_conv1d", conv(no_transpose=True),
      "conv1d weight or input in the wrong layout", False),
-    ("blocks.ffn_param_count", lambda d, f, a: (3 if a == "swiglu" else 2) * d * f,
+    ("feed_forward_blocks.ffn_param_count", lambda d, f, a: (3 if a == "swiglu" else 2) * d * f,
      "forgot the biases", False),
-    ("blocks.ffn_param_count", lambda d, f, a: 2 * d * f + f + d,
+    ("feed_forward_blocks.ffn_param_count", lambda d, f, a: 2 * d * f + f + d,
      "counted SwiGLU with two matrices", False),
-    ("blocks.ffn_param_count", lambda d, f, a: d * f + f + d, "counted only one weight matrix",
+    ("feed_forward_blocks.ffn_param_count",
+     lambda d, f, a: d * f + f + d, "counted only one weight matrix",
      False),
-    ("blocks.ffn_param_count", lambda d, f, a: good_count(d, f, a) - d + f,
+    ("feed_forward_blocks.ffn_param_count", lambda d, f, a: good_count(d, f, a) - d + f,
      "both biases of size d_ff", False),
-    ("blocks.swiglu_ffn", swiglu("swap"), "gate on the wrong branch", False),
-    ("blocks.swiglu_ffn", swiglu("sigmoid"), "sigmoid instead of SiLU (that is GLU)", False),
-    ("blocks.swiglu_ffn", swiglu("after"), "SiLU applied to the product", False),
-    ("blocks.swiglu_ffn", swiglu("transposed"), "d_ff and d_model swapped in weight shapes",
+    ("feed_forward_blocks.swiglu_ffn", swiglu("swap"), "gate on the wrong branch", False),
+    ("feed_forward_blocks.swiglu_ffn",
+     swiglu("sigmoid"), "sigmoid instead of SiLU (that is GLU)", False),
+    ("feed_forward_blocks.swiglu_ffn", swiglu("after"), "SiLU applied to the product", False),
+    ("feed_forward_blocks.swiglu_ffn",
+     swiglu("transposed"), "d_ff and d_model swapped in weight shapes",
      False),
-    ("blocks.post_ln_block", post("pre"), "norm inside the residual branch (that is pre-LN)",
+    ("feed_forward_blocks.post_ln_block",
+     post("pre"), "norm inside the residual branch (that is pre-LN)",
      False),
-    ("blocks.post_ln_block", post("branch"),
+    ("feed_forward_blocks.post_ln_block", post("branch"),
      "norm on the sublayer output only (norm placed inside the residual)", False),
-    ("blocks.post_ln_block", post("nores"), "skipped the residual connection", False),
-    ("blocks.post_ln_block", post("ffn_input"),
+    ("feed_forward_blocks.post_ln_block", post("nores"), "skipped the residual connection", False),
+    ("feed_forward_blocks.post_ln_block", post("ffn_input"),
      "FFN applied to the block input instead of the attention sublayer's output", False),
-    ("blocks.post_ln_block", post("swapped"), "norm1 and norm2 swapped", False),
-    ("blocks.pre_ln_block", pre("post"), "residual added after the norm (that is post-LN)",
+    ("feed_forward_blocks.post_ln_block", post("swapped"), "norm1 and norm2 swapped", False),
+    ("feed_forward_blocks.pre_ln_block",
+     pre("post"), "residual added after the norm (that is post-LN)",
      False),
-    ("blocks.pre_ln_block", pre("from_normed"), "residual taken from the normalised input",
+    ("feed_forward_blocks.pre_ln_block",
+     pre("from_normed"), "residual taken from the normalised input",
      False),
-    ("blocks.pre_ln_block", pre("branch"),
+    ("feed_forward_blocks.pre_ln_block", pre("branch"),
      "norm on the sublayer output only (norm placed inside the residual the wrong way)", False),
-    ("blocks.pre_ln_block", pre("nores"), "skipped the residual connection", False),
-    ("blocks.pre_ln_block", pre("ffn_input"),
+    ("feed_forward_blocks.pre_ln_block", pre("nores"), "skipped the residual connection", False),
+    ("feed_forward_blocks.pre_ln_block", pre("ffn_input"),
      "FFN applied to the block input instead of the attention sublayer's output", False),
-    ("blocks.pre_ln_block", pre("swapped"), "norm1 and norm2 swapped", False),
-    ("blocks.grad_norm_per_layer", gradnorm("squared"), "returned the squared norm", False),
-    ("blocks.grad_norm_per_layer", gradnorm("sum"),
+    ("feed_forward_blocks.pre_ln_block", pre("swapped"), "norm1 and norm2 swapped", False),
+    ("feed_forward_blocks.grad_norm_per_layer",
+     gradnorm("squared"), "returned the squared norm", False),
+    ("feed_forward_blocks.grad_norm_per_layer", gradnorm("sum"),
      "added up the norms of the separate parameters", False),
-    ("blocks.grad_norm_per_layer", gradnorm("weights"), "only the weight matrices", False),
+    ("feed_forward_blocks.grad_norm_per_layer",
+     gradnorm("weights"), "only the weight matrices", False),
 ]
 
 
 @pytest.mark.parametrize(
-    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][7:]}: {w[2]}" for w in WRONG]
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0].split('.', 1)[1]}: {w[2]}" for w in WRONG]
 )
 def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
     check = CHECKS[key]

@@ -1,8 +1,8 @@
 """Notebook 03's checks: right answers pass, and every catalogued mistake is named.
 
 The wrong implementations below are written here, independently of the catalogue in
-``autograder/checks/mha.py``, the way a student would write them; each test asserts that the
-check fails (visible and graded path) and that its message names the mistake.
+``autograder/checks/multihead_attention.py``, the way a student would write them; each test
+asserts that the check fails (visible and graded path) and that its message names the mistake.
 ``test_every_catalogued_mistake_is_tested`` makes sure no catalogue entry is left untested.
 """
 
@@ -14,7 +14,7 @@ import torch.nn as nn
 from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 
 from autograder.checks import CheckFailed, NotImplementedYet, hidden_check, table
-from autograder.checks import mha as M
+from autograder.checks import multihead_attention as M
 
 # ---------------------------------------------------------------- right answers
 
@@ -64,13 +64,13 @@ def good_weights(m):
 
 
 GOOD = {
-    "mha.msa_loop": good_msa,
-    "mha.split_heads": good_split,
-    "mha.merge_heads": good_merge,
-    "mha.multi_head_attention": good_mha,
-    "mha.mha_parameter_count": good_count,
-    "mha.fused_qkv": good_fused,
-    "mha.weights_from_torch": good_weights,
+    "multihead_attention.msa_loop": good_msa,
+    "multihead_attention.split_heads": good_split,
+    "multihead_attention.merge_heads": good_merge,
+    "multihead_attention.multi_head_attention": good_mha,
+    "multihead_attention.mha_parameter_count": good_count,
+    "multihead_attention.fused_qkv": good_fused,
+    "multihead_attention.weights_from_torch": good_weights,
 }
 
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
@@ -237,40 +237,49 @@ def weights_wrong_axis(m):
 
 # (key, wrong implementation, mistake name it must be reported as)
 WRONG = [
-    ("mha.msa_loop", msa_reversed, "heads concatenated in the wrong order"),
-    ("mha.msa_loop", msa_scaled, "scaled the scores by 1/sqrt(d')"),
-    ("mha.msa_loop", msa_summed, "summed the heads instead of concatenating"),
-    ("mha.msa_loop", msa_stacked, "stacked the heads on a new axis"),
-    ("mha.split_heads", split_reshape,
+    ("multihead_attention.msa_loop", msa_reversed, "heads concatenated in the wrong order"),
+    ("multihead_attention.msa_loop", msa_scaled, "scaled the scores by 1/sqrt(d')"),
+    ("multihead_attention.msa_loop", msa_summed, "summed the heads instead of concatenating"),
+    ("multihead_attention.msa_loop", msa_stacked, "stacked the heads on a new axis"),
+    ("multihead_attention.split_heads", split_reshape,
      "reshape to heads without transposing (heads mixed across positions)"),
-    ("mha.split_heads", split_no_transpose, "forgot the transpose"),
-    ("mha.split_heads", split_interleaved, "heads interleaved instead of contiguous"),
-    ("mha.merge_heads", merge_reshape,
+    ("multihead_attention.split_heads", split_no_transpose, "forgot the transpose"),
+    ("multihead_attention.split_heads",
+     split_interleaved, "heads interleaved instead of contiguous"),
+    ("multihead_attention.merge_heads", merge_reshape,
      "reshape without transposing (heads mixed across positions)"),
-    ("mha.merge_heads", merge_reversed, "heads concatenated in the wrong order"),
-    ("mha.merge_heads", merge_interleaved, "heads interleaved instead of concatenated"),
-    ("mha.multi_head_attention", mha_reshape_both,
+    ("multihead_attention.merge_heads", merge_reversed, "heads concatenated in the wrong order"),
+    ("multihead_attention.merge_heads",
+     merge_interleaved, "heads interleaved instead of concatenated"),
+    ("multihead_attention.multi_head_attention", mha_reshape_both,
      "reshape to heads without transposing (heads mixed across positions)"),
-    ("mha.multi_head_attention", mha_reshape_split,
+    ("multihead_attention.multi_head_attention", mha_reshape_split,
      "reshape to heads without transposing (heads mixed across positions)"),
-    ("mha.multi_head_attention", mha_sqrt_d_model, "scaled by sqrt(d_model) instead of sqrt(d_k)"),
-    ("mha.multi_head_attention", mha_no_wo, "forgot W_O"),
-    ("mha.multi_head_attention", mha_wo_per_head, "applied W_O per head"),
-    ("mha.multi_head_attention", mha_reversed, "heads concatenated in the wrong order"),
-    ("mha.multi_head_attention", mha_query_length,
+    ("multihead_attention.multi_head_attention",
+     mha_sqrt_d_model, "scaled by sqrt(d_model) instead of sqrt(d_k)"),
+    ("multihead_attention.multi_head_attention", mha_no_wo, "forgot W_O"),
+    ("multihead_attention.multi_head_attention", mha_wo_per_head, "applied W_O per head"),
+    ("multihead_attention.multi_head_attention",
+     mha_reversed, "heads concatenated in the wrong order"),
+    ("multihead_attention.multi_head_attention", mha_query_length,
      "used the query length for the key dimension in cross-attention"),
-    ("mha.mha_parameter_count", count_per_head, "a full d_model x d_model projection per head"),
-    ("mha.mha_parameter_count", count_no_wo, "forgot W_O"),
-    ("mha.mha_parameter_count", count_no_bias, "forgot the biases"),
-    ("mha.fused_qkv", fused_time_axis, "split along the wrong axis"),
-    ("mha.fused_qkv", fused_every_third, "took every third column"),
-    ("mha.weights_from_torch", weights_untransposed, "transposed weight convention (W vs Wᵀ)"),
-    ("mha.weights_from_torch", weights_wo_untransposed, "W_O not transposed"),
-    ("mha.weights_from_torch", weights_wrong_axis, "split in_proj_weight along the wrong axis"),
+    ("multihead_attention.mha_parameter_count",
+     count_per_head, "a full d_model x d_model projection per head"),
+    ("multihead_attention.mha_parameter_count", count_no_wo, "forgot W_O"),
+    ("multihead_attention.mha_parameter_count", count_no_bias, "forgot the biases"),
+    ("multihead_attention.fused_qkv", fused_time_axis, "split along the wrong axis"),
+    ("multihead_attention.fused_qkv", fused_every_third, "took every third column"),
+    ("multihead_attention.weights_from_torch",
+     weights_untransposed, "transposed weight convention (W vs Wᵀ)"),
+    ("multihead_attention.weights_from_torch", weights_wo_untransposed, "W_O not transposed"),
+    ("multihead_attention.weights_from_torch",
+     weights_wrong_axis, "split in_proj_weight along the wrong axis"),
 ]
 
 
-@pytest.mark.parametrize("key,wrong,name", WRONG, ids=[f"{w[0][4:]}: {w[2]}" for w in WRONG])
+@pytest.mark.parametrize(
+    "key,wrong,name", WRONG, ids=[f"{w[0].split('.', 1)[1]}: {w[2]}" for w in WRONG]
+)
 def test_catalogued_mistake_is_named(key, wrong, name):
     check = CHECKS[key]
     assert_mistake_named(check, key, wrong, name, public=getattr(M, f"check_{check.name}"))
@@ -313,7 +322,8 @@ def test_loaded_weights_reproduce_nn_multihead_attention():
 
 
 def test_gradient_case_agrees_with_the_reference_module_and_catches_a_detached_output():
-    (case,) = [c for c in CHECKS["mha.multi_head_attention"].cases if c.kind == "grad"]
+    cases = CHECKS["multihead_attention.multi_head_attention"].cases
+    (case,) = [c for c in cases if c.kind == "grad"]
     torch.testing.assert_close(case.expected[0], good_mha(*case.args, **case.kwargs),
                                rtol=1e-12, atol=1e-12)
 
@@ -322,4 +332,4 @@ def test_gradient_case_agrees_with_the_reference_module_and_catches_a_detached_o
 
     M.check_multi_head_attention(detached)  # the visible cases have no gradients
     with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
-        hidden_check("mha.multi_head_attention", detached)
+        hidden_check("multihead_attention.multi_head_attention", detached)

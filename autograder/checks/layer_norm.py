@@ -302,7 +302,7 @@ _LN_FORBIDDEN = ("layer_norm", "native_layer_norm", "group_norm", "batch_norm", 
 
 # ====================================================================== Exercise 2.1
 _LN_NP = Check(
-    key="norms.layer_norm_np",
+    key="layer_norm.layer_norm_np",
     exercise="Exercise 2.1",
     name="layer_norm_np",
     cases=_ln_cases(numpy=True),
@@ -315,7 +315,7 @@ check_layer_norm_np = register(_LN_NP)
 
 # ====================================================================== Exercise 2.2
 _LN = Check(
-    key="norms.layer_norm",
+    key="layer_norm.layer_norm",
     exercise="Exercise 2.2",
     name="layer_norm",
     cases=_ln_cases(numpy=False),
@@ -387,7 +387,7 @@ def _bw_cases():
 
 
 _BACKWARD = Check(
-    key="norms.layer_norm_backward",
+    key="layer_norm.layer_norm_backward",
     exercise="Exercise 3.1",
     name="layer_norm_backward",
     cases=_bw_cases(),
@@ -489,7 +489,7 @@ def _rms_cases():
 
 
 _RMS = Check(
-    key="norms.rms_norm",
+    key="layer_norm.rms_norm",
     exercise="Exercise 4.1",
     name="rms_norm",
     cases=_rms_cases(),

@@ -94,7 +94,7 @@ _SWAP_HINT = ErrorHint(
 )
 
 _FFN = Check(
-    key="blocks.feed_forward",
+    key="feed_forward_blocks.feed_forward",
     exercise="Exercise 1.1",
     name="feed_forward",
     cases=_ffn_cases(),
@@ -165,7 +165,7 @@ _CONV_FORBIDDEN = ("linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm",
                    "tensordot", "addmm", "baddbmm", "matrix_power", "inner", "mv")
 
 _CONV = Check(
-    key="blocks.ffn_as_conv1d",
+    key="feed_forward_blocks.ffn_as_conv1d",
     exercise="Exercise 1.2",
     name="ffn_as_conv1d",
     cases=_conv_cases(),
@@ -223,7 +223,7 @@ def _count_cases():
 
 
 _COUNT = Check(
-    key="blocks.ffn_param_count",
+    key="feed_forward_blocks.ffn_param_count",
     exercise="Exercise 1.3",
     name="ffn_param_count",
     cases=_count_cases(),
@@ -282,7 +282,7 @@ def _swiglu_cases():
 
 
 _SWIGLU = Check(
-    key="blocks.swiglu_ffn",
+    key="feed_forward_blocks.swiglu_ffn",
     exercise="Exercise 1.4",
     name="swiglu_ffn",
     cases=_swiglu_cases(),
@@ -417,7 +417,7 @@ def _swapped_norms(fn):
 _BLOCK_FORBIDDEN = ("layer_norm", "_transformer_encoder_layer_fwd", "multi_head_attention_forward")
 
 _POST = Check(
-    key="blocks.post_ln_block",
+    key="feed_forward_blocks.post_ln_block",
     exercise="Exercise 2.1",
     name="post_ln_block",
     cases=_block_cases(norm_first=False),
@@ -458,7 +458,7 @@ _POST = Check(
 check_post_ln_block = register(_POST)
 
 _PRE = Check(
-    key="blocks.pre_ln_block",
+    key="feed_forward_blocks.pre_ln_block",
     exercise="Exercise 2.2",
     name="pre_ln_block",
     cases=_block_cases(norm_first=True),
@@ -574,7 +574,7 @@ def _gn_mistake(**kw):
 
 
 _GRADNORM = Check(
-    key="blocks.grad_norm_per_layer",
+    key="feed_forward_blocks.grad_norm_per_layer",
     exercise="Exercise 3.1",
     name="grad_norm_per_layer",
     cases=_gn_cases(),

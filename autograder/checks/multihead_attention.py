@@ -88,7 +88,7 @@ def _msa_cases():
 
 
 _MSA = Check(
-    key="mha.msa_loop",
+    key="multihead_attention.msa_loop",
     exercise="Exercise 1.1",
     name="msa_loop",
     cases=_msa_cases(),
@@ -150,7 +150,7 @@ def _split_cases():
 
 
 _SPLIT = Check(
-    key="mha.split_heads",
+    key="multihead_attention.split_heads",
     exercise="Exercise 2.1",
     name="split_heads",
     cases=_split_cases(),
@@ -201,7 +201,7 @@ def _merge_cases():
 
 
 _MERGE = Check(
-    key="mha.merge_heads",
+    key="multihead_attention.merge_heads",
     exercise="Exercise 2.2",
     name="merge_heads",
     cases=_merge_cases(),
@@ -359,8 +359,11 @@ _TRANSPOSE_WHY = (
 )
 
 _MHA_CHECK = Check(
-    key="mha.multi_head_attention",
-    uses=(("split_heads", "mha.split_heads"), ("merge_heads", "mha.merge_heads")),
+    key="multihead_attention.multi_head_attention",
+    uses=(
+        ("split_heads", "multihead_attention.split_heads"),
+        ("merge_heads", "multihead_attention.merge_heads"),
+    ),
     exercise="Exercise 3.1",
     name="multi_head_attention",
     cases=_mha_cases(),
@@ -425,7 +428,7 @@ def _count_cases():
 
 
 _COUNT = Check(
-    key="mha.mha_parameter_count",
+    key="multihead_attention.mha_parameter_count",
     exercise="Exercise 3.2",
     name="mha_parameter_count",
     cases=_count_cases(),
@@ -469,7 +472,7 @@ def _fused_cases():
 
 
 _FUSED = Check(
-    key="mha.fused_qkv",
+    key="multihead_attention.fused_qkv",
     exercise="Exercise 3.3",
     name="fused_qkv",
     cases=_fused_cases(),
@@ -517,7 +520,7 @@ def _weights_cases():
 
 
 _WEIGHTS = Check(
-    key="mha.weights_from_torch",
+    key="multihead_attention.weights_from_torch",
     exercise="Exercise 5.1",
     name="weights_from_torch",
     cases=_weights_cases(),

@@ -1,8 +1,8 @@
 """Notebook 04's checks: right answers pass, and every catalogued mistake is named.
 
 The wrong implementations are written here the way a student would write them, independently
-of the catalogue in ``autograder/checks/norms.py``; ``test_every_catalogued_mistake_is_tested``
-makes sure no catalogue entry goes untested.
+of the catalogue in ``autograder/checks/layer_norm.py``;
+``test_every_catalogued_mistake_is_tested`` makes sure no catalogue entry goes untested.
 """
 
 import numpy as np
@@ -17,7 +17,7 @@ from catalogue_helpers import (
 
 import transformer_ref as ref
 from autograder.checks import CheckFailed, hidden_check, table
-from autograder.checks import norms as N
+from autograder.checks import layer_norm as N
 
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
 CHECKS = table.declarations("04_layer_norm")
@@ -50,10 +50,10 @@ def good_rms(x, gamma, eps=1e-6):
 
 
 GOOD = {
-    "norms.layer_norm_np": good_ln_np,
-    "norms.layer_norm": good_ln,
-    "norms.layer_norm_backward": good_backward,
-    "norms.rms_norm": good_rms,
+    "layer_norm.layer_norm_np": good_ln_np,
+    "layer_norm.layer_norm": good_ln,
+    "layer_norm.layer_norm_backward": good_backward,
+    "layer_norm.rms_norm": good_rms,
 }
 
 
@@ -235,63 +235,66 @@ for _name, _kw in LN_NAMES:
     graded_only = _name == "eps left out"  # only a hidden case has a token with var = 0
     np_kw = {"axis": 0} if _kw == "axis0" else {"axis": -2} if _kw == "axis-2" else _kw
     t_kw = {"dim": 0} if _kw == "axis0" else {"dim": -2} if _kw == "axis-2" else _kw
-    WRONG.append(("norms.layer_norm_np", ln_np(**np_kw), _name, graded_only))
-    WRONG.append(("norms.layer_norm", ln_t(**t_kw), _name, graded_only))
+    WRONG.append(("layer_norm.layer_norm_np", ln_np(**np_kw), _name, graded_only))
+    WRONG.append(("layer_norm.layer_norm", ln_t(**t_kw), _name, graded_only))
 for _name, _kw in LN_STEP_NAMES:
-    WRONG.append(("norms.layer_norm_np", ln_student("np", **_kw), _name, False))
-    WRONG.append(("norms.layer_norm", ln_student("torch", **_kw), _name, False))
+    WRONG.append(("layer_norm.layer_norm_np", ln_student("np", **_kw), _name, False))
+    WRONG.append(("layer_norm.layer_norm", ln_student("torch", **_kw), _name, False))
 WRONG += [
-    ("norms.layer_norm_np", ln_np(ddof=1), "unbiased variance (divided by d - 1)", False),
-    ("norms.layer_norm", ln_t(unbiased=True), "unbiased variance (divided by d - 1)", False),
+    ("layer_norm.layer_norm_np", ln_np(ddof=1), "unbiased variance (divided by d - 1)", False),
+    ("layer_norm.layer_norm", ln_t(unbiased=True), "unbiased variance (divided by d - 1)", False),
     (
-        "norms.layer_norm",
+        "layer_norm.layer_norm",
         ln_t(moments=True),
         "variance as mean(x²) - mean² (cancels in float32)",
         True,
     ),
     (
-        "norms.layer_norm_np",
+        "layer_norm.layer_norm_np",
         ln_np_moments,
         "variance as mean(x²) - mean² (cancels in float32)",
         True,
     ),
-    ("norms.layer_norm_np", ln_np(gain_col=True), BROADCAST, False),
-    ("norms.layer_norm", ln_t(gain_col=True), BROADCAST, False),
-    ("norms.layer_norm_np", ln_np_no_keepdims, BROADCAST, False),
-    ("norms.layer_norm", ln_t_no_keepdim, BROADCAST, False),
-    ("norms.layer_norm_np", lambda x, gamma, beta, eps=1e-5: ln_np()(x, float(gamma), beta, eps),
+    ("layer_norm.layer_norm_np", ln_np(gain_col=True), BROADCAST, False),
+    ("layer_norm.layer_norm", ln_t(gain_col=True), BROADCAST, False),
+    ("layer_norm.layer_norm_np", ln_np_no_keepdims, BROADCAST, False),
+    ("layer_norm.layer_norm", ln_t_no_keepdim, BROADCAST, False),
+    ("layer_norm.layer_norm_np",
+     lambda x, gamma, beta, eps=1e-5: ln_np()(x, float(gamma), beta, eps),
      "treated gamma as a scalar (the column-vector lecture notes)", False),
-    ("norms.layer_norm", lambda x, gamma, beta, eps=1e-5: ln_t()(x, gamma.item(), beta, eps),
+    ("layer_norm.layer_norm", lambda x, gamma, beta, eps=1e-5: ln_t()(x, gamma.item(), beta, eps),
      "treated gamma as a scalar (the column-vector lecture notes)", False),
     # Exercise 3.1
-    ("norms.layer_norm_backward", bw(mean=False, var=False),
+    ("layer_norm.layer_norm_backward", bw(mean=False, var=False),
      "treated the mean and the variance as constants", False),
-    ("norms.layer_norm_backward", bw(var=False), "dropped the gradient through the variance",
+    ("layer_norm.layer_norm_backward", bw(var=False), "dropped the gradient through the variance",
      False),
-    ("norms.layer_norm_backward", bw(mean=False), "dropped the gradient through the mean", False),
-    ("norms.layer_norm_backward", bw(gamma_on=False), "forgot gamma in dx", False),
-    ("norms.layer_norm_backward", bw(summed=False),
+    ("layer_norm.layer_norm_backward",
+     bw(mean=False), "dropped the gradient through the mean", False),
+    ("layer_norm.layer_norm_backward", bw(gamma_on=False), "forgot gamma in dx", False),
+    ("layer_norm.layer_norm_backward", bw(summed=False),
      "dgamma and dbeta not summed over the tokens", False),
-    ("norms.layer_norm_backward", bw(order="bg"), "returned (dx, dbeta, dgamma)", False),
-    ("norms.layer_norm_backward", bw(from_x=True), "dgamma from x instead of x_hat", False),
-    ("norms.layer_norm_backward", bw(summed="axis0"), "dgamma summed over axis 0 only", False),
-    ("norms.layer_norm_backward", bw(summed="axis0", beta_axis0=True),
+    ("layer_norm.layer_norm_backward", bw(order="bg"), "returned (dx, dbeta, dgamma)", False),
+    ("layer_norm.layer_norm_backward", bw(from_x=True), "dgamma from x instead of x_hat", False),
+    ("layer_norm.layer_norm_backward", bw(summed="axis0"), "dgamma summed over axis 0 only", False),
+    ("layer_norm.layer_norm_backward", bw(summed="axis0", beta_axis0=True),
      "dgamma summed over axis 0 only", False),
     # Exercise 4.1
-    ("norms.rms_norm", rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",
+    ("layer_norm.rms_norm",
+     rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",
      False),
-    ("norms.rms_norm", rms(eps_out=True), "eps outside the square root", False),
-    ("norms.rms_norm", rms(l2=True), "divided by the L2 norm instead of the RMS", False),
-    ("norms.rms_norm", rms(gain=False), "forgot the gain", False),
-    ("norms.rms_norm", rms(dim=-2), "mean over the wrong axis", False),
-    ("norms.rms_norm", lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
-    ("norms.rms_norm", lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
+    ("layer_norm.rms_norm", rms(eps_out=True), "eps outside the square root", False),
+    ("layer_norm.rms_norm", rms(l2=True), "divided by the L2 norm instead of the RMS", False),
+    ("layer_norm.rms_norm", rms(gain=False), "forgot the gain", False),
+    ("layer_norm.rms_norm", rms(dim=-2), "mean over the wrong axis", False),
+    ("layer_norm.rms_norm", lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
+    ("layer_norm.rms_norm", lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
      "treated gamma as a scalar (the column-vector lecture notes)", False),
 ]
 
 
 @pytest.mark.parametrize(
-    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][6:]}: {w[2]}" for w in WRONG]
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0].split('.', 1)[1]}: {w[2]}" for w in WRONG]
 )
 def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
     check = CHECKS[key]
@@ -330,7 +333,7 @@ def test_detached_output_fails_the_gradient_case():
 
     N.check_layer_norm(via_numpy)  # visible cases have no gradients
     with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
-        hidden_check("norms.layer_norm", via_numpy)
+        hidden_check("layer_norm.layer_norm", via_numpy)
 
 
 def test_an_unknown_mistake_says_where_and_how_much():
