@@ -46,6 +46,17 @@ WRONG = {
     "    for i, blk in enumerate(model.blocks):\n"
     "        x = blk(x, is_causal=True, cache=None if cache is None else cache[i])\n"
     "    return model.lm_head(model.ln_f(x))\n",
+    # summed over the positions instead of averaged: the loss grows with B * T
+    "cross_entropy": "def cross_entropy(logits, targets):\n"
+    "    z = logits.reshape(-1, logits.shape[-1])\n"
+    "    logp = torch.log_softmax(z, dim=-1)\n"
+    "    return -logp[torch.arange(z.shape[0]), targets.reshape(-1)].sum()\n",
+    # targets not shifted: y is x itself, the model learns to copy its input
+    "get_batch": "def get_batch(data, batch_size, block_size, generator=None):\n"
+    "    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)\n"
+    "    x = torch.stack([torch.from_numpy(data[i:i + block_size].astype(np.int64))\n"
+    "                     for i in ix.tolist()])\n"
+    "    return x, x.clone()\n",
 }
 
 GAPS = [  # (notebook, later exercise's check key, the earlier function made wrong, its exercise)
@@ -143,3 +154,39 @@ def test_the_rows_diagnosis_names_the_cascade_as_a_failure_kind():
     d = diagnose("graded", "0", "2", [{"output_type": "error", "ename": "CheckFailed",
                                         "evalue": msg}])
     assert d == "uses failing softmax (Exercise 2.1)" and is_failure_kind(d)
+
+
+GAPS_08 = [  # notebook 08: judged outside the kernel from what its drivers record
+    ("training.train_step", "cross_entropy", "Exercise 2.1"),
+    ("training.estimate_loss", "get_batch", "Exercise 1.1"),
+]
+
+
+@pytest.mark.slow  # notebook 08's cells up to the exercise, and a tiny GPT trained: ~30 s
+@pytest.mark.parametrize("key,wrong,exercise", GAPS_08, ids=[g[0] for g in GAPS_08])
+def test_trusted_verdict_names_the_failing_earlier_function_in_08(
+    key, wrong, exercise, tmp_path, monkeypatch
+):
+    """08's graded kernel hands the student's function to a driver (_training_drivers); the
+    probe must still find the earlier function the student's code calls, record it on its
+    own check's cases, and the grader judge that first."""
+    from autograder.checks import _training_drivers, training  # noqa: F401  (registers)
+
+    monkeypatch.setenv("COURSE_SMOKE", "1")
+    later = get_check(key)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    for k in [key] + [k for _, k in later.uses]:
+        (tmp_path / "in" / f"{k}.json").write_text(json.dumps(_judge.case_inputs(get_check(k))))
+
+    def verdict(wrong):
+        student = _student("08", key, wrong).student  # (the in-kernel check's probe around it)
+        fn = _training_drivers.probe(key, student)
+        _probe.run(str(tmp_path), key, fn)
+        return _judge.judge(later, json.loads((tmp_path / "out" / f"{key}.json").read_text()))
+
+    v = verdict(wrong)
+    assert not v.passed and v.diagnosis == f"uses failing {wrong} ({exercise})", v
+    assert v.message.startswith(f"{later.exercise} `{later.name}` uses your `{wrong}` "
+                                f"({exercise}), which fails its check"), v.message
+    assert verdict(None).passed

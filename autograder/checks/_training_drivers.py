@@ -195,7 +195,13 @@ def probe(key: str, *fns):
     if not fns or not all(callable(f) for f in fns):
         return None
     wrap = DRIVERS.get(key)
-    return fns[0] if wrap is None else wrap(*fns)
+    if wrap is None:
+        return fns[0]
+    driver = wrap(*fns)
+    # the student's function it drives: the probe records the earlier exercises' functions
+    # that one calls (``Check.uses``, e.g. train_step -> cross_entropy) for the cascade
+    driver.student = fns[0]
+    return driver
 
 
 def graded(key: str, *fns) -> None:
