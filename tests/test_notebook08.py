@@ -117,3 +117,32 @@ def test_course_cells_print_no_warnings(graded):
     """Issue 18 trial: a course cell's deprecation warning (06: imshow of a tensor, 08: ax.bar
     of a tensor) lands in every student's feedback."""
     assert warnings_in_course_cells(graded["autograded"]["solution"]) == []
+
+
+@pytest.mark.slow  # the notebook at its smoke size in a fresh kernel: ~45 s of CPU
+def test_course_check_on_the_solution_lists_every_exercise(tmp_path):
+    """Issue 18 trial: `course-check` on 08 ran the full CPU training into a cell timeout and
+    a ZMQ traceback, with no per-exercise results, unless COURSE_SMOKE=1 was set by hand.
+    Run as a student runs it (no COURSE_SMOKE in the environment), on a copy of the solution
+    notebook in a folder of its own: every exercise is listed, passed, with its points."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    from autograder.checks.table import chapter
+
+    path = tmp_path / f"{ASSIGNMENT}.ipynb"
+    shutil.copy(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", path)
+    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_SMOKE", "NBGRADER_EXECUTION")}
+    cmd = [sys.executable, "-m", "autograder.selfcheck", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "smoke size" in out
+    table = chapter(ASSIGNMENT)
+    for e in table.exercises:
+        line = rf"✔ {re.escape(e.label)} {e.function}\s+{e.points:g} pt\s+passed"
+        assert re.search(line, out), f"{line!r} not in:\n{out}"
+    assert f"Visible checks pass for {table.points} of {table.points} points" in out, out
+    assert "Traceback" not in out + proc.stderr and "without encryption" not in proc.stderr
