@@ -108,6 +108,10 @@ def test_a_weakened_check_lets_mutants_survive():
 
 # Notebooks 01-06 in full; 07 and 08 (BPE training, GPT training steps: seconds per mutant)
 # every 2nd / 4th mutant, a deterministic sample. The full run: `python -m bench.mutation`.
+# A mutant's CPU-time limit: the slowest mutant that finishes its check here took 1.9 s of
+# CPU (07's train_bpe_fast); the five of 07 that loop forever (four in merge_pair, one in
+# encode_piece) are stopped after this much instead of the engine's default 20 s each.
+SECONDS = 6.0
 SAMPLES = [("01", 0), ("02", 0), ("03", 0), ("04", 0), ("05", 0), ("06", 0), ("07", 2), ("08", 4)]
 
 
@@ -118,7 +122,7 @@ def test_no_mutant_survives_the_checks(notebook, sample, monkeypatch):
     monkeypatch.setenv("COURSE_SMOKE", "1")
     rows = []
     for ex in M.exercises(M.notebooks(notebook)[0]):
-        res = M.run_exercise(ex, sample=sample)
+        res = M.run_exercise(ex, sample=sample, seconds=SECONDS)
         rows += [
             f"{ex.grade_id} line {r.mutant.line}: {r.mutant.description} ({r.message})"
             for r in res
@@ -154,3 +158,18 @@ def test_mutants_stopped_by_the_time_limit_are_counted_apart_from_the_named_shar
     ]
     s = M.summarize(results)
     assert (s["killed"], s["timeout"], s["named"], s["named_share"]) == (4, 2, 1, 0.5)
+
+
+def test_the_time_limit_counts_cpu_time_and_caps_wall_time():
+    """A mutant is stopped by the CPU time it used, not by the machine's load: 1 s of sleep
+    (no CPU) under a 0.5 s limit finishes; a busy loop is stopped; a wait that never ends is
+    stopped by the wall-clock cap (``WALL_FACTOR`` times the limit)."""
+    import time
+
+    with M._time_limit(0.5):
+        time.sleep(1.0)
+    with pytest.raises(M.MutantTimeout), M._time_limit(0.2):
+        while True:
+            pass
+    with pytest.raises(M.MutantTimeout), M._time_limit(0.05):
+        time.sleep(30)
