@@ -89,11 +89,15 @@ def test_not_implemented_yet():
 
 
 # ---------------------------------------------------------------- students' wrong answers
-def ffn(act_at="mid", act=None, biases=True, transpose=False):
+def ffn(act_at="mid", act=None, biases=True, transpose=False, swapped=False):
     def f(x, W1, b1, W2, b2, activation="relu"):
-        a = act or (F.relu if activation == "relu" else F.gelu)
-        if not biases:
+        a = act or (F.relu if (activation == "relu") != swapped else F.gelu)
+        if biases is False:
             b1, b2 = 0 * b1, 0 * b2
+        elif biases == "b1":  # only b_1 kept
+            b2 = 0 * b2
+        elif biases == "b2":
+            b1 = 0 * b1
         h = x @ (W1.T if transpose else W1)
         if act_at == "input":
             h = a(x) @ W1
@@ -147,6 +151,12 @@ def post(kind):
             return x + norm2(ffn(x))
         if kind == "nores":
             return norm2(ffn(norm1(attn(x))))
+        if kind == "no_attn":  # the attention call forgotten
+            x = norm1(x)
+            return norm2(x + ffn(x))
+        if kind == "no_ffn":
+            x = norm1(x + attn(x))
+            return norm2(x)
         if kind == "ffn_input":
             h = norm1(x + attn(x))
             return norm2(h + ffn(x))
@@ -171,6 +181,10 @@ def pre(kind):
             return x + norm2(ffn(x))
         if kind == "nores":
             return ffn(norm2(attn(norm1(x))))
+        if kind == "no_attn":  # the attention line forgotten
+            return x + ffn(norm2(x))
+        if kind == "no_ffn":
+            return x + attn(norm1(x))
         if kind == "ffn_input":
             y = x + attn(norm1(x))
             return y + ffn(norm2(x))
@@ -215,6 +229,15 @@ WRONG = [
      ffn(act=F.relu), "ignored the `activation` argument (always ReLU)",
      False),
     ("feed_forward_blocks.feed_forward", ffn_tanh_gelu, "GELU's tanh approximation", False),
+    # mutation testing (issue 18): the activation test inverted, GELU for both, one bias left out
+    ("feed_forward_blocks.feed_forward", ffn(swapped=True),
+     "activations swapped (GELU for relu, ReLU for gelu)", False),
+    ("feed_forward_blocks.feed_forward", ffn(act=F.gelu),
+     "GELU where ReLU is asked (always GELU)", False),
+    ("feed_forward_blocks.feed_forward", ffn(biases="b2"), "forgot b_1 (the first layer's bias)",
+     False),
+    ("feed_forward_blocks.feed_forward", ffn(biases="b1"),
+     "forgot b_2 (the second layer's bias)", False),
     ("feed_forward_blocks.feed_forward", ffn(biases=False), "forgot the biases", False),
     ("feed_forward_blocks.feed_forward",
      ffn(transpose=True), "d_ff and d_model swapped in weight shapes",
@@ -238,6 +261,15 @@ WRONG = [
      False),
     ("feed_forward_blocks.ffn_param_count", lambda d, f, a: good_count(d, f, a) - d + f,
      "both biases of size d_ff", False),
+    # mutation testing (issue 18): one bias left out; the gate counted for every activation
+    ("feed_forward_blocks.ffn_param_count",
+     lambda d, f, a: (2 if a == "swiglu" else 1) * d * f + f * d + d,
+     "forgot b_1 (the bias of each expanding map)", False),
+    ("feed_forward_blocks.ffn_param_count",
+     lambda d, f, a: (2 if a == "swiglu" else 1) * (d * f + f) + f * d,
+     "forgot b_2 (the output bias)", False),
+    ("feed_forward_blocks.ffn_param_count", lambda d, f, a: 2 * (d * f + f) + f * d + d,
+     "counted a gate W_3 for ReLU and GELU too", False),
     ("feed_forward_blocks.swiglu_ffn", swiglu("swap"), "gate on the wrong branch", False),
     ("feed_forward_blocks.swiglu_ffn",
      swiglu("sigmoid"), "sigmoid instead of SiLU (that is GLU)", False),
@@ -251,6 +283,8 @@ WRONG = [
     ("feed_forward_blocks.post_ln_block", post("branch"),
      "norm on the sublayer output only (norm placed inside the residual)", False),
     ("feed_forward_blocks.post_ln_block", post("nores"), "skipped the residual connection", False),
+    ("feed_forward_blocks.post_ln_block", post("no_attn"), "attention sublayer left out", False),
+    ("feed_forward_blocks.post_ln_block", post("no_ffn"), "feed-forward sublayer left out", False),
     ("feed_forward_blocks.post_ln_block", post("ffn_input"),
      "FFN applied to the block input instead of the attention sublayer's output", False),
     ("feed_forward_blocks.post_ln_block", post("swapped"), "norm1 and norm2 swapped", False),
@@ -263,6 +297,8 @@ WRONG = [
     ("feed_forward_blocks.pre_ln_block", pre("branch"),
      "norm on the sublayer output only (norm placed inside the residual the wrong way)", False),
     ("feed_forward_blocks.pre_ln_block", pre("nores"), "skipped the residual connection", False),
+    ("feed_forward_blocks.pre_ln_block", pre("no_attn"), "attention sublayer left out", False),
+    ("feed_forward_blocks.pre_ln_block", pre("no_ffn"), "feed-forward sublayer left out", False),
     ("feed_forward_blocks.pre_ln_block", pre("ffn_input"),
      "FFN applied to the block input instead of the attention sublayer's output", False),
     ("feed_forward_blocks.pre_ln_block", pre("swapped"), "norm1 and norm2 swapped", False),

@@ -47,13 +47,14 @@ def _act(name):
 
 # ====================================================================== Exercise 1.1
 def _ffn(x, W1, b1, W2, b2, activation="relu", *, where="between", act=None, bias=True):
+    """``bias``: True, False, or which one bias is kept ("b1" / "b2")."""
     a = _act(activation) if act is None else act
     if where == "before":
         x = a(x)
-    h = x @ W1 + (b1 if bias else 0)
+    h = x @ W1 + (b1 if bias in (True, "b1") else 0)
     if where in ("between", "both"):
         h = a(h)
-    y = h @ W2 + (b2 if bias else 0)
+    y = h @ W2 + (b2 if bias in (True, "b2") else 0)
     return a(y) if where in ("after", "both") else y
 
 
@@ -127,6 +128,28 @@ _FFN = Check(
             "ignored the `activation` argument (always ReLU)",
             "activation='gelu' means the exact GELU, torch.nn.functional.gelu(h).",
             lambda x, W1, b1, W2, b2, activation="relu": _ffn(x, W1, b1, W2, b2, act=_relu),
+        ),
+        Mistake(
+            "activations swapped (GELU for relu, ReLU for gelu)",
+            "activation='relu' asks for F.relu(h), activation='gelu' for F.gelu(h): check the "
+            "comparison that picks one (== vs !=, or the string it compares with).",
+            lambda x, W1, b1, W2, b2, activation="relu": _ffn(
+                x, W1, b1, W2, b2, act=_gelu if activation == "relu" else _relu),
+        ),
+        Mistake(
+            "GELU where ReLU is asked (always GELU)",
+            "activation='relu' (the default) means F.relu(h); GELU only for activation='gelu'.",
+            lambda x, W1, b1, W2, b2, activation="relu": _ffn(x, W1, b1, W2, b2, act=_gelu),
+        ),
+        Mistake(
+            "forgot b_1 (the first layer's bias)",
+            "FFN(x) = act(x W_1 + b_1) W_2 + b_2: add b_1 to x @ W1 before the activation.",
+            _ffn_v(bias="b2"),
+        ),
+        Mistake(
+            "forgot b_2 (the second layer's bias)",
+            "FFN(x) = act(x W_1 + b_1) W_2 + b_2: add b_2 to h @ W2 at the end.",
+            _ffn_v(bias="b1"),
         ),
         Mistake(
             "GELU's tanh approximation",
@@ -244,6 +267,23 @@ _COUNT = Check(
             "There are two linear maps (three for SwiGLU): W_1 (d_model x d_ff) and W_2 "
             "(d_ff x d_model), plus biases.",
             lambda d, f, a: float(d * f + f + d),
+        ),
+        Mistake(
+            "forgot b_1 (the bias of each expanding map)",
+            "W_1 (and SwiGLU's gate W_3) each have a bias of d_ff entries: "
+            "d_model * d_ff + d_ff per expanding map.",
+            lambda d, f, a: float((3 if a == "swiglu" else 2) * d * f + d),
+        ),
+        Mistake(
+            "forgot b_2 (the output bias)",
+            "W_2 (d_ff x d_model) has a bias of d_model entries: + d_model.",
+            lambda d, f, a: float((3 if a == "swiglu" else 2) * d * f
+                                  + (2 if a == "swiglu" else 1) * f),
+        ),
+        Mistake(
+            "counted a gate W_3 for ReLU and GELU too",
+            "Only SwiGLU has the gate W_3 (and its bias): ReLU and GELU have two linear maps.",
+            lambda d, f, a: float(3 * d * f + 2 * f + d),
         ),
         Mistake(
             "both biases of size d_ff",
@@ -396,6 +436,17 @@ def _pre_residual_from_normed(x, attn, ffn, n1, n2):
     return h + ffn(h)
 
 
+def _left_out(x, attn, ffn, n1, n2, *, pre, which):
+    """The block with one sublayer's call left out (its output never added)."""
+    a = (lambda h: 0 * h) if which == "attn" else attn
+    f = (lambda h: 0 * h) if which == "ffn" else ffn
+    if pre:
+        x = x + a(n1(x))
+        return x + f(n2(x))
+    x = n1(x + a(x))
+    return n2(x + f(x))
+
+
 def _no_residual(x, attn, ffn, n1, n2, *, pre):
     if pre:
         return ffn(n2(attn(n1(x))))
@@ -438,6 +489,18 @@ _POST = Check(
             "skipped the residual connection",
             "Each sublayer is wrapped as x + Sublayer(x) before the norm.",
             lambda x, attn, ffn, n1, n2: _no_residual(x, attn, ffn, n1, n2, pre=False),
+        ),
+        Mistake(
+            "attention sublayer left out",
+            "The block has two sublayers: attention first, then the FFN, each added to the "
+            "residual stream. attn(...) is never added here: check the first line.",
+            lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=False, which="attn"),
+        ),
+        Mistake(
+            "feed-forward sublayer left out",
+            "The block has two sublayers: attention first, then the FFN, each added to the "
+            "residual stream. ffn(...) is never added here: check the second line.",
+            lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=False, which="ffn"),
         ),
         Mistake(
             "FFN applied to the block input instead of the attention sublayer's output",
@@ -488,6 +551,18 @@ _PRE = Check(
             "The column-vector lecture notes' R(f)(x) = x + f(x): add the block input back "
             "after each sublayer.",
             lambda x, attn, ffn, n1, n2: _no_residual(x, attn, ffn, n1, n2, pre=True),
+        ),
+        Mistake(
+            "attention sublayer left out",
+            "The block has two sublayers: attention first, then the FFN, each added to the "
+            "residual stream. attn(...) is never added here: check the first line.",
+            lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=True, which="attn"),
+        ),
+        Mistake(
+            "feed-forward sublayer left out",
+            "The block has two sublayers: attention first, then the FFN, each added to the "
+            "residual stream. ffn(...) is never added here: check the second line.",
+            lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=True, which="ffn"),
         ),
         Mistake(
             "FFN applied to the block input instead of the attention sublayer's output",

@@ -449,6 +449,27 @@ _COUNT = Check(
             "With bias=True each of the four projections has a bias of d_model entries.",
             lambda d, h, bias=True: 4 * d * d,
         ),
+        Mistake(
+            "one bias for all four projections",
+            "Each of W_Q, W_K, W_V and W_O has its own bias of d_model entries: 4 * d_model.",
+            lambda d, h, bias=True: 4 * d * d + (d if bias else 0),
+        ),
+        Mistake(
+            "forgot W_O's bias",
+            "The output projection W_O has a bias too: four biases of d_model entries.",
+            lambda d, h, bias=True: 4 * d * d + (3 * d if bias else 0),
+        ),
+        Mistake(
+            "counted each bias as one parameter",
+            "A bias is a vector of d_model entries (one per output feature), not one number: "
+            "4 * d_model with bias=True.",
+            lambda d, h, bias=True: 4 * d * d + (4 if bias else 0),
+        ),
+        Mistake(
+            "forgot W_O's weight (but counted its bias)",
+            "Four d_model x d_model weight matrices: W_Q, W_K, W_V and the output projection W_O.",
+            lambda d, h, bias=True: 3 * d * d + (4 * d if bias else 0),
+        ),
     ),
 )
 check_mha_parameter_count = register(_COUNT)
