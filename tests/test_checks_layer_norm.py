@@ -125,10 +125,11 @@ def ln_t(moments=False, unbiased=False, eps_out=False, no_eps=False, dim=-1, gai
 
 
 def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False,
-       beta_axis0=False):
+       beta_axis0=False, sigma="std", divide=True):
     def f(dy, x, gamma, eps=1e-5):
         mu = x.mean(-1, keepdim=True)
-        s = (x.var(-1, unbiased=False, keepdim=True) + eps).sqrt()
+        v = x.var(-1, unbiased=False, keepdim=True)
+        s = {"std": (v + eps).sqrt(), "var": v + eps, "no_eps": v.sqrt()}[sigma]
         xh = (x - mu) / s
         g = dy * gamma if gamma_on else dy
         dx = g.clone()
@@ -136,7 +137,7 @@ def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False
             dx = dx - g.mean(-1, keepdim=True)
         if var:
             dx = dx - xh * (g * xh).mean(-1, keepdim=True)
-        dx = dx / s
+        dx = dx / s if divide else dx
         dg, db = dy * (x if from_x else xh), dy
         if summed == "axis0":  # issue 18 trial: dgamma summed over the first axis only
             dg, db = dg.sum(0), db.sum(0 if beta_axis0 else list(range(x.dim() - 1)))
@@ -279,6 +280,11 @@ WRONG += [
     ("layer_norm.layer_norm_backward", bw(summed="axis0"), "dgamma summed over axis 0 only", False),
     ("layer_norm.layer_norm_backward", bw(summed="axis0", beta_axis0=True),
      "dgamma summed over axis 0 only", False),
+    # mutation testing (issue 18): the 1 / sigma factor and sigma itself
+    ("layer_norm.layer_norm_backward", bw(divide=False), "dx not divided by sigma", False),
+    ("layer_norm.layer_norm_backward", bw(sigma="var"),
+     "sigma without the square root (the variance)", False),
+    ("layer_norm.layer_norm_backward", bw(sigma="no_eps"), "eps left out of sigma", False),
     # Exercise 4.1
     ("layer_norm.rms_norm",
      rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",

@@ -339,9 +339,11 @@ def _backward_ref(dy, x, gamma, eps=1e-5):
 
 
 def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_gamma=True,
-                sum_params=True, swap=False, dgamma_from_x=False, beta_axis0=False):
+                sum_params=True, swap=False, dgamma_from_x=False, beta_axis0=False,
+                sigma="std", divide=True):
     mu = x.mean(dim=-1, keepdim=True)
-    sigma = torch.sqrt(((x - mu) ** 2).mean(dim=-1, keepdim=True) + eps)
+    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
+    sigma = {"std": torch.sqrt(var + eps), "no_eps": torch.sqrt(var), "var": var + eps}[sigma]
     xhat = (x - mu) / sigma
     g = dy * gamma if use_gamma else dy
     dx = g
@@ -349,7 +351,7 @@ def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_ga
         dx = dx - g.mean(dim=-1, keepdim=True)
     if var_path:
         dx = dx - xhat * (g * xhat).mean(dim=-1, keepdim=True)
-    dx = dx / sigma
+    dx = dx / sigma if divide else dx
     dgamma = dy * (x if dgamma_from_x else xhat)
     dbeta = dy
     lead = tuple(range(x.dim() - 1))
@@ -428,6 +430,24 @@ _BACKWARD = Check(
             "dgamma from x instead of x_hat",
             "gamma multiplies the *normalised* x_hat: dgamma = sum(dy * x_hat).",
             _bw(dgamma_from_x=True),
+        ),
+        Mistake(
+            "dx not divided by sigma",
+            "x_hat = (x - mu) / sigma, so every path into x carries the factor 1 / sigma: "
+            "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sigma.",
+            _bw(divide=False),
+        ),
+        Mistake(
+            "sigma without the square root (the variance)",
+            "sigma is the standard deviation: sqrt(mean((x - mu)^2) + eps), as in the forward "
+            "pass.",
+            _bw(sigma="var"),
+        ),
+        Mistake(
+            "eps left out of sigma",
+            "The forward pass divides by sqrt(var + eps); the backward pass must use the same "
+            "sigma (the eps matters when the variance is small, or with eps=0.1).",
+            _bw(sigma="no_eps"),
         ),
         *(
             Mistake(
