@@ -210,7 +210,8 @@ def column_variant(dim=0, transposed=False, scaled=False, wrong_sum=False, swap=
     return f
 
 
-def cosine_variant(nq=True, nk=True, mult_t=False, sqrt_dk=False, dim=-1, eps_guard=True):
+def cosine_variant(nq=True, nk=True, mult_t=False, sqrt_dk=False, dim=-1, eps_guard=True,
+                   no_t=False):
     def f(q, k, v, mask=None, temperature=1.0, eps=1e-8):
         d_k = q.shape[-1]
         if nq:
@@ -220,7 +221,7 @@ def cosine_variant(nq=True, nk=True, mult_t=False, sqrt_dk=False, dim=-1, eps_gu
             n = k.norm(dim=dim, keepdim=True)
             k = k / (n.clamp_min(eps) if eps_guard else n)
         s = q @ k.transpose(-2, -1)
-        s = s * temperature if mult_t else s / temperature
+        s = s * temperature if mult_t else s if no_t else s / temperature
         if sqrt_dk:
             s = s / math.sqrt(d_k)
         return ans.sdpa(s, torch.eye(s.shape[-1], dtype=s.dtype), v, mask=mask, scale=1.0)
@@ -490,6 +491,12 @@ WRONG = [
         "attention.cosine_similarity_attention",
         cosine_variant(mult_t=True),
         "multiplied by the temperature instead of dividing",
+        False,
+    ),
+    (  # mutation testing (issue 18)
+        "attention.cosine_similarity_attention",
+        cosine_variant(no_t=True),
+        "ignored the temperature",
         False,
     ),
     (

@@ -988,6 +988,14 @@ _COSINE = Check(
             ),
         ),
         Mistake(
+            "ignored the temperature",
+            "The scores are cos(q_i, k_j) / temperature: pass scale=1.0 / temperature (a "
+            "temperature of 0.1 makes the weights much sharper).",
+            lambda q, k, v, mask=None, temperature=1.0, eps=1e-8: _cos_variant(
+                q, k, v, mask, temperature, eps, scale=1.0
+            ),
+        ),
+        Mistake(
             "also divided by sqrt(d_k)",
             "Cosine scores already lie in [-1, 1] whatever d_k: the only scale is 1/temperature.",
             lambda q, k, v, mask=None, temperature=1.0, eps=1e-8: _cos_variant(
