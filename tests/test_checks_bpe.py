@@ -48,7 +48,7 @@ def good_merge_pair(word, pair):
 
 
 def classic_trainer(*, pick=lambda p: max(p, key=lambda k: (p[k], k)), stop=True, eow=True,
-                    one_sequence=False):
+                    one_sequence=False, min_count=2):
     def train_classic_bpe(text, num_merges):
         if one_sequence:  # the whole text as one list of symbols
             seq = tuple(s for w in text.split() for s in (*w, EOW))
@@ -61,7 +61,7 @@ def classic_trainer(*, pick=lambda p: max(p, key=lambda k: (p[k], k)), stop=True
             if not pairs:
                 break
             best = pick(pairs)
-            if stop and pairs[best] < 2:
+            if stop and pairs[best] < min_count:  # (3: a pair seen twice not merged)
                 break
             merges.append(best)
             words = Counter({good_merge_pair(w, best): c for w, c in words.items()})
@@ -82,7 +82,7 @@ def good_decode_symbols(symbols):
 
 
 def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[1]]),
-                 pretok=True, split=True):
+                 pretok=True, split=True, pick=max):
     """A student's naive byte-level trainer, with one thing changeable."""
 
     def train(text, vocab_size, special_tokens=()):
@@ -101,7 +101,7 @@ def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[
             pairs = good_count_pairs(words)
             if not pairs:
                 break
-            a, b = max(pairs, key=lambda p: key(pairs, vocab, p))
+            a, b = pick(pairs, key=lambda p: key(pairs, vocab, p))
             new = len(vocab)
             vocab[new] = vocab[a] + vocab[b]
             merges.append((vocab[a], vocab[b]))
@@ -356,6 +356,11 @@ WRONG = [
      "merged across word boundaries", False),
     ("bpe.train_classic_bpe", classic_trainer(stop=False),
      "kept merging pairs that occur only once", False),
+    # mutation testing (issue 18)
+    ("bpe.train_classic_bpe", classic_trainer(pick=lambda p: min(p, key=lambda k: (p[k], k))),
+     "merged the least frequent pair (min instead of max)", False),
+    ("bpe.train_classic_bpe", classic_trainer(min_count=3),
+     "stopped too early (a pair that occurs twice was not merged)", False),
     ("bpe.train_classic_bpe", classic_trainer(eow=False), "no end-of-word symbol", False),
     ("bpe.encode_word", lambda w, m: good_encode_word(w, m[::-1]),
      "merges applied in reverse order", False),
@@ -391,6 +396,9 @@ for _key in ("bpe.train_bpe_naive", "bpe.train_bpe_fast"):
          "ties broken by token id instead of by bytes", False),
         (_key, byte_trainer(key=lambda pairs, vocab, p: pairs[p]),
          "ties broken differently (first pair found)", False),
+        # mutation testing (issue 18)
+        (_key, byte_trainer(pick=min), "merged the least frequent pair (min instead of max)",
+         False),
     ]
 
 

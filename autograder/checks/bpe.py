@@ -243,7 +243,8 @@ def _classic_ref(text, num_merges):
     return list(ClassicBPE().train(text, num_merges).merges)
 
 
-def _classic_variant(text, num_merges, *, pick, stop=True, eow=True, one_sequence=False):
+def _classic_variant(text, num_merges, *, pick, stop=True, eow=True, one_sequence=False,
+                     min_count=2):
     if one_sequence:
         seq = tuple(s for w in text.split() for s in (*w, EOW))
         words = {seq: 1} if seq else {}
@@ -255,7 +256,7 @@ def _classic_variant(text, num_merges, *, pick, stop=True, eow=True, one_sequenc
         if not pairs:
             break
         best = pick(pairs)
-        if stop and pairs[best] < 2:
+        if stop and pairs[best] < min_count:
             break
         merges.append(best)
         words = dict(Counter({_classic_merge(w, best): c for w, c in words.items()}))
@@ -272,6 +273,10 @@ def _first_found(pairs):
 
 def _smallest(pairs):
     return min(pairs, key=lambda p: (-pairs[p], p))
+
+
+def _least_frequent(pairs):
+    return min(pairs, key=lambda p: (pairs[p], p))
 
 
 def _classic_cases():
@@ -310,6 +315,17 @@ _CLASSIC = Check(
             "Among pairs with the same count the course merges the lexicographically greatest "
             "pair: `max(pairs, key=lambda p: (pairs[p], p))`.",
             functools.partial(_classic_variant, pick=_smallest),
+        ),
+        Mistake(
+            "merged the least frequent pair (min instead of max)",
+            "Each step merges the MOST frequent pair: `max(pairs, key=lambda p: (pairs[p], p))`.",
+            functools.partial(_classic_variant, pick=_least_frequent),
+        ),
+        Mistake(
+            "stopped too early (a pair that occurs twice was not merged)",
+            "Stop only when no pair occurs at least twice: `if pairs[best] < 2: break` "
+            "(a pair seen exactly twice is still merged).",
+            functools.partial(_classic_variant, pick=_greatest, min_count=3),
         ),
         Mistake(
             "merged across word boundaries",
@@ -480,7 +496,8 @@ def _split_special(text, special_tokens):
     return regex.split("|".join(regex.escape(t) for t in toks), text)
 
 
-def _byte_variant(text, vocab_size, special_tokens=(), *, key, pretok=True, split=True):
+def _byte_variant(text, vocab_size, special_tokens=(), *, key, pretok=True, split=True,
+                  pick=max):
     """The naive byte-level loop with one thing changed (for the mistakes below)."""
     special_tokens = list(special_tokens)
     vocab = {i: bytes([i]) for i in range(256)}
@@ -496,7 +513,7 @@ def _byte_variant(text, vocab_size, special_tokens=(), *, key, pretok=True, spli
         pairs = _count_pairs_ref(words)
         if not pairs:
             break
-        a, b = max(pairs, key=lambda p: key(pairs, vocab, p))
+        a, b = pick(pairs, key=lambda p: key(pairs, vocab, p))
         new = len(vocab)
         vocab[new] = vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
@@ -579,6 +596,12 @@ _TRAIN_MISTAKES = (
         "`max(pairs, key=lambda p: (pairs[p], vocab[p[0]], vocab[p[1]]))`. Ids of merged "
         "tokens do not sort like their bytes.",
         functools.partial(_byte_variant, key=_key_ids),
+    ),
+    Mistake(
+        "merged the least frequent pair (min instead of max)",
+        "Each step merges the MOST frequent pair: "
+        "`max(pairs, key=lambda p: (pairs[p], vocab[p[0]], vocab[p[1]]))`.",
+        functools.partial(_byte_variant, key=_key_bytes, pick=min),
     ),
     Mistake(
         "ties broken differently (first pair found)",
