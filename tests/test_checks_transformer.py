@@ -158,6 +158,15 @@ def dec(kind):
         mask = {"nomask": None, "triu": ones.triu(), "pytorch": ones.triu(diagonal=1)}.get(
             kind, ones.tril()
         )
+        if kind == "no_self":  # a sublayer's line forgotten
+            x = x + cross_attn(norm2(x), memory)
+            return x + ffn(norm3(x))
+        if kind == "no_cross":
+            x = x + self_attn(norm1(x), mask=mask)
+            return x + ffn(norm3(x))
+        if kind == "no_ffn":
+            x = x + self_attn(norm1(x), mask=mask)
+            return x + cross_attn(norm2(x), memory)
         if kind == "ca_first":
             x = x + cross_attn(norm2(x), memory)
             x = x + self_attn(norm1(x), mask=mask)
@@ -222,6 +231,10 @@ WRONG = [
     ("transformer.decoder_block", dec("norm_memory"), "memory normalised with the decoder's norm2",
      False),
     ("transformer.decoder_block", dec("ca_first"), "cross-attention before self-attention", False),
+    # mutation testing (issue 18): one sublayer left out
+    ("transformer.decoder_block", dec("no_self"), "self-attention sublayer left out", False),
+    ("transformer.decoder_block", dec("no_cross"), "cross-attention sublayer left out", False),
+    ("transformer.decoder_block", dec("no_ffn"), "feed-forward sublayer left out", False),
     ("transformer.decoder_block", dec("pytorch"),
      "PyTorch's mask convention (True = masked)", False),
     ("transformer.gpt_logits", gpt("after_first"), "positions added after the first block", False),

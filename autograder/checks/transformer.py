@@ -278,7 +278,7 @@ def _dec_parts(seed, d, H, f, dtype):
 
 
 def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", order="sa",
-         norm_memory=False):
+         norm_memory=False, left_out=""):
     T = x.shape[1]
     keep = torch.ones(T, T, dtype=torch.bool)
     mask = {"tril": keep.tril(), "none": None, "triu": keep.triu(),
@@ -292,6 +292,12 @@ def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", orde
         ctx = {"memory": memory, "decoder": q}[kv]
         return h + ca(q, n2(ctx) if norm_memory else ctx)
 
+    if left_out:  # one sublayer's line forgotten: its output never added to the stream
+        parts = {"self": self_part, "cross": cross_part,
+                 "ffn": lambda h: h + ffn(n3(h))}  # fmt: skip
+        for name in ("self", "cross", "ffn"):
+            x = x if name == left_out else parts[name](x)
+        return x
     if order == "sa":
         x = cross_part(self_part(x))
     else:
@@ -366,6 +372,17 @@ _DEC = Check(
             "The encoder-decoder survey's order: masked self-attention, then cross-attention, "
             "then the FFN.",
             _dv(order="ca"),
+        ),
+        *(
+            Mistake(
+                f"{what} sublayer left out",
+                "The decoder block has three sublayers, each added to the stream in turn: "
+                "masked self-attention, cross-attention (keys and values from memory), FFN. "
+                f"The {what} is never added here.",
+                _dv(left_out=which),
+            )
+            for which, what in (("self", "self-attention"), ("cross", "cross-attention"),
+                                ("ffn", "feed-forward"))
         ),
     ),
     forbidden=("_transformer_decoder_layer_fwd", "multi_head_attention_forward"),
