@@ -4,7 +4,8 @@ One ``course-grade`` run grades three submissions built from the committed noteb
 solution (full marks), the student release as handed out (0 points, every check "not
 implemented yet"), and the solution with one catalogued mistake (less than full marks on that
 exercise, and the feedback names the mistake). The committed release must equal a fresh
-generation. ``graded_chapter`` is reused by the tests of notebooks 05 and 06.
+generation (tests/test_release.py, every chapter). ``graded_chapter`` is reused by the tests
+of notebooks 05 and 06.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import nbformat
 import pytest
 from synthetic_class import ClassBuilder
 from synthetic_class.shared import REPO, grade_cmd, read_csv, shared_dir
-
-from autograder import release
 
 SOURCE = REPO / "solutions"
 ASSIGNMENT = "04_layer_norm"
@@ -138,10 +137,6 @@ def graded(tmp_path_factory):
 
 def test_grading_path_proofs(graded):
     check_chapter(graded, MISTAKE)
-
-
-def test_committed_release_is_a_fresh_generation():
-    assert release.differences([ASSIGNMENT]) == []
 
 
 def test_points_in_the_title_cell_add_up():

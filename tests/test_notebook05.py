@@ -1,7 +1,8 @@
 """Notebook 05 (feed-forward and blocks) through the real grading path, once per session.
 
 Solution, release and one catalogued mistake are graded in one ``course-grade`` run (see
-``test_notebook04.graded_chapter``); the committed release must equal a fresh generation.
+``test_notebook04.graded_chapter``); the committed release must equal a fresh generation
+(tests/test_release.py).
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import nbformat
 import pytest
 from test_notebook04 import SOURCE, check_chapter, graded_chapter
-
-from autograder import release
 
 ASSIGNMENT = "05_feed_forward_blocks"
 # the column-vector lecture notes' pre-LN block written as post-LN: the residual added after the
@@ -31,10 +30,6 @@ def graded(tmp_path_factory):
 
 def test_grading_path_proofs(graded):
     check_chapter(graded, MISTAKE)
-
-
-def test_committed_release_is_a_fresh_generation():
-    assert release.differences([ASSIGNMENT]) == []
 
 
 def test_points_and_hidden_keys_in_the_source():

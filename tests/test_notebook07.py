@@ -23,7 +23,6 @@ from test_notebook02 import (
     graded_chapter,
 )
 
-from autograder import release
 from autograder.grading.cells import nbg as _nbg
 
 NAME = "07_bpe"
@@ -93,7 +92,3 @@ def test_points_in_the_title_match_the_graded_cells():
     for gid, p in points.items():
         major, minor = re.match(r"ex(\d+)_(\d+)_", gid).groups()
         assert f"{major}.{minor} ({p:g}" in nb.cells[0].source, gid
-
-
-def test_committed_release_is_a_fresh_generation():
-    assert release.differences([NAME]) == []
