@@ -58,6 +58,14 @@ def good_masked(q, k, v, mask):
     return _stable_softmax(s) @ v
 
 
+def masked_ignored(q, k, v, mask):  # the mask never reaches the scores
+    return _stable_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])) @ v
+
+
+def masked_bool_added(q, k, v, mask):  # to_additive skipped: True/False added as 1/0
+    return _stable_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask) @ v
+
+
 def good_leak(f, x, t, delta):
     x2 = x.clone()
     x2[..., t + 1 :, :] = x2[..., t + 1 :, :] + delta[..., t + 1 :, :]
@@ -363,6 +371,10 @@ WRONG = [
     ("masking.masked_attention", masked_additive_as_bool, "additive mask used as a boolean",
      False),
     ("masking.masked_attention", masked_unscaled, "no scaling", False),
+    # mutation testing (issue 18)
+    ("masking.masked_attention", masked_ignored, "mask ignored", False),
+    ("masking.masked_attention", masked_bool_added,
+     "boolean mask added as 0 / 1 (not converted to 0 / -inf)", False),
     ("masking.masked_attention", masked_float_tilde, "a float mask passed to masked_fill or ~",
      False),
     ("masking.masked_attention", masked_unsqueeze_heads, "mask not broadcast over heads", False),

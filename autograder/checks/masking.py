@@ -450,6 +450,22 @@ def _masked_multiplied(q, k, v, mask):
     return _softmax(_scores(q, k) * keep.to(q.dtype)) @ v
 
 
+def _safe_softmax(s):
+    """softmax over the last axis; a row of -inf gives weights 0 (as the exercise asks)."""
+    m = s.amax(dim=-1, keepdim=True)
+    e = torch.exp(s - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
+    total = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(total == 0, torch.ones_like(total), total)
+
+
+def _masked_ignored(q, k, v, mask):
+    return _safe_softmax(_scores(q, k)) @ v
+
+
+def _masked_bool_added(q, k, v, mask):  # a boolean mask added as 0 / 1, not turned into -inf
+    return _safe_softmax(_scores(q, k) + mask.to(q.dtype)) @ v
+
+
 def _masked_additive_as_bool(q, k, v, mask):  # right for boolean masks, inverted for additive
     return _sdpa(q, k, v, mask=mask.bool())
 
@@ -481,6 +497,18 @@ _MASKED = Check(
             "is -inf and divide by 1 where the row sum is 0: the row's weights and output "
             "are then 0.",
             _masked_nan_rows,
+        ),
+        Mistake(
+            "mask ignored",
+            "The scores get the mask before the softmax: scores + M, with M = 0 where a key "
+            "may be attended and -inf where it may not.",
+            _masked_ignored,
+        ),
+        Mistake(
+            "boolean mask added as 0 / 1 (not converted to 0 / -inf)",
+            "A boolean mask (True = may attend) must become the additive 0 / -inf mask first "
+            "(your to_additive from Exercise 1.2): adding True/False adds 1 or 0 to the scores.",
+            _masked_bool_added,
         ),
         Mistake(
             "multiplied the scores by the mask",
