@@ -127,7 +127,7 @@ def sin(kind):
         k = torch.arange(0, d_model, 2, dtype=torch.float64)
         if kind == "i":
             k = k / 2
-        div = 10000 ** (k / d_model)
+        div = 10000 ** k if kind == "raw_exponent" else 10000 ** (k / d_model)
         ang = pos * div if kind == "times" else pos / div
         s, c = torch.sin(ang), torch.cos(ang)
         if kind == "swap":
@@ -135,7 +135,10 @@ def sin(kind):
         if kind == "concat":
             return torch.cat([s, c], dim=1).float()
         pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-        pe[:, 0::2], pe[:, 1::2] = s, c
+        if kind != "no_sin":  # the line that fills the even columns forgotten
+            pe[:, 0::2] = s
+        if kind != "no_cos":
+            pe[:, 1::2] = c
         return pe.float()
 
     return f
@@ -220,6 +223,13 @@ WRONG = [
     ("transformer.sinusoidal_encoding", sin("times"),
      "multiplied by 10000^(2i/d) instead of dividing", False),
     ("transformer.sinusoidal_encoding", sin("from1"), "positions start at 1", False),
+    # mutation testing (issue 18)
+    ("transformer.sinusoidal_encoding", sin("raw_exponent"), "exponent 2i not divided by d_model",
+     False),
+    ("transformer.sinusoidal_encoding", sin("no_sin"), "sin columns never filled (left at 0)",
+     False),
+    ("transformer.sinusoidal_encoding", sin("no_cos"), "cos columns never filled (left at 0)",
+     False),
     ("transformer.sinusoidal_encoding", sin("float32"), "angles computed in float32", True),
     ("transformer.sinusoidal_encoding", sin_bad_shapes,
      "shape mismatch when filling the even/odd columns", False),

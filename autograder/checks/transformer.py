@@ -151,7 +151,8 @@ check_equivariance_gap = register(_GAP)
 
 # ====================================================================== Exercise 2.1
 def _sin_variant(max_len, d_model, base=10000.0, *, layout="interleaved", swap=False,
-                 exponent="2i", start=0, invert=False, dtype=torch.float64):
+                 exponent="2i", start=0, invert=False, dtype=torch.float64, per_d=True,
+                 missing=""):
     pos = torch.arange(start, start + max_len, dtype=dtype)[:, None]
     i = torch.arange((d_model + 1) // 2, dtype=dtype)
     two_i = {"2i": 2 * i, "i": i}[exponent] if exponent != "col" else None
@@ -161,9 +162,11 @@ def _sin_variant(max_len, d_model, base=10000.0, *, layout="interleaved", swap=F
         angle = pos * freq if invert else pos / freq  # (T, d)
         pe = torch.where(j.long() % 2 == 0, torch.sin(angle), torch.cos(angle))
         return pe.to(torch.float32)
-    freq = base ** (two_i / d_model)
+    freq = base ** (two_i / d_model) if per_d else base**two_i
     angle = pos * freq if invert else pos / freq  # (T, ceil(d/2))
     s, c = torch.sin(angle), torch.cos(angle)
+    if missing:  # one half of the columns never filled: left at 0
+        s, c = (0 * s, c) if missing == "sin" else (s, 0 * c)
     if swap:
         s, c = c, s
     pe = torch.zeros(max_len, d_model, dtype=dtype)
@@ -231,6 +234,21 @@ _SIN = Check(
             "by about 1e-4 at position 4000): build pos and 2i with dtype=torch.float64 and "
             "convert the finished table with .to(torch.float32).",
             _sv(dtype=torch.float32),
+        ),
+        Mistake(
+            "exponent 2i not divided by d_model",
+            "The wavelength of pair i is 10000^(2i / d_model): the exponent is a fraction "
+            "between 0 and 1, 10000.0 ** (two_i / d_model), not 10000 ** two_i.",
+            _sv(per_d=False),
+        ),
+        *(
+            Mistake(
+                f"{f} columns never filled (left at 0)",
+                "Fill both halves of the table: pe[:, 0::2] = torch.sin(angle) (even columns) "
+                "and pe[:, 1::2] = torch.cos(angle) (odd columns).",
+                _sv(missing=f),
+            )
+            for f in ("sin", "cos")
         ),
         Mistake(
             "positions start at 1",
