@@ -13,6 +13,7 @@ from autograder import grade, selfcheck
 from autograder.grading import preprocessors as pp
 from autograder.grading.config import CELL_TIMEOUT_S, GradeConfig
 from autograder.grading.course import write_config
+from autograder.grading.demo import SkipDemoCells
 
 
 def test_command_line_defaults_are_the_config_defaults(tmp_path):
@@ -50,7 +51,9 @@ def test_course_config_inserts_the_course_preprocessors_into_nbgraders_lists(tmp
     assert got[got.index(default[0]) + 1] is pp.StderrIsNotFailure  # right after Execute
     names = [p.__name__ for p in got]
     assert names.index("LimitOutputSize") == names.index("LimitOutput") + 1
-    assert len(got) == len(default) + 2
+    assert got[got.index(default[0]) - 1] is SkipDemoCells  # demo cells out before Execute
+    assert c.SkipDemoCells.source_root == str(tmp_path / "source")
+    assert len(got) == len(default) + 3
     fb = c.GenerateFeedback.preprocessors
     assert [p.__name__ for p in fb] == [
         "GetGrades", "HideHiddenTests", "SanitizeOutputs",

@@ -124,6 +124,9 @@ def assert_chapter_graded_correctly(result: dict, name: str, wrong: tuple) -> No
     text = feedback_text(result["out"], "wrong", name)
     assert f"Likely mistake: {mistake}." in text
     assert "_hidden_check(" not in text  # feedback hides the hidden tests
+    from test_notebook04 import assert_demo_cells_not_run  # grading skips demonstration cells
+
+    assert_demo_cells_not_run({s: autograded_notebook(result["out"], s, name) for s in by}, name)
 
 
 def assert_release_runs_end_to_end(out: Path, name: str) -> None:

@@ -6,6 +6,9 @@ implemented yet"), and the solution with one catalogued mistake (less than full 
 exercise, and the feedback names the mistake). The committed release must equal a fresh
 generation (tests/test_release.py, every chapter). ``graded_chapter`` is reused by the tests
 of notebooks 05 and 06.
+
+Grading does not run demonstration cells (``autograder/grading/demo.py``): what they show is
+proven on the notebook as ``course-check`` runs it (``executed_chapter``).
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def graded_chapter(tmp_path_factory, assignment: str, mistake: tuple) -> dict:
             done.write_text(json.dumps({
                 "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
                 "seconds_total": time.monotonic() - t0, "name": nb.name,
-                "grade_cells": [g.grade_id for g in nb.grade_cells],
+                "grade_cells": [g.grade_id for g in nb.grade_cells], "assignment": assignment,
             }))
     result = json.loads(done.read_text())
     out = root / "out"
@@ -97,6 +100,41 @@ def graded_chapter(tmp_path_factory, assignment: str, mistake: tuple) -> dict:
     return result
 
 
+def assert_demo_cells_not_run(autograded: dict, assignment: str) -> None:
+    """Every demonstration cell of the chapter is in each graded copy, not run (its source
+    replaced, no output); every other code cell of the source is there as it was."""
+    from autograder.grading.demo import NOT_RUN, is_demo
+
+    src = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
+    demos = [c.source for c in src.cells if is_demo(c)]
+    assert demos, f"{assignment} has no demonstration cells"
+    for student, book in autograded.items():
+        code = [c for c in book.cells if c.cell_type == "code"]
+        skipped = [c for c in code if c.source == NOT_RUN]
+        assert len(skipped) == len(demos), (student, len(skipped), len(demos))
+        assert all(not c.outputs for c in skipped), student
+        assert not any(c.source in demos for c in code), student  # none of them ran
+
+
+def executed_chapter(tmp_path_factory, assignment: str, which: str = "solution"):
+    """The chapter's ``solutions/`` (``which="solution"``) or ``notebooks/`` (``"release"``)
+    notebook executed as ``course-check`` runs it (``selfcheck.execute``: a fresh kernel,
+    demonstration cells included, a training notebook at its smoke size), once per session."""
+    from autograder import release, selfcheck
+
+    base = SOURCE if which == "solution" else release.RELEASE
+    root = shared_dir(tmp_path_factory) / f"executed-{assignment}-{which}"
+    root.mkdir(exist_ok=True)
+    done = root / f"{assignment}.ipynb"
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            nb = selfcheck.execute(base / assignment / f"{assignment}.ipynb")
+            nbformat.write(nb, root / "tmp.ipynb")
+            (root / "tmp.ipynb").rename(done)
+    return nbformat.read(done, as_version=4)
+
+
 def check_chapter(result: dict, mistake: tuple, max_seconds: float = 120.0) -> None:
     """The standard's CI proofs on a ``graded_chapter`` result (one assert per claim)."""
     assert result["returncode"] == 0, result["stderr"]
@@ -113,11 +151,7 @@ def check_chapter(result: dict, mistake: tuple, max_seconds: float = 120.0) -> N
         errors = [o for o in cells[gid].outputs if o.output_type == "error"]
         assert len(errors) == 1 and errors[0].ename == "NotImplementedYet", (gid, errors)
         assert "is not implemented yet" in errors[0].evalue, errors[0].evalue
-    for c in result["autograded"]["release"].cells:  # demo cells say what to finish first
-        if c.cell_type == "code" and "requires(" in c.source:
-            text = "".join(o.get("text", "") for o in c.outputs)
-            assert "first: this cell uses it" in text, c.source[:200]
-            assert not any(o.output_type == "error" for o in c.outputs), c.source[:200]
+    assert_demo_cells_not_run(result["autograded"], result["assignment"])
     # one catalogued mistake: less than full marks there, full elsewhere; feedback names it
     exercise, name = mistake[3], mistake[4]
     for ex, r in rows["mistake"].items():

@@ -1,10 +1,12 @@
 """Notebook 08 (training a GPT) through the real grading path, once per test session.
 
 Solution, release and one catalogued mistake are graded in one ``course-grade`` run (see
-``test_notebook04.graded_chapter``). The notebook trains in its smoke size under grading:
-course-grade sets ``COURSE_SMOKE=1`` for the kernel (through its sandbox), and plain nbgrader
-sets ``NBGRADER_EXECUTION``. The committed release must equal a fresh generation
-(tests/test_release.py); the run-size cell picks gpu / cpu / smoke.
+``test_notebook04.graded_chapter``). Grading does not run the demonstration cells (the
+training run among them); a submission whose training cell was edited runs it at its smoke
+size: course-grade sets ``COURSE_SMOKE=1`` for the kernel (through its sandbox), and plain
+nbgrader sets ``NBGRADER_EXECUTION``. ``course-check`` runs the notebook at its smoke size too.
+The committed release must equal a fresh generation (tests/test_release.py); the run-size
+cell picks gpu / cpu / smoke.
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
-from test_notebook04 import SOURCE, check_chapter, graded_chapter, warnings_in_course_cells
+from test_notebook04 import (
+    SOURCE,
+    check_chapter,
+    executed_chapter,
+    graded_chapter,
+    warnings_in_course_cells,
+)
 
 from transformer_ref.train import preset
 
@@ -44,9 +52,14 @@ def test_grading_path_proofs(graded):
     check_chapter(graded, MISTAKE)
 
 
-def test_graded_run_is_the_smoke_size(graded):
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    return executed_chapter(tmp_path_factory, ASSIGNMENT)
+
+
+def test_executed_run_is_the_smoke_size(executed):
     """The training cell ran (and printed its summary) in the smoke configuration."""
-    book = graded["autograded"]["solution"]
+    book = executed
     text = "\n".join(o.get("text", "") for c in book.cells if c.cell_type == "code"
                      for o in c.outputs)
     assert "run: smoke on cpu" in text
@@ -108,10 +121,11 @@ def test_the_run_size_follows_the_device_and_the_environment(env, device, run, n
     assert f"run: {run}" in capsys.readouterr().out
 
 
-def test_course_cells_print_no_warnings(graded):
+def test_course_cells_print_no_warnings(graded, executed):
     """Issue 18 trial: a course cell's deprecation warning (06: imshow of a tensor, 08: ax.bar
-    of a tensor) lands in every student's feedback."""
+    of a tensor) lands in every student's feedback (graded) or notebook (executed)."""
     assert warnings_in_course_cells(graded["autograded"]["solution"]) == []
+    assert warnings_in_course_cells(executed) == []
 
 
 @pytest.mark.slow  # the notebook at its smoke size in a fresh kernel: ~45 s of CPU

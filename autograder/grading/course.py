@@ -68,6 +68,8 @@ def write_config(root: Path, config: GradeConfig) -> None:
         "c.Execute.interrupt_on_timeout = True",
         # nbgrader's own lists, with the grader's preprocessors inserted (see preprocessors.py)
         "c.Autograde.autograde_preprocessors = _pp.autograde_preprocessors()",
+        # demonstration cells of the course's own notebooks are not run (see demo.py)
+        f"c.SkipDemoCells.source_root = {str(root / 'source')!r}",
         # deleted test cells come back from the gradebook (edited ones always do: checksums)
         "c.OverwriteCells.add_missing_cells = True",
         # feedback shows the student's cells and results, never the hidden tests' source

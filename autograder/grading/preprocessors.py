@@ -132,13 +132,19 @@ def _insert(default: list, after: dict[type, type | list[type]]) -> list:
 
 
 def autograde_preprocessors() -> list:
-    """nbgrader's autograde list, plus :class:`StderrIsNotFailure` right after execution and
+    """nbgrader's autograde list, plus ``demo.SkipDemoCells`` before execution (demonstration
+    cells are not run), :class:`StderrIsNotFailure` right after execution and
     :class:`LimitOutputSize` after nbgrader's ``LimitOutput``."""
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import Execute, LimitOutput
 
+    from .demo import SkipDemoCells
+
     default = Autograde.class_traits()["autograde_preprocessors"].default()
-    return _insert(default, {Execute: StderrIsNotFailure, LimitOutput: LimitOutputSize})
+    if default[0] is not Execute:
+        raise RuntimeError("nbgrader's autograde list no longer starts with Execute")
+    return [SkipDemoCells, *_insert(default, {Execute: StderrIsNotFailure,
+                                              LimitOutput: LimitOutputSize})]
 
 
 def feedback_preprocessors() -> list:

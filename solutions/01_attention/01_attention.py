@@ -129,7 +129,7 @@ _hidden_check("attention.dot_product_scores", dot_product_scores)
 # **Look.** Four made-up word vectors with hand-picked features (animal, pet, vehicle, big).
 # Similar words get large scores; unrelated ones score near zero.
 
-# %%
+# %% tags=["demo"]
 words = ["cat", "dog", "car", "truck"]
 E = np.array([
     [0.9, 0.8, 0.1, 0.0],  # cat:   animal, pet
@@ -164,7 +164,7 @@ with requires("Exercise 1.1"):
 # $-\infty$ and $-\infty - (-\infty)$ is `nan`. This course defines that slice's softmax as all
 # zeros (so the query's output is zero, never `nan`).
 
-# %%
+# %% tags=["demo"]
 s = np.array([1000.0, 1001.0, 1002.0])
 with np.errstate(over="ignore", invalid="ignore"):
     print("literal formula:", np.exp(s) / np.exp(s).sum())
@@ -217,7 +217,7 @@ _hidden_check("attention.softmax", softmax)
 # the softmax from nearly uniform to nearly one-hot. Keep this picture in mind for section 4:
 # scores that are too large make attention pick a single token and stop learning.
 
-# %%
+# %% tags=["demo"]
 scores = np.array([1.0, 2.0, 3.0, 4.0])
 with requires("Exercise 2.1"):
     sizes = [0.25, 1.0, 4.0]
@@ -290,7 +290,7 @@ _hidden_check("attention.self_attention_unscaled", self_attention_unscaled)
 # mix from "cat" and "dog" and less from the vehicles; these small vectors give scores close
 # together, so the mixing is soft.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.1"):
     I4 = np.eye(4)
     Y = self_attention_unscaled(E, I4, I4, I4)
@@ -358,7 +358,7 @@ _hidden_check("attention.score_variance", score_variance)
 # $\sqrt{d_k}$ it stays at 1. Right: what that does to attention. For 10 keys, the average
 # largest softmax weight — unscaled scores quickly make attention one-hot, scaled ones do not.
 
-# %%
+# %% tags=["demo"]
 dims = [1, 4, 16, 64, 256]
 with requires("Exercise 4.1 and Exercise 2.1"):
     rng = np.random.default_rng(0)
@@ -462,7 +462,7 @@ _hidden_check("attention.scaled_dot_product_attention", scaled_dot_product_atten
 # (row $i$ of $A I$ is row $i$ of $A$) — a trick we use for every heatmap. Outside the check
 # the built-in is available again, so we compare with it too.
 
-# %%
+# %% tags=["demo"]
 T = 4
 causal = torch.ones(T, T, dtype=torch.bool).tril()  # True = may attend (j <= i)
 additive = torch.zeros(T, T).masked_fill(~causal, float("-inf"))
@@ -542,7 +542,7 @@ _hidden_check("attention.column_form_self_attention", column_form_self_attention
 # once through your row-form `scaled_dot_product_attention` with $W = $ (the column-vector lecture notes' map)ᵀ and
 # `scale=1.0`.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 6.1 and Exercise 5.1"):
     torch.manual_seed(1)
     d, n, d2 = 6, 5, 4
@@ -610,7 +610,7 @@ _hidden_check("attention.cosine_similarity_attention", cosine_similarity_attenti
 # stay close to uniform (all four scores lie in $[-1, 1]$); at $\tau = 0.1$ each word attends
 # mostly to the words it resembles.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 7.1 and Exercise 5.1"):
     Et = torch.tensor(E)
     for tau in (1.0, 0.1):
@@ -668,7 +668,7 @@ _hidden_check("attention.self_score_dominance", self_score_dominance)
 # (b) one shared random projection, $W_Q = W_K$; (c) independent random $W_Q$ and $W_K$, as at
 # initialisation. Chance level is $1/16 \approx 0.06$.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 8.1, Exercise 7.1 and Exercise 5.1"):
     torch.manual_seed(2)
     n, d_model, d_k, draws = 16, 64, 16, 50
@@ -701,7 +701,7 @@ with requires("Exercise 8.1, Exercise 7.1 and Exercise 5.1"):
 # `scaled_dot_product_attention` computes the weights (with `v = I`, the output is the weight
 # matrix), without and with the causal mask.
 
-# %%
+# %% tags=["demo"]
 tokens = ["the", "cat", "sat", "on", "the", "mat"]
 with requires("Exercise 5.1"):
     torch.manual_seed(3)

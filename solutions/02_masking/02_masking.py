@@ -166,7 +166,7 @@ _hidden_check("masking.to_additive", to_additive)
 # **Look.** Your causal mask for 4 tokens, its additive form, the encoder-decoder survey's row for position 2,
 # and the way back.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 1.1 and Exercise 1.2"):
     keep = causal_mask(4)
     M = to_additive(keep)
@@ -273,7 +273,7 @@ _hidden_check("masking.padding_mask_from_ids", padding_mask_from_ids)
 # `(B, 1, T)` runs without complaint — and gives head 0 the padding of sequence 0 and head 1
 # the padding of sequence 1, in *both* sequences.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 2.1"):
     lengths, T, H = torch.tensor([2, 4]), 4, 2
     right = padding_mask_from_lengths(lengths, T)  # (B, 1, 1, T)
@@ -338,7 +338,7 @@ _hidden_check("masking.decoder_self_attention_mask", decoder_self_attention_mask
 # and every key they may see ($j \le i$) is a pad too: their rows are **empty**. Keep those
 # rows in mind.
 
-# %%
+# %% tags=["demo"]
 ids = torch.tensor([[12, 7, 31, 0, 0], [0, 0, 4, 19, 25]])
 with requires("Exercise 1.1, Exercise 2.2 and Exercise 2.3"):
     T = ids.shape[1]
@@ -376,7 +376,7 @@ with requires("Exercise 1.1, Exercise 2.2 and Exercise 2.3"):
 # sequence in a batch. This course defines a fully masked row's weights (and so its output) as
 # zeros, exactly as the stable softmax of chapter 1 does.
 
-# %%
+# %% tags=["demo"]
 scores = torch.tensor([[0.5, -1.0, 2.0], [1.0, 2.0, 3.0]])
 keep = torch.tensor([[True, False, True], [False, False, False]])  # query 1 sees nothing
 masked = scores.masked_fill(~keep, float("-inf"))
@@ -439,7 +439,7 @@ _hidden_check("masking.masked_attention", masked_attention)
 # 0 and each row is renormalised over the keys that remain; the empty rows are all zeros, not
 # `nan`.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.1 and Exercise 2.3"):
     torch.manual_seed(0)
     T = ids.shape[1]
@@ -521,7 +521,7 @@ _hidden_check("masking.future_leak", future_leak)
 # mask that is off by one (`diagonal=1`, a token sees the next one). Only the truly causal
 # layer leaks nothing, for every $t$.
 
-# %%
+# %% tags=["demo"]
 T, d = 6, 8
 
 
@@ -590,7 +590,7 @@ _hidden_check("masking.grad_of_position", grad_of_position)
 # for each input position $j$ (columns). The causal layer's picture is a lower triangle: the
 # upper part is exactly zero. The off-by-one layer has one extra diagonal above it.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 4.2, Exercise 3.1 and Exercise 1.1"):
     layers = make_layers()
     x1 = torch.randn(T, d, generator=torch.Generator().manual_seed(2))

@@ -217,7 +217,7 @@ _hidden_check("multihead_attention.merge_heads", merge_heads)
 # attend (unscaled, as the column-vector lecture notes), merge — and compare with your `msa_loop`. Then the bug from
 # above: `reshape` straight to `(B, H, T, d_k)`.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 2.1, Exercise 2.2 and Exercise 1.1"):
     torch.manual_seed(0)
     B, T, d, H = 2, 5, 8, 2
@@ -309,7 +309,7 @@ _hidden_check("multihead_attention.multi_head_attention", multi_head_attention)
 # $W_Q^{(h)}, W_K^{(h)}$, so each spreads its attention differently over the same past.
 # (The weights are random, not trained: the maps differ, but no head has "learned" a role.)
 
-# %%
+# %% tags=["demo"]
 tokens = ["the", "cat", "sat", "on", "the", "mat"]
 with requires("Exercise 2.1"):
     torch.manual_seed(3)
@@ -409,7 +409,7 @@ from autograder.checks._core import hidden_check as _hidden_check
 _hidden_check("multihead_attention.fused_qkv", fused_qkv)
 ### END HIDDEN TESTS
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.3 and Exercise 3.2"):
     torch.manual_seed(4)
     d_model, H = 16, 4
@@ -430,7 +430,7 @@ with requires("Exercise 3.3 and Exercise 3.2"):
 # outputs; the key padding mask (chapter 2) hides the encoder's pad positions. The scores are
 # $T_q \times T_k$ — not square. The maps below are each head's weights for sequence 0.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.1 and Exercise 2.1"):
     torch.manual_seed(5)
     B, T_q, T_k, d_model, H = 2, 4, 7, 16, 2
@@ -508,7 +508,7 @@ _hidden_check("multihead_attention.weights_from_torch", weights_from_torch)
 # **Look: the same numbers as PyTorch.** Self-attention, cross-attention, and a causal mask
 # (converted to PyTorch's convention with `~`).
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 5.1 and Exercise 3.1"):
     torch.manual_seed(6)
     d_model, H = 16, 4

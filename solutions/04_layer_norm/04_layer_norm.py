@@ -86,7 +86,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # \mathbb{R}$ is our $\gamma = \gamma\mathbf{1} \in \mathbb{R}^d$, its $\text{var}(x_k)$ is our
 # $\sigma_k^2$ (biased), plus $\varepsilon$.
 
-# %%
+# %% tags=["demo"]
 x = np.array([1.0, 2.0, 3.0, 4.0])
 sigma = x.std()  # biased: divides by d
 as_written = (x - x.sum()) / sigma  # as written
@@ -144,7 +144,7 @@ _hidden_check("layer_norm.layer_norm_np", layer_norm_np)
 # **Look.** Three tokens on very different scales come out on the same scale: every row of
 # the output has mean 0 and variance (almost) 1 — almost, because of $\varepsilon$.
 
-# %%
+# %% tags=["demo"]
 X = np.array([[1.0, 2.0, 3.0, 4.0], [100.0, 300.0, 200.0, 400.0], [-0.01, 0.0, 0.01, 0.02]])
 with requires("Exercise 2.1"):
     Y = layer_norm_np(X, np.ones(4), np.zeros(4))
@@ -194,7 +194,7 @@ _hidden_check("layer_norm.layer_norm", layer_norm)
 # **Look.** Your function against the built-in module with random (learned-looking) weights,
 # in float32 on a batch of sequences. Outside the check the built-in works again.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 2.2"):
     torch.manual_seed(0)
     ln = torch.nn.LayerNorm(16)
@@ -280,7 +280,7 @@ _hidden_check("layer_norm.layer_norm_backward", layer_norm_backward)
 # so for $\varepsilon = 0$, which this cell uses; with $\varepsilon > 0$, up to a term of order
 # $\varepsilon/\sigma^2$).
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.1 and Exercise 2.2"):
     torch.manual_seed(1)
     x = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
@@ -346,7 +346,7 @@ _hidden_check("layer_norm.rms_norm", rms_norm)
 # **Look.** The same token through both norms. LayerNorm removes the token's offset (mean 0);
 # RMSNorm keeps it and only rescales, so the RMS of the output is 1 but its mean is not 0.
 
-# %%
+# %% tags=["demo"]
 x = torch.tensor([[3.0, 4.0, 5.0, 6.0]])  # a token with a large common offset
 ones, zeros = torch.ones(4), torch.zeros(4)
 with requires("Exercise 4.1 and Exercise 2.2"):
@@ -364,7 +364,7 @@ with requires("Exercise 4.1 and Exercise 2.2"):
 # away from any careful initialisation. With your `layer_norm` after every layer, the scale
 # entering each layer is 1 *whatever* the weights do.
 
-# %%
+# %% tags=["demo"]
 def activation_scale(c, depth=48, d=256, n=64, norm=None, seed=0):
     # Standard deviation of the activations after each of `depth` random linear layers.
     g = torch.Generator().manual_seed(seed)

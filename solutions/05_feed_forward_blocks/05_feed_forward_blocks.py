@@ -111,7 +111,7 @@ _hidden_check("feed_forward_blocks.feed_forward", feed_forward)
 # **Look: position-wise.** Change every token of a sequence except the first: the first
 # token's output does not move. (Attention's would.)
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 1.1"):
     torch.manual_seed(0)
     d, d_ff = 8, 32
@@ -174,7 +174,7 @@ _hidden_check("feed_forward_blocks.ffn_as_conv1d", ffn_as_conv1d)
 # **Look.** The same weights loaded into `nn.Conv1d(d_model, d_ff, kernel_size=1)` modules,
 # against your matrix-product FFN.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 1.2 and Exercise 1.1"):
     torch.manual_seed(1)
     B, T = 2, 6
@@ -276,7 +276,7 @@ _hidden_check("feed_forward_blocks.swiglu_ffn", swiglu_ffn)
 # **Look.** Parameter counts from your function for three published shapes, and the share of
 # the FFN in a block (attention with biases: $4d^2 + 4d$; two LayerNorms: $4d$).
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 1.3"):
     for name, d, f, act in [("Transformer base (2017)", 512, 2048, "relu"),
                             ("GPT-2 small", 768, 3072, "gelu"),
@@ -388,7 +388,7 @@ _hidden_check("feed_forward_blocks.pre_ln_block", pre_ln_block)
 # All weights are copied from a randomly initialised `torch.nn.TransformerEncoderLayer`, for both
 # values of `norm_first`, and the outputs compared.
 
-# %%
+# %% tags=["demo"]
 def layer_norm(x, gamma, beta, eps=1e-5):
     # Chapter 4, Exercise 2.2 (re-defined here so this notebook runs on its own).
     mu = x.mean(dim=-1, keepdim=True)
@@ -475,7 +475,7 @@ _hidden_check("feed_forward_blocks.grad_norm_per_layer", grad_norm_per_layer)
 # initialisation), the same input and random target. The pre-LN stack ends with a final
 # LayerNorm, as GPT-2 does (its gradient is not plotted).
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.1"):
     torch.manual_seed(3)
     L, d = 24, 64

@@ -111,7 +111,7 @@ _hidden_check("transformer.equivariance_gap", equivariance_gap)
 # **Look.** The gap for four maps on the same random sequence: self-attention and a whole
 # (unmasked) Transformer block are equivariant; a causal mask or added positions are not.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 1.1"):
     torch.manual_seed(0)
     d, T = 16, 6
@@ -186,7 +186,7 @@ _hidden_check("transformer.sinusoidal_encoding", sinusoidal_encoding)
 # slow ones on the right. Right: the dot product $PE_p\cdot PE_q$ depends only on $|p - q|$ and
 # is largest at $p = q$: nearby positions look alike.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 2.1"):
     pe = sinusoidal_encoding(64, 64).detach().numpy()  # matplotlib wants numpy arrays
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -210,7 +210,7 @@ with requires("Exercise 2.1"):
 # $m\theta$ followed by the dot product with a key rotated by $n\theta$ depends only on
 # $(m - n)\theta$: the scores see **relative** positions only. See it:
 
-# %%
+# %% tags=["demo"]
 torch.manual_seed(1)
 rope = transformer_ref.RotaryEmbedding(d_k=8, max_len=64)
 q, k = torch.randn(1, 8), torch.randn(1, 8)
@@ -290,7 +290,7 @@ _hidden_check("transformer.decoder_block", decoder_block)
 # properties: changing a *later* target token leaves earlier outputs alone (causal), changing
 # the source changes every output (cross-attention).
 
-# %%
+# %% tags=["demo"]
 def sublayers(blk):
     # the six sublayers of a transformer_ref.DecoderBlock, as decoder_block takes them
     return (lambda h, mask=None: blk.self_attn(h, mask=mask),
@@ -396,7 +396,7 @@ _hidden_check("transformer.gpt_logits", gpt_logits)
 # measured with the true answer digits as inputs (teacher forcing); section 6 generates the
 # answers freely, one digit at a time.
 
-# %%
+# %% tags=["demo"]
 N_DIGITS, SEP = 6, 10  # tokens 0-9 are digits, 10 is the separator
 VOCAB, SEQ = 11, 2 * N_DIGITS + 1
 
@@ -489,7 +489,7 @@ _hidden_check("transformer.incremental_logits", incremental_logits)
 # with the cache reverses new strings — it writes the answer one digit at a time, each step
 # running a single token.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 5.1 and Exercise 4.1"), torch.no_grad():
     x, _ = reversal_batch(4, torch.Generator().manual_seed(7))
     print("max |cached - full| logits:", (incremental_logits(model, x) - gpt_logits(x, model)).abs().max().item())

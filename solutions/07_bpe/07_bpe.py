@@ -89,7 +89,7 @@ print(shakespeare[:120])
 # Measure it on Shakespeare: how many distinct words, and how many words of the held-out plays
 # were never seen in training?
 
-# %%
+# %% tags=["demo"]
 train_words = Counter(re.findall(r"[A-Za-z]+", shakespeare))  # words: runs of letters
 held_words = re.findall(r"[A-Za-z]+", held_out)
 unseen = [w for w in held_words if w not in train_words]
@@ -175,7 +175,7 @@ _hidden_check("bpe.count_pairs", count_pairs)
 # **Look.** The encoder-decoder survey's classic example: the most frequent pairs. Three pairs tie at 9 —
 # the next exercise needs a rule for that.
 
-# %%
+# %% tags=["demo"]
 seed_text = ("low low low low low lower lower newest newest newest newest newest newest "
              "widest widest widest")
 seed_words = Counter((*w, EOW) for w in seed_text.split())
@@ -293,7 +293,7 @@ _hidden_check("bpe.train_classic_bpe", train_classic_bpe)
 # **Look.** The ten merges of the encoder-decoder survey's example, and how the vocabulary grows: each merge
 # adds one symbol, while the corpus gets shorter.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 2.3"):
     seed_merges = train_classic_bpe(seed_text, 10)
     words = Counter((*w, EOW) for w in seed_text.split())
@@ -379,7 +379,7 @@ _hidden_check("bpe.decode_symbols", decode_symbols)
 # %% [markdown]
 # **Look.** Words the merges never saw still encode, from smaller pieces, and decode back.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 2.3, Exercise 2.4 and Exercise 2.5"):
     seed_merges = train_classic_bpe(seed_text, 10)
     for w in ["lowest", "newer", "slowest", "wider"]:
@@ -398,7 +398,7 @@ with requires("Exercise 2.3, Exercise 2.4 and Exercise 2.5"):
 #
 # UTF-8 uses 1 byte for ASCII, 2 for `é`, 3 for `日`, 4 for `😀`:
 
-# %%
+# %% tags=["demo"]
 for example in ["a", "é", "日", "😀", "café"]:
     print(f"{example!r:>7}: {len(example)} character(s) -> {list(example.encode('utf-8'))}")
 
@@ -410,7 +410,7 @@ for example in ["a", "é", "日", "😀", "café"]:
 # The pattern (`GPT2_PATTERN`) keeps contractions (`'s`, `'ll`), a word with its leading
 # space, numbers, runs of punctuation, and whitespace apart:
 
-# %%
+# %% tags=["demo"]
 print(GPT2_PATTERN)
 print(pretokenize("Hello, world!  It's 2024... naïve café"))
 
@@ -519,7 +519,7 @@ _hidden_check("bpe.train_bpe_naive", train_bpe_naive)
 # **Look.** The first merges on a slice of Shakespeare: spaces join the letters that follow
 # them, then whole frequent words (` the`, ` and`) appear.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.1"):
     vocab, merges = train_bpe_naive(shakespeare[:20_000], 256 + 30)
     print([a + b for a, b in merges])
@@ -532,7 +532,7 @@ with requires("Exercise 3.1"):
 # both $W$ and $M$ grow with the corpus. Measure it on growing slices of Shakespeare
 # (200 merges each):
 
-# %%
+# %% tags=["demo"]
 slice_sizes = [10_000, 20_000, 40_000]
 naive_seconds = {}  # characters -> CPU seconds
 with requires("Exercise 3.1"):
@@ -637,7 +637,7 @@ _hidden_check("bpe.train_bpe_fast", train_bpe_fast)
 # text (the naive trainer's cost per merge grows with the corpus, the incremental one's with
 # the handful of pre-tokens a merge touches).
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 4.1 and Exercise 3.1"):
     fast_seconds = {}
     for n in slice_sizes:
@@ -807,7 +807,7 @@ _hidden_check("bpe.decode", decode)
 # on held-out text. Identical ids mean your encoder implements exactly tiktoken's algorithm
 # (GPT-2's and GPT-4's tokenizers differ only in their pattern and their ranks).
 
-# %%
+# %% tags=["demo"]
 course_specials = {"<|endoftext|>": 256}
 
 
@@ -824,7 +824,7 @@ def ranks_up_to(size):
     return {b: i for b, i in shakespeare_tokenizer()[1].items() if i < size}
 
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 4.1, Exercise 5.2 and Exercise 5.3"):
     vocab, ranks = shakespeare_tokenizer()
     ours = tiktoken.Encoding(name="ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
@@ -850,7 +850,7 @@ with requires("Exercise 4.1, Exercise 5.2 and Exercise 5.3"):
 # **Compression.** Bytes per token on held-out text, against the vocabulary size. 1.0 means no
 # merge is used; each doubling of the vocabulary buys less.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 4.1 and Exercise 5.2"):
     text = held_out[:20_000]
     n_bytes = len(text.encode("utf-8"))
@@ -869,7 +869,7 @@ with requires("Exercise 4.1 and Exercise 5.2"):
 # **The longest tokens** are whole frequent words and names with their leading space (and
 # speaker names followed by `:`, a feature of play scripts).
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 4.1"):
     vocab, ranks = shakespeare_tokenizer()
     learned = {i: b for i, b in vocab.items() if i not in course_specials.values()}
@@ -888,7 +888,7 @@ with requires("Exercise 4.1"):
 # sentence is nearly bytes; with more, frequent words become single tokens while a rare word
 # stays in pieces.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 4.1, Exercise 5.2 and Exercise 5.3"):
     vocab, ranks = shakespeare_tokenizer()
     sentence = "To be, or not to be: that is the question, Horatio."

@@ -80,7 +80,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # The smoke size is for the automatic tests and the grader (the long run is not graded): set
 # `COURSE_SMOKE=1` in the environment before starting Jupyter to get it yourself.
 
-# %%
+# %% tags=["demo"]
 DEVICE = pick_device()  # cuda > mps > cpu
 GRADING = any(os.environ.get(v) for v in ("NBGRADER_EXECUTION", "COURSE_GRADE_JOB"))
 SMOKE = os.environ.get("COURSE_SMOKE") == "1" or GRADING  # the grader never trains for long
@@ -116,7 +116,7 @@ print(f"run: {RUN} on {DEVICE}  |  {cfg.n_layer} layers, d_model {cfg.d_model}, 
 # predicting the *next* id, $y_j = t_{i+j+1}$. One window gives $T$ predictions at once —
 # the causal mask (chapter 2) makes position $j$ see only $x_{\le j}$.
 
-# %%
+# %% tags=["demo"]
 data = prepare_data("char", cfg.data_dir)  # tokenized once, then reused from disk
 tok = data.tokenizer
 print(f"vocabulary: {data.vocab_size} characters: {''.join(tok.chars)!r}")
@@ -171,7 +171,7 @@ _hidden_check("training.get_batch", _probe("training.get_batch", get_batch))
 # **Look.** One window of the training text: `y` is `x` shifted left by one character, so the
 # model learns "after `ROMEO:\n` comes ..." at every position at once.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 1.1"):
     x, y = get_batch(data.train, 2, 48, generator=torch.Generator().manual_seed(0))
     print("x:", repr(tok.decode(x[0])))
@@ -247,7 +247,7 @@ _hidden_check("training.cross_entropy", _probe("training.cross_entropy", cross_e
 # probabilities, so its loss on a real batch is close to $\log V$: your function and PyTorch's
 # agree on it.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 2.1 and Exercise 1.1"):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=64, n_layer=2, n_head=2,
@@ -321,7 +321,7 @@ _hidden_check("training.get_lr", _probe("training.get_lr", get_lr))
 # %% [markdown]
 # **Look.** The schedule of this notebook's run (the configuration chosen in section 0).
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.1"):
     steps = np.arange(cfg.max_iters + 1)
     lrs = [get_lr(int(s), cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.max_iters)
@@ -395,7 +395,7 @@ _hidden_check("training.train_step", _probe("training.train_step", train_step))
 # **Look.** The classic first test of a training loop: a model must be able to memorise a
 # single batch. If this loss does not fall towards 0, something in the step is broken.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 3.2 and Exercise 1.1"):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=32, n_layer=2, n_head=2,
@@ -463,7 +463,7 @@ _hidden_check("training.estimate_loss", _probe("training.estimate_loss", estimat
 # log V, the loss of a uniform guess) — memorising one
 # batch is not learning the language.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 4.1 and Exercise 3.2"):
     for split in ("train", "val"):
         loss = estimate_loss(model, getattr(data, split), 8, 32, 5, torch.Generator().manual_seed(3))
@@ -538,7 +538,7 @@ _hidden_check("training.checkpoint", _probe("training.checkpoint", save_checkpoi
 # **Look.** Resume equality with your own functions, on Shakespeare: 4 steps, a checkpoint,
 # 4 more steps — and the same 4 steps again after loading into a brand-new model.
 
-# %%
+# %% tags=["demo"]
 def small_run(seed):
     torch.manual_seed(seed)
     m = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=32, n_layer=1, n_head=2, d_model=32))
@@ -637,7 +637,7 @@ _hidden_check("training.sample_next_token", _probe("training.sample_next_token",
 # temperature piles the mass on the best token, a high one spreads it; top-p = 0.7 keeps only
 # the nucleus.
 
-# %%
+# %% tags=["demo"]
 with requires("Exercise 6.1"):
     z = torch.log(torch.tensor([[0.15, 0.06, 0.40, 0.04, 0.25, 0.10]]))
     settings = [dict(temperature=0.5), dict(temperature=1.0), dict(temperature=2.0),
@@ -662,7 +662,7 @@ with requires("Exercise 6.1"):
 # works even before your exercises do. We train in chunks and sample after each one with
 # **your** sampler (the reference one until Exercise 6.1 passes), to watch the text take shape.
 
-# %%
+# %% tags=["demo"]
 def pick_sampler():
     try:
         sample_next_token(torch.zeros(1, 3))
@@ -714,7 +714,7 @@ print(f"{RUN} run: {trainer.step} steps in {elapsed:.0f} s, final train {ev['tra
 # **Look.** The loss curves (per-step training loss, its moving average, and the validation
 # loss at every evaluation) and the learning rate that was actually used.
 
-# %%
+# %% tags=["demo"]
 steps_, losses_ = zip(*trainer.history["train"])
 evals = trainer.history["eval"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.5))
@@ -765,7 +765,7 @@ for step, val, text in samples:
 # from-scratch attention and with the fused one, and the MFU where the peak is known (NVIDIA
 # data-sheet numbers for common GPUs; a CPU has no such table, so we print achieved FLOP/s).
 
-# %%
+# %% tags=["demo"]
 def measure(attn_impl, steps):
     # tokens/s of `steps` training steps (after 2 warm-up steps) with the run's model size
     torch.manual_seed(0)
@@ -808,7 +808,7 @@ if DEVICE.type == "cuda":
 # matmul's accuracy: about 2–3 correct decimal digits, plenty for training (the gradient noise
 # of a batch is far larger).
 
-# %%
+# %% tags=["demo"]
 a, b = torch.randn(256, 256), torch.randn(256, 256)
 exact = a.double() @ b.double()
 with torch.autocast("cpu", dtype=torch.bfloat16):
