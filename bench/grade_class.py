@@ -167,7 +167,32 @@ def run_course_grade(args, meter, tmp, students, assignments) -> dict:
     grading = meter.run(cmd, cwd=REPO, env=_env(tmp))
     per = {q.stem: json.loads(q.read_text())["seconds"]
            for q in sorted((out / "results").glob("*.json"))}
-    return {"once": once, "grading": grading, "per": per}
+    return {"once": once, "grading": grading, "per": per, "cells": cell_times(out)}
+
+
+def cell_times(out: Path) -> dict:
+    """{notebook: [(seconds, cell id, tags), ...]} summed over the students, slowest first: the
+    kernel's own time per cell, from the execution timestamps nbclient records in each
+    autograded notebook (a demonstration cell grading skipped is a comment: ~0 s)."""
+    from datetime import datetime
+
+    import nbformat
+
+    def ts(text):
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    times: dict = {}
+    for book in sorted(out.glob(".work/students/*/autograded/*/*/*.ipynb")):
+        nb = nbformat.read(book, as_version=4)
+        rows = times.setdefault(book.stem, {})
+        for cell in nb.cells:
+            ex = cell.get("metadata", {}).get("execution", {})
+            if "iopub.execute_input" in ex and "shell.execute_reply" in ex:
+                s = (ts(ex["shell.execute_reply"]) - ts(ex["iopub.execute_input"])).total_seconds()
+                key = (cell.get("id", "?"), ",".join(cell.get("metadata", {}).get("tags", [])))
+                rows[key] = rows.get(key, 0.0) + s
+    return {nb: sorted(((s, *k) for k, s in rows.items()), reverse=True)
+            for nb, rows in times.items()}
 
 
 def run_stock(args, meter, tmp, students, assignments) -> dict:
@@ -249,6 +274,10 @@ def compare_stock(args) -> None:
     print("course-grade, each student's own grading time (results/*.json, wall):")
     for student, s in cg["per"].items():
         print(f"  {student:15s} {s:6.1f} s")
+    print("course-grade, kernel time per notebook (all students; wall), its slowest cells:")
+    for nb, rows in cg["cells"].items():
+        top = ", ".join(f"{cid} {s:.1f}" for s, cid, _ in rows[:3])
+        print(f"  {nb:28s} {sum(r[0] for r in rows):6.1f} s  ({top})")
 
 
 # ---------------------------------------------------------------- older modes
