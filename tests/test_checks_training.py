@@ -271,7 +271,7 @@ def ce(kind):
 
 def lr(kind):
     def get_lr(step, max_lr, min_lr, warmup_iters, max_iters):
-        if kind != "nowarm" and step < warmup_iters:
+        if kind not in ("nowarm", "nobranch") and step < warmup_iters:
             return max_lr * (step if kind == "from0" else step + 1) / warmup_iters
         if step > max_iters and kind != "noclamp":
             return min_lr
@@ -287,6 +287,8 @@ def lr(kind):
             return max_lr * 0.5 * (1 + math.cos(math.pi * frac))
         if kind == "amp":
             return min_lr + max_lr * 0.5 * (1 + math.cos(math.pi * frac))
+        if kind == "nohalf":
+            return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * frac))
         return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * frac))
 
     return get_lr
@@ -325,6 +327,10 @@ WRONG = [
     ("training.get_lr", (lr("origin"),),
      "cosine progress measured from step 0, not from the end of the warm-up"),
     ("training.get_lr", (lr("nowarm"),), "no warm-up"),
+    # mutation testing (issue 18)
+    ("training.get_lr", (lr("nobranch"),),
+     "warm-up branch left out (the cosine also runs during the warm-up)"),
+    ("training.get_lr", (lr("nohalf"),), "cosine factor without the 1/2"),
     ("training.get_lr", (lr("half"),), "half a cosine (cos(pi r / 2))"),
     ("training.get_lr", (lr("linear"),), "linear decay instead of cosine"),
     ("training.get_lr", (lr("noclamp"),), "the cosine comes back up after max_iters"),

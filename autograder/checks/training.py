@@ -307,7 +307,7 @@ def _lr_variant(kind):
         W, D = warmup_iters, max_iters
         if kind == "warm-from-0" and step < W:
             return max_lr * step / W
-        if kind not in ("no-warmup", "warm-from-0") and step < W:
+        if kind not in ("no-warmup", "warm-from-0", "no-warmup-branch") and step < W:
             return max_lr * (step + 1) / W
         if step >= D and kind != "no-clamp":
             return 0.0 if kind == "to-zero" else min_lr
@@ -315,6 +315,8 @@ def _lr_variant(kind):
         if kind == "linear":
             return min_lr + (1 - r) * (max_lr - min_lr)
         c = 0.5 * (1 + math.cos(math.pi * r))
+        if kind == "no-half":
+            c = 1 + math.cos(math.pi * r)
         if kind == "half":
             c = math.cos(math.pi * r / 2)
         if kind == "to-zero":
@@ -369,6 +371,14 @@ _LR = Check(
         Mistake("no warm-up",
                 "The first warmup_iters steps ramp linearly: max_lr * (step + 1) / warmup_iters.",
                 _lr_variant("no-warmup")),
+        Mistake("warm-up branch left out (the cosine also runs during the warm-up)",
+                "For step < warmup_iters return max_lr * (step + 1) / warmup_iters before the "
+                "cosine part: there r would be negative.",
+                _lr_variant("no-warmup-branch")),
+        Mistake("cosine factor without the 1/2",
+                "(1 + cos(pi r)) goes from 2 to 0: halve it, 0.5 * (1 + cos(pi r)), so the "
+                "rate starts at max_lr and ends at min_lr.",
+                _lr_variant("no-half")),
         Mistake("half a cosine (cos(pi r / 2))",
                 "The schedule uses half a period of the cosine, (1 + cos(pi r)) / 2, which goes "
                 "smoothly from 1 to 0 with zero slope at both ends.",
