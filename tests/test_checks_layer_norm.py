@@ -125,7 +125,7 @@ def ln_t(moments=False, unbiased=False, eps_out=False, no_eps=False, dim=-1, gai
 
 
 def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False,
-       beta_axis0=False, sigma="std", divide=True):
+       beta_axis0=False, sigma="std", divide=True, plain_dgamma=False):
     def f(dy, x, gamma, eps=1e-5):
         mu = x.mean(-1, keepdim=True)
         v = x.var(-1, unbiased=False, keepdim=True)
@@ -139,6 +139,8 @@ def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False
             dx = dx - xh * (g * xh).mean(-1, keepdim=True)
         dx = dx / s if divide else dx
         dg, db = dy * (x if from_x else xh), dy
+        if plain_dgamma:  # x_hat forgotten: dgamma = dy summed like dbeta
+            dg = dy
         if summed == "axis0":  # issue 18 trial: dgamma summed over the first axis only
             dg, db = dg.sum(0), db.sum(0 if beta_axis0 else list(range(x.dim() - 1)))
         elif summed:
@@ -149,7 +151,7 @@ def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False
     return f
 
 
-def rms(center=False, eps_out=False, l2=False, gain=True, dim=-1):
+def rms(center=False, eps_out=False, l2=False, gain=True, dim=-1, no_root=False):
     def f(x, gamma, eps=1e-6):
         if center:
             x = x - x.mean(dim, keepdim=True)
@@ -157,6 +159,8 @@ def rms(center=False, eps_out=False, l2=False, gain=True, dim=-1):
             den = (x.pow(2).sum(dim, keepdim=True) + eps).sqrt()
         elif eps_out:
             den = x.pow(2).mean(dim, keepdim=True).sqrt() + eps
+        elif no_root:
+            den = x.pow(2).mean(dim, keepdim=True) + eps
         else:
             den = (x.pow(2).mean(dim, keepdim=True) + eps).sqrt()
         return x / den * gamma if gain else x / den
@@ -282,6 +286,8 @@ WRONG += [
      "dgamma summed over axis 0 only", False),
     # mutation testing (issue 18): the 1 / sigma factor and sigma itself
     ("layer_norm.layer_norm_backward", bw(divide=False), "dx not divided by sigma", False),
+    ("layer_norm.layer_norm_backward", bw(plain_dgamma=True),
+     "dgamma without x_hat (the sum of dy)", False),
     ("layer_norm.layer_norm_backward", bw(sigma="var"),
      "sigma without the square root (the variance)", False),
     ("layer_norm.layer_norm_backward", bw(sigma="no_eps"), "eps left out of sigma", False),
@@ -290,6 +296,8 @@ WRONG += [
      rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",
      False),
     ("layer_norm.rms_norm", rms(eps_out=True), "eps outside the square root", False),
+    ("layer_norm.rms_norm", rms(no_root=True), "divided by the mean square (no square root)",
+     False),  # mutation testing (issue 18)
     ("layer_norm.rms_norm", rms(l2=True), "divided by the L2 norm instead of the RMS", False),
     ("layer_norm.rms_norm", rms(gain=False), "forgot the gain", False),
     ("layer_norm.rms_norm", rms(dim=-2), "mean over the wrong axis", False),

@@ -340,7 +340,7 @@ def _backward_ref(dy, x, gamma, eps=1e-5):
 
 def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_gamma=True,
                 sum_params=True, swap=False, dgamma_from_x=False, beta_axis0=False,
-                sigma="std", divide=True):
+                sigma="std", divide=True, dgamma_plain=False):
     mu = x.mean(dim=-1, keepdim=True)
     var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
     sigma = {"std": torch.sqrt(var + eps), "no_eps": torch.sqrt(var), "var": var + eps}[sigma]
@@ -352,7 +352,7 @@ def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_ga
     if var_path:
         dx = dx - xhat * (g * xhat).mean(dim=-1, keepdim=True)
     dx = dx / sigma if divide else dx
-    dgamma = dy * (x if dgamma_from_x else xhat)
+    dgamma = dy if dgamma_plain else dy * (x if dgamma_from_x else xhat)
     dbeta = dy
     lead = tuple(range(x.dim() - 1))
     if sum_params == "axis0":
@@ -432,6 +432,12 @@ _BACKWARD = Check(
             _bw(dgamma_from_x=True),
         ),
         Mistake(
+            "dgamma without x_hat (the sum of dy)",
+            "y = gamma * x_hat + beta, so dgamma = sum(dy * x_hat) over the tokens; sum(dy) is "
+            "dbeta.",
+            _bw(dgamma_plain=True),
+        ),
+        Mistake(
             "dx not divided by sigma",
             "x_hat = (x - mu) / sigma, so every path into x carries the factor 1 / sigma: "
             "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sigma.",
@@ -468,11 +474,14 @@ check_layer_norm_backward = register(_BACKWARD)
 
 # ====================================================================== Exercise 4.1
 def _rms_variant(x, gamma, eps=1e-6, *, center=False, eps_at="inside", l2=False, gain=True,
+                 root=True,
                  dim=-1):
     if center:
         x = x - x.mean(dim=dim, keepdim=True)
     ms = (x * x).sum(dim=dim, keepdim=True) if l2 else (x * x).mean(dim=dim, keepdim=True)
     y = x / (torch.sqrt(ms) + eps) if eps_at == "outside" else x / torch.sqrt(ms + eps)
+    if not root:
+        y = x / (ms + eps)
     return y * gamma if gain else y
 
 
@@ -523,6 +532,11 @@ _RMS = Check(
             "eps outside the square root",
             "x / sqrt(mean(x²) + eps): eps inside the root, as in LayerNorm.",
             _rv(eps_at="outside"),
+        ),
+        Mistake(
+            "divided by the mean square (no square root)",
+            "RMS is the root of the mean square: x / sqrt(mean(x²) + eps).",
+            _rv(root=False),
         ),
         Mistake(
             "divided by the L2 norm instead of the RMS",
