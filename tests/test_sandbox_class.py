@@ -13,21 +13,18 @@ cheating cell says why it did not run.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import re
 import socket
-import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from adversarial import MARKER, AdversarialBuilder
 from adversarial.fixture_class import FixtureAttackBuilder
+from adversarial.graded import graded_once
 from synthetic_class import Expected, matches
-from synthetic_class.shared import REPO, grade_cmd, read_csv, shared_dir
+from synthetic_class.shared import REPO
 
 from autograder.grading.config import GradeConfig
 from autograder.grading.sandbox import bwrap_path
@@ -66,38 +63,18 @@ def adversarial_class(tmp_path_factory):
     if not (SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists():
         pytest.skip("notebook 01 not there")
     _need_bwrap()
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
+    args = ("--workers", "2", "--cell-timeout", "30", "--timeout", "400", "--memory", "3072")
 
-    root = shared_dir(tmp_path_factory) / "adversarial-class"
-    root.mkdir(exist_ok=True)
-    done = root / "result.json"
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            _, info = build_template(SOURCE, [ASSIGNMENT], root / "template-work",
-                                     GradeConfig(cell_timeout=60))
-            out = root / "out"
-            expected = AdversarialBuilder(info[ASSIGNMENT][0]).build_adversarial(
-                root / "class", out, REPO)
-            args = ("--workers", "2", "--cell-timeout", "30", "--timeout", "400",
-                    "--memory", "3072")
-            t0 = time.monotonic()
-            proc = subprocess.run(grade_cmd(root / "class", out, SOURCE, *args), cwd=REPO,
-                                  capture_output=True, text=True)
-            seconds = time.monotonic() - t0
-            done.write_text(json.dumps({
-                "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
-                "seconds": seconds, "left": _marked_processes(),
-                "expected": {s: {k: v.__dict__ for k, v in e.items()}
-                             for s, e in expected.items()},
-            }))
-    result = json.loads(done.read_text())
-    result["expected"] = {s: {k: Expected(**v) for k, v in e.items()}
-                          for s, e in result["expected"].items()}
-    result["out"] = root / "out"
-    result["rows"] = read_csv(root / "out" / "grades.csv") if result["returncode"] == 0 else []
-    return result
+    def build(info, root):
+        return AdversarialBuilder(info[ASSIGNMENT][0]).build_adversarial(
+            root / "class", root / "out", REPO)
+
+    def around(run):
+        run()
+        return {"left": _marked_processes()}  # right after the run
+
+    return graded_once(tmp_path_factory, "adversarial-class", [ASSIGNMENT], build, args,
+                       row=Expected, around=around)
 
 
 def test_class_graded_without_error(adversarial_class):
@@ -155,49 +132,31 @@ def test_cheating_cells_gain_nothing_and_are_flagged_on_their_exercise(adversari
 @pytest.fixture(scope="session")
 def fixture_attacks(tmp_path_factory):
     _need_bwrap()
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
+    args = ("--workers", "2", "--cell-timeout", "5", "--timeout", "120", "--memory", "2048")
+    # a server on the grader's loopback: a sandboxed kernel must not reach it
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
 
-    root = shared_dir(tmp_path_factory) / "fixture-attacks"
-    root.mkdir(exist_ok=True)
-    done = root / "result.json"
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            # a server on the grader's loopback: a sandboxed kernel must not reach it
-            server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            server.bind(("127.0.0.1", 0))
-            server.listen(8)
-            server.setblocking(False)
-            _, info = build_template(FIXTURE_SOURCE, [FIXTURE], root / "template-work",
-                                     GradeConfig(cell_timeout=5))
-            expected = FixtureAttackBuilder(info[FIXTURE][0]).build_attacks(
-                root / "class", server.getsockname()[1])
-            args = ("--workers", "2", "--cell-timeout", "5", "--timeout", "120",
-                    "--memory", "2048")
-            t0 = time.monotonic()
-            proc = subprocess.run(grade_cmd(root / "class", root / "out", FIXTURE_SOURCE, *args),
-                                  cwd=REPO, capture_output=True, text=True)
-            seconds = time.monotonic() - t0
-            try:
-                server.accept()[0].close()
-                accepted = True
-            except BlockingIOError:
-                accepted = False
-            server.close()
-            done.write_text(json.dumps({
-                "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
-                "seconds": seconds, "accepted": accepted,
-                "expected": {s: {k: v.__dict__ for k, v in e.items()}
-                             for s, e in expected.items()},
-            }))
-    result = json.loads(done.read_text())
-    result["expected"] = {s: {k: Expected(**v) for k, v in e.items()}
-                          for s, e in result["expected"].items()}
-    result["out"] = root / "out"
-    result["class"] = root / "class"
-    result["rows"] = read_csv(root / "out" / "grades.csv") if result["returncode"] == 0 else []
-    return result
+    def build(info, root):
+        return FixtureAttackBuilder(info[FIXTURE][0]).build_attacks(
+            root / "class", server.getsockname()[1])
+
+    def around(run):
+        run()
+        try:
+            server.accept()[0].close()
+            return {"accepted": True}
+        except BlockingIOError:
+            return {"accepted": False}
+
+    try:
+        return graded_once(tmp_path_factory, "fixture-attacks", [FIXTURE], build, args,
+                           source=FIXTURE_SOURCE, template_timeout=5, row=Expected,
+                           around=around)
+    finally:
+        server.close()
 
 
 def test_fixture_class_graded_without_error(fixture_attacks):

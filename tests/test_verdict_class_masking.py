@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 from adversarial.bpe_class import BpeClassBuilder
-from adversarial.graded import graded_attack_class
+from adversarial.graded import graded_attack_class, mismatch
 from adversarial.masking_class import MaskingClassBuilder
-from test_verdict_class import _mismatch
 
 from autograder.grading.sandbox import bwrap_path
 
@@ -53,7 +52,7 @@ def test_every_row_exact(graded, assignment, student):
     rows = {r["exercise"]: r for r in result["rows"] if r["student"] == student}
     expected = result["expected"][student]
     assert sorted(rows) == sorted(expected)
-    wrong = {ex: m for ex in expected if (m := _mismatch(rows[ex], expected[ex]))}
+    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
     assert not wrong, wrong
 
 

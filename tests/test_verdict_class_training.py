@@ -7,16 +7,13 @@ and what each row must show: exact points and status, the start of the diagnosis
 from __future__ import annotations
 
 import pytest
-from adversarial.graded import graded_attack_class
+from adversarial.graded import graded_attack_class, mismatch
 from adversarial.training_class import TrainingAttackBuilder
-from synthetic_class.shared import REPO
-from test_verdict_class import _mismatch
 
 from autograder.grading.sandbox import bwrap_path
 
 pytestmark = pytest.mark.slow
 ASSIGNMENT = "08_training"
-SOURCE = REPO / "solutions"
 STUDENTS = ["correct", "reference"]
 
 
@@ -40,7 +37,7 @@ def test_every_row_exact(training_class, student):
     rows = {r["exercise"]: r for r in training_class["rows"] if r["student"] == student}
     expected = training_class["expected"][student]
     assert sorted(rows) == sorted(expected)
-    wrong = {ex: m for ex in expected if (m := _mismatch(rows[ex], expected[ex]))}
+    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
     assert not wrong, wrong
 
 
