@@ -1010,7 +1010,7 @@ def main(argv=None) -> int:
         prog="python -m bench.mutation", description=__doc__.split("\n\n")[0]
     )
     ap.add_argument("--notebook", help="a notebook prefix, e.g. 01 or 07_bpe")
-    ap.add_argument("--exercise", help="a grade_id (ex2_1_softmax) or check key")
+    ap.add_argument("--exercise", help="a grade id (ex<N>_<M>_<function>) or check key")
     ap.add_argument("--sample", type=int, default=0, help="only every N-th mutant")
     ap.add_argument("--seconds", type=float, default=20.0, help="CPU-time limit per mutant")
     ap.add_argument("--rounds", type=int, default=8, help="random variants per case")

@@ -162,8 +162,9 @@ _SUMMARY_ITEM = re.compile(r"(\d+\.\d+) \((\d+)")
 def fill_from_table(nb: nbformat.NotebookNode, name: str) -> None:
     """Write what the exercise table states into chapter ``name``'s notebook, in place.
 
-    Test cells (the cells with nbgrader ``"grade": true``, in order, one per row), the
-    exercise headings (``### Exercise N.M ...``) and the first cell's points summary
+    Test cells (the cells with nbgrader ``"grade": true``, in order, one per row), the grade
+    id of each exercise's answer cell (the one ``"solution": true`` cell before its test
+    cell), the exercise headings (``### Exercise N.M ...``) and the first cell's points summary
     (``**Points: T in total** — Ex 1.1 (P), ...``). A chapter without a table is left as is.
     """
     from autograder.checks.table import TABLES
@@ -180,6 +181,22 @@ def fill_from_table(nb: nbformat.NotebookNode, name: str) -> None:
         )
     for cell, ex in zip(tests, chapter.exercises):
         cell.metadata["nbgrader"], cell.source = render_test_cell(chapter, ex)
+    # each exercise's answer cell: the one nbgrader solution cell after the previous test cell
+    answers, k = [[] for _ in tests], 0
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade"):
+            k += 1
+        elif meta.get("solution") and k < len(tests):
+            answers[k].append(cell)
+    for cells, ex in zip(answers, chapter.exercises):
+        if len(cells) != 1:
+            raise ValueError(
+                f"{name}: Exercise {ex.number} has {len(cells)} answer cells (nbgrader "
+                "solution: true) before its test cell; the table expects one"
+            )
+        meta = {**cells[0].metadata["nbgrader"], "grade_id": ex.solution_id}
+        cells[0].metadata["nbgrader"] = dict(sorted(meta.items()))
     seen = []
 
     def head(m):

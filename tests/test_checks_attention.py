@@ -17,6 +17,9 @@ from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 from autograder.checks import CheckFailed, hidden_check, table
 from autograder.checks import attention as A
 
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("01_attention")
+
 # The wrong implementations below overflow and divide by zero on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserWarning")
 
@@ -24,14 +27,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserW
 
 
 GOOD = {
-    "attention.dot_product_scores": ans.scores,
-    "attention.softmax": ans.np_softmax,
-    "attention.self_attention_unscaled": ans.self_attention,
-    "attention.score_variance": ans.variance,
-    "attention.scaled_dot_product_attention": ans.sdpa,
-    "attention.column_form_self_attention": ans.column,
-    "attention.cosine_similarity_attention": ans.cosine,
-    "attention.self_score_dominance": ans.dominance,
+    KEY["dot_product_scores"]: ans.scores,
+    KEY["softmax"]: ans.np_softmax,
+    KEY["self_attention_unscaled"]: ans.self_attention,
+    KEY["score_variance"]: ans.variance,
+    KEY["scaled_dot_product_attention"]: ans.sdpa,
+    KEY["column_form_self_attention"]: ans.column,
+    KEY["cosine_similarity_attention"]: ans.cosine,
+    KEY["self_score_dominance"]: ans.dominance,
 }
 
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
@@ -261,46 +264,46 @@ def _var(kind):
 WRONG = [
     # Exercise 1.1
     (
-        "attention.dot_product_scores",
+        KEY["dot_product_scores"],
         lambda Q, K: K @ np.swapaxes(Q, -1, -2),
         "scores transposed (K Qᵀ)",
         False,
     ),
     (
-        "attention.dot_product_scores",
+        KEY["dot_product_scores"],
         lambda Q, K: Q @ K.T,
         "the shapes of a matrix product do not line up (`.T` on a batched array?)",
         False,
     ),
     # Exercise 2.1
     (
-        "attention.softmax",
+        KEY["softmax"],
         lambda x, axis=-1: np.exp(x) / np.exp(x).sum(axis, keepdims=True),
         "unstable softmax overflowing",
         False,
     ),
     (
-        "attention.softmax",
+        KEY["softmax"],
         lambda x, axis=-1: _np_stable(x, -1),
         "softmax over the wrong axis (always the last one)",
         False,
     ),
     (
-        "attention.softmax",
+        KEY["softmax"],
         lambda x, axis=-1: _np_stable(x, 0),
         "softmax over the wrong axis (axis 0)",
         False,
     ),
     (
-        "attention.softmax",
+        KEY["softmax"],
         lambda x, axis=-1: np.exp(x - x.max()) / np.exp(x - x.max()).sum(axis, keepdims=True),
         "subtracted the maximum of the whole array",
         False,
     ),
-    ("attention.softmax", softmax_no_keepdims, "max or sum without keepdims=True", False),
-    ("attention.softmax", _np_stable, "a fully masked slice gives nan", False),
+    (KEY["softmax"], softmax_no_keepdims, "max or sum without keepdims=True", False),
+    (KEY["softmax"], _np_stable, "a fully masked slice gives nan", False),
     (
-        "attention.softmax",
+        KEY["softmax"],
         lambda x, axis=-1: (
             np.exp(x - x.max(axis, keepdims=True)) / np.exp(x - x.max(axis, keepdims=True)).sum()
         ),
@@ -309,56 +312,56 @@ WRONG = [
     ),
     # Exercise 3.1
     (
-        "attention.self_attention_unscaled",
+        KEY["self_attention_unscaled"],
         _self_attn(axis=-2),
         "softmax over the wrong axis (over queries)",
         False,
     ),
     (
-        "attention.self_attention_unscaled",
+        KEY["self_attention_unscaled"],
         _self_attn(transpose=False),
         "missing transpose of K",
         False,
     ),
     (
-        "attention.self_attention_unscaled",
+        KEY["self_attention_unscaled"],
         _self_attn(scaled=True),
         "scaled the scores by 1/sqrt(d_k)",
         False,
     ),
     (
-        "attention.self_attention_unscaled",
+        KEY["self_attention_unscaled"],
         _self_attn(wq_for_k=True),
         "used W_Q for the keys",
         False,
     ),
     (
-        "attention.self_attention_unscaled",
+        KEY["self_attention_unscaled"],
         _self_attn(weights=True),
         "returned the attention weights instead of the output",
         False,
     ),
     (
-        "attention.self_attention_unscaled",
+        KEY["self_attention_unscaled"],
         _self_attn(naive=True),
         "unstable softmax overflowing",
         True,
     ),
     (
-        "attention.self_attention_unscaled",
+        KEY["self_attention_unscaled"],
         lambda X, W_Q, W_K, W_V: _np_stable((W_Q @ X) @ (W_K @ X).T) @ (W_V @ X),
         "the shapes of a matrix product do not line up",
         False,
     ),
     # Exercise 4.1
-    ("attention.score_variance", _var("std"), "returned the standard deviation", False),
-    ("attention.score_variance", _var("scaled"), "scaled the scores by 1/sqrt(d_k)", False),
-    ("attention.score_variance", _var("mean"), "returned the mean", False),
-    ("attention.score_variance", _var("formula"), "returned d_k instead of measuring it", False),
+    (KEY["score_variance"], _var("std"), "returned the standard deviation", False),
+    (KEY["score_variance"], _var("scaled"), "scaled the scores by 1/sqrt(d_k)", False),
+    (KEY["score_variance"], _var("mean"), "returned the mean", False),
+    (KEY["score_variance"], _var("formula"), "returned d_k instead of measuring it", False),
     # Exercise 5.1
-    ("attention.scaled_dot_product_attention", sdpa_scaled(lambda q: 1.0), "no scaling", False),
+    (KEY["scaled_dot_product_attention"], sdpa_scaled(lambda q: 1.0), "no scaling", False),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_scaled(
             lambda q: 1 / math.sqrt(q.shape[1] * q.shape[-1] if q.dim() == 4 else q.shape[-1])
         ),
@@ -366,100 +369,100 @@ WRONG = [
         False,
     ),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_no_default_scale,
         "ignored the `scale` argument",
         False,
     ),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_scaled(lambda q: 1 / q.shape[-1]),
         "divided by d_k instead of sqrt(d_k)",
         False,
     ),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_softmax_dim_minus2,
         "softmax over the wrong axis (over queries)",
         False,
     ),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_mask_after_softmax,
         "mask applied after the softmax",
         False,
     ),
-    ("attention.scaled_dot_product_attention", sdpa_mask_inverted, "mask inverted", False),
-    ("attention.scaled_dot_product_attention", sdpa_no_transpose, "missing transpose of K", False),
+    (KEY["scaled_dot_product_attention"], sdpa_mask_inverted, "mask inverted", False),
+    (KEY["scaled_dot_product_attention"], sdpa_no_transpose, "missing transpose of K", False),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_dot_T,
         "the shapes of a matrix product do not line up (transpose of K?)",
         False,
     ),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_naive_exp,
         "unstable softmax overflowing",
         False,
     ),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_torch_softmax,
         "a fully masked row gives nan",
         True,
     ),
     (
-        "attention.scaled_dot_product_attention",
+        KEY["scaled_dot_product_attention"],
         sdpa_weights_only,
         "returned the attention weights instead of the output",
         False,
     ),
     # Exercise 6.1
     (
-        "attention.column_form_self_attention",
+        KEY["column_form_self_attention"],
         column_variant(dim=1),
         "softmax over j instead of over i",
         False,
     ),
     (
-        "attention.column_form_self_attention",
+        KEY["column_form_self_attention"],
         column_variant(transposed=True),
         "scores transposed",
         False,
     ),
     (
-        "attention.column_form_self_attention",
+        KEY["column_form_self_attention"],
         column_variant(scaled=True),
         "scaled the scores",
         False,
     ),
     (
-        "attention.column_form_self_attention",
+        KEY["column_form_self_attention"],
         column_variant(wrong_sum=True),
         "summed over the wrong index in y_j",
         False,
     ),
     (
-        "attention.column_form_self_attention",
+        KEY["column_form_self_attention"],
         column_variant(swap=True),
         "returned (A, Y) instead of (Y, A)",
         False,
     ),
     (
-        "attention.column_form_self_attention",
+        KEY["column_form_self_attention"],
         column_variant(naive=True),
         "unstable softmax overflowing",
         True,
     ),
     (
-        "attention.column_form_self_attention",
+        KEY["column_form_self_attention"],
         lambda X, Q, K, V: column_variant()(X.T, Q, K, V),
         "the shapes of a matrix product do not line up",
         False,
     ),
     # Exercise 5.1: classes of mutants the mutation report found unnamed
-    *[("attention.scaled_dot_product_attention", sdpa_student(**bug), name, graded_only)
+    *[(KEY["scaled_dot_product_attention"], sdpa_student(**bug), name, graded_only)
       for bug, name, graded_only in [
           ({"times_sqrt": True}, "multiplied the scores by sqrt(d_k) instead of dividing", False),
           ({"dk_axis": -2}, "d_k read from the wrong axis", False),
@@ -476,19 +479,19 @@ WRONG = [
       ]],
     # Exercise 7.1
     (
-        "attention.cosine_similarity_attention",
+        KEY["cosine_similarity_attention"],
         cosine_variant(nk=False),
         "normalised only the queries",
         False,
     ),
     (
-        "attention.cosine_similarity_attention",
+        KEY["cosine_similarity_attention"],
         cosine_variant(nq=False),
         "normalised only the keys",
         False,
     ),
     (
-        "attention.cosine_similarity_attention",
+        KEY["cosine_similarity_attention"],
         cosine_variant(mult_t=True),
         "multiplied by the temperature instead of dividing",
         False,
@@ -500,38 +503,38 @@ WRONG = [
         False,
     ),
     (
-        "attention.cosine_similarity_attention",
+        KEY["cosine_similarity_attention"],
         cosine_variant(sqrt_dk=True),
         "also divided by sqrt(d_k)",
         False,
     ),
     (
-        "attention.cosine_similarity_attention",
+        KEY["cosine_similarity_attention"],
         cosine_variant(dim=-2),
         "normalised over the wrong axis",
         False,
     ),
     (
-        "attention.cosine_similarity_attention",
+        KEY["cosine_similarity_attention"],
         cosine_variant(eps_guard=False),
         "a zero vector gives nan",
         True,
     ),
     # Exercise 8.1
     (
-        "attention.self_score_dominance",
+        KEY["self_score_dominance"],
         lambda w: (w.argmax(-2) == torch.arange(w.shape[-1])).float().mean().item(),
         "argmax over the wrong axis",
         False,
     ),
     (
-        "attention.self_score_dominance",
+        KEY["self_score_dominance"],
         lambda w: int((w.argmax(-1) == torch.arange(w.shape[-1])).sum()),
         "returned a count instead of a fraction",
         False,
     ),
     (
-        "attention.self_score_dominance",
+        KEY["self_score_dominance"],
         lambda w: w.diagonal(0, -2, -1).mean().item(),
         "returned the mean self-weight A_ii",
         False,
@@ -595,7 +598,7 @@ def test_detached_output_fails_the_gradient_case():
 
     A.check_scaled_dot_product_attention(detached)  # the visible cases have no gradients
     with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
-        hidden_check("attention.scaled_dot_product_attention", detached)
+        hidden_check(KEY["scaled_dot_product_attention"], detached)
 
 
 def test_two_bugs_at_once_still_name_the_main_one():
@@ -620,7 +623,7 @@ def test_float32_mean_of_the_hints_answer_passes_and_an_off_by_one_fraction_does
         n = weights.shape[-1]
         return (weights.argmax(-1) == torch.arange(n)).float().mean().item()
 
-    hidden_check("attention.self_score_dominance", natural)
+    hidden_check(KEY["self_score_dominance"], natural)
     assert "✔ Exercise 8.1" in capsys.readouterr().out
 
     def one_more_hit(weights):  # a fraction 1/N away: the nearest wrong answer
@@ -628,4 +631,4 @@ def test_float32_mean_of_the_hints_answer_passes_and_an_off_by_one_fraction_does
         return (hits.sum().item() + 1) / hits.numel()
 
     with pytest.raises(CheckFailed, match="Exercise 8.1"):
-        hidden_check("attention.self_score_dominance", one_more_hit)
+        hidden_check(KEY["self_score_dominance"], one_more_hit)

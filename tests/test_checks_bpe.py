@@ -19,6 +19,9 @@ from autograder.checks import bpe as B
 from autograder.checks._core import _compare_exact
 from transformer_ref.bpe import GPT2_PATTERN, train_bpe_naive
 
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("07_bpe")
+
 # as in the notebook: the checks switch transformer_ref off, so not its pretokenize()
 pretokenize = regex.compile(GPT2_PATTERN).findall
 
@@ -161,15 +164,15 @@ def good_decode(ids, vocab):
 
 
 GOOD = {
-    "bpe.count_pairs": good_count_pairs,
-    "bpe.merge_pair": good_merge_pair,
-    "bpe.train_classic_bpe": classic_trainer(),
-    "bpe.encode_word": good_encode_word,
-    "bpe.decode_symbols": good_decode_symbols,
-    "bpe.train_bpe_naive": byte_trainer(),
-    "bpe.encode_piece": good_encode_piece,
-    "bpe.encode": text_encoder(),
-    "bpe.decode": good_decode,
+    KEY["count_pairs"]: good_count_pairs,
+    KEY["merge_pair"]: good_merge_pair,
+    KEY["train_classic_bpe"]: classic_trainer(),
+    KEY["encode_word"]: good_encode_word,
+    KEY["decode_symbols"]: good_decode_symbols,
+    KEY["train_bpe_naive"]: byte_trainer(),
+    KEY["encode_piece"]: good_encode_piece,
+    KEY["encode"]: text_encoder(),
+    KEY["decode"]: good_decode,
 }
 
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
@@ -194,7 +197,7 @@ def test_every_exercise_has_a_public_check_and_a_registered_hidden_one():
 
 
 def test_expected_encodings_equal_tiktoken_built_from_the_same_ranks():
-    for case in CHECKS["bpe.encode"].cases:
+    for case in CHECKS[KEY["encode"]].cases:
         text, ranks, specials = case.args
         enc = tiktoken.Encoding(name="t", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
                                 special_tokens=specials)
@@ -202,7 +205,7 @@ def test_expected_encodings_equal_tiktoken_built_from_the_same_ranks():
 
 
 def test_expected_trainings_equal_the_naive_reference():
-    for case in CHECKS["bpe.train_bpe_naive"].cases:
+    for case in CHECKS[KEY["train_bpe_naive"]].cases:
         assert case.expected == train_bpe_naive(*case.args), case.label
 
 
@@ -340,55 +343,55 @@ def _fold(symbols, merges):
 
 WRONG = [
     # (check key, wrong implementation, mistake named, graded only (hidden cases needed))
-    ("bpe.count_pairs", lambda wc: Counter(p for w in wc for p in zip(w, w[1:])),
+    (KEY["count_pairs"], lambda wc: Counter(p for w in wc for p in zip(w, w[1:])),
      "word frequencies ignored", False),
-    ("bpe.count_pairs", _once_per_word, "each pair counted once per word", False),
-    ("bpe.count_pairs", count_non_overlapping, "overlapping pairs not counted", False),
-    ("bpe.merge_pair", merge_overlapping, "overlapping occurrences merged (a a a became aa aa)",
+    (KEY["count_pairs"], _once_per_word, "each pair counted once per word", False),
+    (KEY["count_pairs"], count_non_overlapping, "overlapping pairs not counted", False),
+    (KEY["merge_pair"], merge_overlapping, "overlapping occurrences merged (a a a became aa aa)",
      False),
-    ("bpe.merge_pair", merge_from_right, "merged from the right", False),
-    ("bpe.merge_pair", merge_first_only, "only the first occurrence merged", False),
-    ("bpe.train_classic_bpe", classic_trainer(pick=lambda p: max(p, key=p.get)),
+    (KEY["merge_pair"], merge_from_right, "merged from the right", False),
+    (KEY["merge_pair"], merge_first_only, "only the first occurrence merged", False),
+    (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: max(p, key=p.get)),
      "ties broken differently (first pair found)", False),
-    ("bpe.train_classic_bpe", classic_trainer(pick=lambda p: min(p, key=lambda k: (-p[k], k))),
+    (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: min(p, key=lambda k: (-p[k], k))),
      "ties broken differently (smallest pair)", False),
-    ("bpe.train_classic_bpe", classic_trainer(one_sequence=True),
+    (KEY["train_classic_bpe"], classic_trainer(one_sequence=True),
      "merged across word boundaries", False),
-    ("bpe.train_classic_bpe", classic_trainer(stop=False),
+    (KEY["train_classic_bpe"], classic_trainer(stop=False),
      "kept merging pairs that occur only once", False),
     # mutation testing (issue 18)
-    ("bpe.train_classic_bpe", classic_trainer(pick=lambda p: min(p, key=lambda k: (p[k], k))),
+    (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: min(p, key=lambda k: (p[k], k))),
      "merged the least frequent pair (min instead of max)", False),
-    ("bpe.train_classic_bpe", classic_trainer(min_count=3),
+    (KEY["train_classic_bpe"], classic_trainer(min_count=3),
      "stopped too early (a pair that occurs twice was not merged)", False),
-    ("bpe.train_classic_bpe", classic_trainer(eow=False), "no end-of-word symbol", False),
-    ("bpe.encode_word", lambda w, m: good_encode_word(w, m[::-1]),
+    (KEY["train_classic_bpe"], classic_trainer(eow=False), "no end-of-word symbol", False),
+    (KEY["encode_word"], lambda w, m: good_encode_word(w, m[::-1]),
      "merges applied in reverse order", False),
-    ("bpe.encode_word", lambda w, m: list(_fold(tuple(w), m)), "no end-of-word symbol", False),
-    ("bpe.encode_word", encode_first_only, "each merge applied to its first occurrence only",
+    (KEY["encode_word"], lambda w, m: list(_fold(tuple(w), m)), "no end-of-word symbol", False),
+    (KEY["encode_word"], encode_first_only, "each merge applied to its first occurrence only",
      True),
-    ("bpe.encode_word", encode_longest, "greedy longest match instead of the merges", False),
-    ("bpe.decode_symbols", lambda s: "".join(s), "end-of-word symbol left in the text", False),
-    ("bpe.decode_symbols", lambda s: "".join(s).replace(EOW, " "), "trailing space kept", False),
-    ("bpe.decode_symbols", lambda s: " ".join(s).replace(EOW, " ").rstrip(),
+    (KEY["encode_word"], encode_longest, "greedy longest match instead of the merges", False),
+    (KEY["decode_symbols"], lambda s: "".join(s), "end-of-word symbol left in the text", False),
+    (KEY["decode_symbols"], lambda s: "".join(s).replace(EOW, " "), "trailing space kept", False),
+    (KEY["decode_symbols"], lambda s: " ".join(s).replace(EOW, " ").rstrip(),
      "symbols joined with spaces", False),
-    ("bpe.encode_piece", piece_by_frequency,
+    (KEY["encode_piece"], piece_by_frequency,
      "merges applied in frequency order instead of rank order", False),
-    ("bpe.encode_piece", piece_highest_rank, "highest rank merged first", False),
-    ("bpe.encode_piece", piece_rightmost, "rightmost of equal pairs merged first", False),
-    ("bpe.encode_piece", piece_longest, "greedy longest match instead of merge ranks", False),
-    ("bpe.encode", text_encoder(specials=False), "special tokens split like ordinary text",
+    (KEY["encode_piece"], piece_highest_rank, "highest rank merged first", False),
+    (KEY["encode_piece"], piece_rightmost, "rightmost of equal pairs merged first", False),
+    (KEY["encode_piece"], piece_longest, "greedy longest match instead of merge ranks", False),
+    (KEY["encode"], text_encoder(specials=False), "special tokens split like ordinary text",
      False),
-    ("bpe.encode", text_encoder(pretok=False), "merged across pre-token boundaries", False),
-    ("bpe.decode", lambda ids, v: "".join(v[i].decode("utf-8", "replace") for i in ids),
+    (KEY["encode"], text_encoder(pretok=False), "merged across pre-token boundaries", False),
+    (KEY["decode"], lambda ids, v: "".join(v[i].decode("utf-8", "replace") for i in ids),
      "decoded token by token", False),
-    ("bpe.decode", lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8", "ignore"),
+    (KEY["decode"], lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8", "ignore"),
      "invalid bytes dropped", False),
-    ("bpe.decode", lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8"),
+    (KEY["decode"], lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8"),
      "decode fails on bytes that are not valid UTF-8", False),
 ]
 # the byte-level trainers: the same mistakes for the naive loop and the challenge
-for _key in ("bpe.train_bpe_naive", "bpe.train_bpe_fast"):
+for _key in (KEY["train_bpe_naive"], KEY["train_bpe_fast"]):
     WRONG += [
         (_key, byte_trainer(pretok=False), "merged across pre-token boundaries", False),
         (_key, byte_trainer(split=False), "special tokens not removed before training", False),
@@ -505,7 +508,7 @@ def test_unknown_mistake_says_where_the_result_first_differs():
 
 def test_long_arguments_are_summarised_in_the_message():
     with pytest.raises(CheckFailed) as info:
-        hidden_check("bpe.encode_piece", lambda piece, ranks: [0])
+        hidden_check(KEY["encode_piece"], lambda piece, ranks: [0])
     assert "… (dict of length" in str(info.value)  # the ranks, not 456 entries
 
 
@@ -532,5 +535,5 @@ def test_calling_the_reference_package_is_switched_off_during_the_check():
                                           "switched off"):
         B.check_train_bpe_naive(train_bpe_naive)
     with pytest.raises(CheckFailed, match="switched off"):
-        hidden_check("bpe.train_bpe_fast", train_bpe)
+        hidden_check(KEY["train_bpe_fast"], train_bpe)
     assert train_bpe("aa aa", 257)[1] == [(b"a", b"a")]  # and works again afterwards

@@ -25,7 +25,11 @@ from autograder.checks import (
     attention,
     hidden_check,
     requires,
+    table,
 )
+
+# {function: check key} of chapter 01 (the exercise table)
+KEY = table.keys("01_attention")
 
 
 def wrong_softmax(x, axis=-1):
@@ -33,7 +37,7 @@ def wrong_softmax(x, axis=-1):
 
 
 def graded(fn):
-    hidden_check("attention.softmax", fn)
+    hidden_check(KEY["softmax"], fn)
 
 
 def test_doctests_of_the_check_library():
@@ -199,7 +203,7 @@ def test_a_tensor_subclass_cannot_answer_for_itself():
         return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype).as_subclass(AlwaysClose)
 
     with pytest.raises(CheckFailed, match="a subclass is not accepted"):
-        hidden_check("attention.scaled_dot_product_attention", scaled_dot_product_attention)
+        hidden_check(KEY["scaled_dot_product_attention"], scaled_dot_product_attention)
 
 
 def test_a_global_torch_function_mode_cannot_answer_for_the_check():
@@ -235,7 +239,7 @@ def test_the_core_module_and_the_registry_cannot_be_rebound():
         _core._run = lambda *a, **k: None
     with pytest.raises(AttributeError, match="read-only"):
         del _core._compare
-    fake = _core.Check(key="attention.softmax", exercise="x", name="softmax", cases=())
+    fake = _core.Check(key=KEY["softmax"], exercise="x", name="softmax", cases=())
     with pytest.raises(KeyError, match="already registered"):
         _core.register(fake)
     with pytest.raises(CheckFailed):
@@ -252,7 +256,7 @@ def test_calling_the_reference_implementation_fails_during_the_check():
         return transformer_ref.scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
 
     with pytest.raises(CheckFailed, match="Exercise 5.1 asks you to write"):
-        hidden_check("attention.scaled_dot_product_attention", scaled_dot_product_attention)
+        hidden_check(KEY["scaled_dot_product_attention"], scaled_dot_product_attention)
     assert transformer_ref.softmax(torch.zeros(2)).tolist() == [0.5, 0.5]  # on again afterwards
 
 
@@ -266,6 +270,6 @@ def test_a_hidden_failure_after_the_visible_cases_says_so_plainly():
 
     autograder.checks.check_softmax(softmax_no_empty_axis)  # the visible cases pass
     with pytest.raises(CheckFailed) as info:
-        hidden_check("attention.softmax", softmax_no_empty_axis)
+        hidden_check(KEY["softmax"], softmax_no_empty_axis)
     msg = str(info.value)
     assert msg.startswith("Exercise 2.1 `softmax`: the visible cases pass; a hidden case fails:")

@@ -19,6 +19,9 @@ import transformer_ref as ref
 from autograder.checks import CheckFailed, hidden_check, table
 from autograder.checks import layer_norm as N
 
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("04_layer_norm")
+
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
 CHECKS = table.declarations("04_layer_norm")
 
@@ -50,10 +53,10 @@ def good_rms(x, gamma, eps=1e-6):
 
 
 GOOD = {
-    "layer_norm.layer_norm_np": good_ln_np,
-    "layer_norm.layer_norm": good_ln,
-    "layer_norm.layer_norm_backward": good_backward,
-    "layer_norm.rms_norm": good_rms,
+    KEY["layer_norm_np"]: good_ln_np,
+    KEY["layer_norm"]: good_ln,
+    KEY["layer_norm_backward"]: good_backward,
+    KEY["rms_norm"]: good_rms,
 }
 
 
@@ -240,69 +243,69 @@ for _name, _kw in LN_NAMES:
     graded_only = _name == "eps left out"  # only a hidden case has a token with var = 0
     np_kw = {"axis": 0} if _kw == "axis0" else {"axis": -2} if _kw == "axis-2" else _kw
     t_kw = {"dim": 0} if _kw == "axis0" else {"dim": -2} if _kw == "axis-2" else _kw
-    WRONG.append(("layer_norm.layer_norm_np", ln_np(**np_kw), _name, graded_only))
-    WRONG.append(("layer_norm.layer_norm", ln_t(**t_kw), _name, graded_only))
+    WRONG.append((KEY["layer_norm_np"], ln_np(**np_kw), _name, graded_only))
+    WRONG.append((KEY["layer_norm"], ln_t(**t_kw), _name, graded_only))
 for _name, _kw in LN_STEP_NAMES:
-    WRONG.append(("layer_norm.layer_norm_np", ln_student("np", **_kw), _name, False))
-    WRONG.append(("layer_norm.layer_norm", ln_student("torch", **_kw), _name, False))
+    WRONG.append((KEY["layer_norm_np"], ln_student("np", **_kw), _name, False))
+    WRONG.append((KEY["layer_norm"], ln_student("torch", **_kw), _name, False))
 WRONG += [
-    ("layer_norm.layer_norm_np", ln_np(ddof=1), "unbiased variance (divided by d - 1)", False),
-    ("layer_norm.layer_norm", ln_t(unbiased=True), "unbiased variance (divided by d - 1)", False),
+    (KEY["layer_norm_np"], ln_np(ddof=1), "unbiased variance (divided by d - 1)", False),
+    (KEY["layer_norm"], ln_t(unbiased=True), "unbiased variance (divided by d - 1)", False),
     (
-        "layer_norm.layer_norm",
+        KEY["layer_norm"],
         ln_t(moments=True),
         "variance as mean(x²) - mean² (cancels in float32)",
         True,
     ),
     (
-        "layer_norm.layer_norm_np",
+        KEY["layer_norm_np"],
         ln_np_moments,
         "variance as mean(x²) - mean² (cancels in float32)",
         True,
     ),
-    ("layer_norm.layer_norm_np", ln_np(gain_col=True), BROADCAST, False),
-    ("layer_norm.layer_norm", ln_t(gain_col=True), BROADCAST, False),
-    ("layer_norm.layer_norm_np", ln_np_no_keepdims, BROADCAST, False),
-    ("layer_norm.layer_norm", ln_t_no_keepdim, BROADCAST, False),
-    ("layer_norm.layer_norm_np",
+    (KEY["layer_norm_np"], ln_np(gain_col=True), BROADCAST, False),
+    (KEY["layer_norm"], ln_t(gain_col=True), BROADCAST, False),
+    (KEY["layer_norm_np"], ln_np_no_keepdims, BROADCAST, False),
+    (KEY["layer_norm"], ln_t_no_keepdim, BROADCAST, False),
+    (KEY["layer_norm_np"],
      lambda x, gamma, beta, eps=1e-5: ln_np()(x, float(gamma), beta, eps),
      "treated gamma as a scalar (the column-vector lecture notes)", False),
-    ("layer_norm.layer_norm", lambda x, gamma, beta, eps=1e-5: ln_t()(x, gamma.item(), beta, eps),
+    (KEY["layer_norm"], lambda x, gamma, beta, eps=1e-5: ln_t()(x, gamma.item(), beta, eps),
      "treated gamma as a scalar (the column-vector lecture notes)", False),
     # Exercise 3.1
-    ("layer_norm.layer_norm_backward", bw(mean=False, var=False),
+    (KEY["layer_norm_backward"], bw(mean=False, var=False),
      "treated the mean and the variance as constants", False),
-    ("layer_norm.layer_norm_backward", bw(var=False), "dropped the gradient through the variance",
+    (KEY["layer_norm_backward"], bw(var=False), "dropped the gradient through the variance",
      False),
-    ("layer_norm.layer_norm_backward",
+    (KEY["layer_norm_backward"],
      bw(mean=False), "dropped the gradient through the mean", False),
-    ("layer_norm.layer_norm_backward", bw(gamma_on=False), "forgot gamma in dx", False),
-    ("layer_norm.layer_norm_backward", bw(summed=False),
+    (KEY["layer_norm_backward"], bw(gamma_on=False), "forgot gamma in dx", False),
+    (KEY["layer_norm_backward"], bw(summed=False),
      "dgamma and dbeta not summed over the tokens", False),
-    ("layer_norm.layer_norm_backward", bw(order="bg"), "returned (dx, dbeta, dgamma)", False),
-    ("layer_norm.layer_norm_backward", bw(from_x=True), "dgamma from x instead of x_hat", False),
-    ("layer_norm.layer_norm_backward", bw(summed="axis0"), "dgamma summed over axis 0 only", False),
-    ("layer_norm.layer_norm_backward", bw(summed="axis0", beta_axis0=True),
+    (KEY["layer_norm_backward"], bw(order="bg"), "returned (dx, dbeta, dgamma)", False),
+    (KEY["layer_norm_backward"], bw(from_x=True), "dgamma from x instead of x_hat", False),
+    (KEY["layer_norm_backward"], bw(summed="axis0"), "dgamma summed over axis 0 only", False),
+    (KEY["layer_norm_backward"], bw(summed="axis0", beta_axis0=True),
      "dgamma summed over axis 0 only", False),
     # mutation testing (issue 18): the 1 / sigma factor and sigma itself
-    ("layer_norm.layer_norm_backward", bw(divide=False), "dx not divided by sigma", False),
-    ("layer_norm.layer_norm_backward", bw(plain_dgamma=True),
+    (KEY["layer_norm_backward"], bw(divide=False), "dx not divided by sigma", False),
+    (KEY["layer_norm_backward"], bw(plain_dgamma=True),
      "dgamma without x_hat (the sum of dy)", False),
-    ("layer_norm.layer_norm_backward", bw(sigma="var"),
+    (KEY["layer_norm_backward"], bw(sigma="var"),
      "sigma without the square root (the variance)", False),
-    ("layer_norm.layer_norm_backward", bw(sigma="no_eps"), "eps left out of sigma", False),
+    (KEY["layer_norm_backward"], bw(sigma="no_eps"), "eps left out of sigma", False),
     # Exercise 4.1
-    ("layer_norm.rms_norm",
+    (KEY["rms_norm"],
      rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",
      False),
-    ("layer_norm.rms_norm", rms(eps_out=True), "eps outside the square root", False),
-    ("layer_norm.rms_norm", rms(no_root=True), "divided by the mean square (no square root)",
+    (KEY["rms_norm"], rms(eps_out=True), "eps outside the square root", False),
+    (KEY["rms_norm"], rms(no_root=True), "divided by the mean square (no square root)",
      False),  # mutation testing (issue 18)
-    ("layer_norm.rms_norm", rms(l2=True), "divided by the L2 norm instead of the RMS", False),
-    ("layer_norm.rms_norm", rms(gain=False), "forgot the gain", False),
-    ("layer_norm.rms_norm", rms(dim=-2), "mean over the wrong axis", False),
-    ("layer_norm.rms_norm", lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
-    ("layer_norm.rms_norm", lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
+    (KEY["rms_norm"], rms(l2=True), "divided by the L2 norm instead of the RMS", False),
+    (KEY["rms_norm"], rms(gain=False), "forgot the gain", False),
+    (KEY["rms_norm"], rms(dim=-2), "mean over the wrong axis", False),
+    (KEY["rms_norm"], lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
+    (KEY["rms_norm"], lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
      "treated gamma as a scalar (the column-vector lecture notes)", False),
 ]
 
@@ -347,7 +350,7 @@ def test_detached_output_fails_the_gradient_case():
 
     N.check_layer_norm(via_numpy)  # visible cases have no gradients
     with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
-        hidden_check("layer_norm.layer_norm", via_numpy)
+        hidden_check(KEY["layer_norm"], via_numpy)
 
 
 def test_an_unknown_mistake_says_where_and_how_much():

@@ -16,6 +16,9 @@ import transformer_ref as ref
 from autograder.checks import CheckFailed, NotImplementedYet, hidden_check, table
 from autograder.checks import masking as M
 
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("02_masking")
+
 NEG_INF = float("-inf")
 
 # ---------------------------------------------------------------- right answers
@@ -79,14 +82,14 @@ def good_grad(f, x, t):
 
 
 GOOD = {
-    "masking.causal_mask": good_causal,
-    "masking.to_additive": good_additive,
-    "masking.padding_mask_from_lengths": good_lengths,
-    "masking.padding_mask_from_ids": good_ids,
-    "masking.decoder_self_attention_mask": good_decoder,
-    "masking.masked_attention": good_masked,
-    "masking.future_leak": good_leak,
-    "masking.grad_of_position": good_grad,
+    KEY["causal_mask"]: good_causal,
+    KEY["to_additive"]: good_additive,
+    KEY["padding_mask_from_lengths"]: good_lengths,
+    KEY["padding_mask_from_ids"]: good_ids,
+    KEY["decoder_self_attention_mask"]: good_decoder,
+    KEY["masked_attention"]: good_masked,
+    KEY["future_leak"]: good_leak,
+    KEY["grad_of_position"]: good_grad,
 }
 
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
@@ -325,67 +328,67 @@ def grad_prefix(f, x, t):
 
 # (key, wrong implementation, mistake name it must be reported as, only on the graded path)
 WRONG = [
-    ("masking.causal_mask", causal_strict, "off-by-one diagonal (a token cannot see itself)",
+    (KEY["causal_mask"], causal_strict, "off-by-one diagonal (a token cannot see itself)",
      False),
-    ("masking.causal_mask", causal_plus_one, "off-by-one diagonal (a token sees the next one)",
+    (KEY["causal_mask"], causal_plus_one, "off-by-one diagonal (a token sees the next one)",
      False),
-    ("masking.causal_mask", causal_drop_mask, "mask inverted (True meaning drop instead of keep)",
+    (KEY["causal_mask"], causal_drop_mask, "mask inverted (True meaning drop instead of keep)",
      False),
-    ("masking.causal_mask", causal_triu,
+    (KEY["causal_mask"], causal_triu,
      "upper triangle (each token sees the future, not the past)", False),
-    ("masking.causal_mask", causal_float, "not a boolean mask", False),
-    ("masking.causal_mask", causal_additive, "additive mask instead of a boolean one", False),
-    ("masking.to_additive", additive_inverted, "mask inverted (-inf where the mask is True)",
+    (KEY["causal_mask"], causal_float, "not a boolean mask", False),
+    (KEY["causal_mask"], causal_additive, "additive mask instead of a boolean one", False),
+    (KEY["to_additive"], additive_inverted, "mask inverted (-inf where the mask is True)",
      False),
-    ("masking.to_additive", additive_big_negative, "a large finite number instead of -inf", False),
-    ("masking.to_additive", additive_float, "returned the mask as 1.0 / 0.0", False),
-    ("masking.to_additive", additive_no_dtype, "ignored the dtype argument", False),
-    ("masking.padding_mask_from_lengths", lengths_le, "off-by-one length (<= instead of <)",
+    (KEY["to_additive"], additive_big_negative, "a large finite number instead of -inf", False),
+    (KEY["to_additive"], additive_float, "returned the mask as 1.0 / 0.0", False),
+    (KEY["to_additive"], additive_no_dtype, "ignored the dtype argument", False),
+    (KEY["padding_mask_from_lengths"], lengths_le, "off-by-one length (<= instead of <)",
      False),
-    ("masking.padding_mask_from_lengths", lengths_inverted, "mask inverted (True at the padding)",
+    (KEY["padding_mask_from_lengths"], lengths_inverted, "mask inverted (True at the padding)",
      False),
-    ("masking.padding_mask_from_lengths", lengths_query_axis,
+    (KEY["padding_mask_from_lengths"], lengths_query_axis,
      "padding applied on the query axis instead of the key axis", False),
-    ("masking.padding_mask_from_lengths", lengths_2d, "mask not broadcast over heads", False),
-    ("masking.padding_mask_from_lengths", lengths_3d,
+    (KEY["padding_mask_from_lengths"], lengths_2d, "mask not broadcast over heads", False),
+    (KEY["padding_mask_from_lengths"], lengths_3d,
      "mask not broadcast over heads (batch lined up with heads)", False),
-    ("masking.padding_mask_from_ids", ids_inverted, "mask inverted (True at the padding)", False),
-    ("masking.padding_mask_from_ids", ids_zero, "pad id hard-coded to 0", False),
-    ("masking.padding_mask_from_ids", ids_query_axis,
+    (KEY["padding_mask_from_ids"], ids_inverted, "mask inverted (True at the padding)", False),
+    (KEY["padding_mask_from_ids"], ids_zero, "pad id hard-coded to 0", False),
+    (KEY["padding_mask_from_ids"], ids_query_axis,
      "padding applied on the query axis instead of the key axis", False),
-    ("masking.padding_mask_from_ids", ids_2d, "mask not broadcast over heads", False),
-    ("masking.padding_mask_from_ids", ids_3d,
+    (KEY["padding_mask_from_ids"], ids_2d, "mask not broadcast over heads", False),
+    (KEY["padding_mask_from_ids"], ids_3d,
      "mask not broadcast over heads (batch lined up with heads)", False),
-    ("masking.decoder_self_attention_mask", decoder_or,
+    (KEY["decoder_self_attention_mask"], decoder_or,
      "combined the masks with OR instead of AND", False),
-    ("masking.decoder_self_attention_mask", decoder_query_axis,
+    (KEY["decoder_self_attention_mask"], decoder_query_axis,
      "padding applied on the query axis instead of the key axis", False),
-    ("masking.decoder_self_attention_mask", decoder_no_pad, "forgot the padding mask", False),
-    ("masking.decoder_self_attention_mask", decoder_no_causal, "forgot the causal mask", False),
-    ("masking.decoder_self_attention_mask", decoder_3d, "mask not broadcast over heads", False),
-    ("masking.masked_attention", masked_after_softmax, "mask applied after the softmax", False),
-    ("masking.masked_attention", masked_inverted,
+    (KEY["decoder_self_attention_mask"], decoder_no_pad, "forgot the padding mask", False),
+    (KEY["decoder_self_attention_mask"], decoder_no_causal, "forgot the causal mask", False),
+    (KEY["decoder_self_attention_mask"], decoder_3d, "mask not broadcast over heads", False),
+    (KEY["masked_attention"], masked_after_softmax, "mask applied after the softmax", False),
+    (KEY["masked_attention"], masked_inverted,
      "mask inverted (True meaning drop instead of keep)", False),
-    ("masking.masked_attention", masked_torch_softmax, "-inf producing NaN rows", False),
-    ("masking.masked_attention", masked_multiplied, "multiplied the scores by the mask", False),
-    ("masking.masked_attention", masked_additive_as_bool, "additive mask used as a boolean",
+    (KEY["masked_attention"], masked_torch_softmax, "-inf producing NaN rows", False),
+    (KEY["masked_attention"], masked_multiplied, "multiplied the scores by the mask", False),
+    (KEY["masked_attention"], masked_additive_as_bool, "additive mask used as a boolean",
      False),
-    ("masking.masked_attention", masked_unscaled, "no scaling", False),
+    (KEY["masked_attention"], masked_unscaled, "no scaling", False),
     # mutation testing (issue 18)
-    ("masking.masked_attention", masked_ignored, "mask ignored", False),
-    ("masking.masked_attention", masked_bool_added,
+    (KEY["masked_attention"], masked_ignored, "mask ignored", False),
+    (KEY["masked_attention"], masked_bool_added,
      "boolean mask added as 0 / 1 (not converted to 0 / -inf)", False),
-    ("masking.masked_attention", masked_float_tilde, "a float mask passed to masked_fill or ~",
+    (KEY["masked_attention"], masked_float_tilde, "a float mask passed to masked_fill or ~",
      False),
-    ("masking.masked_attention", masked_unsqueeze_heads, "mask not broadcast over heads", False),
-    ("masking.future_leak", leak_off_by_one, "perturbed token t too (off by one)", False),
-    ("masking.future_leak", leak_all_positions, "compared every position", False),
-    ("masking.future_leak", leak_later_outputs, "compared every position", False),
-    ("masking.future_leak", leak_past, "perturbed the past instead of the future", False),
-    ("masking.grad_of_position", grad_all, "gradient of every output, not of position t", False),
-    ("masking.grad_of_position", grad_feature,
+    (KEY["masked_attention"], masked_unsqueeze_heads, "mask not broadcast over heads", False),
+    (KEY["future_leak"], leak_off_by_one, "perturbed token t too (off by one)", False),
+    (KEY["future_leak"], leak_all_positions, "compared every position", False),
+    (KEY["future_leak"], leak_later_outputs, "compared every position", False),
+    (KEY["future_leak"], leak_past, "perturbed the past instead of the future", False),
+    (KEY["grad_of_position"], grad_all, "gradient of every output, not of position t", False),
+    (KEY["grad_of_position"], grad_feature,
      "indexed the feature axis instead of the time axis", False),
-    ("masking.grad_of_position", grad_prefix, "gradient of the positions up to t", False),
+    (KEY["grad_of_position"], grad_prefix, "gradient of the positions up to t", False),
 ]
 
 
@@ -420,11 +423,11 @@ def test_nan_gradient_of_a_fully_masked_row_fails_only_the_graded_path(capsys):
     M.check_masked_attention(nan_to_num_after)  # visible: the fully masked row's output is 0
     assert "✔ Exercise 3.1" in capsys.readouterr().out
     with pytest.raises(CheckFailed, match=r"the gradient for input \d differs .* got nan"):
-        hidden_check("masking.masked_attention", nan_to_num_after)
+        hidden_check(KEY["masked_attention"], nan_to_num_after)
 
 
 def test_layers_under_test_really_are_causal_or_not():
-    layers = {c.label.split(",")[0]: c.args[0] for c in CHECKS["masking.future_leak"].cases}
+    layers = {c.label.split(",")[0]: c.args[0] for c in CHECKS[KEY["future_leak"]].cases}
     causal, unmasked = layers["a causal layer"], layers["an unmasked layer"]
     x = torch.randn(5, 6, dtype=torch.float64)
     assert good_leak(causal, x, 2, torch.randn(5, 6, dtype=torch.float64)) == 0.0
@@ -445,4 +448,4 @@ def test_nan_to_num_on_the_weights_fails_on_an_additive_mask_gradient():
         return torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0) @ v
 
     with pytest.raises(CheckFailed, match=r"the gradient for input [12] differs .* got nan"):
-        hidden_check("masking.masked_attention", nan_to_num_weights)
+        hidden_check(KEY["masked_attention"], nan_to_num_weights)

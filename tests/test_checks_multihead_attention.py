@@ -16,6 +16,9 @@ from catalogue_helpers import assert_every_entry_tested, assert_mistake_named
 from autograder.checks import CheckFailed, NotImplementedYet, hidden_check, table
 from autograder.checks import multihead_attention as M
 
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("03_multihead_attention")
+
 # ---------------------------------------------------------------- right answers
 
 
@@ -64,13 +67,13 @@ def good_weights(m):
 
 
 GOOD = {
-    "multihead_attention.msa_loop": good_msa,
-    "multihead_attention.split_heads": good_split,
-    "multihead_attention.merge_heads": good_merge,
-    "multihead_attention.multi_head_attention": good_mha,
-    "multihead_attention.mha_parameter_count": good_count,
-    "multihead_attention.fused_qkv": good_fused,
-    "multihead_attention.weights_from_torch": good_weights,
+    KEY["msa_loop"]: good_msa,
+    KEY["split_heads"]: good_split,
+    KEY["merge_heads"]: good_merge,
+    KEY["multi_head_attention"]: good_mha,
+    KEY["mha_parameter_count"]: good_count,
+    KEY["fused_qkv"]: good_fused,
+    KEY["weights_from_torch"]: good_weights,
 }
 
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
@@ -237,52 +240,52 @@ def weights_wrong_axis(m):
 
 # (key, wrong implementation, mistake name it must be reported as)
 WRONG = [
-    ("multihead_attention.msa_loop", msa_reversed, "heads concatenated in the wrong order"),
-    ("multihead_attention.msa_loop", msa_scaled, "scaled the scores by 1/sqrt(d')"),
-    ("multihead_attention.msa_loop", msa_summed, "summed the heads instead of concatenating"),
-    ("multihead_attention.msa_loop", msa_stacked, "stacked the heads on a new axis"),
-    ("multihead_attention.split_heads", split_reshape,
+    (KEY["msa_loop"], msa_reversed, "heads concatenated in the wrong order"),
+    (KEY["msa_loop"], msa_scaled, "scaled the scores by 1/sqrt(d')"),
+    (KEY["msa_loop"], msa_summed, "summed the heads instead of concatenating"),
+    (KEY["msa_loop"], msa_stacked, "stacked the heads on a new axis"),
+    (KEY["split_heads"], split_reshape,
      "reshape to heads without transposing (heads mixed across positions)"),
-    ("multihead_attention.split_heads", split_no_transpose, "forgot the transpose"),
-    ("multihead_attention.split_heads",
+    (KEY["split_heads"], split_no_transpose, "forgot the transpose"),
+    (KEY["split_heads"],
      split_interleaved, "heads interleaved instead of contiguous"),
-    ("multihead_attention.merge_heads", merge_reshape,
+    (KEY["merge_heads"], merge_reshape,
      "reshape without transposing (heads mixed across positions)"),
-    ("multihead_attention.merge_heads", merge_reversed, "heads concatenated in the wrong order"),
-    ("multihead_attention.merge_heads",
+    (KEY["merge_heads"], merge_reversed, "heads concatenated in the wrong order"),
+    (KEY["merge_heads"],
      merge_interleaved, "heads interleaved instead of concatenated"),
-    ("multihead_attention.multi_head_attention", mha_reshape_both,
+    (KEY["multi_head_attention"], mha_reshape_both,
      "reshape to heads without transposing (heads mixed across positions)"),
-    ("multihead_attention.multi_head_attention", mha_reshape_split,
+    (KEY["multi_head_attention"], mha_reshape_split,
      "reshape to heads without transposing (heads mixed across positions)"),
-    ("multihead_attention.multi_head_attention",
+    (KEY["multi_head_attention"],
      mha_sqrt_d_model, "scaled by sqrt(d_model) instead of sqrt(d_k)"),
-    ("multihead_attention.multi_head_attention", mha_no_wo, "forgot W_O"),
-    ("multihead_attention.multi_head_attention", mha_wo_per_head, "applied W_O per head"),
-    ("multihead_attention.multi_head_attention",
+    (KEY["multi_head_attention"], mha_no_wo, "forgot W_O"),
+    (KEY["multi_head_attention"], mha_wo_per_head, "applied W_O per head"),
+    (KEY["multi_head_attention"],
      mha_reversed, "heads concatenated in the wrong order"),
-    ("multihead_attention.multi_head_attention", mha_query_length,
+    (KEY["multi_head_attention"], mha_query_length,
      "used the query length for the key dimension in cross-attention"),
-    ("multihead_attention.mha_parameter_count",
+    (KEY["mha_parameter_count"],
      count_per_head, "a full d_model x d_model projection per head"),
-    ("multihead_attention.mha_parameter_count", count_no_wo, "forgot W_O"),
-    ("multihead_attention.mha_parameter_count", count_no_bias, "forgot the biases"),
+    (KEY["mha_parameter_count"], count_no_wo, "forgot W_O"),
+    (KEY["mha_parameter_count"], count_no_bias, "forgot the biases"),
     # mutation testing (issue 18): the biases miscounted, W_O's weight forgotten
-    ("multihead_attention.mha_parameter_count",
+    (KEY["mha_parameter_count"],
      lambda d, h, bias=True: 4 * d * d + (d if bias else 0), "one bias for all four projections"),
-    ("multihead_attention.mha_parameter_count",
+    (KEY["mha_parameter_count"],
      lambda d, h, bias=True: 4 * d * d + (3 * d if bias else 0), "forgot W_O's bias"),
-    ("multihead_attention.mha_parameter_count",
+    (KEY["mha_parameter_count"],
      lambda d, h, bias=True: 4 * d * d + (4 if bias else 0), "counted each bias as one parameter"),
-    ("multihead_attention.mha_parameter_count",
+    (KEY["mha_parameter_count"],
      lambda d, h, bias=True: 3 * d * d + (4 * d if bias else 0),
      "forgot W_O's weight (but counted its bias)"),
-    ("multihead_attention.fused_qkv", fused_time_axis, "split along the wrong axis"),
-    ("multihead_attention.fused_qkv", fused_every_third, "took every third column"),
-    ("multihead_attention.weights_from_torch",
+    (KEY["fused_qkv"], fused_time_axis, "split along the wrong axis"),
+    (KEY["fused_qkv"], fused_every_third, "took every third column"),
+    (KEY["weights_from_torch"],
      weights_untransposed, "transposed weight convention (W vs Wᵀ)"),
-    ("multihead_attention.weights_from_torch", weights_wo_untransposed, "W_O not transposed"),
-    ("multihead_attention.weights_from_torch",
+    (KEY["weights_from_torch"], weights_wo_untransposed, "W_O not transposed"),
+    (KEY["weights_from_torch"],
      weights_wrong_axis, "split in_proj_weight along the wrong axis"),
 ]
 
@@ -332,7 +335,7 @@ def test_loaded_weights_reproduce_nn_multihead_attention():
 
 
 def test_gradient_case_agrees_with_the_reference_module_and_catches_a_detached_output():
-    cases = CHECKS["multihead_attention.multi_head_attention"].cases
+    cases = CHECKS[KEY["multi_head_attention"]].cases
     (case,) = [c for c in cases if c.kind == "grad"]
     torch.testing.assert_close(case.expected[0], good_mha(*case.args, **case.kwargs),
                                rtol=1e-12, atol=1e-12)
@@ -342,4 +345,4 @@ def test_gradient_case_agrees_with_the_reference_module_and_catches_a_detached_o
 
     M.check_multi_head_attention(detached)  # the visible cases have no gradients
     with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
-        hidden_check("multihead_attention.multi_head_attention", detached)
+        hidden_check(KEY["multi_head_attention"], detached)

@@ -24,6 +24,9 @@ from autograder.checks import CheckFailed, NotImplementedYet, table
 from autograder.checks import training as TR
 from autograder.checks.training import graded
 
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("08_training")
+
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
 CHECKS = table.declarations("08_training")
 
@@ -182,22 +185,22 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
 
 
 GOOD = {
-    "training.get_batch": (good_get_batch,),
-    "training.cross_entropy": (good_ce,),
-    "training.get_lr": (good_lr,),
-    "training.train_step": (good_step,),
-    "training.estimate_loss": (good_eval,),
-    "training.checkpoint": ckpt_fns(),
-    "training.sample_next_token": (sampler(),),
+    KEY["get_batch"]: (good_get_batch,),
+    KEY["cross_entropy"]: (good_ce,),
+    KEY["get_lr"]: (good_lr,),
+    KEY["train_step"]: (good_step,),
+    KEY["estimate_loss"]: (good_eval,),
+    KEY["checkpoint"]: ckpt_fns(),
+    KEY["sample_next_token"]: (sampler(),),
 }
 PUBLIC = {
-    "training.get_batch": TR.check_get_batch,
-    "training.cross_entropy": TR.check_cross_entropy,
-    "training.get_lr": TR.check_get_lr,
-    "training.train_step": TR.check_train_step,
-    "training.estimate_loss": TR.check_estimate_loss,
-    "training.checkpoint": TR.check_checkpoint,
-    "training.sample_next_token": TR.check_sample_next_token,
+    KEY["get_batch"]: TR.check_get_batch,
+    KEY["cross_entropy"]: TR.check_cross_entropy,
+    KEY["get_lr"]: TR.check_get_lr,
+    KEY["train_step"]: TR.check_train_step,
+    KEY["estimate_loss"]: TR.check_estimate_loss,
+    KEY["checkpoint"]: TR.check_checkpoint,
+    KEY["sample_next_token"]: TR.check_sample_next_token,
 }
 
 
@@ -306,77 +309,77 @@ def lr_warm_first(step, max_lr, min_lr, warmup_iters, max_iters):
 CLIP_MISSING = "no gradient clipping in effect (none, before backward(), or after step())"
 
 WRONG = [
-    ("training.get_batch", (gb(shift=0),), "y not shifted (y = x)"),
-    ("training.get_batch", (gb(swap=True),), "x and y swapped"),
-    ("training.get_batch", (gb(high=-1),),
+    (KEY["get_batch"], (gb(shift=0),), "y not shifted (y = x)"),
+    (KEY["get_batch"], (gb(swap=True),), "x and y swapped"),
+    (KEY["get_batch"], (gb(high=-1),),
      "starts drawn below len(data) - block_size - 1 (off by one)"),
-    ("training.get_batch", (gb(long_x=True),), "x has block_size + 1 tokens"),
-    ("training.get_batch", (gb(dtype=np.uint16),), "ids kept as the data's uint16"),
-    ("training.cross_entropy", (ce("naive"),), "not stabilised: exp of the raw logits overflows"),
-    ("training.cross_entropy", (ce("softmax"),), "log of softmax in two steps (log 0 = -inf)"),
-    ("training.cross_entropy", (ce("global"),),
+    (KEY["get_batch"], (gb(long_x=True),), "x has block_size + 1 tokens"),
+    (KEY["get_batch"], (gb(dtype=np.uint16),), "ids kept as the data's uint16"),
+    (KEY["cross_entropy"], (ce("naive"),), "not stabilised: exp of the raw logits overflows"),
+    (KEY["cross_entropy"], (ce("softmax"),), "log of softmax in two steps (log 0 = -inf)"),
+    (KEY["cross_entropy"], (ce("global"),),
      "subtracted the global max instead of each row's max"),
-    ("training.cross_entropy", (ce("axis0"),),
+    (KEY["cross_entropy"], (ce("axis0"),),
      "normalised over the batch axis (axis 0) instead of the vocabulary"),
-    ("training.cross_entropy", (ce("raw"),), "left out the log-sum-exp (loss = -z[target])"),
-    ("training.cross_entropy", (ce("sum"),), "summed instead of averaged over the tokens"),
-    ("training.cross_entropy", (ce("sign"),), "forgot the minus sign"),
-    ("training.get_lr", (lr("from0"),), "warm-up starts at 0 (max_lr * step / warmup_iters)"),
-    ("training.get_lr", (lr("tozero"),), "cosine decays to 0 instead of min_lr"),
-    ("training.get_lr", (lr("amp"),), "cosine amplitude is max_lr instead of max_lr - min_lr"),
-    ("training.get_lr", (lr("origin"),),
+    (KEY["cross_entropy"], (ce("raw"),), "left out the log-sum-exp (loss = -z[target])"),
+    (KEY["cross_entropy"], (ce("sum"),), "summed instead of averaged over the tokens"),
+    (KEY["cross_entropy"], (ce("sign"),), "forgot the minus sign"),
+    (KEY["get_lr"], (lr("from0"),), "warm-up starts at 0 (max_lr * step / warmup_iters)"),
+    (KEY["get_lr"], (lr("tozero"),), "cosine decays to 0 instead of min_lr"),
+    (KEY["get_lr"], (lr("amp"),), "cosine amplitude is max_lr instead of max_lr - min_lr"),
+    (KEY["get_lr"], (lr("origin"),),
      "cosine progress measured from step 0, not from the end of the warm-up"),
-    ("training.get_lr", (lr("nowarm"),), "no warm-up"),
+    (KEY["get_lr"], (lr("nowarm"),), "no warm-up"),
     # mutation testing (issue 18)
-    ("training.get_lr", (lr("nobranch"),),
+    (KEY["get_lr"], (lr("nobranch"),),
      "warm-up branch left out (the cosine also runs during the warm-up)"),
-    ("training.get_lr", (lr("nohalf"),), "cosine factor without the 1/2"),
-    ("training.get_lr", (lr("half"),), "half a cosine (cos(pi r / 2))"),
-    ("training.get_lr", (lr("linear"),), "linear decay instead of cosine"),
-    ("training.get_lr", (lr("noclamp"),), "the cosine comes back up after max_iters"),
-    ("training.get_lr", (lr_warm_first,), "division by zero without a warm-up"),
-    ("training.train_step", (step_fn(zero=False),),
+    (KEY["get_lr"], (lr("nohalf"),), "cosine factor without the 1/2"),
+    (KEY["get_lr"], (lr("half"),), "half a cosine (cos(pi r / 2))"),
+    (KEY["get_lr"], (lr("linear"),), "linear decay instead of cosine"),
+    (KEY["get_lr"], (lr("noclamp"),), "the cosine comes back up after max_iters"),
+    (KEY["get_lr"], (lr_warm_first,), "division by zero without a warm-up"),
+    (KEY["train_step"], (step_fn(zero=False),),
      "forgot optimizer.zero_grad(): gradients accumulate across steps"),
-    ("training.train_step", (step_fn(zero_mid=True),), "zero_grad() between backward() and step()"),
-    ("training.train_step", (step_fn(clip=None),), CLIP_MISSING),
-    ("training.train_step", (step_fn(clip_after=True),), CLIP_MISSING),
-    ("training.train_step", (step_fn(clip_before_backward=True),), CLIP_MISSING),
-    ("training.train_step", (step_fn(clip="per-param"),),
+    (KEY["train_step"], (step_fn(zero_mid=True),), "zero_grad() between backward() and step()"),
+    (KEY["train_step"], (step_fn(clip=None),), CLIP_MISSING),
+    (KEY["train_step"], (step_fn(clip_after=True),), CLIP_MISSING),
+    (KEY["train_step"], (step_fn(clip_before_backward=True),), CLIP_MISSING),
+    (KEY["train_step"], (step_fn(clip="per-param"),),
      "clipped each parameter's gradient separately instead of the global norm"),
-    ("training.train_step", (step_fn(clip="values"),),
+    (KEY["train_step"], (step_fn(clip="values"),),
      "clipped gradient values instead of the norm"),
-    ("training.train_step", (step_fn(loss_after=True),), "returned the loss after the update"),
-    ("training.train_step", (step_fn(clip_first=True),),
+    (KEY["train_step"], (step_fn(loss_after=True),), "returned the loss after the update"),
+    (KEY["train_step"], (step_fn(clip_first=True),),
      "a gradient is None (clipped before backward()?)"),
-    ("training.estimate_loss", (eval_fn(eval_mode=False),),
+    (KEY["estimate_loss"], (eval_fn(eval_mode=False),),
      "forgot model.eval(): dropout is still on"),
-    ("training.estimate_loss", (eval_fn(reduce="last"),),
+    (KEY["estimate_loss"], (eval_fn(reduce="last"),),
      "returned the last batch's loss, not the mean"),
-    ("training.estimate_loss", (eval_fn(reduce="sum"),),
+    (KEY["estimate_loss"], (eval_fn(reduce="sum"),),
      "summed the batch losses instead of averaging"),
-    ("training.estimate_loss", (eval_fn(one=True),),
+    (KEY["estimate_loss"], (eval_fn(one=True),),
      "evaluated one batch only (eval_iters ignored)"),
-    ("training.checkpoint", ckpt_fns(optimizer=False),
+    (KEY["checkpoint"], ckpt_fns(optimizer=False),
      "saved the model only (AdamW's moments restart at zero)"),
-    ("training.checkpoint", ckpt_fns(step=False),
+    (KEY["checkpoint"], ckpt_fns(step=False),
      "the step was not restored (the schedule restarts at warm-up)"),
-    ("training.checkpoint", ckpt_fns(generator=False),
+    (KEY["checkpoint"], ckpt_fns(generator=False),
      "the batch generator's state was not saved (other batches after the resume)"),
-    ("training.checkpoint", ckpt_fns(gen_object=True),
+    (KEY["checkpoint"], ckpt_fns(gen_object=True),
      "saved the generator object instead of its state"),
-    ("training.checkpoint", ckpt_fns(opt_object=True),
+    (KEY["checkpoint"], ckpt_fns(opt_object=True),
      "torch.load refuses a Python object (weights_only)"),
-    ("training.sample_next_token", (sampler(temp="multiply"),),
+    (KEY["sample_next_token"], (sampler(temp="multiply"),),
      "multiplied the logits by the temperature instead of dividing"),
-    ("training.sample_next_token", (sampler(temp="ignore"),), "temperature ignored"),
-    ("training.sample_next_token", (sampler(p_first=True),),
+    (KEY["sample_next_token"], (sampler(temp="ignore"),), "temperature ignored"),
+    (KEY["sample_next_token"], (sampler(p_first=True),),
      "top-p applied before the temperature"),
-    ("training.sample_next_token", (sampler(k="smallest"),), "kept the k smallest logits"),
-    ("training.sample_next_token", (sampler(p="inclusive"),),
+    (KEY["sample_next_token"], (sampler(k="smallest"),), "kept the k smallest logits"),
+    (KEY["sample_next_token"], (sampler(p="inclusive"),),
      "top-p drops the token that crosses p"),
-    ("training.sample_next_token", (sampler(p="unsorted"),),
+    (KEY["sample_next_token"], (sampler(p="unsorted"),),
      "top-p measured on the unsorted probabilities"),
-    ("training.sample_next_token", (sampler(greedy=False),), "temperature 0 divides by zero"),
+    (KEY["sample_next_token"], (sampler(greedy=False),), "temperature 0 divides by zero"),
 ]
 
 
@@ -445,9 +448,9 @@ def test_sampler_output_shape_is_checked():
 
 
 CALLS = [  # (key, a wrong function, how its call line must start)
-    ("training.train_step", (step_fn(zero=False),),
+    (KEY["train_step"], (step_fn(zero=False),),
      "call: train_step(model, optimizer, x, y, grad_clip=0.1) 3 times on one batch"),
-    ("training.estimate_loss", (eval_fn(eval_mode=False),),
+    (KEY["estimate_loss"], (eval_fn(eval_mode=False),),
      "call: estimate_loss(model, data, batch_size=4, block_size=8, eval_iters=3, generator)"),
 ]
 
@@ -465,10 +468,10 @@ def test_call_line_shows_the_students_signature_not_the_probes_arguments(key, wr
 def test_every_probe_check_has_a_call_text():
     """Each check that runs the student's function inside an experiment says how, starting
     with the student's own function and its parameter names."""
-    starts = {"training.train_step": "train_step(model, optimizer, x, y, grad_clip=",
-              "training.estimate_loss": "estimate_loss(model, data, batch_size=",
-              "training.checkpoint": "save_checkpoint(path, model, optimizer, step=",
-              "training.sample_next_token": "sample_next_token(logits, temperature="}
+    starts = {KEY["train_step"]: "train_step(model, optimizer, x, y, grad_clip=",
+              KEY["estimate_loss"]: "estimate_loss(model, data, batch_size=",
+              KEY["checkpoint"]: "save_checkpoint(path, model, optimizer, step=",
+              KEY["sample_next_token"]: "sample_next_token(logits, temperature="}
     for key, start in starts.items():
         for case in CHECKS[key].cases:
             assert CHECKS[key].call_text(case).startswith(start)
@@ -489,7 +492,7 @@ def test_a_wrong_cross_entropy_cascades_into_train_step():
          "    optimizer.step()\n"
          "    return loss.item()\n", ns)
     with pytest.raises(CheckFailed) as info:
-        graded("training.train_step", ns["train_step"])
+        graded(KEY["train_step"], ns["train_step"])
     assert str(info.value).startswith(
         "Exercise 3.2 `train_step` uses your `cross_entropy` (Exercise 2.1), which fails its "
         "check"), str(info.value)

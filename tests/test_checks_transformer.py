@@ -18,6 +18,9 @@ from catalogue_helpers import (
 from autograder.checks import CheckFailed, hidden_check, table
 from autograder.checks import transformer as TR
 
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("06_transformer")
+
 # every exercise of the chapter: {check key: its Check declaration} (the exercise table)
 CHECKS = table.declarations("06_transformer")
 
@@ -70,11 +73,11 @@ def make_incremental(gpt, shift=0, use_cache=True, prefix=False):
 
 
 GOOD = {
-    "transformer.equivariance_gap": good_gap,
-    "transformer.sinusoidal_encoding": good_sin,
-    "transformer.decoder_block": good_dec,
-    "transformer.gpt_logits": good_gpt,
-    "transformer.incremental_logits": make_incremental(good_gpt),
+    KEY["equivariance_gap"]: good_gap,
+    KEY["sinusoidal_encoding"]: good_sin,
+    KEY["decoder_block"]: good_dec,
+    KEY["gpt_logits"]: good_gpt,
+    KEY["incremental_logits"]: make_incremental(good_gpt),
 }
 
 
@@ -208,59 +211,59 @@ def gpt(kind):
 
 # (check key, wrong implementation, catalogue name expected in the message, graded path only)
 WRONG = [
-    ("transformer.equivariance_gap", gap("inverse"),
+    (KEY["equivariance_gap"], gap("inverse"),
      "permuted the output with the inverse permutation", False),
-    ("transformer.equivariance_gap", gap("batch"), "permuted the batch axis instead of the tokens",
+    (KEY["equivariance_gap"], gap("batch"), "permuted the batch axis instead of the tokens",
      False),
-    ("transformer.equivariance_gap", gap("mean"), "returned the mean difference", False),
-    ("transformer.sinusoidal_encoding", sin("concat"),
+    (KEY["equivariance_gap"], gap("mean"), "returned the mean difference", False),
+    (KEY["sinusoidal_encoding"], sin("concat"),
      "sin and cos concatenated instead of interleaved", False),
-    ("transformer.sinusoidal_encoding", sin("swap"), "sin and cos swapped", False),
-    ("transformer.sinusoidal_encoding", sin("i"),
+    (KEY["sinusoidal_encoding"], sin("swap"), "sin and cos swapped", False),
+    (KEY["sinusoidal_encoding"], sin("i"),
      "frequency exponent i / d_model instead of 2i / d_model", False),
-    ("transformer.sinusoidal_encoding", sin("col"),
+    (KEY["sinusoidal_encoding"], sin("col"),
      "frequency exponent from the column index (odd columns off)", False),
-    ("transformer.sinusoidal_encoding", sin("times"),
+    (KEY["sinusoidal_encoding"], sin("times"),
      "multiplied by 10000^(2i/d) instead of dividing", False),
-    ("transformer.sinusoidal_encoding", sin("from1"), "positions start at 1", False),
+    (KEY["sinusoidal_encoding"], sin("from1"), "positions start at 1", False),
     # mutation testing (issue 18)
-    ("transformer.sinusoidal_encoding", sin("raw_exponent"), "exponent 2i not divided by d_model",
+    (KEY["sinusoidal_encoding"], sin("raw_exponent"), "exponent 2i not divided by d_model",
      False),
-    ("transformer.sinusoidal_encoding", sin("no_sin"), "sin columns never filled (left at 0)",
+    (KEY["sinusoidal_encoding"], sin("no_sin"), "sin columns never filled (left at 0)",
      False),
-    ("transformer.sinusoidal_encoding", sin("no_cos"), "cos columns never filled (left at 0)",
+    (KEY["sinusoidal_encoding"], sin("no_cos"), "cos columns never filled (left at 0)",
      False),
-    ("transformer.sinusoidal_encoding", sin("float32"), "angles computed in float32", True),
-    ("transformer.sinusoidal_encoding", sin_bad_shapes,
+    (KEY["sinusoidal_encoding"], sin("float32"), "angles computed in float32", True),
+    (KEY["sinusoidal_encoding"], sin_bad_shapes,
      "shape mismatch when filling the even/odd columns", False),
-    ("transformer.decoder_block", dec("nomask"), "decoder self-attention not causal", False),
-    ("transformer.decoder_block", dec("triu"),
+    (KEY["decoder_block"], dec("nomask"), "decoder self-attention not causal", False),
+    (KEY["decoder_block"], dec("triu"),
      "causal mask upside down (future allowed, past hidden)", False),
-    ("transformer.decoder_block", dec("kv_decoder"), "cross-attention keys taken from the decoder",
+    (KEY["decoder_block"], dec("kv_decoder"), "cross-attention keys taken from the decoder",
      False),
-    ("transformer.decoder_block", dec("norm_memory"), "memory normalised with the decoder's norm2",
+    (KEY["decoder_block"], dec("norm_memory"), "memory normalised with the decoder's norm2",
      False),
-    ("transformer.decoder_block", dec("ca_first"), "cross-attention before self-attention", False),
+    (KEY["decoder_block"], dec("ca_first"), "cross-attention before self-attention", False),
     # mutation testing (issue 18): one sublayer left out
-    ("transformer.decoder_block", dec("no_self"), "self-attention sublayer left out", False),
-    ("transformer.decoder_block", dec("no_cross"), "cross-attention sublayer left out", False),
-    ("transformer.decoder_block", dec("no_ffn"), "feed-forward sublayer left out", False),
-    ("transformer.decoder_block", dec("pytorch"),
+    (KEY["decoder_block"], dec("no_self"), "self-attention sublayer left out", False),
+    (KEY["decoder_block"], dec("no_cross"), "cross-attention sublayer left out", False),
+    (KEY["decoder_block"], dec("no_ffn"), "feed-forward sublayer left out", False),
+    (KEY["decoder_block"], dec("pytorch"),
      "PyTorch's mask convention (True = masked)", False),
-    ("transformer.gpt_logits", gpt("after_first"), "positions added after the first block", False),
-    ("transformer.gpt_logits", gpt("nopos"), "no position embeddings", False),
-    ("transformer.gpt_logits", gpt("ids"), "position embeddings looked up with the token ids",
+    (KEY["gpt_logits"], gpt("after_first"), "positions added after the first block", False),
+    (KEY["gpt_logits"], gpt("nopos"), "no position embeddings", False),
+    (KEY["gpt_logits"], gpt("ids"), "position embeddings looked up with the token ids",
      False),
-    ("transformer.gpt_logits", gpt("plus1"), "KV cache positions off by one (start + 1)", False),
-    ("transformer.gpt_logits", gpt("zero"), "positions restart at 0 with a KV cache", False),
-    ("transformer.gpt_logits", gpt("noncausal"),
+    (KEY["gpt_logits"], gpt("plus1"), "KV cache positions off by one (start + 1)", False),
+    (KEY["gpt_logits"], gpt("zero"), "positions restart at 0 with a KV cache", False),
+    (KEY["gpt_logits"], gpt("noncausal"),
      "blocks called without is_causal=True (decoder self-attention not causal)", False),
-    ("transformer.gpt_logits", gpt("no_lnf"), "final LayerNorm missing", False),
-    ("transformer.incremental_logits", make_incremental(good_gpt, shift=1),
+    (KEY["gpt_logits"], gpt("no_lnf"), "final LayerNorm missing", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, shift=1),
      "KV cache positions off by one", False),
-    ("transformer.incremental_logits", make_incremental(good_gpt, use_cache=False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, use_cache=False),
      "no cache passed (each token sees only itself)", False),
-    ("transformer.incremental_logits", make_incremental(good_gpt, prefix=True),
+    (KEY["incremental_logits"], make_incremental(good_gpt, prefix=True),
      "the whole prefix fed again with the cache", False),
 ]
 

@@ -121,3 +121,79 @@ def test_describe_lists_cases_and_mistakes():
     ex = table.exercise("01_attention", "2.1")
     assert f"cases: {len(ex.visible_cases)} visible, {len(ex.hidden_cases)} hidden" in text
     assert all(f"mistake: {m.name}" in text for m in ex.mistakes)
+
+
+# ---------------------------------------------------------------- stated once
+ROOT = release.ROOT
+STATED = {  # what the table states: check keys, test cells' and answer cells' grade ids
+    s
+    for ch in table.TABLES.values()
+    for e in ch.exercises
+    for s in (e.key, e.grade_id, e.solution_id)
+}
+_STATED = re.compile(
+    r"(?<![\w.])(" + "|".join(re.escape(s) for s in sorted(STATED, key=len, reverse=True))
+    + r")(?![\w])"
+)
+
+
+def _code_strings(path) -> list[tuple[int, str]]:
+    """(line, text) of the string literals of a Python file that are not docstrings."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
+
+
+def stated_outside_the_table(root=ROOT) -> list[str]:
+    """Where code (not docs) in autograder/, the check tests or a chapter source's own text
+    (not what the release fills in: test cells, answer cells' grade ids) names a check key or
+    a grade id: each should come from autograder/checks/table.py."""
+    files = sorted((root / "autograder").rglob("*.py")) + sorted(
+        (root / "tests").glob("test_checks_*.py")
+    )
+    out = []
+    for path in files:
+        if path == root / "autograder" / "checks" / "table.py":
+            continue
+        for line, text in _code_strings(path):
+            out += [f"{path.relative_to(root)}:{line}: {m}" for m in _STATED.findall(text)]
+    jupytext = release._jupytext()
+    for name in CHAPTERS:
+        nb = jupytext.read(release.chapter_source(name, root / "solutions"), fmt="py:percent")
+        answers = {e.solution_id for e in table.chapter(name).exercises}
+        for i, cell in enumerate(nb.cells):
+            meta = nbg(cell)
+            if meta.get("grade"):
+                continue  # a test cell: written by the release from the table
+            found = _STATED.findall(cell.source)
+            if meta.get("grade_id") in STATED and meta["grade_id"] not in answers:
+                found.append(meta["grade_id"])
+            out += [f"solutions/{name}/{name}.py cell {i}: {m}" for m in found]
+    return out
+
+
+def test_grade_ids_and_check_keys_are_stated_only_in_the_table():
+    assert stated_outside_the_table() == []
+
+
+def test_the_release_gives_each_answer_cell_its_grade_id(tmp_path):
+    chapter = "04_layer_norm"
+    text = release.chapter_source(chapter).read_text()
+    stripped = text.replace('"grade_id": "ex4_1_solution", ', "")
+    assert stripped != text
+    (tmp_path / f"{chapter}.py").write_text(stripped)
+    assert release.source_text(tmp_path / f"{chapter}.py", chapter) == text
+

@@ -181,11 +181,12 @@ def sample_next_token(sample_fn):
     return run
 
 
+# by the exercise's function, the last part of its check key (autograder/checks/table.py)
 DRIVERS = {
-    "training.train_step": train_step,
-    "training.estimate_loss": estimate_loss,
-    "training.checkpoint": checkpoint,
-    "training.sample_next_token": sample_next_token,
+    "train_step": train_step,
+    "estimate_loss": estimate_loss,
+    "checkpoint": checkpoint,
+    "sample_next_token": sample_next_token,
 }
 
 
@@ -194,7 +195,7 @@ def probe(key: str, *fns):
     function, or its driver (``None`` if an argument is not callable)."""
     if not fns or not all(callable(f) for f in fns):
         return None
-    wrap = DRIVERS.get(key)
+    wrap = DRIVERS.get(key.rpartition(".")[2])
     if wrap is None:
         return fns[0]
     driver = wrap(*fns)

@@ -24,6 +24,7 @@ import torch
 
 import transformer_ref
 import transformer_ref.numpy_ref as npref
+from autograder.checks import table
 from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
 from autograder.checks._cases import is_matmul_mismatch as _is_matmul_mismatch
 from autograder.checks._cases import np_rand as _np_rand
@@ -78,9 +79,7 @@ for _i, (_q, _k, _dt, _hidden) in enumerate(
     )
 
 _DOT = Check(
-    key="attention.dot_product_scores",
-    exercise="Exercise 1.1",
-    name="dot_product_scores",
+    **table.identity(__name__, "dot_product_scores"),
     reference_off=True,
     cases=tuple(_SCORES_CASES),
     mistakes=(
@@ -171,9 +170,7 @@ def _softmax_cases():
 
 
 _SOFTMAX = Check(
-    key="attention.softmax",
-    exercise="Exercise 2.1",
-    name="softmax",
+    **table.identity(__name__, "softmax"),
     reference_off=True,
     cases=_softmax_cases(),
     mistakes=(
@@ -254,10 +251,8 @@ def _sa_cases():
 
 
 _SELF_ATTN = Check(
-    key="attention.self_attention_unscaled",
-    uses=(("dot_product_scores", "attention.dot_product_scores"), ("softmax", "attention.softmax")),
-    exercise="Exercise 3.1",
-    name="self_attention_unscaled",
+    **table.identity(__name__, "self_attention_unscaled"),
+    uses=table.uses(__name__, "dot_product_scores", "softmax"),
     reference_off=True,
     cases=_sa_cases(),
     mistakes=(
@@ -357,9 +352,7 @@ def _dots(d_k, n, rng):
 
 
 _VARIANCE = Check(
-    key="attention.score_variance",
-    exercise="Exercise 4.1",
-    name="score_variance",
+    **table.identity(__name__, "score_variance"),
     reference_off=True,
     cases=_variance_cases(),
     mistakes=(
@@ -761,9 +754,7 @@ _TRANSPOSE_HINT = ErrorHint(
 )
 
 _SDPA = Check(
-    key="attention.scaled_dot_product_attention",
-    exercise="Exercise 5.1",
-    name="scaled_dot_product_attention",
+    **table.identity(__name__, "scaled_dot_product_attention"),
     reference_off=True,
     cases=_sdpa_cases(),
     mistakes=_SDPA_MISTAKES,
@@ -826,9 +817,7 @@ def _col_variant(X, Q, K, V, *, dim=0, transpose_scores=False, scale=1.0, swap_s
 
 
 _COLUMN = Check(
-    key="attention.column_form_self_attention",
-    exercise="Exercise 6.1",
-    name="column_form_self_attention",
+    **table.identity(__name__, "column_form_self_attention"),
     reference_off=True,
     cases=_col_cases(),
     mistakes=(
@@ -959,10 +948,8 @@ def _cos_no_eps(q, k, v, mask=None, temperature=1.0, eps=1e-8):
 
 
 _COSINE = Check(
-    key="attention.cosine_similarity_attention",
-    uses=(("scaled_dot_product_attention", "attention.scaled_dot_product_attention"),),
-    exercise="Exercise 7.1",
-    name="cosine_similarity_attention",
+    **table.identity(__name__, "cosine_similarity_attention"),
+    uses=table.uses(__name__, "scaled_dot_product_attention"),
     reference_off=True,
     cases=_cos_cases(),
     mistakes=(
@@ -1068,9 +1055,7 @@ def _dominance_cases():
 
 
 _DOMINANCE = Check(
-    key="attention.self_score_dominance",
-    exercise="Exercise 8.1",
-    name="self_score_dominance",
+    **table.identity(__name__, "self_score_dominance"),
     reference_off=True,
     cases=_dominance_cases(),
     mistakes=(

@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 
 import regex
 
+from autograder.checks import table
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, _compare_exact, register
 from transformer_ref.bpe import BPETokenizer, ClassicBPE, pretokenize, train_bpe, train_bpe_naive
 from transformer_ref.corpus import load_shakespeare, small_sample
@@ -133,10 +134,8 @@ def _count_cases():
 
 
 _COUNT = Check(
-    key="bpe.count_pairs",
+    **table.identity(__name__, "count_pairs"),
     reference_off=True,
-    exercise="Exercise 2.1",
-    name="count_pairs",
     cases=_count_cases(),
     mistakes=(
         Mistake(
@@ -211,10 +210,8 @@ def _merge_cases():
 
 
 _MERGE = Check(
-    key="bpe.merge_pair",
+    **table.identity(__name__, "merge_pair"),
     reference_off=True,
-    exercise="Exercise 2.2",
-    name="merge_pair",
     cases=_merge_cases(),
     mistakes=(
         Mistake(
@@ -296,11 +293,9 @@ def _classic_cases():
 
 
 _CLASSIC = Check(
-    key="bpe.train_classic_bpe",
-    uses=(("count_pairs", "bpe.count_pairs"), ("merge_pair", "bpe.merge_pair")),
+    **table.identity(__name__, "train_classic_bpe"),
+    uses=table.uses(__name__, "count_pairs", "merge_pair"),
     reference_off=True,
-    exercise="Exercise 2.3",
-    name="train_classic_bpe",
     cases=_classic_cases(),
     mistakes=(
         Mistake(
@@ -409,11 +404,9 @@ def _encode_word_cases():
 
 
 _ENCODE_WORD = Check(
-    key="bpe.encode_word",
-    uses=(("merge_pair", "bpe.merge_pair"),),
+    **table.identity(__name__, "encode_word"),
+    uses=table.uses(__name__, "merge_pair"),
     reference_off=True,
-    exercise="Exercise 2.4",
-    name="encode_word",
     cases=_encode_word_cases(),
     mistakes=(
         Mistake(
@@ -461,10 +454,8 @@ def _decode_cases():
 
 
 _DECODE_SYMBOLS = Check(
-    key="bpe.decode_symbols",
+    **table.identity(__name__, "decode_symbols"),
     reference_off=True,
-    exercise="Exercise 2.5",
-    name="decode_symbols",
     cases=_decode_cases(),
     mistakes=(
         Mistake(
@@ -612,11 +603,9 @@ _TRAIN_MISTAKES = (
 )
 
 _TRAIN_NAIVE = Check(
-    key="bpe.train_bpe_naive",
-    uses=(("count_pairs", "bpe.count_pairs"),),
+    **table.identity(__name__, "train_bpe_naive"),
+    uses=table.uses(__name__, "count_pairs"),
     reference_off=True,
-    exercise="Exercise 3.1",
-    name="train_bpe_naive",
     cases=_TRAIN_CASES,
     mistakes=_TRAIN_MISTAKES,
 )
@@ -730,10 +719,8 @@ class _TrustedSpeed:
 _speed_stage.trusted = _TrustedSpeed()
 
 _TRAIN_FAST = Check(
-    key="bpe.train_bpe_fast",
+    **table.identity(__name__, "train_bpe_fast"),
     reference_off=True,
-    exercise="Exercise 4.1",
-    name="train_bpe_fast",
     cases=_TRAIN_CASES,
     mistakes=_TRAIN_MISTAKES,
     post=_speed_stage,
@@ -833,10 +820,8 @@ def _piece_cases():
 
 
 _PIECE = Check(
-    key="bpe.encode_piece",
+    **table.identity(__name__, "encode_piece"),
     reference_off=True,
-    exercise="Exercise 5.1",
-    name="encode_piece",
     cases=_piece_cases(),
     mistakes=(
         Mistake(
@@ -912,11 +897,9 @@ def _encode_cases():
 
 
 _ENCODE = Check(
-    key="bpe.encode",
-    uses=(("encode_piece", "bpe.encode_piece"),),
+    **table.identity(__name__, "encode"),
+    uses=table.uses(__name__, "encode_piece"),
     reference_off=True,
-    exercise="Exercise 5.2",
-    name="encode",
     cases=_encode_cases(),
     mistakes=(
         Mistake(
@@ -965,10 +948,8 @@ def _decode_cases():
 
 
 _DECODE = Check(
-    key="bpe.decode",
+    **table.identity(__name__, "decode"),
     reference_off=True,
-    exercise="Exercise 5.3",
-    name="decode",
     cases=_decode_cases(),
     mistakes=(
         Mistake(

@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import transformer_ref
+from autograder.checks import table
 from autograder.checks._builders import EncoderBlock, Sublayer
 from autograder.checks._cases import is_layer_input_mismatch as _is_matmul_mismatch
 from autograder.checks._cases import t_rand as _t_rand
@@ -95,9 +96,7 @@ _SWAP_HINT = ErrorHint(
 )
 
 _FFN = Check(
-    key="feed_forward_blocks.feed_forward",
-    exercise="Exercise 1.1",
-    name="feed_forward",
+    **table.identity(__name__, "feed_forward"),
     cases=_ffn_cases(),
     mistakes=(
         Mistake(
@@ -188,9 +187,7 @@ _CONV_FORBIDDEN = ("linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm",
                    "tensordot", "addmm", "baddbmm", "matrix_power", "inner", "mv")
 
 _CONV = Check(
-    key="feed_forward_blocks.ffn_as_conv1d",
-    exercise="Exercise 1.2",
-    name="ffn_as_conv1d",
+    **table.identity(__name__, "ffn_as_conv1d"),
     cases=_conv_cases(),
     mistakes=(
         Mistake(
@@ -246,9 +243,7 @@ def _count_cases():
 
 
 _COUNT = Check(
-    key="feed_forward_blocks.ffn_param_count",
-    exercise="Exercise 1.3",
-    name="ffn_param_count",
+    **table.identity(__name__, "ffn_param_count"),
     cases=_count_cases(),
     mistakes=(
         Mistake(
@@ -322,9 +317,7 @@ def _swiglu_cases():
 
 
 _SWIGLU = Check(
-    key="feed_forward_blocks.swiglu_ffn",
-    exercise="Exercise 1.4",
-    name="swiglu_ffn",
+    **table.identity(__name__, "swiglu_ffn"),
     cases=_swiglu_cases(),
     mistakes=(
         Mistake(
@@ -468,9 +461,7 @@ def _swapped_norms(fn):
 _BLOCK_FORBIDDEN = ("layer_norm", "_transformer_encoder_layer_fwd", "multi_head_attention_forward")
 
 _POST = Check(
-    key="feed_forward_blocks.post_ln_block",
-    exercise="Exercise 2.1",
-    name="post_ln_block",
+    **table.identity(__name__, "post_ln_block"),
     cases=_block_cases(norm_first=False),
     mistakes=(
         Mistake(
@@ -521,9 +512,7 @@ _POST = Check(
 check_post_ln_block = register(_POST)
 
 _PRE = Check(
-    key="feed_forward_blocks.pre_ln_block",
-    exercise="Exercise 2.2",
-    name="pre_ln_block",
+    **table.identity(__name__, "pre_ln_block"),
     cases=_block_cases(norm_first=True),
     mistakes=(
         Mistake(
@@ -649,9 +638,7 @@ def _gn_mistake(**kw):
 
 
 _GRADNORM = Check(
-    key="feed_forward_blocks.grad_norm_per_layer",
-    exercise="Exercise 3.1",
-    name="grad_norm_per_layer",
+    **table.identity(__name__, "grad_norm_per_layer"),
     cases=_gn_cases(),
     mistakes=(
         Mistake(

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 import transformer_ref
+from autograder.checks import table
 from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
 from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
@@ -302,9 +303,7 @@ _LN_FORBIDDEN = ("layer_norm", "native_layer_norm", "group_norm", "batch_norm", 
 
 # ====================================================================== Exercise 2.1
 _LN_NP = Check(
-    key="layer_norm.layer_norm_np",
-    exercise="Exercise 2.1",
-    name="layer_norm_np",
+    **table.identity(__name__, "layer_norm_np"),
     cases=_ln_cases(numpy=True),
     mistakes=_ln_mistakes(numpy=True),
     error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
@@ -315,9 +314,7 @@ check_layer_norm_np = register(_LN_NP)
 
 # ====================================================================== Exercise 2.2
 _LN = Check(
-    key="layer_norm.layer_norm",
-    exercise="Exercise 2.2",
-    name="layer_norm",
+    **table.identity(__name__, "layer_norm"),
     cases=_ln_cases(numpy=False),
     mistakes=_ln_mistakes(numpy=False),
     error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
@@ -389,9 +386,7 @@ def _bw_cases():
 
 
 _BACKWARD = Check(
-    key="layer_norm.layer_norm_backward",
-    exercise="Exercise 3.1",
-    name="layer_norm_backward",
+    **table.identity(__name__, "layer_norm_backward"),
     cases=_bw_cases(),
     mistakes=(
         Mistake(
@@ -518,9 +513,7 @@ def _rms_cases():
 
 
 _RMS = Check(
-    key="layer_norm.rms_norm",
-    exercise="Exercise 4.1",
-    name="rms_norm",
+    **table.identity(__name__, "rms_norm"),
     cases=_rms_cases(),
     mistakes=(
         Mistake(

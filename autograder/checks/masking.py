@@ -17,6 +17,7 @@ import math
 import torch
 
 import transformer_ref
+from autograder.checks import table
 from autograder.checks._builders import AttentionLayer
 from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
 from autograder.checks._cases import t_rand as _t_rand
@@ -52,9 +53,7 @@ def _causal_cases():
 
 
 _CAUSAL = Check(
-    key="masking.causal_mask",
-    exercise="Exercise 1.1",
-    name="causal_mask",
+    **table.identity(__name__, "causal_mask"),
     cases=_causal_cases(),
     mistakes=(
         Mistake(
@@ -118,9 +117,7 @@ def _additive_cases():
 
 
 _ADDITIVE = Check(
-    key="masking.to_additive",
-    exercise="Exercise 1.2",
-    name="to_additive",
+    **table.identity(__name__, "to_additive"),
     cases=_additive_cases(),
     mistakes=(
         Mistake(
@@ -197,9 +194,7 @@ _QUERY_AXIS = (
 
 
 _LENGTHS = Check(
-    key="masking.padding_mask_from_lengths",
-    exercise="Exercise 2.1",
-    name="padding_mask_from_lengths",
+    **table.identity(__name__, "padding_mask_from_lengths"),
     cases=_lengths_cases(),
     mistakes=(
         Mistake(
@@ -236,9 +231,7 @@ def _ids_cases():
 
 
 _IDS = Check(
-    key="masking.padding_mask_from_ids",
-    exercise="Exercise 2.2",
-    name="padding_mask_from_ids",
+    **table.identity(__name__, "padding_mask_from_ids"),
     cases=_ids_cases(),
     mistakes=(
         Mistake(
@@ -294,11 +287,8 @@ def _dec_variant(ids, pad_id, *, op="and", pad=None, causal=True):
 
 
 _DECODER = Check(
-    key="masking.decoder_self_attention_mask",
-    uses=(("padding_mask_from_ids", "masking.padding_mask_from_ids"),
-          ("causal_mask", "masking.causal_mask")),
-    exercise="Exercise 2.3",
-    name="decoder_self_attention_mask",
+    **table.identity(__name__, "decoder_self_attention_mask"),
+    uses=table.uses(__name__, "padding_mask_from_ids", "causal_mask"),
     cases=_decoder_cases(),
     mistakes=(
         Mistake(
@@ -471,10 +461,8 @@ def _masked_additive_as_bool(q, k, v, mask):  # right for boolean masks, inverte
 
 
 _MASKED = Check(
-    key="masking.masked_attention",
-    uses=(("to_additive", "masking.to_additive"),),
-    exercise="Exercise 3.1",
-    name="masked_attention",
+    **table.identity(__name__, "masked_attention"),
+    uses=table.uses(__name__, "to_additive"),
     cases=_masked_cases(),
     mistakes=(
         Mistake(
@@ -608,9 +596,7 @@ def _leak_variant(f, x, t, delta, *, start, cmp):
 
 
 _LEAK = Check(
-    key="masking.future_leak",
-    exercise="Exercise 4.1",
-    name="future_leak",
+    **table.identity(__name__, "future_leak"),
     cases=_leak_cases(),
     mistakes=(
         Mistake(
@@ -668,9 +654,7 @@ def _grad_of(f, x, pick):
 
 
 _GRAD = Check(
-    key="masking.grad_of_position",
-    exercise="Exercise 4.2",
-    name="grad_of_position",
+    **table.identity(__name__, "grad_of_position"),
     cases=_grad_cases(),
     mistakes=(
         Mistake(

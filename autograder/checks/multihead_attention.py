@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 
 import transformer_ref
+from autograder.checks import table
 from autograder.checks._builders import MultiheadAttention
 from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
@@ -88,9 +89,7 @@ def _msa_cases():
 
 
 _MSA = Check(
-    key="multihead_attention.msa_loop",
-    exercise="Exercise 1.1",
-    name="msa_loop",
+    **table.identity(__name__, "msa_loop"),
     cases=_msa_cases(),
     mistakes=(
         Mistake(
@@ -150,9 +149,7 @@ def _split_cases():
 
 
 _SPLIT = Check(
-    key="multihead_attention.split_heads",
-    exercise="Exercise 2.1",
-    name="split_heads",
+    **table.identity(__name__, "split_heads"),
     cases=_split_cases(),
     mistakes=(
         Mistake(
@@ -201,9 +198,7 @@ def _merge_cases():
 
 
 _MERGE = Check(
-    key="multihead_attention.merge_heads",
-    exercise="Exercise 2.2",
-    name="merge_heads",
+    **table.identity(__name__, "merge_heads"),
     cases=_merge_cases(),
     mistakes=(
         Mistake(
@@ -359,13 +354,8 @@ _TRANSPOSE_WHY = (
 )
 
 _MHA_CHECK = Check(
-    key="multihead_attention.multi_head_attention",
-    uses=(
-        ("split_heads", "multihead_attention.split_heads"),
-        ("merge_heads", "multihead_attention.merge_heads"),
-    ),
-    exercise="Exercise 3.1",
-    name="multi_head_attention",
+    **table.identity(__name__, "multi_head_attention"),
+    uses=table.uses(__name__, "split_heads", "merge_heads"),
     cases=_mha_cases(),
     mistakes=(
         Mistake(_TRANSPOSE_NAME, _TRANSPOSE_WHY, _mha_no_transpose),
@@ -428,9 +418,7 @@ def _count_cases():
 
 
 _COUNT = Check(
-    key="multihead_attention.mha_parameter_count",
-    exercise="Exercise 3.2",
-    name="mha_parameter_count",
+    **table.identity(__name__, "mha_parameter_count"),
     cases=_count_cases(),
     mistakes=(
         Mistake(
@@ -493,9 +481,7 @@ def _fused_cases():
 
 
 _FUSED = Check(
-    key="multihead_attention.fused_qkv",
-    exercise="Exercise 3.3",
-    name="fused_qkv",
+    **table.identity(__name__, "fused_qkv"),
     cases=_fused_cases(),
     mistakes=(
         Mistake(
@@ -541,9 +527,7 @@ def _weights_cases():
 
 
 _WEIGHTS = Check(
-    key="multihead_attention.weights_from_torch",
-    exercise="Exercise 5.1",
-    name="weights_from_torch",
+    **table.identity(__name__, "weights_from_torch"),
     cases=_weights_cases(),
     mistakes=(
         Mistake(

@@ -3,12 +3,17 @@
 One row per exercise: its number, title, the function the student writes, points and
 expected minutes. Everything else is derived from the row:
 
-* the nbgrader grade id ``ex<N>_<M>_<function>`` and the check key ``<module>.<function>``;
+* the nbgrader grade ids ``ex<N>_<M>_<function>`` (test cell) and ``ex<N>_<M>_solution``
+  (answer cell), and the check key ``<module>.<function>``;
 * in the chapter source ``solutions/NN_x/NN_x.py``, filled in by ``python -m
   autograder.release``: each test cell (its nbgrader metadata, the visible
-  ``check_<function>(...)`` call and the hidden ``_hidden_check(key, ...)``), each exercise
-  heading's title, points and minutes, and the points summary in the first cell;
-* ``course-check``'s labels and the tests' maps from check keys to declarations.
+  ``check_<function>(...)`` call and the hidden ``_hidden_check(key, ...)``), each answer
+  cell's grade id, each exercise heading's title, points and minutes, and the points summary
+  in the first cell;
+* in the chapter's check module, each ``Check``'s key, exercise label and name
+  (:func:`identity`) and the keys of the earlier exercises it uses (:func:`uses`);
+* ``course-check``'s labels and the tests' maps from check keys to declarations
+  (:func:`keys`).
 
 The cases (visible and hidden) and the mistake catalogue stay in the chapter's check module,
 in the ``Check(...)`` declaration registered under the key: the trusted verdict code reads them
@@ -46,6 +51,11 @@ class Exercise:
     @property
     def grade_id(self) -> str:
         return f"ex{self.number.replace('.', '_')}_{self.function}"
+
+    @property
+    def solution_id(self) -> str:
+        """The grade id of the exercise's answer cell (nbgrader ``solution: true``)."""
+        return f"ex{self.number.replace('.', '_')}_solution"
 
     @property
     def key(self) -> str:
@@ -256,6 +266,61 @@ def by_key(key: str) -> Exercise:
             if e.key == key:
                 return e
     raise KeyError(key)
+
+
+def _chapter_of(name: str) -> Chapter:
+    """The chapter ``name`` names: a folder of solutions/ (``"01_attention"``), its check
+    module (``"attention"``) or that module's ``__name__`` (``"autograder.checks.attention"``)."""
+    if name in TABLES:
+        return TABLES[name]
+    module = name.rpartition(".")[2]
+    for ch in TABLES.values():
+        if ch.module == module:
+            return ch
+    raise KeyError(f"no chapter in autograder/checks/table.py for {name!r}")
+
+
+def keys(name: str) -> dict[str, str]:
+    """``{function: check key}`` of chapter ``name`` (see :func:`_chapter_of`), so code that
+    needs a key names the function and takes the key from here.
+
+    >>> keys("autograder.checks.attention")["softmax"]
+    'attention.softmax'
+    """
+    return {e.function: e.key for e in _chapter_of(name).exercises}
+
+
+def identity(name: str, function: str) -> dict:
+    """What a ``Check`` declaration of exercise ``function`` takes from its row: ``key``,
+    ``exercise`` (the label its messages show) and ``name`` (the function, or the first of
+    the functions it is given). A check module writes ``Check(**identity(__name__, "softmax"),
+    cases=..., mistakes=...)``.
+
+    >>> identity("autograder.checks.attention", "softmax")
+    {'key': 'attention.softmax', 'exercise': 'Exercise 2.1', 'name': 'softmax'}
+    """
+    (ex,) = [e for e in _chapter_of(name).exercises if e.function == function]
+    return {"key": ex.key, "exercise": ex.label, "name": (ex.arguments or (ex.function,))[0]}
+
+
+def uses(name: str, *functions: str) -> tuple[tuple[str, str], ...]:
+    """``Check.uses`` for a solution that calls earlier exercises ``functions`` of the same
+    chapter: ``((function, check key), ...)``.
+
+    >>> uses("autograder.checks.bpe", "merge_pair")
+    (('merge_pair', 'bpe.merge_pair'),)
+    """
+    k = keys(name)
+    return tuple((f, k[f]) for f in functions)
+
+
+def check(name: str, function: str):
+    """The ``Check`` declaration of exercise ``function`` of chapter ``name``."""
+    return _chapter_of(name).exercises[_functions(name).index(function)].declaration()
+
+
+def _functions(name: str) -> list[str]:
+    return [e.function for e in _chapter_of(name).exercises]
 
 
 def declarations(name: str) -> dict:

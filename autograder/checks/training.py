@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import _training_drivers as _drivers
+from autograder.checks import table
 from autograder.checks._codec import Opaque
 from autograder.checks._core import (
     Case,
@@ -154,9 +155,7 @@ def _gb_cases():
 
 
 _GET_BATCH = Check(
-    key="training.get_batch",
-    exercise="Exercise 1.1",
-    name="get_batch",
+    **table.identity(__name__, "get_batch"),
     cases=_gb_cases(),
     mistakes=(
         Mistake("y not shifted (y = x)",
@@ -257,9 +256,7 @@ def _ce_cases():
 
 
 _CE = Check(
-    key="training.cross_entropy",
-    exercise="Exercise 2.1",
-    name="cross_entropy",
+    **table.identity(__name__, "cross_entropy"),
     cases=_ce_cases(),
     mistakes=(
         Mistake("not stabilised: exp of the raw logits overflows",
@@ -347,9 +344,7 @@ def _lr_cases():
 
 
 _LR = Check(
-    key="training.get_lr",
-    exercise="Exercise 3.1",
-    name="get_lr",
+    **table.identity(__name__, "get_lr"),
     cases=_lr_cases(),
     mistakes=(
         Mistake("warm-up starts at 0 (max_lr * step / warmup_iters)",
@@ -470,13 +465,11 @@ def _step_cases():
 
 
 _TRAIN_STEP = Check(
-    key="training.train_step",
+    **table.identity(__name__, "train_step"),
     call_text=lambda c: (
         f"train_step(model, optimizer, x, y, grad_clip={c.args[2]:g}) {c.args[1]} times on one "
         f"batch x, y (4, 8) of a tiny GPT (seed {c.args[0]}), AdamW with lr {c.args[3]:g}"),
-    uses=(("cross_entropy", "training.cross_entropy"),),
-    exercise="Exercise 3.2",
-    name="train_step",
+    uses=table.uses(__name__, "cross_entropy"),
     cases=_step_cases(),
     mistakes=(
         Mistake("forgot optimizer.zero_grad(): gradients accumulate across steps",
@@ -625,14 +618,12 @@ def _eval_cases():
 
 
 _ESTIMATE = Check(
-    key="training.estimate_loss",
+    **table.identity(__name__, "estimate_loss"),
     call_text=lambda c: (
         f"estimate_loss(model, data, batch_size={c.args[1]}, block_size={c.args[2]}, "
         f"eval_iters={c.args[3]}, generator) on a tiny GPT with dropout 0.5 (seed {c.args[0]}),"
         " data 400 random tokens"),
-    uses=(("get_batch", "training.get_batch"), ("cross_entropy", "training.cross_entropy")),
-    exercise="Exercise 4.1",
-    name="estimate_loss",
+    uses=table.uses(__name__, "get_batch", "cross_entropy"),
     cases=_eval_cases(),
     mistakes=(
         Mistake("forgot model.eval(): dropout is still on",
@@ -771,13 +762,11 @@ def _ck_cases():
 
 
 _CHECKPOINT = Check(
-    key="training.checkpoint",
+    **table.identity(__name__, "checkpoint"),
     call_text=lambda c: (
         f"save_checkpoint(path, model, optimizer, step={c.args[1]}, generator) after "
         f"{c.args[1]} training steps, load_checkpoint(path, model2, optimizer2, generator2) "
         f"into fresh ones, then {c.args[2]} more steps (seed {c.args[0]})"),
-    exercise="Exercise 5.1",
-    name="save_checkpoint",
     cases=_ck_cases(),
     mistakes=(
         Mistake("saved the model only (AdamW's moments restart at zero)",
@@ -928,14 +917,12 @@ def _sample_cases():
 
 
 _SAMPLE = Check(
-    key="training.sample_next_token",
+    **table.identity(__name__, "sample_next_token"),
     call_text=lambda c: (
         f"sample_next_token(logits, temperature={c.args[1]}, top_k={c.args[2]}, "
         f"top_p={c.args[3]}, generator) on logits ({c.args[0].shape[0] * _N_DRAWS}, "
         f"{c.args[0].shape[1]}): each of these {c.args[0].shape[0]} rows repeated "
         f"{_N_DRAWS:,} times"),
-    exercise="Exercise 6.1",
-    name="sample_next_token",
     cases=_sample_cases(),
     mistakes=(
         Mistake("multiplied the logits by the temperature instead of dividing",
@@ -982,26 +969,27 @@ def check_sample_next_token(sample_next_token):
 # course-grade: the kernel's stub hands the student's functions to ``_training_drivers``; the
 # probe records what the drivers return; ``_judge`` turns that into the probe's output here,
 # in the grader's process (the expected values and the mistakes stay here).
+_KEY = table.keys(__name__)  # {function: check key}
 DRIVEN = {
-    "training.get_batch": Driven(reference=_REFERENCE),
-    "training.cross_entropy": Driven(reference=_REFERENCE),
-    "training.get_lr": Driven(reference=_REFERENCE),
-    "training.train_step": Driven(output=lambda case, raw: _step_output(raw),
-                                  reference=_REFERENCE),
-    "training.estimate_loss": Driven(output=lambda case, raw: _eval_output(raw),
-                                     extra=(_AFTER,), post=_after_problem, reference=_REFERENCE),
-    "training.checkpoint": Driven(
+    _KEY["get_batch"]: Driven(reference=_REFERENCE),
+    _KEY["cross_entropy"]: Driven(reference=_REFERENCE),
+    _KEY["get_lr"]: Driven(reference=_REFERENCE),
+    _KEY["train_step"]: Driven(output=lambda case, raw: _step_output(raw),
+                               reference=_REFERENCE),
+    _KEY["estimate_loss"]: Driven(output=lambda case, raw: _eval_output(raw),
+                                  extra=(_AFTER,), post=_after_problem, reference=_REFERENCE),
+    _KEY["checkpoint"]: Driven(
         args=lambda case: (case.args[0], _pretrain(case.args[0], case.args[1])),
         output=lambda case, raw: _resume_output(case.args[0], case.args[2], raw),
         reference=_REFERENCE),
-    "training.sample_next_token": Driven(output=lambda case, raw: _freq_output(case.args[0], raw),
-                                         reference=_REFERENCE),
+    _KEY["sample_next_token"]: Driven(output=lambda case, raw: _freq_output(case.args[0], raw),
+                                      reference=_REFERENCE),
 }
 _PROBES = {
-    "training.train_step": _step_probe,
-    "training.estimate_loss": _eval_probe,
-    "training.checkpoint": _resume_probe,
-    "training.sample_next_token": _freq_probe,
+    _KEY["train_step"]: _step_probe,
+    _KEY["estimate_loss"]: _eval_probe,
+    _KEY["checkpoint"]: _resume_probe,
+    _KEY["sample_next_token"]: _freq_probe,
 }
 
 

@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 
 import transformer_ref
+from autograder.checks import table
 from autograder.checks._builders import GPT, KVCache, Sublayer
 from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
@@ -120,9 +121,7 @@ def _gap_cases():
 
 
 _GAP = Check(
-    key="transformer.equivariance_gap",
-    exercise="Exercise 1.1",
-    name="equivariance_gap",
+    **table.identity(__name__, "equivariance_gap"),
     cases=_gap_cases(),
     mistakes=(
         Mistake(
@@ -195,9 +194,7 @@ def _sin_cases():
 
 
 _SIN = Check(
-    key="transformer.sinusoidal_encoding",
-    exercise="Exercise 2.1",
-    name="sinusoidal_encoding",
+    **table.identity(__name__, "sinusoidal_encoding"),
     cases=_sin_cases(),
     mistakes=(
         Mistake(
@@ -348,9 +345,7 @@ def _dec_cases():
 
 
 _DEC = Check(
-    key="transformer.decoder_block",
-    exercise="Exercise 3.1",
-    name="decoder_block",
+    **table.identity(__name__, "decoder_block"),
     cases=_dec_cases(),
     mistakes=(
         Mistake(
@@ -479,9 +474,7 @@ def _gpt_cases():
 
 
 _GPT_CHECK = Check(
-    key="transformer.gpt_logits",
-    exercise="Exercise 4.1",
-    name="gpt_logits",
+    **table.identity(__name__, "gpt_logits"),
     cases=_gpt_cases(),
     mistakes=(
         Mistake(
@@ -560,10 +553,8 @@ def _inc_cases():
 
 
 _INC = Check(
-    key="transformer.incremental_logits",
-    uses=(("gpt_logits", "transformer.gpt_logits"),),
-    exercise="Exercise 5.1",
-    name="incremental_logits",
+    **table.identity(__name__, "incremental_logits"),
+    uses=table.uses(__name__, "gpt_logits"),
     cases=_inc_cases(),
     mistakes=(
         Mistake(
