@@ -3,9 +3,10 @@
     course-check notebooks/01_attention/01_attention.ipynb
 
 The notebook runs top to bottom in a fresh kernel, in its own folder, exactly as "Restart
-kernel and run all" would; the file itself is not modified. For every exercise it then prints
-the points, and whether the visible check passed, is not implemented yet, or failed (with
-the mistake the check named). Hidden tests run only at grading time, so passing here means
+kernel and run all" would; the file itself is not modified. For every exercise of the
+chapter (the exercise table, ``autograder/checks/table.py``) it then prints the points, and
+whether the visible check passed, is not implemented yet, or failed (with the mistake the
+check named). Hidden tests run only at grading time, so passing here means
 "the visible checks pass", not "full marks". Exit status: 0 when every check passes, 1
 otherwise, 2 when the notebook cannot be read.
 
@@ -69,32 +70,60 @@ def _short(evalue: str) -> str:
     return "\n".join(keep)
 
 
+def chapter_of(nb):
+    """The exercise table's chapter whose grade ids the notebook's test cells carry (None for
+    a notebook the table does not know)."""
+    from .checks import table
+
+    gids = {_nbg(c).get("grade_id") for c in nb.cells if _nbg(c).get("grade")}
+    for ch in table.TABLES.values():
+        if gids & {e.grade_id for e in ch.exercises}:
+            return ch
+    return None
+
+
 def summarize(nb) -> tuple[list[Result], list[str]]:
-    """Results of the test cells of an executed notebook, and errors in the other cells."""
-    results, others = [], []
+    """Results of the test cells of an executed notebook, and errors in the other cells.
+
+    The exercises, their labels and points are the exercise table's
+    (``autograder/checks/table.py``), in its order: a test cell's own metadata does not
+    change them, and an exercise whose test cell is gone from the notebook is reported (not
+    left out of the total). A notebook the table does not know is read from its metadata.
+    """
+    chapter = chapter_of(nb)
+    rows = {e.grade_id: e for e in chapter.exercises} if chapter else {}
+    found, others = {}, []
     for i, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
             continue
         meta, errs = _nbg(cell), _errors(cell)
         if meta.get("grade"):
             gid = meta.get("grade_id", f"cell {i}")
-            pts = float(meta.get("points", 0))
+            ex = rows.get(gid)
+            label = f"{ex.label} {ex.function}" if ex else exercise_label(gid)
+            pts = float(ex.points if ex else meta.get("points", 0))
             if not errs:
-                results.append(Result(gid, exercise_label(gid), pts, PASSED))
+                found[gid] = Result(gid, label, pts, PASSED)
             elif errs[0].get("ename") == "NotImplementedYet":
-                results.append(Result(gid, exercise_label(gid), pts, TODO, errs[0]["evalue"]))
+                found[gid] = Result(gid, label, pts, TODO, errs[0]["evalue"])
             else:
                 e = errs[0]
                 detail = _short(e.get("evalue", "")) or e.get("ename", "error")
                 if e.get("ename") not in ("CheckFailed", "AssertionError"):
                     detail = f"{e.get('ename')}: {detail}"
-                results.append(Result(gid, exercise_label(gid), pts, FAILED, detail))
+                found[gid] = Result(gid, label, pts, FAILED, detail)
         elif errs:
             where = exercise_label(meta["grade_id"]) if meta.get("grade_id") else f"cell {i}"
             e = errs[0]
             first = _short(e.get("evalue", "")).split("\n")[0]
             others.append(f"{where}: {e.get('ename')}: {first}")
-    return results, others
+    results = [
+        found.pop(e.grade_id, None)
+        or Result(e.grade_id, f"{e.label} {e.function}", float(e.points), FAILED,
+                  "its test cell is not in this notebook (grading puts it back)")
+        for e in (chapter.exercises if chapter else ())
+    ]
+    return results + list(found.values()), others
 
 
 def trains(nb) -> bool:

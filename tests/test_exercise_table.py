@@ -197,3 +197,21 @@ def test_the_release_gives_each_answer_cell_its_grade_id(tmp_path):
     (tmp_path / f"{chapter}.py").write_text(stripped)
     assert release.source_text(tmp_path / f"{chapter}.py", chapter) == text
 
+
+def test_course_check_summary_is_the_tables():
+    """course-check's exercises, labels and points come from the table, whatever a test
+    cell's metadata says, and an exercise whose test cell was deleted is still reported."""
+    from autograder import selfcheck
+
+    chapter = "04_layer_norm"
+    nb = nbformat.read(release.RELEASE / chapter / f"{chapter}.ipynb", as_version=4)
+    tests = [c for c in nb.cells if nbg(c).get("grade")]
+    tests[0].metadata["nbgrader"]["points"] = 99
+    nb.cells.remove(tests[-1])
+    results, others = selfcheck.summarize(nb)  # not executed: no errors, every check passes
+    rows = table.chapter(chapter).exercises
+    assert [(r.grade_id, r.exercise, r.points) for r in results] == [
+        (e.grade_id, f"{e.label} {e.function}", e.points) for e in rows
+    ]
+    assert [r.status for r in results[:-1]] == [selfcheck.PASSED] * (len(rows) - 1)
+    assert results[-1].status == selfcheck.FAILED and "not in this notebook" in results[-1].detail
