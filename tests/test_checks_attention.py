@@ -497,7 +497,7 @@ WRONG = [
         False,
     ),
     (  # mutation testing (issue 18)
-        "attention.cosine_similarity_attention",
+        KEY["cosine_similarity_attention"],
         cosine_variant(no_t=True),
         "ignored the temperature",
         False,
