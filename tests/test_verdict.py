@@ -19,11 +19,15 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.checks import _codec, _probe
+from autograder.checks import _codec, _probe, table
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import case_inputs, judge
-from autograder.checks.attention import _SDPA, _SOFTMAX, _VARIANCE  # noqa: F401 (registers)
 from autograder.grading import verdict
+
+KEY = table.keys("01_attention")  # {function: check key}
+_SOFTMAX = table.check("01_attention", "softmax")
+_SDPA = table.check("01_attention", "scaled_dot_product_attention")
+_VARIANCE = table.check("01_attention", "score_variance")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -156,12 +160,12 @@ def test_missing_or_forged_records_score_zero(tmp_path):
     assert judge(_SOFTMAX, None, "NameError: name 'softmax' is not defined").diagnosis == \
         "output missing"
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "attention.softmax.json").symlink_to("/etc/passwd")
-    assert verdict.read_record(tmp_path, "attention.softmax") is None
-    os.unlink(tmp_path / "out" / "attention.softmax.json")
-    (tmp_path / "out" / "attention.softmax.json").write_text('{"key": "attention.softmax", '
-                                                             '"cases": [{"label": 3}]}')
-    v = judge(_SOFTMAX, verdict.read_record(tmp_path, "attention.softmax"))
+    (tmp_path / "out" / f"{KEY['softmax']}.json").symlink_to("/etc/passwd")
+    assert verdict.read_record(tmp_path, KEY["softmax"]) is None
+    os.unlink(tmp_path / "out" / f"{KEY['softmax']}.json")
+    (tmp_path / "out" / f"{KEY['softmax']}.json").write_text(
+        json.dumps({"key": KEY["softmax"], "cases": [{"label": 3}]}))
+    v = judge(_SOFTMAX, verdict.read_record(tmp_path, KEY["softmax"]))
     assert not v.passed and v.diagnosis == "output missing"
 
 
@@ -205,7 +209,8 @@ def test_solutions_are_not_flagged():
 
 
 def test_registry_lookup():
-    assert get_check("attention.softmax") is _SOFTMAX
+    check = get_check(KEY["softmax"])
+    assert (check.key, check.name) == (KEY["softmax"], "softmax") and check.cases
 
 
 # ---------------------------------------------------------------- chapter 04 (norms)
@@ -223,8 +228,7 @@ def test_norms_solutions_pass_from_records(tmp_path):
     import autograder.checks.layer_norm  # noqa: F401 (registers)
 
     ns = _norms_solutions()
-    for key in ("layer_norm.layer_norm_np", "layer_norm.layer_norm",
-                "layer_norm.layer_norm_backward", "layer_norm.rms_norm"):
+    for key in table.keys("04_layer_norm").values():
         check = get_check(key)
         v = judge(check, _record(tmp_path, check, ns[check.name]))
         assert v.passed, v.message
@@ -233,7 +237,7 @@ def test_norms_solutions_pass_from_records(tmp_path):
 def test_autograd_in_a_from_scratch_backward_is_seen(tmp_path):
     import autograder.checks.layer_norm  # noqa: F401 (registers)
 
-    check = get_check("layer_norm.layer_norm_backward")
+    check = table.check("04_layer_norm", "layer_norm_backward")
     layer_norm = _norms_solutions()["layer_norm"]
 
     def by_autograd(dy, x, gamma, eps=1e-5):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_checks_bpe import CHECKS, GOOD, WRONG, byte_trainer, incremental_trainer
+from test_checks_bpe import CHECKS, GOOD, KEY, WRONG, byte_trainer, incremental_trainer
 from verdict_helpers import judged
 
 from autograder.checks import _codec
@@ -59,12 +59,14 @@ def test_solution_and_a_different_right_answer_pass(key):
 
 # Exercise 4.1 shares 3.1's catalogue (and cases); its wrong trainers are naive-speed, and the
 # probe times a function whose cases all ran (2 x 30,000 characters): judged once, below.
-TRAINERS = [w for w in WRONG if w[0] != "bpe.train_bpe_fast"]
+TRAINERS = [w for w in WRONG if w[0] != KEY["train_bpe_fast"]]
+SLOW = "recounting every pair after each merge (not incremental)"  # the challenge's
+FAST, NAIVE = CHECKS[KEY["train_bpe_fast"]], CHECKS[KEY["train_bpe_naive"]]
 
 
 def test_the_fast_trainer_shares_the_naive_one_s_catalogue_and_cases():
-    assert B._TRAIN_FAST.mistakes is B._TRAIN_NAIVE.mistakes
-    assert B._TRAIN_FAST.cases is B._TRAIN_NAIVE.cases
+    assert FAST.mistakes is NAIVE.mistakes
+    assert FAST.cases is NAIVE.cases
 
 
 @pytest.mark.parametrize("key,wrong,name,_", TRAINERS,
@@ -76,11 +78,11 @@ def test_catalogued_mistake_is_named_from_the_record(key, wrong, name, _):
 
 
 def test_speed_challenge_judged_from_the_timed_runs():
-    v = judged(B._TRAIN_FAST, incremental_trainer)
+    v = judged(FAST, incremental_trainer)
     assert v.passed and "speed-up over the naive loop on 30,000 characters" in v.message, \
         v.message
-    v = judged(B._TRAIN_FAST, byte_trainer())  # right merges, the naive loop: too slow
-    assert not v.passed and v.diagnosis == B._SLOW, v.message
+    v = judged(FAST, byte_trainer())  # right merges, the naive loop: too slow
+    assert not v.passed and v.diagnosis == SLOW, v.message
     assert "faster (the challenge asks for at least 3x)" in v.message
 
 
