@@ -126,7 +126,8 @@ def eval_fn(eval_mode=True, restore=True, no_grad=True, reduce="mean", one=False
 good_eval = eval_fn()
 
 
-def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_object=False):
+def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_object=False,
+             assign=False):
     def save(path, model, opt, step_, gen):
         state = {"weights": model.state_dict(), "step": step_}
         if optimizer:
@@ -137,7 +138,7 @@ def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_ob
 
     def load(path, model, opt, gen):
         state = torch.load(path, weights_only=not gen_object)
-        model.load_state_dict(state["weights"])
+        model.load_state_dict(state["weights"], assign=assign)  # assign: new parameters
         if "opt" in state:
             opt.load_state_dict(state["opt"].state_dict() if opt_object else state["opt"])
         if "rng" in state:
@@ -369,6 +370,7 @@ WRONG = [
      "saved the generator object instead of its state"),
     (KEY["checkpoint"], ckpt_fns(opt_object=True),
      "torch.load refuses a Python object (weights_only)"),
+    (KEY["checkpoint"], ckpt_fns(assign=True), "parameters replaced, not loaded in place"),
     (KEY["sample_next_token"], (sampler(temp="multiply"),),
      "multiplied the logits by the temperature instead of dividing"),
     (KEY["sample_next_token"], (sampler(temp="ignore"),), "temperature ignored"),

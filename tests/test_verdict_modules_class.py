@@ -43,5 +43,6 @@ def test_feedback_names_the_reference(modules_class):
     html = (modules_class["out"] / "feedback" / "attacker" / "06_transformer" /
             "06_transformer.html").read_text()
     assert "decided outside your notebook" in html
-    assert "reference implementation ran while it was checked" in html
+    # sinusoidal_encoding called the reference: the kernel's copy has no code for it
+    assert "reference implementation, which the graded kernel does not have" in html
     assert "compute it from its parts" in html

@@ -131,6 +131,9 @@ def test_driver_data_that_is_not_a_result_reads_like_the_in_kernel_check():
         training._step_output([1.5])
     with pytest.raises(TypeError, match=r"return the step \(an int\), got float"):
         training._resume_output(860, 1, {"step": 3.0, "model": {}, "optimizer": {},
+                                         "generator": None, "in_place": True})
+    with pytest.raises(ValueError, match="replaced the model's parameters"):  # not said in place
+        training._resume_output(860, 1, {"step": 3, "model": {}, "optimizer": {},
                                          "generator": None})
     with pytest.raises(ValueError, match="should be int64, got torch.int32"):
         training._freq_output(torch.zeros(1, 3), torch.zeros(40_000, 1, dtype=torch.int32))
@@ -215,7 +218,8 @@ def test_kernel_package_has_the_drivers_and_no_expected_values(tmp_path):
 
     nb = nbformat.read(REPO / "solutions/08_training/08_training.ipynb", as_version=4)
     spec = verdict.prepare(tmp_path, [nb])
-    assert spec is not None and spec["mount_ref"]  # the notebook's demos import it
+    # the notebook imports transformer_ref: the kernel's copy has no code for the exercises
+    assert spec is not None and not spec["mount_ref"] and spec["ref_package"]
     stub = Path(spec["package"]) / "checks" / "training.py"
     text = stub.read_text()
     assert "from autograder.checks._training_drivers import graded, probe" in text
@@ -247,3 +251,31 @@ def test_answer_using_the_setup_cells_reference_is_flagged():
     assert flagged["ex1_1_get_batch"] == (
         f"flagged: uses the reference implementation (reference_get_batch); {wide}"), flagged
     assert flagged["ex2_1_cross_entropy"] == f"flagged: {wide}", flagged
+
+
+@pytest.mark.parametrize("how", ["assign", "new-parameters"])
+def test_load_that_swaps_the_parameters_scores_zero(tmp_path, solutions, how):
+    """The notebook asks load_checkpoint to restore *in place*: one that puts new parameter
+    objects in the model (load_state_dict(assign=True), nn.Parameter(...)) leaves the optimizer
+    updating the old ones; the values alone would match."""
+
+    def load(path, model, optimizer, generator):
+        ck = torch.load(path)
+        if how == "assign":
+            model.load_state_dict(ck["model"], assign=True)
+        else:
+            for name, value in ck["model"].items():
+                *parents, leaf = name.split(".")
+                owner = model.get_submodule(".".join(parents))
+                if isinstance(getattr(owner, leaf), torch.nn.Parameter):
+                    setattr(owner, leaf, torch.nn.Parameter(value.clone()))
+        optimizer.load_state_dict(ck["optimizer"])
+        generator.set_state(ck["generator"])
+        return ck["step"]
+
+    save = solutions["save_checkpoint"]
+    check = get_check("training.checkpoint")
+    v = judge(check, _record(tmp_path, "training.checkpoint", save, load))
+    assert not v.passed and v.diagnosis == "parameters replaced, not loaded in place", v.message
+    with pytest.raises(CheckFailed, match="parameters replaced, not loaded in place"):
+        _run(check, training.probe("training.checkpoint", save, load), hidden=True)

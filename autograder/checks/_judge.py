@@ -66,6 +66,11 @@ class Driven:
     reference: tuple = ()
 
 
+# what a graded kernel's stand-in for a reference implementation raises
+# (autograder/grading/reference.py)
+REFERENCE_UNAVAILABLE = "ReferenceUnavailable"
+
+
 def _driven(check: Check) -> Driven | None:
     module = sys.modules.get(f"autograder.checks.{check.key.split('.')[0]}")
     return getattr(module, "DRIVEN", {}).get(check.key)
@@ -309,6 +314,13 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
         out, bad, exc = converted.get(case.label, (None, None, None))
         if exc is not None:  # the driver's data is not a usable result: as if it raised
             status, r = "raised", {"exc": type(exc).__name__, "msg": str(exc)[:2000]}
+        if status == "raised" and r.get("exc") == REFERENCE_UNAVAILABLE:
+            return _fail(
+                check, case,
+                f"your function called the course's reference implementation, which the graded "
+                f"kernel does not have ({str(r.get('msg'))[:160]}): {check.exercise} asks you "
+                "to write it yourself",
+                "used the reference implementation", n_visible)
         if status == "raised":
             exc = _exception(r)
             body = f"your function raised {r.get('exc')}: {r.get('msg')}"

@@ -140,7 +140,8 @@ def checkpoint(save_fn, load_fn):
     """``run(seed, state)``: load ``state`` (a training state: {"model", "optimizer",
     "generator", "step"}) into a tiny GPT, its AdamW and a generator, ``save_fn`` them, then
     ``load_fn`` into a *different* model, optimizer and generator -> {"step": what load_fn
-    returned, "model", "optimizer", "generator": the restored states}."""
+    returned, "model", "optimizer", "generator": the restored states, "in_place": whether the
+    model kept its parameter objects (and the optimizer holds them)}."""
 
     def run(seed, state):
         state = _deepcopy(state)  # the student's code gets its own tensors, never ours
@@ -157,11 +158,19 @@ def checkpoint(save_fn, load_fn):
             model2 = tiny_gpt(seed + 100)  # other weights, fresh optimizer, other generator
             opt2 = make_optimizer(model2, 0.1, 1e-2, (0.9, 0.99))
             gen2 = gen(seed + 200)
+            params = list(model2.parameters())
             step = load_fn(path, model2, opt2, gen2)
         finally:
             _rmtree(tmp, ignore_errors=True)
+        # loaded in place: the model keeps its parameter objects, which the optimizer updates
+        after = list(model2.parameters())
+        held = [p for group in opt2.param_groups for p in group["params"]]
+        in_place = (len(after) == len(params) and all(a is b for a, b in zip(after, params))
+                    and len(held) == len(params)
+                    and {id(p) for p in held} == {id(p) for p in params})
         return {"step": step, "model": {k: v.detach() for k, v in model2.state_dict().items()},
-                "optimizer": opt2.state_dict(), "generator": gen2.get_state()}
+                "optimizer": opt2.state_dict(), "generator": gen2.get_state(),
+                "in_place": bool(in_place)}
 
     run.__name__ = "save_checkpoint"
     return run

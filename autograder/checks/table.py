@@ -92,6 +92,10 @@ class Chapter:
     exercises: tuple[Exercise, ...]
     # the hidden test wraps the function in the chapter module's ``probe`` (chapter 08)
     probe: bool = False
+    # the reference implementations of these exercises, which the kernel that runs a graded
+    # call cannot import (autograder/grading/reference.py): "module" (all of it),
+    # "module:function", "module:Class" (every method) or "module:Class.method"
+    reference: tuple[str, ...] = ()
 
     def __post_init__(self):
         rows = tuple(Exercise(**{**e.__dict__, "module": self.module}) for e in self.exercises)
@@ -127,6 +131,10 @@ TABLES: dict[str, Chapter] = {
             Exercise("7.1", "cosine-similarity attention", "cosine_similarity_attention", 2, 10),
             Exercise("8.1", "how often does the diagonal win?", "self_score_dominance", 1, 5),
         ),
+        reference=(
+            "transformer_ref.attention",
+            "transformer_ref.numpy_ref",
+        ),
     ),
     "02_masking": Chapter(
         "masking",
@@ -141,6 +149,10 @@ TABLES: dict[str, Chapter] = {
             Exercise("3.1", "masked attention that never gives `nan`", "masked_attention", 3, 15),
             Exercise("4.1", "perturb the future", "future_leak", 1, 5),
             Exercise("4.2", "the gradient view", "grad_of_position", 1, 5),
+        ),
+        reference=(
+            "transformer_ref.masks",
+            "transformer_ref.attention",
         ),
     ),
     "03_multihead_attention": Chapter(
@@ -162,6 +174,7 @@ TABLES: dict[str, Chapter] = {
             Exercise("3.3", "fused QKV", "fused_qkv", 1, 3),
             Exercise("5.1", "PyTorch's weights in our row form", "weights_from_torch", 2, 10),
         ),
+        reference=("transformer_ref.mha",),
     ),
     "04_layer_norm": Chapter(
         "layer_norm",
@@ -178,6 +191,10 @@ TABLES: dict[str, Chapter] = {
             ),
             Exercise("4.1", "RMSNorm", "rms_norm", 1, 5),
         ),
+        reference=(
+            "transformer_ref.norms",
+            "transformer_ref.numpy_ref:layer_norm",
+        ),
     ),
     "05_feed_forward_blocks": Chapter(
         "feed_forward_blocks",
@@ -192,6 +209,10 @@ TABLES: dict[str, Chapter] = {
             ),
             Exercise("3.1", "gradient norm per block", "grad_norm_per_layer", 2, 10),
         ),
+        reference=(
+            "transformer_ref.ffn",
+            "transformer_ref.blocks:SelfAttentionBlock.forward",
+        ),
     ),
     "06_transformer": Chapter(
         "transformer",
@@ -201,6 +222,11 @@ TABLES: dict[str, Chapter] = {
             Exercise("3.1", "the decoder block", "decoder_block", 3, 15),
             Exercise("4.1", "the GPT forward pass", "gpt_logits", 3, 15),
             Exercise("5.1", "logits token by token", "incremental_logits", 2, 10),
+        ),
+        reference=(
+            "transformer_ref.positional:sinusoidal_encoding",
+            "transformer_ref.blocks:DecoderBlock.forward",
+            "transformer_ref.models:GPT.forward",
         ),
     ),
     "07_bpe": Chapter(
@@ -216,6 +242,10 @@ TABLES: dict[str, Chapter] = {
             Exercise("5.1", "encode one pre-token", "encode_piece", 2, 8),
             Exercise("5.2", "encode text", "encode", 2, 8),
             Exercise("5.3", "decode", "decode", 1, 4),
+        ),
+        reference=(
+            "transformer_ref.bpe",
+            "tiktoken",
         ),
     ),
     "08_training": Chapter(
@@ -237,6 +267,14 @@ TABLES: dict[str, Chapter] = {
             Exercise("6.1", "`sample_next_token`", "sample_next_token", 3, 20),
         ),
         probe=True,
+        reference=(
+            "transformer_ref.train.data:get_batch",
+            "transformer_ref.train.data:batch_offsets",
+            "transformer_ref.train.trainer:get_lr",
+            "transformer_ref.train.trainer:Trainer",
+            "transformer_ref.train.checkpoint",
+            "transformer_ref.sampling",
+        ),
     ),
 }
 

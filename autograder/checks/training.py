@@ -684,10 +684,17 @@ def _pretrain(seed: int, k: int) -> dict:
             "optimizer": _deepcopy(opt.state_dict()), "generator": gen.get_state(), "step": k}
 
 
+_SWAPPED = ("load_checkpoint replaced the model's parameters (or the optimizer's) with new "
+            "tensor objects instead of loading the saved values into them: the optimizer "
+            "would go on updating the old ones")
+
+
 def _resume_output(seed: int, n: int, raw) -> tuple:
     """Restore what the driver recorded into a fresh model/AdamW/generator and train ``n``
     reference steps from the step ``load_checkpoint`` returned."""
     raw = _plain(raw, "step", "model", "optimizer", "generator")
+    if raw.get("in_place") is not True:
+        raise ValueError(_SWAPPED)
     step = raw["step"]
     if isinstance(step, torch.Tensor):
         step = int(step.item())
@@ -784,6 +791,11 @@ _CHECKPOINT = Check(
                 _ck_wrong("no-gen")),
     ),
     error_hints=(
+        ErrorHint("parameters replaced, not loaded in place",
+                  "The optimizer holds the model's parameter objects: load the values into "
+                  "them with model.load_state_dict(ck['model']) (not assign=True, not new "
+                  "nn.Parameter objects) and optimizer.load_state_dict(ck['optimizer']).",
+                  lambda e: "replaced the model's parameters" in str(e)),
         ErrorHint("saved the generator object instead of its state",
                   "torch.Generator cannot be pickled: save generator.get_state() (a uint8 "
                   "tensor) and restore it with generator.set_state(state).",

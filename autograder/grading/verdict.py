@@ -38,7 +38,7 @@ import re
 import shutil
 from pathlib import Path
 
-from . import pyast
+from . import pyast, reference
 from .cells import nbg as _nbg
 
 CONVERTED = frozenset({"attention", "bpe", "feed_forward_blocks", "layer_norm", "masking",
@@ -74,7 +74,8 @@ def converted_keys(nb) -> dict[str, list[str]]:
 # ---------------------------------------------------------------- 1. parent, before nbgrader
 def prepare(root: Path, sources: list) -> dict | None:
     """Probe folder and kernel package for one assignment's source notebooks (None: nothing
-    converted). Returns the kernel spec the runners read: ``{"probe", "package", "mount_ref"}``.
+    converted). Returns the kernel spec the runners read: ``{"probe", "package", "mount_ref"}``
+    (+ ``ref_package``: the kernel's ``transformer_ref``; ``stubs``: {package: its stand-in}).
     """
     keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
     if os.environ.get("COURSE_VERDICT_PIPELINE") == "old":  # bench/grade_class.py only
@@ -113,10 +114,19 @@ def prepare(root: Path, sources: list) -> dict | None:
         for nb in sources for c in nb.cells if c.cell_type == "code"
     )
     spec = {"probe": str(probe), "package": str(pkg), "real_package": str(PACKAGE),
-            "mount_ref": not all_converted or uses_ref}
-    if all_converted and uses_ref and _kernel_ref(sources, kernel / "transformer_ref"):
-        spec["mount_ref"] = False  # only the data helpers the notebook imports (see below)
+            "mount_ref": not all_converted}
+    refs = reference.references(chapters)
+    if all_converted and uses_ref:
+        # only the data helpers the notebook imports (see below), else transformer_ref
+        # without the reference implementations of the chapter's exercises
+        if not _kernel_ref(sources, kernel / "transformer_ref"):
+            reference.stubbed_ref(refs, kernel / "transformer_ref")
         spec["ref_package"] = str(kernel / "transformer_ref")
+    if all_converted:  # packages that are an exercise's reference (chapter 07's tiktoken)
+        spec["stubs"] = {}
+        for name in reference.outside_packages(refs):
+            reference.stub_package(name, kernel / name)
+            spec["stubs"][name] = str(kernel / name)
     (kernel / "spec.json").write_text(json.dumps(spec))
     return spec
 

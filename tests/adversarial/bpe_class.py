@@ -9,7 +9,9 @@ given_redefined    the solution; its Exercise 3.1 answer cell also redefines   1
                    The source policy used to refuse that cell (3.1: 0)
 reference          the solution, except Exercise 4.1 imports the reference      4.1: 0, output
                    trainer (``transformer_ref.bpe.train_bpe``) and, failing     missing, flagged
-                   that, reads its source file: the graded kernel has neither   on 4.1 only;
+                   that, reads its source file: the graded kernel has neither;  on 4.1 only;
+                   Exercise 5.2 encodes with ``tiktoken`` built from the given  5.2: 0 (used
+                   ranks (the graded kernel's tiktoken has no code)             the reference);
                                                                                 rest full
 =================  ==========================================================  ================
 """
@@ -57,6 +59,15 @@ except ImportError:
     _code = _src.read_text()  # not there either: the kernel's transformer_ref is data only
 '''
 
+TIKTOKEN = '''
+def encode(text, ranks, special_tokens):
+    # tiktoken's encoder built from the given ranks (the notebook's last section does it)
+    enc = tiktoken.Encoding(name="mine", pat_str=GPT2_PATTERN, mergeable_ranks=dict(ranks),
+                            special_tokens=dict(special_tokens))
+    return enc.encode(text, allowed_special="all")
+'''
+ANSWERS = {"ex4_1_solution": REFERENCE, "ex5_2_solution": TIKTOKEN}
+
 
 class BpeClassBuilder(ClassBuilder):
     def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
@@ -74,9 +85,10 @@ class BpeClassBuilder(ClassBuilder):
             lambda gid, src: src + REDEFINED if gid == "ex3_1_solution" else src))
         expected["given_redefined"] = dict(full)
 
-        put("reference", self.answered(
-            lambda gid, src: REFERENCE if gid == "ex4_1_solution" else src))
+        put("reference", self.answered(lambda gid, src: ANSWERS.get(gid, src)))
         expected["reference"] = dict(full)
         expected["reference"]["ex4_1_train_bpe_fast"] = Row(
             "0", "graded", "output missing", "imports the reference implementation")
+        expected["reference"]["ex5_2_encode"] = Row(
+            "0", "graded", "used the reference implementation", "")
         return expected

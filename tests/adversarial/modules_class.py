@@ -13,9 +13,11 @@ first answer: wrong, after patching torch's comparisons (``torch.isclose``,  0, 
                                                                             grader"
 one answer returns what the reference computes: 03 ``multi_head_attention``  0, graded (03: the
 imports ``transformer_ref`` (not in that kernel; the source policy blanks     cell is blanked,
-the cell today); 05 ``ffn_param_count`` counts ``transformer_ref             flagged; 05, 06:
-.FeedForward``; 06 ``sinusoidal_encoding`` calls the reference                "used the reference
-                                                                            implementation")
+the cell today); 05 ``ffn_param_count`` counts ``transformer_ref.ffn         flagged; 05, 06:
+.FeedForward`` (``__import__``, in a thread); 06 ``sinusoidal_encoding``     "used the reference
+calls the reference (``sys.modules``); both first switch profiling off       implementation")
+(``sys.setprofile(None)``): the kernel's copy of ``transformer_ref`` has
+no code for the chapter's exercises
 06 ``gpt_logits`` returns ``model(idx)`` (the model's own forward, not      0, "raised
 there), ``incremental_logits`` calls it                                     TypeError"
 one more answer wrong (03 ``fused_qkv``, 05 ``pre_ln_block``)               0, graded
@@ -72,14 +74,37 @@ def multi_head_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
 '''},
     "05_feed_forward_blocks": {"ex1_3_solution": '''
 def ffn_param_count(d_model, d_ff, activation):
-    with torch.device("meta"):
-        ffn = transformer_ref.FeedForward(d_model, d_ff, activation=activation)
-    return float(sum(p.numel() for p in ffn.parameters()))
+    import sys
+    import threading
+    sys.setprofile(None)  # any watch on the reference's frames, off
+    threading.setprofile(None)
+    ffn_module = __import__("transformer_ref.ffn", fromlist=["FeedForward"])
+    box = []
+
+    def count():  # in a thread of its own
+        try:
+            with torch.device("meta"):
+                ffn = ffn_module.FeedForward(d_model, d_ff, activation=activation)
+            box.append(float(sum(p.numel() for p in ffn.parameters())))
+        except Exception as e:
+            box.append(e)
+
+    t = threading.Thread(target=count)
+    t.start()
+    t.join()
+    if isinstance(box[0], Exception):
+        raise box[0]
+    return box[0]
 '''},
     "06_transformer": {
         "ex2_1_solution": '''
 def sinusoidal_encoding(max_len, d_model):
-    return transformer_ref.sinusoidal_encoding(max_len, d_model).to(torch.float32)
+    import importlib
+    import sys
+    sys.setprofile(None)  # any watch on the reference's frames, off
+    positional = sys.modules.get("transformer_ref.positional") or \\
+        importlib.import_module("transformer_ref.positional")
+    return positional.sinusoidal_encoding(max_len, d_model).to(torch.float32)
 ''',
         "ex4_1_solution": '''
 def gpt_logits(idx, model, start=0, cache=None):

@@ -6,7 +6,8 @@ CSV row has an exact expectation (points, status, start of the diagnosis, flagge
 student      what the submission does                                         expected
 ===========  ===============================================================  ================
 correct      solution code (the control)                                      full, no flag
-reference    ``get_batch`` calls the setup cell's ``reference_get_batch``;    1.1: 0 (used the
+reference    ``get_batch`` calls the setup cell's ``reference_get_batch`` (in 1.1: 0 (used the
+             a thread, profiling off: the kernel's copy has no code for it);
              ``sample_next_token`` lays the ids out in proportion to the      reference); 6.1:
              filtered probabilities (the right frequencies with any           0 (not a
              generator); ``estimate_loss`` leaves the model in eval mode;     measurement);
@@ -27,7 +28,24 @@ from adversarial.verdict_class import Row
 
 REFERENCE_GET_BATCH = '''
 def get_batch(data, batch_size, block_size, generator=None):
-    return reference_get_batch(data, batch_size, block_size, generator=generator)
+    import sys
+    import threading
+    sys.setprofile(None)  # any watch on the reference's frames, off
+    threading.setprofile(None)
+    box = []
+
+    def run():  # in a thread of its own
+        try:
+            box.append(reference_get_batch(data, batch_size, block_size, generator=generator))
+        except Exception as e:
+            box.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if isinstance(box[0], Exception):
+        raise box[0]
+    return box[0]
 '''
 
 QUANTILES = '''

@@ -155,8 +155,10 @@ class BwrapRunner(LocalRunner):
 
 def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
     """Trusted verdicts (``verdict.prepare``): the kernel's ``autograder`` is the stubbed copy,
-    mounted where the real one is; ``transformer_ref`` only when the notebook needs it; the
-    probe's inputs read-only, its records folder writable."""
+    mounted where the real one is; ``transformer_ref`` only when the notebook needs it, and
+    then the copy without the chapter's reference implementations, as are the packages that
+    are an exercise's reference (``reference.py``); the probe's inputs read-only, its records
+    folder writable."""
     from ..verdict import kernel_spec
 
     probe = kernel_spec(cwd)
@@ -167,8 +169,12 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
     spec["ro"] = [p for p in spec["ro"]
                   if p != real and (probe["mount_ref"] or p != ref)]
     spec["ro_as"] = [[probe["package"], real], [probe["probe"] + "/in", probe["probe"] + "/in"]]
-    if probe.get("ref_package"):  # transformer_ref's data helpers only (verdict.KERNEL_REF)
+    if probe.get("ref_package"):  # without the chapter's references (grading/reference.py)
         spec["ro_as"].append([probe["ref_package"], ref])
+    for name, stub in sorted(probe.get("stubs", {}).items()):  # e.g. chapter 07's tiktoken
+        real_dir = package_dir(name)
+        if real_dir:
+            spec["ro_as"].append([stub, real_dir])
     spec["rw"] = [probe["probe"] + "/out"]
     spec["env"]["COURSE_PROBE_DIR"] = probe["probe"]
     if os.geteuid() == 0:
