@@ -112,7 +112,14 @@ def test_course_check_command_names_the_mistake_and_fails(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "✘ Exercise 2.1 softmax" in proc.stdout
     assert "Likely mistake: unstable softmax overflowing." in proc.stdout
-    assert "Visible checks pass for 0 of 2 points" in proc.stdout
+    # the summary is the chapter's exercise table: the test cells this notebook lacks are
+    # listed as failed, never dropped from the total
+    from autograder.checks import table
+
+    assert "✘ Exercise 1.1 dot_product_scores" in proc.stdout
+    assert "its test cell is not in this notebook" in proc.stdout
+    total = table.chapter("01_attention").points
+    assert f"Visible checks pass for 0 of {total} points" in proc.stdout
     assert nbformat.read(path, as_version=4).cells[2].outputs == []  # the file is untouched
     missing = subprocess.run([*cmd, str(tmp_path / "nope.ipynb")], capture_output=True, text=True)
     assert missing.returncode == 2 and "no such notebook" in missing.stderr

@@ -65,7 +65,7 @@ def _targets(entries: list[str], module: str) -> tuple[bool, set[str]]:
 def _stub_body(node, qualname: str) -> None:
     doc = ast.get_docstring(node, clean=False)
     body = [ast.Expr(ast.Constant(doc))] if doc is not None else []
-    call = ast.parse(f"_unavailable({qualname!r})").body[0]
+    call = pyast.parse(f"_unavailable({qualname!r})").body[0]
     node.body = body + [call]
     node.decorator_list = [d for d in node.decorator_list
                            if ast.unparse(d) in ("staticmethod", "classmethod", "property")]
