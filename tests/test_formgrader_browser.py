@@ -103,8 +103,13 @@ def test_formgrader_manual_score_survives_course_grade(tmp_path):
                     page.locator("td", has_text=student).first.wait_for(timeout=60_000)
                 page.goto(lab.url(f"formgrader/submissions/{submission}/"))
                 page.locator(score_box).wait_for(timeout=60_000)
+                # the boxes are in the HTML before formgrader's script has fetched the grade
+                # models and bound its 'change' handlers: a score typed earlier is never saved
+                page.wait_for_load_state("networkidle", timeout=60_000)
                 page.locator(score_box).fill("0.5")
                 page.locator(score_box).press("Tab")  # formgrader saves on 'change'
+                assert _wait_for(lambda: _manual(out, grade_id, answer_id)[0], 0.5) == 0.5, \
+                    lab.log()
                 page.locator(comment_box).fill("see the hint on shapes")
                 page.locator(comment_box).press("Tab")
                 got = _wait_for(lambda: _manual(out, grade_id, answer_id)[:2],

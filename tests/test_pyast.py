@@ -20,7 +20,7 @@ GRADING = Path(__file__).resolve().parent.parent / "autograder" / "grading"
 
 def test_parses_never_overlap(monkeypatch):
     inside, most = [0], [0]
-    real = ast.parse
+    real = pyast._ORIGINAL
 
     def slow_parse(*args, **kwargs):
         inside[0] += 1
@@ -29,7 +29,7 @@ def test_parses_never_overlap(monkeypatch):
         inside[0] -= 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ast, "parse", slow_parse)
+    monkeypatch.setattr(pyast, "_ORIGINAL", slow_parse)
     threads = [threading.Thread(target=pyast.parse, args=("x = 1",)) for _ in range(6)]
     for t in threads:
         t.start()
@@ -48,3 +48,15 @@ def test_the_grading_package_parses_only_through_the_lock():
             if re.search(r"\bast\.parse\(|literal_eval\(", code) and ">>>" not in line:
                 direct.append(f"{path.relative_to(GRADING)}:{n}: {line.strip()}")
     assert not direct, "parse through autograder.grading.pyast.parse:\n" + "\n".join(direct)
+
+
+def test_install_routes_every_ast_parse_of_the_process_through_the_lock(monkeypatch):
+    monkeypatch.setattr(ast, "parse", ast.parse)  # undone after the test
+    pyast.install()
+    assert ast.parse is pyast.parse
+    # the standard library's own callers resolve it at call time: literal_eval, traceback
+    calls, original = [], pyast._ORIGINAL
+    monkeypatch.setattr(pyast, "_ORIGINAL", lambda *a, **k: calls.append(a) or original(*a, **k))
+    assert ast.literal_eval("[1, 2]") == [1, 2]
+    assert calls
+

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from . import pyast
 from .config import GradeConfig
 from .student import StudentResult, failed_result
 from .submissions import Submission
@@ -56,6 +57,7 @@ def grade_on_worker(sub: Submission, info, template: Path, config: GradeConfig,
     from .sandbox import make_runner
     from .student import grade_student
 
+    pyast.install()  # a Dask worker runs tasks in threads too
     tmp = _scratch()
     try:
         out = tmp / "out"
@@ -105,6 +107,7 @@ class Dispatcher:
         if not todo:
             return
         if self.scheduler is None:
+            pyast.install()  # the pool's threads parse at once (CPython 3.11.7, gh-106905)
             self._pool = ThreadPoolExecutor(max_workers=self.workers)
             futures = {self._pool.submit(local_job, s): s for s in todo}
             self._futures = list(futures)

@@ -4,7 +4,10 @@ CPython before 3.11.8 keeps the AST converter's recursion depth in interpreter-w
 (gh-106905). When two threads of the grader's pool parse at once and the GIL changes hands in
 the middle (a ``__del__`` run by the garbage collector is enough), one of them raises
 ``SystemError: AST constructor recursion depth mismatch`` and that student is "not graded".
-Every parse in the grading package goes through :func:`parse`, which takes one lock.
+Every parse in the grading package goes through :func:`parse`, which takes one lock, and
+:func:`install` routes every other ``ast.parse`` of the grading process through it too (the
+traceback module's caret anchors, ``ast.literal_eval``, libraries): the grader's thread pool and
+Dask's worker threads call it before they start.
 
 >>> type(parse("x = 1").body[0]).__name__
 'Assign'
@@ -16,9 +19,15 @@ import ast
 import threading
 
 _LOCK = threading.RLock()
+_ORIGINAL = ast.parse
 
 
-def parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
+def parse(source, filename="<unknown>", mode="exec", *args, **kwargs) -> ast.AST:
     """:func:`ast.parse`, one thread at a time."""
     with _LOCK:
-        return ast.parse(source, filename, mode)
+        return _ORIGINAL(source, filename, mode, *args, **kwargs)
+
+
+def install() -> None:
+    """Make ``ast.parse`` itself this process's locked :func:`parse` (idempotent)."""
+    ast.parse = parse
