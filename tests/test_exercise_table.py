@@ -215,3 +215,38 @@ def test_course_check_summary_is_the_tables():
     ]
     assert [r.status for r in results[:-1]] == [selfcheck.PASSED] * (len(rows) - 1)
     assert results[-1].status == selfcheck.FAILED and "not in this notebook" in results[-1].detail
+
+
+def private_names_in_tests(root=ROOT) -> list[str]:
+    """Where a test names a private attribute (``_name``) of a chapter's check module
+    (``from autograder.checks.masking import _MASKED``, ``M._MASKED`` with ``M`` the module):
+    tests reach declarations through the table (``table.check``) or the module's public API."""
+    import ast
+
+    modules = {ch.module for ch in table.TABLES.values()}
+    out = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        aliases = {}  # local name -> chapter module
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.module:
+                for a in n.names:
+                    if n.module == "autograder.checks" and a.name in modules:
+                        aliases[a.asname or a.name] = a.name
+                    elif (n.module.rpartition(".")[2] in modules
+                          and n.module.startswith("autograder.checks.")
+                          and a.name.startswith("_")):
+                        out.append(f"{path.relative_to(root)}:{n.lineno}: {n.module}.{a.name}")
+            elif isinstance(n, ast.Import):
+                for a in n.names:
+                    if a.name.rpartition(".")[2] in modules and a.name.startswith("autograder."):
+                        aliases[a.asname or a.name] = a.name
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Attribute) and n.attr.startswith("_")
+                    and not n.attr.startswith("__") and ast.unparse(n.value) in aliases):
+                out.append(f"{path.relative_to(root)}:{n.lineno}: {ast.unparse(n)}")
+    return out
+
+
+def test_no_test_names_a_private_attribute_of_a_check_module():
+    assert private_names_in_tests() == []

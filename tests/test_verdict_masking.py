@@ -17,11 +17,12 @@ import torch
 from test_checks_masking import CHECKS, GOOD, WRONG, masked_torch_softmax
 from verdict_helpers import judged
 
-from autograder.checks import _codec
-from autograder.checks import masking as M
+from autograder.checks import _codec, table
+from autograder.checks._builders import AttentionLayer
 from autograder.grading import verdict
 
 REPO = Path(__file__).resolve().parents[1]
+MASKED = table.check("02_masking", "masked_attention")
 
 
 def _solutions() -> dict:
@@ -43,11 +44,14 @@ def test_chapter_is_converted():
 def test_inputs_travel_as_plain_data():
     # a dtype argument (Exercise 1.2) and the layer f (Exercises 4.1, 4.2) are rebuilt
     # on the kernel's side from plain data, not sent as objects
-    args = _codec.loads(_codec.dumps(((M._LEAKY_F, torch.ones(2)), {"dtype": torch.bfloat16})))
+    g = torch.Generator().manual_seed(0)
+    leaky = AttentionLayer("layer_seeing_one_step_ahead", "one step ahead",
+                           *(torch.randn(6, 6, generator=g, dtype=torch.float64) for _ in "qkv"))
+    args = _codec.loads(_codec.dumps(((leaky, torch.ones(2)), {"dtype": torch.bfloat16})))
     f = args[0][0]
-    assert type(f) is type(M._LEAKY_F) and f is not M._LEAKY_F and repr(f) == repr(M._LEAKY_F)
+    assert type(f) is AttentionLayer and f is not leaky and repr(f) == repr(leaky)
     x = torch.randn(5, 6, dtype=torch.float64)
-    assert torch.equal(f(x), M._LEAKY_F(x)) and args[1] == {"dtype": torch.bfloat16}
+    assert torch.equal(f(x), leaky(x)) and args[1] == {"dtype": torch.bfloat16}
 
 
 @pytest.mark.parametrize("key", sorted(CHECKS))
@@ -76,7 +80,7 @@ def test_sdpa_in_a_worker_thread_is_seen():
         t.join()
         return box["y"]
 
-    v = judged(M._MASKED, threaded)
+    v = judged(MASKED, threaded)
     assert v.diagnosis.startswith("used forbidden built-in scaled_dot_product_attention"), \
         v.message
     assert "seen in any thread" in v.message
@@ -86,5 +90,5 @@ def test_nan_gradient_of_a_fully_masked_row_is_judged():
     def nan_to_num_after(q, k, v, mask):
         return masked_torch_softmax(q, k, v, mask).nan_to_num(0.0)
 
-    v = judged(M._MASKED, nan_to_num_after)
+    v = judged(MASKED, nan_to_num_after)
     assert v.diagnosis == "wrong gradient" and "got nan" in v.message, v.message

@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
 import torch
 
-from autograder.checks import _probe, _training_drivers, training
+from autograder.checks import _probe, _training_drivers, table, training
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import case_inputs, judge
 from autograder.grading import verdict
 
 REPO = Path(__file__).resolve().parents[1]
-KEYS = ["training.get_batch", "training.cross_entropy", "training.get_lr",
-        "training.train_step", "training.estimate_loss", "training.checkpoint",
-        "training.sample_next_token"]
-ARGS = {"training.checkpoint": ("save_checkpoint", "load_checkpoint")}
+CHAPTER = table.chapter("08_training")
+K = table.keys("08_training")  # {function: check key}
+KEYS = list(K.values())
+# the functions a check is given, when not the one function (checkpoint: save and load)
+ARGS = {e.key: e.arguments for e in CHAPTER.exercises if e.arguments}
 
 
 @pytest.fixture(scope="module")
@@ -63,32 +65,34 @@ def test_blank_is_not_implemented_and_nothing_recorded_is_missing(tmp_path):
     def blank(*a, **k):
         raise NotImplementedError()
 
-    v = judge(get_check("training.train_step"), _record(tmp_path, "training.train_step", blank))
+    v = judge(get_check(K["train_step"]), _record(tmp_path, K["train_step"], blank))
     assert not v.passed and v.diagnosis == "not implemented"
-    assert judge(get_check("training.checkpoint"), None).diagnosis == "output missing"
+    assert judge(get_check(K["checkpoint"]), None).diagnosis == "output missing"
 
 
 def test_the_case_inputs_hold_no_expected_value():
-    check = get_check("training.checkpoint")
+    check = get_check(K["checkpoint"])
     text = json.dumps(case_inputs(check))
     # the state to save is an input; the losses after the restore are not in it
     for case in check.cases:
         losses = case.expected[0]
         assert f'"{float.hex(float(losses[0]))}"' not in text
-    inputs = case_inputs(get_check("training.estimate_loss"))
-    assert inputs["cases"][-1]["label"] == training._AFTER[0]
+    inputs = case_inputs(get_check(K["estimate_loss"]))
+    ((after_label, _),) = training.DRIVEN[K["estimate_loss"]].extra
+    assert inputs["cases"][-1]["label"] == after_label
 
 
-@pytest.mark.parametrize("key,kind,name", [
-    ("training.checkpoint", "model-only", "saved the model only"),
-    ("training.sample_next_token", "p-inclusive", "top-p drops the token that crosses p"),
+@pytest.mark.parametrize("key,name", [
+    (K["checkpoint"], "saved the model only"),
+    (K["sample_next_token"], "top-p drops the token that crosses p"),
 ])
-def test_catalogued_mistake_named_from_the_drivers_data(tmp_path, key, kind, name):
+def test_catalogued_mistake_named_from_the_drivers_data(tmp_path, key, name):
     """The kernel runs the wrong student code; the grader names the mistake from plain data."""
-    if key == "training.checkpoint":
-        fns = _mistake_fn(training._ck_wrong, kind, "save_fn", "load_fn")
+    (mistake,) = [m for m in get_check(key).mistakes if m.name.startswith(name)]
+    if key == K["checkpoint"]:
+        fns = _mistake_fn(mistake.fn, "save_fn", "load_fn")
     else:
-        fns = (_mistake_fn(training._sample_wrong, kind, "sample_fn"),)
+        fns = (_mistake_fn(mistake.fn, "sample_fn"),)
     v = judge(get_check(key), _record(tmp_path, key, *fns))
     assert not v.passed and v.diagnosis.startswith(name), v.message
 
@@ -107,14 +111,13 @@ def test_train_step_mistake_named_from_the_weights_after_the_steps(tmp_path, sol
         optimizer.step()
         return loss.item()
 
-    v = judge(get_check("training.train_step"),
-              _record(tmp_path, "training.train_step", no_zero_grad))
+    v = judge(get_check(K["train_step"]),
+              _record(tmp_path, K["train_step"], no_zero_grad))
     assert not v.passed and v.diagnosis.startswith("forgot optimizer.zero_grad()"), v.message
 
 
-def _mistake_fn(make, kind, *names):
+def _mistake_fn(wrapped, *names):
     """The student-side function(s) inside a catalogued mistake's probe (its closure)."""
-    wrapped = make(kind)
     cells = dict(zip(wrapped.__code__.co_freevars, wrapped.__closure__, strict=True))
     drive = cells["drive"].cell_contents
     inner = dict(zip(drive.__code__.co_freevars, drive.__closure__, strict=True))
@@ -125,18 +128,22 @@ def _mistake_fn(make, kind, *names):
 def test_driver_data_that_is_not_a_result_reads_like_the_in_kernel_check():
     """The grader turns the drivers' data into outputs; what cannot be one raises as the
     in-kernel probe did (the judge reports it as 'your function raised ...')."""
+    step = training.DRIVEN[K["train_step"]].output
+    resume = training.DRIVEN[K["checkpoint"]].output
+    freq = training.DRIVEN[K["sample_next_token"]].output
+    (resume_case, *_) = get_check(K["checkpoint"]).cases
+    freq_case = SimpleNamespace(args=(torch.zeros(1, 3),))  # logits (1, 3)
     with pytest.raises(TypeError, match="train_step should return the loss as a number, got str"):
-        training._step_output({"losses": [1.5, "2.0"], "weights": None})
+        step(None, {"losses": [1.5, "2.0"], "weights": None})
     with pytest.raises(ValueError, match="the experiment's record is malformed"):
-        training._step_output([1.5])
+        step(None, [1.5])
     with pytest.raises(TypeError, match=r"return the step \(an int\), got float"):
-        training._resume_output(860, 1, {"step": 3.0, "model": {}, "optimizer": {},
-                                         "generator": None, "in_place": True})
+        resume(resume_case, {"step": 3.0, "model": {}, "optimizer": {},
+                             "generator": None, "in_place": True})
     with pytest.raises(ValueError, match="replaced the model's parameters"):  # not said in place
-        training._resume_output(860, 1, {"step": 3, "model": {}, "optimizer": {},
-                                         "generator": None})
+        resume(resume_case, {"step": 3, "model": {}, "optimizer": {}, "generator": None})
     with pytest.raises(ValueError, match="should be int64, got torch.int32"):
-        training._freq_output(torch.zeros(1, 3), torch.zeros(40_000, 1, dtype=torch.int32))
+        freq(freq_case, torch.zeros(40_000, 1, dtype=torch.int32))
 
 
 def test_estimate_loss_mode_and_autograd_judged_outside(tmp_path, solutions):
@@ -147,8 +154,8 @@ def test_estimate_loss_mode_and_autograd_judged_outside(tmp_path, solutions):
         model.eval()
         return out
 
-    v = judge(get_check("training.estimate_loss"),
-              _record(tmp_path, "training.estimate_loss", stays_eval))
+    v = judge(get_check(K["estimate_loss"]),
+              _record(tmp_path, K["estimate_loss"], stays_eval))
     assert not v.passed and v.diagnosis == "model left in eval mode", v.message
 
     def with_grad(model, data, batch_size, block_size, eval_iters, generator=None):
@@ -162,8 +169,8 @@ def test_estimate_loss_mode_and_autograd_judged_outside(tmp_path, solutions):
             model.train(was)
             return sum(losses) / len(losses)
 
-    v = judge(get_check("training.estimate_loss"),
-              _record(tmp_path, "training.estimate_loss", with_grad))
+    v = judge(get_check(K["estimate_loss"]),
+              _record(tmp_path, K["estimate_loss"], with_grad))
     assert v.diagnosis == "forward passes with autograd on", v.message
 
 
@@ -174,12 +181,12 @@ def test_reference_called_by_the_student_scores_zero(tmp_path):
     def get_batch(data, batch_size, block_size, generator=None):
         return reference_get_batch(data, batch_size, block_size, "cpu", generator)
 
-    v = judge(get_check("training.get_batch"), _record(tmp_path, "training.get_batch",
+    v = judge(get_check(K["get_batch"]), _record(tmp_path, K["get_batch"],
                                                        get_batch))
     assert v.diagnosis == "used the reference implementation", v.message
     assert "in transformer_ref/train/data.py" in v.message
-    v = judge(get_check("training.sample_next_token"),
-              _record(tmp_path, "training.sample_next_token", reference))
+    v = judge(get_check(K["sample_next_token"]),
+              _record(tmp_path, K["sample_next_token"], reference))
     assert v.diagnosis == "used the reference implementation", v.message
 
 
@@ -204,13 +211,13 @@ def test_sampler_built_from_the_probabilities_is_not_a_sample(tmp_path):
         ids = (rank >= torch.cumsum(p, dim=-1)).sum(dim=-1, keepdim=True)
         return ids.clamp(max=logits.shape[-1] - 1)
 
-    check = get_check("training.sample_next_token")
-    v = judge(check, _record(tmp_path, "training.sample_next_token", quantiles))
+    check = get_check(K["sample_next_token"])
+    v = judge(check, _record(tmp_path, K["sample_next_token"], quantiles))
     assert not v.passed and v.diagnosis == "not a measurement", v.message
     assert "different random generators" in v.message
     # the in-kernel check (self-learners) rejects it too
     with pytest.raises(CheckFailed, match="different random generators"):
-        _run(check, training._freq_probe(quantiles), hidden=True)
+        _run(check, training.probe(K["sample_next_token"], quantiles), hidden=True)
 
 
 def test_kernel_package_has_the_drivers_and_no_expected_values(tmp_path):
@@ -220,7 +227,7 @@ def test_kernel_package_has_the_drivers_and_no_expected_values(tmp_path):
     spec = verdict.prepare(tmp_path, [nb])
     # the notebook imports transformer_ref: the kernel's copy has no code for the exercises
     assert spec is not None and not spec["mount_ref"] and spec["ref_package"]
-    stub = Path(spec["package"]) / "checks" / "training.py"
+    stub = Path(spec["package"]) / "checks" / f"{CHAPTER.module}.py"
     text = stub.read_text()
     assert "from autograder.checks._training_drivers import graded, probe" in text
     assert "Case(" not in text and "Mistake(" not in text
@@ -236,10 +243,11 @@ def test_answer_using_the_setup_cells_reference_is_flagged():
     release = nbformat.read(REPO / "notebooks/08_training/08_training.ipynb", as_version=4)
     notebook = describe("08_training", "08_training", source, release)
     as_released = nbformat.writes(release).encode()
+    get_batch = table.by_key(K["get_batch"])
     assert verdict.flags(as_released, notebook) == {}  # the demos' own uses are not flagged
     sub = nbformat.reads(as_released.decode(), as_version=4)
     for cell in sub.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") == "ex1_1_solution":
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == get_batch.solution_id:
             cell.source = ("def get_batch(data, batch_size, block_size, generator=None):\n"
                            "    return reference_get_batch(data, batch_size, block_size, "
                            "generator=generator)\n")
@@ -248,9 +256,9 @@ def test_answer_using_the_setup_cells_reference_is_flagged():
     flagged = verdict.flags(nbformat.writes(sub).encode(), notebook)
     wide = ("notebook-wide: uses the reference implementation (reference_get_lr) "
             "(in a cell the student added)")
-    assert flagged["ex1_1_get_batch"] == (
+    assert flagged[get_batch.grade_id] == (
         f"flagged: uses the reference implementation (reference_get_batch); {wide}"), flagged
-    assert flagged["ex2_1_cross_entropy"] == f"flagged: {wide}", flagged
+    assert flagged[table.by_key(K["cross_entropy"]).grade_id] == f"flagged: {wide}", flagged
 
 
 @pytest.mark.parametrize("how", ["assign", "new-parameters"])
@@ -274,8 +282,8 @@ def test_load_that_swaps_the_parameters_scores_zero(tmp_path, solutions, how):
         return ck["step"]
 
     save = solutions["save_checkpoint"]
-    check = get_check("training.checkpoint")
-    v = judge(check, _record(tmp_path, "training.checkpoint", save, load))
+    check = get_check(K["checkpoint"])
+    v = judge(check, _record(tmp_path, K["checkpoint"], save, load))
     assert not v.passed and v.diagnosis == "parameters replaced, not loaded in place", v.message
     with pytest.raises(CheckFailed, match="parameters replaced, not loaded in place"):
-        _run(check, training.probe("training.checkpoint", save, load), hidden=True)
+        _run(check, training.probe(K["checkpoint"], save, load), hidden=True)
