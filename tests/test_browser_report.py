@@ -22,6 +22,10 @@ from browser_helpers import CHROMIUM_CANDIDATES, CHROMIUM_FLAGS, find_chromium
 from synthetic_class import ClassBuilder
 from synthetic_class.shared import REPO, grade_cmd, graded_class
 
+from autograder.checks import table
+
+EX = table.rows("01_attention")  # {function: exercise row} of the chapter
+
 ASSIGNMENT = "01_attention"
 SOURCE = REPO / "solutions"
 ARTIFACTS = REPO / "test-artifacts"
@@ -36,9 +40,9 @@ TRANSPOSED = '''def dot_product_scores(Q, K):
     return K @ np.swapaxes(Q, -1, -2)
 '''
 MISTAKES = {  # student -> (answer cell, its source)
-    "overflow_a": ("ex2_1_solution", OVERFLOW),
-    "overflow_b": ("ex2_1_solution", OVERFLOW),
-    "transposed": ("ex1_1_solution", TRANSPOSED),
+    "overflow_a": (EX["softmax"].solution_id, OVERFLOW),
+    "overflow_b": (EX["softmax"].solution_id, OVERFLOW),
+    "transposed": (EX["dot_product_scores"].solution_id, TRANSPOSED),
 }
 
 pytestmark = [

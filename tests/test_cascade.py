@@ -11,7 +11,7 @@ import json
 import pytest
 
 from autograder import mutation as M
-from autograder.checks import CheckFailed, _core, _judge, _probe, hidden_check
+from autograder.checks import CheckFailed, _core, _judge, _probe, hidden_check, table
 from autograder.checks._core import get_check
 
 WRONG = {
@@ -59,13 +59,16 @@ WRONG = {
     "    return x, x.clone()\n",
 }
 
+A01 = table.rows("01_attention")
+UNSCALED = A01["self_attention_unscaled"].key  # Exercise 3.1, which calls softmax
+
 GAPS = [  # (notebook, later exercise's check key, the earlier function made wrong, its exercise)
-    ("01", "attention.self_attention_unscaled", "softmax", "Exercise 2.1"),
-    ("02", "masking.decoder_self_attention_mask", "causal_mask", "Exercise 1.1"),
-    ("06", "transformer.incremental_logits", "gpt_logits", "Exercise 4.1"),
-    ("07", "bpe.train_classic_bpe", "count_pairs", "Exercise 2.1"),
-    ("07", "bpe.train_bpe_naive", "count_pairs", "Exercise 2.1"),
-    ("07", "bpe.encode", "encode_piece", "Exercise 5.1"),
+    ("01", UNSCALED, "softmax", "Exercise 2.1"),
+    ("02", table.keys("02_masking")["decoder_self_attention_mask"], "causal_mask", "Exercise 1.1"),
+    ("06", table.keys("06_transformer")["incremental_logits"], "gpt_logits", "Exercise 4.1"),
+    ("07", table.keys("07_bpe")["train_classic_bpe"], "count_pairs", "Exercise 2.1"),
+    ("07", table.keys("07_bpe")["train_bpe_naive"], "count_pairs", "Exercise 2.1"),
+    ("07", table.keys("07_bpe")["encode"], "encode_piece", "Exercise 5.1"),
 ]
 
 
@@ -94,8 +97,8 @@ def test_a_failing_earlier_function_is_named(notebook, key, wrong, exercise, mon
 
 def test_the_earlier_checks_own_diagnosis_follows():
     try:
-        hidden_check("attention.self_attention_unscaled",
-                     _student("01", "attention.self_attention_unscaled", "softmax"))
+        hidden_check(UNSCALED,
+                     _student("01", UNSCALED, "softmax"))
     except CheckFailed as e:
         msg = str(e)
     assert "  |   Likely mistake: unstable softmax overflowing." in msg, msg
@@ -105,31 +108,31 @@ def test_a_function_that_does_not_call_the_earlier_one_is_judged_alone(capsys):
     """The student inlined the softmax: a wrong `softmax` elsewhere in the notebook is not
     this exercise's business."""
     ns = M._base_namespace(next(e for e in M.exercises(M.notebooks("01")[0])
-                                if e.key == "attention.self_attention_unscaled"))
+                                if e.key == UNSCALED))
     exec(WRONG["softmax"], ns)
     exec("def self_attention_unscaled(X, W_Q, W_K, W_V):\n"
          "    S = (X @ W_Q) @ np.swapaxes(X @ W_K, -1, -2)\n"
          "    e = np.exp(S - S.max(axis=-1, keepdims=True))\n"
          "    return e / e.sum(axis=-1, keepdims=True) @ (X @ W_V)\n", ns)
     assert not _core.calls_name(ns["self_attention_unscaled"], "softmax")
-    hidden_check("attention.self_attention_unscaled", ns["self_attention_unscaled"])
+    hidden_check(UNSCALED, ns["self_attention_unscaled"])
     assert "✔" in capsys.readouterr().out
 
 
 def test_trusted_verdict_names_the_failing_earlier_function(tmp_path):
     """The graded path of a converted chapter (01): the kernel's probe records the earlier
     function on its own check's cases, the grader judges it first."""
-    later = get_check("attention.self_attention_unscaled")
+    later = get_check(UNSCALED)
     (tmp_path / "in").mkdir()
     (tmp_path / "out").mkdir()
-    for key in ("attention.self_attention_unscaled", "attention.softmax",
-                "attention.dot_product_scores"):
+    for key in (UNSCALED, A01["softmax"].key,
+                A01["dot_product_scores"].key):
         text = json.dumps(_judge.case_inputs(get_check(key)))
         (tmp_path / "in" / f"{key}.json").write_text(text)
 
     def verdict(wrong):
         _probe.run(str(tmp_path), later.key,
-                   _student("01", "attention.self_attention_unscaled", wrong))
+                   _student("01", UNSCALED, wrong))
         record = json.loads((tmp_path / "out" / f"{later.key}.json").read_text())
         return _judge.judge(later, record)
 
@@ -147,8 +150,8 @@ def test_the_rows_diagnosis_names_the_cascade_as_a_failure_kind():
     from autograder.grading.diagnosis import diagnose, is_failure_kind
 
     try:
-        hidden_check("attention.self_attention_unscaled",
-                     _student("01", "attention.self_attention_unscaled", "softmax"))
+        hidden_check(UNSCALED,
+                     _student("01", UNSCALED, "softmax"))
     except CheckFailed as e:
         msg = str(e)
     d = diagnose("graded", "0", "2", [{"output_type": "error", "ename": "CheckFailed",
@@ -157,8 +160,8 @@ def test_the_rows_diagnosis_names_the_cascade_as_a_failure_kind():
 
 
 GAPS_08 = [  # notebook 08: judged outside the kernel from what its drivers record
-    ("training.train_step", "cross_entropy", "Exercise 2.1"),
-    ("training.estimate_loss", "get_batch", "Exercise 1.1"),
+    (table.keys("08_training")["train_step"], "cross_entropy", "Exercise 2.1"),
+    (table.keys("08_training")["estimate_loss"], "get_batch", "Exercise 1.1"),
 ]
 
 

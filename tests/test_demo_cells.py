@@ -13,7 +13,10 @@ import nbformat
 import pytest
 
 from autograder import release
+from autograder.checks import table
 from autograder.grading.demo import NOT_RUN, SkipDemoCells, demo_problems, is_demo
+
+EX = table.rows("08_training")  # {function: exercise row} of the chapter
 
 CHAPTERS = sorted(p.name for p in release.SOURCE.iterdir() if (p / f"{p.name}.py").exists())
 
@@ -37,7 +40,7 @@ def test_the_static_check_rejects_a_demo_cell_whose_names_a_later_cell_uses():
     src = _book(release.SOURCE, "08_training")
     cells = copy.deepcopy(src.cells)
     answer = next(c for c in cells if c.metadata.get("nbgrader", {}).get("grade_id")
-                  == "ex1_1_solution")  # defines get_batch, which its test cell uses
+                  == EX["get_batch"].solution_id)  # defines get_batch, which its test cell uses
     answer.metadata["tags"] = ["demo"]
     problems = demo_problems(cells)
     assert any("is an nbgrader cell" in p for p in problems), problems

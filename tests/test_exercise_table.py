@@ -137,8 +137,9 @@ _STATED = re.compile(
 )
 
 
-def _code_strings(path) -> list[tuple[int, str]]:
-    """(line, text) of the string literals of a Python file that are not docstrings."""
+def _code_strings(path) -> list[tuple[int, str, str]]:
+    """(line, enclosing function, text) of the string literals of a Python file that are not
+    docstrings (the function is "" at module level)."""
     import ast
 
     tree = ast.parse(path.read_text())
@@ -150,26 +151,45 @@ def _code_strings(path) -> list[tuple[int, str]]:
         and isinstance(n.body[0], ast.Expr)
         and isinstance(n.body[0].value, ast.Constant)
     }
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+
+    def enclosing(line):
+        inside = [f for f in functions if f.lineno <= line <= f.end_lineno]
+        return max(inside, key=lambda f: f.lineno).name if inside else ""
+
     return [
-        (n.lineno, n.value)
+        (n.lineno, enclosing(n.lineno), n.value)
         for n in ast.walk(tree)
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
     ]
 
 
+# Tests that write grade ids or keys on purpose, and why (everything else derives them):
+STATED_ON_PURPOSE = {
+    # they test the table and the release that writes ids from it: the literal is the expectation
+    *(("tests/test_exercise_table.py", f) for f in (
+        "test_a_changed_row_is_written_into_the_test_cell_heading_and_summary",
+        "test_a_new_function_name_renames_grade_id_check_key_and_calls",
+        "test_the_release_gives_each_answer_cell_its_grade_id")),
+    # instructors' gradebooks and past grades key on 01's ids: a change must be deliberate
+    ("tests/test_release.py", "test_notebook01_grade_ids_and_points_are_stable"),
+}
+
+
 def stated_outside_the_table(root=ROOT) -> list[str]:
-    """Where code (not docs) in autograder/, the check tests or a chapter source's own text
-    (not what the release fills in: test cells, answer cells' grade ids) names a check key or
-    a grade id: each should come from autograder/checks/table.py."""
-    files = sorted((root / "autograder").rglob("*.py")) + sorted(
-        (root / "tests").glob("test_checks_*.py")
-    )
+    """Where code (not docs) in autograder/, tests/ or a chapter source's own text (not what
+    the release fills in: test cells, answer cells' grade ids) names a check key or a grade
+    id: each should come from autograder/checks/table.py (``table.rows``, ``table.keys``)."""
+    files = sorted((root / "autograder").rglob("*.py")) + sorted((root / "tests").rglob("*.py"))
     out = []
     for path in files:
         if path == root / "autograder" / "checks" / "table.py":
             continue
-        for line, text in _code_strings(path):
-            out += [f"{path.relative_to(root)}:{line}: {m}" for m in _STATED.findall(text)]
+        rel = path.relative_to(root).as_posix()
+        for line, function, text in _code_strings(path):
+            if (rel, function) in STATED_ON_PURPOSE:
+                continue
+            out += [f"{rel}:{line}: {m}" for m in _STATED.findall(text)]
     jupytext = release._jupytext()
     for name in CHAPTERS:
         nb = jupytext.read(release.chapter_source(name, root / "solutions"), fmt="py:percent")
@@ -183,6 +203,12 @@ def stated_outside_the_table(root=ROOT) -> list[str]:
                 found.append(meta["grade_id"])
             out += [f"solutions/{name}/{name}.py cell {i}: {m}" for m in found]
     return out
+
+
+def test_every_test_stated_on_purpose_exists():
+    """An allowed (file, function) that no longer exists would hide nothing but rot."""
+    for rel, function in STATED_ON_PURPOSE:
+        assert f"def {function}(" in (ROOT / rel).read_text(), (rel, function)
 
 
 def test_grade_ids_and_check_keys_are_stated_only_in_the_table():

@@ -14,6 +14,9 @@ import nbformat
 import pytest
 
 from autograder import release, selfcheck
+from autograder.checks import table
+
+EX = table.rows("01_attention")  # {function: exercise row} of the chapter
 
 NAME = "01_attention"
 SOURCE = release.SOURCE / NAME / f"{NAME}.ipynb"
@@ -103,7 +106,7 @@ def test_course_check_command_names_the_mistake_and_fails(tmp_path):
         "grade": True,
         "locked": True,
         "points": 2,
-        "grade_id": "ex2_1_softmax",
+        "grade_id": EX["softmax"].grade_id,
     }
     path = tmp_path / "mini.ipynb"
     nbformat.write(nb, path)
@@ -127,30 +130,30 @@ def test_course_check_command_names_the_mistake_and_fails(tmp_path):
 
 # One catalogued mistake per exercise, as a student would write it (self-contained cells).
 MISTAKES = {
-    "ex1_1_solution": (
+    EX["dot_product_scores"].solution_id: (
         "def dot_product_scores(Q, K):\n    return K @ np.swapaxes(Q, -1, -2)\n",
         "scores transposed (K Qᵀ)",
     ),
-    "ex2_1_solution": (
+    EX["softmax"].solution_id: (
         "def softmax(x, axis=-1):\n    e = np.exp(x)\n"
         "    return e / e.sum(axis=axis, keepdims=True)\n",
         "unstable softmax overflowing",
     ),
-    "ex3_1_solution": (
+    EX["self_attention_unscaled"].solution_id: (
         "def self_attention_unscaled(X, W_Q, W_K, W_V):\n"
         "    S = (X @ W_Q) @ np.swapaxes(X @ W_K, -1, -2)\n"
         "    e = np.exp(S - S.max(axis=-2, keepdims=True))\n"
         "    return e / e.sum(axis=-2, keepdims=True) @ (X @ W_V)\n",
         "softmax over the wrong axis (over queries)",
     ),
-    "ex4_1_solution": (
+    EX["score_variance"].solution_id: (
         "def score_variance(d_k, n_samples, rng):\n"
         "    q = rng.standard_normal((n_samples, d_k))\n"
         "    k = rng.standard_normal((n_samples, d_k))\n"
         "    return float(np.std((q * k).sum(axis=1)))\n",
         "returned the standard deviation",
     ),
-    "ex5_1_solution": (
+    EX["scaled_dot_product_attention"].solution_id: (
         "def scaled_dot_product_attention(q, k, v, mask=None, scale=None):\n"
         "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) if scale is None else "
         "q @ k.transpose(-2, -1) * scale\n"
@@ -158,13 +161,13 @@ MISTAKES = {
         "    return torch.softmax(s, dim=-1) @ v\n",
         "mask inverted",
     ),
-    "ex6_1_solution": (
+    EX["column_form_self_attention"].solution_id: (
         "def column_form_self_attention(X_cols, Q, K, V):\n"
         "    S = (K @ X_cols).T @ (Q @ X_cols)\n"
         "    A = torch.softmax(S, dim=1)\n    return (V @ X_cols) @ A, A\n",
         "softmax over j instead of over i",
     ),
-    "ex7_1_solution": (
+    EX["cosine_similarity_attention"].solution_id: (
         "def cosine_similarity_attention(q, k, v, mask=None, temperature=1.0, eps=1e-8):\n"
         "    q = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)\n"
         "    s = q @ k.transpose(-2, -1) / temperature\n"
@@ -172,7 +175,7 @@ MISTAKES = {
         "    return torch.softmax(s, dim=-1) @ v\n",
         "normalised only the queries",
     ),
-    "ex8_1_solution": (
+    EX["self_score_dominance"].solution_id: (
         "def self_score_dominance(weights):\n"
         "    n = weights.shape[-1]\n"
         "    return (weights.argmax(dim=-2) == torch.arange(n)).float().mean().item()\n",

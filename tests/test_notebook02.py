@@ -25,17 +25,20 @@ import nbformat
 import pytest
 from synthetic_class.shared import REPO, read_csv, shared_dir
 
+from autograder.checks import table
 from autograder.grading.cells import nbg as _nbg
+
+EX = table.rows("02_masking")  # {function: exercise row} of the chapter
 
 NAME = "02_masking"
 SOURCE = REPO / "solutions"
 # the wrong submission: (solution cell, text replaced, replacement, exercise, mistake named)
 WRONG = (
-    "ex3_1_solution",
+    EX["masked_attention"].solution_id,
     "    scores = scores + mask  # the encoder-decoder survey: + M\n",
     "    scores = scores + mask  # the encoder-decoder survey: + M\n    return "
     "torch.softmax(scores, dim=-1) @ v\n",
-    "ex3_1_masked_attention",
+    EX["masked_attention"].grade_id,
     "-inf producing NaN rows",
 )
 

@@ -17,12 +17,16 @@ from test_notebook02 import (
     graded_chapter,
 )
 
+from autograder.checks import table
+
+EX = table.rows("03_multihead_attention")  # {function: exercise row} of the chapter
+
 NAME = "03_multihead_attention"
 WRONG = (
-    "ex3_1_solution",
+    EX["multi_head_attention"].solution_id,
     "    return merge_heads(heads) @ W_O  # (B, T_q, H*d_k) @ (H*d_k, d_model)\n",
     "    return merge_heads(heads)\n",
-    "ex3_1_multi_head_attention",
+    EX["multi_head_attention"].grade_id,
     "forgot W_O",
 )
 

@@ -23,14 +23,18 @@ import pytest
 from synthetic_class import ClassBuilder
 from synthetic_class.shared import REPO, grade_cmd, read_csv, shared_dir
 
+from autograder.checks import table
+
+EX = table.rows("04_layer_norm")  # {function: exercise row} of the chapter
+
 SOURCE = REPO / "solutions"
 ASSIGNMENT = "04_layer_norm"
 # one catalogued mistake, fed through the grading path: (answer cell, old, new, exercise, name)
 MISTAKE = (
-    "ex2_2_solution",
+    EX["layer_norm"].solution_id,
     "((x - mu) ** 2).mean(dim=-1, keepdim=True)",
     "x.var(dim=-1, keepdim=True)",
-    "ex2_2_layer_norm",
+    EX["layer_norm"].grade_id,
     "unbiased variance (divided by d - 1)",
 )
 

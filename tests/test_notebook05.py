@@ -11,14 +11,18 @@ import nbformat
 import pytest
 from test_notebook04 import SOURCE, check_chapter, graded_chapter
 
+from autograder.checks import table
+
+EX = table.rows("05_feed_forward_blocks")  # {function: exercise row} of the chapter
+
 ASSIGNMENT = "05_feed_forward_blocks"
 # the column-vector lecture notes' pre-LN block written as post-LN: the residual added after the
 # norm
 MISTAKE = (
-    "ex2_2_solution",
+    EX["pre_ln_block"].solution_id,
     "x = x + attn(norm1(x))  # R(MSA o LN1)\n    return x + ffn(norm2(x))",
     "x = norm1(x + attn(x))\n    return norm2(x + ffn(x))",
-    "ex2_2_pre_ln_block",
+    EX["pre_ln_block"].grade_id,
     "residual added after the norm (that is post-LN)",
 )
 

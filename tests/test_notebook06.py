@@ -19,13 +19,17 @@ from test_notebook04 import (
     warnings_in_course_cells,
 )
 
+from autograder.checks import table
+
+EX = table.rows("06_transformer")  # {function: exercise row} of the chapter
+
 ASSIGNMENT = "06_transformer"
 # the KV cache mistake: token t fed at position t + 1
 MISTAKE = (
-    "ex5_1_solution",
+    EX["incremental_logits"].solution_id,
     "start=t, cache=cache)",
     "start=t + 1, cache=cache)",
-    "ex5_1_incremental_logits",
+    EX["incremental_logits"].grade_id,
     "KV cache positions off by one",
 )
 

@@ -25,15 +25,18 @@ from test_notebook02 import (
 )
 from test_notebook04 import executed_chapter
 
+from autograder.checks import table
 from autograder.grading.cells import nbg as _nbg
+
+EX = table.rows("07_bpe")  # {function: exercise row} of the chapter
 
 NAME = "07_bpe"
 # (solution cell, text replaced, replacement, exercise, mistake named)
 WRONG = (
-    "ex5_3_solution",
+    EX["decode"].solution_id,
     '.decode("utf-8", errors="replace")',
     '.decode("utf-8")',
-    "ex5_3_decode",
+    EX["decode"].grade_id,
     "decode fails on bytes that are not valid UTF-8",
 )
 

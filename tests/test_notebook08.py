@@ -26,15 +26,18 @@ from test_notebook04 import (
     warnings_in_course_cells,
 )
 
+from autograder.checks import table
 from transformer_ref.train import preset
+
+EX = table.rows("08_training")  # {function: exercise row} of the chapter
 
 ASSIGNMENT = "08_training"
 # the warm-up counted from 0: step 0 gets learning rate 0 (no other exercise uses get_lr)
 MISTAKE = (
-    "ex3_1_solution",
+    EX["get_lr"].solution_id,
     "return max_lr * (step + 1) / warmup_iters",
     "return max_lr * step / warmup_iters",
-    "ex3_1_get_lr",
+    EX["get_lr"].grade_id,
     "warm-up starts at 0 (max_lr * step / warmup_iters)",
 )
 

@@ -33,7 +33,8 @@ def _solutions() -> dict:
          "pretokenize = regex.compile(GPT2_PATTERN).findall", ns)
     for c in nb.cells:
         meta = c.metadata.get("nbgrader", {})
-        if meta.get("solution") or meta.get("grade_id") == "ex3_1_given":
+        given = meta.get("locked") and "def pretoken_counts(" in c.source  # Ex 3.1's helpers
+        if meta.get("solution") or given:
             exec(c.source, ns)
     return ns
 

@@ -16,10 +16,13 @@ from adversarial import AdversarialBuilder
 from nbformat.v4 import new_code_cell
 from synthetic_class import _nbg
 
+from autograder.checks import table
 from autograder.grading import verdict
 from autograder.grading.config import GradeConfig
 from autograder.grading.course import build_template
 from autograder.grading.sandbox.policy import Policy, trusted_cells
+
+EX = table.rows("07_bpe")  # {function: exercise row} of the chapter
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,12 +86,13 @@ def test_redefining_a_given_helper_is_neither_refused_nor_flagged(course):
     nb = nbs["07_bpe"]
     sub = AdversarialBuilder(nb).answered(
         lambda gid, src: src + "\n\ndef merge_ids(word, a, b, new):\n    return tuple(word)\n"
-        if gid == "ex3_1_solution" else src)
+        if gid == EX["train_bpe_naive"].solution_id else src)
     assert verdict.flags(_bytes(sub), nb) == {}
     cells = trusted_cells(work)
     trusted = ([c["source"] for c in cells], [c["grade_id"] for c in cells])
     sub = _restored(sub, cells)
-    answer = next(c for c in sub.cells if _nbg(c).get("grade_id") == "ex3_1_solution")
+    answer = next(c for c in sub.cells
+                  if _nbg(c).get("grade_id") == EX["train_bpe_naive"].solution_id)
     before = answer.source
     Policy(*trusted, judged_outside=True).on_notebook_start(sub)
     assert answer.source == before  # judged outside the kernel: runs as written

@@ -21,7 +21,7 @@ import test_checks_multihead_attention as T03
 import test_checks_transformer as T06
 import torch
 
-from autograder.checks import _builders, _codec, _probe
+from autograder.checks import _builders, _codec, _probe, table
 from autograder.checks._judge import case_inputs, judge
 from autograder.grading import verdict
 
@@ -55,7 +55,7 @@ def test_builder_inputs_are_rebuilt_not_sent_back():
 
 
 def test_a_recorded_output_that_describes_an_object_is_not_built(tmp_path):
-    check = T03.CHECKS["multihead_attention.weights_from_torch"]
+    check = table.check("03_multihead_attention", "weights_from_torch")
 
     def returns_a_module(m):
         return m
@@ -88,7 +88,7 @@ def test_mha_builtin_attention_seen_at_the_operator_level(tmp_path):
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return T03.good_merge(y) @ W_O
 
-    v = _judged(tmp_path, T03.CHECKS["multihead_attention.multi_head_attention"], builtin)
+    v = _judged(tmp_path, table.check("03_multihead_attention", "multi_head_attention"), builtin)
     assert v.diagnosis == "used forbidden built-in scaled_dot_product_attention", v.message
 
 
@@ -121,7 +121,7 @@ def test_the_reference_implementation_in_the_kernel_scores_zero(tmp_path):
 
     import transformer_ref
 
-    sin = T06.CHECKS["transformer.sinusoidal_encoding"]
+    sin = table.check("06_transformer", "sinusoidal_encoding")
     v = _judged(tmp_path, sin, lambda T, d: transformer_ref.sinusoidal_encoding(T, d).float())
     assert v.diagnosis == "used the reference implementation", v.message
     assert "positional.py:sinusoidal_encoding" in v.message
@@ -138,12 +138,12 @@ def test_the_reference_implementation_in_the_kernel_scores_zero(tmp_path):
         t.join()
         return box["y"]
 
-    v = _judged(tmp_path, T05.CHECKS["feed_forward_blocks.pre_ln_block"], in_a_thread)
+    v = _judged(tmp_path, table.check("05_feed_forward_blocks", "pre_ln_block"), in_a_thread)
     assert v.diagnosis == "used the reference implementation", v.message
 
 
 def test_model_inputs_are_rebuilt_with_their_weights_and_cache():
-    (case,) = [c for c in T06.CHECKS["transformer.gpt_logits"].cases if "cached prefix of 5"
+    (case,) = [c for c in table.check("06_transformer", "gpt_logits").cases if "cached prefix of 5"
                in c.label]
     args = case.call()
     back = _codec.decode(_codec.encode(tuple(args)))
@@ -152,7 +152,7 @@ def test_model_inputs_are_rebuilt_with_their_weights_and_cache():
     torch.testing.assert_close(T06.good_gpt(*back), case.expected, rtol=1e-12, atol=1e-12)
     with pytest.raises(TypeError, match="compute it from its parts"):
         back[1](args[0])  # no forward pass of its own: that is the exercise
-    (gn,) = [c for c in T05.CHECKS["feed_forward_blocks.grad_norm_per_layer"].cases][:1]
+    (gn,) = [c for c in table.check("05_feed_forward_blocks", "grad_norm_per_layer").cases][:1]
     blocks = _codec.decode(_codec.encode(tuple(gn.call())))[0]
     assert all(p.requires_grad for b in blocks for p in b.parameters())
 

@@ -288,6 +288,16 @@ def exercise(name: str, number: str) -> Exercise:
     return next(e for e in TABLES[name].exercises if e.number == number)
 
 
+def rows(name: str) -> dict[str, Exercise]:
+    """``{function: Exercise}`` of chapter ``name`` (see :func:`_chapter_of`): code that needs
+    an exercise's grade id, answer cell id, key or points names its function and reads them.
+
+    >>> rows("01_attention")["softmax"].grade_id
+    'ex2_1_softmax'
+    """
+    return {e.function: e for e in _chapter_of(name).exercises}
+
+
 def by_grade_id(grade_id: str) -> Exercise | None:
     """The exercise whose grade id is ``grade_id``, in any chapter (None if none)."""
     for ch in TABLES.values():

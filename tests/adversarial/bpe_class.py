@@ -23,7 +23,11 @@ from pathlib import Path
 import nbformat
 from synthetic_class import ClassBuilder, _fmt
 
+from autograder.checks import table
+
 from .verdict_class import Row
+
+EX = table.rows("07_bpe")  # {function: exercise row} of the chapter
 
 REDEFINED = '''
 
@@ -66,7 +70,7 @@ def encode(text, ranks, special_tokens):
                             special_tokens=dict(special_tokens))
     return enc.encode(text, allowed_special="all")
 '''
-ANSWERS = {"ex4_1_solution": REFERENCE, "ex5_2_solution": TIKTOKEN}
+ANSWERS = {EX["train_bpe_fast"].solution_id: REFERENCE, EX["encode"].solution_id: TIKTOKEN}
 
 
 class BpeClassBuilder(ClassBuilder):
@@ -82,13 +86,13 @@ class BpeClassBuilder(ClassBuilder):
             nbformat.write(nb, path)
 
         put("given_redefined", self.answered(
-            lambda gid, src: src + REDEFINED if gid == "ex3_1_solution" else src))
+            lambda gid, src: src + REDEFINED if gid == EX["train_bpe_naive"].solution_id else src))
         expected["given_redefined"] = dict(full)
 
         put("reference", self.answered(lambda gid, src: ANSWERS.get(gid, src)))
         expected["reference"] = dict(full)
-        expected["reference"]["ex4_1_train_bpe_fast"] = Row(
+        expected["reference"][EX["train_bpe_fast"].grade_id] = Row(
             "0", "graded", "output missing", "imports the reference implementation")
-        expected["reference"]["ex5_2_encode"] = Row(
+        expected["reference"][EX["encode"].grade_id] = Row(
             "0", "graded", "used the reference implementation", "")
         return expected

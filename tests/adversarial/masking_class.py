@@ -21,37 +21,41 @@ from pathlib import Path
 import nbformat
 from synthetic_class import ClassBuilder, _fmt
 
+from autograder.checks import table
+
 from .verdict_class import Row
 
+EX = table.rows("02_masking")  # {function: exercise row} of the chapter
+
 DIFFERENT = {
-    "ex1_1_solution": """
+    EX["causal_mask"].solution_id: """
 def causal_mask(T):
     m = torch.zeros(T, T, dtype=torch.bool)
     for i in range(T):
         m[i, : i + 1] = True
     return m
 """,
-    "ex1_2_solution": """
+    EX["to_additive"].solution_id: """
 def to_additive(mask, dtype=torch.float32):
     zero = torch.tensor(0.0, dtype=dtype)
     return torch.where(mask, zero, torch.tensor(float("-inf"), dtype=dtype))
 """,
-    "ex2_1_solution": """
+    EX["padding_mask_from_lengths"].solution_id: """
 def padding_mask_from_lengths(lengths, T):
     rows = [torch.arange(T) < int(n) for n in lengths]
     return torch.stack(rows).reshape(len(rows), 1, 1, T)
 """,
-    "ex2_2_solution": """
+    EX["padding_mask_from_ids"].solution_id: """
 def padding_mask_from_ids(ids, pad_id):
     B, T = ids.shape
     return ids.ne(pad_id).view(B, 1, 1, T)
 """,
-    "ex2_3_solution": """
+    EX["decoder_self_attention_mask"].solution_id: """
 def decoder_self_attention_mask(ids, pad_id):
     keep = ids != pad_id  # (B, T)
     return (keep[:, None, :] & causal_mask(ids.shape[1])[None]).unsqueeze(1)
 """,
-    "ex3_1_solution": """
+    EX["masked_attention"].solution_id: """
 def masked_attention(q, k, v, mask):
     dtype = q.dtype
     q, k, v = q.double(), k.double(), v.double()
@@ -64,12 +68,12 @@ def masked_attention(q, k, v, mask):
     w = torch.softmax(s, dim=-1) * any_key
     return torch.einsum("...qk,...kd->...qd", w, v).to(dtype)
 """,
-    "ex4_1_solution": """
+    EX["future_leak"].solution_id: """
 def future_leak(f, x, t, delta):
     x2 = torch.cat([x[..., : t + 1, :], x[..., t + 1 :, :] + delta[..., t + 1 :, :]], dim=-2)
     return float((f(x2) - f(x))[..., : t + 1, :].abs().max())
 """,
-    "ex4_2_solution": """
+    EX["grad_of_position"].solution_id: """
 def grad_of_position(f, x, t):
     x = x.detach().clone().requires_grad_(True)
     f(x)[..., t, :].sum().backward()
@@ -78,18 +82,18 @@ def grad_of_position(f, x, t):
 }
 
 MISTAKES = {
-    "ex2_1_solution": """
+    EX["padding_mask_from_lengths"].solution_id: """
 def padding_mask_from_lengths(lengths, T):
     keep = torch.arange(T)[None, :] <= lengths[:, None]
     return keep[:, None, None, :]
 """,
-    "ex3_1_solution": """
+    EX["masked_attention"].solution_id: """
 def masked_attention(q, k, v, mask):
     keep = mask if mask.dtype == torch.bool else mask == 0
     w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
     return w.masked_fill(~keep, 0.0) @ v
 """,
-    "ex4_2_solution": """
+    EX["grad_of_position"].solution_id: """
 def grad_of_position(f, x, t):
     x = x.clone().requires_grad_(True)
     (g,) = torch.autograd.grad(f(x)[..., t].sum(), x)
@@ -97,9 +101,9 @@ def grad_of_position(f, x, t):
 """,
 }
 MISTAKE_NAMES = {
-    "ex2_1_padding_mask_from_lengths": "off-by-one length (<= instead of <)",
-    "ex3_1_masked_attention": "mask applied after the softmax",
-    "ex4_2_grad_of_position": "indexed the feature axis instead of the time axis",
+    EX["padding_mask_from_lengths"].grade_id: "off-by-one length (<= instead of <)",
+    EX["masked_attention"].grade_id: "mask applied after the softmax",
+    EX["grad_of_position"].grade_id: "indexed the feature axis instead of the time axis",
 }
 
 THREAD_SDPA = """
@@ -141,8 +145,8 @@ class MaskingClassBuilder(ClassBuilder):
             expected["mistakes"][gid] = Row("0", "graded", mistake)
 
         put("thread_sdpa", self.answered(
-            lambda gid, src: THREAD_SDPA if gid == "ex3_1_solution" else src))
+            lambda gid, src: THREAD_SDPA if gid == EX["masked_attention"].solution_id else src))
         expected["thread_sdpa"] = dict(full)
-        expected["thread_sdpa"]["ex3_1_masked_attention"] = Row(
+        expected["thread_sdpa"][EX["masked_attention"].grade_id] = Row(
             "0", "graded", "used forbidden built-in scaled_dot_product_attention")
         return expected

@@ -33,6 +33,8 @@ from pathlib import Path
 import nbformat
 from synthetic_class import WRAP_WRONG, ClassBuilder, _fmt, _nbg, _wrap
 
+from autograder.checks import table
+
 ASSIGNMENTS = ("03_multihead_attention", "05_feed_forward_blocks", "06_transformer")
 MODULES = {"03_multihead_attention": "multihead_attention",
            "05_feed_forward_blocks": "feed_forward_blocks",
@@ -61,9 +63,12 @@ except AttributeError:
     pass
 """
 
+R03, R05, R06 = (table.rows(ch) for ch in
+                 ("03_multihead_attention", "05_feed_forward_blocks", "06_transformer"))
+
 # answer cells of the `reference` student, by solution cell id (the rest: the solution)
 REFERENCE = {
-    "03_multihead_attention": {"ex3_1_solution": '''
+    "03_multihead_attention": {R03["multi_head_attention"].solution_id: '''
 def multi_head_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
     import transformer_ref
     m = transformer_ref.MultiHeadAttention(x_q.shape[-1], n_head, bias=False).to(x_q.dtype)
@@ -72,7 +77,7 @@ def multi_head_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
             lin.weight.copy_(W.T)
     return m(x_q, context=x_kv, mask=mask)
 '''},
-    "05_feed_forward_blocks": {"ex1_3_solution": '''
+    "05_feed_forward_blocks": {R05["ffn_param_count"].solution_id: '''
 def ffn_param_count(d_model, d_ff, activation):
     import sys
     import threading
@@ -97,7 +102,7 @@ def ffn_param_count(d_model, d_ff, activation):
     return box[0]
 '''},
     "06_transformer": {
-        "ex2_1_solution": '''
+        R06["sinusoidal_encoding"].solution_id: '''
 def sinusoidal_encoding(max_len, d_model):
     import importlib
     import sys
@@ -106,7 +111,7 @@ def sinusoidal_encoding(max_len, d_model):
         importlib.import_module("transformer_ref.positional")
     return positional.sinusoidal_encoding(max_len, d_model).to(torch.float32)
 ''',
-        "ex4_1_solution": '''
+        R06["gpt_logits"].solution_id: '''
 def gpt_logits(idx, model, start=0, cache=None):
     return model(idx, cache=cache)
 '''},
@@ -115,15 +120,15 @@ def gpt_logits(idx, model, start=0, cache=None):
 REFERENCE_ROWS = {
     # today the source policy blanks a cell that imports transformer_ref ("output missing");
     # without it the import fails in the kernel ("raised ModuleNotFoundError")
-    "ex3_1_multi_head_attention": (None, "imports the reference implementation"),
-    "ex1_3_ffn_param_count": ("used the reference implementation", None),
-    "ex2_1_sinusoidal_encoding": ("used the reference implementation", None),
-    "ex4_1_gpt_logits": ("raised TypeError", None),
+    R03["multi_head_attention"].grade_id: (None, "imports the reference implementation"),
+    R05["ffn_param_count"].grade_id: ("used the reference implementation", None),
+    R06["sinusoidal_encoding"].grade_id: ("used the reference implementation", None),
+    R06["gpt_logits"].grade_id: ("raised TypeError", None),
     # it calls that gpt_logits, which fails its own check: the cascade names it
-    "ex5_1_incremental_logits": ("uses failing gpt_logits (Exercise 4.1)", None),
+    R06["incremental_logits"].grade_id: ("uses failing gpt_logits (Exercise 4.1)", None),
 }
-WRONG = {"03_multihead_attention": {"ex3_3_solution"},  # fused_qkv
-         "05_feed_forward_blocks": {"ex2_2_solution"},  # pre_ln_block
+WRONG = {"03_multihead_attention": {R03["fused_qkv"].solution_id},
+         "05_feed_forward_blocks": {R05["pre_ln_block"].solution_id},
          "06_transformer": set()}
 
 

@@ -25,6 +25,9 @@ import nbformat
 from synthetic_class import ClassBuilder, _fmt
 
 from adversarial.verdict_class import Row
+from autograder.checks import table
+
+EX = table.rows("08_training")  # {function: exercise row} of the chapter
 
 REFERENCE_GET_BATCH = '''
 def get_batch(data, batch_size, block_size, generator=None):
@@ -80,8 +83,9 @@ def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=Non
     return sum(losses) / len(losses)
 '''
 
-ANSWERS = {"ex1_1_solution": REFERENCE_GET_BATCH, "ex6_1_solution": QUANTILES,
-           "ex4_1_solution": STAYS_IN_EVAL}
+ANSWERS = {EX["get_batch"].solution_id: REFERENCE_GET_BATCH,
+           EX["sample_next_token"].solution_id: QUANTILES,
+           EX["estimate_loss"].solution_id: STAYS_IN_EVAL}
 FLAG = "uses the reference implementation (reference_get_batch)"
 
 
@@ -100,8 +104,9 @@ class TrainingAttackBuilder(ClassBuilder):
         put("correct", self.answered())
         put("reference", self.answered(lambda gid, src: ANSWERS.get(gid, src)))
         reference = dict(full)  # flags go on the exercise whose answer cell has the reason
-        reference["ex1_1_get_batch"] = Row("0", "graded", "used the reference implementation",
-                                           FLAG)
-        reference["ex6_1_sample_next_token"] = Row("0", "graded", "not a measurement", "")
-        reference["ex4_1_estimate_loss"] = Row("0", "graded", "model left in eval mode", "")
+        reference[EX["get_batch"].grade_id] = Row(
+            "0", "graded", "used the reference implementation", FLAG)
+        reference[EX["sample_next_token"].grade_id] = Row("0", "graded", "not a measurement",
+                                                          "")
+        reference[EX["estimate_loss"].grade_id] = Row("0", "graded", "model left in eval mode", "")
         return {"correct": dict(full), "reference": reference}

@@ -43,6 +43,10 @@ import nbformat
 from nbformat.v4 import new_code_cell
 from synthetic_class import ClassBuilder, _fmt, _nbg
 
+from autograder.checks import table
+
+EX = table.rows("01_attention")  # {function: exercise row} of the chapter
+
 
 @dataclass(frozen=True)
 class Row:
@@ -164,33 +168,35 @@ class VerdictAttackBuilder(ClassBuilder):
         put("above_setup", nb)
         expected["above_setup"] = zeros("a code cell above the setup cell")
 
-        by_name = {"ex2_1_solution": THREAD_SOFTMAX, "ex4_1_solution": NEAR_MISS}
-        nb = self.answered(lambda gid, src: THREAD_SOFTMAX if gid == "ex2_1_solution" else src)
+        softmax, variance = EX["softmax"], EX["score_variance"]
+        by_name = {softmax.solution_id: THREAD_SOFTMAX, variance.solution_id: NEAR_MISS}
+        nb = self.answered(lambda gid, src: THREAD_SOFTMAX if gid == softmax.solution_id else src)
         put("thread_builtin", nb)
         expected["thread_builtin"] = dict(full)
-        expected["thread_builtin"]["ex2_1_softmax"] = Row("0", "graded",
-                                                         "used forbidden built-in softmax")
+        expected["thread_builtin"][softmax.grade_id] = Row("0", "graded",
+                                                           "used forbidden built-in softmax")
         # 3.1 calls the student's softmax, which fails 2.1: the cascade names that first
-        expected["thread_builtin"]["ex3_1_self_attention_unscaled"] = Row(
+        expected["thread_builtin"][EX["self_attention_unscaled"].grade_id] = Row(
             "0", "graded", "uses failing softmax (Exercise 2.1)")
 
-        nb = self.answered(lambda gid, src: by_name[gid] if gid == "ex4_1_solution" else src)
+        nb = self.answered(lambda gid, src: by_name[gid] if gid == variance.solution_id else src)
         put("near_miss", nb)
         expected["near_miss"] = dict(full)
-        expected["near_miss"]["ex4_1_score_variance"] = Row(
+        expected["near_miss"][variance.grade_id] = Row(
             "0", "graded", "returned d_k instead of measuring it")
 
         nb = self.wrong()
+        locked = (EX["dot_product_scores"].grade_id, EX["softmax"].grade_id)
         for cell in nb.cells:
             gid = _nbg(cell).get("grade_id")
-            if gid == "ex1_1_dot_product_scores":
+            if gid == locked[0]:
                 cell.metadata["nbgrader"] = dict(copy.deepcopy(_nbg(cell)), solution=True)
-            if gid == "ex2_1_softmax":
+            if gid == locked[1]:
                 cell.metadata["nbgrader"] = dict(copy.deepcopy(_nbg(cell)), grade=False)
         put("flags_changed", nb)
         expected["flags_changed"] = zeros("nbgrader flags of locked cell",
-                                          on={"ex1_1_dot_product_scores", "ex2_1_softmax"})
-        for gid in ("ex1_1_dot_product_scores", "ex2_1_softmax"):
+                                          on=set(locked))
+        for gid in locked:
             expected["flags_changed"][gid] = Row(
                 "0", "graded (test cell restored: flags changed)", None,
                 "nbgrader flags of locked cell")
