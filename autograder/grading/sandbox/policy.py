@@ -286,12 +286,12 @@ class Policy:
             grade_id(cell) in self.trusted_ids and is_locked(cell)
 
     def _all_judged_outside(self, notebook) -> bool:
-        from ..verdict import CONVERTED, keys_in
+        from ..verdict import converted, keys_in
 
         if not self.judged_outside:
             return False
         keys = [k for c in notebook.cells if self._restored(c) for k in keys_in(c.source)]
-        return bool(keys) and all(k.split(".")[0] in CONVERTED for k in keys)
+        return bool(keys) and all(k.split(".")[0] in converted() for k in keys)
 
     def on_notebook_start(self, notebook, **_):
         setup_first(notebook, self._restored)
