@@ -4,7 +4,7 @@
     .venv/bin/python bench/grade_class.py --students 3 --workers 2
     .venv/bin/python bench/grade_class.py --assignment 01_attention 04_layer_norm
     .venv/bin/python bench/grade_class.py --speedup --assignment 01_attention
-    .venv/bin/python bench/grade_class.py --pipeline both   # trusted verdicts vs in-kernel
+    .venv/bin/python bench/grade_class.py --pipeline both --students 3   # trusted vs in-kernel
 
 Default: builds a class of ``--students`` students, each submitting every notebook of the
 chosen assignments (all chapters by default): student 1 answers everything correctly, student
@@ -25,8 +25,10 @@ misses kernels that are killed), the per-student figures, the ratio stock/course
 ``uptime`` before and after: on a shared machine compare the CPU columns. No assertion.
 
 ``--speedup``: the old mode, the synthetic class of one assignment (tests/synthetic_class)
-graded with ``--workers 1`` and ``--workers N``. ``--pipeline both``: that class with one
-worker, in-kernel checks (``COURSE_VERDICT_PIPELINE=old``) vs trusted verdicts, per student.
+graded with ``--workers 1`` and ``--workers N``. ``--pipeline both``: in-kernel checks
+(``COURSE_VERDICT_PIPELINE=old``) vs trusted verdicts on the same class, wall and CPU, per
+student: the whole course with the class above (``--assignment`` several chapters or none),
+or with one ``--assignment`` that chapter's synthetic class (tests/synthetic_class).
 """
 
 from __future__ import annotations
@@ -147,10 +149,12 @@ def _env(tmp: Path) -> dict:
     return env
 
 
-def run_course_grade(args, meter, tmp, students, assignments) -> dict:
+def run_course_grade(args, meter, tmp, students, assignments, name="course-grade",
+                     env=None) -> dict:
     from autograder.grading.config import GradeConfig
 
-    out = tmp / "course-grade"
+    out = tmp / name
+    env = {**_env(tmp), **(env or {})}
     config = GradeConfig(cell_timeout=int(args.cell_timeout))
     build = (
         "import sys; from pathlib import Path\n"
@@ -159,12 +163,12 @@ def run_course_grade(args, meter, tmp, students, assignments) -> dict:
         f"build_template(Path({str(args.source)!r}), {assignments!r}, "
         f"Path({str(out / '.work')!r}), GradeConfig(cell_timeout={config.cell_timeout}))\n"
     )
-    once = meter.run([sys.executable, "-c", build], cwd=REPO, env=_env(tmp))
+    once = meter.run([sys.executable, "-c", build], cwd=REPO, env=env)
     cmd = [sys.executable, "-m", "autograder.grade", str(tmp / "class"), "--out", str(out),
            "--source", str(args.source), "--workers", str(args.workers),
            "--cell-timeout", args.cell_timeout, "--no-progress", "--assignment", *assignments]
     cmd += ["--memory", args.memory] if args.memory else []
-    grading = meter.run(cmd, cwd=REPO, env=_env(tmp))
+    grading = meter.run(cmd, cwd=REPO, env=env)
     per = {q.stem: json.loads(q.read_text())["seconds"]
            for q in sorted((out / "results").glob("*.json"))}
     return {"once": once, "grading": grading, "per": per, "cells": cell_times(out)}
@@ -319,6 +323,68 @@ def _grade(args, tmp: Path, name: str, workers: int, env: dict) -> tuple[float, 
     return time.monotonic() - t0, per
 
 
+def compare_pipelines_course(args) -> None:
+    """The whole course (or ``--assignment A B ...``), a class of ``--students`` (correct,
+    wrong, blank, ...): in-kernel checks (old) vs trusted verdicts (new), wall and CPU."""
+    from autograder.grading.config import GradeConfig
+    from autograder.grading.course import build_template, find_assignments
+
+    assignments = args.assignment or list(find_assignments(args.source))
+    meter = CpuMeter()
+    runs = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            _, info = build_template(args.source, assignments, tmp / "describe",
+                                     GradeConfig(cell_timeout=60))
+            students = build_class(info, tmp / "class", args.students)
+            before = _uptime()
+            for name in ("old", "new"):
+                runs[name] = run_course_grade(args, meter, tmp, students, assignments,
+                                              name=f"course-grade-{name}",
+                                              env={"COURSE_VERDICT_PIPELINE": name})
+            rows = {name: _rows_of(tmp / f"course-grade-{name}") for name in runs}
+            after = _uptime()
+    finally:
+        meter.close()
+    n, nbs = len(students), sum(len(v) for v in info.values())
+    print(f"\nclass: {n} student(s) x {nbs} notebooks ({', '.join(assignments)}); "
+          f"{os.cpu_count()} cores; course-grade --workers {args.workers}; CPU = user+sys "
+          f"of every process ({meter.kind})")
+    print(f"uptime before: {before}\nuptime after:  {after}")
+    old, new = runs["old"]["grading"], runs["new"]["grading"]
+    print(f"\n{'':36s} {'old (in-kernel)':>19s} {'new (trusted)':>19s} {'new/old':>19s}")
+    print(f"{'':36s} {'wall s':>9s} {'CPU s':>9s} {'wall s':>9s} {'CPU s':>9s} "
+          f"{'wall':>9s} {'CPU':>9s}")
+    for label, o, w in (("grading the class", old, new),
+                        ("per student", tuple(x / n for x in old), tuple(x / n for x in new))):
+        print(f"{label:36s} {o[0]:9.1f} {o[1]:9.1f} {w[0]:9.1f} {w[1]:9.1f} "
+              f"{w[0] / o[0]:9.2f} {w[1] / o[1]:9.2f}")
+    print("\neach student's own grading time (results/*.json, wall):")
+    print(f"  {'student':15s} {'old s':>7s} {'new s':>7s} {'new/old':>8s} "
+          f"{'old points':>11s} {'new points':>11s}")
+    for student in students:
+        o, w = runs["old"]["per"].get(student), runs["new"]["per"].get(student)
+        po, pn = rows["old"].get(student, "?"), rows["new"].get(student, "?")
+        print(f"  {student:15s} {o:7.1f} {w:7.1f} {w / o:8.2f} {po:>11s} {pn:>11s}")
+
+
+def _rows_of(out: Path) -> dict:
+    """{student: "points/max (k not graded)"} from a run's grades.csv."""
+    import csv
+
+    totals: dict = {}
+    with open(out / "grades.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            t = totals.setdefault(r["student"], [0.0, 0.0, 0])
+            t[1] += float(r["max_points"] or 0)
+            if r["points"]:
+                t[0] += float(r["points"])
+            else:
+                t[2] += 1
+    return {s: f"{p:g}/{m:g}" + (f" ({k} ng)" if k else "") for s, (p, m, k) in totals.items()}
+
+
 def compare_pipelines(args) -> None:
     """One worker, the same class: in-kernel checks (old) vs trusted verdicts (new)."""
     from synthetic_class import ClassBuilder
@@ -326,7 +392,9 @@ def compare_pipelines(args) -> None:
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
-    assignment = (args.assignment or ["01_attention"])[0]
+    if not args.assignment or len(args.assignment) > 1:
+        return compare_pipelines_course(args)
+    assignment = args.assignment[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         _, info = build_template(args.source, [assignment], tmp / "template",
