@@ -235,6 +235,16 @@ def run_stock(args, meter, tmp, students, assignments) -> dict:
             "feedback": tuple(feedback)}
 
 
+def _print_class(args, meter, students, info, assignments, before, after) -> int:
+    """The class line and the uptime around the runs; returns the class size."""
+    n, nbs = len(students), sum(len(v) for v in info.values())
+    print(f"\nclass: {n} student(s) x {nbs} notebooks ({', '.join(assignments)}); "
+          f"{os.cpu_count()} cores; course-grade --workers {args.workers}; CPU = user+sys "
+          f"of every process ({meter.kind})")
+    print(f"uptime before: {before}\nuptime after:  {after}")
+    return n
+
+
 def compare_stock(args) -> None:
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template, find_assignments
@@ -253,11 +263,7 @@ def compare_stock(args) -> None:
             after = _uptime()
     finally:
         meter.close()
-    n, nbs = len(students), sum(len(v) for v in info.values())
-    print(f"\nclass: {n} student(s) x {nbs} notebooks ({', '.join(assignments)}); "
-          f"{os.cpu_count()} cores; course-grade --workers {args.workers}; CPU = user+sys "
-          f"of every process ({meter.kind})")
-    print(f"uptime before: {before}\nuptime after:  {after}")
+    n = _print_class(args, meter, students, info, assignments, before, after)
     rows = [
         ("once per class (template / generate_assignment)", cg["once"], st["once"]),
         ("grading the class (autograde + feedback)", cg["grading"], st["grading"]),
@@ -347,11 +353,7 @@ def compare_pipelines_course(args) -> None:
             after = _uptime()
     finally:
         meter.close()
-    n, nbs = len(students), sum(len(v) for v in info.values())
-    print(f"\nclass: {n} student(s) x {nbs} notebooks ({', '.join(assignments)}); "
-          f"{os.cpu_count()} cores; course-grade --workers {args.workers}; CPU = user+sys "
-          f"of every process ({meter.kind})")
-    print(f"uptime before: {before}\nuptime after:  {after}")
+    n = _print_class(args, meter, students, info, assignments, before, after)
     old, new = runs["old"]["grading"], runs["new"]["grading"]
     print(f"\n{'':36s} {'old (in-kernel)':>19s} {'new (trusted)':>19s} {'new/old':>19s}")
     print(f"{'':36s} {'wall s':>9s} {'CPU s':>9s} {'wall s':>9s} {'CPU s':>9s} "
