@@ -416,14 +416,16 @@ def test_builtin_clip_grad_norm_is_switched_off_during_the_check():
         TR.check_train_step(builtin)
 
 
-@pytest.mark.parametrize("wrong,says", [
-    (eval_fn(restore=False), "still in eval mode afterwards"),
-    (eval_fn(no_grad=False), "ran with gradients enabled"),
-    (lambda *a: (eval_fn(restore=False)(*a), a[0].train())[0], "is in training mode afterwards"),
+@pytest.mark.parametrize("wrong,says,name", [
+    (eval_fn(restore=False), "still in eval mode afterwards", "model left in eval mode"),
+    (eval_fn(no_grad=False), "ran with gradients enabled", "forward passes with autograd on"),
+    (lambda *a: (eval_fn(restore=False)(*a), a[0].train())[0], "is in training mode afterwards",
+     "mode not restored (always training)"),
 ])
-def test_evaluation_must_restore_the_mode_and_skip_autograd(wrong, says):
-    with pytest.raises(CheckFailed, match=says):
+def test_evaluation_must_restore_the_mode_and_skip_autograd(wrong, says, name):
+    with pytest.raises(CheckFailed, match=says) as info:
         TR.check_estimate_loss(wrong)
+    assert f"Likely mistake: {name}." in str(info.value)
 
 
 def test_an_unknown_mistake_says_where_and_how_much():

@@ -157,6 +157,7 @@ def test_estimate_loss_mode_and_autograd_judged_outside(tmp_path, solutions):
     v = judge(get_check(K["estimate_loss"]),
               _record(tmp_path, K["estimate_loss"], stays_eval))
     assert not v.passed and v.diagnosis == "model left in eval mode", v.message
+    assert "Likely mistake: model left in eval mode." in v.message, v.message
 
     def with_grad(model, data, batch_size, block_size, eval_iters, generator=None):
         with torch.enable_grad():
@@ -172,6 +173,7 @@ def test_estimate_loss_mode_and_autograd_judged_outside(tmp_path, solutions):
     v = judge(get_check(K["estimate_loss"]),
               _record(tmp_path, K["estimate_loss"], with_grad))
     assert v.diagnosis == "forward passes with autograd on", v.message
+    assert "Likely mistake: forward passes with autograd on." in v.message, v.message
 
 
 def test_reference_called_by_the_student_scores_zero(tmp_path):

@@ -369,7 +369,8 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
     if driven is not None and driven.post is not None:
         found = _post_problem(driven, recs)
         if found:
-            return Verdict(False, f"✘ {head}: {found[1]}", found[0])
+            return Verdict(False, f"✘ {head}: {found[1]}\n  Likely mistake: {found[0]}.",
+                           found[0])
     n_hidden = sum(c.hidden for c in cases)
     extra = f" ({n_hidden} of them hidden)" if n_hidden else ""
     text = f"✔ {head}: all {len(cases)} cases match the reference{extra}."

@@ -600,7 +600,7 @@ def _after_problem(raw) -> tuple[str, str] | None:
 def _eval_post(probe, hidden):
     """After the cases: the model is back in training mode and no graph was built."""
     found = _after_problem(_drivers.estimate_loss(probe.student)(*_AFTER[1]))
-    return found[1] if found else None
+    return f"{found[1]}\n  Likely mistake: {found[0]}." if found else None
 
 
 def _eval_cases():
