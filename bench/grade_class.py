@@ -34,6 +34,7 @@ or with one ``--assignment`` that chapter's synthetic class (tests/synthetic_cla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -245,7 +246,10 @@ def _print_class(args, meter, students, info, assignments, before, after) -> int
     return n
 
 
-def compare_stock(args) -> None:
+@contextlib.contextmanager
+def course_class(args):
+    """(tmp, meter, info, students, assignments): the class of ``build_class`` for the chosen
+    assignments (all chapters by default) in a temporary folder, and a CPU meter."""
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template, find_assignments
 
@@ -257,12 +261,17 @@ def compare_stock(args) -> None:
             _, info = build_template(args.source, assignments, tmp / "describe",
                                      GradeConfig(cell_timeout=60))
             students = build_class(info, tmp / "class", args.students)
-            before = _uptime()
-            cg = run_course_grade(args, meter, tmp, students, assignments)
-            st = run_stock(args, meter, tmp, students, assignments)
-            after = _uptime()
+            yield tmp, meter, info, students, assignments
     finally:
         meter.close()
+
+
+def compare_stock(args) -> None:
+    with course_class(args) as (tmp, meter, info, students, assignments):
+        before = _uptime()
+        cg = run_course_grade(args, meter, tmp, students, assignments)
+        st = run_stock(args, meter, tmp, students, assignments)
+        after = _uptime()
     n = _print_class(args, meter, students, info, assignments, before, after)
     rows = [
         ("once per class (template / generate_assignment)", cg["once"], st["once"]),
@@ -332,27 +341,15 @@ def _grade(args, tmp: Path, name: str, workers: int, env: dict) -> tuple[float, 
 def compare_pipelines_course(args) -> None:
     """The whole course (or ``--assignment A B ...``), a class of ``--students`` (correct,
     wrong, blank, ...): in-kernel checks (old) vs trusted verdicts (new), wall and CPU."""
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template, find_assignments
-
-    assignments = args.assignment or list(find_assignments(args.source))
-    meter = CpuMeter()
     runs = {}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            tmp = Path(tmp)
-            _, info = build_template(args.source, assignments, tmp / "describe",
-                                     GradeConfig(cell_timeout=60))
-            students = build_class(info, tmp / "class", args.students)
-            before = _uptime()
-            for name in ("old", "new"):
-                runs[name] = run_course_grade(args, meter, tmp, students, assignments,
-                                              name=f"course-grade-{name}",
-                                              env={"COURSE_VERDICT_PIPELINE": name})
-            rows = {name: _rows_of(tmp / f"course-grade-{name}") for name in runs}
-            after = _uptime()
-    finally:
-        meter.close()
+    with course_class(args) as (tmp, meter, info, students, assignments):
+        before = _uptime()
+        for name in ("old", "new"):
+            runs[name] = run_course_grade(args, meter, tmp, students, assignments,
+                                          name=f"course-grade-{name}",
+                                          env={"COURSE_VERDICT_PIPELINE": name})
+        rows = {name: _rows_of(tmp / f"course-grade-{name}") for name in runs}
+        after = _uptime()
     n = _print_class(args, meter, students, info, assignments, before, after)
     old, new = runs["old"]["grading"], runs["new"]["grading"]
     print(f"\n{'':36s} {'old (in-kernel)':>19s} {'new (trusted)':>19s} {'new/old':>19s}")
