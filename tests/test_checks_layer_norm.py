@@ -145,11 +145,14 @@ def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False
     return f
 
 
-def rms(center=False, eps_out=False, l2=False, gain=True, dim=-1, no_root=False):
+def rms(center=False, eps_out=False, l2=False, gain=True, dim=-1, no_root=False,
+        unsquared=False):
     def f(x, gamma, eps=1e-6):
         if center:
             x = x - x.mean(dim, keepdim=True)
-        if l2:
+        if unsquared:  # forgot the square: the mean of x
+            den = torch.sqrt(x.mean(dim, keepdim=True) + eps)
+        elif l2:
             den = (x.pow(2).sum(dim, keepdim=True) + eps).sqrt()
         elif eps_out:
             den = x.pow(2).mean(dim, keepdim=True).sqrt() + eps
@@ -240,6 +243,9 @@ for _name, _kw in LN_STEP_NAMES:
     WRONG.append((KEY["layer_norm_np"], ln_student("np", **_kw), _name, False))
     WRONG.append((KEY["layer_norm"], ln_student("torch", **_kw), _name, False))
 WRONG += [
+    (KEY["layer_norm"], lambda x, gamma, beta, eps=1e-5: (x - x.mean(-1, keepdim=True))
+     / torch.sqrt((x - x.mean(-1, keepdim=True)).mean(-1, keepdim=True) + eps) * gamma + beta,
+     "variance without squaring the deviations", False),
     (KEY["layer_norm_np"], ln_np(ddof=1), "unbiased variance (divided by d - 1)", False),
     (KEY["layer_norm"], ln_t(unbiased=True), "unbiased variance (divided by d - 1)", False),
     (
@@ -295,6 +301,8 @@ WRONG += [
     (KEY["rms_norm"], rms(l2=True), "divided by the L2 norm instead of the RMS", False),
     (KEY["rms_norm"], rms(gain=False), "forgot the gain", False),
     (KEY["rms_norm"], rms(dim=-2), "mean over the wrong axis", False),
+    (KEY["rms_norm"], rms(dim=0), "mean over the wrong axis", False),
+    (KEY["rms_norm"], rms(unsquared=True), "forgot to square (the mean of x, not of x²)", False),
     (KEY["rms_norm"], lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
     (KEY["rms_norm"], lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
      "treated gamma as a scalar (the column-vector lecture notes)", False),

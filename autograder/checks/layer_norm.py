@@ -50,6 +50,8 @@ def _ln_variant(
     mu = x.mean(dim=dim, keepdim=True)
     if var == "uncentred":  # mean(x²): the mean never subtracted
         v = (x * x).mean(dim=dim, keepdim=True)
+    elif var == "unsquared":  # mean(x - mean): the deviations never squared (about 0)
+        v = (x - mu).mean(dim=dim, keepdim=True)
     elif var == "biased":
         v = ((x - mu) ** 2).mean(dim=dim, keepdim=True)
     elif var == "unbiased":
@@ -217,6 +219,14 @@ def _ln_mistakes(numpy: bool) -> tuple:
             _np_moments if numpy else _v(var="moments"),
         ),
         *(Mistake(name, why, wrap(_s(**kw))) for name, why, kw in _LN_STEP_MISTAKES),
+        # torch only: what is left of mean(x - mean) is rounding noise, and numpy's summation
+        # order gives other noise than torch's, so a numpy answer could not be matched
+        *(() if numpy else (Mistake(
+            "variance without squaring the deviations",
+            "The variance is the mean of the *squared* deviations, mean((x - mean)²); the "
+            "plain mean(x - mean) is 0 for every token, so you divide by sqrt(eps) alone.",
+            _v(var="unsquared"),
+        ),)),
     )
 
 
@@ -469,11 +479,11 @@ check_layer_norm_backward = register(_BACKWARD)
 
 # ====================================================================== Exercise 4.1
 def _rms_variant(x, gamma, eps=1e-6, *, center=False, eps_at="inside", l2=False, gain=True,
-                 root=True,
-                 dim=-1):
+                 root=True, dim=-1, square=True):
     if center:
         x = x - x.mean(dim=dim, keepdim=True)
-    ms = (x * x).sum(dim=dim, keepdim=True) if l2 else (x * x).mean(dim=dim, keepdim=True)
+    sq = x * x if square else x  # square=False: the mean of x, not of x²
+    ms = sq.sum(dim=dim, keepdim=True) if l2 else sq.mean(dim=dim, keepdim=True)
     y = x / (torch.sqrt(ms) + eps) if eps_at == "outside" else x / torch.sqrt(ms + eps)
     if not root:
         y = x / (ms + eps)
@@ -542,10 +552,19 @@ _RMS = Check(
             "Multiply by the learned per-feature gain gamma (shape (d,)) at the end.",
             _rv(gain=False),
         ),
+        *(
+            Mistake(
+                "mean over the wrong axis",
+                "The mean of squares runs over each token's features: dim=-1, keepdim=True.",
+                _rv(dim=dim),
+            )
+            for dim in (-2, 0)  # over the tokens, or over the batch
+        ),
         Mistake(
-            "mean over the wrong axis",
-            "The mean of squares runs over each token's features: dim=-1, keepdim=True.",
-            _rv(dim=-2),
+            "forgot to square (the mean of x, not of x²)",
+            "RMS is the root of the mean of the *squares*: sqrt(mean(x * x) + eps). The plain "
+            "mean of x can be negative (its root is nan) or near 0.",
+            _rv(square=False),
         ),
     ),
     error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
