@@ -130,6 +130,8 @@ def swiglu(kind):
             return (torch.sigmoid(x @ W1) * (x @ W3)) @ W2
         if kind == "after":
             return F.silu((x @ W1) * (x @ W3)) @ W2
+        if kind == "no_linear":  # forgot x @ W3
+            return F.silu(x @ W1) @ W2
         return (F.silu(x @ W1.T) * (x @ W3)) @ W2
 
     return f
@@ -201,6 +203,8 @@ def gradnorm(kind):
                 out.append(sum((g**2).sum() for g in grads))
             elif kind == "sum":
                 out.append(sum(g.norm() for g in grads))
+            elif kind == "mean":  # averaged each tensor's squares
+                out.append(torch.sqrt(sum(g.pow(2).mean() for g in grads)))
             else:  # weights only
                 out.append(torch.sqrt(sum((g**2).sum() for g in grads if g.dim() == 2)))
         return torch.stack(out)
@@ -268,6 +272,8 @@ WRONG = [
     (KEY["swiglu_ffn"],
      swiglu("sigmoid"), "sigmoid instead of SiLU (that is GLU)", False),
     (KEY["swiglu_ffn"], swiglu("after"), "SiLU applied to the product", False),
+    (KEY["swiglu_ffn"], swiglu("no_linear"),
+     "left out the linear branch x W_3 (a plain SiLU FFN)", False),
     (KEY["swiglu_ffn"],
      swiglu("transposed"), "d_ff and d_model swapped in weight shapes",
      False),
@@ -302,6 +308,8 @@ WRONG = [
      "added up the norms of the separate parameters", False),
     (KEY["grad_norm_per_layer"],
      gradnorm("weights"), "only the weight matrices", False),
+    (KEY["grad_norm_per_layer"], gradnorm("mean"),
+     "mean of the squared gradients instead of their sum", False),
 ]
 
 

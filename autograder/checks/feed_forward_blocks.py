@@ -293,8 +293,10 @@ check_ffn_param_count = register(_COUNT)
 
 
 # ====================================================================== Exercise 1.4
-def _swiglu(x, W1, W3, W2, *, gate=_silu, swap=False, after=False):
+def _swiglu(x, W1, W3, W2, *, gate=_silu, swap=False, after=False, linear=True):
     a, b = (x @ W3, x @ W1) if swap else (x @ W1, x @ W3)
+    if not linear:  # the x W_3 branch left out: a SiLU FFN without biases
+        return gate(a) @ W2
     if after:
         return gate(a * b) @ W2
     return (gate(a) * b) @ W2
@@ -335,6 +337,12 @@ _SWIGLU = Check(
             "SiLU applied to the product",
             "Gate first, then multiply: SiLU(x W_1) ⊙ (x W_3).",
             lambda x, W1, W3, W2: _swiglu(x, W1, W3, W2, after=True),
+        ),
+        Mistake(
+            "left out the linear branch x W_3 (a plain SiLU FFN)",
+            "SwiGLU multiplies the gate by a second, linear projection: "
+            "(SiLU(x W_1) ⊙ x W_3) W_2. SiLU(x W_1) W_2 alone is an ordinary FFN.",
+            lambda x, W1, W3, W2: _swiglu(x, W1, W3, W2, linear=False),
         ),
     ),
     error_hints=(_SWAP_HINT,),
@@ -597,8 +605,9 @@ def _grad_norms(blocks, x, target, *, reduce="global", params="all"):
         for b in blocks:
             ps = [p for n, p in b.named_parameters()
                   if params == "all" or (p.dim() == 2)]
-            sq = [p.grad.pow(2).sum() for p in ps]
-            if reduce == "global":
+            sq = [p.grad.pow(2).mean() if reduce == "mean" else p.grad.pow(2).sum()
+                  for p in ps]
+            if reduce in ("global", "mean"):
                 out.append(torch.stack(sq).sum().sqrt())
             elif reduce == "squared":
                 out.append(torch.stack(sq).sum())
@@ -651,6 +660,12 @@ _GRADNORM = Check(
             "Treat all of a block's parameters as one long vector: sqrt(sum of every "
             "squared gradient entry), not the sum of each tensor's norm.",
             _gn_mistake(reduce="sum"),
+        ),
+        Mistake(
+            "mean of the squared gradients instead of their sum",
+            "The norm is sqrt(sum of every squared gradient entry): `.sum()` each tensor's "
+            "squares, not `.mean()` (that divides each tensor by its size).",
+            _gn_mistake(reduce="mean"),
         ),
         Mistake(
             "only the weight matrices",
