@@ -250,11 +250,13 @@ def _main(args) -> int:
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
                file=sys.stderr)
     dispatcher = Dispatcher(args.scheduler, workers)
+    # fewer students than workers: each student's assignments are split over the idle ones
+    parts = max(1, workers // max(1, len(todo)))
     try:
         for _, r, feedback in dispatcher.run(
             todo,
             lambda s: grade_student(s, info, template, work, out, config, prints[s.student],
-                                    make_runner(config)),
+                                    make_runner(config), parts=parts),
             lambda s: (info, template, config, prints[s.student]),
             info,
         ):

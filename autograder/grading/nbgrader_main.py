@@ -1,9 +1,9 @@
 """``python -m autograder.grading.nbgrader_main ARGS``: the ``nbgrader`` command, faster.
 
-``... nbgrader_main autograde+feedback ASSIGNMENT STUDENT`` runs both grading steps in one
-process (see :func:`autograde_and_feedback`); ``... nbgrader_main generate_assignments A B ...``
-runs ``nbgrader generate_assignment --force`` for each assignment, in one process (see
-:func:`generate_assignments`).
+``... nbgrader_main autograde+feedback STUDENT ASSIGNMENT...`` runs both grading steps for
+every assignment in one process (see :func:`autograde_and_feedback`);
+``... nbgrader_main generate_assignments A B ...`` runs ``nbgrader generate_assignment --force``
+for each assignment, in one process (see :func:`generate_assignments`).
 
 nbgrader 0.9.6 runs the ``alembic`` command in a subprocess (about a second) every time it
 opens a gradebook, only to read the schema's head revision, which is fixed for an installed
@@ -56,46 +56,67 @@ def use_cached_head() -> None:
         nbgrader.api.get_alembic_version = lambda: head
 
 
-def autograde_and_feedback(assignment: str, student: str) -> int:
-    """``nbgrader autograde`` then ``nbgrader generate_feedback`` for one student, one process.
+def autograde_and_feedback(student: str, assignments: list[str]) -> int:
+    """``nbgrader autograde`` then ``nbgrader generate_feedback`` for one student and each of
+    ``assignments`` in turn, in one process.
 
     The same nbgrader code the two commands run (its Python API, configured from the
     ``nbgrader_config.py`` in the working folder), without starting Python and importing
-    nbgrader twice; then the feedback pages get their last cleaning
-    (:func:`feedback_html.clean_feedback`). Exit status: 0 done, 1 autograde failed, 3 graded
-    but no feedback.
+    nbgrader, torch and the checks again for every command and every assignment (about 6 s
+    each time). Per assignment: the trusted side's kernel package and probe inputs
+    (:func:`verdict.prepare`, :func:`verdict.write_inputs`) and the kernel's mounts
+    (:func:`sandbox.runners.arm`), autograde, the trusted verdict (:func:`verdict.decide`),
+    feedback with its last cleaning (:func:`feedback_html.clean_feedback`). What happened to
+    each assignment is a marker line in the log the parent reads:
+    ``==== <assignment> begin``, ``==== <assignment> autograde: ok|failed``,
+    ``==== <assignment> generate_feedback: ok|failed``. A failed assignment does not stop the
+    next one. Exit status: 0 all done, 1 an autograde failed, 3 graded but some feedback
+    missing.
     """
+    import nbformat
     from nbgrader.apps import NbGraderAPI
     from nbgrader.apps.baseapp import NbGrader
 
     from . import verdict
+    from .sandbox.runners import arm
 
     app = NbGrader()
     app.initialize([])
     api = NbGraderAPI(config=app.config)
     root = Path.cwd()
-    verdict.write_inputs(root, assignment)  # case inputs for the kernel's probe (trusted side)
-    for step, run in (("autograde", api.autograde), ("generate_feedback", api.generate_feedback)):
-        result = run(assignment, student, force=True)
-        if step == "generate_feedback" and result["success"]:  # nothing in it may run
-            from .feedback_html import clean_feedback
+    status = 0
+    for assignment in assignments:
+        print(f"==== {assignment} begin", flush=True)
+        sources = [nbformat.read(p, as_version=4)
+                   for p in sorted((root / "source" / assignment).glob("*.ipynb"))]
+        verdict.prepare(root, sources)  # the kernel's stubbed package and the probe folder
+        arm(root)  # this assignment's mounts for the kernel the sandbox starts
+        verdict.write_inputs(root, assignment)  # case inputs for the kernel's probe
+        for step, run in (("autograde", api.autograde),
+                          ("generate_feedback", api.generate_feedback)):
+            result = run(assignment, student, force=True)
+            if step == "generate_feedback" and result["success"]:  # nothing in it may run
+                from .feedback_html import clean_feedback
 
-            course = api.coursedir
-            clean_feedback(Path(course.root) / course.feedback_directory / student / assignment)
-        ok = "ok" if result["success"] else "failed"
-        print(result.get("log", ""), result.get("error", ""), sep="\n")
-        if result["success"] and step == "autograde":
-            # the scores: decided here from the kernel's records, not by whether a cell raised
-            try:
-                verdict.decide(root, assignment, student)
-            except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-                print(f"trusted verdict failed: {type(e).__name__}: {e}")
-                ok = "failed"
-                result["success"] = False
-        print(f"==== {step}: {ok}", flush=True)
-        if not result["success"]:
-            return 1 if step == "autograde" else 3
-    return 0
+                course = api.coursedir
+                clean_feedback(Path(course.root) / course.feedback_directory / student
+                               / assignment)
+            ok = "ok" if result["success"] else "failed"
+            print(result.get("log", ""), result.get("error", ""), sep="\n")
+            if result["success"] and step == "autograde":
+                # the scores: decided here from the kernel's records, not by whether a cell
+                # raised
+                try:
+                    verdict.decide(root, assignment, student)
+                except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+                    print(f"trusted verdict failed: {type(e).__name__}: {e}")
+                    ok = "failed"
+                    result["success"] = False
+            print(f"==== {assignment} {step}: {ok}", flush=True)
+            if not result["success"]:
+                status = status or (1 if step == "autograde" else 3)
+                break
+    return status
 
 
 def generate_assignments(assignments: list[str]) -> int:
@@ -121,7 +142,7 @@ def generate_assignments(assignments: list[str]) -> int:
 if __name__ == "__main__":
     use_cached_head()
     if sys.argv[1:2] == ["autograde+feedback"]:
-        sys.exit(autograde_and_feedback(*sys.argv[2:4]))
+        sys.exit(autograde_and_feedback(sys.argv[2], sys.argv[3:]))
     if sys.argv[1:2] == ["generate_assignments"]:
         sys.exit(generate_assignments(sys.argv[2:]))
     from nbgrader.apps.nbgraderapp import main

@@ -19,6 +19,7 @@ Every CSV row gets a status:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -35,7 +36,6 @@ from .nbgrader_main import quiet_sqlalchemy
 from .runner import LocalRunner
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
 from .verdict import flags as source_flags
-from .verdict import prepare as prepare_verdicts
 from .verdict import read_verdicts
 
 _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
@@ -204,8 +204,15 @@ def grade_student(
     config: GradeConfig,
     fingerprint: str,
     runner=None,
+    parts: int = 1,
 ) -> StudentResult:
-    """Grade every assignment in ``info`` for one student; never raises for the student's code."""
+    """Grade every assignment in ``info`` for one student; never raises for the student's code.
+
+    All of the student's assignments are graded by one process (nbgrader, torch and the checks
+    are imported once); with ``parts`` > 1 (cores the class leaves idle) they are split into
+    that many groups of about equal work, each graded at the same time in a course folder of
+    its own (``<student>.part<k>``, moved back into the student's folder afterwards).
+    """
     runner = runner or LocalRunner(config)
     start = time.monotonic()
     shutil.rmtree(out / "feedback" / sub.student, ignore_errors=True)  # from an older grading
@@ -231,11 +238,12 @@ def grade_student(
         COURSE_SMOKE="1",  # notebooks that train (chapter 8) run their smoke size when graded
     )
     result = StudentResult(sub.student, fingerprint, [], 0.0)
+    fatal: dict[str, str] = {}  # notebook -> reason
+    restored: dict[str, dict[str, str]] = {}
+    missing: dict[str, list[str]] = {}
+    flagged: dict[str, dict[str, str]] = {}  # notebook -> {test: "flagged: ..."}
+    to_run = []
     for assignment, notebooks in info.items():
-        fatal: dict[str, str] = {}  # notebook -> reason
-        restored: dict[str, dict[str, str]] = {}
-        missing: dict[str, list[str]] = {}
-        flagged: dict[str, dict[str, str]] = {}  # notebook -> {test: "flagged: ..."}
         dest = root / "submitted" / sub.student / assignment
         dest.mkdir(parents=True)
         for nb in notebooks:
@@ -252,44 +260,127 @@ def grade_student(
                 data = read_notebook_bytes(path)
                 restore_locked_metadata(data, nb, dest / f"{nb.name}.ipynb")
                 flagged[nb.name] = source_flags(data, nb)
-        if len(fatal) < len(notebooks):
-            prepare_verdicts(root, [nb.source for nb in notebooks])
-            _run_nbgrader(runner, root, assignment, sub.student, notebooks, fatal, config, env,
-                          start)
+        if any(nb.name not in fatal for nb in notebooks):
+            to_run.append(assignment)
+    groups = split_assignments(to_run, info, parts)
+    roots = [root] + [root.with_name(f"{root.name}.part{k}") for k in range(1, len(groups))]
+    for k, part in enumerate(roots[1:], start=1):  # the other groups' own course folders
+        make_student_course(template, part, config)
+        (part / "logs").mkdir()
+        for assignment in groups[k]:
+            shutil.move(root / "submitted" / sub.student / assignment,
+                        part / "submitted" / sub.student / assignment)
+    jobs = list(zip(roots, groups, strict=False))  # none when nothing is to run
+    run_groups(runner, jobs, sub.student, info, fatal, config, env, start)
+    where = {a: part for part, group in jobs for a in group}
+    for assignment, notebooks in info.items():  # each part's gradebook, before the move
         for nb in notebooks:
-            result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
-                                 restored.get(nb.name, {}), missing.get(nb.name, []), config,
-                                 flagged.get(nb.name, {}))
+            result.rows += _rows(where.get(assignment, root), sub.student, assignment, nb,
+                                 fatal.get(nb.name), restored.get(nb.name, {}),
+                                 missing.get(nb.name, []), config, flagged.get(nb.name, {}))
+    for part, group in jobs[1:]:  # results back into the student's one folder
+        for assignment in group:
+            for kind in ("submitted", "autograded", "feedback"):
+                src = part / kind / sub.student / assignment
+                if src.exists():
+                    dest = root / kind / sub.student / assignment
+                    shutil.rmtree(dest, ignore_errors=True)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(src, dest)
+    for assignment, notebooks in info.items():
+        for nb in notebooks:
             html = root / "feedback" / sub.student / assignment / f"{nb.name}.html"
             if nb.name not in fatal and html.exists():
                 rel = Path("feedback") / sub.student / assignment / f"{nb.name}.html"
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(html, out / rel)
                 result.feedback.append(str(rel))
+    for part in roots[1:]:
+        shutil.rmtree(part, ignore_errors=True)
     result.seconds = round(time.monotonic() - start, 2)
     return result
 
 
-def _run_nbgrader(runner, root, assignment, student, notebooks, fatal, config, env, start):
-    """autograde + generate_feedback in one limited process; fills ``fatal`` for notebooks
-    that were not graded (no feedback alone is not a grading failure)."""
-    log_path = root / "logs" / f"{assignment}.log"
+def split_assignments(assignments: list[str], info: dict[str, list[Notebook]],
+                      parts: int) -> list[list[str]]:
+    """``assignments`` in at most ``parts`` groups of about equal work (longest first, each to
+    the lightest group; the work of an assignment is its number of code cells), each group in
+    course order; no empty group.
+
+    >>> split_assignments(["a", "b", "c"], {}, 2)
+    [['a', 'c'], ['b']]
+    """
+    def work(a):
+        return sum(c.cell_type == "code" for nb in info.get(a, []) for c in nb.source.cells) \
+            or 1
+
+    groups: list[list[str]] = [[] for _ in range(max(1, min(parts, len(assignments))))]
+    load = [0] * len(groups)
+    for a in sorted(assignments, key=lambda a: -work(a)):
+        k = load.index(min(load))
+        groups[k].append(a)
+        load[k] += work(a)
+    order = {a: i for i, a in enumerate(assignments)}
+    return [sorted(g, key=order.get) for g in groups if g]
+
+
+def run_groups(runner, jobs, student, info, fatal, config, env, start) -> None:
+    """Each (course folder, assignments) job in its own grading process, at the same time;
+    fills ``fatal`` for the notebooks that were not graded. An error of the grader itself
+    (the runner raising) is raised here, as with one job."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(job):
+        part, group = job
+        _run_nbgrader(runner, part, group, student, info, fatal, config, env, start)
+
+    if len(jobs) <= 1:
+        for job in jobs:
+            one(job)
+        return
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        for f in [pool.submit(one, job) for job in jobs]:
+            f.result()
+
+
+def _run_nbgrader(runner, root, assignments, student, info, fatal, config, env, start):
+    """autograde + generate_feedback of ``assignments`` in one limited process; fills
+    ``fatal`` for notebooks that were not graded (no feedback alone is not a grading
+    failure)."""
+    log_path = root / "logs" / "grading.log"
     run = runner.run(
-        [*NBGRADER, "autograde+feedback", assignment, student],
+        [*NBGRADER, "autograde+feedback", student, *assignments],
         root,
         timeout=config.timeout - (time.monotonic() - start),
         log_path=log_path,
         env=env,
     )
     log = log_path.read_text(errors="replace")
-    # 0: graded with feedback, 3: graded without; out of time after autograde: graded
-    graded = run.returncode in (0, 3) or (run.timed_out and "==== autograde: ok" in log)
-    for nb in notebooks:
-        if nb.name in fatal:
-            continue
-        done = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
-        if not graded or not done.exists():
-            fatal[nb.name] = _fatal_reason(log, run, "autograde", config)
+    for assignment in assignments:
+        part = assignment_log(log, assignment)
+        # graded: its autograde ended well (feedback may be missing; the process may have run
+        # out of time after it)
+        graded = f"==== {assignment} autograde: ok" in part
+        for nb in info[assignment]:
+            if nb.name in fatal:
+                continue
+            done = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
+            if not graded or not done.exists():
+                fatal[nb.name] = _fatal_reason(part, run, "autograde", config)
+
+
+def assignment_log(log: str, assignment: str) -> str:
+    """The part of a grading process's log about one assignment: from its begin marker to the
+    next assignment's; "" when it never began.
+
+    >>> assignment_log("x\\n==== a begin\\nA\\n==== b begin\\nB\\n", "a")
+    '==== a begin\\nA\\n'
+    """
+    marks = [(m.start(), m.group(1)) for m in re.finditer(r"^==== (\S+) begin$", log, re.M)]
+    for k, (i, name) in enumerate(marks):
+        if name == assignment:
+            return log[i:marks[k + 1][0]] if k + 1 < len(marks) else log[i:]
+    return ""
 
 
 def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, config,

@@ -87,9 +87,13 @@ class UnsandboxedRunner(LocalRunner):
     name = "local (no sandbox)"
 
     def run(self, argv, cwd, *, timeout, log_path, env=None):
+        cwd = Path(cwd)
         env = dict(os.environ if env is None else env)
-        dedupe_grade_ids(Path(cwd))
-        env.update(_write_hook_config(Path(cwd), _probe_kernel(Path(cwd), env)))
+        dedupe_grade_ids(cwd)
+        env.update(_write_hook_config(cwd, [f"c.Execute.kernel_name = {PROBE_KERNEL!r}"]))
+        env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
+        (cwd / ".grader" / "sandbox-base.json").unlink(missing_ok=True)  # arm(): unsandboxed
+        arm(cwd)
         return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env)
 
 
@@ -128,14 +132,15 @@ class BwrapRunner(LocalRunner):
                 "tmp_mb": self.config.tmp_mb,
                 "config": self.config.to_dict(),  # the kernel's launcher sets its limits
             }
-            _add_probe_mounts(spec, cwd, uid)
+            (cwd / ".grader").mkdir(exist_ok=True)
+            (cwd / ".grader" / "sandbox-base.json").write_text(json.dumps(spec))
+            arm(cwd)  # writes sandbox.json: the spec with the probe's mounts
             conf_env = _write_hook_config(cwd, [
                 f"c.Execute.kernel_name = {KERNEL_NAME!r}",
                 "c.KernelManager.transport = 'ipc'",
                 f"c.KernelManager.ip = {str(ipc / 'k')!r}",
             ])
             spec_path = cwd / ".grader" / "sandbox.json"
-            spec_path.write_text(json.dumps(spec))
             kdir = cwd / ".grader" / "share" / "kernels" / KERNEL_NAME
             kdir.mkdir(parents=True, exist_ok=True)
             (kdir / "kernel.json").write_text(json.dumps({
@@ -181,20 +186,31 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
         os.chown(probe["probe"] + "/out", uid, uid)
 
 
-def _probe_kernel(cwd: Path, env: dict) -> list[str]:
-    """Unsandboxed: a kernelspec that puts the stubbed ``autograder`` first on the path."""
+PROBE_KERNEL = "course-probe"
+
+
+def arm(cwd: Path) -> None:
+    """Point the kernel that starts next at the course folder's current trusted-verdict spec
+    (:func:`verdict.prepare`, once per assignment): with the sandbox, ``.grader/sandbox.json``
+    (what the kernel's launcher reads) is the runner's base spec plus the probe's mounts;
+    without it, the ``course-probe`` kernelspec puts the stubbed ``autograder`` first on the
+    path. Called by the runner before nbgrader starts and by nbgrader_main before each
+    assignment."""
+    cwd = Path(cwd)
+    base = cwd / ".grader" / "sandbox-base.json"
+    if base.exists():
+        spec = json.loads(base.read_text())
+        _add_probe_mounts(spec, cwd, spec["uid"])
+        (cwd / ".grader" / "sandbox.json").write_text(json.dumps(spec))
+        return
     from ..verdict import kernel_spec
 
     probe = kernel_spec(cwd)
-    if probe is None:
-        return []
-    kdir = cwd / ".grader" / "share" / "kernels" / "course-probe"
+    kdir = cwd / ".grader" / "share" / "kernels" / PROBE_KERNEL
     kdir.mkdir(parents=True, exist_ok=True)
-    (kdir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (course probe)", "language": "python",
-        "env": {"PYTHONPATH": str(Path(probe["package"]).parent),
-                "COURSE_PROBE_DIR": probe["probe"]},
-    }))
-    env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
-    return ["c.Execute.kernel_name = 'course-probe'"]
+    kernel = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+              "display_name": "Python 3 (course probe)", "language": "python"}
+    if probe is not None:
+        kernel["env"] = {"PYTHONPATH": str(Path(probe["package"]).parent),
+                         "COURSE_PROBE_DIR": probe["probe"]}
+    (kdir / "kernel.json").write_text(json.dumps(kernel))
