@@ -54,7 +54,7 @@ def good_gpt(idx, model, start=0, cache=None):
     return model.lm_head(model.ln_f(h))
 
 
-def make_incremental(gpt, shift=0, use_cache=True, prefix=False):
+def make_incremental(gpt, shift=0, use_cache=True, prefix=False, cat=1, one_based=False):
     def f(model, idx):
         B, T = idx.shape
         cache = model.init_cache(B)
@@ -62,9 +62,11 @@ def make_incremental(gpt, shift=0, use_cache=True, prefix=False):
         for t in range(T):
             if prefix:
                 out.append(gpt(idx[:, : t + 1], model, 0, cache)[:, -1:])
+            elif one_based:  # token t taken as idx[:, t-1:t]: empty at t = 0
+                out.append(gpt(idx[:, t - 1 : t], model, t, cache))
             else:
                 out.append(gpt(idx[:, t : t + 1], model, t + shift, cache if use_cache else None))
-        return torch.cat(out, 1)
+        return torch.cat(out) if cat is None else torch.cat(out, cat)
 
     return f
 
@@ -119,6 +121,8 @@ def sin(kind):
             pe[:, 1::2] = torch.cos(ang[:, 1::2])
             return pe.float()
         k = torch.arange(0, d_model, 2, dtype=torch.float64)
+        if kind == "k_no_dtype":  # 2i left as integers: 2i / d_model is float32
+            k = torch.arange(0, d_model, 2)
         if kind == "i":
             k = k / 2
         div = 10000 ** k if kind == "raw_exponent" else 10000 ** (k / d_model)
@@ -131,7 +135,9 @@ def sin(kind):
         pe = torch.zeros(max_len, d_model, dtype=torch.float64)
         if kind != "no_sin":  # the line that fills the even columns forgotten
             pe[:, 0::2] = s
-        if kind != "no_cos":
+        if kind == "cos_even":  # the sin line copied, only sin changed to cos
+            pe[:, 0::2] = c
+        elif kind != "no_cos":
             pe[:, 1::2] = c
         return pe.float()
 
@@ -152,9 +158,8 @@ def dec(kind):
         T = x.shape[1]
         ones = torch.ones(T, T, dtype=torch.bool)
         # "pytorch": nn.Transformer's convention (True = masked) passed as True = may attend
-        mask = {"nomask": None, "triu": ones.triu(), "pytorch": ones.triu(diagonal=1)}.get(
-            kind, ones.tril()
-        )
+        mask = {"nomask": None, "triu": ones.triu(), "pytorch": ones.triu(diagonal=1),
+                "float": torch.tril(torch.ones(T, T))}.get(kind, ones.tril())
         if kind == "no_self":  # a sublayer's line forgotten
             x = x + cross_attn(norm2(x), memory)
             return x + ffn(norm3(x))
@@ -225,6 +230,10 @@ WRONG = [
     (KEY["sinusoidal_encoding"], sin("no_cos"), "cos columns never filled (left at 0)",
      False),
     (KEY["sinusoidal_encoding"], sin("float32"), "angles computed in float32", True),
+    (KEY["sinusoidal_encoding"], sin("k_no_dtype"),
+     "frequencies computed in float32 (2i without dtype=torch.float64)", True),
+    (KEY["sinusoidal_encoding"], sin("cos_even"),
+     "cosines written into the even columns too (pe[:, 0::2] twice)", False),
     (KEY["sinusoidal_encoding"], sin_bad_shapes,
      "shape mismatch when filling the even/odd columns", False),
     (KEY["decoder_block"], dec("nomask"), "decoder self-attention not causal", False),
@@ -241,6 +250,8 @@ WRONG = [
     (KEY["decoder_block"], dec("no_ffn"), "feed-forward sublayer left out", False),
     (KEY["decoder_block"], dec("pytorch"),
      "PyTorch's mask convention (True = masked)", False),
+    (KEY["decoder_block"], dec("float"),
+     "causal mask not boolean (a 0/1 float mask is added, not applied)", False),
     (KEY["gpt_logits"], gpt("after_first"), "positions added after the first block", False),
     (KEY["gpt_logits"], gpt("nopos"), "no position embeddings", False),
     (KEY["gpt_logits"], gpt("ids"), "position embeddings looked up with the token ids",
@@ -256,6 +267,12 @@ WRONG = [
      "no cache passed (each token sees only itself)", False),
     (KEY["incremental_logits"], make_incremental(good_gpt, prefix=True),
      "the whole prefix fed again with the cache", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, cat=None),
+     "steps concatenated along the batch axis (torch.cat without dim=1)", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, cat=-1),
+     "steps concatenated along the vocabulary axis (dim=-1)", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, one_based=True),
+     "a step fed no tokens (an empty slice of idx)", False),
 ]
 
 

@@ -151,9 +151,9 @@ check_equivariance_gap = register(_GAP)
 # ====================================================================== Exercise 2.1
 def _sin_variant(max_len, d_model, base=10000.0, *, layout="interleaved", swap=False,
                  exponent="2i", start=0, invert=False, dtype=torch.float64, per_d=True,
-                 missing=""):
+                 missing="", freq_dtype=None, cos_on_even=False):
     pos = torch.arange(start, start + max_len, dtype=dtype)[:, None]
-    i = torch.arange((d_model + 1) // 2, dtype=dtype)
+    i = torch.arange((d_model + 1) // 2, dtype=freq_dtype or dtype)
     two_i = {"2i": 2 * i, "i": i}[exponent] if exponent != "col" else None
     if exponent == "col":
         j = torch.arange(d_model, dtype=torch.float64)
@@ -169,6 +169,9 @@ def _sin_variant(max_len, d_model, base=10000.0, *, layout="interleaved", swap=F
     if swap:
         s, c = c, s
     pe = torch.zeros(max_len, d_model, dtype=dtype)
+    if cos_on_even:  # both lines write pe[:, 0::2]: the cosines overwrite the sines
+        pe[:, 0::2] = c
+        return pe.to(torch.float32)
     if layout == "interleaved":
         pe[:, 0::2] = s
         pe[:, 1::2] = c[:, : d_model // 2]
@@ -233,6 +236,14 @@ _SIN = Check(
             _sv(dtype=torch.float32),
         ),
         Mistake(
+            "frequencies computed in float32 (2i without dtype=torch.float64)",
+            "torch.arange(0, d_model, 2) without a dtype gives integers, and 2i / d_model is "
+            "then float32: the frequencies 10000^(2i/d_model) carry float32 rounding, which "
+            "positions in the thousands multiply (about 1e-4 off at position 4000). Give "
+            "2i dtype=torch.float64 too, like pos.",
+            _sv(freq_dtype=torch.float32),
+        ),
+        Mistake(
             "exponent 2i not divided by d_model",
             "The wavelength of pair i is 10000^(2i / d_model): the exponent is a fraction "
             "between 0 and 1, 10000.0 ** (two_i / d_model), not 10000 ** two_i.",
@@ -246,6 +257,12 @@ _SIN = Check(
                 _sv(missing=f),
             )
             for f in ("sin", "cos")
+        ),
+        Mistake(
+            "cosines written into the even columns too (pe[:, 0::2] twice)",
+            "The cosines go into the odd columns, pe[:, 1::2] = torch.cos(angle): written to "
+            "pe[:, 0::2] they overwrite the sines and the odd columns stay 0.",
+            _sv(cos_on_even=True),
         ),
         Mistake(
             "positions start at 1",
@@ -297,7 +314,8 @@ def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", orde
     T = x.shape[1]
     keep = torch.ones(T, T, dtype=torch.bool)
     mask = {"tril": keep.tril(), "none": None, "triu": keep.triu(),
-            "pytorch": keep.triu(diagonal=1)}[causal]
+            "pytorch": keep.triu(diagonal=1),
+            "float": torch.ones(T, T).tril()}[causal]  # 1/0 floats: added to the scores
 
     def self_part(h):
         return h + sa(n1(h), mask=mask)
@@ -365,6 +383,13 @@ _DEC = Check(
             "above the diagonal); this course's attention takes True = may attend. Pass "
             "torch.ones(T, T, dtype=torch.bool).tril(), or invert PyTorch's mask with ~.",
             _dv(causal="pytorch"),
+        ),
+        Mistake(
+            "causal mask not boolean (a 0/1 float mask is added, not applied)",
+            "torch.ones(T, T).tril() is a float tensor, and attention adds a float mask to the "
+            "scores (+1 on the past, 0 on the future): nothing is blocked. Build it with "
+            "dtype=torch.bool: torch.ones(T, T, dtype=torch.bool).tril() (True = may attend).",
+            _dv(causal="float"),
         ),
         Mistake(
             "cross-attention keys taken from the decoder",
@@ -525,7 +550,8 @@ _GPT_CHECK = Check(
 check_gpt_logits = register(_GPT_CHECK)
 
 
-def _ref_incremental(model, idx, *, start_shift=0, cache_on=True, prefix=False, last=False):
+def _ref_incremental(model, idx, *, start_shift=0, cache_on=True, prefix=False, last=False,
+                     dim=1):
     B, T = idx.shape
     cache = model.init_cache(B)
     outs = []
@@ -536,7 +562,7 @@ def _ref_incremental(model, idx, *, start_shift=0, cache_on=True, prefix=False, 
             tok, s = idx[:, t : t + 1], t + start_shift
         y = _ref_logits(tok, model, s, cache if cache_on else None, pos="right")
         outs.append(y[:, -1:])
-    return outs[-1] if last else torch.cat(outs, dim=1)
+    return outs[-1] if last else torch.cat(outs, dim=dim)
 
 
 def _inc_cases():
@@ -574,6 +600,27 @@ _INC = Check(
             "With a cache, feed only the new token idx[:, t:t+1] at position t: the earlier "
             "ones are already in the cache (feeding them again appends them twice).",
             lambda model, idx: _ref_incremental(model, idx, prefix=True),
+        ),
+        Mistake(
+            "steps concatenated along the batch axis (torch.cat without dim=1)",
+            "Each step's logits are (B, 1, vocab_size): join them along the token axis, "
+            "torch.cat(steps, dim=1) -> (B, T, vocab_size). torch.cat's default is dim=0, "
+            "the batch.",
+            lambda model, idx: _ref_incremental(model, idx, dim=0),
+        ),
+        Mistake(
+            "steps concatenated along the vocabulary axis (dim=-1)",
+            "Each step's logits are (B, 1, vocab_size): join them along the token axis, "
+            "torch.cat(steps, dim=1) -> (B, T, vocab_size), not the last axis.",
+            lambda model, idx: _ref_incremental(model, idx, dim=-1),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "a step fed no tokens (an empty slice of idx)",
+            "gpt_logits got a (B, 0) slice: a slice bound is off by one. The token at "
+            "position t is idx[:, t:t+1], shape (B, 1).",
+            lambda e: "to have non-zero size" in str(e),
         ),
     ),
     forbidden=("scaled_dot_product_attention",),
