@@ -126,6 +126,11 @@ def msa_stacked(X, heads):
     return torch.stack([attend(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads], dim=0)
 
 
+def msa_cat_default_dim(X, heads):
+    outputs = [attend(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads]
+    return torch.cat(outputs)
+
+
 def split_reshape(x, n_head):
     B, T, D = x.shape
     return x.reshape(B, n_head, T, D // n_head)
@@ -223,6 +228,23 @@ def fused_every_third(x, W_QKV):
     return y[:, :, 0::3], y[:, :, 1::3], y[:, :, 2::3]
 
 
+def fused_split_count(x, W_QKV):  # split(3) read as "three pieces"
+    q, k, v = (x @ W_QKV).split(3, dim=-1)
+    return q, k, v
+
+
+def fused_split_default_dim(x, W_QKV):
+    d = W_QKV.shape[1] // 3
+    q, k, v = torch.split(x @ W_QKV, d)
+    return q, k, v
+
+
+def fused_true_division(x, W_QKV):
+    d = W_QKV.shape[1] / 3
+    q, k, v = (x @ W_QKV).split(d, dim=-1)
+    return q, k, v
+
+
 def weights_untransposed(m):
     W_q, W_k, W_v = m.in_proj_weight.detach().chunk(3)
     return W_q, W_k, W_v, m.out_proj.weight.detach()
@@ -244,6 +266,8 @@ WRONG = [
     (KEY["msa_loop"], msa_scaled, "scaled the scores by 1/sqrt(d')"),
     (KEY["msa_loop"], msa_summed, "summed the heads instead of concatenating"),
     (KEY["msa_loop"], msa_stacked, "stacked the heads on a new axis"),
+    (KEY["msa_loop"], msa_cat_default_dim,
+     "heads concatenated along the first axis (torch.cat without dim=-1)"),
     (KEY["split_heads"], split_reshape,
      "reshape to heads without transposing (heads mixed across positions)"),
     (KEY["split_heads"], split_no_transpose, "forgot the transpose"),
@@ -282,6 +306,9 @@ WRONG = [
      "forgot W_O's weight (but counted its bias)"),
     (KEY["fused_qkv"], fused_time_axis, "split along the wrong axis"),
     (KEY["fused_qkv"], fused_every_third, "took every third column"),
+    (KEY["fused_qkv"], fused_split_count, "split into the wrong number of pieces"),
+    (KEY["fused_qkv"], fused_split_default_dim, "split into the wrong number of pieces"),
+    (KEY["fused_qkv"], fused_true_division, "split size is a float (/ instead of //)"),
     (KEY["weights_from_torch"],
      weights_untransposed, "transposed weight convention (W vs Wᵀ)"),
     (KEY["weights_from_torch"], weights_wo_untransposed, "W_O not transposed"),

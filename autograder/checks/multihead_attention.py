@@ -119,6 +119,15 @@ _MSA = Check(
                 [_sdpa(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads]
             ),
         ),
+        Mistake(
+            "heads concatenated along the first axis (torch.cat without dim=-1)",
+            "torch.cat joins along dim=0 unless told otherwise: that stacks the heads' rows "
+            "(the tokens, for X of shape (n, d)). Put them side by side along the feature "
+            "axis: torch.cat(outputs, dim=-1) gives (..., n, H d').",
+            lambda X, heads: torch.cat(
+                [_sdpa(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads]
+            ),
+        ),
     ),
     forbidden=_FORBIDDEN,
     forbidden_hint="Loop over the heads and write each head's attention yourself.",
@@ -495,6 +504,20 @@ _FUSED = Check(
             "W_QKV = [W_Q | W_K | W_V] side by side: q is the first d_model columns, not "
             "columns 0, 3, 6, ...",
             lambda x, W: tuple((x @ W)[..., j::3] for j in range(3)),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "split into the wrong number of pieces",
+            "q, k, v = ... needs exactly three pieces. .split(size, dim) takes the size of "
+            "each piece, d_model = W_QKV.shape[1] // 3 (not the count 3, not W_QKV.shape[0] "
+            "// 3), and splits dim 0 unless you pass dim=-1; .chunk(3, dim=-1) takes the count.",
+            lambda e: "values to unpack (expected 3" in str(e),
+        ),
+        ErrorHint(
+            "split size is a float (/ instead of //)",
+            "W_QKV.shape[1] / 3 is a float; .split needs an int size: W_QKV.shape[1] // 3.",
+            lambda e: "must be tuple of ints, not float" in str(e),
         ),
     ),
 )
