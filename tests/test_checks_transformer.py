@@ -160,6 +160,14 @@ def dec(kind):
         # "pytorch": nn.Transformer's convention (True = masked) passed as True = may attend
         mask = {"nomask": None, "triu": ones.triu(), "pytorch": ones.triu(diagonal=1),
                 "float": torch.tril(torch.ones(T, T))}.get(kind, ones.tril())
+        if kind == "post_ln":  # the original paper's Add & Norm
+            x = norm1(x + self_attn(x, mask=mask))
+            x = norm2(x + cross_attn(x, memory))
+            return norm3(x + ffn(x))
+        if kind == "no_residual":
+            h = self_attn(norm1(x), mask=mask)
+            h = cross_attn(norm2(h), memory)
+            return ffn(norm3(h))
         if kind == "no_self":  # a sublayer's line forgotten
             x = x + cross_attn(norm2(x), memory)
             return x + ffn(norm3(x))
@@ -252,6 +260,9 @@ WRONG = [
      "PyTorch's mask convention (True = masked)", False),
     (KEY["decoder_block"], dec("float"),
      "causal mask not boolean (a 0/1 float mask is added, not applied)", False),
+    (KEY["decoder_block"], dec("post_ln"), "post-LN order (norm after the residual add)",
+     False),
+    (KEY["decoder_block"], dec("no_residual"), "residual connections left out", False),
     (KEY["gpt_logits"], gpt("after_first"), "positions added after the first block", False),
     (KEY["gpt_logits"], gpt("nopos"), "no position embeddings", False),
     (KEY["gpt_logits"], gpt("ids"), "position embeddings looked up with the token ids",

@@ -310,12 +310,21 @@ def _dec_parts(seed, d, H, f, dtype):
 
 
 def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", order="sa",
-         norm_memory=False, left_out=""):
+         norm_memory=False, left_out="", layout="pre"):
     T = x.shape[1]
     keep = torch.ones(T, T, dtype=torch.bool)
     mask = {"tril": keep.tril(), "none": None, "triu": keep.triu(),
             "pytorch": keep.triu(diagonal=1),
             "float": torch.ones(T, T).tril()}[causal]  # 1/0 floats: added to the scores
+
+    if layout == "post":  # the original Transformer's order: norm(x + sublayer(x))
+        x = n1(x + sa(x, mask=mask))
+        x = n2(x + ca(x, memory))
+        return n3(x + ffn(x))
+    if layout == "no_residual":  # each sublayer's output replaces the stream
+        x = sa(n1(x), mask=mask)
+        x = ca(n2(x), memory)
+        return ffn(n3(x))
 
     def self_part(h):
         return h + sa(n1(h), mask=mask)
@@ -421,6 +430,19 @@ _DEC = Check(
             )
             for which, what in (("self", "self-attention"), ("cross", "cross-attention"),
                                 ("ffn", "feed-forward"))
+        ),
+        Mistake(
+            "post-LN order (norm after the residual add)",
+            "These sublayers come from a pre-LN block: normalise the sublayer's input and add "
+            "its output to the untouched stream, x = x + self_attn(norm1(x), mask=...), not "
+            "x = norm1(x + self_attn(x, ...)) (the original Transformer's post-LN order).",
+            _dv(layout="post"),
+        ),
+        Mistake(
+            "residual connections left out",
+            "Each sublayer's output is added to the stream, x = x + self_attn(norm1(x), ...), "
+            "not assigned over it: without the residual x + ... the block forgets its input.",
+            _dv(layout="no_residual"),
         ),
     ),
     forbidden=("_transformer_decoder_layer_fwd", "multi_head_attention_forward"),
