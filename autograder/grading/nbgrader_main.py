@@ -3,7 +3,9 @@
 ``... nbgrader_main autograde+feedback STUDENT ASSIGNMENT...`` runs both grading steps for
 every assignment in one process (see :func:`autograde_and_feedback`);
 ``... nbgrader_main generate_assignments A B ...`` runs ``nbgrader generate_assignment --force``
-for each assignment, in one process (see :func:`generate_assignments`).
+for each assignment, in one process (see :func:`generate_assignments`);
+``... nbgrader_main kernel_caches CACHE A B ...`` builds the class's kernel packages and probe
+inputs (see :func:`build_kernel_caches`).
 
 nbgrader 0.9.6 runs the ``alembic`` command in a subprocess (about a second) every time it
 opens a gradebook, only to read the schema's head revision, which is fixed for an installed
@@ -89,7 +91,9 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
         print(f"==== {assignment} begin", flush=True)
         sources = [nbformat.read(p, as_version=4)
                    for p in sorted((root / "source" / assignment).glob("*.ipynb"))]
-        verdict.prepare(root, sources)  # the kernel's stubbed package and the probe folder
+        # the kernel's stubbed package and the probe folder (the class's cached copy when
+        # the grader names one)
+        verdict.prepare(root, sources, os.environ.get(verdict.CACHE_VAR) or None)
         arm(root)  # this assignment's mounts for the kernel the sandbox starts
         verdict.write_inputs(root, assignment)  # case inputs for the kernel's probe
         for step, run in (("autograde", api.autograde),
@@ -139,10 +143,27 @@ def generate_assignments(assignments: list[str]) -> int:
     return 0
 
 
+def build_kernel_caches(cache: str, assignments: list[str]) -> int:
+    """The class's kernel packages and probe inputs for each assignment, built once before the
+    students are graded (:func:`verdict.build_cache`; reused while nothing they are made from
+    changed). Runs in the template course folder."""
+    import nbformat
+
+    from . import verdict
+
+    for assignment in assignments:
+        sources = [nbformat.read(p, as_version=4)
+                   for p in sorted((Path.cwd() / "source" / assignment).glob("*.ipynb"))]
+        verdict.build_cache(Path(cache), sources)
+    return 0
+
+
 if __name__ == "__main__":
     use_cached_head()
     if sys.argv[1:2] == ["autograde+feedback"]:
         sys.exit(autograde_and_feedback(sys.argv[2], sys.argv[3:]))
+    if sys.argv[1:2] == ["kernel_caches"]:
+        sys.exit(build_kernel_caches(sys.argv[2], sys.argv[3:]))
     if sys.argv[1:2] == ["generate_assignments"]:
         sys.exit(generate_assignments(sys.argv[2:]))
     from nbgrader.apps.nbgraderapp import main

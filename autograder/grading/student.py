@@ -35,8 +35,8 @@ from .diagnosis import diagnose
 from .nbgrader_main import quiet_sqlalchemy
 from .runner import LocalRunner
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
+from .verdict import CACHE_VAR, read_verdicts
 from .verdict import flags as source_flags
-from .verdict import read_verdicts
 
 _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
 
@@ -237,6 +237,7 @@ def grade_student(
         PYTHONWARNINGS="default",
         COURSE_SMOKE="1",  # notebooks that train (chapter 8) run their smoke size when graded
     )
+    env[CACHE_VAR] = str(template / "kernels")  # built once per class (verdict.prepare)
     result = StudentResult(sub.student, fingerprint, [], 0.0)
     fatal: dict[str, str] = {}  # notebook -> reason
     restored: dict[str, dict[str, str]] = {}

@@ -45,6 +45,7 @@ from .cells import nbg as _nbg
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
 PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
+CACHE_VAR = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (prepare's cache)
 
 
 @functools.cache
@@ -86,10 +87,16 @@ def converted_keys(nb) -> dict[str, list[str]]:
 
 
 # ---------------------------------------------------------------- 1. parent, before nbgrader
-def prepare(root: Path, sources: list) -> dict | None:
+def prepare(root: Path, sources: list, cache: Path | str | None = None) -> dict | None:
     """Probe folder and kernel package for one assignment's source notebooks (None: nothing
     converted). Returns the kernel spec the runners read: ``{"probe", "package", "mount_ref"}``
     (+ ``ref_package``: the kernel's ``transformer_ref``; ``stubs``: {package: its stand-in}).
+
+    With ``cache`` (a folder of the class's template), the kernel package and the probe's
+    inputs, the same for every student, are built there once per class (keyed by the source
+    notebooks and this package's code) and reused: the student's probe folder then holds its
+    own ``out`` and a link ``in`` to the cached inputs (:func:`write_inputs` has nothing left
+    to write).
     """
     keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
     if os.environ.get("COURSE_VERDICT_PIPELINE") == "old":  # bench/grade_class.py only
@@ -98,9 +105,41 @@ def prepare(root: Path, sources: list) -> dict | None:
     grader = root / ".grader"
     kernel = grader / "kernel"
     shutil.rmtree(kernel, ignore_errors=True)
-    shutil.rmtree(grader / "probe", ignore_errors=True)
+    probe = grader / "probe"
+    if probe.is_symlink():
+        probe.unlink()
+    shutil.rmtree(probe, ignore_errors=True)
     if not chapters:
         return None
+    probe.mkdir(parents=True)
+    if cache is None:
+        spec = _build_kernel(kernel, sources, keys)
+        (probe / "in").mkdir()
+    else:
+        built = _cached_kernel(Path(cache), sources, keys)
+        spec = json.loads((built / "spec.json").read_text())
+        (probe / "in").symlink_to(built / "in", target_is_directory=True)
+    (probe / "out").mkdir()
+    os.chmod(probe / "out", 0o777)  # the sandbox's own user writes its records there
+    spec["probe"] = str(probe)
+    kernel.mkdir(parents=True, exist_ok=True)
+    (kernel / "spec.json").write_text(json.dumps(spec))
+    return spec
+
+
+def build_cache(cache: Path, sources: list) -> Path | None:
+    """Build the class's cached kernel packages and probe inputs for one assignment's source
+    notebooks ahead of the students (:func:`prepare` with ``cache`` then finds them); None when
+    nothing in them is converted."""
+    keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
+    if not keys or os.environ.get("COURSE_VERDICT_PIPELINE") == "old":
+        return None
+    return _cached_kernel(Path(cache), sources, keys)
+
+
+def _build_kernel(kernel: Path, sources: list, keys: list[str]) -> dict:
+    """Write the kernel's packages under ``kernel``; the spec without the probe folder."""
+    chapters = {k.split(".")[0] for k in keys}
     pkg = kernel / "autograder"
     # every converted chapter is a stub (``autograder.checks`` imports chapter 01's checks,
     # which would need transformer_ref, not mounted for a notebook that does not import it)
@@ -115,10 +154,6 @@ def prepare(root: Path, sources: list) -> dict | None:
     shutil.copytree(PACKAGE, pkg, ignore=ignore)
     for ch in sorted(converted()):
         (pkg / "checks" / f"{ch}.py").write_text(_stub(ch))
-    probe = grader / "probe"
-    (probe / "in").mkdir(parents=True)
-    (probe / "out").mkdir()
-    os.chmod(probe / "out", 0o777)  # the sandbox's own user writes its records there
     all_converted = all(
         not keys_in(c.source) or _nbg(c).get("grade_id") in converted_keys(nb)
         for nb in sources for c in _test_cells(nb)
@@ -127,8 +162,7 @@ def prepare(root: Path, sources: list) -> dict | None:
         re.search(r"^\s*(import|from)\s+transformer_ref", c.source, re.M)
         for nb in sources for c in nb.cells if c.cell_type == "code"
     )
-    spec = {"probe": str(probe), "package": str(pkg), "real_package": str(PACKAGE),
-            "mount_ref": not all_converted}
+    spec = {"package": str(pkg), "real_package": str(PACKAGE), "mount_ref": not all_converted}
     refs = reference.references(chapters)
     if all_converted and uses_ref:
         # only the data helpers the notebook imports (see below), else transformer_ref
@@ -141,8 +175,49 @@ def prepare(root: Path, sources: list) -> dict | None:
         for name in reference.outside_packages(refs):
             reference.stub_package(name, kernel / name)
             spec["stubs"][name] = str(kernel / name)
-    (kernel / "spec.json").write_text(json.dumps(spec))
     return spec
+
+
+@functools.cache
+def _code_digest() -> str:
+    """What the kernel package and the expected values are made from: this package's and the
+    reference package's code, and the torch that computes them."""
+    import hashlib
+    import importlib.util
+    from importlib.metadata import version
+
+    h = hashlib.sha256(version("torch").encode())
+    ref = Path(importlib.util.find_spec("transformer_ref").origin).parent
+    for base in (PACKAGE, ref):
+        for path in sorted(base.rglob("*.py")):
+            h.update(str(path.relative_to(base)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _cached_kernel(cache: Path, sources: list, keys: list[str]) -> Path:
+    """The class's copy of the kernel packages and probe inputs for ``sources`` (built here by
+    the first student that needs it, atomically: a rename of a finished folder)."""
+    import hashlib
+    import uuid
+
+    h = hashlib.sha256(_code_digest().encode())
+    for nb in sources:
+        h.update(json.dumps([[c.cell_type, c.source, _nbg(c)] for c in nb.cells]).encode())
+    final = cache / h.hexdigest()[:24]
+    if (final / "spec.json").exists():
+        return final
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".build-{uuid.uuid4().hex}"
+    spec = _build_kernel(tmp / "kernel", sources, keys)
+    _write_case_inputs(sources, tmp / "in")
+    spec = json.loads(json.dumps(spec).replace(json.dumps(str(tmp))[1:-1],
+                                               json.dumps(str(final))[1:-1]))
+    (tmp / "spec.json").write_text(json.dumps(spec))
+    try:
+        tmp.rename(final)
+    except OSError:  # another student's process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
 
 
 # What a graded kernel may import from ``transformer_ref`` when every exercise of its notebook
@@ -277,20 +352,27 @@ def _check(key: str):
 
 
 def write_inputs(root: Path, assignment: str) -> None:
-    """The case inputs of every converted check of ``assignment`` into the probe folder."""
+    """The case inputs of every converted check of ``assignment`` into the probe folder
+    (nothing to do when :func:`prepare` linked the class's cached inputs)."""
     import nbformat
 
+    spec = kernel_spec(root)
+    if spec is None or (Path(spec["probe"]) / "in").is_symlink():
+        return
+    sources = [nbformat.read(path, as_version=4)
+               for path in sorted((root / "source" / assignment).glob("*.ipynb"))]
+    _write_case_inputs(sources, Path(spec["probe"]) / "in")
+
+
+def _write_case_inputs(sources: list, folder: Path) -> None:
     from autograder.checks._judge import case_inputs
 
-    spec = kernel_spec(root)
-    if spec is None:
-        return
-    for path in sorted((root / "source" / assignment).glob("*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
+    folder.mkdir(parents=True, exist_ok=True)
+    for nb in sources:
         for keys in converted_keys(nb).values():
             for key in keys:
                 text = json.dumps(case_inputs(_check(key)), separators=(",", ":"))
-                (Path(spec["probe"]) / "in" / f"{key}.json").write_text(text)
+                (folder / f"{key}.json").write_text(text)
 
 
 # ---------------------------------------------------------------- 4. nbgrader, after autograde

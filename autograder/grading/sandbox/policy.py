@@ -265,10 +265,11 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
 class Policy:
     """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process).
 
-    ``judged_outside``: the course's test cells are judged by trusted verdicts
-    (``verdict.prepare`` wrote a kernel spec): for a notebook all of whose test cells are,
-    the policy refuses nothing (a deny-list only delays, and what the kernel does cannot change
-    a verdict); the parent flags such cells for the instructor instead (``verdict.flags``).
+    ``judged_outside`` (a bool, or a function asked when each notebook starts): the course's
+    test cells are judged by trusted verdicts (``verdict.prepare`` wrote a kernel spec): for a
+    notebook all of whose test cells are, the policy refuses nothing (a deny-list only delays,
+    and what the kernel does cannot change a verdict); the parent flags such cells for the
+    instructor instead (``verdict.flags``).
     """
 
     def __init__(self, trusted_sources: list[str], trusted_ids=(), judged_outside=False):
@@ -288,7 +289,8 @@ class Policy:
     def _all_judged_outside(self, notebook) -> bool:
         from ..verdict import converted, keys_in
 
-        if not self.judged_outside:
+        outside = self.judged_outside
+        if not (outside() if callable(outside) else outside):
             return False
         keys = [k for c in notebook.cells if self._restored(c) for k in keys_in(c.source)]
         return bool(keys) and all(k.split(".")[0] in converted() for k in keys)
@@ -364,8 +366,10 @@ def setup_first(notebook, restored) -> int:
 def load_policy(path: str) -> Policy:
     cells = json.loads(Path(path).read_text())
     spec = Path(path).parent / "kernel" / "spec.json"  # verdict.prepare: judged outside
+    # asked when each notebook starts: nbgrader_main prepares each assignment after the
+    # configuration (and so this policy) was loaded
     return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells],
-                  judged_outside=spec.exists())
+                  judged_outside=spec.exists)
 
 
 def trusted_cells(course_root: Path) -> list[dict]:

@@ -173,7 +173,8 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
     ref = package_dir("transformer_ref")
     spec["ro"] = [p for p in spec["ro"]
                   if p != real and (probe["mount_ref"] or p != ref)]
-    spec["ro_as"] = [[probe["package"], real], [probe["probe"] + "/in", probe["probe"] + "/in"]]
+    inputs = probe["probe"] + "/in"  # a link to the class's cached inputs: bind its target
+    spec["ro_as"] = [[probe["package"], real], [os.path.realpath(inputs), inputs]]
     if probe.get("ref_package"):  # without the chapter's references (grading/reference.py)
         spec["ro_as"].append([probe["ref_package"], ref])
     for name, stub in sorted(probe.get("stubs", {}).items()):  # e.g. chapter 07's tiktoken
