@@ -17,8 +17,9 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
 
 - ``OUT_DIR/grades.csv``: one row per student and exercise: student, notebook, exercise,
   points (final: the manual score when set in formgrader, else the autograded one),
-  max_points, status (``graded``, ``graded (test cell restored: ...)`` or
-  ``not graded: <reason>``), diagnosis (what lost the points: a catalogued mistake's name or
+  max_points, status (``graded``, ``graded (test cell restored: ...)``, ``graded (from its
+  record; the notebook stopped later)``, ``graded (no result: the notebook stopped; flagged)``
+  or ``not graded: <reason>``), diagnosis (what lost the points: a catalogued mistake's name or
   a failure kind), name, lms_id, auto_points, manual_points, extra_credit, comment, flagged,
   submitted_at, due, late_by, late_penalty (nbgrader's, per notebook), review (the
   autograded score changed under a manual score);

@@ -116,11 +116,11 @@ def test_no_process_outlives_grading(adversarial_class):
 
 def test_cheating_cells_gain_nothing_and_are_flagged_on_their_exercise(adversarial_class):
     # notebook 01 is judged outside the kernel: the source policy refuses no cell (the patches
-    # run, gain no point: their own kernel breaks, every row 'not graded', above); what the
-    # policy would have refused is flagged, each on the exercise whose answer cell holds it
+    # run, gain no point: their own kernel breaks, every row 0, above); what the policy would
+    # have refused is flagged, each on the exercise whose answer cell holds it
     rows = [r for r in adversarial_class["rows"] if r["student"] == "patcher"]
     assert rows and all(r["flagged"].startswith("flagged: ") for r in rows), rows
-    assert all(r["points"] == "" for r in rows)
+    assert all(r["points"] == "0" for r in rows)
     flagged = " | ".join(r["flagged"] for r in rows)
     assert "notebook-wide" not in flagged
     for reason in ("reaches into IPython", "builtin obtained by name",

@@ -106,6 +106,7 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
                 clean_feedback(Path(course.root) / course.feedback_directory / student
                                / assignment)
             ok = "ok" if result["success"] else "failed"
+            stopped = step == "autograde" and not result["success"]  # nbgrader's own failure
             print(result.get("log", ""), result.get("error", ""), sep="\n")
             if result["success"] and step == "autograde":
                 # the scores: decided here from the kernel's records, not by whether a cell
@@ -117,6 +118,13 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
                     ok = "failed"
                     result["success"] = False
             print(f"==== {assignment} {step}: {ok}", flush=True)
+            if stopped:
+                # the run stopped (kernel died or hung): what the kernel recorded before that
+                # is still judged (the parent decides which rows it scores)
+                try:
+                    verdict.judge_records(root, assignment)
+                except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+                    print(f"judging the records failed: {type(e).__name__}: {e}")
             if not result["success"]:
                 status = status or (1 if step == "autograde" else 3)
                 break

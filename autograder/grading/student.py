@@ -9,6 +9,10 @@ Every CSV row gets a status:
 
 - ``graded``, or ``graded (test cell restored: edited|deleted)`` when the submission's test cell
   differed from the release or was missing and nbgrader put the source back;
+- ``graded (from its record; the notebook stopped later)``: the notebook's run stopped (its
+  kernel died or hung: nbgrader graded nothing), and this exercise is judged from what its test
+  cell recorded before that; ``graded (no result: the notebook stopped; flagged)``: no record,
+  and the exercise's answer cell tampers with the grader (``verdict.flags``): 0;
 - ``not graded: <reason>``, with the points left empty, when the grade would not be the
   student's: the notebook is missing or not valid JSON, an answer cell is missing, the kernel
   died, a cell flooded its output, the time, memory or disk (``/tmp``) limit was hit (for the
@@ -384,10 +388,21 @@ def assignment_log(log: str, assignment: str) -> str:
     return ""
 
 
+# A notebook whose run stopped (kernel died or hung) keeps the verdicts its kernel recorded
+# before it stopped; an exercise with no record is 0 when the submission tampers with the
+# grader on it (flagged), else not graded (see _rows)
+STOPPED_RECORDED = "graded (from its record; the notebook stopped later)"
+STOPPED_FLAGGED = "graded (no result: the notebook stopped; flagged)"
+
+
 def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, config,
           flagged=None):
     rows = []
     grades, problems, outputs, verdicts = {}, {}, {}, {}
+    stopped = {}  # the run stopped: verdicts judged from what the kernel recorded before
+    if fatal is not None:
+        stopped = {gid: v for gid, v in read_verdicts(root, assignment, nb.name).items()
+                   if type(v) is dict and v.get("stopped") is True}
     if fatal is None:
         try:
             verdicts = read_verdicts(root, assignment, nb.name)
@@ -401,7 +416,14 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, con
     for gc in nb.grade_cells:
         points = grades.get(gc.grade_id)
         gone = [s for s in gc.solution_ids if s in missing]
-        if fatal:
+        early = stopped.get(gc.grade_id)
+        if fatal and early and early.get("recorded") is True:
+            status, points = STOPPED_RECORDED, float(early.get("points", 0.0))
+            verdicts[gc.grade_id] = early
+        elif fatal and early and (flagged or {}).get(gc.grade_id):
+            status, points = STOPPED_FLAGGED, 0.0
+            verdicts[gc.grade_id] = {"diagnosis": f"no result: {fatal}"}
+        elif fatal:
             status = f"not graded: {fatal}"
         elif gone:
             status = f"not graded: answer cell {gone[0]} missing from the submission"

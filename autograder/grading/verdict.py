@@ -488,6 +488,44 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
     return everything
 
 
+def judge_records(root: Path, assignment: str) -> dict[str, dict]:
+    """After a notebook's run stopped (its kernel died or hung, so nbgrader graded nothing):
+    judge each converted test cell from the records the kernel wrote before it stopped, with
+    no autograded notebook and no gradebook to fill. Each verdict carries ``stopped: True`` and
+    ``recorded``: whether every record of the cell was there (a cell judged from no record
+    says so; the parent does not score it unless the exercise is flagged)."""
+    import nbformat
+
+    spec = kernel_spec(root)
+    if spec is None:
+        return {}
+    from autograder.checks._judge import judge
+
+    probe = Path(spec["probe"])
+    everything = {}
+    for src_path in sorted((root / "source" / assignment).glob("*.ipynb")):
+        cells = converted_keys(nbformat.read(src_path, as_version=4))
+        if not cells:
+            continue
+        points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0))
+                  for c in _test_cells(nbformat.read(src_path, as_version=4))}
+        verdicts = {}
+        for gid, keys in cells.items():
+            records = [read_record(probe, k) for k in keys]
+            parts = [judge(_check(k), r, "") for k, r in zip(keys, records, strict=True)]
+            passed = all(v.passed for v in parts)
+            verdicts[gid] = {
+                "points": points[gid] if passed else 0.0, "passed": passed,
+                "diagnosis": next((v.diagnosis for v in parts if not v.passed), ""),
+                "message": "\n".join(v.message for v in parts),
+                "stopped": True, "recorded": all(r is not None for r in records)}
+        out = root / ".grader" / "verdicts" / assignment
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{src_path.stem}.json").write_text(json.dumps(verdicts, indent=1))
+        everything[src_path.stem] = verdicts
+    return everything
+
+
 def read_verdicts(root: Path, assignment: str, notebook: str) -> dict[str, dict]:
     """What :func:`decide` wrote for one notebook ({} when its chapter is not converted)."""
     path = root / ".grader" / "verdicts" / assignment / f"{notebook}.json"

@@ -7,9 +7,10 @@ drifts from the notebook. Each student comes with every CSV row's expected point
 student           what the submission does                                   expected
 ================  =========================================================  ===================
 correct           solution code (the control)                                full, graded
-patcher           wrong answers; each answer cell also cheats, one way per   not graded
-                  exercise (patching ``builtins`` breaks its own kernel),    (each row
-                                                                             flagged)
+patcher           wrong answers; each answer cell also cheats, one way per   0 (ex 1 from its
+                  exercise (patching ``builtins`` breaks its own kernel),    record, the others
+                                                                             no result), each
+                                                                             row flagged
                   exercise: patches numpy/torch comparisons, ``builtins``,
                   the check module's internals, rebinds a ``check_*``
                   function, installs an IPython input transformer that
@@ -24,7 +25,9 @@ test_cells        ex 4: wrong, its test copied before it as ``pass``         0, 
 exits             wrong; ``raise SystemExit``, ``sys.exit(0)``, ``raise      0, graded
                   KeyboardInterrupt`` at the top of answers 1-3, fake
                   "all checks passed" output in the others
-os_exit           right, ``os._exit(0)`` first                               not graded (kernel)
+os_exit           right, ``os._exit(0)`` first in the last answer            full from the
+                                                                             records, the last
+                                                                             not graded (kernel)
 readers           wrong, except an answer that is right only if the code     0, graded
                   could read: the solutions / the course folder's source
                   notebooks (ex 1), a gradebook (ex 2), another student's
@@ -46,6 +49,8 @@ from pathlib import Path
 
 import nbformat
 from synthetic_class import WRAP_WRONG, ClassBuilder, Expected, _fmt, _nbg, _wrap
+
+from autograder.grading.student import STOPPED_FLAGGED, STOPPED_RECORDED
 
 MARKER = "course-grade-adversarial-daemon"  # in the command line of the background process
 
@@ -135,9 +140,12 @@ class AdversarialBuilder(ClassBuilder):
         put("patcher", self.answered(lambda g, s: patch.get(g, "") + wrong(g, s)))
         # Notebook 01 is judged outside the kernel, so no cell is refused: the patches run.
         # ``builtins.isinstance = lambda *a: True`` (answer 2) breaks the student's own kernel
-        # (it stops answering), so the notebook cannot be graded at all: every row 'not
-        # graded' (never a score), each flagged on its exercise (test_sandbox_class).
-        exp["patcher"] = {t: Expected("", "not graded:") for t in tests}
+        # (it stops answering), so nbgrader grades nothing. Exercise 1 is judged from the
+        # record its test cell wrote before that (a wrong answer: 0); the others have no
+        # record and each tampers with the grader (flagged on its exercise,
+        # test_sandbox_class): 0, never a 'not graded' to hide behind.
+        exp["patcher"] = {t: Expected("0", STOPPED_FLAGGED) for t in tests}
+        exp["patcher"][tests[0]] = Expected("0", STOPPED_RECORDED)
 
         # test cells: ex 4 duplicated, ex 8 renamed (both answered wrong), ex 5 claims 100
         # points, ex 7 moved to the top of the notebook (both answered right)
@@ -170,9 +178,13 @@ class AdversarialBuilder(ClassBuilder):
                                    else FAKE + wrong(g, s) + "\n" + FAKE))
         exp["exits"] = dict(zero)
 
+        # right answers; the last one kills the kernel first: the exercises before it keep
+        # the verdicts their records got, the last has none (and no flag): not graded
         put("os_exit", self.answered(
-            lambda g, s: "import os\nos._exit(0)\n" + s if g == sols[0] else s))
-        exp["os_exit"] = {t: Expected("", "not graded: the kernel died") for t in tests}
+            lambda g, s: "import os\nos._exit(0)\n" + s if g == sols[-1] else s))
+        exp["os_exit"] = {g.grade_id: Expected(_fmt(g.max_points), STOPPED_RECORDED)
+                          for g in self.nb.grade_cells}
+        exp["os_exit"][tests[-1]] = Expected("", "not graded: the kernel died")
 
         work = f"{out}/.work"
         reads = {
