@@ -1,0 +1,138 @@
+"""One grading process per student, split over idle workers, and the class's kernel cache
+(issue 16, item 5): what they change is only how long grading takes, never a row.
+
+- every assignment of a student is graded by one nbgrader process (``nbgrader_main
+  autograde+feedback STUDENT A B ...``); with fewer students than workers the assignments are
+  split into groups graded at the same time, each in a course folder of its own, moved back
+  into the student's folder afterwards;
+- the graded kernels' stubbed packages and the probes' case inputs are built once per class
+  (``verdict.build_cache``) and linked into every student's probe folder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from synthetic_class import ClassBuilder
+from synthetic_class.shared import grade_cmd, read_csv
+
+from autograder.grading import verdict
+from autograder.grading.config import GradeConfig
+from autograder.grading.course import build_template
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / "solutions"
+ASSIGNMENTS = ["01_attention", "02_masking"]
+STUDENT = "s1"
+
+
+@pytest.fixture(scope="module")
+def one_student_two_ways(tmp_path_factory):
+    """One student with two notebooks, graded with one worker (one process for both) and with
+    two (one process each, at the same time)."""
+    root = tmp_path_factory.mktemp("parts")
+    _, info = build_template(SOURCE, ASSIGNMENTS, root / "describe", GradeConfig(cell_timeout=60))
+    dest = root / "class" / STUDENT
+    dest.mkdir(parents=True)
+    for a in ASSIGNMENTS:
+        nbformat.write(ClassBuilder(info[a][0]).answered(), dest / f"{a}.ipynb")
+    got = {}
+    for workers in ("1", "2"):
+        out = root / f"out{workers}"
+        proc = subprocess.run(
+            grade_cmd(root / "class", out, SOURCE, "--workers", workers, "--cell-timeout", "60",
+                      "--assignment", *ASSIGNMENTS),
+            cwd=REPO, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        got[workers] = {"out": out, "rows": read_csv(out / "grades.csv"), "info": info}
+    return got
+
+
+def _core(rows):
+    return [{k: r[k] for k in ("student", "notebook", "exercise", "points", "status",
+                               "diagnosis")} for r in rows]
+
+
+def test_one_process_and_two_processes_give_the_same_rows(one_student_two_ways):
+    one, two = one_student_two_ways["1"], one_student_two_ways["2"]
+    assert _core(one["rows"]) == _core(two["rows"])
+    info = one["info"]
+    want = [(nb.name, g.grade_id, f"{g.max_points:g}", "graded")
+            for a in ASSIGNMENTS for nb in info[a] for g in nb.grade_cells]
+    assert [(r["notebook"], r["exercise"], r["points"], r["status"]) for r in one["rows"]] == want
+
+
+def test_one_worker_grades_every_assignment_in_one_process(one_student_two_ways):
+    work = one_student_two_ways["1"]["out"] / ".work" / "students" / STUDENT
+    logs = sorted(p.name for p in (work / "logs").iterdir())
+    assert logs == ["grading.log"]
+    log = (work / "logs" / "grading.log").read_text()
+    for a in ASSIGNMENTS:
+        assert f"==== {a} begin" in log and f"==== {a} autograde: ok" in log
+
+
+def test_two_workers_split_the_student_and_put_the_results_back(one_student_two_ways):
+    out = one_student_two_ways["2"]["out"]
+    students = out / ".work" / "students"
+    assert sorted(p.name for p in students.iterdir()) == [STUDENT]  # no part folder left
+    for a in ASSIGNMENTS:
+        assert (students / STUDENT / "autograded" / STUDENT / a / f"{a}.ipynb").exists()
+        assert (out / "feedback" / STUDENT / a / f"{a}.html").exists()
+        assert (out / "autograded" / STUDENT / a / f"{a}.ipynb").exists()  # formgrader's copy
+
+
+def test_kernel_packages_and_case_inputs_are_built_once_per_class(one_student_two_ways):
+    out = one_student_two_ways["2"]["out"]
+    caches = list(out.glob(".work/template-*/kernels/*/spec.json"))
+    assert len(caches) == len(ASSIGNMENTS), caches
+    for spec in caches:
+        inputs = sorted(p.name for p in (spec.parent / "in").iterdir())
+        assert inputs and all(n.endswith(".json") for n in inputs)
+        # the kernel's package is the stub: no expected values in its check modules
+        stub = (spec.parent / "kernel" / "autograder" / "checks" / "attention.py").read_text()
+        real = (verdict.PACKAGE / "checks" / "attention.py").read_text()
+        assert "Case(" in real and "Case(" not in stub and "check_softmax = " in stub
+
+
+def test_a_student_probe_links_the_class_inputs_and_a_changed_source_gets_its_own(tmp_path):
+    src = nbformat.read(SOURCE / "01_attention" / "01_attention.ipynb", as_version=4)
+    cache = tmp_path / "kernels"
+    specs = [verdict.prepare(tmp_path / s, [src], cache) for s in ("a", "b")]
+    ins = {os.path.realpath(Path(s["probe"]) / "in") for s in specs}
+    assert len(ins) == 1 and len(list(cache.iterdir())) == 1  # built once, shared
+    built = Path(ins.pop())
+    keys = [k for ks in verdict.converted_keys(src).values() for k in ks]
+    assert sorted(p.stem for p in built.iterdir()) == sorted(keys)
+    assert all(Path(s["package"]).is_relative_to(cache) for s in specs)
+    for s in specs:  # each student's records folder is its own, writable by the sandbox user
+        assert (Path(s["probe"]) / "out").is_dir() and not (Path(s["probe"]) / "out").is_symlink()
+    verdict.write_inputs(tmp_path / "a", "01_attention")  # nothing left to write: no error
+    changed = nbformat.read(SOURCE / "01_attention" / "01_attention.ipynb", as_version=4)
+    changed.cells[0].source += "\n(changed)"
+    verdict.prepare(tmp_path / "c", [changed], cache)
+    assert len(list(cache.iterdir())) == 2
+
+
+def test_the_cache_key_follows_the_code(tmp_path):
+    """A changed check module (or reference, or torch) never reuses an older class's cache."""
+    import shutil
+
+    code = ("import sys; from pathlib import Path; from autograder.grading import verdict\n"
+            "verdict.PACKAGE = Path(sys.argv[1])\n"
+            "print(verdict._code_digest())\n")
+
+    def digest(package):
+        return subprocess.run([sys.executable, "-c", code, str(package)], cwd=REPO,
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    copy = tmp_path / "autograder"
+    shutil.copytree(verdict.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert digest(copy) == digest(verdict.PACKAGE)  # the code, not where it lies
+    module = copy / "checks" / "attention.py"
+    module.write_text(module.read_text() + "\n# changed\n")
+    assert digest(copy) != digest(verdict.PACKAGE)
