@@ -18,7 +18,11 @@ monkeypatch               wrong + ``np.allclose = lambda *a, **k: True``  0, gra
                           (and ``torch.allclose``)
 edited_test               wrong, first exercise's test cells -> ``pass``  0, restored: edited
 deleted_test              correct, first exercise's test cells deleted    full, restored: deleted
-os_exit                   correct, ``os._exit(1)`` in the last answer     not graded (kernel)
+os_exit                   correct, ``os._exit(1)`` in the last answer     not graded (kernel);
+                                                                          earlier exercises
+                                                                          judged outside the
+                                                                          kernel: full, from
+                                                                          their records
 invalid_json              the release, truncated                          not graded (invalid)
 warns                     correct, every function warns and prints to     full marks, graded
                           stderr
@@ -39,6 +43,8 @@ from pathlib import Path
 import nbformat
 
 from autograder.grading.cells import nbg as _nbg  # noqa: F401 (tests.adversarial uses it)
+from autograder.grading.student import STOPPED_RECORDED
+from autograder.grading.verdict import converted_keys
 
 WRAP_WRONG = """
 def _course_make_wrong(f):
@@ -226,8 +232,13 @@ class ClassBuilder:
             },
         )
 
+        # the kernel dies in the last answer: the tests before it that are judged outside
+        # the kernel keep the verdicts of what they recorded; the rest is not graded
         put("os_exit", prefix_last(EXIT))
-        class_["os_exit"] = self.expect(ng("the kernel died"))
+        recorded = set(converted_keys(self.nb.source)) - set(last_tests)
+        class_["os_exit"] = self.expect(ng("the kernel died"), {
+            g.grade_id: Expected(_fmt(g.max_points), STOPPED_RECORDED)
+            for g in self.nb.grade_cells if g.grade_id in recorded})
 
         text = nbformat.writes(self.release())
         put("invalid_json", text[: len(text) // 2])  # cut short, as a failed upload is
