@@ -4,6 +4,8 @@ The wrong implementations are written here the way a student would write them, i
 of the catalogue in ``autograder/checks/feed_forward_blocks.py``.
 """
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -110,13 +112,18 @@ def ffn_tanh_gelu(x, W1, b1, W2, b2, activation="relu"):
     return h @ W2 + b2
 
 
-def conv(after=False, bias=True, plain_weight=False, no_transpose=False, act=F.relu):
+def conv(after=False, bias=True, plain_weight=False, no_transpose=False, act=F.relu,
+         back_with_T=False):
     def f(x, W1, b1, W2, b2):
         w1 = W1.unsqueeze(-1) if plain_weight else W1.T.unsqueeze(-1)
         inp = x if no_transpose else x.transpose(1, 2)
         h = F.conv1d(inp, w1, b1 if bias else None)
         h = h if after else act(h)  # the ReLU moved after the second convolution
         y = F.conv1d(h, W2.T.unsqueeze(-1), b2 if bias else None)
+        if back_with_T:  # .T on (B, d_model, T)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch deprecates .T on 3-d tensors
+                return y.T
         return (F.relu(y) if after else y).transpose(1, 2)
 
     return f
@@ -156,6 +163,8 @@ def post(kind):
         if kind == "ffn_input":
             h = norm1(x + attn(x))
             return norm2(h + ffn(x))
+        if kind == "only_ffn_line":  # the first line never written
+            return norm2(x + ffn(x))
         x = norm2(x + attn(x))  # swapped
         return norm1(x + ffn(x))
 
@@ -195,7 +204,10 @@ def gradnorm(kind):
         h = x
         for b in blocks:
             h = b(h)
-        ((h - target) ** 2).mean().backward()
+        if kind == "unsquared":
+            (h - target).mean().backward()
+        else:
+            ((h - target) ** 2).mean().backward()
         out = []
         for b in blocks:
             grads = [p.grad for p in b.parameters()]
@@ -205,6 +217,8 @@ def gradnorm(kind):
                 out.append(sum(g.norm() for g in grads))
             elif kind == "mean":  # averaged each tensor's squares
                 out.append(torch.sqrt(sum(g.pow(2).mean() for g in grads)))
+            elif kind == "unsquared":
+                out.append(torch.sqrt(sum((g**2).sum() for g in grads)))
             else:  # weights only
                 out.append(torch.sqrt(sum((g**2).sum() for g in grads if g.dim() == 2)))
         return torch.stack(out)
@@ -245,6 +259,9 @@ WRONG = [
     (KEY["ffn_as_conv1d"], conv(bias=False), "forgot the biases", False),
     # issue 18 trial: GELU where the exercise asks for ReLU
     (KEY["ffn_as_conv1d"], conv(act=F.gelu), "GELU instead of ReLU", False),
+    # mutation testing (issue 18): the result transposed back with .T (all three axes reversed)
+    (KEY["ffn_as_conv1d"], conv(back_with_T=True),
+     "transposed back with .T (every axis reversed)", False),
     (KEY["ffn_as_conv1d"],
      conv(plain_weight=True), "conv1d weight or input in the wrong layout",
      False),
@@ -288,6 +305,9 @@ WRONG = [
     (KEY["post_ln_block"], post("ffn_input"),
      "FFN applied to the block input instead of the attention sublayer's output", False),
     (KEY["post_ln_block"], post("swapped"), "norm1 and norm2 swapped", False),
+    # mutation testing (issue 18): only the FFN's add & norm written
+    (KEY["post_ln_block"], post("only_ffn_line"),
+     "attention sublayer and norm1 left out (only the FFN line)", False),
     (KEY["pre_ln_block"],
      pre("post"), "residual added after the norm (that is post-LN)",
      False),
@@ -310,6 +330,9 @@ WRONG = [
      gradnorm("weights"), "only the weight matrices", False),
     (KEY["grad_norm_per_layer"], gradnorm("mean"),
      "mean of the squared gradients instead of their sum", False),
+    # mutation testing (issue 18): the loss's error not squared
+    (KEY["grad_norm_per_layer"], gradnorm("unsquared"), "the error not squared in the loss",
+     False),
 ]
 
 

@@ -206,6 +206,12 @@ _CONV = Check(
             "the two convolutions.",
             lambda x, W1, b1, W2, b2: _ffn(x, W1, b1, W2, b2, act=_gelu),
         ),
+        Mistake(
+            "transposed back with .T (every axis reversed)",
+            "On a 3-d tensor .T (or transpose(0, 2)) reverses every axis: (B, d_model, T) "
+            "becomes (T, d_model, B). Swap back only the last two: y.transpose(1, 2).",
+            lambda x, W1, b1, W2, b2: _ffn(x, W1, b1, W2, b2).permute(1, 2, 0),
+        ),
     ),
     error_hints=(
         ErrorHint(
@@ -496,6 +502,12 @@ _POST = Check(
             lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=False, which="attn"),
         ),
         Mistake(
+            "attention sublayer and norm1 left out (only the FFN line)",
+            "The post-LN block has two add & norm steps: x = norm1(x + attn(x)) first, then "
+            "norm2(x + ffn(x)). Only the second is here: write the first line too.",
+            lambda x, attn, ffn, n1, n2: n2(x + ffn(x)),
+        ),
+        Mistake(
             "feed-forward sublayer left out",
             "The block has two sublayers: attention first, then the FFN, each added to the "
             "residual stream. ffn(...) is never added here: check the second line.",
@@ -593,14 +605,14 @@ def _stack(seed, depth, d, H, f, norm_first):
                  for b in ref]
 
 
-def _grad_norms(blocks, x, target, *, reduce="global", params="all"):
+def _grad_norms(blocks, x, target, *, reduce="global", params="all", squared_error=True):
     with torch.enable_grad():
         for b in blocks:
             b.zero_grad(set_to_none=True)
         h = x
         for b in blocks:
             h = b(h)
-        (h - target).pow(2).mean().backward()
+        ((h - target).pow(2) if squared_error else h - target).mean().backward()
         out = []
         for b in blocks:
             ps = [p for n, p in b.named_parameters()
@@ -672,6 +684,12 @@ _GRADNORM = Check(
             "Include every parameter of the block (biases and LayerNorm gains too): "
             "block.parameters().",
             _gn_mistake(params="matrices"),
+        ),
+        Mistake(
+            "the error not squared in the loss",
+            "The loss is the mean *squared* error: ((h - target) ** 2).mean(). "
+            "(h - target).mean() has other gradients (the same for every output entry).",
+            _gn_mistake(squared_error=False),
         ),
     ),
     reference_off=True,  # transformer_ref is in the kernel for the demos
