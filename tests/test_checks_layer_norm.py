@@ -145,9 +145,44 @@ def bw(mean=True, var=True, gamma_on=True, summed=True, order="gb", from_x=False
     return f
 
 
+def bw_recomputed(mu_axis=-1, var_axis=-1, mu_by_sum=False, var_by_sum=False,
+                  var_uncentred=False, xhat="ok", path_by_sum=None, path_axis=None,
+                  var_term_sign=-1):
+    """The backward pass as a student writes it step by step, with one slip: in the forward
+    statistics it recomputes, or in the two means of dx (their axis, their 1/d, a sign)."""
+    def f(dy, x, gamma, eps=1e-5):
+        d = x.shape[-1]
+        mu = x.sum(mu_axis, keepdim=True) if mu_by_sum else x.mean(mu_axis, keepdim=True)
+        dev2 = x * x if var_uncentred else (x - mu) * (x - mu)
+        var = dev2.sum(var_axis, keepdim=True) if var_by_sum else dev2.mean(var_axis,
+                                                                             keepdim=True)
+        std = torch.sqrt(var + eps)
+        xh = {"ok": (x - mu) / std, "uncentred": x / std, "undivided": x - mu,
+              "times": (x - mu) * std}[xhat]
+        g = gamma * dy
+        m1 = g.sum(-1, keepdim=True) if path_by_sum == "mean" else g.sum(-1, keepdim=True) / d
+        m2 = ((g * xh).sum(-1, keepdim=True) if path_by_sum == "var"
+              else (g * xh).sum(-1, keepdim=True) / d)
+        if path_axis is not None:
+            which, axis = path_axis
+            if which == "mean":
+                m1 = g.mean(axis, keepdim=True)
+            else:
+                m2 = (g * xh).mean(axis, keepdim=True)
+        dx = (g - m1 + var_term_sign * xh * m2) / std
+        lead = list(range(x.dim() - 1))
+        return dx, (dy * xh).sum(lead), dy.sum(lead)
+
+    return f
+
+
 def rms(center=False, eps_out=False, l2=False, gain=True, dim=-1, no_root=False,
-        unsquared=False):
+        unsquared=False, rms_op="div"):
     def f(x, gamma, eps=1e-6):
+        if rms_op == "none":  # the division forgotten
+            return gamma * x
+        if rms_op == "mul":
+            return gamma * x * (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
         if center:
             x = x - x.mean(dim, keepdim=True)
         if unsquared:  # forgot the square: the mean of x
@@ -291,6 +326,35 @@ WRONG += [
     (KEY["layer_norm_backward"], bw(sigma="var"),
      "sigma without the square root (the variance)", False),
     (KEY["layer_norm_backward"], bw(sigma="no_eps"), "eps left out of sigma", False),
+    # mutation testing (issue 18): the forward statistics recomputed with a forward-pass slip,
+    # the two means of dx over another axis or as sums (the 1/d), the variance term's sign
+    *[(KEY["layer_norm_backward"], bw_recomputed(**{kw: axis}),
+       f"{stat} over the {name} axis in the recomputed forward pass", False)
+      for stat, kw in (("mean", "mu_axis"), ("variance", "var_axis"))
+      for name, axis in (("sequence", -2), ("batch", 0))],
+    (KEY["layer_norm_backward"], bw_recomputed(mu_by_sum=True),
+     "the mean computed with sum() in the recomputed forward pass", False),
+    (KEY["layer_norm_backward"], bw_recomputed(var_by_sum=True),
+     "the variance computed with sum() in the recomputed forward pass", False),
+    (KEY["layer_norm_backward"], bw_recomputed(var_uncentred=True),
+     "variance without subtracting the mean (mean of x²) in the recomputed forward pass",
+     False),
+    (KEY["layer_norm_backward"], bw_recomputed(xhat="uncentred"),
+     "x_hat not centred (x / sigma instead of (x - mu) / sigma)", False),
+    (KEY["layer_norm_backward"], bw_recomputed(xhat="undivided"), "x_hat not divided by sigma",
+     False),
+    (KEY["layer_norm_backward"], bw_recomputed(xhat="times"),
+     "x_hat multiplied by sigma instead of divided", False),
+    (KEY["layer_norm_backward"], bw_recomputed(path_by_sum="mean"),
+     "sum(g) instead of mean(g) (the 1/d of the mean's gradient left out)", False),
+    (KEY["layer_norm_backward"], bw_recomputed(path_by_sum="var"),
+     "sum(g * x_hat) instead of mean(g * x_hat) (the 1/d of the variance's gradient left out)",
+     False),
+    *[(KEY["layer_norm_backward"], bw_recomputed(path_axis=(which, axis)),
+       f"mean({arg}) in dx over the wrong axis", False)
+      for which, arg in (("mean", "g"), ("var", "g * x_hat")) for axis in (-2, 0)],
+    (KEY["layer_norm_backward"], bw_recomputed(var_term_sign=1),
+     "the variance term's sign flipped (+ x_hat * mean(g * x_hat))", False),
     # Exercise 4.1
     (KEY["rms_norm"],
      rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",
@@ -303,6 +367,9 @@ WRONG += [
     (KEY["rms_norm"], rms(dim=-2), "mean over the wrong axis", False),
     (KEY["rms_norm"], rms(dim=0), "mean over the wrong axis", False),
     (KEY["rms_norm"], rms(unsquared=True), "forgot to square (the mean of x, not of x²)", False),
+    # mutation testing (issue 18): the division by the RMS left out or turned round
+    (KEY["rms_norm"], rms(rms_op="none"), "not divided by the RMS", False),
+    (KEY["rms_norm"], rms(rms_op="mul"), "multiplied by the RMS instead of dividing", False),
     (KEY["rms_norm"], lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
     (KEY["rms_norm"], lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
      "treated gamma as a scalar (the column-vector lecture notes)", False),

@@ -347,17 +347,31 @@ def _backward_ref(dy, x, gamma, eps=1e-5):
 
 def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_gamma=True,
                 sum_params=True, swap=False, dgamma_from_x=False, beta_axis0=False,
-                sigma="std", divide=True, dgamma_plain=False):
-    mu = x.mean(dim=-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
+                sigma="std", divide=True, dgamma_plain=False, mu_dim=-1, var_dim=-1,
+                mu_sum=False, var_sum=False, var_centred=True, xhat_centred=True,
+                xhat_sd="div", path_dim=None, path_sum=None, var_path_sign=-1):
+    """``path_dim`` / ``path_sum``: ("mean" or "var", dim) / "mean" or "var": one of dx's two
+    means over another axis, or a sum (the 1/d left out); ``var_path_sign`` +1: the variance
+    term added."""
+    mu = x.sum(dim=mu_dim, keepdim=True) if mu_sum else x.mean(dim=mu_dim, keepdim=True)
+    sq = (x - mu) ** 2 if var_centred else x**2
+    var = sq.sum(dim=var_dim, keepdim=True) if var_sum else sq.mean(dim=var_dim, keepdim=True)
     sigma = {"std": torch.sqrt(var + eps), "no_eps": torch.sqrt(var), "var": var + eps}[sigma]
-    xhat = (x - mu) / sigma
+    c = x - mu if xhat_centred else x
+    xhat = c / sigma if xhat_sd == "div" else c * sigma if xhat_sd == "mul" else c
     g = dy * gamma if use_gamma else dy
+
+    def avg(t, which):
+        if path_sum == which:
+            return t.sum(dim=-1, keepdim=True)
+        dim = path_dim[1] if path_dim is not None and path_dim[0] == which else -1
+        return t.mean(dim=dim, keepdim=True)
+
     dx = g
     if mean_path:
-        dx = dx - g.mean(dim=-1, keepdim=True)
+        dx = dx - avg(g, "mean")
     if var_path:
-        dx = dx - xhat * (g * xhat).mean(dim=-1, keepdim=True)
+        dx = dx + var_path_sign * xhat * avg(g * xhat, "var")
     dx = dx / sigma if divide else dx
     dgamma = dy if dgamma_plain else dy * (x if dgamma_from_x else xhat)
     dbeta = dy
@@ -460,6 +474,83 @@ _BACKWARD = Check(
             "sigma (the eps matters when the variance is small, or with eps=0.1).",
             _bw(sigma="no_eps"),
         ),
+        # the mutation report (python -m bench.mutation) found these unnamed: the forward
+        # statistics recomputed with the forward pass's own slips (Exercise 2.2's catalogue)
+        # and the derivation's 1/d, axis and sign slips
+        *(
+            Mistake(
+                f"{stat} over the {axis} axis in the recomputed forward pass",
+                "The backward pass needs the forward pass's own statistics: mu = "
+                "x.mean(dim=-1, keepdim=True) and sigma = sqrt(((x - mu) ** 2).mean(dim=-1, "
+                f"keepdim=True) + eps), both per token over its d features, not over the {axis} "
+                f"axis (dim={dim}).",
+                _bw(**{"mu_dim" if stat == "mean" else "var_dim": dim}),
+            )
+            for stat in ("mean", "variance")
+            for axis, dim in (("sequence", -2), ("batch", 0))
+        ),
+        Mistake(
+            "the mean computed with sum() in the recomputed forward pass",
+            "mu is the mean of the token's features: x.mean(dim=-1, keepdim=True), not "
+            "x.sum(...).",
+            _bw(mu_sum=True),
+        ),
+        Mistake(
+            "the variance computed with sum() in the recomputed forward pass",
+            "The variance is the *mean* of the centred squares: ((x - mu) ** 2).mean(dim=-1, "
+            "keepdim=True), not .sum(...).",
+            _bw(var_sum=True),
+        ),
+        Mistake(
+            "variance without subtracting the mean (mean of x²) in the recomputed forward pass",
+            "sigma = sqrt(mean((x - mu)²) + eps): the squares of the *centred* x, as in the "
+            "forward pass.",
+            _bw(var_centred=False),
+        ),
+        Mistake(
+            "x_hat not centred (x / sigma instead of (x - mu) / sigma)",
+            "x_hat = (x - mu) / sigma, as in the forward pass: subtract the mean.",
+            _bw(xhat_centred=False),
+        ),
+        Mistake(
+            "x_hat not divided by sigma",
+            "x_hat = (x - mu) / sigma, as in the forward pass: divide by the standard deviation.",
+            _bw(xhat_sd="none"),
+        ),
+        Mistake(
+            "x_hat multiplied by sigma instead of divided",
+            "x_hat = (x - mu) / sigma, as in the forward pass.",
+            _bw(xhat_sd="mul"),
+        ),
+        Mistake(
+            "sum(g) instead of mean(g) (the 1/d of the mean's gradient left out)",
+            "mu = (1/d) sum_j x_j, so the gradient through the mean carries 1/d: subtract "
+            "g.mean(dim=-1, keepdim=True), not g.sum(...).",
+            _bw(path_sum="mean"),
+        ),
+        Mistake(
+            "sum(g * x_hat) instead of mean(g * x_hat) (the 1/d of the variance's gradient "
+            "left out)",
+            "The variance is a mean over the d features, so its gradient carries 1/d: "
+            "x_hat * (g * x_hat).mean(dim=-1, keepdim=True), not .sum(...).",
+            _bw(path_sum="var"),
+        ),
+        *(
+            Mistake(
+                f"mean({arg}) in dx over the wrong axis",
+                "Both means in dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sigma run over "
+                "each token's d features, like mu and sigma: .mean(dim=-1, keepdim=True).",
+                _bw(path_dim=(which, dim)),
+            )
+            for which, arg in (("mean", "g"), ("var", "g * x_hat"))
+            for dim in (-2, 0)
+        ),
+        Mistake(
+            "the variance term's sign flipped (+ x_hat * mean(g * x_hat))",
+            "d(1/sigma)/dx is negative: dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sigma, "
+            "both terms subtracted.",
+            _bw(var_path_sign=1),
+        ),
         *(
             Mistake(
                 "dgamma summed over axis 0 only",
@@ -479,7 +570,7 @@ check_layer_norm_backward = register(_BACKWARD)
 
 # ====================================================================== Exercise 4.1
 def _rms_variant(x, gamma, eps=1e-6, *, center=False, eps_at="inside", l2=False, gain=True,
-                 root=True, dim=-1, square=True):
+                 root=True, dim=-1, square=True, rms="div"):
     if center:
         x = x - x.mean(dim=dim, keepdim=True)
     sq = x * x if square else x  # square=False: the mean of x, not of x²
@@ -487,6 +578,10 @@ def _rms_variant(x, gamma, eps=1e-6, *, center=False, eps_at="inside", l2=False,
     y = x / (torch.sqrt(ms) + eps) if eps_at == "outside" else x / torch.sqrt(ms + eps)
     if not root:
         y = x / (ms + eps)
+    if rms == "none":
+        y = x
+    elif rms == "mul":
+        y = x * torch.sqrt(ms + eps)
     return y * gamma if gain else y
 
 
@@ -565,6 +660,16 @@ _RMS = Check(
             "RMS is the root of the mean of the *squares*: sqrt(mean(x * x) + eps). The plain "
             "mean of x can be negative (its root is nan) or near 0.",
             _rv(square=False),
+        ),
+        Mistake(
+            "not divided by the RMS",
+            "RMSNorm rescales each token to RMS 1: x / sqrt(mean(x²) + eps) * gamma.",
+            _rv(rms="none"),
+        ),
+        Mistake(
+            "multiplied by the RMS instead of dividing",
+            "Divide by the RMS, so each token ends with RMS 1: x / sqrt(mean(x²) + eps) * gamma.",
+            _rv(rms="mul"),
         ),
     ),
     error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
