@@ -85,13 +85,15 @@ def good_decode_symbols(symbols):
 
 
 def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[1]]),
-                 pretok=True, split=True, pick=max):
+                 pretok=True, split=True, pick=max, n_bytes=256, up_to=False,
+                 add_specials=True):
     """A student's naive byte-level trainer, with one thing changeable."""
 
     def train(text, vocab_size, special_tokens=()):
-        vocab = {i: bytes([i]) for i in range(256)}
-        for t in special_tokens:
-            vocab[len(vocab)] = t.encode()
+        vocab = {i: bytes([i]) for i in range(n_bytes)}
+        if add_specials:
+            for t in special_tokens:
+                vocab[len(vocab)] = t.encode()
         segs = [text]
         if special_tokens and split:
             segs = re.split("|".join(map(re.escape, sorted(special_tokens, key=len)[::-1])), text)
@@ -100,7 +102,7 @@ def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[
             counts.update(pretokenize(seg) if pretok else [seg])
         words = {tuple(s.encode()): c for s, c in counts.items() if s}
         merges = []
-        while len(vocab) < vocab_size:
+        while len(vocab) < vocab_size or (up_to and len(vocab) == vocab_size):
             pairs = good_count_pairs(words)
             if not pairs:
                 break
@@ -139,15 +141,17 @@ def good_encode_piece(piece, ranks):
         parts[i : i + 2] = [parts[i] + parts[i + 1]]
 
 
-def text_encoder(*, piece=good_encode_piece, specials=True, pretok=True):
+def text_encoder(*, piece=good_encode_piece, specials=True, pretok=True, longest_first=True,
+                 capture=True):
     def encode(text, ranks, special_tokens):
         ids = []
         chunks = [text]
         if special_tokens and specials:
-            alt = "|".join(re.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
-            chunks = re.split(f"({alt})", text)
+            alt = "|".join(re.escape(t) for t in sorted(special_tokens, key=len,
+                                                         reverse=longest_first))
+            chunks = re.split(f"({alt})" if capture else alt, text)
         for k, chunk in enumerate(chunks):
-            if k % 2:
+            if k % 2 and capture:
                 ids.append(special_tokens[chunk])
             elif pretok:
                 for p in pretokenize(chunk):
@@ -327,6 +331,33 @@ def piece_longest(piece, ranks):
     return out
 
 
+def count_without_last(word_counts):
+    pairs = {}
+    for w, c in word_counts.items():
+        for i in range(len(w) - 2):
+            pairs[(w[i], w[i + 1])] = pairs.get((w[i], w[i + 1]), 0) + c
+    return pairs
+
+
+def merge_not_at_end(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i < len(word) - 2 and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def encode_result_dropped(word, merges):
+    s = (*word, EOW)
+    for p in merges:
+        good_merge_pair(s, p)  # as if it changed s in place
+    return list(s)
+
+
 def _once_per_word(wc):
     pairs = Counter()
     for w, c in wc.items():
@@ -351,6 +382,25 @@ WRONG = [
      False),
     (KEY["merge_pair"], merge_from_right, "merged from the right", False),
     (KEY["merge_pair"], merge_first_only, "only the first occurrence merged", False),
+    # mutation testing (issue 18): off-by-one bounds, a result not kept, EOW deleted, the
+    # specials' order and ids, bytes joined with spaces
+    (KEY["count_pairs"], count_without_last, "the last pair of each word not counted", False),
+    (KEY["merge_pair"], merge_not_at_end, "the pair at the end of the word never merged",
+     True),  # only a hidden case merges the last pair
+    (KEY["encode_word"], encode_result_dropped,
+     "merge_pair's result not kept (the merges never change the symbols)", False),
+    (KEY["decode_symbols"], lambda s: "".join(s).replace(EOW, ""),
+     "end-of-word symbol deleted instead of turned into a space", False),
+    (KEY["encode"], text_encoder(longest_first=False), "special tokens matched shortest first",
+     True),  # only a hidden case has a special token that starts another
+    (KEY["encode"], text_encoder(capture=False), "special tokens dropped (no id for them)",
+     False),
+    (KEY["decode"], lambda ids, v: b" ".join(v[i] for i in ids).decode("utf-8", "replace"),
+     "token bytes joined with spaces", False),
+    (KEY["train_bpe_fast"],
+     lambda text, vocab_size, special_tokens=(): incremental_trainer(
+         text, vocab_size, special_tokens, add_new_pairs=False),
+     "new pairs of a merged word not counted", False),
     (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: max(p, key=p.get)),
      "ties broken differently (first pair found)", False),
     (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: min(p, key=lambda k: (-p[k], k))),
@@ -402,6 +452,11 @@ for _key in (KEY["train_bpe_naive"], KEY["train_bpe_fast"]):
         # mutation testing (issue 18)
         (_key, byte_trainer(pick=min), "merged the least frequent pair (min instead of max)",
          False),
+        (_key, byte_trainer(n_bytes=255), "byte 255 left out of the vocabulary (range(255))",
+         False),
+        (_key, byte_trainer(up_to=True), "one merge too many (<= vocab_size)", False),
+        (_key, byte_trainer(add_specials=False), "special tokens not added to the vocabulary",
+         False),
     ]
 
 
@@ -418,8 +473,9 @@ def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
 # ---------------------------------------------------------------- the challenge's speed stage
 
 
-def incremental_trainer(text, vocab_size, special_tokens=()):
-    """A student's incremental trainer: pair counts + pair -> words index, max per merge."""
+def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True):
+    """A student's incremental trainer: pair counts + pair -> words index, max per merge
+    (``add_new_pairs=False``: the merged word's new pairs forgotten)."""
     vocab = {i: bytes([i]) for i in range(256)}
     for t in special_tokens:
         vocab[len(vocab)] = t.encode()
@@ -455,6 +511,8 @@ def incremental_trainer(text, vocab_size, special_tokens=()):
                 pc[p] -= freq[i]
                 if not pc[p]:
                     del pc[p]
+            if not add_new_pairs:
+                continue
             for p in zip(words[i], words[i][1:]):
                 pc[p] += freq[i]
                 where[p].add(i)

@@ -119,6 +119,14 @@ def _count_non_overlapping(word_counts):
     return dict(pairs)
 
 
+def _count_without_last_pair(word_counts):
+    pairs = defaultdict(int)
+    for word, c in word_counts.items():
+        for i in range(len(word) - 2):
+            pairs[word[i], word[i + 1]] += c
+    return dict(pairs)
+
+
 def _count_cases():
     specs = [
         ("the encoder-decoder survey's 'low'/'lower' with counts 5 and 2", _words("low " * 5 +
@@ -156,6 +164,12 @@ _COUNT = Check(
             "and both count (like every BPE trainer does); only merging skips the overlap.",
             _count_non_overlapping,
         ),
+        Mistake(
+            "the last pair of each word not counted",
+            "A word of n symbols has n - 1 adjacent pairs, the last one (x, '</w>') included: "
+            "`zip(word, word[1:])`, or `range(len(word) - 1)`, not `len(word) - 2`.",
+            _count_without_last_pair,
+        ),
     ),
 )
 check_count_pairs = register(_COUNT)
@@ -184,6 +198,18 @@ def _merge_right_to_left_fixed(word, pair):
             out.append(word[i])
             i -= 1
     return tuple(reversed(out))
+
+
+def _merge_not_at_end(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i < len(word) - 2 and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
 
 
 def _merge_first_only(word, pair):
@@ -229,6 +255,12 @@ _MERGE = Check(
             "only the first occurrence merged",
             "Merge every (non-overlapping) occurrence of the pair in the word.",
             _merge_first_only,
+        ),
+        Mistake(
+            "the pair at the end of the word never merged",
+            "The last pair starts at i = len(word) - 2: test `i < len(word) - 1` (there is a "
+            "next symbol), not `i < len(word) - 2`, or a pair such as (t, </w>) is never merged.",
+            _merge_not_at_end,
         ),
     ),
 )
@@ -432,6 +464,12 @@ _ENCODE_WORD = Check(
             "from the left (that is WordPiece-style greedy matching and can split differently).",
             _encode_longest_match,
         ),
+        Mistake(
+            "merge_pair's result not kept (the merges never change the symbols)",
+            "merge_pair returns a new tuple; tuples cannot change in place. Keep the result: "
+            "`symbols = merge_pair(symbols, pair)`.",
+            lambda word, merges: [*word, EOW],
+        ),
     ),
 )
 check_encode_word = register(_ENCODE_WORD)
@@ -474,6 +512,12 @@ _DECODE_SYMBOLS = Check(
             "symbol marks a space.",
             lambda symbols: " ".join(symbols).replace(EOW, " ").rstrip(" "),
         ),
+        Mistake(
+            "end-of-word symbol deleted instead of turned into a space",
+            f"{EOW!r} marks the end of a word: replace it by a space, `.replace({EOW!r}, ' ')`, "
+            "then strip the trailing one; deleting it glues the words together.",
+            lambda symbols: "".join(symbols).replace(EOW, ""),
+        ),
     ),
 )
 check_decode_symbols = register(_DECODE_SYMBOLS)
@@ -487,12 +531,13 @@ def _split_special(text, special_tokens):
     return regex.split("|".join(regex.escape(t) for t in toks), text)
 
 
-def _byte_variant(text, vocab_size, special_tokens=(), *, key, pretok=True, split=True,
-                  pick=max):
+def _byte_variant(text, vocab_size, special_tokens=(), *, key=None, pretok=True, split=True,
+                  pick=max, n_bytes=256, one_more=False, special_vocab=True):
     """The naive byte-level loop with one thing changed (for the mistakes below)."""
+    key = key or _key_bytes
     special_tokens = list(special_tokens)
-    vocab = {i: bytes([i]) for i in range(256)}
-    for t in special_tokens:
+    vocab = {i: bytes([i]) for i in range(n_bytes)}
+    for t in special_tokens if special_vocab else ():
         vocab[len(vocab)] = t.encode()
     segments = _split_special(text, special_tokens) if split else [text]
     counts = Counter()
@@ -500,7 +545,7 @@ def _byte_variant(text, vocab_size, special_tokens=(), *, key, pretok=True, spli
         counts.update(_pretok(seg) if pretok else ([seg] if seg else []))
     words = {tuple(s.encode()): c for s, c in counts.items() if len(s.encode()) > 1}
     merges = []
-    while len(vocab) < vocab_size:
+    while len(vocab) < vocab_size + one_more:
         pairs = _count_pairs_ref(words)
         if not pairs:
             break
@@ -600,7 +645,59 @@ _TRAIN_MISTAKES = (
         "course's rule: `max` over `(count, vocab[a], vocab[b])`.",
         functools.partial(_byte_variant, key=_key_count),
     ),
+    Mistake(
+        "byte 255 left out of the vocabulary (range(255))",
+        "There are 256 byte values, 0 to 255: `{i: bytes([i]) for i in range(256)}`; the "
+        "first merged token then gets id 256 (after the special tokens).",
+        functools.partial(_byte_variant, n_bytes=255),
+    ),
+    Mistake(
+        "one merge too many (<= vocab_size)",
+        "vocab_size counts every token, the 256 bytes and the special tokens included: "
+        "`while len(vocab) < vocab_size`, so the vocabulary ends with exactly vocab_size "
+        "entries.",
+        functools.partial(_byte_variant, one_more=True),
+    ),
+    Mistake(
+        "special tokens not added to the vocabulary",
+        "Each special token gets its own id right after the 256 bytes: "
+        "`vocab[len(vocab)] = tok.encode('utf-8')` for each, before the first merge.",
+        functools.partial(_byte_variant, special_vocab=False),
+    ),
 )
+
+
+def _fast_without_new_pairs(text, vocab_size, special_tokens=()):
+    """The incremental trainer that subtracts a merged word's old pairs but never adds its
+    new ones."""
+    special_tokens = list(special_tokens)
+    vocab = {i: bytes([i]) for i in range(256)}
+    for t in special_tokens:
+        vocab[len(vocab)] = t.encode()
+    counts = Counter()
+    for seg in _split_special(text, special_tokens):
+        counts.update(_pretok(seg))
+    words = [tuple(s.encode()) for s in counts]
+    freqs = list(counts.values())
+    pair_counts, where = {}, {}
+    for i, w in enumerate(words):
+        for pair in zip(w, w[1:]):
+            pair_counts[pair] = pair_counts.get(pair, 0) + freqs[i]
+            where.setdefault(pair, set()).add(i)
+    merges = []
+    while len(vocab) < vocab_size and pair_counts:
+        a, b = max(pair_counts, key=lambda p: (pair_counts[p], vocab[p[0]], vocab[p[1]]))
+        new = len(vocab)
+        vocab[new] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+        for i in where.pop((a, b)):
+            old, c = words[i], freqs[i]
+            words[i] = _byte_merge(old, a, b, new)
+            for pair in zip(old, old[1:]):
+                pair_counts[pair] -= c
+                if pair_counts[pair] == 0:
+                    del pair_counts[pair]
+    return vocab, merges
 
 _TRAIN_NAIVE = Check(
     **table.identity(__name__, "train_bpe_naive"),
@@ -722,7 +819,16 @@ _TRAIN_FAST = Check(
     **table.identity(__name__, "train_bpe_fast"),
     reference_off=True,
     cases=_TRAIN_CASES,
-    mistakes=_TRAIN_MISTAKES,
+    mistakes=_TRAIN_MISTAKES + (
+        Mistake(
+            "new pairs of a merged word not counted",
+            "After merging (a, b) in a word, subtract the word's old pairs *and* add the pairs "
+            "of the merged word (those with the new token): `for pair in zip(merged, "
+            "merged[1:]): pair_counts[pair] = pair_counts.get(pair, 0) + c`, and record the "
+            "word in `where[pair]`.",
+            _fast_without_new_pairs,
+        ),
+    ),
     post=_speed_stage,
 )
 check_train_bpe_fast = register(_TRAIN_FAST)
@@ -855,16 +961,19 @@ check_encode_piece = register(_PIECE)
 
 
 # ====================================================================== Exercise 5.2
-def _encode_variant(text, ranks, special_tokens, *, specials=True, pretok=True):
+def _encode_variant(text, ranks, special_tokens, *, specials=True, pretok=True,
+                    shortest_first=False, special_ids=True):
     ids = []
     if specials and special_tokens:
-        toks = sorted(special_tokens, key=lambda s: (-len(s), s))
+        toks = (sorted(special_tokens, key=len) if shortest_first
+                else sorted(special_tokens, key=lambda s: (-len(s), s)))
         pieces = regex.split("(" + "|".join(regex.escape(t) for t in toks) + ")", text)
     else:
         pieces = [text]
     for i, seg in enumerate(pieces):
         if i % 2 == 1:
-            ids.append(special_tokens[seg])
+            if special_ids:
+                ids.append(special_tokens[seg])
             continue
         for p in _pretok(seg) if pretok else ([seg] if seg else []):
             ids += _piece_by_rank(p.encode(), ranks)
@@ -915,6 +1024,20 @@ _ENCODE = Check(
             "trainer counted them; encoding a whole segment as one piece can merge across words.",
             functools.partial(_encode_variant, pretok=False),
         ),
+        Mistake(
+            "special tokens matched shortest first",
+            "When one special token starts another ('<|end|>' and '<|end|>.'), the alternation "
+            "must try the longest first: `sorted(special_tokens, key=len, reverse=True)`, or "
+            "'<|end|>.' is cut as '<|end|>' and '.'.",
+            functools.partial(_encode_variant, shortest_first=True),
+        ),
+        Mistake(
+            "special tokens dropped (no id for them)",
+            "Each special token in the text becomes its own id: split with a capturing group, "
+            "`re.split('(' + alternation + ')', text)`, so the specials stay in the list, and "
+            "append `special_tokens[part]` for them.",
+            functools.partial(_encode_variant, special_ids=False),
+        ),
     ),
 )
 check_encode = register(_ENCODE)
@@ -963,6 +1086,12 @@ _DECODE = Check(
             "errors='ignore' silently loses text; errors='replace' shows each invalid "
             "sequence as U+FFFD (�), as GPT-2 and tiktoken do.",
             _decode_ignore,
+        ),
+        Mistake(
+            "token bytes joined with spaces",
+            "Tokens carry their own spaces (b' master'): glue the bytes with nothing in "
+            "between, `b''.join(vocab[i] for i in ids)`.",
+            lambda ids, vocab: b" ".join(vocab[i] for i in ids).decode("utf-8", errors="replace"),
         ),
     ),
     error_hints=(
