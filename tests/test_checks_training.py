@@ -232,9 +232,10 @@ def test_a_missing_earlier_exercise_is_named():
 
 
 # ---------------------------------------------------------------- students' wrong answers
-def gb(shift=1, swap=False, high=0, long_x=False, dtype=np.int64):
+def gb(shift=1, swap=False, high=0, long_x=False, dtype=np.int64, whole=False):
     def get_batch(data, batch_size, block_size, generator=None):
-        ix = torch.randint(len(data) - block_size + high, (batch_size,), generator=generator)
+        n = len(data) if whole else len(data) - block_size + high
+        ix = torch.randint(n, (batch_size,), generator=generator)
         x = np.stack([data[i : i + block_size + long_x] for i in ix.tolist()]).astype(dtype)
         y = np.stack([data[i + shift : i + shift + block_size] for i in ix.tolist()])
         x, y = torch.from_numpy(x), torch.from_numpy(y.astype(dtype))
@@ -262,6 +263,12 @@ def ce(kind):
             return -logp[rows, t].mean()
         if kind == "raw":
             return -z[rows, t].mean()
+        if kind in ("max0", "sum0", "lsemean"):
+            m = z.max(0 if kind == "max0" else 1, keepdim=True).values
+            e = torch.exp(z - m)
+            s = (e.sum(0, keepdim=True) if kind == "sum0" else e.mean(1, keepdim=True)
+                 if kind == "lsemean" else e.sum(1, keepdim=True))
+            return -(z - m - torch.log(s))[rows, t].mean()
         loss = good_ce(z, t) * len(t) if kind == "sum" else good_ce(z, t)
         return -loss if kind == "sign" else loss
 
@@ -276,6 +283,10 @@ def lr(kind):
             return min_lr
         if kind in ("nowarm", "origin"):
             frac = step / max_iters
+        elif kind == "overmax":
+            frac = (step - warmup_iters) / max_iters
+        elif kind == "stepdecay":
+            frac = step / (max_iters - warmup_iters)
         else:
             frac = (step - warmup_iters) / (max_iters - warmup_iters)
         if kind == "linear":
@@ -288,6 +299,8 @@ def lr(kind):
             return min_lr + max_lr * 0.5 * (1 + math.cos(math.pi * frac))
         if kind == "nohalf":
             return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * frac))
+        if kind == "nopi":
+            return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(frac))
         return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * frac))
 
     return get_lr
@@ -334,6 +347,17 @@ WRONG = [
     (KEY["get_lr"], (lr("linear"),), "linear decay instead of cosine"),
     (KEY["get_lr"], (lr("noclamp"),), "the cosine comes back up after max_iters"),
     (KEY["get_lr"], (lr_warm_first,), "division by zero without a warm-up"),
+    # mutation testing (issue 18): the start bound, the log-sum-exp's axes and sum, the
+    # cosine's progress and its pi
+    (KEY["get_batch"], (gb(whole=True),),
+     "starts drawn from the whole of data (randint(len(data)))"),
+    (KEY["cross_entropy"], (ce("max0"),), "the max taken over the batch axis (dim=0)"),
+    (KEY["cross_entropy"], (ce("sum0"),), "exp(z - m) summed over the batch axis (dim=0)"),
+    (KEY["cross_entropy"], (ce("lsemean"),), "mean instead of sum inside the log-sum-exp"),
+    (KEY["get_lr"], (lr("overmax"),),
+     "cosine progress divided by max_iters, not by the decay's length"),
+    (KEY["get_lr"], (lr("stepdecay"),), "cosine progress from step 0 over the decay's length"),
+    (KEY["get_lr"], (lr("nopi"),), "cos(r) instead of cos(pi r)"),
     (KEY["train_step"], (step_fn(zero=False),),
      "forgot optimizer.zero_grad(): gradients accumulate across steps"),
     (KEY["train_step"], (step_fn(zero_mid=True),), "zero_grad() between backward() and step()"),

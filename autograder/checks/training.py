@@ -116,6 +116,7 @@ def _ref_step(model, optimizer, x, y, grad_clip):
 def _gb_variant(kind):
     def f(data, batch_size, block_size, generator=None):
         high = len(data) - block_size - (1 if kind == "high-1" else 0)
+        high = len(data) if kind == "whole" else high
         ix = torch.randint(high, (batch_size,), generator=generator)
         rows = [np.asarray(data[i : i + block_size + 1]) for i in ix.tolist()]
         xy = np.stack(rows)
@@ -176,6 +177,11 @@ _GET_BATCH = Check(
                 "The memmap stores uint16 to save space; embedding lookups and the loss want "
                 "int64: convert with .astype(np.int64) or torch.from_numpy(...).long().",
                 _gb_variant("uint16")),
+        Mistake("starts drawn from the whole of data (randint(len(data)))",
+                "A window starting near the end runs past it: the last valid start is "
+                "len(data) - block_size - 1, so draw torch.randint(len(data) - block_size, ...) "
+                "(randint's upper bound is exclusive).",
+                _gb_variant("whole")),
     ),
 )
 check_get_batch = register(_GET_BATCH)
@@ -201,6 +207,12 @@ def _ce_variant(kind):
             logp = z - (m + torch.log(torch.exp(z - m).sum(0, keepdim=True)))
         elif kind == "no-lse":
             logp = z
+        elif kind in ("max-axis0", "sum-axis0", "lse-mean"):
+            m = z.max(0 if kind == "max-axis0" else -1, keepdim=True).values
+            e = torch.exp(z - m)
+            s = (e.sum(0, keepdim=True) if kind == "sum-axis0"
+                 else e.mean(-1, keepdim=True) if kind == "lse-mean" else e.sum(-1, keepdim=True))
+            logp = z - (m + torch.log(s))
         else:
             m = z.max(-1, keepdim=True).values
             logp = z - (m + torch.log(torch.exp(z - m).sum(-1, keepdim=True)))
@@ -290,6 +302,19 @@ _CE = Check(
                 "Cross-entropy is -mean(log p[target]); log-probabilities are <= 0, so the loss "
                 "is >= 0.",
                 _ce_variant("sign")),
+        Mistake("the max taken over the batch axis (dim=0)",
+                "The stabilising max is each row's own, over the vocabulary: "
+                "z.max(dim=-1, keepdim=True).values; a column max does not cancel inside the "
+                "row's log-sum-exp.",
+                _ce_variant("max-axis0")),
+        Mistake("exp(z - m) summed over the batch axis (dim=0)",
+                "The log-sum-exp of a row sums its own V entries: "
+                "torch.exp(z - m).sum(dim=-1, keepdim=True).",
+                _ce_variant("sum-axis0")),
+        Mistake("mean instead of sum inside the log-sum-exp",
+                "logsumexp(z) = m + log(sum(exp(z - m))): a sum over the vocabulary; .mean() "
+                "subtracts log(V) from it.",
+                _ce_variant("lse-mean")),
     ),
     forbidden=("cross_entropy", "nll_loss", "log_softmax", "logsumexp", "special_logsumexp",
                "special_log_softmax"),
@@ -309,9 +334,15 @@ def _lr_variant(kind):
         if step >= D and kind != "no-clamp":
             return 0.0 if kind == "to-zero" else min_lr
         r = step / D if kind == "no-warmup" or kind == "from-0" else (step - W) / max(1, D - W)
+        if kind == "over-max-iters":
+            r = (step - W) / max(1, D)
+        elif kind == "step-over-decay":
+            r = step / max(1, D - W)
         if kind == "linear":
             return min_lr + (1 - r) * (max_lr - min_lr)
         c = 0.5 * (1 + math.cos(math.pi * r))
+        if kind == "no-pi":
+            c = 0.5 * (1 + math.cos(r))
         if kind == "no-half":
             c = 1 + math.cos(math.pi * r)
         if kind == "half":
@@ -384,6 +415,18 @@ _LR = Check(
         Mistake("the cosine comes back up after max_iters",
                 "cos(pi r) rises again for r > 1: return min_lr for step >= max_iters.",
                 _lr_variant("no-clamp")),
+        Mistake("cosine progress divided by max_iters, not by the decay's length",
+                "The decay runs from warmup_iters to max_iters: r = (step - warmup_iters) / "
+                "(max_iters - warmup_iters), which reaches 1 exactly at max_iters.",
+                _lr_variant("over-max-iters")),
+        Mistake("cosine progress from step 0 over the decay's length",
+                "Both ends of r must be measured from the end of the warm-up: r = "
+                "(step - warmup_iters) / (max_iters - warmup_iters).",
+                _lr_variant("step-over-decay")),
+        Mistake("cos(r) instead of cos(pi r)",
+                "r runs from 0 to 1, and the cosine must go through half a period: "
+                "0.5 * (1 + math.cos(math.pi * r)).",
+                _lr_variant("no-pi")),
     ),
     error_hints=(
         ErrorHint("division by zero without a warm-up",
