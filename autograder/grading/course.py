@@ -197,11 +197,18 @@ def build_template(
                 f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}"
             )
         done.write_text(json.dumps({"assignments": assignments}))
-    # what every student's grading needs and no student changes: built once per class
-    proc = subprocess.run([*NBGRADER, "kernel_caches", str(root / "kernels"), *assignments],
-                          cwd=root, capture_output=True, text=True, env=tool_env())
-    if proc.returncode != 0:
-        raise SystemExit(f"preparing the graded kernels failed:\n{proc.stdout}\n{proc.stderr}")
+    # what every student's grading needs and no student changes: built once per class (a
+    # process only when something is missing: it imports the checks)
+    from .verdict import cache_ready
+
+    missing = [a for a in assignments if not cache_ready(root / "kernels", [
+        nbformat.read(p, as_version=4) for p in sorted((root / "source" / a).glob("*.ipynb"))])]
+    if missing:
+        proc = subprocess.run([*NBGRADER, "kernel_caches", str(root / "kernels"), *missing],
+                              cwd=root, capture_output=True, text=True, env=tool_env())
+        if proc.returncode != 0:
+            raise SystemExit(
+                f"preparing the graded kernels failed:\n{proc.stdout}\n{proc.stderr}")
     info = {}
     for a in assignments:
         info[a] = []

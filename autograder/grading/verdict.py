@@ -130,11 +130,32 @@ def prepare(root: Path, sources: list, cache: Path | str | None = None) -> dict 
 def build_cache(cache: Path, sources: list) -> Path | None:
     """Build the class's cached kernel packages and probe inputs for one assignment's source
     notebooks ahead of the students (:func:`prepare` with ``cache`` then finds them); None when
-    nothing in them is converted."""
+    nothing in them is converted (then a ``<key>.none`` file says so)."""
     keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
     if not keys or os.environ.get("COURSE_VERDICT_PIPELINE") == "old":
+        Path(cache).mkdir(parents=True, exist_ok=True)
+        (Path(cache) / f"{cache_key(sources)}.none").write_text("")
         return None
     return _cached_kernel(Path(cache), sources, keys)
+
+
+def cache_ready(cache: Path, sources: list) -> bool:
+    """Whether :func:`build_cache` has nothing left to do for ``sources`` (cheap: no check
+    module is imported, so a rerun of the class does not start a process to find out)."""
+    key = cache_key(sources)
+    if os.environ.get("COURSE_VERDICT_PIPELINE") == "old":
+        return False
+    return (Path(cache) / key / "spec.json").exists() or (Path(cache) / f"{key}.none").exists()
+
+
+def cache_key(sources: list) -> str:
+    """The name of ``sources``' folder in the class's cache: their cells and this code."""
+    import hashlib
+
+    h = hashlib.sha256(_code_digest().encode())
+    for nb in sources:
+        h.update(json.dumps([[c.cell_type, c.source, _nbg(c)] for c in nb.cells]).encode())
+    return h.hexdigest()[:24]
 
 
 def _build_kernel(kernel: Path, sources: list, keys: list[str]) -> dict:
@@ -197,13 +218,9 @@ def _code_digest() -> str:
 def _cached_kernel(cache: Path, sources: list, keys: list[str]) -> Path:
     """The class's copy of the kernel packages and probe inputs for ``sources`` (built here by
     the first student that needs it, atomically: a rename of a finished folder)."""
-    import hashlib
     import uuid
 
-    h = hashlib.sha256(_code_digest().encode())
-    for nb in sources:
-        h.update(json.dumps([[c.cell_type, c.source, _nbg(c)] for c in nb.cells]).encode())
-    final = cache / h.hexdigest()[:24]
+    final = cache / cache_key(sources)
     if (final / "spec.json").exists():
         return final
     cache.mkdir(parents=True, exist_ok=True)
