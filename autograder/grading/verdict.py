@@ -452,8 +452,6 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
         return {}
     from nbgrader.api import Gradebook
 
-    from autograder.checks._judge import judge
-
     from .nbgrader_main import quiet_sqlalchemy
 
     probe = Path(spec["probe"])
@@ -473,12 +471,9 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
         for gid, keys in cells.items():
             cell = by_id.get(gid)
             error = _cell_error(cell) if cell is not None else ""
-            parts = [judge(_check(k), read_record(probe, k), error) for k in keys]
-            passed = all(v.passed for v in parts)
-            message = "\n".join(v.message for v in parts)
-            diagnosis = next((v.diagnosis for v in parts if not v.passed), "")
-            verdicts[gid] = {"points": points[gid] if passed else 0.0, "passed": passed,
-                             "diagnosis": diagnosis, "message": message}
+            verdicts[gid] = _judge_cell(probe, keys, points[gid], error)
+            passed, message = verdicts[gid]["passed"], verdicts[gid]["message"]
+            diagnosis = verdicts[gid]["diagnosis"]
             if cell is not None:
                 limit = _limit_output(cell)
                 head = "course-grade (decided outside your notebook):\n"
@@ -498,10 +493,7 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
                 grade = gb.find_grade(gid, name, assignment, student)
                 grade.auto_score = v["points"]
             gb.db.commit()
-        out = root / ".grader" / "verdicts" / assignment
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{name}.json").write_text(json.dumps(verdicts, indent=1))
-        everything[name] = verdicts
+        everything[name] = _write_verdicts(root, assignment, name, verdicts)
     return everything
 
 
@@ -516,7 +508,6 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
     spec = kernel_spec(root)
     if spec is None:
         return {}
-    from autograder.checks._judge import judge
 
     probe = Path(spec["probe"])
     everything = {}
@@ -528,19 +519,32 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
                   for c in _test_cells(nbformat.read(src_path, as_version=4))}
         verdicts = {}
         for gid, keys in cells.items():
-            records = [read_record(probe, k) for k in keys]
-            parts = [judge(_check(k), r, "") for k, r in zip(keys, records, strict=True)]
-            passed = all(v.passed for v in parts)
-            verdicts[gid] = {
-                "points": points[gid] if passed else 0.0, "passed": passed,
-                "diagnosis": next((v.diagnosis for v in parts if not v.passed), ""),
-                "message": "\n".join(v.message for v in parts),
-                "stopped": True, "recorded": all(r is not None for r in records)}
-        out = root / ".grader" / "verdicts" / assignment
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{src_path.stem}.json").write_text(json.dumps(verdicts, indent=1))
-        everything[src_path.stem] = verdicts
+            verdicts[gid] = _judge_cell(probe, keys, points[gid], "")
+            verdicts[gid]["stopped"] = True
+        everything[src_path.stem] = _write_verdicts(root, assignment, src_path.stem, verdicts)
     return everything
+
+
+def _judge_cell(probe: Path, keys: list[str], points: float, error: str) -> dict:
+    """One converted test cell's verdict from the kernel's records of its checks (``recorded``:
+    every record was there)."""
+    from autograder.checks._judge import judge
+
+    records = [read_record(probe, k) for k in keys]
+    parts = [judge(_check(k), r, error) for k, r in zip(keys, records, strict=True)]
+    passed = all(v.passed for v in parts)
+    return {"points": points if passed else 0.0, "passed": passed,
+            "diagnosis": next((v.diagnosis for v in parts if not v.passed), ""),
+            "message": "\n".join(v.message for v in parts),
+            "recorded": all(r is not None for r in records)}
+
+
+def _write_verdicts(root: Path, assignment: str, notebook: str, verdicts: dict) -> dict:
+    """``.grader/verdicts/<assignment>/<notebook>.json``, which the parent reads."""
+    out = root / ".grader" / "verdicts" / assignment
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{notebook}.json").write_text(json.dumps(verdicts, indent=1))
+    return verdicts
 
 
 def read_verdicts(root: Path, assignment: str, notebook: str) -> dict[str, dict]:
