@@ -66,7 +66,10 @@ FAST, NAIVE = CHECKS[KEY["train_bpe_fast"]], CHECKS[KEY["train_bpe_naive"]]
 
 
 def test_the_fast_trainer_shares_the_naive_one_s_catalogue_and_cases():
-    assert FAST.mistakes is NAIVE.mistakes
+    # the fast trainer's catalogue is the naive one's plus its own (an incremental update's
+    # slips, e.g. the merged word's new pairs not counted)
+    assert FAST.mistakes[:len(NAIVE.mistakes)] == NAIVE.mistakes
+    assert len(FAST.mistakes) > len(NAIVE.mistakes)
     assert FAST.cases is NAIVE.cases
 
 
