@@ -514,11 +514,12 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
     probe = Path(spec["probe"])
     everything = {}
     for src_path in sorted((root / "source" / assignment).glob("*.ipynb")):
-        cells = converted_keys(nbformat.read(src_path, as_version=4))
+        source = nbformat.read(src_path, as_version=4)
+        cells = converted_keys(source)
         if not cells:
             continue
         points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0))
-                  for c in _test_cells(nbformat.read(src_path, as_version=4))}
+                  for c in _test_cells(source)}
         verdicts = {}
         for gid, keys in cells.items():
             verdicts[gid] = _judge_cell(probe, keys, points[gid], "")
