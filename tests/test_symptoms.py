@@ -76,6 +76,23 @@ def test_error_symptom(symptom, name, message):
     assert S.diagnose_error(name, message) == symptom
 
 
+FLOAT_SIZES = {  # a size or index computed with / instead of //, as torch reports it
+    "view": lambda x: x.view(2, 2, 6 / 2),
+    "zeros": lambda x: torch.zeros(x.shape[0] / 1),
+    "split": lambda x: x.split(6 / 2, -1),
+    "tril": lambda x: torch.tril(x, 2 / 2),
+    "transpose": lambda x: x.transpose(0, 2 / 2),
+    "index": lambda x: x[4 / 2],
+}
+
+
+@pytest.mark.parametrize("call", sorted(FLOAT_SIZES))
+def test_a_float_size_is_named_from_torch_s_own_message(call):
+    with pytest.raises((TypeError, IndexError)) as info:
+        FLOAT_SIZES[call](torch.zeros(2, 6))
+    assert S.diagnose_error(info.type.__name__, str(info.value)) == S.FLOAT_SIZE, info.value
+
+
 def test_scalar_symptoms():
     assert S.diagnose(0.5, -0.5, "scalar") == S.NEGATED
     assert S.diagnose(3.0, 4, "scalar") == S.NUMBER_OFF_BY_ONE

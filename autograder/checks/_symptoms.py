@@ -348,7 +348,8 @@ _ERRORS = (
                        "expected size for first two dimensions")),
     (RESHAPE_SIZE, ("is invalid for input of size", "cannot reshape array of size")),
     (FLOAT_SIZE, ("failed to unpack the object", "'float' object cannot be interpreted as an "
-                  "integer", "slice indices must be integers")),
+                  "integer", "slice indices must be integers", "must be tuple of ints, not float",
+                  "must be int, not float", "are valid indices (got float)")),
     (NO_GRAD_PATH, ("does not require grad and does not have a grad_fn",)),
     (AXIS_OUT_OF_RANGE, ("dimension out of range", "is out of bounds for array of dimension")),
     (INDEX_OUT_OF_RANGE, ("index out of range", "is out of bounds for dimension",
