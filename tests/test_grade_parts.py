@@ -109,6 +109,13 @@ def test_a_student_probe_links_the_class_inputs_and_a_changed_source_gets_its_ow
     keys = [k for ks in verdict.converted_keys(src).values() for k in ks]
     assert sorted(p.stem for p in built.iterdir()) == sorted(keys)
     assert all(Path(s["package"]).is_relative_to(cache) for s in specs)
+    # compiled once with the cache: a kernel may not write bytecode, so it would compile each
+    # module it imports at every start
+    import importlib.util
+
+    sources = list(Path(specs[0]["package"]).rglob("*.py"))
+    assert sources and all(Path(importlib.util.cache_from_source(str(q))).exists()
+                           for q in sources)
     for s in specs:  # each student's records folder is its own, writable by the sandbox user
         assert (Path(s["probe"]) / "out").is_dir() and not (Path(s["probe"]) / "out").is_symlink()
     verdict.write_inputs(tmp_path / "a", "01_attention")  # nothing left to write: no error

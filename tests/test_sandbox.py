@@ -154,6 +154,40 @@ def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
     assert out.stdout.split() == ["False", "False", "True", str(uid), "no", "net"]
 
 
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap not installed")
+def test_kernels_share_the_class_s_font_list(tmp_path):
+    """matplotlib's font list is built once per class and read, not rebuilt, by a kernel
+    whose MPLCONFIGDIR (in its empty /tmp) stays writable."""
+    from autograder.grading.sandbox.bwrap import font_cache, kernel_env
+
+    (tmp_path / "work").mkdir()
+    (tmp_path / "ipc").mkdir()
+    fontlist = font_cache(tmp_path / "cache" / "mpl")
+    assert fontlist and Path(fontlist).parent == tmp_path / "cache" / "mpl"
+    assert font_cache(tmp_path / "cache" / "mpl") == fontlist  # built once
+    spec = {"bwrap": bwrap_path(), "uid": 212345, "home": str(tmp_path),
+            "ro": sandbox.readonly_paths(), "env": kernel_env({}), "tmp_mb": 64,
+            "fontlist": fontlist}
+    probe = (
+        "import logging, os\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "import matplotlib.font_manager as fm\n"
+        "d = os.environ['MPLCONFIGDIR']\n"
+        "print(os.access(d, os.W_OK), sorted(os.listdir(d)), len(fm.fontManager.ttflist) > 0)\n"
+    )
+    argv = bwrap_argv(spec, "unused")
+    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [sys.executable, "-c", probe]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == f"True ['{Path(fontlist).name}'] True", out.stdout
+    assert "generated new fontManager" not in out.stderr, out.stderr
+    spec.pop("fontlist")  # without it, each kernel scans the fonts again
+    argv = bwrap_argv(spec, "unused")
+    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [sys.executable, "-c", probe]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert "generated new fontManager" in out.stderr, out.stderr
+
+
 def test_grading_refuses_without_bwrap_unless_unsandboxed(tmp_path, monkeypatch, capsys):
     import autograder.grade as grade
 

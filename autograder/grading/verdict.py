@@ -228,6 +228,11 @@ def _cached_kernel(cache: Path, sources: list, keys: list[str]) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     tmp = cache / f".build-{uuid.uuid4().hex}"
     spec = _build_kernel(tmp / "kernel", sources, keys)
+    # bytecode now, once: the kernel may not write it (PYTHONDONTWRITEBYTECODE, read-only
+    # mounts), so each kernel would otherwise compile the packages it imports
+    import compileall
+
+    compileall.compile_dir(tmp / "kernel", quiet=2)
     _write_case_inputs(sources, tmp / "in")
     spec = json.loads(json.dumps(spec).replace(json.dumps(str(tmp))[1:-1],
                                                json.dumps(str(final))[1:-1]))

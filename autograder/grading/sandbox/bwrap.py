@@ -80,6 +80,33 @@ def kernel_env(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def font_cache(folder: Path) -> str | None:
+    """matplotlib's font list (``fontlist-v*.json``), built once in ``folder`` (the class's
+    kernel cache) and bound read-only into each kernel's ``MPLCONFIGDIR``: every kernel starts
+    with an empty ``/tmp``, so without it each one scans the system's fonts again when the
+    notebook imports pyplot. None if it cannot be built (each kernel then builds its own)."""
+    import subprocess
+    import tempfile
+
+    folder = Path(folder)
+    found = sorted(folder.glob("fontlist-v*.json"))
+    if found:
+        return str(found[-1])
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            env = dict(os.environ, MPLCONFIGDIR=tmp, MPLBACKEND="Agg")
+            subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=env,
+                           capture_output=True, timeout=120, check=True)
+            built = sorted(Path(tmp).glob("fontlist-v*.json"))
+            if not built:
+                return None
+            built[-1].rename(folder / built[-1].name)  # atomic: a rename in one folder
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return str(folder / built[-1].name)
+
+
 def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
     """The ``bwrap`` command that runs the kernel (see the package docstring)."""
     home = spec["home"]
@@ -102,6 +129,11 @@ def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777",
              "--size", str(int(spec["tmp_mb"]) * 2**20), "--tmpfs", "/tmp"]
     made.add("/tmp")
+    if spec.get("fontlist"):  # MPLCONFIGDIR, writable, with the class's font list in it
+        mpl = spec["env"]["MPLCONFIGDIR"]
+        argv += ["--perms", "1777", "--dir", mpl, "--ro-bind", spec["fontlist"],
+                 f"{mpl}/{Path(spec['fontlist']).name}"]
+        made.add(mpl)
     for p in spec["ro"]:
         argv += [*parents(p), "--ro-bind", p, p]
     for src, dest in spec.get("ro_as", []):  # trusted verdicts: the stubbed package, inputs

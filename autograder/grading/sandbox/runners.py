@@ -22,7 +22,7 @@ from pathlib import Path
 from ..cells import grade_id
 from ..config import GradeConfig
 from ..runner import LocalRunner
-from .bwrap import KERNEL_NAME, kernel_env, package_dir, readonly_paths
+from .bwrap import KERNEL_NAME, font_cache, kernel_env, package_dir, readonly_paths
 from .policy import trusted_cells
 
 
@@ -132,6 +132,10 @@ class BwrapRunner(LocalRunner):
                 "tmp_mb": self.config.tmp_mb,
                 "config": self.config.to_dict(),  # the kernel's launcher sets its limits
             }
+            from ..verdict import CACHE_VAR
+
+            if env.get(CACHE_VAR):  # the class's kernel cache (grade_student)
+                spec["fontlist"] = font_cache(Path(env[CACHE_VAR]) / "mpl")
             (cwd / ".grader").mkdir(exist_ok=True)
             (cwd / ".grader" / "sandbox-base.json").write_text(json.dumps(spec))
             arm(cwd)  # writes sandbox.json: the spec with the probe's mounts
