@@ -173,6 +173,7 @@ def _main(args) -> int:
     from .grading.dispatch import Dispatcher, write_feedback
     from .grading.isolation import isolation
     from .grading.report import ReportWriter
+    from .grading.report import warm as report_warm
     from .grading.results import (
         ResultStore,
         parse_due,
@@ -251,6 +252,8 @@ def _main(args) -> int:
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
                file=sys.stderr)
     dispatcher = Dispatcher(args.scheduler, workers)
+    if todo:
+        report_warm()  # the report's matplotlib loads while the first students are graded
     # fewer students than workers: each student's assignments are split over the idle ones
     parts = max(1, workers // max(1, len(todo)))
     try:

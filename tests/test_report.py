@@ -202,3 +202,28 @@ def test_no_symptom_shares_a_name_with_a_catalogued_mistake():
 
     catalogued = {m.name for c in TABLES.values() for e in c.exercises for m in e.mistakes}
     assert catalogued and not (catalogued & symptom_names())
+
+
+def test_the_report_s_matplotlib_loads_in_the_background_and_draws_the_same():
+    """``report.warm()`` (course-grade calls it when grading starts) loads matplotlib and its
+    PNG writer in a thread of its own; a chart drawn afterwards is the same PNG as one drawn
+    in a fresh process without it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "from autograder.grading import report\n"
+        "warm = {warm}\n"
+        "if warm:\n"
+        "    report.warm()\n"
+        "    t = report._WARM[0]\n"
+        "    assert t is not threading.current_thread() and t.daemon\n"
+        "    t.join()\n"
+        "    assert 'matplotlib.backends.backend_agg' in sys.modules\n"
+        "print(report._draw('t', [('ex', [0.0, 1.0, 1.0], 1.0, 1)]))\n"
+    )
+    out = {w: subprocess.run([sys.executable, "-c", code.format(warm=w)], capture_output=True,
+                             text=True, timeout=120) for w in (True, False)}
+    assert all(p.returncode == 0 for p in out.values()), [p.stderr for p in out.values()]
+    assert out[True].stdout == out[False].stdout and len(out[True].stdout) > 100
