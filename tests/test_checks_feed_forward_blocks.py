@@ -139,6 +139,8 @@ def swiglu(kind):
             return F.silu((x @ W1) * (x @ W3)) @ W2
         if kind == "no_linear":  # forgot x @ W3
             return F.silu(x @ W1) @ W2
+        if kind == "no_gate":  # forgot the SiLU(x @ W1) factor
+            return (x @ W3) @ W2
         return (F.silu(x @ W1.T) * (x @ W3)) @ W2
 
     return f
@@ -206,6 +208,8 @@ def gradnorm(kind):
             h = b(h)
         if kind == "unsquared":
             (h - target).mean().backward()
+        elif kind == "no_target":  # the target never subtracted
+            (h**2).mean().backward()
         else:
             ((h - target) ** 2).mean().backward()
         out = []
@@ -217,13 +221,22 @@ def gradnorm(kind):
                 out.append(sum(g.norm() for g in grads))
             elif kind == "mean":  # averaged each tensor's squares
                 out.append(torch.sqrt(sum(g.pow(2).mean() for g in grads)))
-            elif kind == "unsquared":
+            elif kind in ("unsquared", "no_target"):
                 out.append(torch.sqrt(sum((g**2).sum() for g in grads)))
             else:  # weights only
                 out.append(torch.sqrt(sum((g**2).sum() for g in grads if g.dim() == 2)))
         return torch.stack(out)
 
     return f
+
+
+def count_with_w_and_v(d_model, d_ff, activation):
+    """SwiGLU's W and V (the paper's names) counted on top of W_1 and W_2."""
+    expanding = d_model * d_ff + d_ff
+    output = d_ff * d_model + d_model
+    if activation == "swiglu":
+        return 3 * expanding + output  # W_1, W, V, then W_2
+    return expanding + output
 
 
 # (check key, wrong implementation, catalogue name expected in the message, graded path only)
@@ -285,12 +298,18 @@ WRONG = [
      "forgot b_2 (the output bias)", False),
     (KEY["ffn_param_count"], lambda d, f, a: 2 * (d * f + f) + f * d + d,
      "counted a gate W_3 for ReLU and GELU too", False),
+    # mutation testing (issue 18): SwiGLU's W and V counted on top of W_1 and W_2
+    (KEY["ffn_param_count"], count_with_w_and_v,
+     "counted SwiGLU with four matrices (W and V on top of W_1 and W_2)", False),
     (KEY["swiglu_ffn"], swiglu("swap"), "gate on the wrong branch", False),
     (KEY["swiglu_ffn"],
      swiglu("sigmoid"), "sigmoid instead of SiLU (that is GLU)", False),
     (KEY["swiglu_ffn"], swiglu("after"), "SiLU applied to the product", False),
     (KEY["swiglu_ffn"], swiglu("no_linear"),
      "left out the linear branch x W_3 (a plain SiLU FFN)", False),
+    # mutation testing (issue 18): the gate SiLU(x W1) left out
+    (KEY["swiglu_ffn"], swiglu("no_gate"), "left out the gate SiLU(x W_1) (a linear FFN)",
+     False),
     (KEY["swiglu_ffn"],
      swiglu("transposed"), "d_ff and d_model swapped in weight shapes",
      False),
@@ -332,6 +351,9 @@ WRONG = [
      "mean of the squared gradients instead of their sum", False),
     # mutation testing (issue 18): the loss's error not squared
     (KEY["grad_norm_per_layer"], gradnorm("unsquared"), "the error not squared in the loss",
+     False),
+    # mutation testing (issue 18): the loss of the output alone, the target never subtracted
+    (KEY["grad_norm_per_layer"], gradnorm("no_target"), "the target left out of the loss",
      False),
 ]
 

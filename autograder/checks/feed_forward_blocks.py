@@ -287,6 +287,13 @@ _COUNT = Check(
             lambda d, f, a: float(3 * d * f + 2 * f + d),
         ),
         Mistake(
+            "counted SwiGLU with four matrices (W and V on top of W_1 and W_2)",
+            "SwiGLU's W and V (the paper's names) *are* W_1 and the gate W_3: it has three "
+            "matrices, W_1, W_3 (d_model x d_ff, each with a d_ff bias here) and W_2 "
+            "(d_ff x d_model). Two expanding maps, not three, plus the output map.",
+            lambda d, f, a: float((3 if a == "swiglu" else 1) * (d * f + f) + f * d + d),
+        ),
+        Mistake(
             "both biases of size d_ff",
             "b_2 belongs to the output, which has d_model features.",
             lambda d, f, a: float((3 if a == "swiglu" else 2) * d * f
@@ -349,6 +356,12 @@ _SWIGLU = Check(
             "SwiGLU multiplies the gate by a second, linear projection: "
             "(SiLU(x W_1) ⊙ x W_3) W_2. SiLU(x W_1) W_2 alone is an ordinary FFN.",
             lambda x, W1, W3, W2: _swiglu(x, W1, W3, W2, linear=False),
+        ),
+        Mistake(
+            "left out the gate SiLU(x W_1) (a linear FFN)",
+            "SwiGLU(x) = (SiLU(x W_1) ⊙ x W_3) W_2: the linear branch x W_3 is multiplied by "
+            "the gate SiLU(x W_1). (x W_3) W_2 alone has no nonlinearity at all.",
+            lambda x, W1, W3, W2: (x @ W3) @ W2,
         ),
     ),
     error_hints=(_SWAP_HINT,),
@@ -605,14 +618,16 @@ def _stack(seed, depth, d, H, f, norm_first):
                  for b in ref]
 
 
-def _grad_norms(blocks, x, target, *, reduce="global", params="all", squared_error=True):
+def _grad_norms(blocks, x, target, *, reduce="global", params="all", squared_error=True,
+                with_target=True):
     with torch.enable_grad():
         for b in blocks:
             b.zero_grad(set_to_none=True)
         h = x
         for b in blocks:
             h = b(h)
-        ((h - target).pow(2) if squared_error else h - target).mean().backward()
+        err = h - target if with_target else h
+        (err.pow(2) if squared_error else err).mean().backward()
         out = []
         for b in blocks:
             ps = [p for n, p in b.named_parameters()
@@ -690,6 +705,12 @@ _GRADNORM = Check(
             "The loss is the mean *squared* error: ((h - target) ** 2).mean(). "
             "(h - target).mean() has other gradients (the same for every output entry).",
             _gn_mistake(squared_error=False),
+        ),
+        Mistake(
+            "the target left out of the loss",
+            "The loss compares the blocks' output with the target: ((h - target) ** 2).mean(). "
+            "(h ** 2).mean() pulls every output towards 0 and has other gradients.",
+            _gn_mistake(with_target=False),
         ),
     ),
     reference_off=True,  # transformer_ref is in the kernel for the demos
