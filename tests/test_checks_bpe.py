@@ -51,7 +51,7 @@ def good_merge_pair(word, pair):
 
 
 def classic_trainer(*, pick=lambda p: max(p, key=lambda k: (p[k], k)), stop=True, eow=True,
-                    one_sequence=False, min_count=2):
+                    one_sequence=False, min_count=2, record=True):
     def train_classic_bpe(text, num_merges):
         if one_sequence:  # the whole text as one list of symbols
             seq = tuple(s for w in text.split() for s in (*w, EOW))
@@ -66,7 +66,8 @@ def classic_trainer(*, pick=lambda p: max(p, key=lambda k: (p[k], k)), stop=True
             best = pick(pairs)
             if stop and pairs[best] < min_count:  # (3: a pair seen twice not merged)
                 break
-            merges.append(best)
+            if record:  # (False: merges.append forgotten)
+                merges.append(best)
             words = Counter({good_merge_pair(w, best): c for w, c in words.items()})
         return merges
 
@@ -86,7 +87,7 @@ def good_decode_symbols(symbols):
 
 def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[1]]),
                  pretok=True, split=True, pick=max, n_bytes=256, up_to=False,
-                 add_specials=True):
+                 add_specials=True, record=True):
     """A student's naive byte-level trainer, with one thing changeable."""
 
     def train(text, vocab_size, special_tokens=()):
@@ -109,7 +110,8 @@ def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[
             a, b = pick(pairs, key=lambda p: key(pairs, vocab, p))
             new = len(vocab)
             vocab[new] = vocab[a] + vocab[b]
-            merges.append((vocab[a], vocab[b]))
+            if record:  # (False: merges.append forgotten)
+                merges.append((vocab[a], vocab[b]))
             nw = {}
             for w, c in words.items():
                 out, i = [], 0
@@ -358,6 +360,69 @@ def encode_result_dropped(word, merges):
     return list(s)
 
 
+def count_zip_with_itself(word_counts):
+    pairs = {}
+    for w, c in word_counts.items():
+        for p in zip(w, w):  # the [1:] forgotten
+            pairs[p] = pairs.get(p, 0) + c
+    return pairs
+
+
+def count_not_stored(word_counts):
+    pairs = {}
+    for w, c in word_counts.items():
+        for p in zip(w, w[1:]):
+            pairs.get(p, 0) + c  # computed, never assigned
+    return pairs
+
+
+def merge_drops_the_rest(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            i += 1  # forgot out.append(word[i])
+    return tuple(out)
+
+
+def merge_compares_joined(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and word[i] + word[i + 1] == pair:  # a str against a tuple
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def piece_tuple_lookup(piece, ranks):
+    parts = [bytes([b]) for b in piece]
+    while len(parts) > 1:
+        found = [(ranks[(parts[i], parts[i + 1])], i) for i in range(len(parts) - 1)
+                 if (parts[i], parts[i + 1]) in ranks]  # ranks is keyed by bytes
+        if not found:
+            break
+        _, i = min(found)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return [ranks[p] for p in parts]
+
+
+def piece_without_last_byte(piece, ranks):
+    parts = [piece[i : i + 1] for i in range(len(piece) - 1)]
+    while len(parts) > 1:
+        found = [(ranks[parts[i] + parts[i + 1]], i) for i in range(len(parts) - 1)
+                 if parts[i] + parts[i + 1] in ranks]
+        if not found:
+            break
+        _, i = min(found)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return [ranks[p] for p in parts]
+
+
 def _once_per_word(wc):
     pairs = Counter()
     for w, c in wc.items():
@@ -401,6 +466,28 @@ WRONG = [
      lambda text, vocab_size, special_tokens=(): incremental_trainer(
          text, vocab_size, special_tokens, add_new_pairs=False),
      "new pairs of a merged word not counted", False),
+    # mutation testing (issue 18): zip(w, w), a count computed and never stored, the symbols
+    # around a merge dropped, merges.append forgotten, the fast trainer's first count left
+    # out, pairs looked up as tuples in the ranks, the piece's last byte left out, the
+    # pair compared as a joined str
+    (KEY["count_pairs"], count_zip_with_itself,
+     "each symbol paired with itself (zip(word, word))", False),
+    (KEY["count_pairs"], count_not_stored, "the counts never stored (the dict stays empty)",
+     False),
+    (KEY["merge_pair"], merge_drops_the_rest,
+     "only the merged symbols kept (the others never appended)", False),
+    (KEY["merge_pair"], merge_compares_joined,
+     "the pair never found (the word returned unchanged)", False),
+    (KEY["train_classic_bpe"], classic_trainer(record=False),
+     "the merges never recorded (an empty list)", False),
+    (KEY["train_bpe_fast"],
+     lambda text, vocab_size, special_tokens=(): incremental_trainer(
+         text, vocab_size, special_tokens, initial_counts=False),
+     "the pair counts never filled in before the loop (no merge made)", False),
+    (KEY["encode_piece"], piece_tuple_lookup,
+     "pairs looked up as (a, b) tuples (no merge ever found)", False),
+    (KEY["encode_piece"], piece_without_last_byte,
+     "the last byte left out (range(len(piece) - 1))", False),
     (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: max(p, key=p.get)),
      "ties broken differently (first pair found)", False),
     (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: min(p, key=lambda k: (-p[k], k))),
@@ -457,6 +544,7 @@ for _key in (KEY["train_bpe_naive"], KEY["train_bpe_fast"]):
         (_key, byte_trainer(up_to=True), "one merge too many (<= vocab_size)", False),
         (_key, byte_trainer(add_specials=False), "special tokens not added to the vocabulary",
          False),
+        (_key, byte_trainer(record=False), "the merges never recorded (an empty list)", False),
     ]
 
 
@@ -473,9 +561,11 @@ def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
 # ---------------------------------------------------------------- the challenge's speed stage
 
 
-def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True):
+def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True,
+                        initial_counts=True):
     """A student's incremental trainer: pair counts + pair -> words index, max per merge
-    (``add_new_pairs=False``: the merged word's new pairs forgotten)."""
+    (``add_new_pairs=False``: the merged word's new pairs forgotten; ``initial_counts=False``:
+    only the index filled before the loop, the counts left empty)."""
     vocab = {i: bytes([i]) for i in range(256)}
     for t in special_tokens:
         vocab[len(vocab)] = t.encode()
@@ -488,7 +578,8 @@ def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True)
     pc, where = defaultdict(int), defaultdict(set)
     for i, w in enumerate(words):
         for p in zip(w, w[1:]):
-            pc[p] += freq[i]
+            if initial_counts:
+                pc[p] += freq[i]
             where[p].add(i)
     merges = []
     while len(vocab) < vocab_size and pc:

@@ -127,6 +127,14 @@ def _count_without_last_pair(word_counts):
     return dict(pairs)
 
 
+def _count_each_with_itself(word_counts):
+    pairs = defaultdict(int)
+    for word, c in word_counts.items():
+        for pair in zip(word, word):
+            pairs[pair] += c
+    return dict(pairs)
+
+
 def _count_cases():
     specs = [
         ("the encoder-decoder survey's 'low'/'lower' with counts 5 and 2", _words("low " * 5 +
@@ -170,6 +178,18 @@ _COUNT = Check(
             "`zip(word, word[1:])`, or `range(len(word) - 1)`, not `len(word) - 2`.",
             _count_without_last_pair,
         ),
+        Mistake(
+            "each symbol paired with itself (zip(word, word))",
+            "A pair is a symbol and the *next* one: `zip(word, word[1:])`. zip(word, word) "
+            "pairs every symbol with itself: (l, l), (o, o), ...",
+            _count_each_with_itself,
+        ),
+        Mistake(
+            "the counts never stored (the dict stays empty)",
+            "`pairs.get(pair, 0) + count` only computes the new count: store it, "
+            "`pairs[pair] = pairs.get(pair, 0) + count`.",
+            lambda word_counts: {},
+        ),
     ),
 )
 check_count_pairs = register(_COUNT)
@@ -209,6 +229,17 @@ def _merge_not_at_end(word, pair):
         else:
             out.append(word[i])
             i += 1
+    return tuple(out)
+
+
+def _merge_keeping_only_merged(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            i += 1  # the symbol is skipped, never appended
     return tuple(out)
 
 
@@ -261,6 +292,19 @@ _MERGE = Check(
             "The last pair starts at i = len(word) - 2: test `i < len(word) - 1` (there is a "
             "next symbol), not `i < len(word) - 2`, or a pair such as (t, </w>) is never merged.",
             _merge_not_at_end,
+        ),
+        Mistake(
+            "only the merged symbols kept (the others never appended)",
+            "Every symbol that is not part of the pair goes into the result unchanged: "
+            "`out.append(word[i]); i += 1` in the else branch.",
+            _merge_keeping_only_merged,
+        ),
+        Mistake(
+            "the pair never found (the word returned unchanged)",
+            "Compare the two adjacent symbols *as a pair*: `(word[i], word[i + 1]) == pair`. "
+            "`word[i] + word[i + 1] == pair` compares a str with a tuple and is never true, "
+            "so nothing is merged.",
+            lambda word, pair: tuple(word),
         ),
     ),
 )
@@ -373,6 +417,12 @@ _CLASSIC = Check(
             f"'_'): the last "
             "letter of a word and a letter inside a word are different symbols.",
             functools.partial(_classic_variant, pick=_greatest, eow=False),
+        ),
+        Mistake(
+            "the merges never recorded (an empty list)",
+            "Each merge learned goes into the result in order: `merges.append(best)` before "
+            "the words are rewritten.",
+            lambda text, num_merges: [],
         ),
     ),
 )
@@ -664,6 +714,13 @@ _TRAIN_MISTAKES = (
         "`vocab[len(vocab)] = tok.encode('utf-8')` for each, before the first merge.",
         functools.partial(_byte_variant, special_vocab=False),
     ),
+    Mistake(
+        "the merges never recorded (an empty list)",
+        "The vocabulary is right but the merges list stays empty: "
+        "`merges.append((vocab[a], vocab[b]))` for each merge, in order.",
+        lambda text, vocab_size, special_tokens=(): (
+            _byte_variant(text, vocab_size, special_tokens)[0], []),
+    ),
 )
 
 
@@ -828,6 +885,15 @@ _TRAIN_FAST = Check(
             "word in `where[pair]`.",
             _fast_without_new_pairs,
         ),
+        Mistake(
+            "the pair counts never filled in before the loop (no merge made)",
+            "The incremental trainer still needs one full count to start from: for every "
+            "word, `pair_counts[pair] = pair_counts.get(pair, 0) + freq` for each of its "
+            "pairs (and `where[pair]`), before the first merge. With empty counts the loop "
+            "never runs.",
+            lambda text, vocab_size, special_tokens=(): (
+                _byte_variant(text, 0, special_tokens)[0], []),
+        ),
     ),
     post=_speed_stage,
 )
@@ -904,6 +970,10 @@ def _piece_longest_match(piece, ranks):
     return out
 
 
+def _piece_single_bytes(piece, ranks):
+    return [ranks[piece[i : i + 1]] for i in range(len(piece))]
+
+
 def _piece_cases():
     r_abc = _hand_ranks(b"bc", b"ab")
     r_aa = _hand_ranks(b"aa")
@@ -954,6 +1024,20 @@ _PIECE = Check(
             "Cutting off the longest known token from the left is not BPE: start from single "
             "bytes and merge by rank.",
             _piece_longest_match,
+        ),
+        Mistake(
+            "pairs looked up as (a, b) tuples (no merge ever found)",
+            "`ranks` is keyed by the merged *bytes*, not by pairs: test "
+            "`parts[i] + parts[i + 1] in ranks`; `(parts[i], parts[i + 1]) in ranks` is "
+            "never true, and the piece stays single bytes.",
+            _piece_single_bytes,
+        ),
+        Mistake(
+            "the last byte left out (range(len(piece) - 1))",
+            "Start from *every* byte of the piece: `[piece[i:i + 1] for i in "
+            "range(len(piece))]`; len(piece) - 1 is the number of adjacent pairs, not of "
+            "bytes.",
+            lambda piece, ranks: _piece_by_rank(piece[:-1], ranks),
         ),
     ),
 )
