@@ -197,10 +197,7 @@ def test(extra: list) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
-    # --dist loadscope: a module's tests stay on one worker, so a module-scoped fixture (most
-    # grade a whole class) is built once, not once on each worker that gets one of its tests
-    return subprocess.call([py, "-m", "pytest", "-n", "auto", "--dist", "loadscope", *extra],
-                           cwd=ROOT, env=env)
+    return subprocess.call([py, "-m", "pytest", "-n", "auto", *extra], cwd=ROOT, env=env)
 
 
 def lock(extra: list) -> int:
