@@ -102,7 +102,31 @@ def step_fn(zero=True, zero_mid=False, clip="global", clip_after=False, loss_aft
 good_step = step_fn()
 
 
-def eval_fn(eval_mode=True, restore=True, no_grad=True, reduce="mean", one=False):
+def step_hand_norm(kind):
+    """The global norm written out with torch (mutation testing, issue 18)."""
+    def train_step(model, optimizer, x, y, grad_clip):
+        optimizer.zero_grad()
+        loss = good_ce(model(x), y)
+        if kind != "nobackward":
+            loss.backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        with torch.no_grad():
+            if kind == "mean":  # the mean square of each tensor
+                total = torch.sqrt(sum(g.pow(2).mean() for g in grads))
+            elif kind == "nosqrt":  # the squared norm
+                total = sum(g.pow(2).sum() for g in grads)
+            else:
+                total = torch.sqrt(sum(g.pow(2).sum() for g in grads))
+            for g in grads:
+                g.mul_(min(1.0, grad_clip / (float(total) + 1e-6)))
+        optimizer.step()
+        return loss.item()
+
+    return train_step
+
+
+def eval_fn(eval_mode=True, restore=True, no_grad=True, reduce="mean", one=False,
+            collect=True):
     def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=None):
         was = model.training
         if eval_mode:
@@ -111,12 +135,14 @@ def eval_fn(eval_mode=True, restore=True, no_grad=True, reduce="mean", one=False
         with torch.set_grad_enabled(not no_grad):
             for _ in range(1 if one else eval_iters):
                 x, y = good_get_batch(data, batch_size, block_size, generator)
-                losses.append(float(good_ce(model(x), y)))
+                loss = float(good_ce(model(x), y))
+                if collect:
+                    losses.append(loss)
         if restore:
             model.train(was)
         if reduce == "last":
             return losses[-1]
-        return sum(losses) if reduce == "sum" else float(np.mean(losses))
+        return sum(losses) if reduce == "sum" else sum(losses) / len(losses)
 
     return estimate_loss
 
@@ -125,18 +151,20 @@ good_eval = eval_fn()
 
 
 def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_object=False,
-             assign=False):
+             assign=False, write=True, weights=True):
     def save(path, model, opt, step_, gen):
         state = {"weights": model.state_dict(), "step": step_}
         if optimizer:
             state["opt"] = opt if opt_object else opt.state_dict()
         if generator:
             state["rng"] = gen if gen_object else gen.get_state()
-        torch.save(state, path)
+        if write:
+            torch.save(state, path)
 
     def load(path, model, opt, gen):
         state = torch.load(path, weights_only=not gen_object)
-        model.load_state_dict(state["weights"], assign=assign)  # assign: new parameters
+        if weights:
+            model.load_state_dict(state["weights"], assign=assign)  # assign: new parameters
         if "opt" in state:
             opt.load_state_dict(state["opt"].state_dict() if opt_object else state["opt"])
         if "rng" in state:
@@ -146,10 +174,11 @@ def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_ob
     return save, load
 
 
-def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=True):
+def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=True,
+            fill=-math.inf, keepdim=True):
     def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
         if greedy and temperature == 0:
-            return torch.argmax(logits, dim=-1, keepdim=True)
+            return torch.argmax(logits, dim=-1, keepdim=keepdim)
         z = logits.clone()
 
         def tempered(z):
@@ -160,9 +189,12 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
         if not p_first:
             z = tempered(z)
         if top_k is not None:
-            kth = torch.topk(z, min(top_k, z.size(-1)), largest=k == "largest").values[:, -1:]
-            keep = z >= kth if k == "largest" else z <= kth
-            z = z.masked_fill(~keep, -math.inf)
+            kth = torch.topk(z, min(top_k, z.size(-1)), largest=k != "smallest").values[:, -1:]
+            keep = z <= kth if k == "smallest" else z > kth if k == "strict" else z >= kth
+            if k == "unassigned":
+                z.masked_fill(~keep, fill)  # the result thrown away
+            else:
+                z = z.masked_fill(~keep, fill)
         if top_p is not None:
             if p == "unsorted":
                 probs = torch.softmax(z, -1)
@@ -170,12 +202,17 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
                 drop[:, 0] = False
                 z[drop] = -math.inf
             else:
-                zs, idx = z.sort(-1, descending=True)
+                zs, idx = z.sort(-1, descending=p != "ascending")
                 probs = zs.softmax(-1)
                 cum = probs.cumsum(-1)
                 drop = cum >= top_p if p == "inclusive" else cum - probs >= top_p
                 drop[:, 0] = False
-                z = z.scatter(-1, idx, zs.masked_fill(drop, -math.inf))
+                if p == "inverted":
+                    drop = ~drop
+                if p == "unassigned":
+                    z.scatter(-1, idx, zs.masked_fill(drop, fill))  # the result thrown away
+                else:
+                    z = z.scatter(-1, idx, zs.masked_fill(drop, fill))
         if p_first:
             z = tempered(z)
         return torch.multinomial(z.softmax(-1), 1, generator=generator)
@@ -371,6 +408,13 @@ WRONG = [
     (KEY["train_step"], (step_fn(loss_after=True),), "returned the loss after the update"),
     (KEY["train_step"], (step_fn(clip_first=True),),
      "a gradient is None (clipped before backward()?)"),
+    # mutation testing (issue 18): the global norm's square root and sum, backward() left out
+    (KEY["train_step"], (step_hand_norm("nosqrt"),),
+     "clipped by the squared norm (no square root)"),
+    (KEY["train_step"], (step_hand_norm("mean"),),
+     "the norm from each gradient's mean of squares instead of the sum"),
+    (KEY["train_step"], (step_hand_norm("nobackward"),),
+     "no gradient to clip (loss.backward() missing?)"),
     (KEY["estimate_loss"], (eval_fn(eval_mode=False),),
      "forgot model.eval(): dropout is still on"),
     (KEY["estimate_loss"], (eval_fn(reduce="last"),),
@@ -379,6 +423,9 @@ WRONG = [
      "summed the batch losses instead of averaging"),
     (KEY["estimate_loss"], (eval_fn(one=True),),
      "evaluated one batch only (eval_iters ignored)"),
+    # mutation testing (issue 18): the losses never appended
+    (KEY["estimate_loss"], (eval_fn(collect=False),),
+     "no loss collected (the list of losses stays empty)"),
     (KEY["checkpoint"], ckpt_fns(optimizer=False),
      "saved the model only (AdamW's moments restart at zero)"),
     (KEY["checkpoint"], ckpt_fns(step=False),
@@ -390,6 +437,10 @@ WRONG = [
     (KEY["checkpoint"], ckpt_fns(opt_object=True),
      "torch.load refuses a Python object (weights_only)"),
     (KEY["checkpoint"], ckpt_fns(assign=True), "parameters replaced, not loaded in place"),
+    # mutation testing (issue 18): the model not loaded, the file never written
+    (KEY["checkpoint"], ckpt_fns(weights=False), "the model's weights were not loaded"),
+    (KEY["checkpoint"], ckpt_fns(write=False),
+     "nothing was written to path (torch.save missing?)"),
     (KEY["sample_next_token"], (sampler(temp="multiply"),),
      "multiplied the logits by the temperature instead of dividing"),
     (KEY["sample_next_token"], (sampler(temp="ignore"),), "temperature ignored"),
@@ -401,6 +452,21 @@ WRONG = [
     (KEY["sample_next_token"], (sampler(p="unsorted"),),
      "top-p measured on the unsorted probabilities"),
     (KEY["sample_next_token"], (sampler(greedy=False),), "temperature 0 divides by zero"),
+    # mutation testing (issue 18): a filter's result not kept, top-k's boundary, the fill
+    # value, top-p's sort order and mask, the greedy ids' shape
+    (KEY["sample_next_token"], (sampler(k="unassigned"),),
+     "top-k filter not applied (masked_fill's result not kept?)"),
+    (KEY["sample_next_token"], (sampler(k="strict"),),
+     "top-k keeps k - 1 tokens (<= instead of <)"),
+    (KEY["sample_next_token"], (sampler(fill=0.0),), "filtered logits set to 0 instead of -inf"),
+    (KEY["sample_next_token"], (sampler(p="ascending"),),
+     "top-p on the probabilities sorted in increasing order"),
+    (KEY["sample_next_token"], (sampler(p="unassigned"),),
+     "top-p filter not applied (masked_fill's result not kept?)"),
+    (KEY["sample_next_token"], (sampler(p="inverted"),),
+     "top-p mask inverted (the nucleus dropped, the tail kept)"),
+    (KEY["sample_next_token"], (sampler(keepdim=False),),
+     "the ids returned as (B,), not (B, 1) (keepdim=True left out?)"),
 ]
 
 

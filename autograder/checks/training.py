@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re as _re
 import sys
 
 import numpy as np
@@ -71,6 +72,7 @@ _deepcopy = copy.deepcopy
 _no_grad = torch.no_grad
 _Gen = torch.Generator
 _enable_grad = torch.enable_grad
+_sqrt = torch.sqrt
 
 
 def _ref_get_batch(data, batch_size, block_size, generator=None):
@@ -481,6 +483,15 @@ def _step_wrong(kind):
                     _clip([p], grad_clip)
         elif kind == "value":
             _clip_value(model.parameters(), grad_clip)
+        elif kind in ("no-sqrt", "mean-sq"):  # the global norm by hand, one slip in it
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            with _no_grad():
+                sq = sum(((g * g).mean() if kind == "mean-sq" else (g * g).sum())
+                         for g in grads)
+                norm = sq if kind == "no-sqrt" else _sqrt(sq)
+                scale = min(1.0, grad_clip / (norm.item() + 1e-6))
+                for g in grads:
+                    g.mul_(scale)
         elif kind != "no-clip":
             _clip(model.parameters(), grad_clip)
         optimizer.step()
@@ -536,6 +547,15 @@ _TRAIN_STEP = Check(
                 "clamp(-c, c) on each entry changes the direction of the gradient; clipping the "
                 "norm only shortens it.",
                 _step_wrong("value")),
+        Mistake("clipped by the squared norm (no square root)",
+                "The global norm is sqrt(sum_p sum(g_p²)): without the square root a norm "
+                "above 1 clips too hard and one below 1 too little.",
+                _step_wrong("no-sqrt")),
+        Mistake("the norm from each gradient's mean of squares instead of the sum",
+                "The global norm adds every squared entry: sum_p (g_p * g_p).sum(); .mean() "
+                "divides each parameter's share by its size, so the norm comes out too small "
+                "and too little is clipped.",
+                _step_wrong("mean-sq")),
         Mistake("returned the loss after the update",
                 "Return the loss of the forward pass this step trained on (before step()); "
                 "a second forward pass costs time and reports a better number than the one "
@@ -548,6 +568,11 @@ _TRAIN_STEP = Check(
                   "fills it: the order is zero_grad, forward, backward, clip, step (and skip "
                   "parameters whose .grad is None).",
                   lambda e: "NoneType" in str(e)),
+        ErrorHint("no gradient to clip (loss.backward() missing?)",
+                  "The list of gradients came out empty, so the sum of their squares is the "
+                  "int 0: call loss.backward() before clipping, and keep the parameters whose "
+                  ".grad is *not* None.",
+                  lambda e: "must be Tensor, not int" in str(e)),
     ),
     forbidden=("_foreach_norm", "_foreach_mul_", "clip_grad_norm_", "get_total_norm",
                "clip_grads_with_norm_"),
@@ -684,6 +709,12 @@ _ESTIMATE = Check(
                 "Loop eval_iters times, drawing a new batch each time from the generator.",
                 _eval_wrong("one")),
     ),
+    error_hints=(
+        ErrorHint("no loss collected (the list of losses stays empty)",
+                  "Append each batch's loss inside the loop, losses.append(loss.item()), "
+                  "then average: sum(losses) / len(losses).",
+                  lambda e: isinstance(e, ZeroDivisionError)),
+    ),
     post=_eval_post,
 )
 _check_estimate_loss = register(_ESTIMATE)
@@ -789,7 +820,8 @@ def _ck_wrong(kind):
 
     def load(path, model, optimizer, generator):
         ck = _load(path)
-        model.load_state_dict(ck["model"])
+        if kind != "no-model":
+            model.load_state_dict(ck["model"])
         if "optimizer" in ck:
             optimizer.load_state_dict(ck["optimizer"])
         if "generator" in ck:
@@ -832,6 +864,10 @@ _CHECKPOINT = Check(
                 "The windows come from a torch.Generator; save generator.get_state() and "
                 "restore it with generator.set_state(...) to draw the same batches.",
                 _ck_wrong("no-gen")),
+        Mistake("the model's weights were not loaded",
+                "load_checkpoint must restore the model too: model.load_state_dict(ck['model']) "
+                "(the fresh model's own random weights are not the ones you saved).",
+                _ck_wrong("no-model")),
     ),
     error_hints=(
         ErrorHint("parameters replaced, not loaded in place",
@@ -847,6 +883,10 @@ _CHECKPOINT = Check(
                   "torch.load only unpickles tensors, numbers, strings, lists and dicts by "
                   "default: store plain values (state_dict(), get_state(), ints).",
                   lambda e: "weights_only" in str(e) or "Weights only" in str(e)),
+        ErrorHint("nothing was written to path (torch.save missing?)",
+                  "save_checkpoint must write the file load_checkpoint reads: "
+                  "torch.save({...}, path).",
+                  lambda e: isinstance(e, FileNotFoundError)),
     ),
 )
 _check_checkpoint = register(_CHECKPOINT)
@@ -908,23 +948,26 @@ def _sample_wrong(kind):
             z = z * temperature
         elif kind != "no-T" and kind != "p-first":
             z = z / temperature
-        if top_k is not None:
+        fill = 0.0 if kind == "zero-fill" else float("-inf")
+        if top_k is not None and kind != "k-none":
             k = min(top_k, z.size(-1))  # a top_k over V keeps every token
             kth = torch.topk(z, k, largest=kind != "k-smallest").values[..., -1:]
-            z = z.masked_fill(z > kth if kind == "k-smallest" else z < kth, float("-inf"))
-        if top_p is not None:
+            z = z.masked_fill(z > kth if kind == "k-smallest" else z <= kth if kind == "k-le"
+                              else z < kth, fill)
+        if top_p is not None and kind != "p-none":
             if kind == "p-unsorted":
                 p = _softmax(z, -1)
                 drop = (torch.cumsum(p, -1) - p) >= top_p
                 drop[..., 0] = False
-                z = z.masked_fill(drop, float("-inf"))
+                z = z.masked_fill(drop, fill)
             else:
-                zs, order = torch.sort(z, -1, descending=True)
+                zs, order = torch.sort(z, -1, descending=kind != "p-ascending")
                 p = _softmax(zs, -1)
                 c = torch.cumsum(p, -1)
                 drop = c >= top_p if kind == "p-inclusive" else (c - p) >= top_p
                 drop[..., 0] = False
-                z = z.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
+                mask = torch.zeros_like(drop).scatter(-1, order, drop)
+                z = z.masked_fill(~mask if kind == "p-inverted" else mask, fill)
         if kind == "p-first":
             z = z / temperature
         return torch.multinomial(_softmax(z, -1), 1, generator=generator)
@@ -1002,12 +1045,40 @@ _SAMPLE = Check(
                 "order before the cumulative sum, then map the decision back to vocabulary "
                 "order (scatter with the sort's indices).",
                 _sample_wrong("p-unsorted")),
+        Mistake("top-k filter not applied (masked_fill's result not kept?)",
+                "masked_fill returns a new tensor: z = z.masked_fill(z < kth, float('-inf')) "
+                "(and kth is the k-th largest of min(top_k, V) values).",
+                _sample_wrong("k-none")),
+        Mistake("top-k keeps k - 1 tokens (<= instead of <)",
+                "kth is the k-th largest logit itself: drop what is *below* it, z < kth, so "
+                "that k tokens stay.",
+                _sample_wrong("k-le")),
+        Mistake("filtered logits set to 0 instead of -inf",
+                "A logit of 0 is still a probability exp(0) / sum > 0 (more than any negative "
+                "logit): masked_fill(..., float('-inf')) gives exactly 0 after softmax.",
+                _sample_wrong("zero-fill")),
+        Mistake("top-p on the probabilities sorted in increasing order",
+                "torch.sort sorts in increasing order by default: the nucleus is the most "
+                "probable tokens, sort(..., descending=True).",
+                _sample_wrong("p-ascending")),
+        Mistake("top-p filter not applied (masked_fill's result not kept?)",
+                "Map the sorted decision back to vocabulary order and apply it: "
+                "z = z.masked_fill(mask, float('-inf')).",
+                _sample_wrong("p-none")),
+        Mistake("top-p mask inverted (the nucleus dropped, the tail kept)",
+                "drop is True for the tokens *outside* the nucleus: masked_fill(drop, ...) "
+                "removes those, not ~drop.",
+                _sample_wrong("p-inverted")),
     ),
     error_hints=(
         ErrorHint("temperature 0 divides by zero",
                   "temperature == 0 means greedy decoding: return "
                   "logits.argmax(dim=-1, keepdim=True) before dividing.",
                   lambda e: "inf" in str(e) and "nan" in str(e)),
+        ErrorHint("the ids returned as (B,), not (B, 1) (keepdim=True left out?)",
+                  "argmax(dim=-1) drops the vocabulary axis: logits.argmax(dim=-1, "
+                  "keepdim=True) keeps it, like torch.multinomial(probs, 1) does.",
+                  lambda e: _re.search(r"; got \(\d+,\) for B = ", str(e)) is not None),
     ),
 )
 _check_sample = register(_SAMPLE)
