@@ -90,6 +90,47 @@ def test_speed_challenge_judged_from_the_timed_runs():
     assert "faster (the challenge asks for at least 3x)" in v.message
 
 
+def _scaled(rec: dict, factor: float) -> dict:
+    """The record as a kernel whose clock runs ``factor`` times slower would write it."""
+    runs = [{**r, "cpu_s": r["cpu_s"] * factor, "cal_s": r["cal_s"] * factor}
+            for r in rec["timed"]]
+    return {**rec, "timed": runs}
+
+
+def test_speed_is_compared_on_the_kernel_s_own_clock(tmp_path):
+    # A busy grading machine: the kernel's CPU times read 3x what the grader's would (the
+    # correct trainer is about 5x faster than the naive loop here). Judged against the naive
+    # loop timed by the grader at another moment, it would fail; against the fixed workload
+    # timed next to it in the same kernel, it passes.
+    from verdict_helpers import record
+
+    from autograder.checks._judge import judge
+
+    (tmp_path / "a").mkdir()
+    rec = record(tmp_path / "a", FAST, incremental_trainer)
+    assert all(type(r["cal_s"]) is float and r["cal_s"] > 0 for r in rec["timed"])
+    v = judge(FAST, _scaled(rec, 3.0))
+    assert v.passed, v.message
+    # and a naive trainer on a kernel whose clock reads a third stays too slow
+    (tmp_path / "b").mkdir()
+    rec = record(tmp_path / "b", FAST, byte_trainer())
+    v = judge(FAST, _scaled(rec, 1 / 3))
+    assert not v.passed and v.diagnosis == SLOW, v.message
+    # a record without the paired workload's times is not a measurement
+    v = judge(FAST, {**rec, "timed": [{k: x for k, x in r.items() if k != "cal_s"}
+                                       for r in rec["timed"]]})
+    assert not v.passed and v.diagnosis == "output missing", v.message
+
+
+def test_the_kernel_stops_timing_once_the_speed_up_is_clear():
+    from autograder.checks._judge import case_inputs
+
+    spec = case_inputs(FAST)["timed"]
+    assert spec["runs"] == B.SPEED_PAIRS and spec["enough"] > 0
+    per_cal = B._speed_stage.trusted.baseline()[0]
+    assert spec["enough"] == pytest.approx(per_cal / (B.SPEED_MIN_RATIO * B.SPEED_MARGIN))
+
+
 def test_kernel_gets_no_reference_implementation(tmp_path):
     src = nbformat.read(SOURCE, as_version=4)
     spec = verdict.prepare(tmp_path, [src])

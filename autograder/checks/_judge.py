@@ -106,7 +106,8 @@ def case_inputs(check: Check) -> dict:
            "uses": [list(u) for u in check.uses]}
     timed = getattr(check.post, "trusted", None)  # a stage the grader can judge from a record
     if timed is not None:
-        out["timed"] = {"args": _codec.encode(tuple(timed.args())), "runs": timed.runs}
+        out["timed"] = {"args": _codec.encode(tuple(timed.args())), "runs": timed.runs,
+                        "enough": float(timed.enough())}
     return out
 
 
