@@ -99,6 +99,39 @@ def test_kernel_packages_and_case_inputs_are_built_once_per_class(one_student_tw
         assert "Case(" in real and "Case(" not in stub and "check_softmax = " in stub
 
 
+def test_the_kernels_font_list_is_built_with_the_class_template(one_student_two_ways):
+    # built beside the kernel packages while the template is made (sandbox.bwrap.font_cache),
+    # not by the first student's grading
+    for workers in ("1", "2"):
+        out = one_student_two_ways[workers]["out"]
+        assert list(out.glob(".work/template-*/kernels/mpl/fontlist-v*.json")), workers
+
+
+def test_the_parent_reads_the_exercise_table_without_importing_the_checks():
+    # the parent's first use of the table (flags of a submitted notebook) before its first
+    # student: importing the check package would import torch there (2 s)
+    code = ("import sys\nfrom autograder.grading import verdict\n"
+            "mods = sorted(verdict.converted())\n"
+            "print(mods, 'torch' in sys.modules, 'autograder.checks' in sys.modules)\n"
+            "from autograder.checks.table import TABLES\n"
+            "print(mods == sorted(ch.module for ch in TABLES.values()))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out[0].endswith("False False") and "'attention'" in out[0], out
+    assert out[1] == "True", out
+
+
+def test_the_trusted_side_imports_its_checks_while_autograde_runs():
+    code = ("import sys, nbformat\nfrom autograder.grading import verdict\n"
+            "src = nbformat.read('solutions/02_masking/02_masking.ipynb', as_version=4)\n"
+            "t = verdict.warm([src])\nt.join(120)\n"
+            "print(t.daemon, 'autograder.checks.masking' in sys.modules,"
+            " 'autograder.checks.bpe' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False"], out
+
+
 def test_a_student_probe_links_the_class_inputs_and_a_changed_source_gets_its_own(tmp_path):
     src = nbformat.read(SOURCE / "01_attention" / "01_attention.ipynb", as_version=4)
     cache = tmp_path / "kernels"

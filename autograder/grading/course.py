@@ -198,8 +198,15 @@ def build_template(
             )
         done.write_text(json.dumps({"assignments": assignments}))
     # what every student's grading needs and no student changes: built once per class (a
-    # process only when something is missing: it imports the checks)
+    # process only when something is missing: it imports the checks); the kernels' font list
+    # (sandbox.bwrap.font_cache, another process) at the same time
+    import threading
+
+    from .sandbox.bwrap import font_cache
     from .verdict import cache_ready
+
+    fonts = threading.Thread(target=font_cache, args=(root / "kernels" / "mpl",), daemon=True)
+    fonts.start()
 
     missing = [a for a in assignments if not cache_ready(root / "kernels", [
         nbformat.read(p, as_version=4) for p in sorted((root / "source" / a).glob("*.ipynb"))])]
@@ -209,6 +216,7 @@ def build_template(
         if proc.returncode != 0:
             raise SystemExit(
                 f"preparing the graded kernels failed:\n{proc.stdout}\n{proc.stderr}")
+    fonts.join()
     info = {}
     for a in assignments:
         info[a] = []

@@ -96,6 +96,7 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
         verdict.prepare(root, sources, os.environ.get(verdict.CACHE_VAR) or None)
         arm(root)  # this assignment's mounts for the kernel the sandbox starts
         verdict.write_inputs(root, assignment)  # case inputs for the kernel's probe
+        verdict.warm(sources)  # the trusted side's imports, while autograde waits on the kernel
         for step, run in (("autograde", api.autograde),
                           ("generate_feedback", api.generate_feedback)):
             result = run(assignment, student, force=True)

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from . import pyast, reference
@@ -50,11 +51,26 @@ CACHE_VAR = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (prep
 
 @functools.cache
 def converted() -> frozenset[str]:
-    """The check modules judged this way: every chapter of the exercise table (read when first
-    needed: importing the check package computes chapter 01's expected values)."""
-    from autograder.checks.table import TABLES
+    """The check modules judged this way: every chapter of the exercise table.
 
-    return frozenset(ch.module for ch in TABLES.values())
+    The table (``autograder/checks/table.py``) is plain data, but importing it as
+    ``autograder.checks.table`` runs the check package first, which imports torch and
+    computes chapter 01's expected values (2 s). The parent needs only the table before its
+    first student starts, so where the package is not imported yet the same file is read on
+    its own, under a private name."""
+    table = sys.modules.get("autograder.checks.table")
+    if table is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "autograder._exercise_table", PACKAGE / "checks" / "table.py")
+        table = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = table  # dataclasses look their module up while defining
+        try:
+            spec.loader.exec_module(table)
+        finally:
+            del sys.modules[spec.name]
+    return frozenset(ch.module for ch in table.TABLES.values())
 
 
 def __getattr__(name: str):
@@ -447,6 +463,29 @@ def _limit_output(cell):
         if out.get("ename") in _KEEP or "MemoryError" in text or "can't allocate" in text:
             return out
     return None
+
+
+def warm(sources: list):
+    """Import, in a daemon thread, the check modules that :func:`decide` will judge
+    ``sources`` with (torch, and each chapter's expected values: about 2 s), while autograde
+    waits on the student's kernel; returns the thread. Nothing depends on it: an import that
+    fails here is tried again, and raises, where it is needed."""
+    import threading
+
+    modules = sorted({k.split(".")[0] for nb in sources for keys in converted_keys(nb).values()
+                      for k in keys})
+
+    def load():
+        try:
+            importlib.import_module("autograder.checks._judge")
+            for m in modules:
+                importlib.import_module(f"autograder.checks.{m}")
+        except BaseException:  # noqa: BLE001, S110 - decide() imports them again and reports
+            pass
+
+    thread = threading.Thread(target=load, name="course-grade-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
