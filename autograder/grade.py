@@ -172,6 +172,7 @@ def _main(args) -> int:
     from .grading.course import build_template, find_assignments
     from .grading.dispatch import Dispatcher, write_feedback
     from .grading.isolation import isolation
+    from .grading.nbgrader_main import warm as nbgrader_warm
     from .grading.report import ReportWriter
     from .grading.report import warm as report_warm
     from .grading.results import (
@@ -254,6 +255,7 @@ def _main(args) -> int:
     dispatcher = Dispatcher(args.scheduler, workers)
     if todo:
         report_warm()  # the report's matplotlib loads while the first students are graded
+        nbgrader_warm()  # and nbgrader's gradebook code, for the gradebook written after them
     # fewer students than workers: each student's assignments are split over the idle ones
     parts = max(1, workers // max(1, len(todo)))
     try:

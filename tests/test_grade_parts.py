@@ -119,6 +119,46 @@ def test_the_parent_reads_the_exercise_table_without_importing_the_checks():
                          text=True, check=True).stdout.splitlines()
     assert out[0].endswith("False False") and "'attention'" in out[0], out
     assert out[1] == "True", out
+    # the parent's students start in threads, each reading the table first
+    code = ("import threading\nfrom autograder.grading import verdict\n"
+            "gate, got = threading.Barrier(8), []\n"
+            "def read():\n    gate.wait()\n    got.append(verdict.converted())\n"
+            "ts = [threading.Thread(target=read) for _ in range(8)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n"
+            "print(len(got), len(set(got)))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == ["8", "1"] and "Error" not in out.stderr, out
+
+
+def test_course_grade_starts_without_importing_nbgrader():
+    # nbgrader's package imports its server extensions (2 s): the parent needs its gradebook
+    # code only after the first student (imported meanwhile in a thread: nbgrader_main.warm)
+    code = ("import sys\nimport autograder.grade\n"
+            "from autograder.grading import course, dispatch, nbgrader_main, report, results\n"
+            "from autograder.grading import student, verdict\n"
+            "nbgrader_main.ensure_cached_head(); verdict.converted()\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'torch')))\n"
+            "nbgrader_main.warm().join(120)\n"
+            "import nbgrader.api\n"
+            "print(nbgrader.api.get_alembic_version() == nbgrader_main.schema_head())\n"
+            "from autograder.grading.results import NotGradedCsvExport  # its old place\n"
+            "from autograder.grading.export_csv import NotGradedCsvExport as new\n"
+            "print(NotGradedCsvExport is new)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out == ["[]", "True", "True"], out
+
+
+def test_the_schema_head_read_from_the_scripts_is_alembic_s():
+    from autograder.grading.course import tool_env
+    from autograder.grading.nbgrader_main import alembic_head, schema_head
+
+    code = ("import nbgrader.api as a\n"  # nbgrader's own question: `alembic heads`
+            "print(a.get_alembic_version())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=tool_env()).stdout.strip()
+    assert schema_head() == alembic_head() == out and len(out) == 12, out
 
 
 def test_the_trusted_side_imports_its_checks_while_autograde_runs():

@@ -188,6 +188,26 @@ def test_kernels_share_the_class_s_font_list(tmp_path):
     assert "generated new fontManager" in out.stderr, out.stderr
 
 
+def test_a_kernel_launcher_whose_grader_died_never_starts_the_sandbox(tmp_path):
+    """The launcher runs between the grading process's fork and bwrap's own --die-with-parent:
+    a grader killed in that window (the kill-at-a-random-moment test caught one) left a
+    sandboxed kernel behind, re-parented to init. Started for a parent that is no longer its
+    parent, the launcher kills itself before it reads anything."""
+    import signal
+
+    from autograder.grading.sandbox.kernel import PARENT_VAR
+
+    cmd = [sys.executable, "-m", "autograder.grading.sandbox", "kernel",
+           str(tmp_path / "no-spec.json"), str(tmp_path / "no-connection.json")]
+    gone = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, PARENT_VAR: "1"})  # not its parent
+    assert gone.returncode == -signal.SIGKILL, gone
+    # its real parent: it goes on (and stops at the missing spec, which this test gives it)
+    alive = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                           env={**os.environ, PARENT_VAR: str(os.getpid())})
+    assert alive.returncode == 1 and "no-spec.json" in alive.stderr, alive
+
+
 def test_grading_refuses_without_bwrap_unless_unsandboxed(tmp_path, monkeypatch, capsys):
     import autograder.grade as grade
 

@@ -35,8 +35,6 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from nbgrader.plugins import ExportPlugin
-
 from .exports import cell as csv_cell
 from .nbgrader_main import quiet_sqlalchemy
 
@@ -119,8 +117,8 @@ def write_course_config(out: Path, config, late_penalty: str) -> None:
     extra = [
         f"c.Exchange.root = {str(out / EXCHANGE)!r}",
         f"c.LateSubmissionPlugin.penalty_method = {late_penalty!r}",
-        # `nbgrader export` keeps 'not graded' apart from 0 (see results.NotGradedCsvExport)
-        "c.ExportApp.plugin_class = 'autograder.grading.results.NotGradedCsvExport'",
+        # `nbgrader export` keeps 'not graded' apart from 0 (see export_csv.NotGradedCsvExport)
+        "c.ExportApp.plugin_class = 'autograder.grading.export_csv.NotGradedCsvExport'",
     ]
     path = out / "nbgrader_config.py"
     path.write_text(path.read_text() + "\n".join(extra) + "\n")
@@ -361,6 +359,10 @@ class ResultStore:
         from nbgrader.api import Gradebook, MissingEntry
         from nbgrader.plugins import LateSubmissionPlugin
 
+        from .nbgrader_main import use_cached_head
+
+        use_cached_head()  # a new gradebook is stamped with the schema head
+
         results = self.load()
         subs = subs or {}
         fresh = not self.gradebook.exists()
@@ -474,45 +476,12 @@ def _complete_submission(gb, submission) -> None:
     gb.db.commit()
 
 
-class NotGradedCsvExport(ExportPlugin):
-    """nbgrader's CSV export, plus what it hides: ``needs_manual_grade`` (a cell has no
-    score: not graded by the autograder and no manual score) and then an empty ``score``,
-    never 0; ``name`` and ``lms_user_id`` of the student. Configured in OUT_DIR's
-    nbgrader_config.py, so a plain ``nbgrader export`` there writes it, to ``export.csv``
-    unless ``--to`` says otherwise (nbgrader's default name would overwrite course-grade's
-    grades.csv)."""
+def __getattr__(name: str):
+    # the plugin's old place, which OUT_DIR/nbgrader_config.py files written before named:
+    # nbgrader (traitlets' import_item) finds it here still, without this module importing
+    # nbgrader when course-grade starts
+    if name == "NotGradedCsvExport":
+        from .export_csv import NotGradedCsvExport
 
-    def export(self, gradebook) -> None:
-        dest = self.to or "export.csv"
-        keys = ["assignment", "duedate", "timestamp", "student_id", "last_name",
-                "first_name", "email", "lms_user_id", "raw_score",
-                "late_submission_penalty", "score", "max_score", "needs_manual_grade"]
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-        w.writeheader()
-        for assignment in gradebook.assignments:
-            if self.assignment and assignment.name not in self.assignment:
-                continue
-            for student in gradebook.students:
-                if self.student and student.id not in self.student:
-                    continue
-                row = {"assignment": assignment.name, "duedate": assignment.duedate or "",
-                       "student_id": student.id, "last_name": student.last_name or "",
-                       "first_name": student.first_name or "", "email": student.email or "",
-                       "lms_user_id": student.lms_user_id or "",
-                       "max_score": _fmt(assignment.max_score)}
-                try:
-                    s = gradebook.find_submission(assignment.name, student.id)
-                except Exception:  # no submission: nothing to grade, not a 0 either
-                    row.update(timestamp="", raw_score="", late_submission_penalty="",
-                               score="", needs_manual_grade="")
-                else:
-                    penalty = s.late_submission_penalty or 0.0
-                    row.update(timestamp=s.timestamp or "", raw_score=_fmt(s.score),
-                               late_submission_penalty=_fmt(penalty),
-                               needs_manual_grade=str(bool(s.needs_manual_grade)),
-                               score="" if s.needs_manual_grade
-                               else _fmt(max(0.0, s.score - penalty)))
-                w.writerow({k: csv_cell(v) for k, v in row.items()})
-        Path(dest).write_text(buf.getvalue())
-        self.log.info("Exported grades to %s", dest)
+        return NotGradedCsvExport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 from . import pyast, reference
@@ -58,6 +59,15 @@ def converted() -> frozenset[str]:
     computes chapter 01's expected values (2 s). The parent needs only the table before its
     first student starts, so where the package is not imported yet the same file is read on
     its own, under a private name."""
+    with _TABLE_LOCK:  # the parent's students start in threads: one reads it at a time
+        return _converted()
+
+
+_TABLE_LOCK = threading.Lock()
+
+
+@functools.cache
+def _converted() -> frozenset[str]:
     table = sys.modules.get("autograder.checks.table")
     if table is None:
         import importlib.util
@@ -69,7 +79,7 @@ def converted() -> frozenset[str]:
         try:
             spec.loader.exec_module(table)
         finally:
-            del sys.modules[spec.name]
+            sys.modules.pop(spec.name, None)
     return frozenset(ch.module for ch in table.TABLES.values())
 
 
@@ -470,8 +480,6 @@ def warm(sources: list):
     ``sources`` with (torch, and each chapter's expected values: about 2 s), while autograde
     waits on the student's kernel; returns the thread. Nothing depends on it: an import that
     fails here is tried again, and raises, where it is needed."""
-    import threading
-
     modules = sorted({k.split(".")[0] for nb in sources for keys in converted_keys(nb).values()
                       for k in keys})
 

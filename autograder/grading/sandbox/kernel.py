@@ -22,9 +22,32 @@ from .bwrap import bwrap_argv
 USAGE = "usage: python -m autograder.grading.sandbox kernel SPEC CONNECTION_FILE"
 
 
+PARENT_VAR = "COURSE_KERNEL_PARENT"  # the grading process that starts this launcher
+
+
+def _die_with_the_grader() -> None:
+    """SIGKILL when the grading process's thread that started this launcher dies, from now on
+    and through the ``exec`` of bwrap (whose own ``--die-with-parent`` only starts once bwrap
+    runs); and at once if it died before that (re-parented: no signal coming). Without it, a
+    grader killed during the launcher's start-up left a sandboxed kernel running forever."""
+    import ctypes
+    import signal
+
+    from ..limits import PR_SET_PDEATHSIG
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
+        return
+    parent = os.environ.pop(PARENT_VAR, "")
+    if parent and os.getppid() != int(parent):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def kernel_main(spec_path: str, connection_file: str) -> None:
     import resource
 
+    _die_with_the_grader()
     spec = json.loads(Path(spec_path).read_text())
     config = GradeConfig.from_dict(spec["config"])
     ipc = Path(spec["home"]) / "ipc"
