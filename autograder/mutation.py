@@ -890,8 +890,12 @@ def equivalent(ex: Exercise, ref, mutant, rounds: int, seed: int = 0) -> tuple[b
                 continue
             changed += 1
             kwargs = {k: _Perturb(r, case.kind == "statistic")(v) for k, v in case.kwargs.items()}
+            # a case's other generators (``samples``) rebuild its *original* arguments: they
+            # fit a statistic's variant (same target, generators re-seeded), not a variant
+            # whose arguments were re-drawn (08's sampler: other logits, same seeds there)
+            others = {} if case.kind == "statistic" else {"samples": (), "spread": None}
             trial = dataclasses.replace(
-                case, args=make(), call=make, kwargs=kwargs, label=f"{case.label} #{r}"
+                case, args=make(), call=make, kwargs=kwargs, label=f"{case.label} #{r}", **others
             )
             if case.kind != "statistic":
                 try:
