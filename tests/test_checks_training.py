@@ -102,8 +102,9 @@ def step_fn(zero=True, zero_mid=False, clip="global", clip_after=False, loss_aft
 good_step = step_fn()
 
 
-def step_hand_norm(kind):
-    """The global norm written out with torch (mutation testing, issue 18)."""
+def step_hand_norm(kind, eps=1e-6):
+    """The global norm written out with torch (mutation testing, issue 18), ``eps`` added to
+    it in the scale."""
     def train_step(model, optimizer, x, y, grad_clip):
         optimizer.zero_grad()
         loss = good_ce(model(x), y)
@@ -118,7 +119,7 @@ def step_hand_norm(kind):
             else:
                 total = torch.sqrt(sum(g.pow(2).sum() for g in grads))
             for g in grads:
-                g.mul_(min(1.0, grad_clip / (float(total) + 1e-6)))
+                g.mul_(min(1.0, grad_clip / (float(total) + eps)))
         optimizer.step()
         return loss.item()
 
@@ -504,6 +505,19 @@ def test_builtin_clip_grad_norm_is_switched_off_during_the_check():
 
     with pytest.raises(CheckFailed, match="build `train_step` from scratch"):
         TR.check_train_step(builtin)
+
+
+@pytest.mark.parametrize("eps,passes", [(1e-3, False), (1e-6, True), (0.0, True), (1e-8, True)])
+def test_the_clipping_scale_adds_1e_6_to_the_norm(eps, passes):
+    """Mutation testing (issue 18): grad_clip / (norm + 1e-3) passed every case (with a norm
+    of about 1 it clips 0.1 % harder, and AdamW all but cancels a constant scale); the scale
+    with no eps, or a smaller one, is as right as the hint's 1e-6."""
+    student = step_hand_norm("sum", eps=eps)
+    if passes:
+        graded(KEY["train_step"], student)
+    else:
+        with pytest.raises(CheckFailed, match="case fails: clip 1e-6, far below the gradient norm"):
+            graded(KEY["train_step"], student)
 
 
 @pytest.mark.parametrize("wrong,says,name", [

@@ -513,6 +513,13 @@ def _step_cases():
         ("overfit one batch: 20 steps, clip 1.0, lr 2e-2 (losses)", (842, 20, 1.0, 2e-2, False),
          True),
         ("clip far above the gradient norm (no effect)", (843, 3, 1e6, 1e-2), True),
+        # AdamW's first step is lr * g / (|g| + 1e-8), about lr * sign(g) for a gradient
+        # near norm 1: the clipping scale grad_clip / (norm + eps) all but cancels. Clipped to
+        # 1e-6, each entry is about AdamW's own 1e-8 and the step follows the scale: eps = 1e-3
+        # moves the weights 7.6 to 9.2 times the tolerance (seeds 844, 846, 848, 850), eps = 0,
+        # a float64 norm or clip_grad_norm_ 0.01 times at most (more steps: chaotic at this lr).
+        ("clip 1e-6, far below the gradient norm, one step of lr 10", (844, 1, 1e-6, 10.0),
+         True),
     ]:
         cases.append(Case(label, args, probe(*args), hidden=hidden, rtol=1e-4, atol=1e-4))
     return tuple(cases)
@@ -521,7 +528,8 @@ def _step_cases():
 _TRAIN_STEP = Check(
     **table.identity(__name__, "train_step"),
     call_text=lambda c: (
-        f"train_step(model, optimizer, x, y, grad_clip={c.args[2]:g}) {c.args[1]} times on one "
+        f"train_step(model, optimizer, x, y, grad_clip={c.args[2]:g}) "
+        f"{'once' if c.args[1] == 1 else f'{c.args[1]} times'} on one "
         f"batch x, y (4, 8) of a tiny GPT (seed {c.args[0]}), AdamW with lr {c.args[3]:g}"),
     uses=table.uses(__name__, "cross_entropy"),
     cases=_step_cases(),
