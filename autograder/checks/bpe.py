@@ -771,7 +771,8 @@ def _speed_text() -> str:
     return _load("train")[:SPEED_CHARS]
 
 
-def _cpu_seconds(fn, *args):
+def cpu_seconds(fn, *args):
+    """(CPU seconds of ``fn(*args)`` in this process, its result)."""
     t0 = _process_time()
     out = fn(*args)
     return _process_time() - t0, out
@@ -800,10 +801,10 @@ def _speed_stage(fn, hidden: bool) -> str | None:
     where = f"{len(text):,} characters of Shakespeare, vocab_size={SPEED_VOCAB}"
     naive, times = [], []
     for _ in range(SPEED_PAIRS):
-        t, want = _cpu_seconds(_naive, text, SPEED_VOCAB, [])
+        t, want = cpu_seconds(_naive, text, SPEED_VOCAB, [])
         naive.append(t)
         try:
-            t, got = _cpu_seconds(fn, text, SPEED_VOCAB, [])
+            t, got = cpu_seconds(fn, text, SPEED_VOCAB, [])
         except Exception as e:
             return f"on {where} your function raised {type(e).__name__}: {e}"
         problem = _compare_exact(want, got)
@@ -854,9 +855,9 @@ class _TrustedSpeed:
 
         naive, cal = [], []
         for _ in range(2):
-            t, _n = _cpu_seconds(calibration)
+            t, _n = cpu_seconds(calibration)
             cal.append(t)
-            t, want = _cpu_seconds(_naive, _speed_text(), SPEED_VOCAB, [])
+            t, want = cpu_seconds(_naive, _speed_text(), SPEED_VOCAB, [])
             naive.append(t)
         return min(naive) / max(min(cal), 1e-9), want
 

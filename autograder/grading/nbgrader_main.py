@@ -40,20 +40,22 @@ def schema_head() -> str:
     1 s). Where that does not find exactly one head, alembic answers."""
     import ast
 
+    from .pyast import parse
+
+    def strings(node) -> list[str]:  # 'abc', None or ('abc', 'def'): the names it holds
+        items = node.elts if isinstance(node, ast.Tuple | ast.List) else [node]
+        return [n.value for n in items if isinstance(n, ast.Constant) and type(n.value) is str]
+
     revisions, parents = set(), set()
     for path in sorted((_migrations() / "versions").glob("*.py")):
-        for node in ast.parse(path.read_text()).body:
+        for node in parse(path.read_text()).body:
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                     and isinstance(node.targets[0], ast.Name)):
                 continue
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-            if node.targets[0].id == "revision" and isinstance(value, str):
-                revisions.add(value)
+            if node.targets[0].id == "revision":
+                revisions.update(strings(node.value))
             elif node.targets[0].id == "down_revision":
-                parents |= {value} if isinstance(value, str) else set(value or ())
+                parents.update(strings(node.value))
     heads = revisions - parents
     if len(heads) == 1:
         return heads.pop()
