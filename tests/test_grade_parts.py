@@ -107,6 +107,12 @@ def test_the_kernels_font_list_is_built_with_the_class_template(one_student_two_
         assert list(out.glob(".work/template-*/kernels/mpl/fontlist-v*.json")), workers
 
 
+def _fresh(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter (its imports start from nothing)."""
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout
+
+
 def test_the_parent_reads_the_exercise_table_without_importing_the_checks():
     # the parent's first use of the table (flags of a submitted notebook) before its first
     # student: importing the check package would import torch there (2 s)
@@ -115,8 +121,7 @@ def test_the_parent_reads_the_exercise_table_without_importing_the_checks():
             "print(mods, 'torch' in sys.modules, 'autograder.checks' in sys.modules)\n"
             "from autograder.checks.table import TABLES\n"
             "print(mods == sorted(ch.module for ch in TABLES.values()))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                         text=True, check=True).stdout.splitlines()
+    out = _fresh(code).splitlines()
     assert out[0].endswith("False False") and "'attention'" in out[0], out
     assert out[1] == "True", out
     # the parent's students start in threads, each reading the table first
@@ -145,8 +150,7 @@ def test_course_grade_starts_without_importing_nbgrader():
             "from autograder.grading.results import NotGradedCsvExport  # its old place\n"
             "from autograder.grading.export_csv import NotGradedCsvExport as new\n"
             "print(NotGradedCsvExport is new)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                         text=True, check=True).stdout.splitlines()
+    out = _fresh(code).splitlines()
     assert out == ["[]", "True", "True"], out
 
 
@@ -167,8 +171,7 @@ def test_the_trusted_side_imports_its_checks_while_autograde_runs():
             "t = verdict.warm([src])\nt.join(120)\n"
             "print(t.daemon, 'autograder.checks.masking' in sys.modules,"
             " 'autograder.checks.bpe' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                         text=True, check=True).stdout.split()
+    out = _fresh(code).split()
     assert out == ["True", "True", "False"], out
 
 
