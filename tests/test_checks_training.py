@@ -176,7 +176,7 @@ def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_ob
 
 
 def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=True,
-            fill=-math.inf, keepdim=True):
+            fill=-math.inf, keepdim=True, axis=-1, cum_axis=-1):
     def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
         if greedy and temperature == 0:
             return torch.argmax(logits, dim=-1, keepdim=keepdim)
@@ -205,7 +205,7 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
             else:
                 zs, idx = z.sort(-1, descending=p != "ascending")
                 probs = zs.softmax(-1)
-                cum = probs.cumsum(-1)
+                cum = probs.cumsum(cum_axis)
                 drop = cum >= top_p if p == "inclusive" else cum - probs >= top_p
                 drop[:, 0] = False
                 if p == "inverted":
@@ -216,7 +216,7 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
                     z = z.scatter(-1, idx, zs.masked_fill(drop, fill))
         if p_first:
             z = tempered(z)
-        return torch.multinomial(z.softmax(-1), 1, generator=generator)
+        return torch.multinomial(z.softmax(axis), 1, generator=generator)
 
     return sample_next_token
 
@@ -468,6 +468,10 @@ WRONG = [
      "top-p mask inverted (the nucleus dropped, the tail kept)"),
     (KEY["sample_next_token"], (sampler(keepdim=False),),
      "the ids returned as (B,), not (B, 1) (keepdim=True left out?)"),
+    (KEY["sample_next_token"], (sampler(axis=0),),
+     "softmax over the batch axis (dim=0) instead of the vocabulary"),
+    (KEY["sample_next_token"], (sampler(cum_axis=0),),
+     "top-p's cumulative mass summed down the batch (dim=0)"),
 ]
 
 

@@ -971,14 +971,15 @@ def _sample_wrong(kind):
             else:
                 zs, order = torch.sort(z, -1, descending=kind != "p-ascending")
                 p = _softmax(zs, -1)
-                c = torch.cumsum(p, -1)
+                c = torch.cumsum(p, 0 if kind == "cumsum-batch" else -1)
                 drop = c >= top_p if kind == "p-inclusive" else (c - p) >= top_p
                 drop[..., 0] = False
                 mask = torch.zeros_like(drop).scatter(-1, order, drop)
                 z = z.masked_fill(~mask if kind == "p-inverted" else mask, fill)
         if kind == "p-first":
             z = z / temperature
-        return torch.multinomial(_softmax(z, -1), 1, generator=generator)
+        return torch.multinomial(_softmax(z, 0 if kind == "softmax-batch" else -1), 1,
+                                 generator=generator)
 
     return _freq_probe(f)
 
@@ -1077,6 +1078,15 @@ _SAMPLE = Check(
                 "drop is True for the tokens *outside* the nucleus: masked_fill(drop, ...) "
                 "removes those, not ~drop.",
                 _sample_wrong("p-inverted")),
+        Mistake("softmax over the batch axis (dim=0) instead of the vocabulary",
+                "Each row is one distribution over the V tokens: torch.softmax(z, dim=-1). "
+                "Over dim=0 every row of identical logits becomes uniform.",
+                _sample_wrong("softmax-batch")),
+        Mistake("top-p's cumulative mass summed down the batch (dim=0)",
+                "The mass before a token is a sum along its own row of sorted probabilities: "
+                "torch.cumsum(p, dim=-1). Down the batch it passes p after the first row, so "
+                "every later row keeps only its most probable token.",
+                _sample_wrong("cumsum-batch")),
     ),
     error_hints=(
         ErrorHint("temperature 0 divides by zero",
