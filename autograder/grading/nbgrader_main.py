@@ -93,17 +93,9 @@ def ensure_cached_head() -> None:
 def warm():
     """Import nbgrader's gradebook code (about 2 s) in a daemon thread, while the students'
     grading runs; returns the thread. An import that fails here raises where it is needed."""
-    import threading
+    from .background import head_start
 
-    def load():
-        try:
-            use_cached_head()
-        except BaseException:  # noqa: BLE001, S110 - imported again, and reported, when used
-            pass
-
-    thread = threading.Thread(target=load, name="course-grade-nbgrader", daemon=True)
-    thread.start()
-    return thread
+    return head_start(use_cached_head, "course-grade-nbgrader")
 
 
 def use_cached_head() -> None:

@@ -105,17 +105,10 @@ def warm() -> None:
     """Import matplotlib and draw a throwaway chart in a background thread, while students
     are graded: a run's report then costs only its own drawing at the end (matplotlib's
     import, its font list and the PNG writer are about two seconds the first time)."""
-    import threading
+    from .background import head_start
 
-    def run():
-        try:
-            _png(_bar_figure())
-        except Exception:  # noqa: BLE001 - only a head start: the real drawing reports errors
-            pass
-
-    if not _WARM:
-        _WARM.append(threading.Thread(target=run, name="report-warm", daemon=True))
-        _WARM[0].start()
+    if not _WARM:  # only a head start: the real drawing reports errors
+        _WARM.append(head_start(lambda: _png(_bar_figure()), "report-warm"))
 
 
 def _bar_figure():

@@ -42,6 +42,7 @@ import threading
 from pathlib import Path
 
 from . import pyast, reference
+from .background import head_start
 from .cells import nbg as _nbg
 
 MAX_RECORD = 64 * 2**20
@@ -484,16 +485,11 @@ def warm(sources: list):
                       for k in keys})
 
     def load():
-        try:
-            importlib.import_module("autograder.checks._judge")
-            for m in modules:
-                importlib.import_module(f"autograder.checks.{m}")
-        except BaseException:  # noqa: BLE001, S110 - decide() imports them again and reports
-            pass
+        importlib.import_module("autograder.checks._judge")
+        for m in modules:
+            importlib.import_module(f"autograder.checks.{m}")
 
-    thread = threading.Thread(target=load, name="course-grade-warm", daemon=True)
-    thread.start()
-    return thread
+    return head_start(load, "course-grade-warm")
 
 
 def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
