@@ -66,6 +66,9 @@ def write_config(root: Path, config: GradeConfig) -> None:
         # a cell running longer than this is interrupted; the rest of the notebook still runs
         f"c.Execute.timeout = {int(config.cell_timeout)}",
         "c.Execute.interrupt_on_timeout = True",
+        # the kernel is killed once its notebook has run, not asked to exit and waited for:
+        # its records are written by the cells themselves, before each cell's reply
+        "c.Execute.shutdown_kernel = 'immediate'",
         # nbgrader's own lists, with the grader's preprocessors inserted (see preprocessors.py)
         "c.Autograde.autograde_preprocessors = _pp.autograde_preprocessors()",
         # demonstration cells of the course's own notebooks are not run (see demo.py)

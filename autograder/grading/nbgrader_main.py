@@ -117,7 +117,9 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     each time). Per assignment: the trusted side's kernel package and probe inputs
     (:func:`verdict.prepare`, :func:`verdict.write_inputs`) and the kernel's mounts
     (:func:`sandbox.runners.arm`), autograde, the trusted verdict (:func:`verdict.decide`),
-    feedback with its last cleaning (:func:`feedback_html.clean_feedback`). What happened to
+    feedback with its last cleaning (:func:`feedback_html.clean_feedback`). With the sandbox,
+    each notebook's kernel is started while the previous notebook runs (``prestart.py``), its
+    assignment's folders prepared then. What happened to
     each assignment is a marker line in the log the parent reads:
     ``==== <assignment> begin``, ``==== <assignment> autograde: ok|failed``,
     ``==== <assignment> generate_feedback: ok|failed``. A failed assignment does not stop the
@@ -129,6 +131,7 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     from nbgrader.apps.baseapp import NbGrader
 
     from . import verdict
+    from .sandbox import prestart
     from .sandbox.kernel import PARENT_VAR
     from .sandbox.runners import arm
 
@@ -137,50 +140,78 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     app.initialize([])
     api = NbGraderAPI(config=app.config)
     root = Path.cwd()
-    status = 0
-    for assignment in assignments:
-        print(f"==== {assignment} begin", flush=True)
-        sources = [nbformat.read(p, as_version=4)
-                   for p in sorted((root / "source" / assignment).glob("*.ipynb"))]
-        # the kernel's stubbed package and the probe folder (the class's cached copy when
-        # the grader names one)
-        verdict.prepare(root, sources, os.environ.get(verdict.CACHE_VAR) or None)
-        arm(root)  # this assignment's mounts for the kernel the sandbox starts
-        verdict.write_inputs(root, assignment)  # case inputs for the kernel's probe
-        verdict.warm(sources)  # the trusted side's imports, while autograde waits on the kernel
-        for step, run in (("autograde", api.autograde),
-                          ("generate_feedback", api.generate_feedback)):
-            result = run(assignment, student, force=True)
-            if step == "generate_feedback" and result["success"]:  # nothing in it may run
-                from .feedback_html import clean_feedback
+    cache = os.environ.get(verdict.CACHE_VAR) or None
+    notebooks = {a: sorted((root / "source" / a).glob("*.ipynb")) for a in assignments}
+    sources = {a: [nbformat.read(p, as_version=4) for p in notebooks[a]] for a in assignments}
 
-                course = api.coursedir
-                clean_feedback(Path(course.root) / course.feedback_directory / student
-                               / assignment)
-            ok = "ok" if result["success"] else "failed"
-            stopped = step == "autograde" and not result["success"]  # nbgrader's own failure
-            print(result.get("log", ""), result.get("error", ""), sep="\n")
-            if result["success"] and step == "autograde":
-                # the scores: decided here from the kernel's records, not by whether a cell
-                # raised
-                try:
-                    verdict.decide(root, assignment, student)
-                except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-                    print(f"trusted verdict failed: {type(e).__name__}: {e}")
-                    ok = "failed"
-                    result["success"] = False
-            print(f"==== {assignment} {step}: {ok}", flush=True)
-            if stopped:
-                # the run stopped (kernel died or hung): what the kernel recorded before that
-                # is still judged (the parent decides which rows it scores)
-                try:
-                    verdict.judge_records(root, assignment)
-                except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-                    print(f"judging the records failed: {type(e).__name__}: {e}")
-            if not result["success"]:
-                status = status or (1 if step == "autograde" else 3)
-                break
+    done: set[str] = set()
+
+    def ready(assignment: str) -> None:
+        # the trusted side's kernel package and probe folder of this assignment (the class's
+        # cached copy when the grader names one), and the case inputs for the kernel's probe;
+        # once (the kernel queue may have done it already, to start the kernel ahead)
+        if assignment not in done:
+            done.add(assignment)
+            verdict.prepare(root, sources[assignment], cache, assignment)
+            verdict.write_inputs(root, assignment)
+
+    queue = None
+    if (root / ".grader" / "sandbox-base.json").exists():  # kernels started ahead
+        queue = prestart.KernelQueue(root, [a for a in assignments for _ in notebooks[a]],
+                                     ready)
+        prestart.install(queue)
+        queue.start_ahead(app.config)
+    status = 0
+    try:
+        for assignment in assignments:
+            ready(assignment)
+            code = _grade_one(api, root, student, assignment, sources[assignment], arm)
+            status = status or code
+    finally:
+        if queue is not None:
+            queue.close()
+            prestart.install(None)
     return status
+
+
+def _grade_one(api, root: Path, student: str, assignment: str, sources: list, arm) -> int:
+    """One assignment of :func:`autograde_and_feedback` (its folders prepared); its exit status
+    (0: all done)."""
+    from . import verdict
+
+    print(f"==== {assignment} begin", flush=True)
+    arm(root, assignment)  # this assignment's mounts for a kernel started the usual way
+    verdict.warm(sources)  # the trusted side's imports, while autograde waits on the kernel
+    for step, run in (("autograde", api.autograde),
+                      ("generate_feedback", api.generate_feedback)):
+        result = run(assignment, student, force=True)
+        if step == "generate_feedback" and result["success"]:  # nothing in it may run
+            from .feedback_html import clean_feedback
+
+            course = api.coursedir
+            clean_feedback(Path(course.root) / course.feedback_directory / student / assignment)
+        ok = "ok" if result["success"] else "failed"
+        stopped = step == "autograde" and not result["success"]  # nbgrader's own failure
+        print(result.get("log", ""), result.get("error", ""), sep="\n")
+        if result["success"] and step == "autograde":
+            # the scores: decided here from the kernel's records, not by whether a cell raised
+            try:
+                verdict.decide(root, assignment, student)
+            except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+                print(f"trusted verdict failed: {type(e).__name__}: {e}")
+                ok = "failed"
+                result["success"] = False
+        print(f"==== {assignment} {step}: {ok}", flush=True)
+        if stopped:
+            # the run stopped (kernel died or hung): what the kernel recorded before that is
+            # still judged (the parent decides which rows it scores)
+            try:
+                verdict.judge_records(root, assignment)
+            except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+                print(f"judging the records failed: {type(e).__name__}: {e}")
+        if not result["success"]:
+            return 1 if step == "autograde" else 3
+    return 0
 
 
 def generate_assignments(assignments: list[str]) -> int:

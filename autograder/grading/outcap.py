@@ -22,6 +22,11 @@ import sys
 import threading
 
 NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
+# imported by the kernel before it answers (once ipykernel has set matplotlib's inline
+# backend), so that a kernel started ahead (``sandbox/prestart.py``) spends the seconds of the
+# setup cell's ``import torch`` while the previous notebook runs; nothing is bound in the
+# notebook's namespace
+PREIMPORT = ("numpy", "torch", "matplotlib.pyplot")
 
 
 class _Cap:
@@ -74,7 +79,21 @@ def main(argv: list[str]) -> None:
     from ipykernel import kernelapp
 
     sys.argv = [sys.argv[0], *argv[1:]]
-    kernelapp.launch_new_instance()
+    app = kernelapp.IPKernelApp.instance()  # ipykernel's launch_new_instance, in its steps
+    app.initialize()
+    preimport()
+    app.start()
+
+
+def preimport() -> None:
+    """Import :data:`PREIMPORT` (a module that fails to import is left to the notebook)."""
+    import importlib
+
+    for name in PREIMPORT:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - the notebook's own import reports it
+            continue
 
 
 if __name__ == "__main__":

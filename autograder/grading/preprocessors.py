@@ -25,7 +25,26 @@ course folders' ``nbgrader_config.py`` (``course.write_config``) sets them.
 from __future__ import annotations
 
 from nbgrader import utils
-from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
+
+
+class QueuedExecute(Execute):
+    """nbgrader's ``Execute``, whose kernel comes from the kernel queue when one is installed
+    (``sandbox/prestart.py``: started one notebook ahead, in its own sandbox), else is started
+    here as ``Execute`` starts it. nbclient skips starting a kernel its manager already has,
+    and shuts it down after the notebook as its own."""
+
+    def create_kernel_manager(self):
+        from .sandbox import prestart
+
+        queue = prestart.current()
+        assignment = (self.resources or {}).get("nbgrader", {}).get("assignment")
+        if queue is None or not assignment:
+            return super().create_kernel_manager()
+        # the kernel's extra arguments as nbclient passes them to the sandbox's kernelspec
+        # (its history-file argument only goes to a kernel named python3)
+        self.km = queue.take(assignment, self.config, list(self.extra_arguments))
+        return self.km
 
 
 class StderrIsNotFailure(NbGraderPreprocessor):
@@ -132,19 +151,20 @@ def _insert(default: list, after: dict[type, type | list[type]]) -> list:
 
 
 def autograde_preprocessors() -> list:
-    """nbgrader's autograde list, plus ``demo.SkipDemoCells`` before execution (demonstration
-    cells are not run), :class:`StderrIsNotFailure` right after execution and
-    :class:`LimitOutputSize` after nbgrader's ``LimitOutput``."""
+    """nbgrader's autograde list, with ``Execute`` as :class:`QueuedExecute`, plus
+    ``demo.SkipDemoCells`` before execution (demonstration cells are not run),
+    :class:`StderrIsNotFailure` right after execution and :class:`LimitOutputSize` after
+    nbgrader's ``LimitOutput``."""
     from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute, LimitOutput
+    from nbgrader.preprocessors import LimitOutput
 
     from .demo import SkipDemoCells
 
     default = Autograde.class_traits()["autograde_preprocessors"].default()
     if default[0] is not Execute:
         raise RuntimeError("nbgrader's autograde list no longer starts with Execute")
-    return [SkipDemoCells, *_insert(default, {Execute: StderrIsNotFailure,
-                                              LimitOutput: LimitOutputSize})]
+    listed = _insert(default, {Execute: StderrIsNotFailure, LimitOutput: LimitOutputSize})
+    return [SkipDemoCells, *[QueuedExecute if c is Execute else c for c in listed]]
 
 
 def feedback_preprocessors() -> list:

@@ -2,9 +2,11 @@
 
 For a *converted* chapter (``CONVERTED``) grading goes:
 
-1. parent (``student.py``, before nbgrader): :func:`prepare` makes the student's probe folder
-   (``.grader/probe/in`` read-only for the kernel, ``out`` writable) and the kernel's
-   ``autograder`` package (``.grader/kernel/autograder``): a copy of this one in which the
+1. nbgrader's process, before ``autograde`` (``nbgrader_main``): :func:`prepare` makes the
+   assignment's probe folder (``.grader/probe/<assignment>/in`` read-only for the kernel,
+   ``out`` writable) and the kernel's ``autograder`` package
+   (``.grader/kernel/<assignment>/autograder``, or the class's cached copy): a copy of this one
+   in which the
    chapter's check module is a stub without expected values. The sandbox mounts that copy
    where ``autograder`` is, and does not mount ``transformer_ref`` when the notebook does not
    need it, so neither the expected values, the registry, nor the reference is reachable from
@@ -114,10 +116,15 @@ def converted_keys(nb) -> dict[str, list[str]]:
 
 
 # ---------------------------------------------------------------- 1. parent, before nbgrader
-def prepare(root: Path, sources: list, cache: Path | str | None = None) -> dict | None:
+def prepare(root: Path, sources: list, cache: Path | str | None = None,
+            assignment: str = "_") -> dict | None:
     """Probe folder and kernel package for one assignment's source notebooks (None: nothing
     converted). Returns the kernel spec the runners read: ``{"probe", "package", "mount_ref"}``
     (+ ``ref_package``: the kernel's ``transformer_ref``; ``stubs``: {package: its stand-in}).
+
+    Each assignment has its own folders (``.grader/probe/<assignment>``,
+    ``.grader/kernel/<assignment>``), so the next assignment's kernel can start, with its own
+    mounts, while this one's runs (``sandbox/prestart.py``); a kernel mounts only its own.
 
     With ``cache`` (a folder of the class's template), the kernel package and the probe's
     inputs, the same for every student, are built there once per class (keyed by the source
@@ -130,9 +137,9 @@ def prepare(root: Path, sources: list, cache: Path | str | None = None) -> dict 
         keys = []
     chapters = {k.split(".")[0] for k in keys}
     grader = root / ".grader"
-    kernel = grader / "kernel"
+    kernel = grader / "kernel" / assignment
     shutil.rmtree(kernel, ignore_errors=True)
-    probe = grader / "probe"
+    probe = grader / "probe" / assignment
     if probe.is_symlink():
         probe.unlink()
     shutil.rmtree(probe, ignore_errors=True)
@@ -387,9 +394,10 @@ def _constant(node):
     return None
 
 
-def kernel_spec(root: Path) -> dict | None:
-    """The spec :func:`prepare` wrote for this course folder, if any (read by the runners)."""
-    path = Path(root) / ".grader" / "kernel" / "spec.json"
+def kernel_spec(root: Path, assignment: str = "_") -> dict | None:
+    """The spec :func:`prepare` wrote for this assignment of the course folder, if any (read by
+    the runners)."""
+    path = Path(root) / ".grader" / "kernel" / assignment / "spec.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -407,7 +415,7 @@ def write_inputs(root: Path, assignment: str) -> None:
     (nothing to do when :func:`prepare` linked the class's cached inputs)."""
     import nbformat
 
-    spec = kernel_spec(root)
+    spec = kernel_spec(root, assignment)
     if spec is None or (Path(spec["probe"]) / "in").is_symlink():
         return
     sources = [nbformat.read(path, as_version=4)
@@ -497,7 +505,7 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
     import nbformat
     from nbformat.v4 import new_output
 
-    spec = kernel_spec(root)
+    spec = kernel_spec(root, assignment)
     if spec is None:
         return {}
     from nbgrader.api import Gradebook
@@ -555,7 +563,7 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
     says so; the parent does not score it unless the exercise is flagged)."""
     import nbformat
 
-    spec = kernel_spec(root)
+    spec = kernel_spec(root, assignment)
     if spec is None:
         return {}
 

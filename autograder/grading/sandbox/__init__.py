@@ -20,7 +20,8 @@ What the kernel sees and may do:
   nothing else: not ``solutions/``, the course folder with its gradebook and source
   notebooks, other students' work, the submissions folder or ``/root``;
 - no network (``--unshare-net``: a loopback of its own); the kernel talks to nbgrader over
-  Unix sockets (ZeroMQ ``ipc``) in a folder bound into the sandbox;
+  Unix sockets (ZeroMQ ``ipc``) in a folder of its own bound into the sandbox (the next
+  notebook's kernel, started while this one runs, has another: ``prestart.py``);
 - its own PID namespace (it cannot see or signal the grader) that dies with it
   (``--die-with-parent``): every process it started is gone when grading ends;
 - run as an unprivileged user of its own (a random uid, when the grader runs as root), with
@@ -36,7 +37,9 @@ The parts:
 - ``runners.py``: :class:`UnsandboxedRunner` and :class:`BwrapRunner` (the runner API of
   ``grading/runner.py``), which prepare the student's course folder and the hooks' config;
 - ``kernel.py`` (``python -m autograder.grading.sandbox``): the kernel's launcher, run by
-  Jupyter as the kernelspec's command, and the uid drop inside the sandbox.
+  Jupyter as the kernelspec's command, and the uid drop inside the sandbox;
+- ``prestart.py``: the queue that starts each notebook's kernel while the previous notebook
+  runs, each in its own sandbox with its own assignment's mounts.
 
 Not defended: code that gets past the policy (it is a deny-list over the source, e.g. a
 library function that hands out a frame or a module the policy does not know) can still

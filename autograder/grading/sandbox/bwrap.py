@@ -110,7 +110,7 @@ def font_cache(folder: Path) -> str | None:
 def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
     """The ``bwrap`` command that runs the kernel (see the package docstring)."""
     home = spec["home"]
-    work, ipc = f"{home}/work", f"{home}/ipc"
+    work, ipc = f"{home}/work", spec.get("ipc") or f"{home}/ipc"  # ipc: this kernel's own
     argv = [spec["bwrap"], "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--hostname", "sandbox"]
     made = set()

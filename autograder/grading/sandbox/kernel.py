@@ -23,6 +23,7 @@ USAGE = "usage: python -m autograder.grading.sandbox kernel SPEC CONNECTION_FILE
 
 
 PARENT_VAR = "COURSE_KERNEL_PARENT"  # the grading process that starts this launcher
+SPEC_VAR = "COURSE_SANDBOX_SPEC"  # a kernel started ahead (prestart.py): its own spec file
 
 
 def _die_with_the_grader() -> None:
@@ -48,9 +49,10 @@ def kernel_main(spec_path: str, connection_file: str) -> None:
     import resource
 
     _die_with_the_grader()
+    spec_path = os.environ.pop(SPEC_VAR, "") or spec_path
     spec = json.loads(Path(spec_path).read_text())
     config = GradeConfig.from_dict(spec["config"])
-    ipc = Path(spec["home"]) / "ipc"
+    ipc = Path(spec.get("ipc") or Path(spec["home"]) / "ipc")
     conn = ipc / "kernel.json"
     shutil.copyfile(connection_file, conn)
     if os.geteuid() == 0:

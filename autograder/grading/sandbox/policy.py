@@ -365,11 +365,18 @@ def setup_first(notebook, restored) -> int:
 
 def load_policy(path: str) -> Policy:
     cells = json.loads(Path(path).read_text())
-    spec = Path(path).parent / "kernel" / "spec.json"  # verdict.prepare: judged outside
-    # asked when each notebook starts: nbgrader_main prepares each assignment after the
-    # configuration (and so this policy) was loaded
+    grader = Path(path).parent
+
+    def judged_outside() -> bool:
+        # asked when each notebook starts: nbgrader_main prepares each assignment after the
+        # configuration (and so this policy) was loaded, and names the one it grades now
+        # (``runners.arm``); verdict.prepare wrote a kernel spec for it: judged outside
+        current = grader / "assignment"
+        name = current.read_text().strip() if current.exists() else "_"
+        return (grader / "kernel" / name / "spec.json").exists()
+
     return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells],
-                  judged_outside=spec.exists)
+                  judged_outside=judged_outside)
 
 
 def trusted_cells(course_root: Path) -> list[dict]:

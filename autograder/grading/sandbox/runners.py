@@ -162,7 +162,7 @@ class BwrapRunner(LocalRunner):
             shutil.rmtree(home, ignore_errors=True)
 
 
-def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
+def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") -> None:
     """Trusted verdicts (``verdict.prepare``): the kernel's ``autograder`` is the stubbed copy,
     mounted where the real one is; ``transformer_ref`` only when the notebook needs it, and
     then the copy without the chapter's reference implementations, as are the packages that
@@ -170,7 +170,7 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
     folder writable."""
     from ..verdict import kernel_spec
 
-    probe = kernel_spec(cwd)
+    probe = kernel_spec(cwd, assignment)
     if probe is None:
         return
     real = probe["real_package"]
@@ -194,23 +194,36 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int) -> None:
 PROBE_KERNEL = "course-probe"
 
 
-def arm(cwd: Path) -> None:
-    """Point the kernel that starts next at the course folder's current trusted-verdict spec
-    (:func:`verdict.prepare`, once per assignment): with the sandbox, ``.grader/sandbox.json``
-    (what the kernel's launcher reads) is the runner's base spec plus the probe's mounts;
-    without it, the ``course-probe`` kernelspec puts the stubbed ``autograder`` first on the
-    path. Called by the runner before nbgrader starts and by nbgrader_main before each
-    assignment."""
+def sandbox_spec(cwd: Path, assignment: str = "_") -> dict | None:
+    """The sandbox's spec for a kernel of ``assignment``: the runner's base spec plus the
+    probe's mounts of that assignment (:func:`verdict.prepare`); None without the sandbox."""
+    base = Path(cwd) / ".grader" / "sandbox-base.json"
+    if not base.exists():
+        return None
+    spec = json.loads(base.read_text())
+    _add_probe_mounts(spec, Path(cwd), spec["uid"], assignment)
+    return spec
+
+
+def arm(cwd: Path, assignment: str = "_") -> None:
+    """Point the kernel that starts next at the course folder's trusted-verdict spec of
+    ``assignment`` (:func:`verdict.prepare`), and name it in ``.grader/assignment`` (the source
+    policy asks whether its notebooks are judged outside the kernel): with the sandbox,
+    ``.grader/sandbox.json`` (what the kernel's launcher reads) is :func:`sandbox_spec`;
+    without it, the ``course-probe``
+    kernelspec puts the stubbed ``autograder`` first on the path. Called by the runner before
+    nbgrader starts and by nbgrader_main before each assignment (whose kernels, started ahead
+    by ``prestart.py``, are given their own spec file instead)."""
     cwd = Path(cwd)
-    base = cwd / ".grader" / "sandbox-base.json"
-    if base.exists():
-        spec = json.loads(base.read_text())
-        _add_probe_mounts(spec, cwd, spec["uid"])
+    (cwd / ".grader").mkdir(exist_ok=True)
+    (cwd / ".grader" / "assignment").write_text(assignment)  # what the source policy asks
+    spec = sandbox_spec(cwd, assignment)
+    if spec is not None:
         (cwd / ".grader" / "sandbox.json").write_text(json.dumps(spec))
         return
     from ..verdict import kernel_spec
 
-    probe = kernel_spec(cwd)
+    probe = kernel_spec(cwd, assignment)
     kdir = cwd / ".grader" / "share" / "kernels" / PROBE_KERNEL
     kdir.mkdir(parents=True, exist_ok=True)
     kernel = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
