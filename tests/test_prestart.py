@@ -85,10 +85,14 @@ def test_a_kernel_sees_only_its_own_sockets_and_its_own_assignment_s_probe(tmp_p
     assignment's probe folder, never the other's."""
     uid = 212345 if os.geteuid() == 0 else os.geteuid()
     specs = _course_with_two_assignments(tmp_path, uid)
-    q = KernelQueue(tmp_path, ["01_attention", "02_masking"])
+    q = KernelQueue(tmp_path, ["01_attention", "02_masking"],
+                    imports=lambda a: ["torch._dynamo"] if a == "02_masking" else [])
     first, second = q._spec_file("01_attention"), q._spec_file("02_masking")
     one, two = json.loads(first.read_text()), json.loads(second.read_text())
     assert one["ipc"] != two["ipc"] and Path(one["ipc"]).parent == Path(two["ipc"]).parent
+    from autograder.grading.outcap import IMPORTS_VAR
+
+    assert IMPORTS_VAR not in one["env"] and two["env"][IMPORTS_VAR] == "torch._dynamo"
     assert [p for p in one["rw"]] == [specs["01_attention"]["probe"] + "/out"]
     assert [p for p in two["rw"]] == [specs["02_masking"]["probe"] + "/out"]
     Path(two["ipc"], "kernel.json").write_text("{}")  # the other kernel's connection file
@@ -109,9 +113,11 @@ def test_a_kernel_sees_only_its_own_sockets_and_its_own_assignment_s_probe(tmp_p
     assert probes == ["01_attention"]
 
 
-def test_the_kernel_has_its_libraries_loaded_before_the_first_cell_and_binds_none(tmp_path):
-    """``outcap`` imports torch, numpy and pyplot before the kernel answers: the notebook's
-    namespace is untouched and pyplot still draws inline (the backend ipykernel sets)."""
+def test_the_kernel_has_its_libraries_loaded_before_the_first_cell_and_binds_none(tmp_path,
+                                                                                 monkeypatch):
+    """``outcap`` imports torch, numpy and pyplot, and the modules the exercise table names for
+    the notebook, before the kernel answers: the notebook's namespace is untouched and pyplot
+    still draws inline (the backend ipykernel sets)."""
     from nbclient import NotebookClient
     from nbformat.v4 import new_code_cell, new_notebook
 
@@ -121,22 +127,20 @@ def test_the_kernel_has_its_libraries_loaded_before_the_first_cell_and_binds_non
         "argv": [sys.executable, "-m", "autograder.grading.outcap", "100000",
                  "-f", "{connection_file}"],
         "display_name": "outcap", "language": "python"}))
+    from autograder.grading.outcap import IMPORTS_VAR
+
     nb = new_notebook(cells=[
-        new_code_cell("import sys\nprint(sorted(m for m in ('torch', 'numpy', "
-                      "'matplotlib.pyplot') if m in sys.modules), 'torch' in dir())"),
+        new_code_cell("import os, sys\nprint(sorted(m for m in ('torch', 'numpy', "
+                      "'matplotlib.pyplot', 'xml.dom.minidom') if m in sys.modules), "
+                      f"'torch' in dir(), {IMPORTS_VAR!r} in os.environ)"),
         new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()"),
     ])
-    env = {**os.environ, "JUPYTER_PATH": str(tmp_path)}
-    env.pop("MPLBACKEND", None)
-    old = dict(os.environ)
-    os.environ.update(env)
-    os.environ.pop("MPLBACKEND", None)
-    try:
-        NotebookClient(nb, kernel_name="outcap-test", timeout=120,
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    # the exercise table's kernel_imports of the notebook (here a module nothing else loads)
+    monkeypatch.setenv(IMPORTS_VAR, "xml.dom.minidom")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # ipykernel's inline backend, as graded
+    NotebookClient(nb, kernel_name="outcap-test", timeout=120,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     assert nb.cells[0].outputs[0]["text"].strip() == \
-        "['matplotlib.pyplot', 'numpy', 'torch'] False"
+        "['matplotlib.pyplot', 'numpy', 'torch', 'xml.dom.minidom'] False False"
     assert any("image/png" in o.get("data", {}) for o in nb.cells[1].outputs), nb.cells[1]

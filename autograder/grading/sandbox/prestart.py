@@ -57,12 +57,16 @@ class KernelQueue:
     each started ``depth`` notebooks ahead. Only with the sandbox (``.grader/sandbox-base.json``).
 
     ``ready(assignment)`` is called before a kernel of that assignment is started (it prepares
-    the assignment's folders, which the kernel's mounts need; it must be idempotent)."""
+    the assignment's folders, which the kernel's mounts need; it must be idempotent);
+    ``imports(assignment)`` names the modules that kernel imports before it answers, besides
+    ``outcap.PREIMPORT``."""
 
-    def __init__(self, root: Path, order: list[str], ready=None, depth: int = DEPTH):
+    def __init__(self, root: Path, order: list[str], ready=None, depth: int = DEPTH,
+                 imports=None):
         self.root = Path(root)
         self.order = list(order)
         self.ready = ready or (lambda assignment: None)
+        self.imports = imports or (lambda assignment: [])  # modules its kernel loads ahead
         self.depth = depth
         self.ahead: list = []  # started kernel managers, for order[0], order[1], ...
         self.count = 0
@@ -106,6 +110,11 @@ class KernelQueue:
         if os.geteuid() == 0:
             os.chown(ipc, spec["uid"], spec["uid"])
         spec["ipc"] = str(ipc)
+        imports = self.imports(assignment)
+        if imports:  # the exercise table's kernel_imports (outcap.preimport)
+            from ..outcap import IMPORTS_VAR
+
+            spec["env"][IMPORTS_VAR] = ",".join(imports)
         path = self.root / ".grader" / f"sandbox-{self.count}.json"
         path.write_text(json.dumps(spec))
         return path
