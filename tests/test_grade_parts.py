@@ -74,6 +74,14 @@ def test_one_worker_grades_every_assignment_in_one_process(one_student_two_ways)
     log = (work / "logs" / "grading.log").read_text()
     for a in ASSIGNMENTS:
         assert f"==== {a} begin" in log and f"==== {a} autograde: ok" in log
+    # a core left idle by the one worker: each kernel was started ahead (sandbox/prestart.py),
+    # with a sandbox spec of its own; two workers on two cores start them as they come
+    ahead = sorted(p.name for p in (work / ".grader").glob("sandbox-[0-9]*.json"))
+    cores = os.cpu_count() or 1
+    assert ahead == (["sandbox-1.json", "sandbox-2.json"] if cores > 1 else []), ahead
+    two = one_student_two_ways["2"]["out"] / ".work" / "students" / STUDENT / ".grader"
+    if cores <= 2:
+        assert not list(two.glob("sandbox-[0-9]*.json"))
 
 
 def test_two_workers_split_the_student_and_put_the_results_back(one_student_two_ways):

@@ -16,6 +16,7 @@ it in ``COURSE_ALEMBIC_HEAD``; this wrapper hands it to nbgrader, then runs nbgr
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import warnings
@@ -118,8 +119,8 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     (:func:`verdict.prepare`, :func:`verdict.write_inputs`) and the kernel's mounts
     (:func:`sandbox.runners.arm`), autograde, the trusted verdict (:func:`verdict.decide`),
     feedback with its last cleaning (:func:`feedback_html.clean_feedback`). With the sandbox,
-    each notebook's kernel is started while the previous notebook runs (``prestart.py``), its
-    assignment's folders prepared then. What happened to
+    where the class leaves a core idle, each notebook's kernel is started while the previous
+    notebook runs (``prestart.py``), its assignment's folders prepared then. What happened to
     each assignment is a marker line in the log the parent reads:
     ``==== <assignment> begin``, ``==== <assignment> autograde: ok|failed``,
     ``==== <assignment> generate_feedback: ok|failed``. A failed assignment does not stop the
@@ -131,6 +132,7 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     from nbgrader.apps.baseapp import NbGrader
 
     from . import verdict
+    from .config import GradeConfig
     from .sandbox import prestart
     from .sandbox.kernel import PARENT_VAR
     from .sandbox.runners import arm
@@ -155,10 +157,12 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
             verdict.prepare(root, sources[assignment], cache, assignment)
             verdict.write_inputs(root, assignment)
 
-    queue = None
-    if (root / ".grader" / "sandbox-base.json").exists():  # kernels started ahead
+    queue, base = None, root / ".grader" / "sandbox-base.json"
+    ahead = prestart.depth(GradeConfig.from_dict(json.loads(base.read_text())["config"])) \
+        if base.exists() else 0
+    if ahead:  # kernels started ahead, where a core is idle
         queue = prestart.KernelQueue(
-            root, [a for a in assignments for _ in notebooks[a]], ready,
+            root, [a for a in assignments for _ in notebooks[a]], ready, depth=ahead,
             imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
         prestart.install(queue)
         queue.start_ahead(app.config)

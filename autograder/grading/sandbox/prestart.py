@@ -7,7 +7,8 @@ a fresh sandboxed kernel. Starting that kernel (bwrap, Python, ipykernel, then t
 as the current one is handed to nbgrader, so its start-up overlaps the current notebook's run
 (on a second core), and the kernel imports the course's heavy libraries before it answers
 (``outcap.PREIMPORT``), so the setup cell finds them loaded. The CPU spent is the same; the
-wall time per student falls where a core is idle (one student graded alone). What it costs: the
+wall time per student falls where a core is idle, so the queue is used only where the class
+has fewer workers than cores (:func:`depth`). What it costs: the
 kernel waiting for its notebook holds its memory (about 300 MB with torch loaded) and its
 threads, counted in the same limits as the running kernel's (``GradeConfig.memory_mb``,
 ``nproc``).
@@ -50,6 +51,19 @@ def install(queue: KernelQueue | None) -> None:
 
 def current() -> KernelQueue | None:
     return _CURRENT
+
+
+def depth(config) -> int:
+    """How many kernels a grading process starts ahead: :data:`DEPTH` where the class leaves a
+    core idle (fewer workers than cores: the next kernel starts there), else 0. With every
+    core busy grading, a kernel started ahead saves no time (its start-up takes the same CPU)
+    and holds one more kernel's memory per grading process.
+
+    >>> from autograder.grading.config import GradeConfig
+    >>> depth(GradeConfig(workers=1, cpus=2)), depth(GradeConfig(workers=2, cpus=2))
+    (1, 0)
+    """
+    return DEPTH if config.workers < config.cpus else 0
 
 
 class KernelQueue:
