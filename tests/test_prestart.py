@@ -92,7 +92,7 @@ def test_a_kernel_sees_only_its_own_sockets_and_its_own_assignment_s_probe(tmp_p
     assert one["ipc"] != two["ipc"] and Path(one["ipc"]).parent == Path(two["ipc"]).parent
     from autograder.grading.outcap import IMPORTS_VAR
 
-    assert IMPORTS_VAR not in one["env"] and two["env"][IMPORTS_VAR] == "torch._dynamo"
+    assert one["env"][IMPORTS_VAR] == "" and two["env"][IMPORTS_VAR] == "torch._dynamo"
     assert [p for p in one["rw"]] == [specs["01_attention"]["probe"] + "/out"]
     assert [p for p in two["rw"]] == [specs["02_masking"]["probe"] + "/out"]
     Path(two["ipc"], "kernel.json").write_text("{}")  # the other kernel's connection file
@@ -144,3 +144,10 @@ def test_the_kernel_has_its_libraries_loaded_before_the_first_cell_and_binds_non
     assert nb.cells[0].outputs[0]["text"].strip() == \
         "['matplotlib.pyplot', 'numpy', 'torch', 'xml.dom.minidom'] False False"
     assert any("image/png" in o.get("data", {}) for o in nb.cells[1].outputs), nb.cells[1]
+    # a kernel not started ahead (no variable) imports nothing ahead: a notebook that needs
+    # no torch (the fixture course) does not pay for it
+    monkeypatch.delenv(IMPORTS_VAR)
+    plain = new_notebook(cells=[nb.cells[0].copy()])
+    NotebookClient(plain, kernel_name="outcap-test", timeout=120,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert plain.cells[0].outputs[0]["text"].strip() == "[] False False"

@@ -22,10 +22,11 @@ import sys
 import threading
 
 NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
-# imported by the kernel before it answers (once ipykernel has set matplotlib's inline
-# backend), so that a kernel started ahead (``sandbox/prestart.py``) spends the seconds of the
-# setup cell's ``import torch`` while the previous notebook runs; nothing is bound in the
-# notebook's namespace
+# imported, before it answers, by a kernel started ahead (``sandbox/prestart.py`` sets
+# ``COURSE_KERNEL_IMPORTS``; once ipykernel has set matplotlib's inline backend): it spends the
+# seconds of the setup cell's ``import torch`` while the previous notebook runs. Nothing is
+# bound in the notebook's namespace. A kernel started as its notebook comes imports nothing
+# ahead (a notebook that needs no torch would pay for it).
 PREIMPORT = ("numpy", "torch", "matplotlib.pyplot")
 IMPORTS_VAR = "COURSE_KERNEL_IMPORTS"
 
@@ -82,14 +83,15 @@ def main(argv: list[str]) -> None:
     sys.argv = [sys.argv[0], *argv[1:]]
     app = kernelapp.IPKernelApp.instance()  # ipykernel's launch_new_instance, in its steps
     app.initialize()
-    preimport()
+    if IMPORTS_VAR in os.environ:  # a kernel started ahead
+        preimport()
     app.start()
 
 
 def preimport() -> None:
-    """Import :data:`PREIMPORT` and the modules ``COURSE_KERNEL_IMPORTS`` names (comma-separated:
-    the exercise table's ``kernel_imports`` of the notebook; a module that fails to import is
-    left to the notebook)."""
+    """Import :data:`PREIMPORT` and the modules ``COURSE_KERNEL_IMPORTS`` names (comma-separated,
+    may be empty: the exercise table's ``kernel_imports`` of the notebook; a module that fails
+    to import is left to the notebook)."""
     import importlib
 
     extra = [m for m in os.environ.pop(IMPORTS_VAR, "").split(",") if m]

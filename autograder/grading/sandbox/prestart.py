@@ -124,11 +124,11 @@ class KernelQueue:
         if os.geteuid() == 0:
             os.chown(ipc, spec["uid"], spec["uid"])
         spec["ipc"] = str(ipc)
-        imports = self.imports(assignment)
-        if imports:  # the exercise table's kernel_imports (outcap.preimport)
-            from ..outcap import IMPORTS_VAR
+        from ..outcap import IMPORTS_VAR
 
-            spec["env"][IMPORTS_VAR] = ",".join(imports)
+        # started ahead: outcap.preimport loads torch & co, and the exercise table's
+        # kernel_imports of the notebook, before the kernel answers
+        spec["env"][IMPORTS_VAR] = ",".join(self.imports(assignment))
         path = self.root / ".grader" / f"sandbox-{self.count}.json"
         path.write_text(json.dumps(spec))
         return path
