@@ -84,7 +84,6 @@ class KernelQueue:
         self.depth = depth
         self.ahead: list = []  # started kernel managers, for order[0], order[1], ...
         self.count = 0
-        self.base = json.loads((self.root / ".grader" / "sandbox-base.json").read_text())
 
     # ------------------------------------------------------------ what nbgrader's Execute calls
     def take(self, assignment: str, config, extra_arguments: list[str] | tuple = ()):
