@@ -122,6 +122,47 @@ def test_speed_is_compared_on_the_kernel_s_own_clock(tmp_path):
     assert not v.passed and v.diagnosis == "output missing", v.message
 
 
+def test_the_speed_baseline_is_measured_once_per_class_and_read_from_the_inputs(
+        tmp_path, monkeypatch):
+    # course-grade judges with the case inputs it wrote (once per class): the naive loop's
+    # time in workloads and the timed text are read there, so a student's verdict measures
+    # nothing; it is the verdict the grader's own measurement gives
+    from verdict_helpers import record
+
+    from autograder.checks._judge import case_inputs, judge
+
+    inputs = case_inputs(FAST)
+    assert inputs["timed"]["per_cal"] == FAST.post.trusted.baseline()[0] > 0
+    (tmp_path / "a").mkdir()
+    good = record(tmp_path / "a", FAST, incremental_trainer)
+    (tmp_path / "b").mkdir()
+    slow = record(tmp_path / "b", FAST, byte_trainer())
+    measured = [judge(FAST, good), judge(FAST, slow)]
+
+    def no_naive(*_a):
+        raise AssertionError("the naive loop ran while judging a student")
+
+    monkeypatch.setattr(B, "_naive", no_naive)
+    monkeypatch.setattr(B, "_speed_text", no_naive)
+    given = [judge(FAST, good, "", inputs), judge(FAST, slow, "", inputs)]
+    assert [v.passed for v in given] == [v.passed for v in measured] == [True, False]
+    assert given[1].diagnosis == SLOW, given[1].message
+    # the merges the runs are compared with: the incremental reference's, the naive loop's
+    monkeypatch.undo()
+    text, vocab, _ = FAST.post.trusted.args()
+    assert B._fast(text, vocab, []) == B._naive(text, vocab, [])
+    # merges that differ on the timed text only still fail the stage, judged that way
+
+    def wrong_on_long_texts(text, vocab_size, special_tokens=()):
+        vocab, merges = incremental_trainer(text, vocab_size, list(special_tokens))
+        return (vocab, merges[:-1]) if len(text) >= B.SPEED_CHARS else (vocab, merges)
+
+    (tmp_path / "c").mkdir()
+    wrong = record(tmp_path / "c", FAST, wrong_on_long_texts)
+    v = judge(FAST, wrong, "", inputs)
+    assert not v.passed and "30,000 characters" in v.message, v.message
+
+
 def test_the_kernel_stops_timing_once_the_speed_up_is_clear():
     from autograder.checks._judge import case_inputs
 

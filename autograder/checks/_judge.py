@@ -107,7 +107,8 @@ def case_inputs(check: Check) -> dict:
     timed = getattr(check.post, "trusted", None)  # a stage the grader can judge from a record
     if timed is not None:
         out["timed"] = {"args": _codec.encode(tuple(timed.args())), "runs": timed.runs,
-                        "enough": float(timed.enough())}
+                        "enough": float(timed.enough()),
+                        **(timed.constants() if hasattr(timed, "constants") else {})}
     return out
 
 
@@ -226,11 +227,13 @@ def _fail(check: Check, case: Case, body: str, diagnosis: str, n_visible: int) -
     return Verdict(False, text, diagnosis)
 
 
-def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
+def judge(check: Check, record: dict | None, cell_error: str = "",
+          inputs: dict | None = None) -> Verdict:
     """The verdict on ``check`` (visible and hidden cases) from the kernel's ``record``.
 
     ``cell_error``: how the test cell ended in the kernel (e.g. "NameError: name 'f' is not
-    defined"), used to say why nothing was recorded.
+    defined"), used to say why nothing was recorded. ``inputs``: the :func:`case_inputs` the
+    grader wrote for the kernel (a timed stage reads its measured constants there).
     """
     head = f"{check.exercise} `{check.name}`"
     if record is None or type(record) is not dict:
@@ -378,7 +381,9 @@ def judge(check: Check, record: dict | None, cell_error: str = "") -> Verdict:
     timed = getattr(check.post, "trusted", None)
     if timed is not None:
         runs = record.get("timed")
-        problem, diagnosis, info = timed.judge(runs if type(runs) is list else [])
+        given = (inputs or {}).get("timed") if type(inputs) is dict else None
+        problem, diagnosis, info = timed.judge(runs if type(runs) is list else [], given) \
+            if given is not None else timed.judge(runs if type(runs) is list else [])
         if problem:
             return Verdict(False, f"✘ {head}: every case matches, but {problem}", diagnosis)
         text += f"\n  {info}"

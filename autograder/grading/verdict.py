@@ -604,12 +604,23 @@ def _judge_cell(probe: Path, keys: list[str], points: float, error: str) -> dict
     from autograder.checks._judge import judge
 
     records = [read_record(probe, k) for k in keys]
-    parts = [judge(_check(k), r, error) for k, r in zip(keys, records, strict=True)]
+    parts = [judge(_check(k), r, error, _inputs(probe, k))
+             for k, r in zip(keys, records, strict=True)]
     passed = all(v.passed for v in parts)
     return {"points": points if passed else 0.0, "passed": passed,
             "diagnosis": next((v.diagnosis for v in parts if not v.passed), ""),
             "message": "\n".join(v.message for v in parts),
             "recorded": all(r is not None for r in records)}
+
+
+def _inputs(probe: Path, key: str) -> dict | None:
+    """The case inputs the grader wrote for ``key`` (``in`` is the grader's, read-only to the
+    kernel; the class's cached copy), or None."""
+    try:
+        data = json.loads((probe / "in" / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if type(data) is dict else None
 
 
 def _write_verdicts(root: Path, assignment: str, notebook: str, verdicts: dict) -> dict:
