@@ -6,8 +6,10 @@ page keeps its math, its figures and the check messages."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -116,3 +118,34 @@ def test_feedback_keeps_math_figures_and_scores(feedback):
     nb = feedback["nb"]
     assert [(r["points"], r["status"]) for r in feedback["rows"]] == [
         (f"{g.max_points:g}", "graded") for g in nb.grade_cells]
+
+
+def test_templates_are_compiled_once_per_process_and_pages_are_unchanged():
+    # a subprocess: the shared cache patches nbconvert for the rest of the process
+    code = r"""
+import json, jinja2
+from nbconvert import HTMLExporter
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+nb = new_notebook(cells=[new_markdown_cell("# T\n$x^2$"), new_code_cell("print(1)")])
+plain = HTMLExporter().from_notebook_node(nb)[0]
+compiled = []
+original = jinja2.Environment.compile
+def counting(self, *a, **k):
+    compiled.append(1)
+    return original(self, *a, **k)
+jinja2.Environment.compile = counting
+from autograder.grading.feedback_html import share_compiled_templates
+share_compiled_templates(); share_compiled_templates()
+first = HTMLExporter().from_notebook_node(nb)[0]
+n_first = len(compiled)
+second = HTMLExporter().from_notebook_node(nb)[0]
+print(json.dumps([n_first, len(compiled) - n_first, first == second,
+                  _strip(first) == _strip(plain)]))
+"""
+    code = code.replace("_strip(", "(lambda s: __import__('re').sub(r'id=\"[^\"]*\"', '', s))(")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    n_first, n_second, same, as_before = json.loads(out.stdout.strip().splitlines()[-1])
+    assert n_first > 0 and n_second == 0  # the second exporter compiled nothing
+    assert same and as_before

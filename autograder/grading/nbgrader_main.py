@@ -128,8 +128,6 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     missing.
     """
     import nbformat
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.apps.baseapp import NbGrader
 
     from . import verdict
     from .config import GradeConfig
@@ -138,9 +136,6 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     from .sandbox.runners import arm
 
     os.environ[PARENT_VAR] = str(os.getpid())  # the kernels' launcher checks it (kernel.py)
-    app = NbGrader()
-    app.initialize([])
-    api = NbGraderAPI(config=app.config)
     root = Path.cwd()
     cache = os.environ.get(verdict.CACHE_VAR) or None
     notebooks = {a: sorted((root / "source" / a).glob("*.ipynb")) for a in assignments}
@@ -158,16 +153,28 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
             verdict.write_inputs(root, assignment)
 
     queue, base = None, root / ".grader" / "sandbox-base.json"
-    ahead = prestart.depth(GradeConfig.from_dict(json.loads(base.read_text())["config"])) \
-        if base.exists() else 0
-    if ahead:  # kernels started ahead, where a core is idle
-        queue = prestart.KernelQueue(
-            root, [a for a in assignments for _ in notebooks[a]], ready, depth=ahead,
-            imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
-        prestart.install(queue)
-        queue.start_ahead(app.config)
+    base_spec = json.loads(base.read_text()) if base.exists() else None
+    ahead = prestart.depth(GradeConfig.from_dict(base_spec["config"])) if base_spec else 0
+    # the zygote first: its imports (torch: 3 s) overlap nbgrader's
+    zyg = _start_zygote(root, assignments, ready, base_spec)
     status = 0
     try:
+        use_cached_head()
+        from nbgrader.apps import NbGraderAPI
+        from nbgrader.apps.baseapp import NbGrader
+
+        from .feedback_html import share_compiled_templates
+
+        share_compiled_templates()  # each feedback page's exporter: templates compiled once
+        app = NbGrader()
+        app.initialize([])
+        api = NbGraderAPI(config=app.config)
+        if ahead:  # kernels started ahead, where a core is idle
+            queue = prestart.KernelQueue(
+                root, [a for a in assignments for _ in notebooks[a]], ready, depth=ahead,
+                imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
+            prestart.install(queue)
+            queue.start_ahead(app.config)
         for assignment in assignments:
             ready(assignment)
             code = _grade_one(api, root, student, assignment, sources[assignment], arm)
@@ -176,7 +183,29 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
         if queue is not None:
             queue.close()
             prestart.install(None)
+        if zyg is not None:
+            zyg.close()
     return status
+
+
+def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | None):
+    """The kernels' zygote of this grading process (``sandbox/zygote.py``), its socket named
+    to the kernels' launchers in ``COURSE_ZYGOTE``; None without the sandbox, where it is not
+    used, or with ``COURSE_KERNEL_ZYGOTE=0``. Every assignment's folders are prepared first
+    (the zygote stages what their kernels mount)."""
+    from .sandbox import zygote
+    from .sandbox.runners import sandbox_spec
+
+    if base_spec is None or os.environ.get("COURSE_KERNEL_ZYGOTE", "1") == "0" \
+            or os.geteuid() != 0:
+        return None
+    for assignment in assignments:
+        ready(assignment)
+    specs = [sandbox_spec(root, a) for a in assignments]
+    zyg = zygote.start(specs, Path(base_spec["home"]) / "zygote")
+    if zyg is not None:
+        os.environ[zygote.ZYGOTE_VAR] = zyg.ctl
+    return zyg
 
 
 def _grade_one(api, root: Path, student: str, assignment: str, sources: list, arm) -> int:
@@ -255,9 +284,14 @@ def build_kernel_caches(cache: str, assignments: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    use_cached_head()
     if sys.argv[1:2] == ["autograde+feedback"]:
-        sys.exit(autograde_and_feedback(sys.argv[2], sys.argv[3:]))
+        code = autograde_and_feedback(sys.argv[2], sys.argv[3:])
+        # everything is written: skip the interpreter's clean-up (2 s with torch, ZeroMQ and
+        # nbgrader loaded, after the last notebook of every student)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    use_cached_head()
     if sys.argv[1:2] == ["kernel_caches"]:
         sys.exit(build_kernel_caches(sys.argv[2], sys.argv[3:]))
     if sys.argv[1:2] == ["generate_assignments"]:

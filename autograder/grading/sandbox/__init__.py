@@ -22,8 +22,9 @@ What the kernel sees and may do:
 - no network (``--unshare-net``: a loopback of its own); the kernel talks to nbgrader over
   Unix sockets (ZeroMQ ``ipc``) in a folder of its own bound into the sandbox (the next
   notebook's kernel, started while this one runs, has another: ``prestart.py``);
-- its own PID namespace (it cannot see or signal the grader) that dies with it
-  (``--die-with-parent``): every process it started is gone when grading ends;
+- its own PID namespace (it cannot see or signal the grader, nor the student's other
+  kernel) that dies with it (``--die-with-parent``; a forked kernel's namespace dies with
+  the kernel): every process it started is gone when grading ends;
 - run as an unprivileged user of its own (a random uid, when the grader runs as root), with
   limits: processes (``RLIMIT_NPROC``: a fork bomb stops there), file size
   (``RLIMIT_FSIZE``), and, inherited from the runner, memory (``RLIMIT_AS``) and CPU time;
@@ -39,7 +40,12 @@ The parts:
 - ``kernel.py`` (``python -m autograder.grading.sandbox``): the kernel's launcher, run by
   Jupyter as the kernelspec's command, and the uid drop inside the sandbox;
 - ``prestart.py``: the queue that starts each notebook's kernel while the previous notebook
-  runs, each in its own sandbox with its own assignment's mounts.
+  runs, each in its own sandbox with its own assignment's mounts;
+- ``zygote.py``: where the grader runs as root, one sandbox per grading process in which
+  torch, numpy, pyplot and ipykernel are imported once; each kernel is a fork of it, given
+  namespaces of its own (mounts, PID, network, IPC: the same isolation as a ``bwrap`` of its
+  own) before it drops to the sandbox user. The launcher falls back to its own ``bwrap``
+  when the zygote is missing or refuses.
 
 Not defended: code that gets past the policy (it is a deny-list over the source, e.g. a
 library function that hands out a frame or a module the policy does not know) can still

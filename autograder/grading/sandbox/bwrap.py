@@ -109,8 +109,27 @@ def font_cache(folder: Path) -> str | None:
 
 def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
     """The ``bwrap`` command that runs the kernel (see the package docstring)."""
-    home = spec["home"]
-    work, ipc = f"{home}/work", spec.get("ipc") or f"{home}/ipc"  # ipc: this kernel's own
+    ipc = spec.get("ipc") or f"{spec['home']}/ipc"  # this kernel's own
+    argv = sandbox_argv(spec, [("--bind", ipc, ipc)])
+    # ipykernel, with each cell's stream output capped in the kernel (``outcap``)
+    cap = GradeConfig.from_dict(spec.get("config", {})).output_chars
+    kernel = [sys.executable, "-m", "autograder.grading.outcap", str(cap), "-f", connection_file]
+    if os.geteuid() == 0:  # become the sandbox's own user inside (bwrap drops root's caps)
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+                 sys.executable, "-m", "autograder.grading.sandbox", "drop", str(spec["uid"]),
+                 "--", *kernel]
+    else:
+        argv += ["--unshare-user", "--", *kernel]
+    return argv
+
+
+def sandbox_argv(spec: dict, binds: list[tuple[str, str, str]],
+                 private: tuple[str, ...] = ()) -> list[str]:
+    """``bwrap`` and its options for ``spec``'s sandbox, up to the command: namespaces, the
+    private ``/tmp``, the read-only system, the spec's own mounts, the folders ``private``
+    (empty file systems of their own, root's alone: mode 0700), ``binds`` (``(option,
+    source, destination)``, applied last), the working folder, the environment."""
+    work = f"{spec['home']}/work"
     argv = [spec["bwrap"], "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--hostname", "sandbox"]
     made = set()
@@ -140,17 +159,13 @@ def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
         argv += [*parents(dest), "--ro-bind", src, dest]
     for p in spec.get("rw", []):  # the probe's records
         argv += [*parents(p), "--bind", p, p]
-    argv += [*parents(work), "--ro-bind", work, work, "--bind", ipc, ipc,
-             "--chdir", work, "--clearenv"]
+    argv += [*parents(work), "--ro-bind", work, work]
+    for d in private:
+        argv += [*parents(d), "--perms", "0700", "--tmpfs", d]
+        made.add(d)
+    for option, src, dest in binds:
+        argv += [*parents(dest), option, src, dest]
+    argv += ["--chdir", work, "--clearenv"]
     for k, v in spec["env"].items():
         argv += ["--setenv", k, v]
-    # ipykernel, with each cell's stream output capped in the kernel (``outcap``)
-    cap = GradeConfig.from_dict(spec.get("config", {})).output_chars
-    kernel = [sys.executable, "-m", "autograder.grading.outcap", str(cap), "-f", connection_file]
-    if os.geteuid() == 0:  # become the sandbox's own user inside (bwrap drops root's caps)
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                 sys.executable, "-m", "autograder.grading.sandbox", "drop", str(spec["uid"]),
-                 "--", *kernel]
-    else:
-        argv += ["--unshare-user", "--", *kernel]
     return argv

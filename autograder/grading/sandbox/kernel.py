@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..config import GradeConfig
 from .bwrap import bwrap_argv
+from .zygote import ZYGOTE_VAR, run_kernel, serve
 
 USAGE = "usage: python -m autograder.grading.sandbox kernel SPEC CONNECTION_FILE"
 
@@ -61,6 +62,15 @@ def kernel_main(spec_path: str, connection_file: str) -> None:
     os.chmod(conn, 0o600)
     fsize = config.fsize_mb * 2**20
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    ctl = os.environ.pop(ZYGOTE_VAR, "")
+    if ctl and os.geteuid() == 0:  # forked, loaded, by the grading process's zygote
+        spec["ipc"] = str(ipc)
+        code = run_kernel(ctl, spec, str(conn))
+        if code is not None:
+            sys.stdout.flush()
+            os._exit(code)
+        print("course-grade: the kernel zygote did not start this kernel; it starts in a "
+              "sandbox of its own", file=sys.stderr, flush=True)
     argv = bwrap_argv(spec, str(conn))
     os.execv(argv[0], argv)
 
@@ -80,5 +90,7 @@ def main(argv: list[str]) -> None:
         kernel_main(argv[1], argv[2])
     elif argv[:1] == ["drop"] and argv[2:3] == ["--"]:
         drop_main(int(argv[1]), argv[3:])
+    elif argv[:1] == ["zygote"] and len(argv) == 2:
+        serve(argv[1])
     else:
         sys.exit(USAGE)

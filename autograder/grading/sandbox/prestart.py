@@ -13,9 +13,10 @@ kernel waiting for its notebook holds its memory (about 300 MB with torch loaded
 threads, counted in the same limits as the running kernel's (``GradeConfig.memory_mb``,
 ``nproc``).
 
-Each kernel is still its own sandbox, exactly as before: its own ``bwrap`` with the mounts of
-its own assignment only (``runners.sandbox_spec``: the stubbed ``autograder`` and reference
-package of that chapter, its probe folder), and its own folder of ZeroMQ sockets and
+Each kernel is still its own sandbox, exactly as before: its own ``bwrap`` (or its own
+namespaces in a fork of the zygote: ``zygote.py``) with the mounts of its own assignment only
+(``runners.sandbox_spec``: the stubbed ``autograder`` and reference package of that chapter,
+its probe folder), and its own folder of ZeroMQ sockets and
 connection file (``ipc-<n>``), bound into that sandbox alone: the kernel running the current
 notebook can neither see the next one's files nor reach its sockets. A kernel that was started
 for a notebook nbgrader does not run after all (its assignment failed before execution) is
