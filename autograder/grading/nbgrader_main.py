@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -118,12 +119,14 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     each time). Per assignment: the trusted side's kernel package and probe inputs
     (:func:`verdict.prepare`, :func:`verdict.write_inputs`) and the kernel's mounts
     (:func:`sandbox.runners.arm`), autograde, the trusted verdict (:func:`verdict.decide`),
-    feedback with its last cleaning (:func:`feedback_html.clean_feedback`). With the sandbox,
+    feedback with its last cleaning (:func:`feedback_html.clean_feedback`; in a thread of its
+    own, while the next assignment is graded: :class:`_Feedback`). With the sandbox,
     where the class leaves a core idle, each notebook's kernel is started while the previous
     notebook runs (``prestart.py``), its assignment's folders prepared then. What happened to
     each assignment is a marker line in the log the parent reads:
     ``==== <assignment> begin``, ``==== <assignment> autograde: ok|failed``,
-    ``==== <assignment> generate_feedback: ok|failed``. A failed assignment does not stop the
+    ``==== <assignment> generate_feedback: ok|failed`` (this one may come after the next
+    assignment's ``begin``). A failed assignment does not stop the
     next one. Exit status: 0 all done, 1 an autograde failed, 3 graded but some feedback
     missing.
     """
@@ -175,10 +178,14 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
                 imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
             prestart.install(queue)
             queue.start_ahead(app.config)
+        feedback = _Feedback(app.config)
         for assignment in assignments:
             ready(assignment)
             code = _grade_one(api, root, student, assignment, sources[assignment], arm)
+            if code == 0:
+                feedback.submit(student, assignment)
             status = status or code
+        status = status or feedback.wait()
     finally:
         if queue is not None:
             queue.close()
@@ -208,44 +215,89 @@ def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | N
     return zyg
 
 
+_SAY = threading.Lock()  # the grading log: whole lines from the feedback thread and the main
+
+
+def _say(*parts: str) -> None:
+    with _SAY:
+        sys.stdout.write("\n".join(parts) + "\n")
+        sys.stdout.flush()
+
+
 def _grade_one(api, root: Path, student: str, assignment: str, sources: list, arm) -> int:
-    """One assignment of :func:`autograde_and_feedback` (its folders prepared); its exit status
-    (0: all done)."""
+    """``autograde`` and the trusted verdict of one assignment of
+    :func:`autograde_and_feedback` (its folders prepared); its exit status (0: graded)."""
     from . import verdict
 
-    print(f"==== {assignment} begin", flush=True)
+    _say(f"==== {assignment} begin")
     arm(root, assignment)  # this assignment's mounts for a kernel started the usual way
     verdict.warm(sources)  # the trusted side's imports, while autograde waits on the kernel
-    for step, run in (("autograde", api.autograde),
-                      ("generate_feedback", api.generate_feedback)):
-        result = run(assignment, student, force=True)
-        if step == "generate_feedback" and result["success"]:  # nothing in it may run
-            from .feedback_html import clean_feedback
+    result = api.autograde(assignment, student, force=True)
+    ok = "ok" if result["success"] else "failed"
+    stopped = not result["success"]  # nbgrader's own failure
+    _say(result.get("log", ""), result.get("error", ""))
+    if result["success"]:
+        # the scores: decided here from the kernel's records, not by whether a cell raised
+        try:
+            verdict.decide(root, assignment, student)
+        except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+            _say(f"trusted verdict failed: {type(e).__name__}: {e}")
+            ok = "failed"
+    _say(f"==== {assignment} autograde: {ok}")
+    if stopped:
+        # the run stopped (kernel died or hung): what the kernel recorded before that is
+        # still judged (the parent decides which rows it scores)
+        try:
+            verdict.judge_records(root, assignment)
+        except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+            _say(f"judging the records failed: {type(e).__name__}: {e}")
+    return 0 if ok == "ok" else 1
 
-            course = api.coursedir
-            clean_feedback(Path(course.root) / course.feedback_directory / student / assignment)
+
+class _Feedback:
+    """``generate_feedback`` (and its last cleaning) of each graded assignment, one after
+    another in a thread of their own, while the main thread grades the next assignment (the
+    kernel runs on another core meanwhile: each page's rendering is 0.3 to 1 s of this
+    process's CPU). Its own API object (its own course directory: nbgrader sets the assignment
+    and student on it while it runs) and its own logger (so neither step's captured log holds
+    the other's lines). The parent reads no marker of this step (it looks for the pages)."""
+
+    def __init__(self, config):
+        import logging
+        from concurrent.futures import ThreadPoolExecutor
+
+        from nbgrader.apps import NbGraderAPI
+
+        log = logging.getLogger("course-grade.feedback")
+        log.setLevel(logging.INFO)
+        self.api = NbGraderAPI(config=config, log=log)
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="course-grade-feedback")
+        self.futures: list = []
+
+    def submit(self, student: str, assignment: str) -> None:
+        self.futures.append(self.pool.submit(self._one, student, assignment))
+
+    def _one(self, student: str, assignment: str) -> int:
+        from .feedback_html import clean_feedback
+
+        try:
+            result = self.api.generate_feedback(assignment, student, force=True)
+            if result["success"]:  # nothing in it may run
+                course = self.api.coursedir
+                clean_feedback(Path(course.root) / course.feedback_directory / student
+                               / assignment)
+        except Exception as e:  # noqa: BLE001 - no feedback page, never a lost grade
+            result = {"success": False, "error": f"{type(e).__name__}: {e}"}
         ok = "ok" if result["success"] else "failed"
-        stopped = step == "autograde" and not result["success"]  # nbgrader's own failure
-        print(result.get("log", ""), result.get("error", ""), sep="\n")
-        if result["success"] and step == "autograde":
-            # the scores: decided here from the kernel's records, not by whether a cell raised
-            try:
-                verdict.decide(root, assignment, student)
-            except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-                print(f"trusted verdict failed: {type(e).__name__}: {e}")
-                ok = "failed"
-                result["success"] = False
-        print(f"==== {assignment} {step}: {ok}", flush=True)
-        if stopped:
-            # the run stopped (kernel died or hung): what the kernel recorded before that is
-            # still judged (the parent decides which rows it scores)
-            try:
-                verdict.judge_records(root, assignment)
-            except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-                print(f"judging the records failed: {type(e).__name__}: {e}")
-        if not result["success"]:
-            return 1 if step == "autograde" else 3
-    return 0
+        _say(result.get("log", ""), result.get("error", ""),
+             f"==== {assignment} generate_feedback: {ok}")
+        return 0 if result["success"] else 3
+
+    def wait(self) -> int:
+        """Every page written (or failed); 3 when one is missing, else 0."""
+        codes = [f.result() for f in self.futures]
+        self.pool.shutdown()
+        return 3 if any(codes) else 0
 
 
 def generate_assignments(assignments: list[str]) -> int:
