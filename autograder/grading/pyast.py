@@ -16,6 +16,7 @@ Dask's worker threads call it before they start.
 from __future__ import annotations
 
 import ast
+import functools
 import threading
 
 _LOCK = threading.RLock()
@@ -31,3 +32,23 @@ def parse(source, filename="<unknown>", mode="exec", *args, **kwargs) -> ast.AST
 def install() -> None:
     """Make ``ast.parse`` itself this process's locked :func:`parse` (idempotent)."""
     ast.parse = parse
+
+
+@functools.lru_cache(maxsize=4096)
+def cell_tree(source: str) -> tuple[ast.AST | None, bool]:
+    """(the AST of a notebook cell as IPython runs it, whether IPython's transform worked):
+    the cell transformed by IPython (magics become calls), parsed; the source parsed as it is
+    when IPython cannot transform it; None when neither parses. Cached: the source policy and
+    the flags read every cell of every student, many of them the same. The tree is shared:
+    callers only read it.
+    """
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        code, transformed = TransformerManager().transform_cell(source), True
+    except Exception:  # noqa: BLE001 - not IPython-transformable: try it as Python
+        code, transformed = source, False
+    try:
+        return parse(code), transformed
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # e.g. a NUL, deep nesting
+        return None, transformed

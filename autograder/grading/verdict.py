@@ -694,12 +694,8 @@ def _source_flags(source: str) -> set[str]:
     >>> _source_flags("def f(x):\\n    return x + 1")
     set()
     """
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    try:
-        code = TransformerManager().transform_cell(source)
-        tree = pyast.parse(code)
-    except Exception:  # noqa: BLE001 - not Python: the kernel reports it
+    tree, transformed = pyast.cell_tree(source)
+    if tree is None or not transformed:  # not Python: the kernel reports it
         return set()
     found = set()
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}

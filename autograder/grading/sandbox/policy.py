@@ -142,16 +142,8 @@ def _magic_problem(tree: ast.AST) -> str | None:
 
 
 def _parse(source: str) -> ast.AST | None:
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        code = TransformerManager().transform_cell(source)
-    except Exception:  # noqa: BLE001 - not IPython-transformable: try it as Python
-        code = source
-    try:
-        return pyast.parse(code)
-    except SyntaxError:
-        return None  # the kernel will report the syntax error itself
+    """The cell's tree (None: a syntax error, which the kernel will report itself)."""
+    return pyast.cell_tree(source)[0]
 
 
 def module_names(sources: list[str]) -> set[str]:
