@@ -183,3 +183,32 @@ def test_kernel_gets_no_reference_implementation(tmp_path):
     stub = (Path(spec["package"]) / "checks" / "bpe.py").read_text()
     assert "EOW = '</w>'" in stub and f"SPEED_VOCAB = {B.SPEED_VOCAB}" in stub
     assert "transformer_ref" not in stub
+
+
+def test_the_kernel_s_corpus_reads_the_plays_converted_once_per_class(tmp_path):
+    # the kernel's copy of transformer_ref.corpus comes with the plays converted (built once
+    # per class, by the real module): the notebook's load_shakespeare gives the same text
+    # without converting the markdown again
+    import subprocess
+    import sys
+
+    from transformer_ref import corpus
+
+    src = nbformat.read(SOURCE, as_version=4)
+    spec = verdict.prepare(tmp_path, [src])
+    ref = Path(spec["ref_package"])
+    assert (ref / corpus.CONVERTED).is_file()
+    code = (
+        "import hashlib, transformer_ref.corpus as c\n"
+        f"assert c.__file__.startswith({str(ref)!r}), c.__file__\n"
+        "c.markdown_to_plain = None  # would fail if called\n"
+        "print(hashlib.sha256(c.load_shakespeare('all').encode()).hexdigest())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ref.parent)},
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import hashlib
+
+    assert out.stdout.strip() == hashlib.sha256(
+        corpus.load_shakespeare("all").encode()).hexdigest()

