@@ -45,12 +45,15 @@ try:
 except OSError:
     port = None
 sleeper = subprocess.Popen(["sleep", "300"], start_new_session=True)
+import random, numpy
+draws = [random.random(), float(numpy.random.random())]
 print(json.dumps({{
     "uid": os.getuid(), "caps": status["CapEff"].strip(), "no_new_privs":
     status.get("NoNewPrivs", "").strip(), "loaded": "torch" in sys.modules,
     "home": sorted(os.listdir(home)), "probes": sorted(os.listdir(probes)),
     "stage": stage, "pid": os.getpid(), "pids": len(pids),
     "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")), "port": port,
+    "draws": draws,
 }}))
 """
 
@@ -130,6 +133,8 @@ def test_forked_kernels_are_loaded_and_each_in_a_sandbox_of_its_own(tmp_path, mo
                       for p in sorted((root / ".grader").glob("sandbox-[0-9]*.json")))
         assert a["home"] == sorted(["work", ipc1]) and b["home"] == sorted(["work", ipc2])
         assert a["stage"] == b["stage"] == []
+        # random streams of their own, as two processes started apart would have
+        assert a["draws"][0] != b["draws"][0] and a["draws"][1] != b["draws"][1]
         # each its own assignment's probe folder
         assert a["probes"] == ["01_attention"] and b["probes"] == ["02_masking"]
         # its own PID namespace (an init and the kernel's processes), /tmp and /dev/shm

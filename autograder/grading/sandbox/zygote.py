@@ -248,8 +248,8 @@ def _namespaces(spec: dict, zygote_ro: set[str], ctl_dir: str) -> None:
     if mpl and mpl.startswith("/tmp/"):
         os.makedirs(mpl, exist_ok=True)
         os.chmod(mpl, 0o1777)
-    if os.path.isdir("/dev/shm"):
-        _tmpfs("/dev/shm", 64)
+    if os.path.isdir("/dev/shm"):  # POSIX shared memory (a DataLoader's workers): memory too
+        _tmpfs("/dev/shm", int(spec["tmp_mb"]))
     # nothing of the host beyond this kernel's own mounts
     _check(_c().umount2(STAGE.encode(), MNT_DETACH), "umount the staging folder")
 
@@ -279,6 +279,8 @@ def _kernel(spec: dict, conn: str) -> None:
     os.environ.clear()
     os.environ.update(spec["env"])
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if "numpy" in sys.modules:  # numpy's global generator, seeded from entropy as in a new
+        sys.modules["numpy"].random.seed()  # process (Python's own ``random`` reseeds itself)
     cap = GradeConfig.from_dict(spec.get("config", {})).output_chars
     sys.argv = [sys.argv[0]]
     outcap_main([str(cap), "-f", conn])
