@@ -159,7 +159,7 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     base_spec = json.loads(base.read_text()) if base.exists() else None
     ahead = prestart.depth(GradeConfig.from_dict(base_spec["config"])) if base_spec else 0
     # the zygote first: its imports (torch: 3 s) overlap nbgrader's
-    zyg = _start_zygote(root, assignments, ready, base_spec)
+    zyg = _start_zygote(root, assignments, ready, base_spec, sources)
     status = 0
     try:
         use_cached_head()
@@ -195,7 +195,8 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     return status
 
 
-def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | None):
+def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | None,
+                  sources: dict):
     """The kernels' zygote of this grading process (``sandbox/zygote.py``), its socket named
     to the kernels' launchers in ``COURSE_ZYGOTE``; None without the sandbox, where it is not
     used, or with ``COURSE_KERNEL_ZYGOTE=0``. Every assignment's folders are prepared first
@@ -209,7 +210,9 @@ def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | N
     for assignment in assignments:
         ready(assignment)
     specs = [sandbox_spec(root, a) for a in assignments]
-    zyg = zygote.start(specs, Path(base_spec["home"]) / "zygote")
+    code = [c.source for a in assignments for nb in sources[a] for c in nb.cells
+            if c.cell_type == "code"]
+    zyg = zygote.start(specs, Path(base_spec["home"]) / "zygote", zygote.preload_for(code))
     if zyg is not None:
         os.environ[zygote.ZYGOTE_VAR] = zyg.ctl
     return zyg

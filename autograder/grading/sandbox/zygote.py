@@ -55,6 +55,27 @@ ZYGOTE_VAR = "COURSE_ZYGOTE"  # the control socket's path, for the kernels' laun
 RO_VAR = "COURSE_ZYGOTE_RO"  # the zygote's own read-only binds (JSON list)
 STAGE = "/run/course-stage"  # in the zygote's sandbox: where the kernels' mounts come from
 PRELOAD = ("ipykernel.kernelapp", "numpy", "torch", "matplotlib.pyplot")
+PRELOAD_VAR = "COURSE_ZYGOTE_PRELOAD"  # the PRELOAD modules the notebooks import (JSON list)
+
+
+def preload_for(sources: list[str]) -> list[str]:
+    """The :data:`PRELOAD` modules worth loading for notebooks whose code cells are
+    ``sources``: ipykernel always, a library only when some cell imports it (a course of plain
+    Python notebooks does not pay for torch).
+
+    >>> preload_for(["import numpy as np", "x = 1"])
+    ['ipykernel.kernelapp', 'numpy']
+    >>> preload_for(["from matplotlib import pyplot as plt\\nimport torch.nn as nn"])
+    ['ipykernel.kernelapp', 'torch', 'matplotlib.pyplot']
+    """
+    import re
+
+    def imported(module: str) -> bool:
+        top = re.escape(module.split(".")[0])
+        pattern = re.compile(rf"^\s*(import|from)\s+{top}\b", re.M)
+        return any(pattern.search(src) for src in sources)
+
+    return [m for m in PRELOAD if m == "ipykernel.kernelapp" or imported(m)]
 MAX_REQUEST = 2**20
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x08000000, 0x20000000, \
@@ -119,9 +140,10 @@ def plan(specs: list[dict]) -> tuple[dict, list[tuple[str, str, str]]] | None:
     return zspec, binds
 
 
-def start(specs: list[dict], ctl_dir: Path) -> Zygote | None:
+def start(specs: list[dict], ctl_dir: Path, preload: list[str] | None = None) -> Zygote | None:
     """Start the zygote for kernels of ``specs``; its socket in ``ctl_dir`` (made here, root's
-    alone). None where no zygote is used (not root, specs that cannot share one, no bwrap)."""
+    alone); it imports ``preload`` (default :data:`PRELOAD`). None where no zygote is used
+    (not root, specs that cannot share one, no bwrap)."""
     import subprocess
 
     from .bwrap import sandbox_argv
@@ -132,6 +154,8 @@ def start(specs: list[dict], ctl_dir: Path) -> Zygote | None:
     if planned is None:
         return None
     zspec, binds = planned
+    if preload is not None:
+        zspec["env"] = {**zspec["env"], PRELOAD_VAR: json.dumps(list(preload))}
     ctl_dir = Path(ctl_dir)
     ctl_dir.mkdir(mode=0o700)
     ctl = str(ctl_dir / "ctl")
@@ -376,7 +400,7 @@ def serve(ctl: str) -> None:
     listener.bind(ctl + ".new")
     listener.listen(64)
     os.rename(ctl + ".new", ctl)  # the launchers connect from now on; served after the imports
-    for name in PRELOAD:
+    for name in json.loads(os.environ.pop(PRELOAD_VAR, "null")) or PRELOAD:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001, S112 - the notebook's own import reports it
