@@ -150,16 +150,23 @@ def test_forked_kernels_are_loaded_and_each_in_a_sandbox_of_its_own(tmp_path, mo
         # every process a kernel started goes with it
         assert len(_sleepers()) == 2
         q._kill(one)
-        import time
-
-        deadline = time.monotonic() + 10
-        while len(_sleepers()) > 1 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(_sleepers()) == 1
+        assert _wait_for(lambda: len(_sleepers()) == 1)
     finally:
         q.close()
         zyg.close()
-    assert _sleepers() == []
+    # the namespaces' last processes are killed as the zygote's sandbox goes: soon, not at once
+    assert _wait_for(lambda: _sleepers() == []), _sleepers()
+
+
+def _wait_for(condition, seconds: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def test_without_a_zygote_the_launcher_starts_the_kernel_in_a_bwrap_of_its_own(tmp_path):
