@@ -1,10 +1,10 @@
-"""One grading process per student, split over idle workers, and the class's kernel cache
+"""One grading process per student, in lanes over idle workers, and the class's kernel cache
 (issue 16, item 5): what they change is only how long grading takes, never a row.
 
 - every assignment of a student is graded by one nbgrader process (``nbgrader_main
   autograde+feedback STUDENT A B ...``); with fewer students than workers the assignments are
-  split into groups graded at the same time, each in a course folder of its own, moved back
-  into the student's folder afterwards;
+  split into lanes (``A --lane B``) that this one process grades at the same time, each lane in
+  a thread of its own with its own kernels, in the student's one course folder;
 - the graded kernels' stubbed packages and the probes' case inputs are built once per class
   (``verdict.build_cache``) and linked into every student's probe folder.
 """
@@ -24,6 +24,7 @@ from synthetic_class.shared import grade_cmd, read_csv
 from autograder.grading import verdict
 from autograder.grading.config import GradeConfig
 from autograder.grading.course import build_template
+from autograder.grading.student import assignment_log
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "solutions"
@@ -33,8 +34,8 @@ STUDENT = "s1"
 
 @pytest.fixture(scope="module")
 def one_student_two_ways(tmp_path_factory):
-    """One student with two notebooks, graded with one worker (one process for both) and with
-    two (one process each, at the same time)."""
+    """One student with two notebooks, graded with one worker (one process, one after the
+    other) and with two (one process, two lanes at the same time)."""
     root = tmp_path_factory.mktemp("parts")
     _, info = build_template(SOURCE, ASSIGNMENTS, root / "describe", GradeConfig(cell_timeout=60))
     dest = root / "class" / STUDENT
@@ -75,19 +76,30 @@ def test_one_worker_grades_every_assignment_in_one_process(one_student_two_ways)
     for a in ASSIGNMENTS:
         assert f"==== {a} begin" in log and f"==== {a} autograde: ok" in log
     # a core left idle by the one worker: each kernel was started ahead (sandbox/prestart.py),
-    # with a sandbox spec of its own; two workers on two cores start them as they come
+    # with a sandbox spec of its own
     ahead = sorted(p.name for p in (work / ".grader").glob("sandbox-[0-9]*.json"))
     cores = os.cpu_count() or 1
     assert ahead == (["sandbox-1.json", "sandbox-2.json"] if cores > 1 else []), ahead
-    two = one_student_two_ways["2"]["out"] / ".work" / "students" / STUDENT / ".grader"
-    if cores <= 2:
-        assert not list(two.glob("sandbox-[0-9]*.json"))
 
 
-def test_two_workers_split_the_student_and_put_the_results_back(one_student_two_ways):
+def test_two_workers_grade_the_student_in_two_lanes_of_one_process(one_student_two_ways):
     out = one_student_two_ways["2"]["out"]
     students = out / ".work" / "students"
-    assert sorted(p.name for p in students.iterdir()) == [STUDENT]  # no part folder left
+    assert sorted(p.name for p in students.iterdir()) == [STUDENT]  # one course folder
+    work = students / STUDENT
+    assert sorted(p.name for p in (work / "logs").iterdir()) == ["grading.log"]
+    log = (work / "logs" / "grading.log").read_text()
+    first, second = ASSIGNMENTS
+    # at the same time: the second lane began before the first lane's notebook was graded
+    assert log.index(f"==== {second} begin") < log.index(f"==== {first} result"), log[:3000]
+    for a in ASSIGNMENTS:  # each lane's result in one block, whatever the other wrote
+        block = assignment_log(log, a)
+        assert block.startswith(f"==== {a} result\n") and block.rstrip().endswith(
+            f"==== {a} autograde: ok"), block[-2000:]
+        assert f"==== {[b for b in ASSIGNMENTS if b != a][0]} " not in block
+    # each lane's kernels came from its own queue, each with a spec file of its own
+    specs = sorted((work / ".grader").glob("sandbox-[0-9]*.json"))
+    assert len(specs) == len(ASSIGNMENTS), specs
     for a in ASSIGNMENTS:
         assert (students / STUDENT / "autograded" / STUDENT / a / f"{a}.ipynb").exists()
         assert (out / "feedback" / STUDENT / a / f"{a}.html").exists()
@@ -227,3 +239,23 @@ def test_the_cache_key_follows_the_code(tmp_path):
     module = copy / "checks" / "attention.py"
     module.write_text(module.read_text() + "\n# changed\n")
     assert digest(copy) != digest(verdict.PACKAGE)
+
+
+def test_nbgrader_s_environment_block_is_shared_by_two_lanes():
+    """autograde sets NBGRADER_EXECUTION for the time it runs a notebook; two lanes' blocks
+    overlap, and the first to end must neither remove it under the second nor make the
+    second's end fail (nbgrader's own setenv deletes it: KeyError)."""
+    code = ("import os, threading\nimport nbgrader.utils as u\n"
+            "from autograder.grading.nbgrader_main import share_setenv\n"
+            "def overlap():\n"
+            "    a, b = u.setenv(NBGRADER_EXECUTION='autograde'), "
+            "u.setenv(NBGRADER_EXECUTION='autograde')\n"
+            "    a.__enter__(); b.__enter__(); a.__exit__(None, None, None)\n"
+            "    inside = os.environ.get('NBGRADER_EXECUTION')\n"
+            "    try:\n        b.__exit__(None, None, None)\n"
+            "    except KeyError:\n        return inside, 'KeyError'\n"
+            "    return inside, os.environ.get('NBGRADER_EXECUTION')\n"
+            "print(overlap())\nshare_setenv(); share_setenv()\nprint(overlap())\n"
+            "os.environ['NBGRADER_EXECUTION'] = 'before'\nprint(overlap())")
+    out = _fresh(code).splitlines()
+    assert out == ["(None, 'KeyError')", "('autograde', None)", "('autograde', 'before')"], out

@@ -200,3 +200,18 @@ def test_filling_tmp_is_not_graded_disk_limit(graded):
         g.grade_id: ("", disk) if g.grade_id in first_tests else (f"{g.max_points:g}", "graded")
         for g in nb.grade_cells
     }
+
+
+def test_a_job_with_lanes_gets_that_many_workers_share(tmp_path):
+    """A student graded in two lanes (``nbgrader_main``: two notebooks at once) by one process
+    gets two workers' cores, tasks and memory; one lane, one worker's."""
+    config = GradeConfig(workers=4, cpus=4, pids=300)
+    iso = Pinned(config, cpus=[0, 1, 2, 3])
+    with iso.job(2) as two, iso.job() as one:
+        assert len(two.cpus) == 2 and len(one.cpus) == 1 and not set(two.cpus) & set(one.cpus)
+    v1 = CgroupV1(config, {"cpu": tmp_path, "pids": tmp_path})._limits(2)
+    assert v1["cpu"]["cpu.cfs_quota_us"] == "200000" and v1["pids"]["pids.max"] == "600"
+    assert CgroupV1(config, {})._limits()["cpu"]["cpu.cfs_quota_us"] == "100000"
+    v2 = CgroupV2(GradeConfig(workers=4, cpus=4, memory_mb=1000, tmp_mb=24), tmp_path,
+                  memory=True)._limits(2)["unified"]
+    assert v2["cpu.max"] == "200000 100000" and v2["memory.max"] == str(2048 * 2**20)

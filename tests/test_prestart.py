@@ -62,6 +62,35 @@ def test_the_queue_starts_the_next_kernel_ahead_and_kills_one_not_taken(tmp_path
     assert q.take("e", None) == "e#6" and q.events[-1] == "start e#6"  # not in the order
 
 
+def test_each_lane_has_its_own_queue_and_its_kernels_their_own_files(tmp_path):
+    """nbgrader_main grades two lanes at once, each in a thread with the queue it installed;
+    the two queues' kernels never share an ipc folder or a spec file."""
+    import threading
+
+    from autograder.grading.sandbox import prestart
+
+    (tmp_path / ".grader").mkdir()
+    (tmp_path / ".grader" / "sandbox-base.json").write_text(json.dumps(
+        {"home": str(tmp_path), "uid": os.getuid(), "env": {}, "ro": []}))
+    lanes = [KernelQueue(tmp_path, ["a"]), KernelQueue(tmp_path, ["b"])]
+    seen, gate = {}, threading.Barrier(2)
+
+    def lane(k):
+        prestart.install(lanes[k])
+        gate.wait()  # both installed before either looks
+        seen[k] = [prestart.current(), lanes[k]._spec_file("ab"[k]),
+                   lanes[k]._spec_file("ab"[k])]
+
+    threads = [threading.Thread(target=lane, args=(k,)) for k in (0, 1)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert prestart.current() is None  # this thread installed none
+    assert seen[0][0] is lanes[0] and seen[1][0] is lanes[1]
+    files = [p for k in (0, 1) for p in seen[k][1:]]
+    ipcs = [json.loads(p.read_text())["ipc"] for p in files]
+    assert len(set(files)) == len(set(ipcs)) == 4, (files, ipcs)
+
+
 def _course_with_two_assignments(root: Path, uid: int) -> dict:
     """A student's course folder as the runner leaves it: sandbox-base.json, two assignments'
     probe folders and kernel packages (prepared as nbgrader_main does)."""

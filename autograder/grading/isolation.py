@@ -73,7 +73,9 @@ class Isolation:
         self.config = config
 
     @contextlib.contextmanager
-    def job(self):
+    def job(self, lanes: int = 1):
+        """A place for one job; ``lanes``: a job grading that many notebooks at once (one
+        student's lanes, ``nbgrader_main``) gets that many workers' share."""
         yield Place()
 
     def release(self, place: Place) -> None:
@@ -96,15 +98,17 @@ class Pinned(Isolation):
         self.lock = threading.Lock()
 
     @contextlib.contextmanager
-    def job(self):
-        with self.lock:
-            i = self.users.index(min(self.users))  # the least used slot
-            self.users[i] += 1
+    def job(self, lanes: int = 1):
+        with self.lock:  # the least used slots
+            chosen = sorted(range(len(self.slots)), key=lambda i: self.users[i])[:max(1, lanes)]
+            for i in chosen:
+                self.users[i] += 1
         try:
-            yield Place(cpus=self.slots[i])
+            yield Place(cpus=sorted(c for i in chosen for c in self.slots[i]))
         finally:
             with self.lock:
-                self.users[i] -= 1
+                for i in chosen:
+                    self.users[i] -= 1
 
 
 class _Cgroups(Isolation):
@@ -114,15 +118,15 @@ class _Cgroups(Isolation):
         super().__init__(config)
         self.parents = parents  # controller -> the directory the job groups are made in
 
-    def _limits(self) -> dict[str, dict[str, str]]:
+    def _limits(self, lanes: int = 1) -> dict[str, dict[str, str]]:
         raise NotImplementedError
 
     @contextlib.contextmanager
-    def job(self):
+    def job(self, lanes: int = 1):
         name = f"course-grade-{os.getpid()}-{next(_COUNTER)}"
         groups = []
         try:
-            for ctl, files in self._limits().items():
+            for ctl, files in self._limits(max(1, lanes)).items():
                 g = self.parents[ctl] / name
                 g.mkdir()
                 groups.append(g)
@@ -163,11 +167,12 @@ class CgroupV2(_Cgroups):
         super().__init__(config, {"unified": parent})
         self.memory = memory
 
-    def _limits(self):
+    def _limits(self, lanes: int = 1):
         cfg = self.config
-        files = {"cpu.max": f"{cfg.threads * PERIOD_US} {PERIOD_US}", "pids.max": str(cfg.pids)}
+        files = {"cpu.max": f"{cfg.threads * lanes * PERIOD_US} {PERIOD_US}",
+                 "pids.max": str(cfg.pids * lanes)}
         if self.memory:
-            files["memory.max"] = str((cfg.memory_mb + cfg.tmp_mb) * 2**20)
+            files["memory.max"] = str((cfg.memory_mb + cfg.tmp_mb) * lanes * 2**20)
             files["memory.swap.max"] = "0"
         return {"unified": files}
 
@@ -175,12 +180,12 @@ class CgroupV2(_Cgroups):
 class CgroupV1(_Cgroups):
     kind = "cgroup v1 (cpu, pids)"
 
-    def _limits(self):
+    def _limits(self, lanes: int = 1):
         cfg = self.config
         return {
             "cpu": {"cpu.cfs_period_us": str(PERIOD_US),
-                    "cpu.cfs_quota_us": str(cfg.threads * PERIOD_US)},
-            "pids": {"pids.max": str(cfg.pids)},
+                    "cpu.cfs_quota_us": str(cfg.threads * lanes * PERIOD_US)},
+            "pids": {"pids.max": str(cfg.pids * lanes)},
         }
 
 

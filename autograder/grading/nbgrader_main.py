@@ -109,9 +109,10 @@ def use_cached_head() -> None:
         nbgrader.api.get_alembic_version = lambda: head
 
 
-def autograde_and_feedback(student: str, assignments: list[str]) -> int:
-    """``nbgrader autograde`` then ``nbgrader generate_feedback`` for one student and each of
-    ``assignments`` in turn, in one process.
+def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
+    """``nbgrader autograde`` then ``nbgrader generate_feedback`` for one student and each
+    assignment of ``lanes`` in turn, in one process; the lanes (groups of assignments) at the
+    same time, each in a thread of its own.
 
     The same nbgrader code the two commands run (its Python API, configured from the
     ``nbgrader_config.py`` in the working folder), without starting Python and importing
@@ -122,13 +123,20 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     feedback with its last cleaning (:func:`feedback_html.clean_feedback`; in a thread of its
     own, while the next assignment is graded: :class:`_Feedback`). With the sandbox,
     where the class leaves a core idle, each notebook's kernel is started while the previous
-    notebook runs (``prestart.py``), its assignment's folders prepared then. What happened to
-    each assignment is a marker line in the log the parent reads:
-    ``==== <assignment> begin``, ``==== <assignment> autograde: ok|failed``,
-    ``==== <assignment> generate_feedback: ok|failed`` (this one may come after the next
-    assignment's ``begin``). A failed assignment does not stop the
-    next one. Exit status: 0 all done, 1 an autograde failed, 3 graded but some feedback
-    missing.
+    notebook runs (``prestart.py``), its assignment's folders prepared then.
+
+    Lanes (``course-grade`` gives a student more than one where the class leaves cores idle):
+    each its own nbgrader API object and logger (nbgrader keeps the assignment it works on in
+    its course directory object), its own kernel queue, its own feedback thread; one course
+    folder and gradebook, one zygote, one copy of nbgrader, torch and the checks in memory.
+    While a lane waits on its kernel, the other lane's nbgrader work runs.
+
+    What happened to each assignment is a marker line in the log the parent reads:
+    ``==== <assignment> begin``, then, written at once, ``==== <assignment> result``, nbgrader's
+    log of it and ``==== <assignment> autograde: ok|failed`` (:func:`student.assignment_log`);
+    ``==== <assignment> generate_feedback: ok|failed`` later. A failed assignment does not
+    stop the next one. Exit status: 0 all done, 1 an autograde failed, 3 graded but some
+    feedback missing.
     """
     import nbformat
 
@@ -139,31 +147,34 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
     from .sandbox.runners import arm
 
     os.environ[PARENT_VAR] = str(os.getpid())  # the kernels' launcher checks it (kernel.py)
+    lanes = [lane for lane in lanes if lane]
+    assignments = [a for lane in lanes for a in lane]
     root = Path.cwd()
     cache = os.environ.get(verdict.CACHE_VAR) or None
     notebooks = {a: sorted((root / "source" / a).glob("*.ipynb")) for a in assignments}
     sources = {a: [nbformat.read(p, as_version=4) for p in notebooks[a]] for a in assignments}
 
     done: set[str] = set()
+    lock = threading.Lock()
 
     def ready(assignment: str) -> None:
         # the trusted side's kernel package and probe folder of this assignment (the class's
         # cached copy when the grader names one), and the case inputs for the kernel's probe;
         # once (the kernel queue may have done it already, to start the kernel ahead)
-        if assignment not in done:
+        with lock:
+            if assignment in done:
+                return
             done.add(assignment)
             verdict.prepare(root, sources[assignment], cache, assignment)
             verdict.write_inputs(root, assignment)
 
-    queue, base = None, root / ".grader" / "sandbox-base.json"
+    base = root / ".grader" / "sandbox-base.json"
     base_spec = json.loads(base.read_text()) if base.exists() else None
     ahead = prestart.depth(GradeConfig.from_dict(base_spec["config"])) if base_spec else 0
     # the zygote first: its imports (torch: 3 s) overlap nbgrader's
     zyg = _start_zygote(root, assignments, ready, base_spec, sources)
-    status = 0
     try:
         use_cached_head()
-        from nbgrader.apps import NbGraderAPI
         from nbgrader.apps.baseapp import NbGrader
 
         from .feedback_html import share_compiled_templates
@@ -171,28 +182,121 @@ def autograde_and_feedback(student: str, assignments: list[str]) -> int:
         share_compiled_templates()  # each feedback page's exporter: templates compiled once
         app = NbGrader()
         app.initialize([])
-        api = NbGraderAPI(config=app.config)
-        if ahead:  # kernels started ahead, where a core is idle
-            queue = prestart.KernelQueue(
-                root, [a for a in assignments for _ in notebooks[a]], ready, depth=ahead,
-                imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
-            prestart.install(queue)
-            queue.start_ahead(app.config)
-        feedback = _Feedback(app.config)
-        for assignment in assignments:
-            ready(assignment)
-            code = _grade_one(api, root, student, assignment, sources[assignment], arm)
-            if code == 0:
-                feedback.submit(student, assignment)
-            status = status or code
-        status = status or feedback.wait()
+
+        def lane(k: int, group: list[str]) -> int:
+            queue = None
+            if base_spec is not None and (ahead or len(lanes) > 1):
+                # kernels from a queue of this lane's own (started ahead where a core is idle):
+                # each with its own spec file (two lanes cannot share .grader/sandbox.json)
+                queue = prestart.KernelQueue(
+                    root, [a for a in group for _ in notebooks[a]], ready,
+                    depth=ahead or (1 if len(lanes) > 1 else 0),
+                    imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
+                prestart.install(queue)
+                queue.start_ahead(app.config)
+            try:
+                return _lane(app.config, k, student, group, root, sources, ready, arm)
+            finally:
+                if queue is not None:
+                    queue.close()
+                    prestart.install(None)
+
+        if len(lanes) == 1:
+            status = lane(0, lanes[0])
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from nbgrader.apps import NbGraderAPI
+
+            # the student's row first: each autograde creates it when missing, and two at once
+            # would both insert it (nbgrader looks, then adds)
+            with quiet_sqlalchemy(), NbGraderAPI(config=app.config).gradebook as gb:
+                gb.update_or_create_student(student)
+            share_setenv()  # autograde's NBGRADER_EXECUTION, set by two lanes at once
+
+            with ThreadPoolExecutor(len(lanes), thread_name_prefix="course-grade-lane") as pool:
+                codes = [f.result() for f in
+                         [pool.submit(lane, k, group) for k, group in enumerate(lanes)]]
+            status = 1 if 1 in codes else max(codes)
     finally:
-        if queue is not None:
-            queue.close()
-            prestart.install(None)
         if zyg is not None:
             zyg.close()
     return status
+
+
+def _lane(config, k: int, student: str, group: list[str], root: Path, sources: dict, ready,
+          arm) -> int:
+    """Grade the assignments of one lane in turn (:func:`autograde_and_feedback`)."""
+    import logging
+
+    from nbgrader.apps import NbGraderAPI
+
+    log = logging.getLogger(f"course-grade.lane{k}")
+    log.setLevel(logging.INFO)
+    api = NbGraderAPI(config=config, log=log)
+    feedback = _Feedback(config, k)
+    status = 0
+    for assignment in group:
+        ready(assignment)
+        code = _grade_one(api, root, student, assignment, sources[assignment], arm)
+        if code == 0:
+            feedback.submit(student, assignment)
+        status = status or code
+    return status or feedback.wait()
+
+
+def share_setenv() -> None:
+    """Make ``nbgrader.utils.setenv`` (autograde sets ``NBGRADER_EXECUTION`` in ``os.environ``
+    while it runs a notebook) safe for two lanes at once: nbgrader's deletes the variable when
+    its block ends, so the other lane's block, ending later, raised ``KeyError`` (and ran on
+    without it meanwhile). Counted per variable: set while any block is open, then put back."""
+    import nbgrader.utils
+
+    if getattr(nbgrader.utils.setenv, "shared", False):
+        return
+    lock = threading.Lock()
+    open_: dict[str, tuple[int, str | None]] = {}  # name -> (blocks open, its value before)
+
+    @contextlib.contextmanager
+    def setenv(**kwargs):
+        with lock:
+            for key, value in kwargs.items():
+                count, before = open_.get(key, (0, os.environ.get(key)))
+                open_[key] = (count + 1, before)
+                os.environ[key] = value
+        try:
+            yield
+        finally:
+            with lock:
+                for key in kwargs:
+                    count, before = open_.pop(key)
+                    if count > 1:
+                        open_[key] = (count - 1, before)
+                    elif before is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = before
+
+    setenv.shared = True
+    nbgrader.utils.setenv = setenv
+
+
+LANE = "--lane"  # between two lanes' assignments on the command line
+
+
+def lanes_of(args: list[str]) -> list[list[str]]:
+    """The lanes of ``autograde+feedback``'s assignments.
+
+    >>> lanes_of(["a", "b", LANE, "c"]), lanes_of(["a"])
+    ([['a', 'b'], ['c']], [['a']])
+    """
+    lanes: list[list[str]] = [[]]
+    for a in args:
+        if a == LANE:
+            lanes.append([])
+        else:
+            lanes[-1].append(a)
+    return lanes
 
 
 def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | None,
@@ -238,22 +342,22 @@ def _grade_one(api, root: Path, student: str, assignment: str, sources: list, ar
     result = api.autograde(assignment, student, force=True)
     ok = "ok" if result["success"] else "failed"
     stopped = not result["success"]  # nbgrader's own failure
-    _say(result.get("log", ""), result.get("error", ""))
+    lines = [f"==== {assignment} result", result.get("log", ""), result.get("error", "")]
     if result["success"]:
         # the scores: decided here from the kernel's records, not by whether a cell raised
         try:
             verdict.decide(root, assignment, student)
         except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-            _say(f"trusted verdict failed: {type(e).__name__}: {e}")
+            lines.append(f"trusted verdict failed: {type(e).__name__}: {e}")
             ok = "failed"
-    _say(f"==== {assignment} autograde: {ok}")
     if stopped:
         # the run stopped (kernel died or hung): what the kernel recorded before that is
         # still judged (the parent decides which rows it scores)
         try:
             verdict.judge_records(root, assignment)
         except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-            _say(f"judging the records failed: {type(e).__name__}: {e}")
+            lines.append(f"judging the records failed: {type(e).__name__}: {e}")
+    _say(*lines, f"==== {assignment} autograde: {ok}")  # one block: lanes write at once
     return 0 if ok == "ok" else 1
 
 
@@ -265,13 +369,13 @@ class _Feedback:
     and student on it while it runs) and its own logger (so neither step's captured log holds
     the other's lines). The parent reads no marker of this step (it looks for the pages)."""
 
-    def __init__(self, config):
+    def __init__(self, config, lane: int = 0):
         import logging
         from concurrent.futures import ThreadPoolExecutor
 
         from nbgrader.apps import NbGraderAPI
 
-        log = logging.getLogger("course-grade.feedback")
+        log = logging.getLogger(f"course-grade.feedback{lane}")
         log.setLevel(logging.INFO)
         self.api = NbGraderAPI(config=config, log=log)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="course-grade-feedback")
@@ -340,7 +444,7 @@ def build_kernel_caches(cache: str, assignments: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["autograde+feedback"]:
-        code = autograde_and_feedback(sys.argv[2], sys.argv[3:])
+        code = autograde_and_feedback(sys.argv[2], lanes_of(sys.argv[3:]))
         # everything is written: skip the interpreter's clean-up (2 s with torch, ZeroMQ and
         # nbgrader loaded, after the last notebook of every student)
         sys.stdout.flush()

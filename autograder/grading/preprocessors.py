@@ -34,6 +34,13 @@ class QueuedExecute(Execute):
     here as ``Execute`` starts it. nbclient skips starting a kernel its manager already has,
     and shuts it down after the notebook as its own."""
 
+    def preprocess(self, nb, resources=None, km=None):
+        from .sandbox.policy import grading
+
+        assignment = (resources or {}).get("nbgrader", {}).get("assignment")
+        with grading(assignment):  # the source policy asks which one runs in this thread
+            return super().preprocess(nb, resources, km)
+
     def create_kernel_manager(self):
         from .sandbox import prestart
 

@@ -144,14 +144,17 @@ class LocalRunner:
         timeout: float,
         log_path: Path,
         env: dict[str, str] | None = None,
+        lanes: int = 1,
     ) -> RunResult:
+        """``lanes``: the command grades that many notebooks at once (a student's lanes,
+        ``nbgrader_main``): its place has that many workers' cores, tasks and memory."""
         token = uuid.uuid4().hex
         full_env = dict(os.environ if env is None else env)
         full_env[JOB_TOKEN_VAR] = token
         full_env["COURSE_GRADE_PARENT"] = str(os.getpid())  # see limits.py: PDEATHSIG's race
-        cpu_s = int(timeout * self.config.threads) + 30  # a backstop: see limits.py
+        cpu_s = int(timeout * self.config.threads * lanes) + 30  # a backstop: see limits.py
         start = time.monotonic()
-        with isolation(self.config).job() as place, open(log_path, "ab") as log:
+        with isolation(self.config).job(lanes) as place, open(log_path, "ab") as log:
             spec = {"memory_mb": self.config.memory_mb, "cpu_s": cpu_s, **place.spec}
             wrapped = [sys.executable, "-m", "autograder.grading.limits", json.dumps(spec),
                        "--", *argv]

@@ -213,9 +213,9 @@ def grade_student(
     """Grade every assignment in ``info`` for one student; never raises for the student's code.
 
     All of the student's assignments are graded by one process (nbgrader, torch and the checks
-    are imported once); with ``parts`` > 1 (cores the class leaves idle) they are split into
-    that many groups of about equal work, each graded at the same time in a course folder of
-    its own (``<student>.part<k>``, moved back into the student's folder afterwards).
+    are imported once, one kernel zygote); with ``parts`` > 1 (cores the class leaves idle)
+    they are split into that many lanes of about equal work, graded at the same time by that
+    process (``nbgrader_main``: a thread and a kernel at a time per lane).
     """
     runner = runner or LocalRunner(config)
     start = time.monotonic()
@@ -267,31 +267,14 @@ def grade_student(
                 flagged[nb.name] = source_flags(data, nb)
         if any(nb.name not in fatal for nb in notebooks):
             to_run.append(assignment)
-    groups = split_assignments(to_run, info, parts)
-    roots = [root] + [root.with_name(f"{root.name}.part{k}") for k in range(1, len(groups))]
-    for k, part in enumerate(roots[1:], start=1):  # the other groups' own course folders
-        make_student_course(template, part, config)
-        (part / "logs").mkdir()
-        for assignment in groups[k]:
-            shutil.move(root / "submitted" / sub.student / assignment,
-                        part / "submitted" / sub.student / assignment)
-    jobs = list(zip(roots, groups, strict=False))  # none when nothing is to run
-    run_groups(runner, jobs, sub.student, info, fatal, config, env, start)
-    where = {a: part for part, group in jobs for a in group}
-    for assignment, notebooks in info.items():  # each part's gradebook, before the move
+    lanes = split_assignments(to_run, info, parts)
+    if lanes:
+        _run_nbgrader(runner, root, lanes, sub.student, info, fatal, config, env, start)
+    for assignment, notebooks in info.items():
         for nb in notebooks:
-            result.rows += _rows(where.get(assignment, root), sub.student, assignment, nb,
-                                 fatal.get(nb.name), restored.get(nb.name, {}),
-                                 missing.get(nb.name, []), config, flagged.get(nb.name, {}))
-    for part, group in jobs[1:]:  # results back into the student's one folder
-        for assignment in group:
-            for kind in ("submitted", "autograded", "feedback"):
-                src = part / kind / sub.student / assignment
-                if src.exists():
-                    dest = root / kind / sub.student / assignment
-                    shutil.rmtree(dest, ignore_errors=True)
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.move(src, dest)
+            result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
+                                 restored.get(nb.name, {}), missing.get(nb.name, []), config,
+                                 flagged.get(nb.name, {}))
     for assignment, notebooks in info.items():
         for nb in notebooks:
             html = root / "feedback" / sub.student / assignment / f"{nb.name}.html"
@@ -300,8 +283,6 @@ def grade_student(
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(html, out / rel)
                 result.feedback.append(str(rel))
-    for part in roots[1:]:
-        shutil.rmtree(part, ignore_errors=True)
     result.seconds = round(time.monotonic() - start, 2)
     return result
 
@@ -329,39 +310,24 @@ def split_assignments(assignments: list[str], info: dict[str, list[Notebook]],
     return [sorted(g, key=order.get) for g in groups if g]
 
 
-def run_groups(runner, jobs, student, info, fatal, config, env, start) -> None:
-    """Each (course folder, assignments) job in its own grading process, at the same time;
-    fills ``fatal`` for the notebooks that were not graded. An error of the grader itself
-    (the runner raising) is raised here, as with one job."""
-    from concurrent.futures import ThreadPoolExecutor
+def _run_nbgrader(runner, root, lanes, student, info, fatal, config, env, start):
+    """autograde + generate_feedback of the assignments of ``lanes`` (graded at the same time,
+    each lane's in turn: ``nbgrader_main``) in one limited process; fills ``fatal`` for
+    notebooks that were not graded (no feedback alone is not a grading failure)."""
+    from .nbgrader_main import LANE
 
-    def one(job):
-        part, group = job
-        _run_nbgrader(runner, part, group, student, info, fatal, config, env, start)
-
-    if len(jobs) <= 1:
-        for job in jobs:
-            one(job)
-        return
-    with ThreadPoolExecutor(len(jobs)) as pool:
-        for f in [pool.submit(one, job) for job in jobs]:
-            f.result()
-
-
-def _run_nbgrader(runner, root, assignments, student, info, fatal, config, env, start):
-    """autograde + generate_feedback of ``assignments`` in one limited process; fills
-    ``fatal`` for notebooks that were not graded (no feedback alone is not a grading
-    failure)."""
     log_path = root / "logs" / "grading.log"
+    args = [a for k, lane in enumerate(lanes) for a in ([LANE] if k else []) + lane]
     run = runner.run(
-        [*NBGRADER, "autograde+feedback", student, *assignments],
+        [*NBGRADER, "autograde+feedback", student, *args],
         root,
         timeout=config.timeout - (time.monotonic() - start),
         log_path=log_path,
         env=env,
+        **({"lanes": len(lanes)} if len(lanes) > 1 else {}),  # cores for each lane
     )
     log = log_path.read_text(errors="replace")
-    for assignment in assignments:
+    for assignment in [a for lane in lanes for a in lane]:
         part = assignment_log(log, assignment)
         # graded: its autograde ended well (feedback may be missing; the process may have run
         # out of time after it)
@@ -375,17 +341,27 @@ def _run_nbgrader(runner, root, assignments, student, info, fatal, config, env, 
 
 
 def assignment_log(log: str, assignment: str) -> str:
-    """The part of a grading process's log about one assignment: from its begin marker to the
-    next assignment's; "" when it never began.
+    """The part of a grading process's log about one assignment: its result block (its
+    ``result`` marker to its ``autograde:`` marker, written at once by ``nbgrader_main``)
+    when there is one, else from its ``begin`` marker to the end (the process stopped while
+    it was graded; another lane's lines may be in it); "" when it never began.
 
-    >>> assignment_log("x\\n==== a begin\\nA\\n==== b begin\\nB\\n", "a")
-    '==== a begin\\nA\\n'
+    >>> log = ("==== a begin\\n==== b begin\\n==== b result\\nB\\n==== b autograde: ok\\n"
+    ...        "==== a result\\nA\\n==== a autograde: failed\\n")
+    >>> assignment_log(log, "a")
+    '==== a result\\nA\\n==== a autograde: failed\\n'
+    >>> assignment_log(log, "b")
+    '==== b result\\nB\\n==== b autograde: ok\\n'
+    >>> assignment_log("x\\n==== a begin\\nA\\n", "a"), assignment_log("x", "a")
+    ('==== a begin\\nA\\n', '')
     """
-    marks = [(m.start(), m.group(1)) for m in re.finditer(r"^==== (\S+) begin$", log, re.M)]
-    for k, (i, name) in enumerate(marks):
-        if name == assignment:
-            return log[i:marks[k + 1][0]] if k + 1 < len(marks) else log[i:]
-    return ""
+    name = re.escape(assignment)
+    block = re.search(rf"^==== {name} result$.*?^==== {name} autograde: \S+$\n?", log,
+                      re.M | re.S)
+    if block:
+        return block.group(0)
+    begin = re.search(rf"^==== {name} begin$", log, re.M)
+    return log[begin.start():] if begin else ""
 
 
 # A notebook whose run stopped (kernel died or hung) keeps the verdicts its kernel recorded

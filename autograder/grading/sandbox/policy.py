@@ -30,7 +30,9 @@ Example: ``policy_problem("np.allclose = lambda *a, **k: True", {"np"})`` names 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
+import threading
 from pathlib import Path
 
 from .. import pyast
@@ -355,16 +357,33 @@ def setup_first(notebook, restored) -> int:
     return len(above)
 
 
+_GRADING = threading.local()  # the assignment whose notebook this thread executes
+
+
+@contextlib.contextmanager
+def grading(assignment: str | None):
+    """While a notebook of ``assignment`` is executed in this thread (``QueuedExecute``): the
+    assignment the policy asks about (two lanes of ``nbgrader_main`` grade two at once)."""
+    previous = getattr(_GRADING, "assignment", None)
+    _GRADING.assignment = assignment
+    try:
+        yield
+    finally:
+        _GRADING.assignment = previous
+
+
 def load_policy(path: str) -> Policy:
     cells = json.loads(Path(path).read_text())
     grader = Path(path).parent
 
     def judged_outside() -> bool:
         # asked when each notebook starts: nbgrader_main prepares each assignment after the
-        # configuration (and so this policy) was loaded, and names the one it grades now
-        # (``runners.arm``); verdict.prepare wrote a kernel spec for it: judged outside
+        # configuration (and so this policy) was loaded, and names the one this thread grades
+        # now (``QueuedExecute``: :func:`grading`), else the file ``runners.arm`` wrote;
+        # verdict.prepare wrote a kernel spec for it: judged outside
         current = grader / "assignment"
-        name = current.read_text().strip() if current.exists() else "_"
+        name = getattr(_GRADING, "assignment", None) or (
+            current.read_text().strip() if current.exists() else "_")
         return (grader / "kernel" / name / "spec.json").exists()
 
     return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells],

@@ -22,8 +22,12 @@ notebook can neither see the next one's files nor reach its sockets. A kernel th
 for a notebook nbgrader does not run after all (its assignment failed before execution) is
 killed when the queue moves past it, and whatever is left when grading ends by :meth:`close`.
 
-``preprocessors.QueuedExecute`` (nbgrader's ``Execute``) takes its kernel from the installed
-queue (:func:`current`) instead of starting one; without a queue it behaves as ``Execute``.
+``preprocessors.QueuedExecute`` (nbgrader's ``Execute``) takes its kernel from the queue
+installed in its thread (:func:`current`) instead of starting one; without a queue it behaves
+as ``Execute``. A grading process that grades a student in lanes (``nbgrader_main``: two
+notebooks at once, where the class leaves a worker idle) has a queue per lane, each installed
+in its lane's thread and starting that lane's next kernel ahead; the kernels of all the queues
+of a process are numbered together, so no two share an ipc folder or a spec file.
 
 Example (``nbgrader_main``)::
 
@@ -36,22 +40,25 @@ Example (``nbgrader_main``)::
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import threading
 from pathlib import Path
 
-_CURRENT: KernelQueue | None = None
+_CURRENT = threading.local()  # each lane of nbgrader_main grades in a thread of its own
 DEPTH = 1  # kernels started ahead (each holds its memory: torch is loaded)
+_NUMBERS = itertools.count(1)  # each kernel's ipc folder and spec file, unique in the process
 
 
 def install(queue: KernelQueue | None) -> None:
-    """Make ``queue`` the one ``QueuedExecute`` takes kernels from (None: start them as usual)."""
-    global _CURRENT
-    _CURRENT = queue
+    """Make ``queue`` the one ``QueuedExecute`` takes kernels from, in this thread (None: start
+    them as usual)."""
+    _CURRENT.queue = queue
 
 
 def current() -> KernelQueue | None:
-    return _CURRENT
+    return getattr(_CURRENT, "queue", None)
 
 
 def depth(config) -> int:
@@ -118,8 +125,9 @@ class KernelQueue:
         from .runners import sandbox_spec
 
         self.count += 1
+        number = next(_NUMBERS)
         spec = sandbox_spec(self.root, assignment)
-        ipc = Path(spec["home"]) / f"ipc-{self.count}"
+        ipc = Path(spec["home"]) / f"ipc-{number}"
         ipc.mkdir()
         if os.geteuid() == 0:
             os.chown(ipc, spec["uid"], spec["uid"])
@@ -129,7 +137,7 @@ class KernelQueue:
         # started ahead: outcap.preimport loads torch & co, and the exercise table's
         # kernel_imports of the notebook, before the kernel answers
         spec["env"][IMPORTS_VAR] = ",".join(self.imports(assignment))
-        path = self.root / ".grader" / f"sandbox-{self.count}.json"
+        path = self.root / ".grader" / f"sandbox-{number}.json"
         path.write_text(json.dumps(spec))
         return path
 

@@ -86,7 +86,7 @@ class UnsandboxedRunner(LocalRunner):
 
     name = "local (no sandbox)"
 
-    def run(self, argv, cwd, *, timeout, log_path, env=None):
+    def run(self, argv, cwd, *, timeout, log_path, env=None, lanes=1):
         cwd = Path(cwd)
         env = dict(os.environ if env is None else env)
         dedupe_grade_ids(cwd)
@@ -94,7 +94,8 @@ class UnsandboxedRunner(LocalRunner):
         env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
         (cwd / ".grader" / "sandbox-base.json").unlink(missing_ok=True)  # arm(): unsandboxed
         arm(cwd)
-        return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env)
+        return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env,
+                                 lanes=lanes)
 
 
 class BwrapRunner(LocalRunner):
@@ -107,7 +108,7 @@ class BwrapRunner(LocalRunner):
         super().__init__(config)
         self.bwrap = bwrap
 
-    def run(self, argv, cwd, *, timeout, log_path, env=None):
+    def run(self, argv, cwd, *, timeout, log_path, env=None, lanes=1):
         import secrets
         import tempfile
 
@@ -157,7 +158,8 @@ class BwrapRunner(LocalRunner):
             env.update(conf_env)
             env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
             env["JUPYTER_RUNTIME_DIR"] = str(cwd / ".grader" / "runtime")
-            return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env)
+            return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env,
+                                 lanes=lanes)
         finally:
             shutil.rmtree(home, ignore_errors=True)
 
