@@ -26,6 +26,7 @@ import json
 import re
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,6 +249,7 @@ def grade_student(
     missing: dict[str, list[str]] = {}
     flagged: dict[str, dict[str, str]] = {}  # notebook -> {test: "flagged: ..."}
     to_run = []
+    to_flag = []  # (notebook, submitted bytes): flagged while the grading process runs
     for assignment, notebooks in info.items():
         dest = root / "submitted" / sub.student / assignment
         dest.mkdir(parents=True)
@@ -264,12 +266,19 @@ def grade_student(
             else:  # the checked bytes, not the path again (it may have been swapped)
                 data = read_notebook_bytes(path)
                 restore_locked_metadata(data, nb, dest / f"{nb.name}.ipynb")
-                flagged[nb.name] = source_flags(data, nb)
+                to_flag.append((nb, data))
         if any(nb.name not in fatal for nb in notebooks):
             to_run.append(assignment)
     lanes = split_assignments(to_run, info, parts)
-    if lanes:
-        _run_nbgrader(runner, root, lanes, sub.student, info, fatal, config, env, start)
+    with ThreadPoolExecutor(1, thread_name_prefix="course-grade-student") as pool:
+        # the grading process starts first; the source flags (read only by the rows, half a
+        # second of this process's CPU per student) are found while it runs
+        run = pool.submit(_run_nbgrader, runner, root, lanes, sub.student, info, fatal,
+                          config, env, start) if lanes else None
+        for nb, data in to_flag:
+            flagged[nb.name] = source_flags(data, nb)
+        if run is not None:
+            run.result()  # an error of the grader itself is raised here, as before
     for assignment, notebooks in info.items():
         for nb in notebooks:
             result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
