@@ -81,10 +81,10 @@ def _kill_then_rerun(nb, expected, class_dir: Path, out: Path, keep: set[str], w
     first.send_signal(signal.SIGKILL)  # a crash, not a polite stop
     first.wait()
     before = _results(out)
-    # the children die with it (PDEATHSIG, --die-with-parent); the grading process is the
-    # first process of its sandbox's PID namespace, and its exit waits (state D) until the
-    # kernel zygote and every kernel in the namespace are gone: on a loaded 2-core machine
-    # that took over 15 s once (a rehearsal of CI), so it gets 45
+    # the children die with it (PDEATHSIG, --die-with-parent); a rehearsal of CI on a loaded
+    # 2-core machine once saw the newest job's process (still `limits`, not yet exec-ed into
+    # nbgrader) there after 15 s, in state D (uninterruptible, in the kernel), its parent
+    # gone: such a process dies when the kernel call returns, so it gets 45 s
     deadline = time.monotonic() + 45
     while _leftover_processes(out) and time.monotonic() < deadline:
         time.sleep(0.2)
