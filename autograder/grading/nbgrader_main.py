@@ -170,7 +170,11 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
 
     base = root / ".grader" / "sandbox-base.json"
     base_spec = json.loads(base.read_text()) if base.exists() else None
-    ahead = prestart.depth(GradeConfig.from_dict(base_spec["config"])) if base_spec else 0
+    if base_spec is None:  # no sandbox: every kernel reads the one kernelspec arm() points at
+        lanes = [assignments]  # its assignment's, so the assignments go one after another
+    # kernels started ahead: where a core is idle, and one per lane when there are lanes
+    ahead = (prestart.depth(GradeConfig.from_dict(base_spec["config"])) or
+             (1 if len(lanes) > 1 else 0)) if base_spec else 0
     # the zygote first: its imports (torch: 3 s) overlap nbgrader's
     zyg = _start_zygote(root, assignments, ready, base_spec, sources)
     try:
@@ -185,12 +189,11 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
 
         def lane(k: int, group: list[str]) -> int:
             queue = None
-            if base_spec is not None and (ahead or len(lanes) > 1):
+            if ahead:
                 # kernels from a queue of this lane's own (started ahead where a core is idle):
                 # each with its own spec file (two lanes cannot share .grader/sandbox.json)
                 queue = prestart.KernelQueue(
-                    root, [a for a in group for _ in notebooks[a]], ready,
-                    depth=ahead or (1 if len(lanes) > 1 else 0),
+                    root, [a for a in group for _ in notebooks[a]], ready, depth=ahead,
                     imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
                 prestart.install(queue)
                 queue.start_ahead(app.config)

@@ -333,7 +333,7 @@ def _run_nbgrader(runner, root, lanes, student, info, fatal, config, env, start)
         timeout=config.timeout - (time.monotonic() - start),
         log_path=log_path,
         env=env,
-        **({"lanes": len(lanes)} if len(lanes) > 1 else {}),  # cores for each lane
+        lanes=len(lanes),  # one worker's share of the cores for each lane
     )
     log = log_path.read_text(errors="replace")
     for assignment in [a for lane in lanes for a in lane]:
