@@ -67,6 +67,13 @@ def converted() -> frozenset[str]:
 
 
 _TABLE_LOCK = threading.Lock()
+# The check library in one thread at a time. A grading process judges a student's assignments
+# in lanes (threads), and the library is not safe in two threads at once: a check module
+# computes its expected values when it is imported, and a few of them seed torch's global
+# generator and draw from it (transformer_ref's own initialisation). Two lanes importing
+# chapters 05 and 06 together interleaved their draws, and a right answer read "output
+# differs". Importing, writing case inputs and judging hold this lock.
+_CHECKS = threading.RLock()
 
 
 def kernel_imports(notebooks: list[str]) -> list[str]:
@@ -451,14 +458,15 @@ def write_inputs(root: Path, assignment: str) -> None:
 
 
 def _write_case_inputs(sources: list, folder: Path) -> None:
-    from autograder.checks._judge import case_inputs
-
     folder.mkdir(parents=True, exist_ok=True)
-    for nb in sources:
-        for keys in converted_keys(nb).values():
-            for key in keys:
-                text = json.dumps(case_inputs(_check(key)), separators=(",", ":"))
-                (folder / f"{key}.json").write_text(text)
+    with _CHECKS:
+        from autograder.checks._judge import case_inputs
+
+        for nb in sources:
+            for keys in converted_keys(nb).values():
+                for key in keys:
+                    text = json.dumps(case_inputs(_check(key)), separators=(",", ":"))
+                    (folder / f"{key}.json").write_text(text)
 
 
 # ---------------------------------------------------------------- 4. nbgrader, after autograde
@@ -520,9 +528,10 @@ def warm(sources: list):
                       for k in keys})
 
     def load():
-        importlib.import_module("autograder.checks._judge")
-        for m in modules:
-            importlib.import_module(f"autograder.checks.{m}")
+        with _CHECKS:
+            importlib.import_module("autograder.checks._judge")
+            for m in modules:
+                importlib.import_module(f"autograder.checks.{m}")
 
     return head_start(load, "course-grade-warm")
 
@@ -614,11 +623,12 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
 def _judge_cell(probe: Path, keys: list[str], points: float, error: str) -> dict:
     """One converted test cell's verdict from the kernel's records of its checks (``recorded``:
     every record was there)."""
-    from autograder.checks._judge import judge
-
     records = [read_record(probe, k) for k in keys]
-    parts = [judge(_check(k), r, error, _inputs(probe, k))
-             for k, r in zip(keys, records, strict=True)]
+    with _CHECKS:
+        from autograder.checks._judge import judge
+
+        parts = [judge(_check(k), r, error, _inputs(probe, k))
+                 for k, r in zip(keys, records, strict=True)]
     passed = all(v.passed for v in parts)
     return {"points": points if passed else 0.0, "passed": passed,
             "diagnosis": next((v.diagnosis for v in parts if not v.passed), ""),
