@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from browser_helpers import CHROMIUM_CANDIDATES, CHROMIUM_FLAGS, find_chromium
 from synthetic_class import ClassBuilder
-from synthetic_class.shared import REPO, grade_cmd, graded_class
+from synthetic_class.shared import REPO, grade_cmd, graded_class, notebook_info
 
 from autograder.checks import table
 
@@ -60,16 +60,12 @@ def _chromium() -> str:
 
 
 def _class_with_mistakes(tmp_path_factory, dest):
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
-
     base = graded_class(tmp_path_factory, "nb01-class", SOURCE, ASSIGNMENT, ARGS)
     assert base["returncode"] == 0, base["stderr"]
     root = base["out"].parent
     shutil.copytree(root / "class", dest / "class")
     shutil.copytree(root / "out", dest / "out", ignore=shutil.ignore_patterns("students"))
-    _, info = build_template(SOURCE, [ASSIGNMENT], dest / "template-work",
-                             GradeConfig(cell_timeout=60))
+    info = notebook_info(tmp_path_factory, SOURCE, [ASSIGNMENT])
     builder = ClassBuilder(info[ASSIGNMENT][0])
     for student, (cell_id, source) in MISTAKES.items():
         nb = builder.answered(lambda gid, src, c=cell_id, s=source: s if gid == c else src)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from synthetic_class import ClassBuilder, matches
-from synthetic_class.shared import REPO, grade_cmd, read_csv
+from synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv
 
 pytest.importorskip("distributed")
 
@@ -104,12 +104,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fixture_nb(tmp_path_factory):
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
-
-    _, info = build_template(SOURCE, [ASSIGNMENT], tmp_path_factory.mktemp("template"),
-                             GradeConfig(cell_timeout=5))
-    return info[ASSIGNMENT][0]
+    return notebook_info(tmp_path_factory, SOURCE, [ASSIGNMENT])[ASSIGNMENT][0]
 
 
 def _class(nb, tmp_path: Path, keep: set[str]) -> tuple[dict, Path]:

@@ -15,9 +15,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell
 from synthetic_class import ClassBuilder
-from synthetic_class.shared import REPO, grade_cmd, read_csv
+from synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv
 
-from autograder.grading.config import GradeConfig
 from autograder.grading.feedback_html import clean_page
 from autograder.grading.sandbox import bwrap_path
 
@@ -80,10 +79,8 @@ def test_the_test_finds_what_runs():
 
 @pytest.fixture(scope="module")
 def feedback(tmp_path_factory):
-    from autograder.grading.course import build_template
-
     root = tmp_path_factory.mktemp("feedback-html")
-    _, info = build_template(SOURCE, [ASSIGNMENT], root / "template", GradeConfig())
+    info = notebook_info(tmp_path_factory, SOURCE, [ASSIGNMENT])
     nb = info[ASSIGNMENT][0]
     sub = ClassBuilder(nb).answered()
     at = next(i for i, c in enumerate(sub.cells) if c.metadata.get("nbgrader", {})

@@ -23,7 +23,7 @@ import nbformat
 import pytest
 from browser_helpers import CHROMIUM_CANDIDATES, CHROMIUM_FLAGS, LabServer, find_chromium
 from synthetic_class import ClassBuilder
-from synthetic_class.shared import REPO, grade_cmd, read_csv
+from synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv
 
 SOURCE = REPO / "tests" / "fixtures" / "solutions"
 ASSIGNMENT = "99_fixture"
@@ -66,15 +66,11 @@ def _wait_for(fn, want, seconds=90.0):
     return got
 
 
-def test_formgrader_manual_score_survives_course_grade(tmp_path):
+def test_formgrader_manual_score_survives_course_grade(tmp_path, tmp_path_factory):
     chromium = _chromium()
     from playwright.sync_api import sync_playwright
 
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
-
-    _, info = build_template(SOURCE, [ASSIGNMENT], tmp_path / "template",
-                             GradeConfig(cell_timeout=10))
+    info = notebook_info(tmp_path_factory, SOURCE, [ASSIGNMENT])
     nb = info[ASSIGNMENT][0]
     builder = ClassBuilder(nb)
     classdir, out = tmp_path / "class", tmp_path / "out"

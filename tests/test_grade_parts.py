@@ -19,11 +19,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from synthetic_class import ClassBuilder
-from synthetic_class.shared import grade_cmd, read_csv
+from synthetic_class.shared import grade_cmd, notebook_info, read_csv
 
 from autograder.grading import verdict
-from autograder.grading.config import GradeConfig
-from autograder.grading.course import build_template
 from autograder.grading.student import assignment_log
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +35,7 @@ def one_student_two_ways(tmp_path_factory):
     """One student with two notebooks, graded with one worker (one process, one after the
     other) and with two (one process, two lanes at the same time)."""
     root = tmp_path_factory.mktemp("parts")
-    _, info = build_template(SOURCE, ASSIGNMENTS, root / "describe", GradeConfig(cell_timeout=60))
+    info = notebook_info(tmp_path_factory, SOURCE, ASSIGNMENTS)
     dest = root / "class" / STUDENT
     dest.mkdir(parents=True)
     for a in ASSIGNMENTS:

@@ -20,7 +20,7 @@ import time
 import nbformat
 import pytest
 from synthetic_class import ClassBuilder
-from synthetic_class.shared import REPO, grade_cmd, read_csv
+from synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv
 
 from autograder.grading.config import GradeConfig
 from autograder.grading.isolation import CgroupV1, CgroupV2, Pinned, isolation
@@ -141,11 +141,8 @@ def graded(tmp_path_factory):
     _need_bwrap()
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one core: nothing to isolate the students from each other with")
-    from autograder.grading.course import build_template
-
     root = tmp_path_factory.mktemp("isolation")
-    _, info = build_template(SOURCE, [ASSIGNMENT], root / "template",
-                             GradeConfig(cell_timeout=20))
+    info = notebook_info(tmp_path_factory, SOURCE, [ASSIGNMENT])
     nb = info[ASSIGNMENT][0]
     builder = ClassBuilder(nb)
     first = builder.first

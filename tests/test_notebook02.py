@@ -7,7 +7,8 @@ the filled-in release with one catalogued mistake (its exercise scores 0 and the
 names the mistake). The committed release must equal a fresh generation
 (tests/test_release.py checks every chapter's in one generation).
 
-``graded_chapter`` and the assertions are shared with notebook 03's test (imported there).
+``graded_chapter`` and the assertions are shared with notebooks 03's and 07's tests (imported
+there): its one ``course-grade`` run grades the three chapters (``CHAPTERS``) together.
 """
 
 from __future__ import annotations
@@ -55,9 +56,21 @@ def filled_release(name: str) -> nbformat.NotebookNode:
     return nb
 
 
+# The chapters whose tests share one ``course-grade`` run: each chapter's test module holds
+# its catalogued mistake (WRONG).
+CHAPTERS = {"02_masking": "test_notebook02", "03_multihead_attention": "test_notebook03",
+            "07_bpe": "test_notebook07"}
+
+
 def graded_chapter(tmp_path_factory, name: str, wrong: tuple) -> dict:
-    """Grade solution / release / wrong for chapter ``name`` once (file lock across workers)."""
-    root = shared_dir(tmp_path_factory) / f"chapter-{name}"
+    """Grade solution / release / wrong of every chapter in ``CHAPTERS`` once (file lock across
+    workers; each student hands in every chapter, ``wrong`` with each chapter's own mistake);
+    ``rows`` holds chapter ``name``'s rows."""
+    import importlib
+
+    wrongs = {n: importlib.import_module(m).WRONG for n, m in CHAPTERS.items()}
+    assert wrongs[name] == wrong, f"{name}: its WRONG is what CHAPTERS reads"
+    root = shared_dir(tmp_path_factory) / ("chapters-" + "-".join(n[:2] for n in CHAPTERS))
     root.mkdir(parents=True, exist_ok=True)
     done = root / "result.json"
     with open(root / "lock", "w") as lock:
@@ -66,22 +79,22 @@ def graded_chapter(tmp_path_factory, name: str, wrong: tuple) -> dict:
             subs = root / "subs"
             for student in ("solution", "release", "wrong"):
                 (subs / student).mkdir(parents=True, exist_ok=True)
-            nbformat.write(filled_release(name), subs / "solution" / f"{name}.ipynb")
-            nbformat.write(
-                nbformat.read(REPO / "notebooks" / name / f"{name}.ipynb", as_version=4),
-                subs / "release" / f"{name}.ipynb",
-            )
-            nb = filled_release(name)
-            cell_id, old, new = wrong[:3]
-            (cell,) = [c for c in nb.cells if _nbg(c).get("grade_id") == cell_id]
-            assert old in cell.source, f"{cell_id} no longer contains the text to replace"
-            cell.source = cell.source.replace(old, new)
-            nbformat.write(nb, subs / "wrong" / f"{name}.ipynb")
+            for n, (cell_id, old, new) in ((n, w[:3]) for n, w in wrongs.items()):
+                nbformat.write(filled_release(n), subs / "solution" / f"{n}.ipynb")
+                nbformat.write(
+                    nbformat.read(REPO / "notebooks" / n / f"{n}.ipynb", as_version=4),
+                    subs / "release" / f"{n}.ipynb",
+                )
+                nb = filled_release(n)
+                (cell,) = [c for c in nb.cells if _nbg(c).get("grade_id") == cell_id]
+                assert old in cell.source, f"{cell_id} no longer contains the text to replace"
+                cell.source = cell.source.replace(old, new)
+                nbformat.write(nb, subs / "wrong" / f"{n}.ipynb")
             t0 = time.monotonic()
             proc = subprocess.run(
                 [sys.executable, "-m", "autograder.grade", str(subs), "--out", str(root / "out"),
                  "--source", str(SOURCE), "--no-progress", "--workers", "2",
-                 "--cell-timeout", "60", "--timeout", "300"],
+                 "--cell-timeout", "60", "--timeout", "600"],
                 cwd=REPO, capture_output=True, text=True,
             )
             done.write_text(json.dumps({
@@ -91,7 +104,8 @@ def graded_chapter(tmp_path_factory, name: str, wrong: tuple) -> dict:
     result = json.loads(done.read_text())
     out = root / "out"
     result["out"] = out
-    result["rows"] = read_csv(out / "grades.csv") if result["returncode"] == 0 else []
+    result["rows"] = [r for r in read_csv(out / "grades.csv") if r["notebook"] == name] \
+        if result["returncode"] == 0 else []
     return result
 
 
@@ -152,7 +166,8 @@ def assert_release_runs_end_to_end(out: Path, name: str) -> None:
 
 
 def assert_fast(out: Path) -> None:
-    """The filled-in notebook runs (autograde + feedback, the whole grading) in under 2 min."""
+    """The filled-in notebooks run (autograde + feedback, the whole grading) in under 2 min:
+    every chapter of ``CHAPTERS`` together."""
     seconds = json.loads((out / "results" / "solution.json").read_text())["seconds"]
     assert seconds < 120, seconds
 

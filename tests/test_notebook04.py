@@ -4,8 +4,8 @@ One ``course-grade`` run grades three submissions built from the committed noteb
 solution (full marks), the student release as handed out (0 points, every check "not
 implemented yet"), and the solution with one catalogued mistake (less than full marks on that
 exercise, and the feedback names the mistake). The committed release must equal a fresh
-generation (tests/test_release.py, every chapter). ``graded_chapter`` is reused by the tests
-of notebooks 05 and 06.
+generation (tests/test_release.py, every chapter). ``graded_chapter`` is shared with the tests
+of notebooks 05, 06 and 08: that one run grades all four chapters (``CHAPTERS``).
 
 Grading does not run demonstration cells (``autograder/grading/demo.py``): what they show is
 proven on the notebook as ``course-check`` runs it (``executed_chapter``).
@@ -21,7 +21,7 @@ import time
 import nbformat
 import pytest
 from synthetic_class import ClassBuilder
-from synthetic_class.shared import REPO, grade_cmd, read_csv, shared_dir
+from synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv, shared_dir
 
 from autograder.checks import table
 
@@ -49,54 +49,68 @@ def _edit(gid, old, new):
     return f
 
 
+# The chapters whose tests share one ``course-grade`` run (one template, one class): each
+# chapter's test module holds its catalogued MISTAKE.
+CHAPTERS = {"04_layer_norm": "test_notebook04", "05_feed_forward_blocks": "test_notebook05",
+            "06_transformer": "test_notebook06", "08_training": "test_notebook08"}
+STUDENTS = ("solution", "release", "mistake")
+
+
 def graded_chapter(tmp_path_factory, assignment: str, mistake: tuple) -> dict:
-    """Grade solution, release and one mistake of ``assignment`` once; return what tests need.
+    """Grade solution, release and one mistake of every chapter in ``CHAPTERS`` once (the
+    first chapter to ask grades them all: each student hands in every chapter, the ``mistake``
+    student with each chapter's own mistake); return what ``assignment``'s tests need.
 
-    Returns {"returncode", "stderr", "rows" {student: {exercise: row}}, "seconds" {student: s},
-    "feedback" {student: html}, "autograded" {student: notebook}, "grade_cells" [...]}.
+    Returns {"returncode", "stderr", "rows" {student: {exercise: row}} (this chapter's rows),
+    "seconds" {student: s} (the student's whole grading, every chapter), "feedback"
+    {student: html}, "autograded" {student: notebook}, "grade_cells" [...]}.
     """
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
+    import importlib
 
-    root = shared_dir(tmp_path_factory) / f"chapter-{assignment}"
+    mistakes = {a: importlib.import_module(m).MISTAKE for a, m in CHAPTERS.items()}
+    assert mistakes[assignment] == mistake, f"{assignment}: its MISTAKE is what CHAPTERS reads"
+    root = shared_dir(tmp_path_factory) / ("chapters-" + "-".join(a[:2] for a in CHAPTERS))
     root.mkdir(exist_ok=True)
     done = root / "result.json"
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            _, info = build_template(SOURCE, [assignment], root / "template-work",
-                                     GradeConfig())
-            nb = info[assignment][0]
-            builder = ClassBuilder(nb)
-            gid, old, new = mistake[:3]
+            info = notebook_info(tmp_path_factory, SOURCE, list(CHAPTERS))
             cls = root / "class"
-            for student, book in [
-                ("solution", builder.answered()),
-                ("release", builder.release()),
-                ("mistake", builder.answered(_edit(gid, old, new))),
-            ]:
-                (cls / student).mkdir(parents=True, exist_ok=True)
-                nbformat.write(book, cls / student / f"{nb.name}.ipynb")
+            names, grade_cells = {}, {}
+            for a in CHAPTERS:
+                nb = info[a][0]
+                names[a], grade_cells[a] = nb.name, [g.grade_id for g in nb.grade_cells]
+                builder = ClassBuilder(nb)
+                gid, old, new = mistakes[a][:3]
+                for student, book in zip(STUDENTS, (builder.answered(), builder.release(),
+                                                    builder.answered(_edit(gid, old, new)))):
+                    (cls / student).mkdir(parents=True, exist_ok=True)
+                    nbformat.write(book, cls / student / f"{nb.name}.ipynb")
             t0 = time.monotonic()
-            args = ("--workers", "2", "--cell-timeout", "120", "--timeout", "500")
+            args = ("--workers", "2", "--cell-timeout", "120", "--timeout", "900")
             proc = subprocess.run(grade_cmd(cls, root / "out", SOURCE, *args), cwd=REPO,
                                   capture_output=True, text=True)
             done.write_text(json.dumps({
                 "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
-                "seconds_total": time.monotonic() - t0, "name": nb.name,
-                "grade_cells": [g.grade_id for g in nb.grade_cells], "assignment": assignment,
+                "seconds_total": time.monotonic() - t0, "names": names,
+                "grade_cells": grade_cells,
             }))
-    result = json.loads(done.read_text())
+    whole = json.loads(done.read_text())
+    name = whole["names"][assignment]
+    result = {"returncode": whole["returncode"], "stderr": whole["stderr"],
+              "seconds_total": whole["seconds_total"], "name": name,
+              "grade_cells": whole["grade_cells"][assignment], "assignment": assignment}
     out = root / "out"
     result["rows"], result["seconds"], result["feedback"], result["autograded"] = {}, {}, {}, {}
     if result["returncode"] == 0:
         for r in read_csv(out / "grades.csv"):
-            result["rows"].setdefault(r["student"], {})[r["exercise"]] = r
-        name = result["name"]
-        for s in ("solution", "release", "mistake"):
+            if r["notebook"] == name:
+                result["rows"].setdefault(r["student"], {})[r["exercise"]] = r
+        for s in STUDENTS:
             res = json.loads((out / "results" / f"{s}.json").read_text())
             result["seconds"][s] = res["seconds"]
-            page = out / "feedback" / s / name / f"{name}.html"
+            page = out / "feedback" / s / assignment / f"{name}.html"
             result["feedback"][s] = page.read_text() if page.exists() else ""
             book = (out / ".work" / "students" / s / "autograded" / s / assignment
                     / f"{name}.ipynb")
@@ -164,7 +178,8 @@ def check_chapter(result: dict, mistake: tuple, max_seconds: float = 120.0) -> N
         else:
             assert r["points"] == r["max_points"], r
     assert f"Likely mistake: {name}." in result["feedback"]["mistake"]
-    # the notebook executes (and is graded) on CPU in under 2 minutes
+    # the notebooks execute (and are graded) on CPU in under 2 minutes: every chapter of
+    # CHAPTERS together, the solution student's whole grading
     assert result["seconds"]["solution"] < max_seconds, result["seconds"]
 
 

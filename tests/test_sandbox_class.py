@@ -153,7 +153,7 @@ def fixture_attacks(tmp_path_factory):
 
     try:
         return graded_once(tmp_path_factory, "fixture-attacks", [FIXTURE], build, args,
-                           source=FIXTURE_SOURCE, template_timeout=5, row=Expected,
+                           source=FIXTURE_SOURCE, row=Expected,
                            around=around)
     finally:
         server.close()

@@ -22,7 +22,7 @@ def training_class(tmp_path_factory):
     if bwrap_path() is None:
         pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
     return graded_attack_class(tmp_path_factory, "verdict-class-08", ASSIGNMENT,
-                               TrainingAttackBuilder, template_timeout=120, cell_timeout=300,
+                               TrainingAttackBuilder, cell_timeout=300,
                                timeout=900)
 
 

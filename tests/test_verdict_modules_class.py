@@ -22,7 +22,7 @@ def modules_class(tmp_path_factory):
         tmp_path_factory, "verdict-modules-class", list(ASSIGNMENTS),
         lambda info, root: ModulesAttackBuilder({a: info[a][0] for a in ASSIGNMENTS}).build(
             root / "class"),
-        args, template_timeout=120, row=Row)
+        args, row=Row)
 
 
 def test_class_graded_in_the_sandbox(modules_class):

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from synthetic_class.shared import REPO, grade_cmd, read_csv, shared_dir
+from synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv, shared_dir
 
 from .verdict_class import Row
 
@@ -23,27 +23,24 @@ SOURCE = REPO / "solutions"
 
 
 def graded_once(tmp_path_factory, name: str, assignments: list[str], build: Callable,
-                args: tuple[str, ...], *, source: Path = SOURCE, template_timeout: int = 60,
-                row: type = Row, around: Callable | None = None) -> dict:
+                args: tuple[str, ...], *, source: Path = SOURCE, row: type = Row,
+                around: Callable | None = None) -> dict:
     """Build and grade the class once; every worker gets the same result.
 
     ``build(info, root)`` writes the class to ``root / "class"`` (``info``: build_template's
-    per-assignment info) and returns {student: {exercise: row}}; ``args`` go to course-grade.
+    per-assignment info, from the session's shared template: ``notebook_info``) and returns
+    {student: {exercise: row}}; ``args`` go to course-grade.
     ``around(run)``, when given, calls ``run()`` (the grading) and returns extra JSON fields
     measured around it (e.g. a server the class must not reach). Returns the JSON record plus
     ``expected`` (rows as ``row``), ``out``, ``class`` and the CSV ``rows`` ([] on failure).
     """
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
-
     root = shared_dir(tmp_path_factory) / name
     root.mkdir(exist_ok=True)
     done = root / "result.json"
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            _, info = build_template(source, list(assignments), root / "template-work",
-                                     GradeConfig(cell_timeout=template_timeout))
+            info = notebook_info(tmp_path_factory, source, assignments)
             expected = build(info, root)
             record = {}
 
@@ -71,14 +68,13 @@ def graded_once(tmp_path_factory, name: str, assignments: list[str], build: Call
 
 
 def graded_attack_class(tmp_path_factory, name: str, assignment: str, make, *,
-                        template_timeout: int = 60, cell_timeout: int = 60,
-                        timeout: int = 600) -> dict:
+                        cell_timeout: int = 60, timeout: int = 600) -> dict:
     args = ("--workers", "2", "--cell-timeout", str(cell_timeout), "--timeout", str(timeout),
             "--memory", "3072", "--assignment", assignment)
     return graded_once(
         tmp_path_factory, name, [assignment],
         lambda info, root: make(info[assignment][0]).build_attacks(root / "class"),
-        args, template_timeout=template_timeout)
+        args)
 
 
 def mismatch(row: dict, exp) -> tuple | None:

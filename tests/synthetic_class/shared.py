@@ -30,6 +30,24 @@ def shared_dir(tmp_path_factory) -> Path:
     return base
 
 
+def notebook_info(tmp_path_factory, source: Path, assignments) -> dict:
+    """``build_template``'s notebook info ({assignment: [Notebook]}) from one template per
+    test session for each set of ``assignments`` (a shared folder, a file lock): the tests
+    that build a class only need the notebooks' description, which no grading limit changes,
+    so they share the template instead of each generating its own (nbgrader, the kernels'
+    packages: about 10 s of CPU each)."""
+    from autograder.grading.config import GradeConfig
+    from autograder.grading.course import build_template
+
+    root = shared_dir(tmp_path_factory) / "templates"
+    root.mkdir(exist_ok=True)
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _, info = build_template(Path(source), list(assignments), root,
+                                 GradeConfig(cell_timeout=60))
+    return info
+
+
 def grade_cmd(submissions: Path, out: Path, source: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "autograder.grade", str(submissions), "--out", str(out),
@@ -45,17 +63,13 @@ def read_csv(path: Path) -> list[dict]:
 def graded_class(tmp_path_factory, name: str, source: Path, assignment: str,
                  args: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict:
     """Build the class for ``assignment`` and grade it once; returns a dict (see the end)."""
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
-
     root = shared_dir(tmp_path_factory) / name
     root.mkdir(exist_ok=True)
     done = root / "result.json"
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            _, info = build_template(source, [assignment], root / "template-work",
-                                     GradeConfig(cell_timeout=60))
+            info = notebook_info(tmp_path_factory, source, [assignment])
             expected = ClassBuilder(info[assignment][0]).build(root / "class", extra)
             t0 = time.monotonic()
             proc = subprocess.run(
