@@ -17,6 +17,12 @@ from the grading run's ``GradeConfig`` and the job's place from ``isolation.py``
   A grader killed between the ``fork`` and the ``prctl`` would leave it running (re-parented,
   no signal coming: seen under ``kill -9`` of ``course-grade``), so when the grader's pid is
   given in ``COURSE_GRADE_PARENT`` and is no longer the parent, this process ends at once.
+  Both come first, before the cgroups are joined: on a loaded machine a write to
+  ``cgroup.procs`` has kept this process in the kernel for more than 45 s after
+  ``course-grade`` was killed (CI rehearsals saw it in state D, then R). Set before the write,
+  the signal is already pending when the grader dies, and it ends a wait that a fatal signal
+  may interrupt (or a call the kernel restarts) at once; set after, nothing was pending and
+  the process stayed until the write was done.
 
 Setting them here, in the command's own process just before ``exec``, keeps ``preexec_fn``
 (unsafe with threads) out of the grader's parent process.
@@ -39,6 +45,7 @@ def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--":
         sys.exit("usage: python -m autograder.grading.limits SPEC_JSON -- CMD [ARGS...]")
     spec, cmd = json.loads(argv[0]), argv[2:]
+    _die_with_the_grader()  # first: joining a cgroup can block in the kernel (see above)
     for procs in spec.get("cgroup_procs", []):
         try:
             with open(procs, "w") as f:
@@ -52,6 +59,10 @@ def main(argv: list[str]) -> None:
     cpu = int(spec["cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps from crashing kernels
+    os.execvp(cmd[0], cmd)
+
+
+def _die_with_the_grader() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the wall-time limit still applies
@@ -59,7 +70,6 @@ def main(argv: list[str]) -> None:
     parent = os.environ.pop(PARENT_VAR, "")
     if parent and os.getppid() != int(parent):  # the grader died before the prctl
         os.kill(os.getpid(), signal.SIGKILL)
-    os.execvp(cmd[0], cmd)
 
 
 if __name__ == "__main__":
