@@ -81,10 +81,11 @@ def _kill_then_rerun(nb, expected, class_dir: Path, out: Path, keep: set[str], w
     first.send_signal(signal.SIGKILL)  # a crash, not a polite stop
     first.wait()
     before = _results(out)
-    # the children die with it (PDEATHSIG, --die-with-parent); a rehearsal of CI on a loaded
-    # 2-core machine once saw the newest job's process (still `limits`, not yet exec-ed into
-    # nbgrader) there after 15 s, in state D (uninterruptible, in the kernel), its parent
-    # gone: such a process dies when the kernel call returns, so it gets 45 s
+    # the children die with it (PDEATHSIG, --die-with-parent). CI rehearsals on a loaded
+    # 2-core machine saw the newest job's process (still `limits`, joining its cgroup) there
+    # after 15 s in state D and after 45 s in state R; limits.py now sets PDEATHSIG before the
+    # join, so a wait a fatal signal interrupts ends at once, but one in state D only when
+    # the kernel call returns: 45 s
     deadline = time.monotonic() + 45
     while _leftover_processes(out) and time.monotonic() < deadline:
         time.sleep(0.2)

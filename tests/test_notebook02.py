@@ -79,7 +79,8 @@ def graded_chapter(tmp_path_factory, name: str, wrong: tuple) -> dict:
             subs = root / "subs"
             for student in ("solution", "release", "wrong"):
                 (subs / student).mkdir(parents=True, exist_ok=True)
-            for n, (cell_id, old, new) in ((n, w[:3]) for n, w in wrongs.items()):
+            for n, w in wrongs.items():
+                cell_id, old, new = w[:3]
                 nbformat.write(filled_release(n), subs / "solution" / f"{n}.ipynb")
                 nbformat.write(
                     nbformat.read(REPO / "notebooks" / n / f"{n}.ipynb", as_version=4),

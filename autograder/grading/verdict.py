@@ -458,15 +458,14 @@ def write_inputs(root: Path, assignment: str) -> None:
 
 
 def _write_case_inputs(sources: list, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+    keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
     with _CHECKS:
         from autograder.checks._judge import case_inputs
 
-        for nb in sources:
-            for keys in converted_keys(nb).values():
-                for key in keys:
-                    text = json.dumps(case_inputs(_check(key)), separators=(",", ":"))
-                    (folder / f"{key}.json").write_text(text)
+        texts = {k: json.dumps(case_inputs(_check(k)), separators=(",", ":")) for k in keys}
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, text in texts.items():
+        (folder / f"{key}.json").write_text(text)
 
 
 # ---------------------------------------------------------------- 4. nbgrader, after autograde
@@ -624,11 +623,12 @@ def _judge_cell(probe: Path, keys: list[str], points: float, error: str) -> dict
     """One converted test cell's verdict from the kernel's records of its checks (``recorded``:
     every record was there)."""
     records = [read_record(probe, k) for k in keys]
+    inputs = [_inputs(probe, k) for k in keys]
     with _CHECKS:
         from autograder.checks._judge import judge
 
-        parts = [judge(_check(k), r, error, _inputs(probe, k))
-                 for k, r in zip(keys, records, strict=True)]
+        parts = [judge(_check(k), r, error, i)
+                 for k, r, i in zip(keys, records, inputs, strict=True)]
     passed = all(v.passed for v in parts)
     return {"points": points if passed else 0.0, "passed": passed,
             "diagnosis": next((v.diagnosis for v in parts if not v.passed), ""),
