@@ -24,11 +24,12 @@ cgroup of its own where the machine allows one, else the waited-for children onl
 misses kernels that are killed), the per-student figures, the ratio stock/course-grade, and
 ``uptime`` before and after: on a shared machine compare the CPU columns. No assertion.
 
-``--speedup``: the old mode, the synthetic class of one assignment (tests/synthetic_class)
+``--speedup``: the old mode, the synthetic class of one assignment
+(``tests/helpers/synthetic_class``)
 graded with ``--workers 1`` and ``--workers N``. ``--pipeline both``: in-kernel checks
 (``COURSE_VERDICT_PIPELINE=old``) vs trusted verdicts on the same class, wall and CPU, per
 student: the whole course with the class above (``--assignment`` several chapters or none),
-or with one ``--assignment`` that chapter's synthetic class (tests/synthetic_class).
+or with one ``--assignment`` that chapter's synthetic class (``tests/helpers/synthetic_class``).
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def _uptime() -> str:
 def build_class(info: dict, dest: Path, n: int) -> list[str]:
     """``n`` students (correct, wrong, blank, correct, ...), each with every notebook."""
     import nbformat
-    from synthetic_class import ClassBuilder
+
+    from helpers.synthetic_class import ClassBuilder
 
     kinds = ("correct", "wrong", "blank")
     students = []
@@ -302,10 +304,10 @@ def compare_stock(args) -> None:
 # ---------------------------------------------------------------- older modes
 def speedup(args) -> None:
     """The synthetic class of one assignment, ``--workers 1`` vs ``--workers N``."""
-    from synthetic_class import ClassBuilder
-
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
+
+    from helpers.synthetic_class import ClassBuilder
 
     assignment = (args.assignment or ["01_attention"])[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -386,10 +388,10 @@ def _rows_of(out: Path) -> dict:
 
 def compare_pipelines(args) -> None:
     """One worker, the same class: in-kernel checks (old) vs trusted verdicts (new)."""
-    from synthetic_class import ClassBuilder
-
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
+
+    from helpers.synthetic_class import ClassBuilder
 
     if not args.assignment or len(args.assignment) > 1:
         return compare_pipelines_course(args)

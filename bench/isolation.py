@@ -41,10 +41,11 @@ def hog(children: int, seconds: int) -> str:
 
 def main() -> None:
     import nbformat
-    from synthetic_class import ClassBuilder
 
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
+
+    from helpers.synthetic_class import ClassBuilder
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--children", type=int, default=100)

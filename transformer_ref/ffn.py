@@ -10,7 +10,7 @@ The same two-layer MLP is applied to every token independently:
 SwiGLU then has 1.5x the parameters; pass ``d_ff`` to change it). Because it acts per
 position, it is exactly a ``Conv1d`` with kernel size 1 over the sequence axis (the row-form
 tutorial's
-"1x1 convolution" remark; see ``tests/test_ref_ffn.py``).
+"1x1 convolution" remark; see ``tests/unit/test_ref_ffn.py``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ there. :meth:`Exercise.declaration` returns it, so the table shows them too::
 
     python -m autograder.checks.table 01_attention
 
-A cross-check (``tests/test_exercise_table.py``) makes sure the declarations, the sources and
+A cross-check (``tests/unit/test_exercise_table.py``) makes sure the declarations, the sources and
 the generated notebooks agree with this table.
 
 >>> ex = exercise("01_attention", "2.1")

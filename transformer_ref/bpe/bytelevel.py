@@ -1,6 +1,6 @@
 """Byte-level BPE tokenizer (GPT-2 style): train, encode, decode, stream, save and load.
 
-Encoding (identical to ``tiktoken`` built from our ranks, see ``tests/test_bpe_tokenizer.py``):
+Encoding (identical to ``tiktoken`` built from our ranks, see ``tests/unit/test_bpe_tokenizer.py``):
 
 1. split the text on special tokens (longest match wins where they overlap; a special token
    is always one id and is never split or merged);

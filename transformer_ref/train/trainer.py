@@ -19,7 +19,7 @@ run resumed from one continues exactly as if it had never stopped.
 On CUDA: bf16 autocast, TF32 matmuls, fused AdamW, ``torch.compile`` and an MFU estimate
 (model FLOPs per token x tokens/s / device peak). On CPU and MPS all of these are off by
 default; ``compile``, ``dtype="bfloat16"`` and ``fused_adamw`` turn them on there too, which is
-how CI runs the GPU code path without a GPU (``tests/test_train_gpu_path.py``).
+how CI runs the GPU code path without a GPU (``tests/slow/test_train_gpu_path.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,48 @@
+"""The suite's three tiers, applied by folder so that no test can forget its marker.
+
+========  =====================================================================  ===========
+tier      what                                                                   folder
+========  =====================================================================  ===========
+unit      transformer_ref, BPE, the check library judged in-process, the         tests/unit/
+          exercise table, release ``--check``, grading parts that need no        (and the
+          sandbox; the packages' doctests                                        doctests)
+grading   everything that runs ``course-grade``, a graded kernel or a sandbox    tests/grading/
+slow      mutation, training and ``torch.compile``, DDP, the browser             tests/slow/
+========  =====================================================================  ===========
+
+``python3 -m autograder.bootstrap test --fast`` runs the unit tier (``-m unit``); ``test``
+runs all three. Shared code lives in ``tests/helpers/`` (importable as ``helpers``: pytest's
+``pythonpath``); no test module imports another.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "grading", "slow")
+
+
+def tier_of(path: Path) -> str:
+    """The tier of a collected file: its folder under tests/, else unit (doctests).
+
+    >>> tier_of(TESTS / "grading" / "test_limits.py"), tier_of(TESTS.parent / "autograder")
+    ('grading', 'unit')
+    """
+    try:
+        top = Path(path).resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return "unit"
+    return top if top in TIERS else "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        written = [m.name for m in item.iter_markers() if m.name in TIERS]
+        if written:
+            raise pytest.UsageError(
+                f"{item.nodeid}: marked {written[0]!r} by hand; the tier is the folder "
+                "(tests/unit, tests/grading, tests/slow)")
+        item.add_marker(getattr(pytest.mark, tier_of(item.path)))

@@ -1,0 +1,354 @@
+"""An instructor's term on course-grade's output: an nbgrader course directory whose gradebook
+keeps what the instructor entered.
+
+- unit level (no grading, a few seconds): the class gradebook and grades.csv from stored
+  results: display names in three scripts and LMS ids, a late submission and nbgrader's
+  penalty, "not graded" kept apart from 0 in ``nbgrader export``;
+- end to end (the small fixture assignment, two students, four course-grade runs): OUT is a
+  course directory nbgrader reads; a manual score, extra credit and a comment (set through
+  nbgrader's Gradebook API, as formgrader does) survive a rerun, ``--regrade`` and a regrade
+  that changes the autograded score, which the run reports.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+
+from autograder.grading.config import GradeConfig
+from autograder.grading.results import ResultStore, parse_due, write_course_config
+
+from helpers.synthetic_class import ClassBuilder
+from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv
+
+SOURCE = REPO / "tests" / "fixtures" / "solutions"
+ASSIGNMENT = "99_fixture"
+DUE = datetime(2026, 12, 1, 23, 59, tzinfo=timezone(timedelta(hours=1)))
+
+
+@pytest.fixture(scope="module")
+def fixture_template(tmp_path_factory):
+    from autograder.grading.course import build_template
+
+    work = tmp_path_factory.mktemp("term-template")
+    template, info = build_template(SOURCE, [ASSIGNMENT], work, GradeConfig(cell_timeout=10))
+    return template, info[ASSIGNMENT][0]
+
+
+def _gradebook(out: Path):
+    from nbgrader.api import Gradebook
+
+    return Gradebook(f"sqlite:///{out / 'gradebook.db'}")
+
+
+def _nbgrader(out: Path, *args: str) -> subprocess.CompletedProcess:
+    """Stock nbgrader, started in OUT (it reads OUT's nbgrader_config.py)."""
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=out,
+                          capture_output=True, text=True, timeout=120)
+
+
+# ---- unit level: results -> gradebook and CSV -------------------------------------------------
+STUDENTS = {  # id: (display name, LMS id, submitted, not graded)
+    "jose_nunez": ("José Núñez", "1002", DUE - timedelta(hours=2), False),
+    "maria_ivanova": ("Мария Иванова", "1003", DUE + timedelta(days=1, minutes=30), False),
+    "li_na": ("李娜", "1004", None, True),
+}
+
+
+def _store_class(out: Path, nb) -> tuple[ResultStore, dict]:
+    store = ResultStore(out)
+    subs = {}
+    for sid, (name, lms_id, when, ungraded) in STUDENTS.items():
+        rows = [{"student": sid, "notebook": nb.name, "exercise": g.grade_id,
+                 "points": "" if ungraded else f"{g.max_points:g}",
+                 "max_points": f"{g.max_points:g}",
+                 "status": "not graded: the kernel died" if ungraded else "graded"}
+                for g in nb.grade_cells]
+        result = {"student": sid, "fingerprint": "x", "rows": rows, "seconds": 1.0,
+                  "feedback": [], "notes": [], "name": name, "lms_id": lms_id,
+                  "submitted_at": when.isoformat() if when else ""}
+        store.save(json.dumps(result), sid)
+        subs[sid] = SimpleNamespace(student=sid, name=name, lms_id=lms_id, submitted_at=when)
+    return store, subs
+
+
+def test_names_lms_ids_and_late_penalty_in_gradebook_and_csv(fixture_template, tmp_path):
+    template, nb = fixture_template
+    out = tmp_path / "out"
+    store, subs = _store_class(out, nb)
+    store.write_gradebook(template, list(STUDENTS), subs=subs,
+                          due=parse_due([f"{ASSIGNMENT}={DUE.isoformat()}"]),
+                          late_penalty="zero")
+    rows = read_csv(store.write_csv(list(STUDENTS), assignment_of={nb.name: ASSIGNMENT}))
+    total = sum(g.max_points for g in nb.grade_cells)
+    with _gradebook(out) as gb:
+        for sid, (name, lms_id, _, _) in STUDENTS.items():
+            st = gb.find_student(sid)
+            assert (st.last_name, st.lms_user_id) == (name, lms_id)
+        late = gb.find_submission_notebook(nb.name, ASSIGNMENT, "maria_ivanova")
+        on_time = gb.find_submission_notebook(nb.name, ASSIGNMENT, "jose_nunez")
+        assert late.late_submission_penalty == pytest.approx(total)  # 'zero': penalty = score
+        assert on_time.late_submission_penalty is None
+    by_student = {}
+    for r in rows:
+        by_student.setdefault(r["student"], []).append(r)
+    for sid, (name, lms_id, when, _) in STUDENTS.items():
+        assert {(r["name"], r["lms_id"]) for r in by_student[sid]} == {(name, lms_id)}
+        assert {r["submitted_at"] for r in by_student[sid]} == {when.isoformat() if when else ""}
+    assert {(r["late_by"], r["late_penalty"]) for r in by_student["maria_ivanova"]} == \
+        {("1 day, 0:30:00", f"{total:g}")}
+    assert {(r["late_by"], r["late_penalty"]) for r in by_student["jose_nunez"]} == {("", "")}
+    assert {r["due"] for r in rows} == {"2026-12-01T22:59:00+00:00"}
+
+
+def test_nbgrader_export_keeps_not_graded_apart_from_zero(fixture_template, tmp_path):
+    """Stock ``nbgrader export`` in OUT (its config names our plugin): the student whose
+    kernel died has an empty score and needs_manual_grade, the late one 0 after penalty."""
+    template, nb = fixture_template
+    out = tmp_path / "out"
+    store, subs = _store_class(out, nb)
+    write_course_config(out, GradeConfig(cell_timeout=10), "zero")
+    store.write_gradebook(template, list(STUDENTS), subs=subs,
+                          due={ASSIGNMENT: DUE}, late_penalty="zero")
+    proc = _nbgrader(out, "export")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["student_id"]: r for r in read_csv(out / "export.csv")}
+    total = f"{sum(g.max_points for g in nb.grade_cells):g}"
+    assert (rows["li_na"]["score"], rows["li_na"]["needs_manual_grade"]) == ("", "True")
+    assert rows["li_na"]["last_name"] == "李娜"
+    assert (rows["maria_ivanova"]["raw_score"], rows["maria_ivanova"]["score"],
+            rows["maria_ivanova"]["late_submission_penalty"]) == (total, "0", total)
+    assert (rows["jose_nunez"]["score"], rows["jose_nunez"]["needs_manual_grade"]) == \
+        (total, "False")
+    assert not (out / "grades.csv").exists()  # nbgrader's default name is not ours to take
+
+
+def test_formgrader_counts_every_published_student_as_autograded(fixture_template, tmp_path):
+    """Formgrader lists a submission as autograded only when submitted/.../timestamp.txt
+    matches the gradebook's submission time; with and without a known time."""
+    from autograder.grading.results import publish_student
+
+    template, nb = fixture_template
+    out = tmp_path / "out"
+    store, subs = _store_class(out, nb)
+    write_course_config(out, GradeConfig(cell_timeout=10), "zero")
+    for sid in STUDENTS:  # what a student's grading folder holds after nbgrader ran
+        work = tmp_path / "work" / sid
+        for kind in ("submitted", "autograded"):
+            path = work / kind / sid / ASSIGNMENT / f"{nb.name}.ipynb"
+            path.parent.mkdir(parents=True)
+            nbformat.write(nb.release, path)
+        when = subs[sid].submitted_at
+        publish_student(work, out, sid, [ASSIGNMENT], when.isoformat() if when else "")
+    store.write_gradebook(template, list(STUDENTS), subs=subs)
+    code = ("from nbgrader.apps import NbGraderAPI; from nbgrader.apps.baseapp import NbGrader;"
+            "app = NbGrader(); app.initialize([]); api = NbGraderAPI(config=app.config);"
+            f"print(sorted(api.get_autograded_students({ASSIGNMENT!r})))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=out, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.strip() == repr(sorted(STUDENTS)), proc.stderr
+
+
+def test_rewriting_the_gradebook_keeps_manual_scores_and_comments(fixture_template, tmp_path):
+    template, nb = fixture_template
+    out = tmp_path / "out"
+    store, subs = _store_class(out, nb)
+    store.write_gradebook(template, list(STUDENTS), subs=subs)
+    g0, g1 = nb.grade_cells[0].grade_id, nb.grade_cells[1].grade_id
+    answer = nb.grade_cells[0].solution_ids[0]
+    with _gradebook(out) as gb:
+        gb.find_grade(g0, nb.name, ASSIGNMENT, "jose_nunez").manual_score = 0.5
+        gb.find_grade(g1, nb.name, ASSIGNMENT, "jose_nunez").extra_credit = 1.0
+        gb.find_comment(answer, nb.name, ASSIGNMENT, "jose_nunez").manual_comment = "see me"
+        gb.db.commit()
+    # the autograder now gives jose 0 on g0: the manual score stays, the change is reported
+    r = json.loads((out / "results" / "jose_nunez.json").read_text())
+    r["rows"][0]["points"] = "0"
+    store.save(json.dumps(r), "jose_nunez")
+    messages = store.write_gradebook(template, list(STUDENTS), subs=subs)
+    assert len(messages) == 1 and messages[0].startswith(f"jose_nunez {nb.name} {g0}: "), messages
+    with _gradebook(out) as gb:
+        grade = gb.find_grade(g0, nb.name, ASSIGNMENT, "jose_nunez")
+        assert (grade.auto_score, grade.manual_score) == (0.0, 0.5)
+        assert gb.find_grade(g1, nb.name, ASSIGNMENT, "jose_nunez").extra_credit == 1.0
+        assert gb.find_comment(answer, nb.name, ASSIGNMENT,
+                               "jose_nunez").manual_comment == "see me"
+    rows = {r["exercise"]: r for r in read_csv(store.write_csv(
+        ["jose_nunez"], {(nb.name, g0): [answer]})) if r["student"] == "jose_nunez"}
+    mx1 = nb.grade_cells[1].max_points
+    assert (rows[g0]["points"], rows[g0]["auto_points"], rows[g0]["manual_points"],
+            rows[g0]["comment"]) == ("0.5", "0", "0.5", "see me")
+    assert "changed 1 -> 0 under manual score 0.5" in rows[g0]["review"].replace(".0", "")
+    assert (rows[g1]["points"], rows[g1]["extra_credit"]) == (f"{mx1 + 1:g}", "1")
+
+
+# ---- end to end: course-grade runs on a small class -------------------------------------------
+# Moodle's "download submissions in folders": the display name and participant id come from
+# the folder name (intake), the student id is made from both.
+RIGHT = ("李娜", "2003", "李娜_2003")
+WRONG = ("Мария Иванова", "2002", "Мария_Иванова_2002")
+
+
+def _folder(who) -> str:
+    return f"{who[0]}_{who[1]}_assignsubmission_file_"
+
+
+@pytest.fixture(scope="module")
+def term_class(tmp_path_factory, fixture_template):
+    _, nb = fixture_template
+    root = tmp_path_factory.mktemp("term-class")
+    builder = ClassBuilder(nb)
+    for who, notebook in ((RIGHT, builder.answered()), (WRONG, builder.wrong())):
+        path = root / "class" / _folder(who) / f"{ASSIGNMENT}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(notebook, path)
+    return root, nb, builder
+
+
+def _grade(root: Path, *extra: str) -> subprocess.CompletedProcess:
+    from autograder.grading.sandbox import bwrap_path
+
+    sandbox = () if bwrap_path() else ("--unsandboxed",)
+    args = ("--workers", "1", "--cell-timeout", "10", "--timeout", "120", *sandbox, *extra)
+    proc = subprocess.run(grade_cmd(root / "class", root / "out", SOURCE, *args), cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _run_ids(out: Path) -> dict[str, str]:
+    return {p.stem: json.loads(p.read_text())["notes"][-1]
+            for p in (out / "results").glob("*.json")}
+
+
+def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
+    root, nb, builder = term_class
+    out = root / "out"
+    _grade(root, "--due", f"{ASSIGNMENT}=2026-12-01T23:59+01:00")
+    # OUT is nbgrader's course directory
+    for path in ("nbgrader_config.py", f"source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+                 f"autograded/{WRONG[2]}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+                 f"feedback/{WRONG[2]}/{ASSIGNMENT}/{ASSIGNMENT}.html"):
+        assert (out / path).is_file(), path
+    # names in Cyrillic and Chinese: in the CSV, the gradebook, return/ and Moodle's zip
+    rows = read_csv(out / "grades.csv")
+    for name, lms_id, sid in (RIGHT, WRONG):
+        assert {(r["name"], r["lms_id"]) for r in rows if r["student"] == sid} == {(name, lms_id)}
+        with _gradebook(out) as gb:
+            assert (gb.find_student(sid).last_name, gb.find_student(sid).lms_user_id) == \
+                (name, lms_id)
+        assert (out / "return" / f"{name} ({sid})" / ASSIGNMENT / f"{ASSIGNMENT}.html").is_file()
+    with zipfile.ZipFile(out / "return" / "moodle" / f"{ASSIGNMENT}.zip") as z:
+        assert sorted(z.namelist()) == sorted(
+            f"{name}_{lms_id}_assignfeedback_file/{ASSIGNMENT}.html" for name, lms_id, _ in
+            (RIGHT, WRONG))
+    listed = _nbgrader(out, "list", "--inbound")  # OUT's config: its exchange, inside OUT
+    assert listed.returncode == 0 and "No nbgrader_config.py" not in listed.stderr, listed.stderr
+    # the instructor's review (formgrader writes these same gradebook fields)
+    g0 = nb.grade_cells[0]
+    answer = g0.solution_ids[0]
+    with _gradebook(out) as gb:
+        gb.find_grade(g0.grade_id, nb.name, ASSIGNMENT, WRONG[2]).manual_score = 0.5
+        gb.find_comment(answer, nb.name, ASSIGNMENT, WRONG[2]).manual_comment = "partly right"
+        gb.db.commit()
+
+    def kept():
+        with _gradebook(out) as gb:
+            grade = gb.find_grade(g0.grade_id, nb.name, ASSIGNMENT, WRONG[2])
+            comment = gb.find_comment(answer, nb.name, ASSIGNMENT, WRONG[2]).manual_comment
+            return grade.auto_score, grade.manual_score, comment
+
+    def row():
+        return next(r for r in read_csv(out / "grades.csv")
+                    if (r["student"], r["exercise"]) == (WRONG[2], g0.grade_id))
+
+    assert kept() == (0.0, 0.5, "partly right")
+    before = _run_ids(out)
+    _grade(root)  # graded nobody: the issue's run that erased everything
+    assert kept() == (0.0, 0.5, "partly right") and _run_ids(out) == before
+    # the due date given once is the assignment's, in the gradebook, for every later run
+    assert {r["due"] for r in read_csv(out / "grades.csv")} == {"2026-12-01T22:59:00+00:00"}
+    assert (row()["points"], row()["auto_points"], row()["manual_points"], row()["comment"]) == \
+        ("0.5", "0", "0.5", "partly right")
+    export = _nbgrader(out, "export")
+    assert export.returncode == 0, export.stderr
+    wrong = next(r for r in read_csv(out / "export.csv") if r["student_id"] == WRONG[2])
+    assert float(wrong["score"]) == 0.5  # the manual score counts in nbgrader's export
+    for kind in ("canvas", "moodle"):  # and in the LMS exports: the same total
+        lms = {r["User ID" if kind == "moodle" else "ID"]: r[ASSIGNMENT] for r in
+               read_csv(out / "exports" / f"{ASSIGNMENT}.{kind}.csv")}
+        assert float(lms[WRONG[1]]) == 0.5, (kind, lms)
+
+    _grade(root, "--regrade", WRONG[2])
+    after = _run_ids(out)
+    assert after[RIGHT[2]] == before[RIGHT[2]] and after[WRONG[2]] != before[WRONG[2]]
+    assert kept() == (0.0, 0.5, "partly right") and row()["review"] == ""
+
+    # the student resubmits a right answer: the autograded part changes under the manual score
+    nbformat.write(builder.answered(), root / "class" / _folder(WRONG) / f"{ASSIGNMENT}.ipynb")
+    proc = _grade(root)
+    full = g0.max_points
+    assert kept() == (full, 0.5, "partly right")
+    assert f"{WRONG[2]} {nb.name} {g0.grade_id}: autograded score changed 0 -> {full:g}" \
+        in proc.stderr
+    assert row()["points"] == "0.5" and "under manual score 0.5" in row()["review"]
+
+
+def test_regrade_of_an_unknown_student_is_refused(term_class):
+    root, _, _ = term_class
+    proc = subprocess.run(grade_cmd(root / "class", root / "out-unknown", SOURCE, "--unsandboxed",
+                                    "--regrade", "nobody"), cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2 and "no such student: nobody" in proc.stderr
+
+
+def test_feedback_returned_by_name_and_as_moodle_zip(tmp_path):
+    """return/<name> (<id>)/... for everyone; Moodle's feedback zip for those with a
+    participant id, in the folder names Moodle's importer parses (name_id_plugintype_name)."""
+    from autograder.grading.results import write_returns
+
+    out = tmp_path / "out"
+    results = {}
+    for sid, name, lms_id in (("jose", "José Núñez", "1002"), ("maria", "Мария_Иванова", "1003"),
+                              ("li", "李娜", ""), ("anon", "", "")):
+        rel = f"feedback/{sid}/{ASSIGNMENT}/{ASSIGNMENT}.html"
+        (out / rel).parent.mkdir(parents=True)
+        (out / rel).write_text(f"feedback for {sid}")
+        results[sid] = {"student": sid, "name": name, "lms_id": lms_id, "feedback": [rel]}
+    root = write_returns(out, results, list(results))
+    page = Path(ASSIGNMENT) / f"{ASSIGNMENT}.html"
+    for folder, sid in (("José Núñez (jose)", "jose"), ("Мария_Иванова (maria)", "maria"),
+                        ("李娜 (li)", "li"), ("anon", "anon")):
+        assert (root / folder / page).read_text() == f"feedback for {sid}"
+    with zipfile.ZipFile(root / "moodle" / f"{ASSIGNMENT}.zip") as z:
+        assert sorted(z.namelist()) == [
+            f"José Núñez_1002_assignfeedback_file/{ASSIGNMENT}.html",
+            f"Мария Иванова_1003_assignfeedback_file/{ASSIGNMENT}.html"]
+        assert z.read(f"José Núñez_1002_assignfeedback_file/{ASSIGNMENT}.html") == \
+            b"feedback for jose"
+
+
+def test_lab_instructor_starts_jupyterlab_in_the_course_folder(tmp_path, monkeypatch):
+    """`bootstrap lab --instructor OUT` runs JupyterLab on OUT, started in OUT (formgrader
+    reads the nbgrader_config.py of its working folder); a folder course-grade did not write
+    is refused with what to do."""
+    from autograder import bootstrap
+
+    calls = []
+    monkeypatch.setattr(bootstrap, "setup", lambda force=False: None)
+    monkeypatch.setattr(bootstrap.subprocess, "call",
+                        lambda cmd, cwd=None, env=None: calls.append((cmd, cwd)) or 0)
+    assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 2 and calls == []
+    write_course_config(tmp_path, GradeConfig(cell_timeout=10), "none")
+    assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 0
+    (cmd, cwd), = calls
+    assert cwd == tmp_path.resolve() and f"--notebook-dir={tmp_path.resolve()}" in cmd
+    assert cmd[1] == "lab" and str(tmp_path) not in cmd[2:] and "--instructor" not in cmd

@@ -1,0 +1,640 @@
+"""Intake: every entry of the submissions folder becomes exactly one Submission.
+
+Student ids in any script (distinct, stable, safe), the LMS layouts (Canvas, Moodle, folders,
+zips) giving the same students and notebooks, each bad entry with its exact problem, links and
+special files never followed, and the parent's bounded reading of notebooks. All fixtures are
+made here with zipfile/os. Fast, except the one marked slow (a real course-grade run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import autograder.grading.submissions as intake
+from autograder.grading.submissions import (
+    IntakeProblem,
+    discover,
+    find_notebook,
+    parse_timestamp,
+    read_notebook_bytes,
+    student_id,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+NAMES = ["José Núñez", "Мария Иванова", "李娜", "王伟", "Zoë", "Zoé"]
+NOTEBOOKS = ["01_attention", "02_masking"]
+
+
+def _nb_text(student: str, notebook: str) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell(f"# {student} {notebook}", id="c1"))
+    return nbformat.writes(nb)
+
+
+def _found(subs) -> dict[str, dict[str, str]]:
+    """{display name: {notebook: its text}} as find_notebook sees each submission."""
+    out = {}
+    for s in subs:
+        assert not s.problem, (s.student, s.problem)
+        out[s.name] = {n: find_notebook(s, n)[0].read_text() for n in NOTEBOOKS}
+    return out
+
+
+# ---- ids -------------------------------------------------------------------------------------
+
+
+def test_ids_keep_unicode_letters_distinct_and_stable(tmp_path):
+    subs = tmp_path / "subs"
+    for name in NAMES + ["Zoe\u0308 NFD"]:  # the last one is written decomposed (macOS)
+        (subs / name).mkdir(parents=True)
+        (subs / name / "01_attention.ipynb").write_text("{}")
+    first, msgs = discover(subs, tmp_path / "u1")
+    second, _ = discover(subs, tmp_path / "u2")
+    ids = [s.student for s in first]
+    assert ids == [s.student for s in second]  # stable across runs
+    assert sorted(ids) == sorted(["José_Núñez", "Мария_Иванова", "李娜", "王伟", "Zoë", "Zoé",
+                                  "Zoë_NFD"])
+    assert "Zoë_NFD" in ids and "Zoe\u0308_NFD" not in ids  # NFC
+    assert {s.name for s in first} >= set(NAMES)
+    assert msgs == []
+
+
+def test_hidden_entries_are_students_and_os_debris_is_not(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / ".ann").mkdir(parents=True)
+    (subs / ".ann" / "01_attention.ipynb").write_text("{}")
+    (subs / ".bob.zip").write_bytes(b"junk")
+    for debris in [".DS_Store", "Thumbs.db", "desktop.ini"]:
+        (subs / debris).write_text("x")
+    (subs / "__MACOSX" / ".ann").mkdir(parents=True)
+    (subs / ".git").mkdir()
+    found, msgs = discover(subs, tmp_path / "u")
+    assert [(s.student, s.problem) for s in found] == [
+        ("ann", ""), ("bob", "not a zip file, or a damaged one")]
+    assert msgs == [".bob.zip: not a zip file, or a damaged one"]
+
+
+def test_names_from_undecodable_or_control_bytes_are_safe_to_write(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    raw = os.fsencode(subs) + b"/b\xffad\x1bname"  # not UTF-8, with an escape character
+    os.mkdir(raw)
+    (sub,), _ = discover(subs, tmp_path / "u")
+    assert (sub.student, sub.name) == ("b_ad_name", "b\ufffdadname")
+    sub.name.encode("utf-8")  # a CSV or gradebook can take it
+
+
+def test_student_id_is_path_and_nbgrader_safe():
+    for raw in ["a/b", "../../etc", ".hidden", "x\x00y\x1bz", "*?[ab],c", "  ", "1003",
+                "José" * 40, "tab\tnew\nline", "٣٤", "Ω≈ç√"]:
+        sid = student_id(raw)
+        assert sid and len(sid) <= intake.MAX_ID_CHARS, raw
+        assert not sid.startswith(".") and not sid.isdigit(), raw
+        assert not set(sid) & set("/\\*?[],\t\n\x00\x1b "), raw
+        assert student_id(raw) == sid  # a function of the name alone
+    assert student_id("José" * 40) != student_id("José" * 41)  # cut names keep a hash
+    assert student_id("1003") == "s1003"
+
+
+def test_collisions_are_disambiguated_never_dropped_and_stable(tmp_path):
+    subs = tmp_path / "subs"
+    for name in ["Ann Lee", "Ann_Lee", "ann lee"]:
+        (subs / name).mkdir(parents=True)
+        (subs / name / "01_attention.ipynb").write_text(name)
+    with zipfile.ZipFile(subs / "Ann Lee.zip", "w") as zf:
+        zf.writestr("01_attention.ipynb", "zip")
+    found, _ = discover(subs, tmp_path / "u1")
+    assert len(found) == 4 and len({s.student for s in found}) == 4
+    by_origin = {s.origin.name: s.student for s in found}
+    assert by_origin["Ann_Lee"] == "Ann_Lee"  # the folder named like the id keeps it
+    assert by_origin["Ann Lee"].startswith("Ann_Lee_") and by_origin["Ann Lee.zip"].startswith(
+        "Ann_Lee_") and by_origin["ann lee"].startswith("ann_lee_")
+    # same ids from a copy of the folder elsewhere: nothing depends on where it lies
+    moved = tmp_path / "elsewhere" / "subs"
+    shutil.copytree(subs, moved)
+    again, _ = discover(moved, tmp_path / "u2")
+    assert {s.origin.name: s.student for s in again} == by_origin
+    texts = {s.student: find_notebook(s, "01_attention")[0].read_text() for s in found}
+    assert sorted(texts.values()) == sorted(["Ann Lee", "Ann_Lee", "ann lee", "zip"])
+
+
+# ---- layouts ---------------------------------------------------------------------------------
+
+CANVAS_NAMES = {"José Núñez": "nunezjose", "Мария Иванова": "ивановамария", "李娜": "李娜"}
+
+
+def _folder_layout(dest: Path) -> None:
+    for name in CANVAS_NAMES:
+        for nb in NOTEBOOKS:
+            p = dest / name / "hw" / f"{nb}.ipynb"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(_nb_text(name, nb))
+
+
+def _zip_layout(dest: Path) -> None:
+    dest.mkdir(parents=True)
+    for name in CANVAS_NAMES:
+        with zipfile.ZipFile(dest / f"{name}.zip", "w") as zf:
+            for nb in NOTEBOOKS:
+                zf.writestr(f"{name}/{nb}.ipynb", _nb_text(name, nb))
+
+
+def _canvas_files(dest: Path) -> dict[str, str]:
+    """{file name: text} of a Canvas download; Мария's was late, José re-uploaded 01."""
+    files = {}
+    for i, (name, cname) in enumerate(CANVAS_NAMES.items()):
+        uid, late = 1001 + i, "LATE_" if name == "Мария Иванова" else ""
+        for nb in NOTEBOOKS:
+            files[f"{cname}_{late}{uid}_{5000 + i}_{nb}.ipynb"] = _nb_text(name, nb)
+    first = "nunezjose_1001_5000_01_attention.ipynb"
+    files["nunezjose_1001_5000_01_attention-1.ipynb"] = files[first]  # Canvas's re-upload name
+    files[first] = "an older upload"
+    return files
+
+
+def _canvas_layout(dest: Path) -> None:
+    dest.mkdir(parents=True)
+    for fname, text in _canvas_files(dest).items():
+        (dest / fname).write_text(text)
+
+
+def _canvas_zip_layout(dest: Path) -> None:
+    dest.mkdir(parents=True)
+    with zipfile.ZipFile(dest / "submissions.zip", "w") as zf:
+        for fname, text in _canvas_files(dest).items():
+            zf.writestr(fname, text)
+
+
+def _moodle_layout(dest: Path, zipped: bool = False) -> None:
+    dest.mkdir(parents=True)
+    entries = {}
+    for i, name in enumerate(CANVAS_NAMES):
+        folder = f"{name}_{2001 + i}_assignsubmission_file_"
+        for nb in NOTEBOOKS:
+            entries[f"{folder}/{nb}.ipynb"] = _nb_text(name, nb)
+        entries[f"{name}_{2001 + i}_assignsubmission_onlinetext_/onlinetext.html"] = "<p>hi</p>"
+    if zipped:
+        with zipfile.ZipFile(dest / "Course-Assignment 1-123.zip", "w") as zf:
+            for rel, text in entries.items():
+                zf.writestr(rel, text)
+    else:
+        for rel, text in entries.items():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_text(text)
+
+
+def _moodle_flat_layout(dest: Path) -> None:
+    """Moodle's download without the folders option: ``<name>_<id>_assignsubmission_file_<f>``."""
+    dest.mkdir(parents=True)
+    for i, name in enumerate(CANVAS_NAMES):
+        for nb in NOTEBOOKS:
+            (dest / f"{name}_{2001 + i}_assignsubmission_file_{nb}.ipynb").write_text(
+                _nb_text(name, nb))
+
+
+def _canvas_student_zips(dest: Path) -> None:
+    """Canvas files that are the students' own zips of their notebooks."""
+    dest.mkdir(parents=True)
+    for i, (name, cname) in enumerate(CANVAS_NAMES.items()):
+        with zipfile.ZipFile(dest / f"{cname}_{1001 + i}_{5000 + i}_homework.zip", "w") as zf:
+            for nb in NOTEBOOKS:
+                zf.writestr(f"homework/{nb}.ipynb", _nb_text(name, nb))
+
+
+def _moodle_student_zips(dest: Path) -> None:
+    """Moodle folders that hold the students' own zips (and a link, not followed)."""
+    dest.mkdir(parents=True)
+    for i, name in enumerate(CANVAS_NAMES):
+        folder = dest / f"{name}_{2001 + i}_assignsubmission_file_"
+        folder.mkdir()
+        with zipfile.ZipFile(folder / "my homework.zip", "w") as zf:
+            for nb in NOTEBOOKS:
+                zf.writestr(f"{nb}.ipynb", _nb_text(name, nb))
+        os.symlink("/etc/passwd", folder / "passwd")
+
+
+LAYOUTS = {
+    "folders": _folder_layout,
+    "moodle_student_zips": _moodle_student_zips,
+    "moodle_flat": _moodle_flat_layout,
+    "canvas_student_zips": _canvas_student_zips,
+    "zips": _zip_layout,
+    "canvas": _canvas_layout,
+    "canvas_zip": _canvas_zip_layout,
+    "moodle": _moodle_layout,
+    "moodle_zip": lambda d: _moodle_layout(d, zipped=True),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_layouts_give_the_same_students_and_notebooks(tmp_path, layout):
+    _folder_layout(tmp_path / "ref")
+    reference = _found(discover(tmp_path / "ref", tmp_path / "u0")[0])
+    LAYOUTS[layout](tmp_path / "subs")
+    subs, msgs = discover(tmp_path / "subs", tmp_path / "u1")
+    assert msgs == []
+    got = _found(subs)
+    if layout.startswith("canvas"):  # Canvas gives its sortable login-style name only
+        reference = {CANVAS_NAMES[k]: v for k, v in reference.items()}
+    assert got == reference
+    ids = [s.student for s in subs]
+    assert ids == [s.student for s in discover(tmp_path / "subs", tmp_path / "u2")[0]]
+    by_name = {s.name: s for s in subs}
+    if layout.startswith("canvas"):
+        assert {s.name: s.lms_id for s in subs} == {
+            "nunezjose": "1001", "ивановамария": "1002", "李娜": "1003"}
+        assert by_name["nunezjose"].student == "nunezjose_1001"
+        assert by_name["李娜"].student == "李娜_1003"
+        late = [] if layout == "canvas_student_zips" else ["ивановамария"]
+        assert [s.name for s in subs if s.late_marked] == late
+    elif layout.startswith("moodle"):
+        assert {s.name: s.student for s in subs} == {
+            "José Núñez": "José_Núñez_2001", "Мария Иванова": "Мария_Иванова_2002",
+            "李娜": "李娜_2003"}
+        assert {s.lms_id for s in subs} == {"2001", "2002", "2003"}
+    else:
+        assert sorted(ids) == sorted(["José_Núñez", "Мария_Иванова", "李娜"])
+        assert not any(s.lms_id or s.late_marked for s in subs)
+
+
+def test_submission_times(tmp_path):
+    subs = tmp_path / "subs"
+    for name, stamp in [("a", "2026-11-20 14:03:00.250000 UTC"),
+                        ("b", "2026-11-20T15:03:00+01:00"), ("c", None), ("d", "garbage")]:
+        (subs / name).mkdir(parents=True)
+        nb = subs / name / "01_attention.ipynb"
+        nb.write_text("{}")
+        os.utime(nb, (1_700_000_000, 1_700_000_000))
+        if stamp:
+            (subs / name / "timestamp.txt").write_text(stamp + "\n")
+    found = {s.student: s for s in discover(subs, tmp_path / "u")[0]}
+    t = datetime(2026, 11, 20, 14, 3, tzinfo=UTC)
+    assert (found["a"].submitted_at, found["a"].time_source) == (
+        t.replace(microsecond=250000), "timestamp.txt")
+    assert (found["b"].submitted_at, found["b"].time_source) == (t, "timestamp.txt")
+    mtime = datetime.fromtimestamp(1_700_000_000, UTC)
+    assert (found["c"].submitted_at, found["c"].time_source) == (mtime, "file mtime")
+    assert (found["d"].submitted_at, found["d"].time_source) == (mtime, "file mtime")
+    assert parse_timestamp("2026-11-20 14:03:00") == t  # no zone: UTC, as nbgrader reads it
+    with zipfile.ZipFile(subs / "e.zip", "w") as zf:  # a zip: its entries' times (no zone)
+        zf.writestr(zipfile.ZipInfo("hw/01_attention.ipynb", (2026, 11, 20, 14, 3, 0)), "{}")
+    e = {s.student: s for s in discover(subs, tmp_path / "u")[0]}["e"]
+    assert (e.submitted_at, e.time_source) == (t, "zip entry time")
+
+
+# ---- bad entries: exactly one Submission each, with its problem -----------------------------
+
+
+def _patch_zip(path: Path, *, flag: int | None = None, method: int | None = None) -> None:
+    """Rewrite the local and central headers' flag bits / compression method in place."""
+    data = bytearray(path.read_bytes())
+    for sig, flag_at, method_at in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
+        at = data.find(sig)
+        while at != -1:
+            if flag is not None:
+                old = struct.unpack_from("<H", data, at + flag_at)[0]
+                struct.pack_into("<H", data, at + flag_at, old | flag)
+            if method is not None:
+                struct.pack_into("<H", data, at + method_at, method)
+            at = data.find(sig, at + 4)
+    path.write_bytes(bytes(data))
+
+
+def _zip(path: Path, method=zipfile.ZIP_STORED, text="x" * 2000) -> None:
+    with zipfile.ZipFile(path, "w", compression=method) as zf:
+        zf.writestr("01_attention.ipynb", text)
+
+
+def _encrypted(p):
+    _zip(p)
+    _patch_zip(p, flag=0x1)
+
+
+def _encrypted_by_zip_tool(p):
+    if not shutil.which("zip"):
+        pytest.skip("no zip tool here (the forged case covers this)")
+    src = p.parent / "plain"
+    src.mkdir()
+    (src / "01_attention.ipynb").write_text("{}")
+    subprocess.run(["zip", "-q", "-P", "secret", str(p), "01_attention.ipynb"], cwd=src,
+                   check=True)
+    shutil.rmtree(src)
+
+
+def _unsupported(p):
+    _zip(p)
+    _patch_zip(p, method=98)  # PPMd
+
+
+def _crc(p):
+    _zip(p)
+    data = bytearray(p.read_bytes())
+    at = data.find(b"x" * 100)
+    data[at] = ord("y")
+    p.write_bytes(bytes(data))
+
+
+def _damaged_stream(p):
+    _zip(p, zipfile.ZIP_DEFLATED, text=os.urandom(3000).hex())
+    data = bytearray(p.read_bytes())
+    for i in range(60, 200):
+        data[i] ^= 0x5A
+    p.write_bytes(bytes(data))
+
+
+def _bomb(p):
+    with zipfile.ZipFile(p, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("01_attention.ipynb", b"\0" * (3 * 2**20))
+
+
+BAD = {
+    "encrypted.zip": (_encrypted, "encrypted zip (password-protected)"),
+    "zip_P.zip": (_encrypted_by_zip_tool, "encrypted zip (password-protected)"),
+    "ppmd.zip": (_unsupported, "zip uses an unsupported compression method"),
+    "crc.zip": (_crc, "corrupt zip (CRC error)"),
+    "stream.zip": (_damaged_stream, "corrupt zip (damaged compressed data)"),
+    "notazip.zip": (lambda p: p.write_bytes(b"PK\x03\x04 not really"),
+                    "not a zip file, or a damaged one"),
+    "bomb.zip": (_bomb, "zip unpacks to more than 2 MB (zip bomb?)"),
+    "link": (lambda p: os.symlink("/etc", p), "link is a symbolic link (not followed)"),
+    "kmsg": (lambda p: os.symlink("/proc/kmsg", p), "kmsg is a symbolic link (not followed)"),
+    "fifo": (os.mkfifo, "fifo is a FIFO"),
+    "notes.txt": (lambda p: p.write_text("hi"), "neither a folder nor a .zip"),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(BAD))
+def test_bad_entry_is_one_submission_with_its_problem(tmp_path, monkeypatch, entry):
+    monkeypatch.setattr(intake, "MAX_UNZIPPED_BYTES", 2 * 2**20)
+    subs = tmp_path / "subs"
+    (subs / "good").mkdir(parents=True)
+    (subs / "good" / "01_attention.ipynb").write_text("{}")
+    make, problem = BAD[entry]
+    make(subs / entry)
+    for run in ("first", "rerun"):  # a rerun behaves the same
+        found, msgs = discover(subs, tmp_path / "unpacked")
+        bad = [s for s in found if s.origin.name == entry]
+        assert len(found) == 2 and len(bad) == 1, run
+        assert bad[0].problem == problem and bad[0].path is None, run
+        assert msgs == [f"{entry}: {problem}"], run
+        assert find_notebook(bad[0], "01_attention") == (None, problem)
+        good = [s for s in found if s.student == "good"][0]
+        assert not good.problem and find_notebook(good, "01_attention")[0] is not None
+
+
+def test_zip_of_too_many_entries_is_refused_before_unpacking(tmp_path, monkeypatch):
+    monkeypatch.setattr(intake, "MAX_ZIP_ENTRIES", 5)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    with zipfile.ZipFile(subs / "many.zip", "w") as zf:
+        for i in range(6):
+            zf.writestr(f"f{i}.txt", "")
+    (sub,), _ = discover(subs, tmp_path / "u")
+    assert sub.problem == "zip holds more than 5 entries"
+    assert not any((tmp_path / "u" / "many").glob("*"))
+
+
+def test_grading_parent_turns_a_problem_into_not_graded_rows(tmp_path):
+    from autograder.grading.course import describe
+    from autograder.grading.student import grade_student
+
+    fixture = REPO / "tests" / "fixtures" / "solutions" / "99_fixture" / "99_fixture.ipynb"
+    src = nbformat.read(fixture, as_version=4)
+    nb = describe("99_fixture", "99_fixture", src, src)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _encrypted(subs / "李娜.zip")
+    (sub,), _ = discover(subs, tmp_path / "u")
+
+    class NoRun:
+        def run(self, *a, **k):
+            raise AssertionError("nothing may run for an entry intake refused")
+
+    r = grade_student(sub, {"99_fixture": [nb]}, tmp_path / "no-template", tmp_path / "work",
+                      tmp_path / "out", None, "fp", NoRun())
+    assert r.student == "李娜"
+    assert [(row["exercise"], row["points"], row["status"]) for row in r.rows] == [
+        (g.grade_id, "", "not graded: encrypted zip (password-protected)")
+        for g in nb.grade_cells]
+
+
+# ---- links and special files inside a submission ---------------------------------------------
+
+
+def test_notebook_links_and_special_files_are_not_followed(tmp_path):
+    subs = tmp_path / "subs"
+    solution = tmp_path / "solutions" / "01_attention.ipynb"
+    solution.parent.mkdir()
+    solution.write_text("THE SOLUTIONS")
+    (subs / "honest").mkdir(parents=True)
+    (subs / "honest" / "01_attention.ipynb").write_text("mine")
+    (subs / "to_solutions").mkdir()
+    os.symlink(solution, subs / "to_solutions" / "01_attention.ipynb")
+    (subs / "to_other" / "hw").mkdir(parents=True)
+    os.symlink("../../honest/01_attention.ipynb", subs / "to_other" / "hw" / "01_attention.ipynb")
+    (subs / "fifo").mkdir()
+    os.mkfifo(subs / "fifo" / "01_attention.ipynb")
+    (subs / "dirlink").mkdir()
+    os.symlink(solution.parent, subs / "dirlink" / "sol")  # a folder link is not walked
+    with zipfile.ZipFile(subs / "ziplink.zip", "w") as zf:
+        info = zipfile.ZipInfo("hw/01_attention.ipynb")
+        info.external_attr = (0o120777 << 16)  # a symlink entry, as zip -y stores it
+        zf.writestr(info, str(solution))
+    found = {s.student: s for s in discover(subs, tmp_path / "u")[0]}
+    assert len(found) == 6 and not any(s.problem for s in found.values())
+    got = {sid: find_notebook(s, "01_attention") for sid, s in found.items()}
+    assert got["honest"][0].read_text() == "mine"
+    assert got["to_solutions"] == (None, "01_attention.ipynb is a symbolic link (not followed)")
+    assert got["to_other"] == (None, "hw/01_attention.ipynb is a symbolic link (not followed)")
+    assert got["fifo"] == (None, "01_attention.ipynb is a FIFO")
+    assert got["dirlink"] == (None, "no 01_attention.ipynb in the submission")
+    assert got["ziplink"] == (
+        None, "hw/01_attention.ipynb is a symbolic link in the zip (not followed)")
+    assert not (tmp_path / "u" / "ziplink" / "hw" / "01_attention.ipynb").exists()
+
+
+def test_canvas_links_and_fifos_stay_what_they_are(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    secret = tmp_path / "secret.ipynb"
+    secret.write_text("THE SOLUTIONS")
+    os.symlink(secret, subs / "leeann_1001_5001_01_attention.ipynb")
+    os.mkfifo(subs / "wangbo_1002_5002_01_attention.ipynb")
+    found = {s.lms_id: s for s in discover(subs, tmp_path / "u")[0]}
+    assert find_notebook(found["1001"], "01_attention") == (
+        None, "01_attention.ipynb is a symbolic link (not followed)")
+    assert find_notebook(found["1002"], "01_attention") == (None, "01_attention.ipynb is a FIFO")
+
+
+# ---- the parent's bounded reader -------------------------------------------------------------
+
+
+class _CountingRead:
+    def __init__(self, monkeypatch):
+        self.bytes = 0
+        real = os.read
+
+        def read(fd, n):
+            data = real(fd, n)
+            self.bytes += len(data)
+            return data
+
+        monkeypatch.setattr(intake.os, "read", read)
+
+
+def _parses(monkeypatch) -> list:
+    calls = []
+    real = intake._too_deep
+    monkeypatch.setattr(intake, "_too_deep", lambda d, n: calls.append(len(d)) or real(d, n))
+    return calls
+
+
+def test_sparse_100_gb_notebook_is_refused_without_reading(tmp_path, monkeypatch):
+    p = tmp_path / "01_attention.ipynb"
+    with open(p, "wb") as f:
+        f.truncate(100 * 2**30)  # sparse: no disk used
+    reads = _CountingRead(monkeypatch)
+    with pytest.raises(IntakeProblem) as e:
+        read_notebook_bytes(p)
+    assert str(e.value) == "01_attention.ipynb is larger than 32 MB"
+    assert reads.bytes == 0
+
+
+def test_million_cell_notebook_is_refused_before_parsing(tmp_path, monkeypatch):
+    cell = b'{"cell_type": "raw", "metadata": {}, "source": ""}'
+    p = tmp_path / "big.ipynb"
+    p.write_bytes(b'{"cells": [' + b",".join([cell] * 1_000_000)
+                  + b'], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}')
+    reads, scans = _CountingRead(monkeypatch), _parses(monkeypatch)
+    with pytest.raises(IntakeProblem) as e:
+        read_notebook_bytes(p)
+    assert str(e.value) == "big.ipynb is larger than 32 MB"  # 51 MB: refused by lstat
+    assert reads.bytes == 0 and scans == []
+    # under the size cap but over the cell cap: refused by counting, before any parsing
+    p.write_bytes(b'{"cells": [' + b",".join([cell] * (intake.MAX_CELLS + 1))
+                  + b'], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}')
+    with pytest.raises(IntakeProblem) as e:
+        read_notebook_bytes(p)
+    assert str(e.value) == f"big.ipynb has more than {intake.MAX_CELLS} cells"
+    assert scans == []
+    # at the cap it is read
+    p.write_bytes(b'{"cells": [' + b",".join([cell] * intake.MAX_CELLS)
+                  + b'], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}')
+    assert len(nbformat.reads(read_notebook_bytes(p).decode(), as_version=4).cells) == 2000
+
+
+def test_deep_nesting_is_refused_and_strings_do_not_count(tmp_path):
+    p = tmp_path / "deep.ipynb"
+    deep = "[" * 5000 + "]" * 5000  # json.loads would raise RecursionError on far less
+    p.write_text('{"cells": [], "metadata": {"x": ' + deep + '}, "nbformat": 4, '
+                 '"nbformat_minor": 5}')
+    with pytest.raises(IntakeProblem) as e:
+        read_notebook_bytes(p)
+    assert str(e.value) == "deep.ipynb nests deeper than 64 levels"
+    p.write_text('{"cells": [], "metadata": {"x": "' + deep + '"}, "nbformat": 4, '
+                 '"nbformat_minor": 5}')
+    assert read_notebook_bytes(p)  # inside a string: text, not nesting
+
+
+def test_precheck_uses_the_bounded_reader(tmp_path):
+    from autograder.grading.course import describe
+    from autograder.grading.student import precheck
+
+    fixture = REPO / "tests" / "fixtures" / "solutions" / "99_fixture" / "99_fixture.ipynb"
+    src = nbformat.read(fixture, as_version=4)
+    nb = describe("99_fixture", "99_fixture", src, src)
+    sparse = tmp_path / "99_fixture.ipynb"
+    with open(sparse, "wb") as f:
+        f.truncate(100 * 2**30)
+    assert precheck(sparse, nb) == ("99_fixture.ipynb is larger than 32 MB", {}, [])
+    link = tmp_path / "link.ipynb"
+    os.symlink(fixture, link)
+    assert precheck(link, nb) == ("link.ipynb is a symbolic link (not followed)", {}, [])
+    fifo = tmp_path / "fifo.ipynb"
+    os.mkfifo(fifo)
+    assert precheck(fifo, nb) == ("fifo.ipynb is a FIFO", {}, [])  # and it did not hang
+
+
+# ---- end to end: the layouts grade to the same rows ------------------------------------------
+
+
+def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
+    """One course-grade run over a class mixing the layouts: the same notebook as a folder,
+    Canvas files and a Moodle folder gives the same rows; a wrong one re-uploaded late to
+    Canvas is the one graded; an encrypted zip and a notebook linked to another student's
+    are 'not graded' with their reasons. (4 students graded, 2 workers.)"""
+    from autograder.grading.config import GradeConfig
+    from autograder.grading.course import build_template
+
+    from helpers.synthetic_class import ClassBuilder
+    from helpers.synthetic_class.shared import grade_cmd, read_csv
+
+    source = REPO / "tests" / "fixtures" / "solutions"
+    _, info = build_template(source, ["99_fixture"], tmp_path / "template",
+                             GradeConfig(cell_timeout=5))
+    nb = info["99_fixture"][0]
+    builder = ClassBuilder(nb)
+    right, wrong = nbformat.writes(builder.answered()), nbformat.writes(builder.wrong())
+    c = tmp_path / "class"
+    files = {
+        "José Núñez/hw/99_fixture.ipynb": right,
+        "李娜_1001_5001_99_fixture.ipynb": right,
+        "Мария Иванова_2001_assignsubmission_file_/99_fixture.ipynb": right,
+        "wangbo_LATE_1002_5002_99_fixture.ipynb": right,  # the first upload ...
+        "wangbo_LATE_1002_5002_99_fixture-1.ipynb": wrong,  # ... and the re-upload
+    }
+    for rel, text in files.items():
+        (c / rel).parent.mkdir(parents=True, exist_ok=True)
+        (c / rel).write_text(text)
+    _encrypted(c / "Zoë.zip")
+    (c / "Zoé").mkdir()
+    os.symlink("../José Núñez/hw/99_fixture.ipynb", c / "Zoé" / "99_fixture.ipynb")
+    out = tmp_path / "out"
+    proc = subprocess.run(grade_cmd(c, out, source, "--workers", "2", "--cell-timeout", "10"),
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rows: dict[str, list] = {}
+    for r in read_csv(out / "grades.csv"):
+        rows.setdefault(r["student"], []).append((r["exercise"], r["points"], r["status"]))
+    right_ids = ["José_Núñez", "李娜_1001", "Мария_Иванова_2001"]  # three scripts
+    assert sorted(rows) == sorted([*right_ids, "wangbo_1002", "Zoë", "Zoé"])
+    assert rows["José_Núñez"] == rows["李娜_1001"] == rows["Мария_Иванова_2001"]
+    tests = [g.grade_id for g in nb.grade_cells]
+    assert rows["José_Núñez"] == [(t, f"{g.max_points:g}", "graded")
+                               for t, g in zip(tests, nb.grade_cells)]
+    assert [p for _, p, _ in rows["wangbo_1002"]] == ["0"] * len(tests)
+    assert rows["Zoë"] == [(t, "", "not graded: encrypted zip (password-protected)")
+                          for t in tests]
+    assert rows["Zoé"] == [
+        (t, "", "not graded: 99_fixture.ipynb is a symbolic link (not followed)") for t in tests]
+    assert "Zoë.zip: encrypted zip (password-protected)" in proc.stderr
+    # nbgrader's paths and the sqlite gradebook take the Unicode ids
+    for sid in right_ids:
+        assert (out / "feedback" / sid / "99_fixture" / "99_fixture.html").is_file(), sid
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        assert {s.id for s in gb.students} == set(rows)
+        assert gb.find_submission("99_fixture", "Мария_Иванова_2001").score == sum(
+            g.max_points for g in nb.grade_cells)
+    # the LMS exports carry the ids the layouts gave: one total per student, empty if not graded
+    full = f"{sum(g.max_points for g in nb.grade_cells):g}"
+    canvas = read_csv(out / "exports" / "99_fixture.canvas.csv")
+    assert list(canvas[0]) == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                               "99_fixture"]
+    by_id = {r["ID"]: r["99_fixture"] for r in canvas if r["ID"]}
+    assert by_id == {"1001": full, "1002": "0", "2001": full}
+    assert sorted(r["99_fixture"] for r in canvas if not r["ID"]) == ["", "", full]  # José, Zo*
+    moodle = read_csv(out / "exports" / "99_fixture.moodle.csv")
+    assert [(r["User ID"], r["99_fixture"]) for r in moodle] == [
+        (r["ID"], r["99_fixture"]) for r in canvas]
+    assert {r["Full name"] for r in moodle if r["User ID"] == "2001"} == {"Мария Иванова"}

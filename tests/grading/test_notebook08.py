@@ -1,0 +1,151 @@
+"""Notebook 08 (training a GPT) through the real grading path, once per test session.
+
+Solution, release and one catalogued mistake are graded in one ``course-grade`` run (see
+``helpers.chapters.graded_chapter_04``). Grading does not run the demonstration cells (the
+training run among them); a submission whose training cell was edited runs it at its smoke
+size: course-grade sets ``COURSE_SMOKE=1`` for the kernel (through its sandbox), and plain
+nbgrader sets ``NBGRADER_EXECUTION``. ``course-check`` runs the notebook at its smoke size too.
+The committed release must equal a fresh generation (tests/unit/test_release.py); the run-size
+cell picks gpu / cpu / smoke.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from transformer_ref.train import preset
+
+from helpers.chapters import (
+    MISTAKES,
+    SOURCE,
+    check_chapter,
+    executed_chapter,
+    graded_chapter_04,
+    warnings_in_course_cells,
+)
+
+ASSIGNMENT = "08_training"
+
+
+def _source() -> nbformat.NotebookNode:
+    return nbformat.read(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return graded_chapter_04(tmp_path_factory, ASSIGNMENT)
+
+
+def test_grading_path_proofs(graded):
+    check_chapter(graded, MISTAKES[ASSIGNMENT])
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    return executed_chapter(tmp_path_factory, ASSIGNMENT)
+
+
+def test_executed_run_is_the_smoke_size(executed):
+    """The training cell ran (and printed its summary) in the smoke configuration."""
+    book = executed
+    text = "\n".join(o.get("text", "") for c in book.cells if c.cell_type == "code"
+                     for o in c.outputs)
+    assert "run: smoke on cpu" in text
+    assert "smoke run: " in text and " steps in " in text
+
+
+def test_points_and_hidden_keys_in_the_source():
+    from autograder.checks import training
+    from autograder.checks._core import registered
+
+    nb = _source()
+    points = [c.metadata.nbgrader["points"] for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade")]
+    assert f"Points: {sum(points):g} in total" in nb.cells[0].source
+    text = "\n".join(c.source for c in nb.cells)
+    keys = [k for k in registered() if k.startswith("training.")]
+    assert len(keys) == len(training.__all__) - 2  # all but `graded` and `probe`
+    for k in keys:
+        assert f'_hidden_check("{k}", _probe("{k}"' in text, k
+
+
+def _run_size_cell(env: dict, device: str):
+    """Execute the notebook's run-size cell with ``pick_device`` answering ``device``."""
+    nb = _source()
+    cell = next(c.source for c in nb.cells if c.source.startswith("DEVICE = pick_device()"))
+    ns = {"os": os, "torch": torch, "Path": Path, "tempfile": tempfile, "preset": preset,
+          "pick_device": lambda: torch.device(device)}
+    old = {k: os.environ.get(k) for k in ("COURSE_SMOKE", "NBGRADER_EXECUTION", "COURSE_GRADE_JOB")}
+    try:
+        for k in old:
+            os.environ.pop(k, None)
+        os.environ.update(env)
+        exec(compile(cell, "run-size cell", "exec"), ns)
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+    return ns
+
+
+@pytest.mark.parametrize("env,device,run,name", [
+    ({}, "cuda", "gpu", "gpu_char"),
+    ({}, "cpu", "cpu", "cpu_char"),
+    ({"COURSE_SMOKE": "1"}, "cuda", "smoke", "cpu_smoke"),
+    ({"NBGRADER_EXECUTION": "autograde"}, "cpu", "smoke", "cpu_smoke"),
+    ({"COURSE_GRADE_JOB": "token"}, "cuda", "smoke", "cpu_smoke"),
+])
+def test_the_run_size_follows_the_device_and_the_environment(env, device, run, name, capsys):
+    ns = _run_size_cell(env, device)
+    assert ns["RUN"] == run
+    want = preset(name)
+    for field in ("n_layer", "d_model", "block_size", "batch_size"):
+        assert getattr(ns["cfg"], field) == getattr(want, field), field
+    if run == "smoke":
+        assert ns["DEVICE"].type == "cpu" and ns["cfg"].max_iters <= 20
+    if run == "cpu":
+        assert ns["MAX_SECONDS"] <= 10 * 60
+    assert f"run: {run}" in capsys.readouterr().out
+
+
+def test_course_cells_print_no_warnings(graded, executed):
+    """Issue 18 trial: a course cell's deprecation warning (06: imshow of a tensor, 08: ax.bar
+    of a tensor) lands in every student's feedback (graded) or notebook (executed)."""
+    assert warnings_in_course_cells(graded["autograded"]["solution"]) == []
+    assert warnings_in_course_cells(executed) == []
+
+
+# the notebook at its smoke size in a fresh kernel: ~45 s of CPU
+def test_course_check_on_the_solution_lists_every_exercise(tmp_path):
+    """Issue 18 trial: `course-check` on 08 ran the full CPU training into a cell timeout and
+    a ZMQ traceback, with no per-exercise results, unless COURSE_SMOKE=1 was set by hand.
+    Run as a student runs it (no COURSE_SMOKE in the environment), on a copy of the solution
+    notebook in a folder of its own: every exercise is listed, passed, with its points."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    from autograder.checks.table import chapter
+
+    path = tmp_path / f"{ASSIGNMENT}.ipynb"
+    shutil.copy(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", path)
+    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_SMOKE", "NBGRADER_EXECUTION")}
+    cmd = [sys.executable, "-m", "autograder.selfcheck", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "smoke size" in out
+    table = chapter(ASSIGNMENT)
+    for e in table.exercises:
+        line = rf"✔ {re.escape(e.label)} {e.function}\s+{e.points:g} pt\s+passed"
+        assert re.search(line, out), f"{line!r} not in:\n{out}"
+    assert f"Visible checks pass for {table.points} of {table.points} points" in out, out
+    assert "Traceback" not in out + proc.stderr and "without encryption" not in proc.stderr

@@ -1,0 +1,91 @@
+"""Grade one small adversarial class once per test session (file lock across xdist workers).
+
+``graded_attack_class(tmp_path_factory, name, assignment, make)``: ``make(notebook)`` returns a
+builder whose ``build_attacks(dest)`` writes the class and returns {student: {exercise: Row}}.
+``graded_once`` is the general form every adversarial class fixture goes through: its
+``build(info, root)`` writes the class under ``root`` and returns the expected rows.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .verdict_class import Row
+from helpers.synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv, shared_dir
+
+SOURCE = REPO / "solutions"
+
+
+def graded_once(tmp_path_factory, name: str, assignments: list[str], build: Callable,
+                args: tuple[str, ...], *, source: Path = SOURCE, row: type = Row,
+                around: Callable | None = None) -> dict:
+    """Build and grade the class once; every worker gets the same result.
+
+    ``build(info, root)`` writes the class to ``root / "class"`` (``info``: build_template's
+    per-assignment info, from the session's shared template: ``notebook_info``) and returns
+    {student: {exercise: row}}; ``args`` go to course-grade.
+    ``around(run)``, when given, calls ``run()`` (the grading) and returns extra JSON fields
+    measured around it (e.g. a server the class must not reach). Returns the JSON record plus
+    ``expected`` (rows as ``row``), ``out``, ``class`` and the CSV ``rows`` ([] on failure).
+    """
+    root = shared_dir(tmp_path_factory) / name
+    root.mkdir(exist_ok=True)
+    done = root / "result.json"
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            info = notebook_info(tmp_path_factory, source, assignments)
+            expected = build(info, root)
+            record = {}
+
+            def run():
+                t0 = time.monotonic()
+                proc = subprocess.run(grade_cmd(root / "class", root / "out", source, *args),
+                                      cwd=REPO, capture_output=True, text=True)
+                record.update(returncode=proc.returncode, stderr=proc.stderr[-5000:],
+                              seconds=time.monotonic() - t0)
+
+            if around is None:
+                run()
+            else:
+                record.update(around(run))
+            record["expected"] = {s: {k: v.__dict__ for k, v in e.items()}
+                                  for s, e in expected.items()}
+            done.write_text(json.dumps(record))
+    result = json.loads(done.read_text())
+    result["expected"] = {s: {k: row(**v) for k, v in e.items()}
+                          for s, e in result["expected"].items()}
+    result["out"] = root / "out"
+    result["class"] = root / "class"
+    result["rows"] = read_csv(root / "out" / "grades.csv") if result["returncode"] == 0 else []
+    return result
+
+
+def graded_attack_class(tmp_path_factory, name: str, assignment: str, make, *,
+                        cell_timeout: int = 60, timeout: int = 600) -> dict:
+    args = ("--workers", "2", "--cell-timeout", str(cell_timeout), "--timeout", str(timeout),
+            "--memory", "3072", "--assignment", assignment)
+    return graded_once(
+        tmp_path_factory, name, [assignment],
+        lambda info, root: make(info[assignment][0]).build_attacks(root / "class"),
+        args)
+
+
+def mismatch(row: dict, exp) -> tuple | None:
+    """None when the CSV ``row`` is what ``exp`` says: exact points and status, the start of
+    the diagnosis (None: any), the flagged column containing ``exp.flagged`` ("" = empty,
+    None: any); else (what the row has, what was expected)."""
+    got = (row["points"], row["status"], row["diagnosis"], row["flagged"])
+    ok = row["points"] == exp.points and row["status"] == exp.status
+    if exp.diagnosis is not None:
+        ok &= row["diagnosis"].startswith(exp.diagnosis) if exp.diagnosis else \
+            row["diagnosis"] == ""
+    if exp.flagged is not None:
+        ok &= (exp.flagged in row["flagged"] and row["flagged"].startswith("flagged: ")) \
+            if exp.flagged else row["flagged"] == ""
+    return None if ok else (got, exp)

@@ -1,0 +1,560 @@
+"""Chapter answers for ``tests/unit/test_checks_bpe.py`` (and the verdict tests that
+judge the same answers through a record): the right and the catalogued wrong
+implementations, written as a student would."""
+
+import re
+from collections import Counter, defaultdict
+
+import regex
+
+from autograder.checks import bpe as B
+from autograder.checks import table
+from transformer_ref.bpe import GPT2_PATTERN
+
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("07_bpe")
+
+
+# as in the notebook: the checks switch transformer_ref off, so not its pretokenize()
+pretokenize = regex.compile(GPT2_PATTERN).findall
+
+
+EOW = B.EOW
+
+
+def good_count_pairs(word_counts):
+    pairs = defaultdict(int)
+    for w, c in word_counts.items():
+        for p in zip(w, w[1:]):
+            pairs[p] += c
+    return pairs  # a defaultdict is accepted
+
+
+def good_merge_pair(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def classic_trainer(*, pick=lambda p: max(p, key=lambda k: (p[k], k)), stop=True, eow=True,
+                    one_sequence=False, min_count=2, record=True):
+    def train_classic_bpe(text, num_merges):
+        if one_sequence:  # the whole text as one list of symbols
+            seq = tuple(s for w in text.split() for s in (*w, EOW))
+            words = Counter({seq: 1}) if seq else Counter()
+        else:
+            words = Counter(((*w, EOW) if eow else tuple(w)) for w in text.split())
+        merges = []
+        for _ in range(num_merges):
+            pairs = good_count_pairs(words)
+            if not pairs:
+                break
+            best = pick(pairs)
+            if stop and pairs[best] < min_count:  # (3: a pair seen twice not merged)
+                break
+            if record:  # (False: merges.append forgotten)
+                merges.append(best)
+            words = Counter({good_merge_pair(w, best): c for w, c in words.items()})
+        return merges
+
+    return train_classic_bpe
+
+
+def good_encode_word(word, merges):
+    s = (*word, EOW)
+    for p in merges:
+        s = good_merge_pair(s, p)
+    return list(s)
+
+
+def good_decode_symbols(symbols):
+    return "".join(symbols).replace(EOW, " ").strip(" ")
+
+
+def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[1]]),
+                 pretok=True, split=True, pick=max, n_bytes=256, up_to=False,
+                 add_specials=True, record=True):
+    """A student's naive byte-level trainer, with one thing changeable."""
+
+    def train(text, vocab_size, special_tokens=()):
+        vocab = {i: bytes([i]) for i in range(n_bytes)}
+        if add_specials:
+            for t in special_tokens:
+                vocab[len(vocab)] = t.encode()
+        segs = [text]
+        if special_tokens and split:
+            segs = re.split("|".join(map(re.escape, sorted(special_tokens, key=len)[::-1])), text)
+        counts = Counter()
+        for seg in segs:
+            counts.update(pretokenize(seg) if pretok else [seg])
+        words = {tuple(s.encode()): c for s, c in counts.items() if s}
+        merges = []
+        while len(vocab) < vocab_size or (up_to and len(vocab) == vocab_size):
+            pairs = good_count_pairs(words)
+            if not pairs:
+                break
+            a, b = pick(pairs, key=lambda p: key(pairs, vocab, p))
+            new = len(vocab)
+            vocab[new] = vocab[a] + vocab[b]
+            if record:  # (False: merges.append forgotten)
+                merges.append((vocab[a], vocab[b]))
+            nw = {}
+            for w, c in words.items():
+                out, i = [], 0
+                while i < len(w):
+                    if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
+                        out.append(new)
+                        i += 2
+                    else:
+                        out.append(w[i])
+                        i += 1
+                nw[tuple(out)] = c
+            words = nw
+        return vocab, merges
+
+    return train
+
+
+def good_encode_piece(piece, ranks):
+    parts = [bytes([b]) for b in piece]
+    while True:
+        best = None
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1])
+            if r is not None and (best is None or r < best[0]):
+                best = (r, i)
+        if best is None:
+            return [ranks[p] for p in parts]
+        i = best[1]
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+
+
+def text_encoder(*, piece=good_encode_piece, specials=True, pretok=True, longest_first=True,
+                 capture=True):
+    def encode(text, ranks, special_tokens):
+        ids = []
+        chunks = [text]
+        if special_tokens and specials:
+            alt = "|".join(re.escape(t) for t in sorted(special_tokens, key=len,
+                                                         reverse=longest_first))
+            chunks = re.split(f"({alt})" if capture else alt, text)
+        for k, chunk in enumerate(chunks):
+            if k % 2 and capture:
+                ids.append(special_tokens[chunk])
+            elif pretok:
+                for p in pretokenize(chunk):
+                    ids += piece(p.encode(), ranks)
+            elif chunk:
+                ids += piece(chunk.encode(), ranks)
+        return ids
+
+    return encode
+
+
+def good_decode(ids, vocab):
+    return b"".join(vocab[i] for i in ids).decode(errors="replace")
+
+
+GOOD = {
+    KEY["count_pairs"]: good_count_pairs,
+    KEY["merge_pair"]: good_merge_pair,
+    KEY["train_classic_bpe"]: classic_trainer(),
+    KEY["encode_word"]: good_encode_word,
+    KEY["decode_symbols"]: good_decode_symbols,
+    KEY["train_bpe_naive"]: byte_trainer(),
+    KEY["encode_piece"]: good_encode_piece,
+    KEY["encode"]: text_encoder(),
+    KEY["decode"]: good_decode,
+}
+
+
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("07_bpe")
+
+
+def count_non_overlapping(word_counts):
+    pairs = defaultdict(int)
+    for w, c in word_counts.items():
+        for p in set(zip(w, w[1:])):
+            i = n = 0
+            while i < len(w) - 1:
+                if (w[i], w[i + 1]) == p:
+                    n, i = n + 1, i + 2
+                else:
+                    i += 1
+            pairs[p] += n * c
+    return pairs
+
+
+def merge_overlapping(word, pair):
+    out = []
+    for i in range(len(word)):
+        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+        else:
+            out.append(word[i])
+    return tuple(out)
+
+
+def merge_from_right(word, pair):
+    out, i = [], len(word) - 1
+    while i >= 0:
+        if i >= 1 and (word[i - 1], word[i]) == pair:
+            out.insert(0, word[i - 1] + word[i])
+            i -= 2
+        else:
+            out.insert(0, word[i])
+            i -= 1
+    return tuple(out)
+
+
+def merge_first_only(word, pair):
+    for i in range(len(word) - 1):
+        if (word[i], word[i + 1]) == pair:
+            return word[:i] + (pair[0] + pair[1],) + word[i + 2 :]
+    return word
+
+
+def encode_first_only(word, merges):
+    s = (*word, EOW)
+    for p in merges:
+        s = merge_first_only(s, p)
+    return list(s)
+
+
+def encode_longest(word, merges):
+    known = set(word) | {EOW} | {a + b for a, b in merges}
+    rest, out = word + EOW, []
+    while rest:
+        k = len(rest)
+        while k > 1 and rest[:k] not in known:
+            k -= 1
+        out.append(rest[:k])
+        rest = rest[k:]
+    return out
+
+
+def piece_by_frequency(piece, ranks):
+    parts = [bytes([b]) for b in piece]
+    while True:
+        c = Counter(a + b for a, b in zip(parts, parts[1:]) if a + b in ranks)
+        if not c:
+            return [ranks[p] for p in parts]
+        top = max(c.values())
+        tok = min((t for t in c if c[t] == top), key=ranks.get)
+        out, i = [], 0
+        while i < len(parts):
+            if i + 1 < len(parts) and parts[i] + parts[i + 1] == tok:
+                out.append(tok)
+                i += 2
+            else:
+                out.append(parts[i])
+                i += 1
+        parts = out
+
+
+def piece_highest_rank(piece, ranks):
+    parts = [bytes([b]) for b in piece]
+    while True:
+        cands = [(ranks[a + b], i) for i, (a, b) in enumerate(zip(parts, parts[1:]))
+                 if a + b in ranks]
+        if not cands:
+            return [ranks[p] for p in parts]
+        r = max(cands)[0]
+        i = min(i for rr, i in cands if rr == r)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+
+
+def piece_rightmost(piece, ranks):
+    parts = [bytes([b]) for b in piece]
+    while True:
+        cands = [(ranks[a + b], -i) for i, (a, b) in enumerate(zip(parts, parts[1:]))
+                 if a + b in ranks]
+        if not cands:
+            return [ranks[p] for p in parts]
+        i = -min(cands)[1]
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+
+
+def piece_longest(piece, ranks):
+    out = []
+    while piece:
+        k = len(piece)
+        while piece[:k] not in ranks:
+            k -= 1
+        out.append(ranks[piece[:k]])
+        piece = piece[k:]
+    return out
+
+
+def count_without_last(word_counts):
+    pairs = {}
+    for w, c in word_counts.items():
+        for i in range(len(w) - 2):
+            pairs[(w[i], w[i + 1])] = pairs.get((w[i], w[i + 1]), 0) + c
+    return pairs
+
+
+def merge_not_at_end(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i < len(word) - 2 and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def encode_result_dropped(word, merges):
+    s = (*word, EOW)
+    for p in merges:
+        good_merge_pair(s, p)  # as if it changed s in place
+    return list(s)
+
+
+def count_zip_with_itself(word_counts):
+    pairs = {}
+    for w, c in word_counts.items():
+        for p in zip(w, w):  # the [1:] forgotten
+            pairs[p] = pairs.get(p, 0) + c
+    return pairs
+
+
+def count_not_stored(word_counts):
+    pairs = {}
+    for w, c in word_counts.items():
+        for p in zip(w, w[1:]):
+            pairs.get(p, 0) + c  # computed, never assigned
+    return pairs
+
+
+def merge_drops_the_rest(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            i += 1  # forgot out.append(word[i])
+    return tuple(out)
+
+
+def merge_compares_joined(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and word[i] + word[i + 1] == pair:  # a str against a tuple
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def piece_tuple_lookup(piece, ranks):
+    parts = [bytes([b]) for b in piece]
+    while len(parts) > 1:
+        found = [(ranks[(parts[i], parts[i + 1])], i) for i in range(len(parts) - 1)
+                 if (parts[i], parts[i + 1]) in ranks]  # ranks is keyed by bytes
+        if not found:
+            break
+        _, i = min(found)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return [ranks[p] for p in parts]
+
+
+def piece_without_last_byte(piece, ranks):
+    parts = [piece[i : i + 1] for i in range(len(piece) - 1)]
+    while len(parts) > 1:
+        found = [(ranks[parts[i] + parts[i + 1]], i) for i in range(len(parts) - 1)
+                 if parts[i] + parts[i + 1] in ranks]
+        if not found:
+            break
+        _, i = min(found)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return [ranks[p] for p in parts]
+
+
+def _once_per_word(wc):
+    pairs = Counter()
+    for w, c in wc.items():
+        for p in set(zip(w, w[1:])):
+            pairs[p] += c
+    return pairs
+
+
+def _fold(symbols, merges):
+    for p in merges:
+        symbols = good_merge_pair(symbols, p)
+    return symbols
+
+
+WRONG = [
+    # (check key, wrong implementation, mistake named, graded only (hidden cases needed))
+    (KEY["count_pairs"], lambda wc: Counter(p for w in wc for p in zip(w, w[1:])),
+     "word frequencies ignored", False),
+    (KEY["count_pairs"], _once_per_word, "each pair counted once per word", False),
+    (KEY["count_pairs"], count_non_overlapping, "overlapping pairs not counted", False),
+    (KEY["merge_pair"], merge_overlapping, "overlapping occurrences merged (a a a became aa aa)",
+     False),
+    (KEY["merge_pair"], merge_from_right, "merged from the right", False),
+    (KEY["merge_pair"], merge_first_only, "only the first occurrence merged", False),
+    # mutation testing (issue 18): off-by-one bounds, a result not kept, EOW deleted, the
+    # specials' order and ids, bytes joined with spaces
+    (KEY["count_pairs"], count_without_last, "the last pair of each word not counted", False),
+    (KEY["merge_pair"], merge_not_at_end, "the pair at the end of the word never merged",
+     True),  # only a hidden case merges the last pair
+    (KEY["encode_word"], encode_result_dropped,
+     "merge_pair's result not kept (the merges never change the symbols)", False),
+    (KEY["decode_symbols"], lambda s: "".join(s).replace(EOW, ""),
+     "end-of-word symbol deleted instead of turned into a space", False),
+    (KEY["encode"], text_encoder(longest_first=False), "special tokens matched shortest first",
+     True),  # only a hidden case has a special token that starts another
+    (KEY["encode"], text_encoder(capture=False), "special tokens dropped (no id for them)",
+     False),
+    (KEY["decode"], lambda ids, v: b" ".join(v[i] for i in ids).decode("utf-8", "replace"),
+     "token bytes joined with spaces", False),
+    (KEY["train_bpe_fast"],
+     lambda text, vocab_size, special_tokens=(): incremental_trainer(
+         text, vocab_size, special_tokens, add_new_pairs=False),
+     "new pairs of a merged word not counted", False),
+    # mutation testing (issue 18): zip(w, w), a count computed and never stored, the symbols
+    # around a merge dropped, merges.append forgotten, the fast trainer's first count left
+    # out, pairs looked up as tuples in the ranks, the piece's last byte left out, the
+    # pair compared as a joined str
+    (KEY["count_pairs"], count_zip_with_itself,
+     "each symbol paired with itself (zip(word, word))", False),
+    (KEY["count_pairs"], count_not_stored, "the counts never stored (the dict stays empty)",
+     False),
+    (KEY["merge_pair"], merge_drops_the_rest,
+     "only the merged symbols kept (the others never appended)", False),
+    (KEY["merge_pair"], merge_compares_joined,
+     "the pair never found (the word returned unchanged)", False),
+    (KEY["train_classic_bpe"], classic_trainer(record=False),
+     "the merges never recorded (an empty list)", False),
+    (KEY["train_bpe_fast"],
+     lambda text, vocab_size, special_tokens=(): incremental_trainer(
+         text, vocab_size, special_tokens, initial_counts=False),
+     "the pair counts never filled in before the loop (no merge made)", False),
+    (KEY["encode_piece"], piece_tuple_lookup,
+     "pairs looked up as (a, b) tuples (no merge ever found)", False),
+    (KEY["encode_piece"], piece_without_last_byte,
+     "the last byte left out (range(len(piece) - 1))", False),
+    (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: max(p, key=p.get)),
+     "ties broken differently (first pair found)", False),
+    (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: min(p, key=lambda k: (-p[k], k))),
+     "ties broken differently (smallest pair)", False),
+    (KEY["train_classic_bpe"], classic_trainer(one_sequence=True),
+     "merged across word boundaries", False),
+    (KEY["train_classic_bpe"], classic_trainer(stop=False),
+     "kept merging pairs that occur only once", False),
+    # mutation testing (issue 18)
+    (KEY["train_classic_bpe"], classic_trainer(pick=lambda p: min(p, key=lambda k: (p[k], k))),
+     "merged the least frequent pair (min instead of max)", False),
+    (KEY["train_classic_bpe"], classic_trainer(min_count=3),
+     "stopped too early (a pair that occurs twice was not merged)", False),
+    (KEY["train_classic_bpe"], classic_trainer(eow=False), "no end-of-word symbol", False),
+    (KEY["encode_word"], lambda w, m: good_encode_word(w, m[::-1]),
+     "merges applied in reverse order", False),
+    (KEY["encode_word"], lambda w, m: list(_fold(tuple(w), m)), "no end-of-word symbol", False),
+    (KEY["encode_word"], encode_first_only, "each merge applied to its first occurrence only",
+     True),
+    (KEY["encode_word"], encode_longest, "greedy longest match instead of the merges", False),
+    (KEY["decode_symbols"], lambda s: "".join(s), "end-of-word symbol left in the text", False),
+    (KEY["decode_symbols"], lambda s: "".join(s).replace(EOW, " "), "trailing space kept", False),
+    (KEY["decode_symbols"], lambda s: " ".join(s).replace(EOW, " ").rstrip(),
+     "symbols joined with spaces", False),
+    (KEY["encode_piece"], piece_by_frequency,
+     "merges applied in frequency order instead of rank order", False),
+    (KEY["encode_piece"], piece_highest_rank, "highest rank merged first", False),
+    (KEY["encode_piece"], piece_rightmost, "rightmost of equal pairs merged first", False),
+    (KEY["encode_piece"], piece_longest, "greedy longest match instead of merge ranks", False),
+    (KEY["encode"], text_encoder(specials=False), "special tokens split like ordinary text",
+     False),
+    (KEY["encode"], text_encoder(pretok=False), "merged across pre-token boundaries", False),
+    (KEY["decode"], lambda ids, v: "".join(v[i].decode("utf-8", "replace") for i in ids),
+     "decoded token by token", False),
+    (KEY["decode"], lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8", "ignore"),
+     "invalid bytes dropped", False),
+    (KEY["decode"], lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8"),
+     "decode fails on bytes that are not valid UTF-8", False),
+]
+
+
+# the byte-level trainers: the same mistakes for the naive loop and the challenge
+for _key in (KEY["train_bpe_naive"], KEY["train_bpe_fast"]):
+    WRONG += [
+        (_key, byte_trainer(pretok=False), "merged across pre-token boundaries", False),
+        (_key, byte_trainer(split=False), "special tokens not removed before training", False),
+        (_key, byte_trainer(key=lambda pairs, vocab, p: (pairs[p], *p)),
+         "ties broken by token id instead of by bytes", False),
+        (_key, byte_trainer(key=lambda pairs, vocab, p: pairs[p]),
+         "ties broken differently (first pair found)", False),
+        # mutation testing (issue 18)
+        (_key, byte_trainer(pick=min), "merged the least frequent pair (min instead of max)",
+         False),
+        (_key, byte_trainer(n_bytes=255), "byte 255 left out of the vocabulary (range(255))",
+         False),
+        (_key, byte_trainer(up_to=True), "one merge too many (<= vocab_size)", False),
+        (_key, byte_trainer(add_specials=False), "special tokens not added to the vocabulary",
+         False),
+        (_key, byte_trainer(record=False), "the merges never recorded (an empty list)", False),
+    ]
+
+
+def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True,
+                        initial_counts=True):
+    """A student's incremental trainer: pair counts + pair -> words index, max per merge
+    (``add_new_pairs=False``: the merged word's new pairs forgotten; ``initial_counts=False``:
+    only the index filled before the loop, the counts left empty)."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    for t in special_tokens:
+        vocab[len(vocab)] = t.encode()
+    segs = [text]
+    if special_tokens:
+        segs = re.split("|".join(map(re.escape, sorted(special_tokens, key=len)[::-1])), text)
+    counts = Counter(p for seg in segs for p in pretokenize(seg))
+    words = [tuple(p.encode()) for p in counts]
+    freq = list(counts.values())
+    pc, where = defaultdict(int), defaultdict(set)
+    for i, w in enumerate(words):
+        for p in zip(w, w[1:]):
+            if initial_counts:
+                pc[p] += freq[i]
+            where[p].add(i)
+    merges = []
+    while len(vocab) < vocab_size and pc:
+        a, b = max(pc, key=lambda p: (pc[p], vocab[p[0]], vocab[p[1]]))
+        new = len(vocab)
+        vocab[new] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+        for i in where.pop((a, b)):
+            old = words[i]
+            out, j = [], 0
+            while j < len(old):
+                if j + 1 < len(old) and old[j] == a and old[j + 1] == b:
+                    out.append(new)
+                    j += 2
+                else:
+                    out.append(old[j])
+                    j += 1
+            words[i] = tuple(out)
+            for p in zip(old, old[1:]):
+                pc[p] -= freq[i]
+                if not pc[p]:
+                    del pc[p]
+            if not add_new_pairs:
+                continue
+            for p in zip(words[i], words[i][1:]):
+                pc[p] += freq[i]
+                where[p].add(i)
+    return vocab, merges
+

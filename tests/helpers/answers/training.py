@@ -1,0 +1,450 @@
+"""Chapter answers for ``tests/unit/test_checks_training.py`` (and the verdict tests that
+judge the same answers through a record): the right and the catalogued wrong
+implementations, written as a student would."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from autograder.checks import table
+from autograder.checks import training as TR
+
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("08_training")
+
+
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("08_training")
+
+
+# ---------------------------------------------------------------- right answers
+def good_get_batch(data, batch_size, block_size, generator=None):
+    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    win = np.stack([data[s : s + block_size + 1] for s in starts.tolist()]).astype(np.int64)
+    win = torch.from_numpy(win)
+    return win[:, :-1], win[:, 1:]
+
+
+def good_ce(logits, targets):
+    z = logits.flatten(0, -2)
+    t = targets.flatten()
+    m = z.amax(-1, keepdim=True)
+    lse = (z - m).exp().sum(-1).log() + m.squeeze(-1)
+    return (lse - z.gather(1, t[:, None]).squeeze(1)).mean()
+
+
+def good_lr(step, max_lr, min_lr, warmup_iters, max_iters):
+    if step < warmup_iters:
+        return max_lr * (step + 1) / warmup_iters
+    if step >= max_iters:
+        return min_lr
+    frac = (step - warmup_iters) / (max_iters - warmup_iters)
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * frac)) / 2
+
+
+def _clip_(params, c, per_param=False, values=False):
+    grads = [p.grad for p in params if p.grad is not None]
+    with torch.no_grad():
+        if values:
+            for g in grads:
+                g.clamp_(-c, c)
+            return
+        if per_param:
+            for g in grads:
+                g.mul_(min(1.0, c / (g.norm().item() + 1e-6)))
+            return
+        total = math.sqrt(sum(float((g**2).sum()) for g in grads))
+        for g in grads:
+            g.mul_(min(1.0, c / (total + 1e-6)))
+
+
+def step_fn(zero=True, zero_mid=False, clip="global", clip_after=False, loss_after=False,
+            clip_first=False, clip_before_backward=False):
+    def train_step(model, optimizer, x, y, grad_clip):
+        if zero:
+            optimizer.zero_grad()
+        if clip_first:
+            norm = torch.sqrt(sum((p.grad**2).sum() for p in model.parameters()))
+            for p in model.parameters():
+                p.grad.mul_(min(1.0, grad_clip / float(norm)))
+        loss = good_ce(model(x), y)
+        if clip_before_backward:  # issue 18 trial: clips the (None) gradients, skipping None
+            _clip_(list(model.parameters()), grad_clip)
+        loss.backward()
+        if zero_mid:
+            optimizer.zero_grad()
+        params = list(model.parameters())
+        if clip and not clip_after and not clip_before_backward:
+            _clip_(params, grad_clip, per_param=clip == "per-param", values=clip == "values")
+        optimizer.step()
+        if clip_after:
+            _clip_(params, grad_clip)
+        if loss_after:
+            with torch.no_grad():
+                return good_ce(model(x), y).item()
+        return loss.item()
+
+    return train_step
+
+
+good_step = step_fn()
+
+
+def step_hand_norm(kind, eps=1e-6):
+    """The global norm written out with torch (mutation testing, issue 18), ``eps`` added to
+    it in the scale."""
+    def train_step(model, optimizer, x, y, grad_clip):
+        optimizer.zero_grad()
+        loss = good_ce(model(x), y)
+        if kind != "nobackward":
+            loss.backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        with torch.no_grad():
+            if kind == "mean":  # the mean square of each tensor
+                total = torch.sqrt(sum(g.pow(2).mean() for g in grads))
+            elif kind == "nosqrt":  # the squared norm
+                total = sum(g.pow(2).sum() for g in grads)
+            else:
+                total = torch.sqrt(sum(g.pow(2).sum() for g in grads))
+            for g in grads:
+                g.mul_(min(1.0, grad_clip / (float(total) + eps)))
+        optimizer.step()
+        return loss.item()
+
+    return train_step
+
+
+def eval_fn(eval_mode=True, restore=True, no_grad=True, reduce="mean", one=False,
+            collect=True):
+    def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=None):
+        was = model.training
+        if eval_mode:
+            model.eval()
+        losses = []
+        with torch.set_grad_enabled(not no_grad):
+            for _ in range(1 if one else eval_iters):
+                x, y = good_get_batch(data, batch_size, block_size, generator)
+                loss = float(good_ce(model(x), y))
+                if collect:
+                    losses.append(loss)
+        if restore:
+            model.train(was)
+        if reduce == "last":
+            return losses[-1]
+        return sum(losses) if reduce == "sum" else sum(losses) / len(losses)
+
+    return estimate_loss
+
+
+good_eval = eval_fn()
+
+
+def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_object=False,
+             assign=False, write=True, weights=True):
+    def save(path, model, opt, step_, gen):
+        state = {"weights": model.state_dict(), "step": step_}
+        if optimizer:
+            state["opt"] = opt if opt_object else opt.state_dict()
+        if generator:
+            state["rng"] = gen if gen_object else gen.get_state()
+        if write:
+            torch.save(state, path)
+
+    def load(path, model, opt, gen):
+        state = torch.load(path, weights_only=not gen_object)
+        if weights:
+            model.load_state_dict(state["weights"], assign=assign)  # assign: new parameters
+        if "opt" in state:
+            opt.load_state_dict(state["opt"].state_dict() if opt_object else state["opt"])
+        if "rng" in state:
+            gen.set_state(state["rng"])
+        return state["step"] if step else 0
+
+    return save, load
+
+
+def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=True,
+            fill=-math.inf, keepdim=True, axis=-1, cum_axis=-1):
+    def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        if greedy and temperature == 0:
+            return torch.argmax(logits, dim=-1, keepdim=keepdim)
+        z = logits.clone()
+
+        def tempered(z):
+            if temp == "divide":
+                return z / temperature
+            return z * temperature if temp == "multiply" else z
+
+        if not p_first:
+            z = tempered(z)
+        if top_k is not None:
+            kth = torch.topk(z, min(top_k, z.size(-1)), largest=k != "smallest").values[:, -1:]
+            keep = z <= kth if k == "smallest" else z > kth if k == "strict" else z >= kth
+            if k == "unassigned":
+                z.masked_fill(~keep, fill)  # the result thrown away
+            else:
+                z = z.masked_fill(~keep, fill)
+        if top_p is not None:
+            if p == "unsorted":
+                probs = torch.softmax(z, -1)
+                drop = probs.cumsum(-1) - probs >= top_p
+                drop[:, 0] = False
+                z[drop] = -math.inf
+            else:
+                zs, idx = z.sort(-1, descending=p != "ascending")
+                probs = zs.softmax(-1)
+                cum = probs.cumsum(cum_axis)
+                drop = cum >= top_p if p == "inclusive" else cum - probs >= top_p
+                drop[:, 0] = False
+                if p == "inverted":
+                    drop = ~drop
+                if p == "unassigned":
+                    z.scatter(-1, idx, zs.masked_fill(drop, fill))  # the result thrown away
+                else:
+                    z = z.scatter(-1, idx, zs.masked_fill(drop, fill))
+        if p_first:
+            z = tempered(z)
+        return torch.multinomial(z.softmax(axis), 1, generator=generator)
+
+    return sample_next_token
+
+
+GOOD = {
+    KEY["get_batch"]: (good_get_batch,),
+    KEY["cross_entropy"]: (good_ce,),
+    KEY["get_lr"]: (good_lr,),
+    KEY["train_step"]: (good_step,),
+    KEY["estimate_loss"]: (good_eval,),
+    KEY["checkpoint"]: ckpt_fns(),
+    KEY["sample_next_token"]: (sampler(),),
+}
+
+
+PUBLIC = {
+    KEY["get_batch"]: TR.check_get_batch,
+    KEY["cross_entropy"]: TR.check_cross_entropy,
+    KEY["get_lr"]: TR.check_get_lr,
+    KEY["train_step"]: TR.check_train_step,
+    KEY["estimate_loss"]: TR.check_estimate_loss,
+    KEY["checkpoint"]: TR.check_checkpoint,
+    KEY["sample_next_token"]: TR.check_sample_next_token,
+}
+
+
+# ---------------------------------------------------------------- students' wrong answers
+def gb(shift=1, swap=False, high=0, long_x=False, dtype=np.int64, whole=False):
+    def get_batch(data, batch_size, block_size, generator=None):
+        n = len(data) if whole else len(data) - block_size + high
+        ix = torch.randint(n, (batch_size,), generator=generator)
+        x = np.stack([data[i : i + block_size + long_x] for i in ix.tolist()]).astype(dtype)
+        y = np.stack([data[i + shift : i + shift + block_size] for i in ix.tolist()])
+        x, y = torch.from_numpy(x), torch.from_numpy(y.astype(dtype))
+        return (y, x) if swap else (x, y)
+
+    return get_batch
+
+
+def ce(kind):
+    def cross_entropy(logits, targets):
+        z = logits.reshape(-1, logits.shape[-1])
+        t = targets.reshape(-1)
+        rows = torch.arange(len(t))
+        if kind == "naive":
+            logp = torch.log(torch.exp(z) / torch.exp(z).sum(1, keepdim=True))
+            return -logp[rows, t].mean()
+        if kind == "softmax":
+            return -torch.log(torch.softmax(z, dim=1)[rows, t]).mean()
+        if kind == "global":
+            m = z.max()
+            return (m + torch.log(torch.exp(z - m).sum(1)) - z[rows, t]).mean()
+        if kind == "axis0":
+            m = z.max(0, keepdim=True).values
+            logp = z - m - torch.log(torch.exp(z - m).sum(0, keepdim=True))
+            return -logp[rows, t].mean()
+        if kind == "raw":
+            return -z[rows, t].mean()
+        if kind in ("max0", "sum0", "lsemean"):
+            m = z.max(0 if kind == "max0" else 1, keepdim=True).values
+            e = torch.exp(z - m)
+            s = (e.sum(0, keepdim=True) if kind == "sum0" else e.mean(1, keepdim=True)
+                 if kind == "lsemean" else e.sum(1, keepdim=True))
+            return -(z - m - torch.log(s))[rows, t].mean()
+        loss = good_ce(z, t) * len(t) if kind == "sum" else good_ce(z, t)
+        return -loss if kind == "sign" else loss
+
+    return cross_entropy
+
+
+def lr(kind):
+    def get_lr(step, max_lr, min_lr, warmup_iters, max_iters):
+        if kind not in ("nowarm", "nobranch") and step < warmup_iters:
+            return max_lr * (step if kind == "from0" else step + 1) / warmup_iters
+        if step > max_iters and kind != "noclamp":
+            return min_lr
+        if kind in ("nowarm", "origin"):
+            frac = step / max_iters
+        elif kind == "overmax":
+            frac = (step - warmup_iters) / max_iters
+        elif kind == "stepdecay":
+            frac = step / (max_iters - warmup_iters)
+        else:
+            frac = (step - warmup_iters) / (max_iters - warmup_iters)
+        if kind == "linear":
+            return max_lr - (max_lr - min_lr) * frac
+        if kind == "half":
+            return min_lr + (max_lr - min_lr) * math.cos(math.pi * frac / 2)
+        if kind == "tozero":
+            return max_lr * 0.5 * (1 + math.cos(math.pi * frac))
+        if kind == "amp":
+            return min_lr + max_lr * 0.5 * (1 + math.cos(math.pi * frac))
+        if kind == "nohalf":
+            return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * frac))
+        if kind == "nopi":
+            return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(frac))
+        return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * frac))
+
+    return get_lr
+
+
+def lr_warm_first(step, max_lr, min_lr, warmup_iters, max_iters):
+    warm = max_lr * (step + 1) / warmup_iters  # computed before the branch: fails for W = 0
+    return warm if step < warmup_iters else good_lr(step, max_lr, min_lr, warmup_iters,
+                                                     max_iters)
+
+
+# (check key, wrong implementation(s), catalogue name expected in the message)
+# No clipping, clipping after step() and clipping before backward() train identically: one
+# name covers all three (issue 18 trial: clipping before backward() was named "no clipping").
+CLIP_MISSING = "no gradient clipping in effect (none, before backward(), or after step())"
+
+
+WRONG = [
+    (KEY["get_batch"], (gb(shift=0),), "y not shifted (y = x)"),
+    (KEY["get_batch"], (gb(swap=True),), "x and y swapped"),
+    (KEY["get_batch"], (gb(high=-1),),
+     "starts drawn below len(data) - block_size - 1 (off by one)"),
+    (KEY["get_batch"], (gb(long_x=True),), "x has block_size + 1 tokens"),
+    (KEY["get_batch"], (gb(dtype=np.uint16),), "ids kept as the data's uint16"),
+    (KEY["cross_entropy"], (ce("naive"),), "not stabilised: exp of the raw logits overflows"),
+    (KEY["cross_entropy"], (ce("softmax"),), "log of softmax in two steps (log 0 = -inf)"),
+    (KEY["cross_entropy"], (ce("global"),),
+     "subtracted the global max instead of each row's max"),
+    (KEY["cross_entropy"], (ce("axis0"),),
+     "normalised over the batch axis (axis 0) instead of the vocabulary"),
+    (KEY["cross_entropy"], (ce("raw"),), "left out the log-sum-exp (loss = -z[target])"),
+    (KEY["cross_entropy"], (ce("sum"),), "summed instead of averaged over the tokens"),
+    (KEY["cross_entropy"], (ce("sign"),), "forgot the minus sign"),
+    (KEY["get_lr"], (lr("from0"),), "warm-up starts at 0 (max_lr * step / warmup_iters)"),
+    (KEY["get_lr"], (lr("tozero"),), "cosine decays to 0 instead of min_lr"),
+    (KEY["get_lr"], (lr("amp"),), "cosine amplitude is max_lr instead of max_lr - min_lr"),
+    (KEY["get_lr"], (lr("origin"),),
+     "cosine progress measured from step 0, not from the end of the warm-up"),
+    (KEY["get_lr"], (lr("nowarm"),), "no warm-up"),
+    # mutation testing (issue 18)
+    (KEY["get_lr"], (lr("nobranch"),),
+     "warm-up branch left out (the cosine also runs during the warm-up)"),
+    (KEY["get_lr"], (lr("nohalf"),), "cosine factor without the 1/2"),
+    (KEY["get_lr"], (lr("half"),), "half a cosine (cos(pi r / 2))"),
+    (KEY["get_lr"], (lr("linear"),), "linear decay instead of cosine"),
+    (KEY["get_lr"], (lr("noclamp"),), "the cosine comes back up after max_iters"),
+    (KEY["get_lr"], (lr_warm_first,), "division by zero without a warm-up"),
+    # mutation testing (issue 18): the start bound, the log-sum-exp's axes and sum, the
+    # cosine's progress and its pi
+    (KEY["get_batch"], (gb(whole=True),),
+     "starts drawn from the whole of data (randint(len(data)))"),
+    (KEY["cross_entropy"], (ce("max0"),), "the max taken over the batch axis (dim=0)"),
+    (KEY["cross_entropy"], (ce("sum0"),), "exp(z - m) summed over the batch axis (dim=0)"),
+    (KEY["cross_entropy"], (ce("lsemean"),), "mean instead of sum inside the log-sum-exp"),
+    (KEY["get_lr"], (lr("overmax"),),
+     "cosine progress divided by max_iters, not by the decay's length"),
+    (KEY["get_lr"], (lr("stepdecay"),), "cosine progress from step 0 over the decay's length"),
+    (KEY["get_lr"], (lr("nopi"),), "cos(r) instead of cos(pi r)"),
+    (KEY["train_step"], (step_fn(zero=False),),
+     "forgot optimizer.zero_grad(): gradients accumulate across steps"),
+    (KEY["train_step"], (step_fn(zero_mid=True),), "zero_grad() between backward() and step()"),
+    (KEY["train_step"], (step_fn(clip=None),), CLIP_MISSING),
+    (KEY["train_step"], (step_fn(clip_after=True),), CLIP_MISSING),
+    (KEY["train_step"], (step_fn(clip_before_backward=True),), CLIP_MISSING),
+    (KEY["train_step"], (step_fn(clip="per-param"),),
+     "clipped each parameter's gradient separately instead of the global norm"),
+    (KEY["train_step"], (step_fn(clip="values"),),
+     "clipped gradient values instead of the norm"),
+    (KEY["train_step"], (step_fn(loss_after=True),), "returned the loss after the update"),
+    (KEY["train_step"], (step_fn(clip_first=True),),
+     "a gradient is None (clipped before backward()?)"),
+    # mutation testing (issue 18): the global norm's square root and sum, backward() left out
+    (KEY["train_step"], (step_hand_norm("nosqrt"),),
+     "clipped by the squared norm (no square root)"),
+    (KEY["train_step"], (step_hand_norm("mean"),),
+     "the norm from each gradient's mean of squares instead of the sum"),
+    (KEY["train_step"], (step_hand_norm("nobackward"),),
+     "no gradient to clip (loss.backward() missing?)"),
+    (KEY["estimate_loss"], (eval_fn(eval_mode=False),),
+     "forgot model.eval(): dropout is still on"),
+    (KEY["estimate_loss"], (eval_fn(reduce="last"),),
+     "returned the last batch's loss, not the mean"),
+    (KEY["estimate_loss"], (eval_fn(reduce="sum"),),
+     "summed the batch losses instead of averaging"),
+    (KEY["estimate_loss"], (eval_fn(one=True),),
+     "evaluated one batch only (eval_iters ignored)"),
+    # mutation testing (issue 18): the losses never appended
+    (KEY["estimate_loss"], (eval_fn(collect=False),),
+     "no loss collected (the list of losses stays empty)"),
+    (KEY["checkpoint"], ckpt_fns(optimizer=False),
+     "saved the model only (AdamW's moments restart at zero)"),
+    (KEY["checkpoint"], ckpt_fns(step=False),
+     "the step was not restored (the schedule restarts at warm-up)"),
+    (KEY["checkpoint"], ckpt_fns(generator=False),
+     "the batch generator's state was not saved (other batches after the resume)"),
+    (KEY["checkpoint"], ckpt_fns(gen_object=True),
+     "saved the generator object instead of its state"),
+    (KEY["checkpoint"], ckpt_fns(opt_object=True),
+     "torch.load refuses a Python object (weights_only)"),
+    (KEY["checkpoint"], ckpt_fns(assign=True), "parameters replaced, not loaded in place"),
+    # mutation testing (issue 18): the model not loaded, the file never written
+    (KEY["checkpoint"], ckpt_fns(weights=False), "the model's weights were not loaded"),
+    (KEY["checkpoint"], ckpt_fns(write=False),
+     "nothing was written to path (torch.save missing?)"),
+    (KEY["sample_next_token"], (sampler(temp="multiply"),),
+     "multiplied the logits by the temperature instead of dividing"),
+    (KEY["sample_next_token"], (sampler(temp="ignore"),), "temperature ignored"),
+    (KEY["sample_next_token"], (sampler(p_first=True),),
+     "top-p applied before the temperature"),
+    (KEY["sample_next_token"], (sampler(k="smallest"),), "kept the k smallest logits"),
+    (KEY["sample_next_token"], (sampler(p="inclusive"),),
+     "top-p drops the token that crosses p"),
+    (KEY["sample_next_token"], (sampler(p="unsorted"),),
+     "top-p measured on the unsorted probabilities"),
+    (KEY["sample_next_token"], (sampler(greedy=False),), "temperature 0 divides by zero"),
+    # mutation testing (issue 18): a filter's result not kept, top-k's boundary, the fill
+    # value, top-p's sort order and mask, the greedy ids' shape
+    (KEY["sample_next_token"], (sampler(k="unassigned"),),
+     "top-k filter not applied (masked_fill's result not kept?)"),
+    (KEY["sample_next_token"], (sampler(k="strict"),),
+     "top-k keeps k - 1 tokens (<= instead of <)"),
+    (KEY["sample_next_token"], (sampler(fill=0.0),), "filtered logits set to 0 instead of -inf"),
+    (KEY["sample_next_token"], (sampler(p="ascending"),),
+     "top-p on the probabilities sorted in increasing order"),
+    (KEY["sample_next_token"], (sampler(p="unassigned"),),
+     "top-p filter not applied (masked_fill's result not kept?)"),
+    (KEY["sample_next_token"], (sampler(p="inverted"),),
+     "top-p mask inverted (the nucleus dropped, the tail kept)"),
+    (KEY["sample_next_token"], (sampler(keepdim=False),),
+     "the ids returned as (B,), not (B, 1) (keepdim=True left out?)"),
+    (KEY["sample_next_token"], (sampler(axis=0),),
+     "softmax over the batch axis (dim=0) instead of the vocabulary"),
+    (KEY["sample_next_token"], (sampler(cum_axis=0),),
+     "top-p's cumulative mass summed down the batch (dim=0)"),
+]
+
+
+CALLS = [  # (key, a wrong function, how its call line must start)
+    (KEY["train_step"], (step_fn(zero=False),),
+     "call: train_step(model, optimizer, x, y, grad_clip=0.1) 3 times on one batch"),
+    (KEY["estimate_loss"], (eval_fn(eval_mode=False),),
+     "call: estimate_loss(model, data, batch_size=4, block_size=8, eval_iters=3, generator)"),
+]
+

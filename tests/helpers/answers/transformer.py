@@ -1,0 +1,273 @@
+"""Chapter answers for ``tests/unit/test_checks_transformer.py`` (and the verdict tests that
+judge the same answers through a record): the right and the catalogued wrong
+implementations, written as a student would."""
+
+import math
+
+import torch
+
+from autograder.checks import table
+
+# {function: check key} of the chapter (the exercise table)
+KEY = table.keys("06_transformer")
+
+
+# every exercise of the chapter: {check key: its Check declaration} (the exercise table)
+CHECKS = table.declarations("06_transformer")
+
+
+# ---------------------------------------------------------------- right answers
+def good_gap(f, x, perm):
+    with torch.no_grad():
+        return float(torch.max(torch.abs(f(x.index_select(1, perm)) - f(x).index_select(1, perm))))
+
+
+def good_sin(max_len, d_model):
+    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    for p in range(max_len):
+        for i in range(0, d_model, 2):
+            a = p / 10000 ** (i / d_model)
+            pe[p, i] = math.sin(a)
+            if i + 1 < d_model:
+                pe[p, i + 1] = math.cos(a)
+    return pe.float()
+
+
+def good_dec(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
+    T = x.size(1)
+    h = x + self_attn(norm1(x), mask=~torch.ones(T, T, dtype=torch.bool).triu(1))
+    h = h + cross_attn(norm2(h), context=memory)
+    return h + ffn(norm3(h))
+
+
+def good_gpt(idx, model, start=0, cache=None):
+    pos = torch.arange(idx.shape[1]) + start
+    h = model.wte(idx) + model.wpe(pos)[None]
+    for i in range(len(model.blocks)):
+        h = model.blocks[i](h, is_causal=True, cache=cache[i] if cache is not None else None)
+    return model.lm_head(model.ln_f(h))
+
+
+def make_incremental(gpt, shift=0, use_cache=True, prefix=False, cat=1, one_based=False):
+    def f(model, idx):
+        B, T = idx.shape
+        cache = model.init_cache(B)
+        out = []
+        for t in range(T):
+            if prefix:
+                out.append(gpt(idx[:, : t + 1], model, 0, cache)[:, -1:])
+            elif one_based:  # token t taken as idx[:, t-1:t]: empty at t = 0
+                out.append(gpt(idx[:, t - 1 : t], model, t, cache))
+            else:
+                out.append(gpt(idx[:, t : t + 1], model, t + shift, cache if use_cache else None))
+        return torch.cat(out) if cat is None else torch.cat(out, cat)
+
+    return f
+
+
+GOOD = {
+    KEY["equivariance_gap"]: good_gap,
+    KEY["sinusoidal_encoding"]: good_sin,
+    KEY["decoder_block"]: good_dec,
+    KEY["gpt_logits"]: good_gpt,
+    KEY["incremental_logits"]: make_incremental(good_gpt),
+}
+
+
+# ---------------------------------------------------------------- students' wrong answers
+def gap(kind):
+    def f(fn, x, perm):
+        if kind == "inverse":
+            inv = torch.empty_like(perm)
+            inv[perm] = torch.arange(len(perm))
+            return (fn(x[:, perm]) - fn(x)[:, inv]).abs().max().item()
+        if kind == "batch":
+            return (fn(x[perm]) - fn(x)[perm]).abs().max().item()
+        return (fn(x[:, perm]) - fn(x)[:, perm]).abs().mean().item()
+
+    return f
+
+
+def sin(kind):
+    def f(max_len, d_model):
+        if kind == "float32":  # all in float32, as the default dtype gives
+            pos = torch.arange(max_len).float()[:, None]
+            ang = pos / 10000 ** (torch.arange(0, d_model, 2).float() / d_model)
+            pe = torch.zeros(max_len, d_model)
+            pe[:, 0::2], pe[:, 1::2] = ang.sin(), ang.cos()
+            return pe
+        pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+        start = 1 if kind == "from1" else 0
+        pos = pos + start
+        if kind == "col":
+            j = torch.arange(d_model, dtype=torch.float64)
+            ang = pos / 10000 ** (j / d_model)
+            pe = torch.sin(ang)
+            pe[:, 1::2] = torch.cos(ang[:, 1::2])
+            return pe.float()
+        k = torch.arange(0, d_model, 2, dtype=torch.float64)
+        if kind == "k_no_dtype":  # 2i left as integers: 2i / d_model is float32
+            k = torch.arange(0, d_model, 2)
+        if kind == "i":
+            k = k / 2
+        div = 10000 ** k if kind == "raw_exponent" else 10000 ** (k / d_model)
+        ang = pos * div if kind == "times" else pos / div
+        s, c = torch.sin(ang), torch.cos(ang)
+        if kind == "swap":
+            s, c = c, s
+        if kind == "concat":
+            return torch.cat([s, c], dim=1).float()
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        if kind != "no_sin":  # the line that fills the even columns forgotten
+            pe[:, 0::2] = s
+        if kind == "cos_even":  # the sin line copied, only sin changed to cos
+            pe[:, 0::2] = c
+        elif kind != "no_cos":
+            pe[:, 1::2] = c
+        return pe.float()
+
+    return f
+
+
+def sin_bad_shapes(max_len, d_model):
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    ang = pos / 10000 ** (torch.arange(d_model, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(ang)
+    pe[:, 1::2] = torch.cos(ang)
+    return pe
+
+
+def dec(kind):
+    def f(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
+        T = x.shape[1]
+        ones = torch.ones(T, T, dtype=torch.bool)
+        # "pytorch": nn.Transformer's convention (True = masked) passed as True = may attend
+        mask = {"nomask": None, "triu": ones.triu(), "pytorch": ones.triu(diagonal=1),
+                "float": torch.tril(torch.ones(T, T))}.get(kind, ones.tril())
+        if kind == "post_ln":  # the original paper's Add & Norm
+            x = norm1(x + self_attn(x, mask=mask))
+            x = norm2(x + cross_attn(x, memory))
+            return norm3(x + ffn(x))
+        if kind == "no_residual":
+            h = self_attn(norm1(x), mask=mask)
+            h = cross_attn(norm2(h), memory)
+            return ffn(norm3(h))
+        if kind == "no_self":  # a sublayer's line forgotten
+            x = x + cross_attn(norm2(x), memory)
+            return x + ffn(norm3(x))
+        if kind == "no_cross":
+            x = x + self_attn(norm1(x), mask=mask)
+            return x + ffn(norm3(x))
+        if kind == "no_ffn":
+            x = x + self_attn(norm1(x), mask=mask)
+            return x + cross_attn(norm2(x), memory)
+        if kind == "ca_first":
+            x = x + cross_attn(norm2(x), memory)
+            x = x + self_attn(norm1(x), mask=mask)
+            return x + ffn(norm3(x))
+        x = x + self_attn(norm1(x), mask=mask)
+        h = norm2(x)
+        if kind == "kv_decoder":
+            x = x + cross_attn(h, h)
+        elif kind == "norm_memory":
+            x = x + cross_attn(h, norm2(memory))
+        else:
+            x = x + cross_attn(h, memory)
+        return x + ffn(norm3(x))
+
+    return f
+
+
+def gpt(kind):
+    def f(idx, model, start=0, cache=None):
+        T = idx.shape[1]
+        pos = {"plus1": torch.arange(1, T + 1) + start, "zero": torch.arange(T)}.get(
+            kind, torch.arange(start, start + T))
+        x = model.wte(idx)
+        if kind == "ids":
+            x = x + model.wpe(idx)
+        elif kind not in ("after_first", "nopos"):
+            x = x + model.wpe(pos)
+        for i, blk in enumerate(model.blocks):
+            x = blk(x, is_causal=kind != "noncausal", cache=None if cache is None else cache[i])
+            if kind == "after_first" and i == 0:
+                x = x + model.wpe(pos)
+        return model.lm_head(x if kind == "no_lnf" else model.ln_f(x))
+
+    return f
+
+
+# (check key, wrong implementation, catalogue name expected in the message, graded path only)
+WRONG = [
+    (KEY["equivariance_gap"], gap("inverse"),
+     "permuted the output with the inverse permutation", False),
+    (KEY["equivariance_gap"], gap("batch"), "permuted the batch axis instead of the tokens",
+     False),
+    (KEY["equivariance_gap"], gap("mean"), "returned the mean difference", False),
+    (KEY["sinusoidal_encoding"], sin("concat"),
+     "sin and cos concatenated instead of interleaved", False),
+    (KEY["sinusoidal_encoding"], sin("swap"), "sin and cos swapped", False),
+    (KEY["sinusoidal_encoding"], sin("i"),
+     "frequency exponent i / d_model instead of 2i / d_model", False),
+    (KEY["sinusoidal_encoding"], sin("col"),
+     "frequency exponent from the column index (odd columns off)", False),
+    (KEY["sinusoidal_encoding"], sin("times"),
+     "multiplied by 10000^(2i/d) instead of dividing", False),
+    (KEY["sinusoidal_encoding"], sin("from1"), "positions start at 1", False),
+    # mutation testing (issue 18)
+    (KEY["sinusoidal_encoding"], sin("raw_exponent"), "exponent 2i not divided by d_model",
+     False),
+    (KEY["sinusoidal_encoding"], sin("no_sin"), "sin columns never filled (left at 0)",
+     False),
+    (KEY["sinusoidal_encoding"], sin("no_cos"), "cos columns never filled (left at 0)",
+     False),
+    (KEY["sinusoidal_encoding"], sin("float32"), "angles computed in float32", True),
+    (KEY["sinusoidal_encoding"], sin("k_no_dtype"),
+     "frequencies computed in float32 (2i without dtype=torch.float64)", True),
+    (KEY["sinusoidal_encoding"], sin("cos_even"),
+     "cosines written into the even columns too (pe[:, 0::2] twice)", False),
+    (KEY["sinusoidal_encoding"], sin_bad_shapes,
+     "shape mismatch when filling the even/odd columns", False),
+    (KEY["decoder_block"], dec("nomask"), "decoder self-attention not causal", False),
+    (KEY["decoder_block"], dec("triu"),
+     "causal mask upside down (future allowed, past hidden)", False),
+    (KEY["decoder_block"], dec("kv_decoder"), "cross-attention keys taken from the decoder",
+     False),
+    (KEY["decoder_block"], dec("norm_memory"), "memory normalised with the decoder's norm2",
+     False),
+    (KEY["decoder_block"], dec("ca_first"), "cross-attention before self-attention", False),
+    # mutation testing (issue 18): one sublayer left out
+    (KEY["decoder_block"], dec("no_self"), "self-attention sublayer left out", False),
+    (KEY["decoder_block"], dec("no_cross"), "cross-attention sublayer left out", False),
+    (KEY["decoder_block"], dec("no_ffn"), "feed-forward sublayer left out", False),
+    (KEY["decoder_block"], dec("pytorch"),
+     "PyTorch's mask convention (True = masked)", False),
+    (KEY["decoder_block"], dec("float"),
+     "causal mask not boolean (a 0/1 float mask is added, not applied)", False),
+    (KEY["decoder_block"], dec("post_ln"), "post-LN order (norm after the residual add)",
+     False),
+    (KEY["decoder_block"], dec("no_residual"), "residual connections left out", False),
+    (KEY["gpt_logits"], gpt("after_first"), "positions added after the first block", False),
+    (KEY["gpt_logits"], gpt("nopos"), "no position embeddings", False),
+    (KEY["gpt_logits"], gpt("ids"), "position embeddings looked up with the token ids",
+     False),
+    (KEY["gpt_logits"], gpt("plus1"), "KV cache positions off by one (start + 1)", False),
+    (KEY["gpt_logits"], gpt("zero"), "positions restart at 0 with a KV cache", False),
+    (KEY["gpt_logits"], gpt("noncausal"),
+     "blocks called without is_causal=True (decoder self-attention not causal)", False),
+    (KEY["gpt_logits"], gpt("no_lnf"), "final LayerNorm missing", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, shift=1),
+     "KV cache positions off by one", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, use_cache=False),
+     "no cache passed (each token sees only itself)", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, prefix=True),
+     "the whole prefix fed again with the cache", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, cat=None),
+     "steps concatenated along the batch axis (torch.cat without dim=1)", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, cat=-1),
+     "steps concatenated along the vocabulary axis (dim=-1)", False),
+    (KEY["incremental_logits"], make_incremental(good_gpt, one_based=True),
+     "a step fed no tokens (an empty slice of idx)", False),
+]
+

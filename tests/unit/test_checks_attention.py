@@ -1,0 +1,135 @@
+"""Notebook 01's checks: right answers pass, and every catalogued mistake is named.
+
+Each wrong implementation (in ``tests/helpers/answers/``) is written independently of
+the catalogue in
+``autograder/checks/attention.py``, the way a student would write it; the test asserts that
+the check fails and that its message names the mistake. ``test_checks_catalogue.py``
+makes sure no catalogue entry is left without such a test.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.checks import CheckFailed, hidden_check
+from autograder.checks import attention as A
+
+import helpers.attention_answers as ans
+from helpers.answers.attention import (
+    CHECKS,
+    GOOD,
+    KEY,
+    WRONG,
+    sdpa_builtin,
+    softmax_in_place,
+    softmax_torch,
+)
+from helpers.catalogue import assert_mistake_named
+
+# The wrong implementations overflow and divide by zero on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserWarning")
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_reference_answers_pass_visible_and_hidden(key, capsys):
+    hidden_check(key, GOOD[key])
+    assert "✔" in capsys.readouterr().out
+
+
+def test_every_exercise_has_a_public_check_and_a_registered_hidden_one():
+    from autograder.checks._core import registered
+
+    assert set(registered()) >= set(GOOD)
+    for key, check in CHECKS.items():
+        assert check.key == key
+        assert callable(getattr(A, f"check_{check.name}"))
+        assert any(c.hidden for c in check.cases), f"{key} has no hidden case"
+        assert any(not c.hidden for c in check.cases), f"{key} has no visible case"
+
+
+@pytest.mark.parametrize(
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][10:]}: {w[2]}" for w in WRONG]
+)
+def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
+    check = CHECKS[key]
+    public = None if graded_only else getattr(A, f"check_{check.name}")
+    assert_mistake_named(check, key, wrong, name, public=public)
+
+
+def test_unknown_mistake_shows_where_and_how_much_on_a_small_printed_input():
+    def squared(x, axis=-1):  # no catalogued mistake, no general symptom (not a constant scale)
+        return ans.np_softmax(x, axis=axis) ** 2
+
+    with pytest.raises(CheckFailed) as info:
+        A.check_softmax(squared)
+    msg = str(info.value)
+    assert "Likely mistake" not in msg
+    assert "differs at index (0, 2): expected 0.665241, got 0.442546" in msg
+    assert "input:" in msg and "[[1. 2. 3.]]" in msg and "expected:" in msg and "got:" in msg
+
+
+def test_builtin_softmax_raises_build_it_from_scratch_during_the_check():
+    with pytest.raises(CheckFailed, match="build `softmax` from scratch"):
+        A.check_softmax(softmax_torch)
+    # and works again afterwards
+    assert torch.allclose(torch.softmax(torch.zeros(2), 0), torch.tensor([0.5, 0.5]))
+
+
+def test_builtin_sdpa_raises_build_it_from_scratch_during_the_check():
+    with pytest.raises(CheckFailed, match="`scaled_dot_product_attention` is switched off"):
+        A.check_scaled_dot_product_attention(sdpa_builtin)
+
+
+def test_in_place_edit_of_the_input_fails():
+    with pytest.raises(CheckFailed, match="changed its input in place"):
+        A.check_softmax(softmax_in_place)
+
+
+def test_wrong_dtype_fails():
+    with pytest.raises(CheckFailed, match="dtype float64 for float32 inputs"):
+        A.check_softmax(lambda x, axis=-1: ans.np_softmax(x.astype(np.float64), axis=axis))
+
+
+def test_detached_output_fails_the_gradient_case():
+    def detached(q, k, v, mask=None, scale=None):  # e.g. a round trip through numpy
+        return ans.sdpa(q.detach(), k.detach(), v.detach(), mask=mask, scale=scale)
+
+    A.check_scaled_dot_product_attention(detached)  # the visible cases have no gradients
+    with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
+        hidden_check(KEY["scaled_dot_product_attention"], detached)
+
+
+def test_two_bugs_at_once_still_name_the_main_one():
+    def inverted_and_nan_rows(q, k, v, mask=None, scale=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))  # inverted ...
+        e = torch.exp(s - s.amax(-1, keepdim=True))  # ... and nan for fully masked rows
+        return e / e.sum(-1, keepdim=True) @ v
+
+    with pytest.raises(CheckFailed) as info:
+        A.check_scaled_dot_product_attention(inverted_and_nan_rows)
+    assert "Likely mistake: mask inverted." in str(info.value)
+    assert "a second bug" in str(info.value)
+
+
+def test_float32_mean_of_the_hints_answer_passes_and_an_off_by_one_fraction_does_not(capsys):
+    """Issue 18 trial: the hint's natural answer takes a float32 mean (2/3 -> 0.6666666865),
+    which a 1e-9 tolerance rejected. It must pass; one hit more or fewer must not."""
+
+    def natural(weights):
+        n = weights.shape[-1]
+        return (weights.argmax(-1) == torch.arange(n)).float().mean().item()
+
+    hidden_check(KEY["self_score_dominance"], natural)
+    assert "✔ Exercise 8.1" in capsys.readouterr().out
+
+    def one_more_hit(weights):  # a fraction 1/N away: the nearest wrong answer
+        hits = (weights.argmax(-1) == torch.arange(weights.shape[-1])).double()
+        return (hits.sum().item() + 1) / hits.numel()
+
+    with pytest.raises(CheckFailed, match="Exercise 8.1"):
+        hidden_check(KEY["self_score_dominance"], one_more_hit)
+

@@ -1,0 +1,160 @@
+"""Notebook 07's checks (BPE): right answers pass, and every catalogued mistake is named.
+
+Each wrong implementation (in ``tests/helpers/answers/``) is written independently of
+the catalogue in
+``autograder/checks/bpe.py``, the way a student would write it; the test asserts that the
+check fails and that its message names the mistake. ``test_checks_catalogue.py``
+makes sure no catalogue entry is left without such a test.
+"""
+
+import re
+
+import pytest
+import tiktoken
+
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import bpe as B
+from autograder.checks._core import _compare_exact
+from transformer_ref.bpe import GPT2_PATTERN, train_bpe_naive
+
+from helpers.answers.bpe import (
+    CHECKS,
+    GOOD,
+    KEY,
+    WRONG,
+    byte_trainer,
+    good_count_pairs,
+    incremental_trainer,
+)
+from helpers.catalogue import assert_mistake_named
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_right_answers_pass_visible_and_hidden(key, capsys):
+    hidden_check(key, GOOD[key])
+    assert "✔" in capsys.readouterr().out
+
+
+def test_every_exercise_has_a_public_check_and_a_registered_hidden_one():
+    from autograder.checks._core import registered
+
+    assert set(registered()) >= set(CHECKS)
+    for key, check in CHECKS.items():
+        assert check.key == key
+        assert callable(getattr(B, f"check_{check.name}"))
+        assert any(c.hidden for c in check.cases), f"{key} has no hidden case"
+        assert any(not c.hidden for c in check.cases), f"{key} has no visible case"
+
+
+def test_expected_encodings_equal_tiktoken_built_from_the_same_ranks():
+    for case in CHECKS[KEY["encode"]].cases:
+        text, ranks, specials = case.args
+        enc = tiktoken.Encoding(name="t", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                                special_tokens=specials)
+        assert enc.encode(text, allowed_special="all") == case.expected, case.label
+
+
+def test_expected_trainings_equal_the_naive_reference():
+    for case in CHECKS[KEY["train_bpe_naive"]].cases:
+        assert case.expected == train_bpe_naive(*case.args), case.label
+
+
+@pytest.mark.parametrize(
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][4:]}: {w[2]}" for w in WRONG]
+)
+def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
+    check = CHECKS[key]
+    public = None if graded_only else getattr(B, f"check_{check.name}")
+    assert_mistake_named(check, key, wrong, name, public=public)
+
+
+def test_challenge_passes_with_an_incremental_trainer_and_prints_the_speed_up(capsys):
+    B.check_train_bpe_fast(incremental_trainer)
+    out = capsys.readouterr().out
+    m = re.search(r"speed-up over the naive loop on 30,000 characters.*: ([\d.]+)x", out)
+    assert m and float(m[1]) >= B.SPEED_MIN_RATIO, out
+
+
+def test_challenge_times_the_naive_loop_and_the_trainer_in_turns(monkeypatch, capsys):
+    # A burst of load on the machine while the stage runs: the second and third CPU-time
+    # readings take 3x as long. A naive loop timed once, before the student's two runs, makes
+    # a correct trainer (about 5x faster here) look 1.7x faster; taken in turns, the best
+    # run of each side is a quiet one.
+    calls = []
+    real = B.cpu_seconds
+
+    def loaded(fn, *args):
+        t, out = real(fn, *args)
+        calls.append("naive" if fn is B.train_bpe_naive else "student")
+        return t * (3.0 if len(calls) in (2, 3) else 1.0), out
+
+    monkeypatch.setattr(B, "cpu_seconds", loaded)
+    B.check_train_bpe_fast(incremental_trainer)
+    assert calls[:4] == ["naive", "student", "naive", "student"], calls
+    assert "speed-up over the naive loop" in capsys.readouterr().out
+
+
+def test_challenge_names_a_trainer_that_recounts_every_pair():
+    # right merges everywhere, but the naive loop: the speed stage must catch it
+    with pytest.raises(CheckFailed) as info:
+        B.check_train_bpe_fast(byte_trainer())
+    msg = str(info.value)
+    assert msg.startswith("Exercise 4.1")
+    assert "Likely mistake: recounting every pair after each merge (not incremental)" in msg
+    assert "faster (the challenge asks for at least 3x)" in msg
+
+
+def test_unfinished_exercise_says_not_implemented_yet():
+    def train_bpe_naive(text, vocab_size, special_tokens=()):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet, match="Exercise 3.1 `train_bpe_naive` is not"):
+        B.check_train_bpe_naive(train_bpe_naive)
+
+    def train_bpe_fast(text, vocab_size, special_tokens=()):
+        return train_bpe_naive(text, vocab_size, special_tokens)  # calls an unfinished one
+
+    with pytest.raises(NotImplementedYet, match="it calls `train_bpe_naive`"):
+        B.check_train_bpe_fast(train_bpe_fast)
+
+
+def test_unknown_mistake_says_where_the_result_first_differs():
+    with pytest.raises(CheckFailed) as info:
+        B.check_count_pairs(lambda wc: {p: c + 1 for p, c in good_count_pairs(wc).items()})
+    msg = str(info.value)
+    assert "Likely mistake" not in msg
+    assert "the result[('l', 'o')] is 8, expected 7" in msg
+
+
+def test_long_arguments_are_summarised_in_the_message():
+    with pytest.raises(CheckFailed) as info:
+        hidden_check(KEY["encode_piece"], lambda piece, ranks: [0])
+    assert "… (dict of length" in str(info.value)  # the ranks, not 456 entries
+
+
+def test_a_dict_subclass_cannot_answer_for_itself():
+    class Liar(dict):
+        def __eq__(self, other):
+            return True
+
+        def items(self):
+            return {("l", "o"): 7}.items()
+
+    assert _compare_exact({("l", "o"): 7}, Liar()) is not None
+    assert _compare_exact([(b"a", b"b")], [[b"a", b"b"]]) is None  # lists for tuples: fine
+    assert "should be a int" in _compare_exact([1], [True])
+
+
+def test_calling_the_reference_package_is_switched_off_during_the_check():
+    from transformer_ref.bpe import train_bpe
+
+    def train_bpe_naive(text, vocab_size, special_tokens=()):
+        return train_bpe(text, vocab_size, special_tokens)
+
+    with pytest.raises(CheckFailed, match="reference implementation .transformer_ref. is "
+                                          "switched off"):
+        B.check_train_bpe_naive(train_bpe_naive)
+    with pytest.raises(CheckFailed, match="switched off"):
+        hidden_check(KEY["train_bpe_fast"], train_bpe)
+    assert train_bpe("aa aa", 257)[1] == [(b"a", b"a")]  # and works again afterwards
+

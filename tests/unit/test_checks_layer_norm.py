@@ -1,0 +1,80 @@
+"""Notebook 04's checks: right answers pass, and every catalogued mistake is named.
+
+The wrong implementations are written here the way a student would write them, independently
+of the catalogue in ``autograder/checks/layer_norm.py``;
+``test_checks_catalogue.py`` makes sure no catalogue entry goes untested.
+"""
+
+import pytest
+import torch
+
+import transformer_ref as ref
+from autograder.checks import CheckFailed, hidden_check
+from autograder.checks import layer_norm as N
+
+from helpers.answers.layer_norm import (
+    CHECKS,
+    GOOD,
+    KEY,
+    WRONG,
+    good_ln,
+    good_ln_np,
+    good_rms,
+)
+from helpers.catalogue import (
+    assert_mistake_named,
+)
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_right_answers_pass_visible_and_hidden(key, capsys):
+    hidden_check(key, GOOD[key])
+    getattr(N, f"check_{CHECKS[key].name}")(GOOD[key])
+    assert capsys.readouterr().out.count("✔") == 2
+
+
+@pytest.mark.parametrize(
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0].split('.', 1)[1]}: {w[2]}" for w in WRONG]
+)
+def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
+    check = CHECKS[key]
+    public = None if graded_only else getattr(N, f"check_{check.name}")
+    assert_mistake_named(check, key, wrong, name, public=public)
+
+
+# ---------------------------------------------------------------- other failures
+def test_builtin_layer_norm_is_switched_off_during_the_check():
+    def builtin(x, gamma, beta, eps=1e-5):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+    with pytest.raises(CheckFailed, match="`layer_norm` is switched off"):
+        N.check_layer_norm(builtin)
+    x = torch.randn(2, 4)
+    assert torch.allclose(torch.nn.functional.layer_norm(x, (4,)), ref.layer_norm(x), atol=1e-6)
+
+
+def test_autograd_is_switched_off_in_the_backward_exercise():
+    def via_autograd(dy, x, gamma, eps=1e-5):
+        x, gamma = x.clone().requires_grad_(True), gamma.clone().requires_grad_(True)
+        beta = torch.zeros_like(gamma, requires_grad=True)
+        return torch.autograd.grad((good_ln(x, gamma, beta, eps) * dy).sum(), (x, gamma, beta))
+
+    with pytest.raises(CheckFailed, match="from scratch"):
+        N.check_layer_norm_backward(via_autograd)
+
+
+def test_detached_output_fails_the_gradient_case():
+    def via_numpy(x, gamma, beta, eps=1e-5):
+        return torch.from_numpy(good_ln_np(*(t.detach().numpy() for t in (x, gamma, beta)), eps))
+
+    N.check_layer_norm(via_numpy)  # visible cases have no gradients
+    with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
+        hidden_check(KEY["layer_norm"], via_numpy)
+
+
+def test_an_unknown_mistake_says_where_and_how_much():
+    with pytest.raises(CheckFailed) as info:
+        N.check_rms_norm(lambda x, g, eps=1e-6: good_rms(x, g, eps) + 0.01 * x)  # no symptom
+    msg = str(info.value)
+    assert "Likely mistake" not in msg and "differs at index" in msg
+

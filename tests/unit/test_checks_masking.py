@@ -1,0 +1,106 @@
+"""Notebook 02's checks: right answers pass, and every catalogued mistake is named.
+
+The wrong implementations (in ``tests/helpers/answers/``) are written independently of
+the catalogue in
+``autograder/checks/masking.py``, the way a student would write them; each test asserts that
+the check fails (visible and graded path) and that its message names the mistake.
+``test_checks_catalogue.py`` makes sure no catalogue entry is left untested.
+"""
+
+import pytest
+import torch
+
+import transformer_ref as ref
+from autograder.checks import CheckFailed, NotImplementedYet, hidden_check
+from autograder.checks import masking as M
+
+from helpers.answers.masking import (
+    CHECKS,
+    GOOD,
+    KEY,
+    NEG_INF,
+    WRONG,
+    _scores,
+    good_causal,
+    good_grad,
+    good_leak,
+    masked_torch_softmax,
+)
+from helpers.catalogue import assert_mistake_named
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_reference_answers_pass_visible_and_hidden(key, capsys):
+    check = CHECKS[key]
+    getattr(M, f"check_{check.name}")(GOOD[key])
+    hidden_check(key, GOOD[key])
+    out = capsys.readouterr().out
+    assert out.count(f"✔ {check.exercise}") == 2, out
+
+
+def test_every_exercise_has_a_public_check_and_each_case_set_has_hidden_cases():
+    for check in CHECKS.values():
+        assert callable(getattr(M, f"check_{check.name}"))
+        assert any(c.hidden for c in check.cases) and any(not c.hidden for c in check.cases)
+
+
+@pytest.mark.parametrize("key", sorted(GOOD))
+def test_unfinished_exercise_says_not_implemented_yet(key):
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet, match="is not implemented yet"):
+        hidden_check(key, stub)
+
+
+@pytest.mark.parametrize(
+    "key,wrong,name,graded_only", WRONG, ids=[f"{w[0][8:]}: {w[2]}" for w in WRONG]
+)
+def test_catalogued_mistake_is_named(key, wrong, name, graded_only):
+    check = CHECKS[key]
+    public = None if graded_only else getattr(M, f"check_{check.name}")
+    assert_mistake_named(check, key, wrong, name, public=public)
+
+
+def test_builtin_sdpa_is_switched_off_during_the_masked_attention_check():
+    def builtin(q, k, v, mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    with pytest.raises(CheckFailed, match="`scaled_dot_product_attention` is switched off"):
+        M.check_masked_attention(builtin)
+
+
+def test_nan_gradient_of_a_fully_masked_row_fails_only_the_graded_path(capsys):
+    def nan_to_num_after(q, k, v, mask):  # the output is repaired, its gradient is not
+        return masked_torch_softmax(q, k, v, mask).nan_to_num(0.0)
+
+    M.check_masked_attention(nan_to_num_after)  # visible: the fully masked row's output is 0
+    assert "✔ Exercise 3.1" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"the gradient for input \d differs .* got nan"):
+        hidden_check(KEY["masked_attention"], nan_to_num_after)
+
+
+def test_layers_under_test_really_are_causal_or_not():
+    layers = {c.label.split(",")[0]: c.args[0] for c in CHECKS[KEY["future_leak"]].cases}
+    causal, unmasked = layers["a causal layer"], layers["an unmasked layer"]
+    x = torch.randn(5, 6, dtype=torch.float64)
+    assert good_leak(causal, x, 2, torch.randn(5, 6, dtype=torch.float64)) == 0.0
+    assert good_leak(unmasked, x, 2, torch.randn(5, 6, dtype=torch.float64)) > 1e-3
+    g = good_grad(causal, x, 2)
+    assert torch.count_nonzero(g[3:]) == 0 and torch.count_nonzero(g[:3]) > 0
+    assert torch.equal(ref.causal_mask(3), good_causal(3))
+
+
+def test_nan_to_num_on_the_weights_fails_on_an_additive_mask_gradient():
+    """Issue 18 trial: nan_to_num repairs the weights of a fully masked row; with a boolean
+    mask (masked_fill) the gradients stay finite, with an additive 0/-inf mask those for q
+    and k are nan. The graded check must see it."""
+
+    def nan_to_num_weights(q, k, v, mask):
+        s = _scores(q, k)
+        s = s.masked_fill(~mask, NEG_INF) if mask.dtype == torch.bool else s + mask
+        return torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0) @ v
+
+    with pytest.raises(CheckFailed, match=r"the gradient for input [12] differs .* got nan"):
+        hidden_check(KEY["masked_attention"], nan_to_num_weights)
+
