@@ -3,6 +3,7 @@
     python3 -m autograder.bootstrap lab     # set up, then open JupyterLab on notebooks/
     python3 -m autograder.bootstrap lab --instructor   # the same with nbgrader's instructor tools
     python3 -m autograder.bootstrap test    # set up, then lint (ruff) and run the test suite
+    python3 -m autograder.bootstrap test --fast   # the same, the unit tier only (under 2 min)
     python3 -m autograder.bootstrap lab --instructor OUT   # formgrader on course-grade's OUT
 
 Set-up creates ``.venv`` next to this repository, installs the pinned lock
@@ -185,7 +186,23 @@ def lab(extra: list) -> int:
                            **where_kw)
 
 
+def pytest_args(extra: list) -> list:
+    """pytest's arguments for ``test``: every tier, or with ``--fast`` the unit tier only
+    (tests/conftest.py); one xdist worker per core, the tests of one graded class on one
+    worker (``--dist loadgroup``), and the slowest 25 listed at the end.
+
+    >>> pytest_args(["--fast", "-x"])
+    ['-n', 'auto', '--dist', 'loadgroup', '--durations=25', '-m', 'unit', '-x']
+    """
+    args = ["-n", "auto", "--dist", "loadgroup", "--durations=25"]
+    if "--fast" in extra:
+        args += ["-m", "unit"]
+    return args + [a for a in extra if a != "--fast"]
+
+
 def test(extra: list) -> int:
+    """Lint, then the tests: ``test`` runs every tier (what CI runs), ``test --fast`` the unit
+    tier (the contributor's loop); other arguments go to pytest."""
     setup()
     py = str(_bin("python"))
     rc = subprocess.call([py, "-m", "ruff", "check", "."], cwd=ROOT)
@@ -197,7 +214,7 @@ def test(extra: list) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
-    return subprocess.call([py, "-m", "pytest", "-n", "auto", *extra], cwd=ROOT, env=env)
+    return subprocess.call([py, "-m", "pytest", *pytest_args(extra)], cwd=ROOT, env=env)
 
 
 def lock(extra: list) -> int:

@@ -13,6 +13,10 @@ slow      mutation, training and ``torch.compile``, DDP, the browser            
 ``python3 -m autograder.bootstrap test --fast`` runs the unit tier (``-m unit``); ``test``
 runs all three. Shared code lives in ``tests/helpers/`` (importable as ``helpers``: pytest's
 ``pythonpath``); no test module imports another.
+
+A grading or slow module's tests run on one xdist worker (``--dist loadgroup``, the group
+named after the module) so that its module fixtures (a graded class) are built once; modules
+that share a class name one group (``pytestmark = pytest.mark.xdist_group("...")``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ def tier_of(path: Path) -> str:
     return top if top in TIERS else "unit"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         written = [m.name for m in item.iter_markers() if m.name in TIERS]
@@ -45,4 +50,17 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(
                 f"{item.nodeid}: marked {written[0]!r} by hand; the tier is the folder "
                 "(tests/unit, tests/grading, tests/slow)")
-        item.add_marker(getattr(pytest.mark, tier_of(item.path)))
+        tier = tier_of(item.path)
+        item.add_marker(getattr(pytest.mark, tier))
+        if tier != "unit" and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _class_templates(tmp_path_factory):
+    """One class template per set of assignments and cell limit for the whole session
+    (``helpers.synthetic_class.shared.template``): every test's course-grade run starts from
+    it instead of building its own."""
+    import helpers
+
+    helpers.TEMPLATES = helpers.session_dir(tmp_path_factory) / "templates"

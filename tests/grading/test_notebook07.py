@@ -30,8 +30,9 @@ from helpers.chapters import (
     graded_chapter_02,
 )
 
-NAME = "07_bpe"
+pytestmark = pytest.mark.xdist_group("chapters-02")  # shares its graded class
 
+NAME = "07_bpe"
 
 
 @pytest.fixture(scope="session")

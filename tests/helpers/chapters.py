@@ -12,12 +12,10 @@ as ``course-check`` runs it (``executed_chapter``).
 
 from __future__ import annotations
 
-import fcntl
 import html
 import json
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,7 +25,7 @@ from autograder.checks import table
 from autograder.grading.cells import nbg as _nbg
 
 from .synthetic_class import ClassBuilder
-from .synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv, shared_dir
+from .synthetic_class.shared import REPO, grade_cmd, graded_dir, notebook_info, read_csv
 
 SOURCE = REPO / "solutions"
 
@@ -107,42 +105,40 @@ CHAPTERS = ("02_masking", "03_multihead_attention", "07_bpe")
 
 
 def graded_chapter_02(tmp_path_factory, name: str) -> dict:
-    """Grade solution / release / wrong of every chapter in ``CHAPTERS`` once (file lock across
-    workers; each student hands in every chapter, ``wrong`` with each chapter's own mistake);
+    """Grade solution / release / wrong of every chapter in ``CHAPTERS`` once (the tests share
+    the xdist group "chapters-02"; each student hands in every chapter, ``wrong`` with each
+    chapter's own mistake);
     ``rows`` holds chapter ``name``'s rows."""
     wrongs = {n: MISTAKES[n] for n in CHAPTERS}
-    root = shared_dir(tmp_path_factory) / ("chapters-" + "-".join(n[:2] for n in CHAPTERS))
+    root = graded_dir(tmp_path_factory) / ("chapters-" + "-".join(n[:2] for n in CHAPTERS))
     root.mkdir(parents=True, exist_ok=True)
     done = root / "result.json"
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            subs = root / "subs"
-            for student in ("solution", "release", "wrong"):
-                (subs / student).mkdir(parents=True, exist_ok=True)
-            for n, w in wrongs.items():
-                cell_id, old, new = w[:3]
-                nbformat.write(filled_release(n), subs / "solution" / f"{n}.ipynb")
-                nbformat.write(
-                    nbformat.read(REPO / "notebooks" / n / f"{n}.ipynb", as_version=4),
-                    subs / "release" / f"{n}.ipynb",
-                )
-                nb = filled_release(n)
-                (cell,) = [c for c in nb.cells if _nbg(c).get("grade_id") == cell_id]
-                assert old in cell.source, f"{cell_id} no longer contains the text to replace"
-                cell.source = cell.source.replace(old, new)
-                nbformat.write(nb, subs / "wrong" / f"{n}.ipynb")
-            t0 = time.monotonic()
-            proc = subprocess.run(
-                [sys.executable, "-m", "autograder.grade", str(subs), "--out", str(root / "out"),
-                 "--source", str(SOURCE), "--no-progress", "--workers", "2",
-                 "--cell-timeout", "60", "--timeout", "600"],
-                cwd=REPO, capture_output=True, text=True,
+    if not done.exists():
+        subs = root / "subs"
+        for student in ("solution", "release", "wrong"):
+            (subs / student).mkdir(parents=True, exist_ok=True)
+        for n, w in wrongs.items():
+            cell_id, old, new = w[:3]
+            nbformat.write(filled_release(n), subs / "solution" / f"{n}.ipynb")
+            nbformat.write(
+                nbformat.read(REPO / "notebooks" / n / f"{n}.ipynb", as_version=4),
+                subs / "release" / f"{n}.ipynb",
             )
-            done.write_text(json.dumps({
-                "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
-                "seconds": time.monotonic() - t0,
-            }))
+            nb = filled_release(n)
+            (cell,) = [c for c in nb.cells if _nbg(c).get("grade_id") == cell_id]
+            assert old in cell.source, f"{cell_id} no longer contains the text to replace"
+            cell.source = cell.source.replace(old, new)
+            nbformat.write(nb, subs / "wrong" / f"{n}.ipynb")
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            grade_cmd(subs, root / "out", SOURCE, "--workers", "2", "--cell-timeout", "60",
+                      "--timeout", "600"),
+            cwd=REPO, capture_output=True, text=True,
+        )
+        done.write_text(json.dumps({
+            "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
+            "seconds": time.monotonic() - t0,
+        }))
     result = json.loads(done.read_text())
     out = root / "out"
     result["out"] = out
@@ -237,33 +233,31 @@ def graded_chapter_04(tmp_path_factory, assignment: str) -> dict:
     {student: html}, "autograded" {student: notebook}, "grade_cells" [...]}.
     """
     mistakes = {a: MISTAKES[a] for a in CHAPTERS_04}
-    root = shared_dir(tmp_path_factory) / ("chapters-" + "-".join(a[:2] for a in CHAPTERS_04))
+    root = graded_dir(tmp_path_factory) / ("chapters-" + "-".join(a[:2] for a in CHAPTERS_04))
     root.mkdir(exist_ok=True)
     done = root / "result.json"
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            info = notebook_info(tmp_path_factory, SOURCE, list(CHAPTERS_04))
-            cls = root / "class"
-            names, grade_cells = {}, {}
-            for a in CHAPTERS_04:
-                nb = info[a][0]
-                names[a], grade_cells[a] = nb.name, [g.grade_id for g in nb.grade_cells]
-                builder = ClassBuilder(nb)
-                gid, old, new = mistakes[a][:3]
-                for student, book in zip(STUDENTS, (builder.answered(), builder.release(),
-                                                    builder.answered(_edit(gid, old, new)))):
-                    (cls / student).mkdir(parents=True, exist_ok=True)
-                    nbformat.write(book, cls / student / f"{nb.name}.ipynb")
-            t0 = time.monotonic()
-            args = ("--workers", "2", "--cell-timeout", "120", "--timeout", "900")
-            proc = subprocess.run(grade_cmd(cls, root / "out", SOURCE, *args), cwd=REPO,
-                                  capture_output=True, text=True)
-            done.write_text(json.dumps({
-                "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
-                "seconds_total": time.monotonic() - t0, "names": names,
-                "grade_cells": grade_cells,
-            }))
+    if not done.exists():
+        info = notebook_info(tmp_path_factory, SOURCE, list(CHAPTERS_04))
+        cls = root / "class"
+        names, grade_cells = {}, {}
+        for a in CHAPTERS_04:
+            nb = info[a][0]
+            names[a], grade_cells[a] = nb.name, [g.grade_id for g in nb.grade_cells]
+            builder = ClassBuilder(nb)
+            gid, old, new = mistakes[a][:3]
+            for student, book in zip(STUDENTS, (builder.answered(), builder.release(),
+                                                builder.answered(_edit(gid, old, new)))):
+                (cls / student).mkdir(parents=True, exist_ok=True)
+                nbformat.write(book, cls / student / f"{nb.name}.ipynb")
+        t0 = time.monotonic()
+        args = ("--workers", "2", "--cell-timeout", "120", "--timeout", "900")
+        proc = subprocess.run(grade_cmd(cls, root / "out", SOURCE, *args), cwd=REPO,
+                              capture_output=True, text=True)
+        done.write_text(json.dumps({
+            "returncode": proc.returncode, "stderr": proc.stderr[-5000:],
+            "seconds_total": time.monotonic() - t0, "names": names,
+            "grade_cells": grade_cells,
+        }))
     whole = json.loads(done.read_text())
     name = whole["names"][assignment]
     result = {"returncode": whole["returncode"], "stderr": whole["stderr"],
@@ -309,15 +303,13 @@ def executed_chapter(tmp_path_factory, assignment: str, which: str = "solution")
     from autograder import release, selfcheck
 
     base = SOURCE if which == "solution" else release.RELEASE
-    root = shared_dir(tmp_path_factory) / f"executed-{assignment}-{which}"
+    root = graded_dir(tmp_path_factory) / f"executed-{assignment}-{which}"
     root.mkdir(exist_ok=True)
     done = root / f"{assignment}.ipynb"
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            nb = selfcheck.execute(base / assignment / f"{assignment}.ipynb")
-            nbformat.write(nb, root / "tmp.ipynb")
-            (root / "tmp.ipynb").rename(done)
+    if not done.exists():
+        nb = selfcheck.execute(base / assignment / f"{assignment}.ipynb")
+        nbformat.write(nb, root / "tmp.ipynb")
+        (root / "tmp.ipynb").rename(done)
     return nbformat.read(done, as_version=4)
 
 

@@ -160,7 +160,7 @@ def test_model_inputs_are_rebuilt_with_their_weights_and_cache():
 
 # ---------------------------------------------------------------- the kernel's package
 # 05 and 06 import transformer_ref for their demos: the kernel gets the copy without the
-# chapter's reference implementations (tests/unit/test_reference_stub.py), never the real one
+# chapter's reference implementations (tests/grading/test_reference_stub.py), never the real one
 @pytest.mark.parametrize("chapter,copied", [("03_multihead_attention", False),
                                             ("05_feed_forward_blocks", True),
                                             ("06_transformer", True)])

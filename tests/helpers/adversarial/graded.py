@@ -1,4 +1,4 @@
-"""Grade one small adversarial class once per test session (file lock across xdist workers).
+"""Grade one small adversarial class once per test session (in its xdist group's worker).
 
 ``graded_attack_class(tmp_path_factory, name, assignment, make)``: ``make(notebook)`` returns a
 builder whose ``build_attacks(dest)`` writes the class and returns {student: {exercise: Row}}.
@@ -8,7 +8,6 @@ builder whose ``build_attacks(dest)`` writes the class and returns {student: {ex
 
 from __future__ import annotations
 
-import fcntl
 import json
 import subprocess
 import time
@@ -16,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .verdict_class import Row
-from helpers.synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv, shared_dir
+from helpers.synthetic_class.shared import REPO, grade_cmd, graded_dir, notebook_info, read_csv
 
 SOURCE = REPO / "solutions"
 
@@ -24,7 +23,7 @@ SOURCE = REPO / "solutions"
 def graded_once(tmp_path_factory, name: str, assignments: list[str], build: Callable,
                 args: tuple[str, ...], *, source: Path = SOURCE, row: type = Row,
                 around: Callable | None = None) -> dict:
-    """Build and grade the class once; every worker gets the same result.
+    """Build and grade the class once (in this worker: its tests share an xdist group).
 
     ``build(info, root)`` writes the class to ``root / "class"`` (``info``: build_template's
     per-assignment info, from the session's shared template: ``notebook_info``) and returns
@@ -33,30 +32,28 @@ def graded_once(tmp_path_factory, name: str, assignments: list[str], build: Call
     measured around it (e.g. a server the class must not reach). Returns the JSON record plus
     ``expected`` (rows as ``row``), ``out``, ``class`` and the CSV ``rows`` ([] on failure).
     """
-    root = shared_dir(tmp_path_factory) / name
+    root = graded_dir(tmp_path_factory) / name
     root.mkdir(exist_ok=True)
     done = root / "result.json"
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            info = notebook_info(tmp_path_factory, source, assignments)
-            expected = build(info, root)
-            record = {}
+    if not done.exists():
+        info = notebook_info(tmp_path_factory, source, assignments)
+        expected = build(info, root)
+        record = {}
 
-            def run():
-                t0 = time.monotonic()
-                proc = subprocess.run(grade_cmd(root / "class", root / "out", source, *args),
-                                      cwd=REPO, capture_output=True, text=True)
-                record.update(returncode=proc.returncode, stderr=proc.stderr[-5000:],
-                              seconds=time.monotonic() - t0)
+        def run():
+            t0 = time.monotonic()
+            proc = subprocess.run(grade_cmd(root / "class", root / "out", source, *args),
+                                  cwd=REPO, capture_output=True, text=True)
+            record.update(returncode=proc.returncode, stderr=proc.stderr[-5000:],
+                          seconds=time.monotonic() - t0)
 
-            if around is None:
-                run()
-            else:
-                record.update(around(run))
-            record["expected"] = {s: {k: v.__dict__ for k, v in e.items()}
-                                  for s, e in expected.items()}
-            done.write_text(json.dumps(record))
+        if around is None:
+            run()
+        else:
+            record.update(around(run))
+        record["expected"] = {s: {k: v.__dict__ for k, v in e.items()}
+                              for s, e in expected.items()}
+        done.write_text(json.dumps(record))
     result = json.loads(done.read_text())
     result["expected"] = {s: {k: row(**v) for k, v in e.items()}
                           for s, e in result["expected"].items()}

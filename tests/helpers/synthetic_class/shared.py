@@ -1,8 +1,10 @@
-"""Grade a synthetic class once per test session, even under pytest-xdist.
+"""Grade a synthetic class once per test session.
 
-A session-scoped fixture runs once per xdist worker; grading a class is the slowest thing in
-the suite, so the first worker to ask does it (under a file lock) and the others read its
-result from the shared temp folder.
+The tests that read one graded class run on one xdist worker (tests/conftest.py: one
+``xdist_group`` per module, or one named by the modules that share a class), so the class is
+graded in that worker's temp folder (:func:`graded_dir`) the first time a test asks, and read
+back from there afterwards. Only the class templates (:func:`notebook_info`) are shared by the
+workers, under a file lock: they are a cache, built once per test session.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import csv
 import fcntl
 import json
-import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,34 +23,90 @@ from . import ClassBuilder, Expected
 REPO = Path(__file__).resolve().parents[3]
 
 
-def shared_dir(tmp_path_factory) -> Path:
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "run")
-        base = base.parent / f"shared-{run}"
-    base.mkdir(parents=True, exist_ok=True)
-    return base
+def graded_dir(tmp_path_factory) -> Path:
+    """This worker's folder of graded classes (one test session)."""
+    root = tmp_path_factory.getbasetemp() / "graded"
+    root.mkdir(exist_ok=True)
+    return root
 
 
-def notebook_info(tmp_path_factory, source: Path, assignments) -> dict:
-    """``build_template``'s notebook info ({assignment: [Notebook]}) from one template per
-    test session for each set of ``assignments`` (a shared folder, a file lock): the tests
-    that build a class only need the notebooks' description, which no grading limit changes,
-    so they share the template instead of each generating its own (nbgrader, the kernels'
-    packages: about 10 s of CPU each)."""
+def template(source: Path, assignments, cell_timeout: int) -> Path:
+    """The session's template course of ``assignments`` for this cell limit: built once per
+    test session (``build_template`` under a file lock, in ``helpers.TEMPLATES``), as
+    course-grade would build it (nbgrader's generate_assignment, the kernels' packages: about
+    10 s of CPU each)."""
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
-    root = shared_dir(tmp_path_factory) / "templates"
-    root.mkdir(exist_ok=True)
+    import helpers
+
+    root = helpers.TEMPLATES
+    root.mkdir(parents=True, exist_ok=True)
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _, info = build_template(Path(source), list(assignments), root,
-                                 GradeConfig(cell_timeout=60))
+        path, _ = build_template(Path(source).resolve(), list(assignments), root,
+                                 GradeConfig(cell_timeout=cell_timeout))
+    return path
+
+
+def notebook_info(tmp_path_factory, source: Path, assignments) -> dict:
+    """``build_template``'s notebook info ({assignment: [Notebook]}) from the session's
+    template (:func:`template`): the tests that build a class only need the notebooks'
+    description, which no grading limit changes."""
+    from autograder.grading.config import GradeConfig
+    from autograder.grading.course import build_template
+
+    path = template(source, assignments, 60)
+    _, info = build_template(Path(source).resolve(), list(assignments), path.parent,
+                             GradeConfig(cell_timeout=60))  # reused: reads the notebooks
     return info
 
 
+def _graded_assignments(submissions: Path, source: Path, extra: tuple) -> list[str]:
+    """The assignments course-grade will grade: ``--assignment``'s, else those whose notebook
+    name appears under ``submissions`` (a guess: a wrong one only costs the template's reuse)."""
+    from autograder.grading.course import find_assignments
+
+    if "--assignment" in extra:
+        names = []
+        for a in extra[extra.index("--assignment") + 1:]:
+            if a.startswith("--"):
+                break
+            names.append(a)
+        return names
+    found = {p.name for p in Path(submissions).rglob("*.ipynb")}
+    return [a for a, paths in sorted(find_assignments(Path(source).resolve()).items())
+            if any(p.name in found for p in paths)]
+
+
+def seed_template(submissions: Path, out: Path, source: Path, extra: tuple) -> None:
+    """Put the session's template for this run into ``out/.work``, where course-grade looks
+    for it first (its folder is named by a hash of the sources and the cell limit), so a
+    test's course-grade run skips building it. The copy's nbgrader_config.py is rewritten for
+    its own folder; its kernels' packages stay in the session's folder (read only)."""
+    from autograder.grading.config import CELL_TIMEOUT_S, GradeConfig
+    from autograder.grading.course import write_config
+
+    import helpers
+
+    if helpers.TEMPLATES is None:
+        return
+    cell_timeout = int(extra[extra.index("--cell-timeout") + 1]) if "--cell-timeout" in extra \
+        else CELL_TIMEOUT_S
+    assignments = _graded_assignments(submissions, source, extra)
+    if not assignments:
+        return
+    path = template(source, assignments, cell_timeout)
+    dest = Path(out) / ".work" / path.name
+    if not dest.exists():
+        shutil.copytree(path, dest, symlinks=True)
+        write_config(dest, GradeConfig(cell_timeout=cell_timeout))
+
+
 def grade_cmd(submissions: Path, out: Path, source: Path, *extra: str) -> list[str]:
+    """The course-grade command for a test class; seeds ``out`` with the session's template
+    (:func:`seed_template`)."""
+    seed_template(submissions, out, source, extra)
     return [
         sys.executable, "-m", "autograder.grade", str(submissions), "--out", str(out),
         "--source", str(source), "--no-progress", *extra,
@@ -63,26 +121,24 @@ def read_csv(path: Path) -> list[dict]:
 def graded_class(tmp_path_factory, name: str, source: Path, assignment: str,
                  args: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict:
     """Build the class for ``assignment`` and grade it once; returns a dict (see the end)."""
-    root = shared_dir(tmp_path_factory) / name
+    root = graded_dir(tmp_path_factory) / name
     root.mkdir(exist_ok=True)
     done = root / "result.json"
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            info = notebook_info(tmp_path_factory, source, [assignment])
-            expected = ClassBuilder(info[assignment][0]).build(root / "class", extra)
-            t0 = time.monotonic()
-            proc = subprocess.run(
-                grade_cmd(root / "class", root / "out", source, *args),
-                cwd=REPO, capture_output=True, text=True,
-            )
-            seconds = time.monotonic() - t0
-            done.write_text(json.dumps({
-                "returncode": proc.returncode,
-                "stderr": proc.stderr[-5000:],
-                "seconds": seconds,
-                "expected": {s: {k: v.__dict__ for k, v in e.items()} for s, e in expected.items()},
-            }))
+    if not done.exists():
+        info = notebook_info(tmp_path_factory, source, [assignment])
+        expected = ClassBuilder(info[assignment][0]).build(root / "class", extra)
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            grade_cmd(root / "class", root / "out", source, *args),
+            cwd=REPO, capture_output=True, text=True,
+        )
+        seconds = time.monotonic() - t0
+        done.write_text(json.dumps({
+            "returncode": proc.returncode,
+            "stderr": proc.stderr[-5000:],
+            "seconds": seconds,
+            "expected": {s: {k: v.__dict__ for k, v in e.items()} for s, e in expected.items()},
+        }))
     result = json.loads(done.read_text())
     result["expected"] = {
         s: {k: Expected(**v) for k, v in e.items()} for s, e in result["expected"].items()
