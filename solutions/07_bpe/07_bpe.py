@@ -566,7 +566,7 @@ with requires("Exercise 3.1"):
 #
 # **Goal:** `train_bpe_fast(text, vocab_size, special_tokens=())` returns **exactly** the
 # same `(vocab, merges)` as your naive trainer, and is clearly faster: the check times it
-# against the naive loop on 30,000 characters of Shakespeare with 400 merges and asks for at
+# against the naive loop on 200,000 characters of Shakespeare with 200 merges and asks for at
 # least a 3× speed-up (CPU time). Ties: the same rule, so the merges are identical.
 #
 # <details><summary>Hint</summary>

@@ -1,0 +1,197 @@
+"""Chapter 07's speed challenge (Exercise 4.1): the tests that time trainers.
+
+The check times the student's trainer against the naive loop on ``SPEED_CHARS`` characters
+of Shakespeare (``autograder/checks/bpe.py``): in the notebook in turns with the naive loop
+(``_speed_stage``), and for ``course-grade`` from the CPU times the kernel records next to a
+fixed workload (``_TrustedSpeed``). Each test here runs the naive loop or a naive-speed
+trainer on that text (seconds of CPU each), hence the slow tier. The answers are those of
+``helpers.answers.bpe``: ``incremental_trainer`` (pair counts and an index, ``max`` per
+merge, as the chapter's answer) and ``byte_trainer()`` (the same merges, recounting every
+pair after each merge). No test asserts a time: only verdicts, and ratios against the
+threshold the check itself applies.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from autograder.checks import CheckFailed
+from autograder.checks import bpe as B
+
+from helpers.answers.bpe import CHECKS, KEY, byte_trainer, incremental_trainer
+from helpers.verdict import judged, record
+
+FAST = CHECKS[KEY["train_bpe_fast"]]
+SLOW = "recounting every pair after each merge (not incremental)"  # the challenge's
+WHERE = f"{B.SPEED_CHARS:,} characters"  # of Shakespeare, in the messages
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> dict:
+    """The probe's records (case outputs and timed runs) of a right answer and of a
+    naive-speed one, taken once for this module's tests."""
+    out = {}
+    for name, fn in (("good", incremental_trainer), ("slow", byte_trainer())):
+        out[name] = record(tmp_path_factory.mktemp(name), FAST, fn)
+    return out
+
+
+# ---------------------------------------------------------------- in the notebook (in-process)
+def test_challenge_passes_with_an_incremental_trainer_and_prints_the_speed_up(capsys):
+    B.check_train_bpe_fast(incremental_trainer)
+    out = capsys.readouterr().out
+    m = re.search(rf"speed-up over the naive loop on {WHERE}.*: ([\d.]+)x", out)
+    assert m and float(m[1]) >= B.SPEED_MIN_RATIO, out
+
+
+def test_challenge_times_the_naive_loop_and_the_trainer_in_turns(monkeypatch, capsys):
+    # A burst of load on the machine while the stage runs: the second and third CPU-time
+    # readings take 10x as long. A naive loop timed once, before the student's two runs, makes
+    # a correct trainer (5-10x faster here) look at most as fast as it; taken in turns, the
+    # best run of each side is a quiet one.
+    calls = []
+    real = B.cpu_seconds
+
+    def loaded(fn, *args):
+        t, out = real(fn, *args)
+        calls.append("naive" if fn is B.train_bpe_naive else "student")
+        return t * (10.0 if len(calls) in (2, 3) else 1.0), out
+
+    monkeypatch.setattr(B, "cpu_seconds", loaded)
+    B.check_train_bpe_fast(incremental_trainer)
+    assert calls[:4] == ["naive", "student", "naive", "student"], calls
+    assert "speed-up over the naive loop" in capsys.readouterr().out
+
+
+def test_challenge_names_a_trainer_that_recounts_every_pair():
+    # right merges everywhere, but the naive loop: the speed stage must catch it
+    with pytest.raises(CheckFailed) as info:
+        B.check_train_bpe_fast(byte_trainer())
+    msg = str(info.value)
+    assert msg.startswith("Exercise 4.1")
+    assert f"Likely mistake: {SLOW}" in msg
+    assert f"faster (the challenge asks for at least {B.SPEED_MIN_RATIO:g}x)" in msg
+
+
+# ---------------------------------------------------------------- judged outside the kernel
+def test_speed_challenge_judged_from_the_timed_runs(records):
+    from autograder.checks._judge import judge
+
+    v = judge(FAST, records["good"])
+    assert v.passed and f"speed-up over the naive loop on {WHERE}" in v.message, v.message
+    v = judge(FAST, records["slow"])  # right merges, the naive loop: too slow
+    assert not v.passed and v.diagnosis == SLOW, v.message
+    assert f"faster (the challenge asks for at least {B.SPEED_MIN_RATIO:g}x)" in v.message
+
+
+def _scaled(rec: dict, factor: float) -> dict:
+    """The record as a kernel whose clock runs ``factor`` times slower would write it."""
+    runs = [{**r, "cpu_s": r["cpu_s"] * factor, "cal_s": r["cal_s"] * factor}
+            for r in rec["timed"]]
+    return {**rec, "timed": runs}
+
+
+def test_speed_is_compared_on_the_kernel_s_own_clock(records):
+    # A busy grading machine: the kernel's CPU times read 3x what the grader's would (the
+    # correct trainer is 5-10x faster than the naive loop here). Judged against the naive
+    # loop timed by the grader at another moment, it would fail; against the fixed workload
+    # timed next to it in the same kernel, it passes.
+    from autograder.checks._judge import judge
+
+    rec = records["good"]
+    assert all(type(r["cal_s"]) is float and r["cal_s"] > 0 for r in rec["timed"])
+    v = judge(FAST, _scaled(rec, 3.0))
+    assert v.passed, v.message
+    # and a naive trainer on a kernel whose clock reads a third stays too slow
+    rec = records["slow"]
+    v = judge(FAST, _scaled(rec, 1 / 3))
+    assert not v.passed and v.diagnosis == SLOW, v.message
+    # a record without the paired workload's times is not a measurement
+    v = judge(FAST, {**rec, "timed": [{k: x for k, x in r.items() if k != "cal_s"}
+                                       for r in rec["timed"]]})
+    assert not v.passed and v.diagnosis == "output missing", v.message
+
+
+def test_the_speed_baseline_is_measured_once_per_class_and_read_from_the_inputs(
+        records, tmp_path, monkeypatch):
+    # course-grade judges with the case inputs it wrote (once per class): the naive loop's
+    # time in workloads and the timed text are read there, so a student's verdict measures
+    # nothing; it is the verdict the grader's own measurement gives
+    from autograder.checks._judge import case_inputs, judge
+
+    inputs = case_inputs(FAST)
+    assert inputs["timed"]["per_cal"] == FAST.post.trusted.baseline()[0] > 0
+    good, slow = records["good"], records["slow"]
+    measured = [judge(FAST, good), judge(FAST, slow)]
+
+    def no_timing(*_a):
+        raise AssertionError("the grader timed something while judging a student")
+
+    monkeypatch.setattr(B, "cpu_seconds", no_timing)
+    FAST.post.trusted.baseline.cache_clear()  # the grader's own measurement, forgotten
+    given = [judge(FAST, good, "", inputs), judge(FAST, slow, "", inputs)]
+    assert [v.passed for v in given] == [v.passed for v in measured] == [True, False]
+    assert given[1].diagnosis == SLOW, given[1].message
+    # the merges the runs are compared with: the incremental reference's, the naive loop's
+    monkeypatch.undo()
+    from transformer_ref.bpe import train_bpe, train_bpe_naive
+
+    text, vocab, _ = FAST.post.trusted.args()
+    assert train_bpe(text, vocab, []) == train_bpe_naive(text, vocab, [])
+    # merges that differ on the timed text only still fail the stage, judged that way
+
+    def wrong_on_long_texts(text, vocab_size, special_tokens=()):
+        vocab, merges = incremental_trainer(text, vocab_size, list(special_tokens))
+        return (vocab, merges[:-1]) if len(text) >= B.SPEED_CHARS else (vocab, merges)
+
+    wrong = record(tmp_path, FAST, wrong_on_long_texts)
+    v = judge(FAST, wrong, "", inputs)
+    assert not v.passed and WHERE in v.message, v.message
+
+
+def test_the_kernel_stops_timing_once_the_speed_up_is_clear(records):
+    from autograder.checks._judge import case_inputs
+
+    spec = case_inputs(FAST)["timed"]
+    assert spec["runs"] == B.SPEED_PAIRS and spec["enough"] > 0
+    per_cal = FAST.post.trusted.baseline()[0]
+    assert spec["enough"] == pytest.approx(per_cal / (B.SPEED_MIN_RATIO * B.SPEED_MARGIN))
+    # a naive-speed trainer never gets there: its kernel timed it every time allowed
+    assert len(records["slow"]["timed"]) == B.SPEED_PAIRS, records["slow"]["timed"]
+
+
+# ---------------------------------------------------------------- the margin (issue 33)
+@pytest.fixture
+def busy_cores():
+    """Two processes that keep two cores busy for the duration of the test."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait(timeout=30)
+
+
+def test_the_margin_holds_with_both_cores_busy(busy_cores):
+    # With both cores busy (the grader's baseline measured under that load too), the
+    # chapter's kind of incremental answer still passes the trusted judgement and a
+    # naive-but-correct one still fails it, named. Their measured speed-ups sit on either
+    # side of the threshold with room to spare (the numbers are in the messages).
+    FAST.post.trusted.baseline.cache_clear()
+    try:
+        assert all(hog.poll() is None for hog in busy_cores)
+        good = judged(FAST, incremental_trainer)
+        slow = judged(FAST, byte_trainer())
+        assert all(hog.poll() is None for hog in busy_cores)  # busy all along
+    finally:
+        FAST.post.trusted.baseline.cache_clear()  # not a baseline for the other tests
+    assert good.passed and f"speed-up over the naive loop on {WHERE}" in good.message, \
+        good.message
+    assert not slow.passed and slow.diagnosis == SLOW, slow.message
+    assert f"Likely mistake: {SLOW}." in slow.message
