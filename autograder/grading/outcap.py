@@ -1,14 +1,29 @@
-"""The graded kernel's launcher: ipykernel, with each cell's stream output capped at the source.
+"""The graded kernel's launcher: ipykernel, with each cell's stream output capped at the source
+and C-level output kept with the cell that wrote it.
 
 ``python -m autograder.grading.outcap CHARS -f CONNECTION_FILE`` starts the same kernel as
-``python -m ipykernel_launcher -f CONNECTION_FILE``, except that a cell's ``stdout`` and
-``stderr`` (Python's ``print`` and, through ipykernel's file-descriptor watcher, C-level
-writes) stop being *sent* after ``CHARS`` characters per stream: the rest is dropped in the
-kernel, and one line says so. Printing 400 MB then costs the kernel only building the
-strings, so the cell ends in a time that does not depend on how fast the grader reads, and
+``python -m ipykernel_launcher -f CONNECTION_FILE``, except for two things.
+
+A cell's ``stdout`` and ``stderr`` (Python's ``print`` and, through ipykernel's file-descriptor
+watcher, C-level writes) stop being *sent* after ``CHARS`` characters per stream: the rest is
+dropped in the kernel, and one line says so. Printing 400 MB then costs the kernel only building
+the strings, so the cell ends in a time that does not depend on how fast the grader reads, and
 the grade does not depend on the machine's load. The grader's own limits (``LimitOutputSize``,
 nbclient's wait for output) stay in place behind this for a kernel that gets around it: this
 runs in the student's process, so it is a courtesy to the student, not a guarantee.
+
+C-level output (what C code, ``os.write`` or a child process writes to file descriptors 1 and 2)
+is sent as output of the cell that wrote it, before that cell's reply. ipykernel makes those
+descriptors pipes that a thread of its own reads (the file-descriptor watcher), and sends what
+that thread reads as output of the cell running *when the thread gets to run*. On a loaded
+machine that can be late: the line PyTorch's profiler writes to fd 2 at the end of every graded
+test cell (``autograder/checks/_probe.py``: kineto's ``profiler_stop``) then reaches the grader
+as output of the next cell, often a demonstration cell that is not run (``demo.py``), or after
+the test cell's end, and is dropped. Here the watcher reads and sends each chunk under a lock,
+and at the end of each cell (IPython's ``post_execute``) the kernel's main thread sends, under
+the same lock, what the pipes still hold, then flushes: a chunk the watcher has read but not
+yet sent is sent first, as the cell's. What a thread or process the cell started writes after
+the cell ended goes, as before, to the cell running when it is read.
 
 >>> cap = _Cap(10)
 >>> [cap.take("m1", "x" * 6), cap.take("m1", "x" * 6), cap.take("m1", "x"), cap.take("m2", "y")]
@@ -17,8 +32,12 @@ runs in the student's process, so it is a courtesy to the student, not a guarant
 
 from __future__ import annotations
 
+import fcntl
 import os
+import select
+import struct
 import sys
+import termios
 import threading
 
 NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
@@ -29,6 +48,10 @@ NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
 # ahead (a notebook that needs no torch would pay for it).
 PREIMPORT = ("numpy", "torch", "matplotlib.pyplot")
 IMPORTS_VAR = "COURSE_KERNEL_IMPORTS"
+CHUNK = 65536  # bytes read from a watched pipe at a time
+# seconds the end of a cell waits for a chunk the watcher is sending (microseconds of work,
+# unless its thread is not scheduled; then the rest goes to the next cell, as in ipykernel)
+LOCK_WAIT = 2.0
 
 
 class _Cap:
@@ -54,7 +77,8 @@ class _Cap:
 
 
 def install(cap: int) -> None:
-    """Cap every ``OutStream`` (stdout, stderr) of ipykernel at ``cap`` characters per cell."""
+    """Cap every ``OutStream`` (stdout, stderr) of ipykernel at ``cap`` characters per cell, and
+    make its file-descriptor watcher :func:`_watch` (before ipykernel starts it)."""
     from ipykernel.iostream import OutStream
 
     original = OutStream.write
@@ -70,6 +94,88 @@ def install(cap: int) -> None:
         return len(string)
 
     OutStream.write = write
+    redirect = OutStream._setup_stream_redirects
+
+    def setup(self, name):  # ipykernel's, which starts the watcher thread
+        self._course_lock = threading.Lock()
+        redirect(self, name)
+        _WATCHED.append(self)
+
+    OutStream._setup_stream_redirects = setup
+    OutStream._watch_pipe_fd = _watch
+
+
+_WATCHED: list = []  # the OutStreams whose file descriptor is watched (stdout, stderr)
+
+
+def _forward(stream, size: int) -> int | None:
+    """Read up to ``size`` bytes of ``stream``'s pipe and send them as ipykernel's watcher does
+    (as output of the cell running now, and to the kernel's own descriptor). The caller holds
+    the stream's lock. Returns the bytes read (0: the pipe is empty), None when the watcher
+    stops (end of file, or ipykernel's ``OutStream.close``)."""
+    try:
+        data = os.read(stream._fid, size)
+    except BlockingIOError:
+        return 0
+    if not data or not stream._should_watch:
+        return None
+    stream.write(data.decode(errors="replace"))
+    os.write(stream._original_stdstream_copy, data)
+    return len(data)
+
+
+def _watch(self) -> None:
+    """ipykernel's ``OutStream._watch_pipe_fd`` (its watcher thread), except that the pipe is
+    read, once ``poll`` says it holds something, without blocking and under the stream's lock,
+    each chunk sent before the lock is released: no chunk is ever read and not yet sent
+    outside the lock, which :func:`flush_fd_output` takes at the end of each cell."""
+    if self._fid is None:
+        return
+    try:
+        os.set_blocking(self._fid, False)
+        poll = select.poll()
+        poll.register(self._fid, select.POLLIN)
+        while self._should_watch:
+            poll.poll()
+            with self._course_lock:
+                if _forward(self, CHUNK) is None:
+                    return
+    except Exception:  # noqa: BLE001 - as ipykernel's: kept, printed when the stream closes
+        self._exc = sys.exc_info()
+
+
+def _pending(fd: int) -> int:
+    """The bytes the pipe ``fd`` holds now (else as many as a pipe can hold: read until empty)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    except OSError:
+        return 2**20
+
+
+def flush_fd_output() -> None:
+    """IPython's ``post_execute``, in the kernel's main thread at the end of each cell, before
+    its reply: send what the watched pipes hold as this cell's output, under each stream's lock
+    (so after a chunk the watcher has read and is sending), then flush the stream. Only what
+    was there when the lock was taken: a thread that keeps writing cannot hold the cell's end.
+    Never raises (an error here would show in the student's cell)."""
+    for stream in _WATCHED:
+        try:
+            if not stream._course_lock.acquire(timeout=LOCK_WAIT):
+                continue
+            sent = 0
+            try:
+                left = _pending(stream._fid)
+                while left > 0:
+                    n = _forward(stream, min(left, CHUNK))
+                    if not n:
+                        break
+                    left, sent = left - n, sent + n
+            finally:
+                stream._course_lock.release()
+            if sent or stream not in (sys.stdout, sys.stderr):  # else the kernel flushes it
+                stream.flush()
+        except Exception:  # noqa: BLE001, S112 - a courtesy, as the cap
+            continue
 
 
 def main(argv: list[str]) -> None:
@@ -83,6 +189,7 @@ def main(argv: list[str]) -> None:
     sys.argv = [sys.argv[0], *argv[1:]]
     app = kernelapp.IPKernelApp.instance()  # ipykernel's launch_new_instance, in its steps
     app.initialize()
+    app.shell.events.register("post_execute", flush_fd_output)
     if IMPORTS_VAR in os.environ:  # a kernel started ahead
         preimport()
     app.start()
