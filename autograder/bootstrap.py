@@ -188,15 +188,16 @@ def lab(extra: list) -> int:
 
 def pytest_args(extra: list) -> list:
     """pytest's arguments for ``test``: every tier, or with ``--fast`` the unit tier only
-    (tests/conftest.py); one xdist worker per core, the tests of one graded class on one
-    worker (``--dist loadgroup``), and the slowest 25 listed at the end.
+    (tests/conftest.py; the other tiers' folders are not even collected); one xdist worker
+    per core, the tests of one graded class on one worker (``--dist loadgroup``), and the
+    slowest 25 listed at the end.
 
-    >>> pytest_args(["--fast", "-x"])
-    ['-n', 'auto', '--dist', 'loadgroup', '--durations=25', '-m', 'unit', '-x']
+    >>> pytest_args(["--fast", "-x"])[-5:]
+    ['-m', 'unit', '--ignore=tests/grading', '--ignore=tests/slow', '-x']
     """
     args = ["-n", "auto", "--dist", "loadgroup", "--durations=25"]
     if "--fast" in extra:
-        args += ["-m", "unit"]
+        args += ["-m", "unit", "--ignore=tests/grading", "--ignore=tests/slow"]
     return args + [a for a in extra if a != "--fast"]
 
 

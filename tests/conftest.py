@@ -21,9 +21,15 @@ that share a class name one group (``pytestmark = pytest.mark.xdist_group("...")
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+# As in the grading processes (autograder/grading/__init__.py): jsonschema's optional IRI
+# format checker builds rfc3987_syntax's grammars on import, 4-6 s of CPU in every process
+# that imports nbformat first; no notebook schema uses that format.
+sys.modules.setdefault("rfc3987_syntax", None)
 
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "grading", "slow")
