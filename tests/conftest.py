@@ -14,9 +14,11 @@ slow      mutation, training and ``torch.compile``, DDP, the browser            
 runs all three. Shared code lives in ``tests/helpers/`` (importable as ``helpers``: pytest's
 ``pythonpath``); no test module imports another.
 
-A grading or slow module's tests run on one xdist worker (``--dist loadgroup``, the group
-named after the module) so that its module fixtures (a graded class) are built once; modules
-that share a class name one group (``pytestmark = pytest.mark.xdist_group("...")``).
+A grading or slow module's tests run on one xdist worker (:class:`GroupScheduling`, chosen
+by ``--dist loadgroup``) so that its module fixtures (a graded class) are built once; the
+modules that share a graded class are one group (:data:`SHARED_CLASSES`). xdist's own
+``xdist_group`` mark does nothing with pytest 9 (it renames the test's ``_nodeid``, which
+pytest no longer reads), so the groups are named here, where the scheduler can see them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,15 @@ sys.modules.setdefault("rfc3987_syntax", None)
 
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "grading", "slow")
+# The modules whose tests read one graded class (built on the first worker that asks).
+SHARED_CLASSES = {
+    "chapters-02": ("grading/test_notebook02.py", "grading/test_notebook03.py",
+                    "grading/test_notebook07.py"),
+    "chapters-04": ("grading/test_notebook04.py", "grading/test_notebook05.py",
+                    "grading/test_notebook06.py", "grading/test_notebook08.py"),
+    "nb01-class": ("grading/test_grade_class.py", "slow/test_browser_report.py"),
+}
+_GROUP_OF = {f"tests/{m}": g for g, mods in SHARED_CLASSES.items() for m in mods}
 
 
 def tier_of(path: Path) -> str:
@@ -48,7 +59,6 @@ def tier_of(path: Path) -> str:
     return top if top in TIERS else "unit"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         written = [m.name for m in item.iter_markers() if m.name in TIERS]
@@ -56,10 +66,37 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(
                 f"{item.nodeid}: marked {written[0]!r} by hand; the tier is the folder "
                 "(tests/unit, tests/grading, tests/slow)")
-        tier = tier_of(item.path)
-        item.add_marker(getattr(pytest.mark, tier))
-        if tier != "unit" and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        item.add_marker(getattr(pytest.mark, tier_of(item.path)))
+
+
+def group_of(nodeid: str) -> str:
+    """The xdist work unit of a test: its shared class's group, its module for the other
+    grading and slow tests, the test itself in the unit tier.
+
+    >>> group_of("tests/grading/test_notebook05.py::test_grading_path_proofs")
+    'chapters-04'
+    >>> group_of("tests/grading/test_limits.py::test_x"), group_of("tests/unit/test_a.py::t")
+    ('tests/grading/test_limits.py', 'tests/unit/test_a.py::t')
+    """
+    module = nodeid.split("::", 1)[0]
+    if module in _GROUP_OF:
+        return _GROUP_OF[module]
+    if module.startswith(("tests/grading/", "tests/slow/")):
+        return module
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With ``--dist loadgroup``: xdist's scope scheduling, the scopes being :func:`group_of`."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -24,7 +24,6 @@ STUDENTS = [
     "edited_test", "deleted_test", "os_exit", "invalid_json", "warns",
 ]
 pytestmark = [
-    pytest.mark.xdist_group("nb01-class"),  # shares its graded class (test_browser_report)
     pytest.mark.skipif(not (SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists(),
                        reason="notebook 01 not there"),
 ]

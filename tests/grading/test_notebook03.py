@@ -19,8 +19,6 @@ from helpers.chapters import (
     graded_chapter_02,
 )
 
-pytestmark = pytest.mark.xdist_group("chapters-02")  # shares its graded class
-
 NAME = "03_multihead_attention"
 
 

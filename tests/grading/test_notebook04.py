@@ -18,8 +18,6 @@ import pytest
 
 from helpers.chapters import MISTAKES, SOURCE, check_chapter, graded_chapter_04
 
-pytestmark = pytest.mark.xdist_group("chapters-04")  # shares its graded class
-
 ASSIGNMENT = "04_layer_norm"
 
 

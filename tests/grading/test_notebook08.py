@@ -30,8 +30,6 @@ from helpers.chapters import (
     warnings_in_course_cells,
 )
 
-pytestmark = pytest.mark.xdist_group("chapters-04")  # shares its graded class
-
 ASSIGNMENT = "08_training"
 
 

@@ -105,10 +105,10 @@ CHAPTERS = ("02_masking", "03_multihead_attention", "07_bpe")
 
 
 def graded_chapter_02(tmp_path_factory, name: str) -> dict:
-    """Grade solution / release / wrong of every chapter in ``CHAPTERS`` once (the tests share
-    the xdist group "chapters-02"; each student hands in every chapter, ``wrong`` with each
-    chapter's own mistake);
-    ``rows`` holds chapter ``name``'s rows."""
+    """Grade solution / release / wrong of every chapter in ``CHAPTERS`` once (their tests run
+    on one xdist worker: tests/conftest.py's SHARED_CLASSES; each student hands in every
+    chapter, ``wrong`` with each chapter's own mistake); ``rows`` holds chapter ``name``'s
+    rows."""
     wrongs = {n: MISTAKES[n] for n in CHAPTERS}
     root = graded_dir(tmp_path_factory) / ("chapters-" + "-".join(n[:2] for n in CHAPTERS))
     root.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Grade one small adversarial class once per test session (in its xdist group's worker).
+"""Grade one small adversarial class once per test session (on the xdist worker of its tests).
 
 ``graded_attack_class(tmp_path_factory, name, assignment, make)``: ``make(notebook)`` returns a
 builder whose ``build_attacks(dest)`` writes the class and returns {student: {exercise: Row}}.
@@ -23,7 +23,7 @@ SOURCE = REPO / "solutions"
 def graded_once(tmp_path_factory, name: str, assignments: list[str], build: Callable,
                 args: tuple[str, ...], *, source: Path = SOURCE, row: type = Row,
                 around: Callable | None = None) -> dict:
-    """Build and grade the class once (in this worker: its tests share an xdist group).
+    """Build and grade the class once (on this worker: its tests run on it).
 
     ``build(info, root)`` writes the class to ``root / "class"`` (``info``: build_template's
     per-assignment info, from the session's shared template: ``notebook_info``) and returns

@@ -1,7 +1,7 @@
 """Grade a synthetic class once per test session.
 
-The tests that read one graded class run on one xdist worker (tests/conftest.py: one
-``xdist_group`` per module, or one named by the modules that share a class), so the class is
+The tests that read one graded class run on one xdist worker (tests/conftest.py: a module is
+one work unit, the modules that share a class one, ``SHARED_CLASSES``), so the class is
 graded in that worker's temp folder (:func:`graded_dir`) the first time a test asks, and read
 back from there afterwards. Only the class templates (:func:`notebook_info`) are shared by the
 workers, under a file lock: they are a cache, built once per test session.
