@@ -30,11 +30,11 @@ def graded_dir(tmp_path_factory) -> Path:
     return root
 
 
-def template(source: Path, assignments, cell_timeout: int) -> Path:
-    """The session's template course of ``assignments`` for this cell limit: built once per
-    test session (``build_template`` under a file lock, in ``helpers.TEMPLATES``), as
-    course-grade would build it (nbgrader's generate_assignment, the kernels' packages: about
-    10 s of CPU each)."""
+def template(source: Path, assignments, cell_timeout: int) -> tuple[Path, dict]:
+    """The session's template course of ``assignments`` for this cell limit and its notebook
+    info: built once per test session (``build_template`` under a file lock, in
+    ``helpers.TEMPLATES``), as course-grade would build it (nbgrader's generate_assignment,
+    the kernels' packages: about 10 s of CPU each)."""
     from autograder.grading.config import GradeConfig
     from autograder.grading.course import build_template
 
@@ -44,22 +44,15 @@ def template(source: Path, assignments, cell_timeout: int) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        path, _ = build_template(Path(source).resolve(), list(assignments), root,
-                                 GradeConfig(cell_timeout=cell_timeout))
-    return path
+        return build_template(Path(source).resolve(), list(assignments), root,
+                              GradeConfig(cell_timeout=cell_timeout))
 
 
 def notebook_info(tmp_path_factory, source: Path, assignments) -> dict:
     """``build_template``'s notebook info ({assignment: [Notebook]}) from the session's
     template (:func:`template`): the tests that build a class only need the notebooks'
     description, which no grading limit changes."""
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
-
-    path = template(source, assignments, 60)
-    _, info = build_template(Path(source).resolve(), list(assignments), path.parent,
-                             GradeConfig(cell_timeout=60))  # reused: reads the notebooks
-    return info
+    return template(source, assignments, 60)[1]
 
 
 def _graded_assignments(submissions: Path, source: Path, extra: tuple) -> list[str]:
@@ -96,7 +89,7 @@ def seed_template(submissions: Path, out: Path, source: Path, extra: tuple) -> N
     assignments = _graded_assignments(submissions, source, extra)
     if not assignments:
         return
-    path = template(source, assignments, cell_timeout)
+    path, _ = template(source, assignments, cell_timeout)
     dest = Path(out) / ".work" / path.name
     if not dest.exists():
         shutil.copytree(path, dest, symlinks=True)
