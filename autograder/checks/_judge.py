@@ -129,7 +129,10 @@ def _exception(r: dict) -> BaseException:
     name, msg = str(r.get("exc", "Exception")), str(r.get("msg", ""))
     cls = getattr(builtins, name, None)
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = type(name, (Exception,), {})
+        try:
+            cls = type(name, (Exception,), {})
+        except (ValueError, TypeError):  # a NUL, a lone surrogate: not a class's name
+            return Exception(msg)
     try:
         return cls(msg)
     except Exception:  # noqa: BLE001 - an exception class with another signature
@@ -161,7 +164,7 @@ def _decode(enc):
         return None, "its recorded output is not plain data (it describes an object to build)"
     try:
         return _codec.decode(enc), None
-    except (_codec.CodecError, ValueError, TypeError, KeyError) as e:
+    except (_codec.CodecError, ValueError, TypeError, KeyError, OverflowError) as e:
         return None, f"its recorded output could not be read ({e})"
 
 
@@ -227,14 +230,49 @@ def _fail(check: Check, case: Case, body: str, diagnosis: str, n_visible: int) -
     return Verdict(False, text, diagnosis)
 
 
+class Malformed(Exception):
+    """A record that is not what the probe writes (a value of the wrong type, a name no
+    exception has, a number out of range): its key scores 0 as "malformed record"."""
+
+
+MALFORMED = "malformed record"
+
+
+def malformed(check: Check, why: str) -> Verdict:
+    """The verdict on a record of ``check`` that could not be judged, and why.
+
+    >>> from autograder.checks.attention import _DOT
+    >>> malformed(_DOT, "cases is not a list").diagnosis
+    'malformed record'
+    """
+    return Verdict(False, f"✘ {check.exercise} `{check.name}`: the record of what your function "
+                   f"returned could not be judged ({why}), so this check scores 0.", MALFORMED)
+
+
 def judge(check: Check, record: dict | None, cell_error: str = "",
           inputs: dict | None = None) -> Verdict:
     """The verdict on ``check`` (visible and hidden cases) from the kernel's ``record``.
 
     ``cell_error``: how the test cell ended in the kernel (e.g. "NameError: name 'f' is not
     defined"), used to say why nothing was recorded. ``inputs``: the :func:`case_inputs` the
-    grader wrote for the kernel (a timed stage reads its measured constants there).
+    grader wrote for the kernel (a timed stage reads its measured constants there). A record
+    unlike the probe's is a failing "malformed record" (:class:`Malformed`).
+
+    >>> from autograder.checks.attention import _DOT
+    >>> judge(_DOT, {"key": _DOT.key, "cases": {"a": 1}}).diagnosis
+    'malformed record'
     """
+    if type(record) is dict and record.get("malformed"):  # refused by ``verdict.parse_record``
+        return malformed(check, str(record["malformed"])[:200])
+    try:
+        return _judge(check, record, cell_error, inputs)
+    except Malformed as e:
+        return malformed(check, str(e))
+    except OverflowError as e:  # a number of the output past float's range (a huge int)
+        return malformed(check, f"a number out of range: {e}")
+
+
+def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | None) -> Verdict:
     head = f"{check.exercise} `{check.name}`"
     if record is None or type(record) is not dict:
         why = f" (the test cell stopped with {cell_error})" if cell_error else ""
@@ -246,13 +284,14 @@ def judge(check: Check, record: dict | None, cell_error: str = "",
         )
     if record.get("too_large"):
         return Verdict(False, f"✘ {head}: your outputs are too large to grade.", "output too large")
+    _check_record(record)
     cascade = _cascade(check, record)
     if cascade is not None:
         return cascade
     cases = list(check.cases)
     recs = {}
     for r in record.get("cases") or []:
-        if type(r) is dict and type(r.get("label")) is str:
+        if type(r.get("label")) is str:  # (a case of another label: no result for this one)
             recs.setdefault(r["label"], r)
     functions = record.get("functions")
     used = forbidden_ops(check, record.get("ops")) + [
@@ -337,7 +376,7 @@ def judge(check: Check, record: dict | None, cell_error: str = "",
             return _fail(check, case, body, hint.name if hint else f"raised {r.get('exc')}",
                          n_visible)
         if status != "ok":
-            return _fail(check, case, "its record is malformed", "output missing", n_visible)
+            raise Malformed(f"case “{case.label}” has status {str(status)[:40]!r}")
         if r.get("mutated"):
             return _fail(
                 check, case,
@@ -390,6 +429,83 @@ def judge(check: Check, record: dict | None, cell_error: str = "",
     return Verdict(True, text)
 
 
+# the string fields of a case's record, each with the most characters the probe writes
+# (twice or more: a limit of sanity, not of the probe's exact truncation); a label that is no
+# case's (not a string, say) leaves that case without a result: "output missing"
+_CASE_TEXT = {"status": 40, "exc": 200, "msg": 10_000, "where": 1_000, "raised_in": 200}
+
+
+def _check_record(record: dict) -> None:
+    """Raise :class:`Malformed` where ``record`` holds a value of a type the probe never
+    writes there (the judge may then read every field by its type).
+
+    >>> _check_record({"key": "k", "cases": [{"label": "a", "status": "ok", "out": None}]})
+    >>> _check_record({"key": "k", "cases": [{"label": "a", "exc": "A\\x00"}]})
+    Traceback (most recent call last):
+    ...
+    autograder.checks._judge.Malformed: an exception's name 'A\\x00'
+    """
+    cases = record.get("cases")
+    if cases is not None and type(cases) is not list:
+        raise Malformed(f"its cases are {_type_name(cases)}, not a list")
+    for name in ("ops", "functions", "reference"):
+        _strings(record.get(name), name)
+    if record.get("uses") is not None and type(record["uses"]) is not dict:
+        raise Malformed(f"its uses are {_type_name(record['uses'])}, not a dict")
+    if record.get("timed") is not None and type(record["timed"]) is not list:
+        raise Malformed(f"its timed runs are {_type_name(record['timed'])}, not a list")
+    for r in cases or ():
+        _check_case(r)
+        for s in r.get("samples") or ():
+            _check_case(s)
+
+
+def _check_case(r) -> None:
+    """Raise :class:`Malformed` unless ``r`` is a case's record in the probe's form."""
+    if type(r) is not dict:
+        raise Malformed(f"a case's record is {_type_name(r)}, not a dict")
+    for field, longest in _CASE_TEXT.items():
+        v = r.get(field)
+        if v is not None and (type(v) is not str or len(v) > longest):
+            raise Malformed(f"a case's {field} is {_type_name(v)}" if type(v) is not str
+                            else f"a case's {field} is {len(v):,} characters long")
+    exc = r.get("exc")
+    if exc is not None and not _a_name(exc):
+        raise Malformed(f"an exception's name {exc[:40]!r}")
+    for field in ("mutated", "connected"):
+        if r.get(field) is not None and type(r[field]) is not bool:
+            raise Malformed(f"a case's {field} is {_type_name(r[field])}, not true or false")
+    for field in ("grads", "samples"):
+        if r.get(field) is not None and type(r[field]) is not list:
+            raise Malformed(f"a case's {field} are {_type_name(r[field])}, not a list")
+
+
+def _a_name(text: str) -> bool:
+    """Whether ``text`` can be an exception class's name (``type()`` takes it).
+
+    >>> _a_name("ValueError"), _a_name("Bad\\x00Name"), _a_name("\\ud800")
+    (True, False, False)
+    """
+    return text.isprintable()  # (not a NUL, a control character or a lone surrogate)
+
+
+def _strings(values, what: str) -> None:
+    """Raise :class:`Malformed` unless ``values`` is None or a list of strings."""
+    if values is not None and (type(values) is not list
+                               or not all(type(v) is str for v in values)):
+        raise Malformed(f"its {what} are not a list of names")
+
+
+def _type_name(x) -> str:
+    """``x``'s JSON kind, for a message.
+
+    >>> _type_name(1.5), _type_name([]), _type_name(None)
+    ('a number', 'a list', 'null')
+    """
+    return {dict: "a dict", list: "a list", str: "a string", bool: "true or false",
+            int: "a number", float: "a number"}.get(type(x), "null")
+
+
 def _post_problem(driven: Driven, recs: dict) -> tuple[str, str] | None:
     """``driven.post`` on the extra calls' records: (diagnosis, problem) or None."""
     raws = []
@@ -422,6 +538,8 @@ def _cascade(check: Check, record: dict) -> Verdict | None:
             continue
         upstream = get_check(key)
         v = judge(upstream, {"cases": u.get("cases")})
+        if v.diagnosis == MALFORMED:
+            raise Malformed(f"in its part on `{name}`, which your function calls")
         # not implemented: the call itself says so; output missing: a recording problem
         if not v.passed and v.diagnosis not in ("not implemented", "output missing"):
             message = cascade_message(check, name, upstream, v.message)

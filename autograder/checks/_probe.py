@@ -4,16 +4,17 @@ In a kernel that ``course-grade`` starts for a converted chapter (``COURSE_PROBE
 the chapter's check module replaced by a stub without expected values), the locked test
 cell's ``_hidden_check("attention.softmax", softmax)`` ends up here. :func:`run` reads the
 case *inputs* the grader wrote (``in/<key>.json``, see ``_codec``), calls the function on each,
-and writes ``out/<key>.json``: per case the output (plain data), or the exception's type and
-message, or "not implemented"; for a gradient case the input gradients of
+and sends the grading process a record (:func:`send`): per case the output (plain data), or
+the exception's type and message, or "not implemented"; for a gradient case the input gradients of
 ``sum(output * probe)``; whether an input was changed in place; and the ATen operators that
 ran in *any* thread while the function ran (PyTorch's profiler) and the torch functions
 its own thread called (``backward``, ``grad``: no operator of their own), from which the
 grader decides "built with a forbidden built-in". The grader compares all of it with expected
 values it computes itself, in a process where no student code runs (``_judge``).
 
-Nothing here is trusted: the student's code can patch this module or write the record
-itself. It gains nothing by it: the record only says what *its* code returns.
+Nothing here is trusted: the student's code can patch this module or send a record itself.
+The grader accepts one record per key, only from the key's own test cell (a second one makes
+the key's record malformed: 0), so a forged record gains nothing over what *its* code returns.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 from autograder.checks import _codec
 
 MAX_RECORD = 64 * 2**20  # bytes; the grader refuses larger records
+RECORD_MIME = "application/vnd.course-record+json"  # as ``autograder.grading.records`` says
 
 
 def _ops_profiler():
@@ -245,8 +247,9 @@ def _earlier(probe_dir: str, spec: dict, fn) -> dict:
     return found
 
 
-def run(probe_dir: str, key: str, fn) -> None:
-    """Record ``fn`` on every case of ``key`` (visible and hidden) into ``out/<key>.json``."""
+def run(probe_dir: str, key: str, fn, sink=None) -> None:
+    """Record ``fn`` on every case of ``key`` (visible and hidden) and send the record
+    (:func:`send`, or ``sink(text)``: the tests judge records without a kernel)."""
     with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
         spec = json.load(f)
     uses = _earlier(probe_dir, spec, fn) if spec.get("uses") else {}
@@ -276,14 +279,21 @@ def run(probe_dir: str, key: str, fn) -> None:
     text = json.dumps(record, separators=(",", ":"))
     if len(text) > MAX_RECORD:
         text = json.dumps({"key": key, "too_large": len(text)})
-    path = os.path.join(probe_dir, "out", f"{key}.json")
-    with open(path + ".part", "w") as f:
-        f.write(text)
-    os.replace(path + ".part", path)
+    (sink or send)(text)
     print(
         f"(course-grade recorded what `{spec['name']}` returns on {len(cases)} cases; "
         "the grade is decided outside this notebook)"
     )
+
+
+def send(text: str) -> None:
+    """Send one record to the grading process: a ``display_data`` message of the record type on
+    the kernel's IOPub channel, which the grader's executor takes out of the cell's outputs and
+    seals (``autograder/grading/records.py``). Only a record sent while its own test cell runs
+    is accepted, once."""
+    from IPython.display import publish_display_data
+
+    publish_display_data({RECORD_MIME: text})
 
 
 def visible(name: str):

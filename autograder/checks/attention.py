@@ -30,6 +30,8 @@ from autograder.checks._cases import is_matmul_mismatch as _is_matmul_mismatch
 from autograder.checks._cases import np_rand as _np_rand
 from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
+from autograder.checks._core import _call as _call_guarded
+from autograder.checks._judge import Driven
 
 __all__ = [
     "check_dot_product_scores",
@@ -351,6 +353,110 @@ def _dots(d_k, n, rng):
     return (q * k).sum(axis=-1)
 
 
+# A statistic's spread across generators is checked from below only (``samples``): the known
+# answer jittered by the generator, d_k * (1 + 0.02 * rng.standard_normal()), spreads too.
+# What no jitter can imitate: a measurement of n_samples pairs depends on *all* the draws.
+# So the check also runs the function on twin generators, a case's own generator and one
+# whose first 64-bit output is the same but every later one differs (PCG64 is an LCG on
+# 128 bits, state -> state * M + inc, whose output is a function of the new state: another
+# stream inc' and the start state that reaches the same first state give the same first
+# output only). Every honest measurement gives two different results, whatever the order
+# or layout of its draws (q then k, (n, 2, d_k), a loop over samples, (d_k, n)), numpy or
+# torch, ddof 0 or 1; a number computed from the generator's first draw (a normal, a
+# uniform, an integer, a torch seed) gives the same result twice.
+_PCG64_MULT = 0x2360ED051FC65DA44385DF649FCCF645  # numpy's PCG64 (PCG_DEFAULT_MULTIPLIER_128)
+_OTHER_STREAM = 0x9E3779B97F4A7C15F39CC0605CEDC834  # even: inc ^ it is odd, another stream
+_MOD = 1 << 128
+
+
+def twin(seed: int) -> np.random.Generator:
+    """A generator whose first output is that of ``default_rng(seed)``, no later one.
+
+    >>> a, b = np.random.default_rng(400), twin(400)
+    >>> a.standard_normal() == b.standard_normal(), a.standard_normal() == b.standard_normal()
+    (True, False)
+    """
+    state = np.random.default_rng(seed).bit_generator.state
+    s, inc = state["state"]["state"], state["state"]["inc"]
+    first = (s * _PCG64_MULT + inc) % _MOD  # the state the first output is taken from
+    inc2 = inc ^ _OTHER_STREAM
+    start = (first - inc2) * pow(_PCG64_MULT, -1, _MOD) % _MOD
+    bg = np.random.PCG64()
+    bg.state = {**state, "state": {"state": start, "inc": inc2}}
+    return np.random.Generator(bg)
+
+
+def _twins_ok(seed: int) -> bool:
+    """Whether ``twin(seed)`` shares the first output with ``default_rng(seed)``, none of
+    the next four, and so the first standard normal (the ziggurat's fast path: one output)."""
+    raw_a = np.random.default_rng(seed).bit_generator.random_raw(5)
+    raw_b = twin(seed).bit_generator.random_raw(5)
+    a, b = np.random.default_rng(seed), twin(seed)
+    return bool(
+        raw_a[0] == raw_b[0]
+        and (raw_a[1:] != raw_b[1:]).all()
+        and a.standard_normal() == b.standard_normal()
+    )
+
+
+# (d_k, n_samples, seed): the first two cases' generators (empty if numpy's PCG64 changed)
+TWINS = tuple((d_k, 20_000, seed) for d_k, seed in ((4, 400), (16, 401)) if _twins_ok(seed))
+
+
+def _twin_args() -> tuple:
+    """Fresh arguments for each pair: ((d_k, n, its generator), (d_k, n, its twin)), ..."""
+    return tuple(
+        ((d_k, n, np.random.default_rng(seed)), (d_k, n, twin(seed))) for d_k, n, seed in TWINS
+    )
+
+
+_JITTER = "returned d_k plus noise instead of measuring it"
+_JITTER_WHY = (
+    "The known answer with noise from the generator, like d_k * (1 + 0.02 * "
+    "rng.standard_normal()), varies like a measurement but measures nothing: draw the "
+    "n_samples pairs (q, k) from the generator and return the sample variance of q · k."
+)
+
+
+def _as_number(x) -> float | None:
+    if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0:
+        x = x.item()
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return None
+    return float(x)
+
+
+def _twin_problem(*outs) -> tuple[str, str] | None:
+    """(diagnosis, problem) from the results on the twin generators (pairs in ``TWINS``
+    order), or None: a measurement differs on the two generators of each pair."""
+    for (d_k, n, _), a, b in zip(TWINS, outs[0::2], outs[1::2]):
+        a, b = _as_number(a), _as_number(b)
+        if a is None or b is None:
+            return ("not a measurement", "on the twin generators the result is not a number")
+        if abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b)):
+            return (
+                _JITTER,
+                f"on two random generators that share their first draw and no later one "
+                f"(d_k={d_k}, n_samples={n}) your results are equal ({a:.6g}): they come from "
+                f"that one draw, while a measurement of {n} pairs differs. {_JITTER_WHY}",
+            )
+    return None
+
+
+def _twin_stage(fn, hidden: bool) -> str | None:
+    """Exercise 4.1's extra stage, in the kernel: the student's function on each twin pair."""
+    outs = []
+    for pair in _twin_args():
+        for args in pair:
+            case = Case("twin generators", args, None, kind="statistic")
+            try:
+                outs.append(_call_guarded(_VARIANCE, fn, case)[1])
+            except Exception as e:
+                return f"on the twin generators your function raised {type(e).__name__}: {e}"
+    found = _twin_problem(*outs)
+    return f"{found[1]}\n  Likely mistake: {found[0]}." if found else None
+
+
 _VARIANCE = Check(
     **table.identity(__name__, "score_variance"),
     reference_off=True,
@@ -378,8 +484,21 @@ _VARIANCE = Check(
             lambda d_k, n, rng: float(d_k),
         ),
     ),
+    post=_twin_stage,
 )
 check_score_variance = register(_VARIANCE)
+
+# the grader's side of the twin stage: the probe records the extra calls, post judges them
+DRIVEN = {
+    _VARIANCE.key: Driven(
+        extra=tuple(
+            (f"twin generators {i + 1} of {len(TWINS)}: d_k={a[0]}, {which}", a)
+            for i, pair in enumerate(_twin_args())  # only ever encoded, never drawn from
+            for which, a in zip(("the case's own", "the twin"), pair)
+        ),
+        post=_twin_problem,
+    ),
+}
 
 
 # ====================================================================== Exercise 5.1

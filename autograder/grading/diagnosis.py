@@ -33,16 +33,23 @@ _NOT_GRADED = [
     ("in the submission", "notebook missing"),
     ("could not be unpacked", "notebook missing"),
     ("grader error", "grader error"),
+    ("kernel stopped", "kernel died"),
+]
+_STOPPED = [  # the student's code stopped the notebook (status.STOPPED_NO_RESULT): what it did
+    ("ended the kernel", "ended the kernel"),
+    ("flooded its output", "output flood"),
+    ("could not be interrupted", "could not be interrupted"),
 ]
 
 
 # The failure kinds (generic: what kind of thing went wrong) that diagnose() and the trusted
 # verdict (autograder/checks/_judge.py, the chapters' timed stages) write; any other diagnosis
 # is the name of a mistake the check library catalogues (a Mistake or an ErrorHint).
-FAILURE_KINDS = frozenset({kind for _, kind in _NOT_GRADED} | {
+FAILURE_KINDS = frozenset({kind for _, kind in _NOT_GRADED + _STOPPED} | {"no result",
     "not graded", "lost points", "error", "not implemented", "input changed in place",
     "wrong shape", "wrong dtype", "wrong type", "wrong gradient", "not a measurement",
     "output differs", "output missing", "output too large", "used the reference implementation",
+    "malformed record",
 })
 _FAILURE_PREFIXES = ("raised ", "used forbidden built-in ", "uses failing ")
 
@@ -97,6 +104,8 @@ def diagnose(status: str, points: str, max_points: str, outputs=None) -> str:
     if status.startswith("not graded"):
         reason = status.partition(":")[2].strip()
         return next((kind for key, kind in _NOT_GRADED if key in reason), "not graded")
+    if status.startswith("graded (no result: your code "):
+        return next((kind for key, kind in _STOPPED if key in status), "no result")
     try:
         if float(points) >= float(max_points):
             return ""

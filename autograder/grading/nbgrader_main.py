@@ -336,32 +336,90 @@ def _say(*parts: str) -> None:
 
 def _grade_one(api, root: Path, student: str, assignment: str, sources: list, arm) -> int:
     """``autograde`` and the trusted verdict of one assignment of
-    :func:`autograde_and_feedback` (its folders prepared); its exit status (0: graded)."""
+    :func:`autograde_and_feedback` (its folders prepared); writes the assignment's result
+    (``assignment_result.py``), the one thing the parent reads; its exit status (0: graded)."""
     from . import verdict
+    from .assignment_result import AssignmentResult, result_path
 
+    result_path(root, assignment).unlink(missing_ok=True)
     _say(f"==== {assignment} begin")
     arm(root, assignment)  # this assignment's mounts for a kernel started the usual way
     verdict.warm(sources)  # the trusted side's imports, while autograde waits on the kernel
-    result = api.autograde(assignment, student, force=True)
-    ok = "ok" if result["success"] else "failed"
-    stopped = not result["success"]  # nbgrader's own failure
-    lines = [f"==== {assignment} result", result.get("log", ""), result.get("error", "")]
-    if result["success"]:
-        # the scores: decided here from the kernel's records, not by whether a cell raised
+    out = AssignmentResult(assignment)
+    try:
+        ran = api.autograde(assignment, student, force=True)
+    except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+        ran = {"success": False, "error": f"{type(e).__name__}: {e}", "log": ""}
+    verdicts: dict[str, dict] = {}
+    if ran["success"]:
+        out.autograde = "ok"
+        # the scores: decided here from the sealed records, not by whether a cell raised
         try:
-            verdict.decide(root, assignment, student)
+            verdicts = verdict.decide(root, assignment, student)
         except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-            lines.append(f"trusted verdict failed: {type(e).__name__}: {e}")
-            ok = "failed"
-    if stopped:
+            out.autograde, out.error = "failed", f"trusted verdict failed: {type(e).__name__}: {e}"
+    else:
+        out.error = _last_line(ran.get("error", "")) or "nbgrader autograde failed"
         # the run stopped (kernel died or hung): what the kernel recorded before that is
-        # still judged (the parent decides which rows it scores)
+        # still judged (the status function decides which rows it scores)
         try:
-            verdict.judge_records(root, assignment)
+            verdicts = verdict.judge_records(root, assignment)
         except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-            lines.append(f"judging the records failed: {type(e).__name__}: {e}")
-    _say(*lines, f"==== {assignment} autograde: {ok}")  # one block: lanes write at once
-    return 0 if ok == "ok" else 1
+            out.error = f"judging the records failed: {type(e).__name__}: {e}"
+    try:
+        out.notebooks = _notebook_results(root, student, assignment, sources, verdicts,
+                                          graded=out.autograde == "ok")
+    except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+        out.autograde, out.error = "failed", f"reading the grades failed: {type(e).__name__}: {e}"
+    out.write(root)
+    _say(f"==== {assignment} result", ran.get("log", ""), ran.get("error", ""), out.error,
+         f"==== {assignment} autograde: {out.autograde}")  # one block: lanes write at once
+    return 0 if out.autograde == "ok" else 1
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _notebook_results(root: Path, student: str, assignment: str, sources: list,
+                      verdicts: dict, graded: bool) -> dict:
+    """{notebook: NotebookResult} of one assignment: the gradebook's points, the verdicts and
+    the run's evidence (``records.Seal``), each exercise named by its test cells."""
+    import nbformat
+
+    from .assignment_result import NotebookResult, exercises_of
+    from .cells import grade_id, is_test
+    from .records import read_evidence
+
+    names = sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))
+    out = {}
+    for name in names:
+        evidence = read_evidence(root, assignment, name)
+        nb = NotebookResult(verdicts=verdicts.get(name, {}),
+                            stopped=evidence.get("stopped"),
+                            tampered=list(evidence.get("tampered", [])))
+        done = root / "autograded" / student / assignment / f"{name}.ipynb"
+        if graded and done.exists():
+            executed = nbformat.read(done, as_version=4)
+            nb.graded = True
+            nb.scores = _scores(root, assignment, name, student)
+            nb.timeouts = exercises_of(executed.cells, evidence.get("timeouts", []))
+            nb.errors = {grade_id(c): [[str(o.get("ename", ""))[:100],
+                                        str(o.get("evalue", ""))[:2000]]
+                                       for o in c.get("outputs", [])
+                                       if o.get("output_type") == "error"]
+                         for c in executed.cells if is_test(c)}
+        out[name] = nb
+    return out
+
+
+def _scores(root: Path, assignment: str, notebook: str, student: str) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    with quiet_sqlalchemy(), Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        sn = gb.find_submission_notebook(notebook, assignment, student)
+        return {g.name: g.auto_score for g in sn.grades if g.auto_score is not None}
 
 
 class _Feedback:

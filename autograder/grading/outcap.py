@@ -1,8 +1,8 @@
-"""The graded kernel's launcher: ipykernel, with each cell's stream output capped at the source
-and C-level output kept with the cell that wrote it.
+"""The graded kernel's launcher: ipykernel, with each cell's stream and rich output capped at
+the source and C-level output kept with the cell that wrote it.
 
 ``python -m autograder.grading.outcap CHARS -f CONNECTION_FILE`` starts the same kernel as
-``python -m ipykernel_launcher -f CONNECTION_FILE``, except for two things.
+``python -m ipykernel_launcher -f CONNECTION_FILE``, except for three things.
 
 A cell's ``stdout`` and ``stderr`` (Python's ``print`` and, through ipykernel's file-descriptor
 watcher, C-level writes) stop being *sent* after ``CHARS`` characters per stream: the rest is
@@ -11,6 +11,17 @@ the strings, so the cell ends in a time that does not depend on how fast the gra
 the grade does not depend on the machine's load. The grader's own limits (``LimitOutputSize``,
 nbclient's wait for output) stay in place behind this for a kernel that gets around it: this
 runs in the student's process, so it is a courtesy to the student, not a guarantee.
+
+A cell's rich outputs (``display_data`` and ``update_display_data``: ``display(...)``,
+``publish_display_data``, a figure; ``execute_result``: the cell's last expression) have a
+budget of their own, the same ``CHARS`` per cell, counted before ipykernel encodes them: the
+lengths of the strings and bytes of the MIME bundle, its metadata and transient data, and
+:data:`MESSAGE_CHARS` for each message (an empty ``display("")`` in a loop is a flood too). An
+output that fits what is left is sent whole; the first one that does not is replaced by a
+``text/plain`` output of the note, and nothing more of the cell's rich output is sent (an image
+cut in half means nothing). A record of the course's probe (:data:`RECORD_MIME`) is always sent
+whole and never counted: the grade is in it. Six 64 MB displays made nbgrader's reader fall
+behind the kernel ("Timeout waiting for IOPub output"), and the whole notebook went ungraded.
 
 C-level output (what C code, ``os.write`` or a child process writes to file descriptors 1 and 2)
 is sent as output of the cell that wrote it, before that cell's reply. ipykernel makes those
@@ -28,6 +39,8 @@ the cell ended goes, as before, to the cell running when it is read.
 >>> cap = _Cap(10)
 >>> [cap.take("m1", "x" * 6), cap.take("m1", "x" * 6), cap.take("m1", "x"), cap.take("m2", "y")]
 ['xxxxxx', 'xxxx\\n[course-grade: output cut in the kernel after 10 characters]\\n', '', 'y']
+>>> [cap.admit("m3", 6), cap.admit("m3", 5), cap.admit("m3", 1), cap.admit("m4", 10)]
+[True, False, None, True]
 """
 
 from __future__ import annotations
@@ -41,6 +54,12 @@ import termios
 import threading
 
 NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
+# a record the course's probe sends (``autograder/checks/_probe.py``, read by
+# ``autograder/grading/records.py``) as display_data of this type: never cut, never counted
+RECORD_MIME = "application/vnd.course-record+json"
+# what one rich output costs its cell's budget besides its data: about what its message's
+# headers add on the wire, for the reader to take apart
+MESSAGE_CHARS = 500
 # imported, before it answers, by a kernel started ahead (``sandbox/prestart.py`` sets
 # ``COURSE_KERNEL_IMPORTS``; once ipykernel has set matplotlib's inline backend): it spends the
 # seconds of the setup cell's ``import torch`` while the previous notebook runs. Nothing is
@@ -55,17 +74,21 @@ LOCK_WAIT = 2.0
 
 
 class _Cap:
-    """Characters left for the current request (cell), per stream; a new request resets it."""
+    """Characters left for the current request (cell), of one stream or of the cell's rich
+    outputs; a new request resets it."""
 
     def __init__(self, cap: int):
         self.cap, self.request, self.sent = cap, None, 0
         self.lock = threading.Lock()
 
+    def _start(self, request) -> None:  # under the lock
+        if request != self.request:
+            self.request, self.sent = request, 0
+
     def take(self, request, text: str) -> str:
         """The part of ``text`` that may still be sent for ``request`` ('' once cut)."""
         with self.lock:
-            if request != self.request:
-                self.request, self.sent = request, 0
+            self._start(request)
             if self.sent > self.cap:
                 return ""
             room = self.cap - self.sent
@@ -75,10 +98,60 @@ class _Cap:
             self.sent = self.cap + 1  # cut: the note once, then nothing
             return text[:room] + NOTE.format(cap=self.cap)
 
+    def admit(self, request, size) -> bool | None:
+        """Whether an output that is sent whole or not at all may still be sent for
+        ``request``: True (counted), False the first time it may not (send the note instead),
+        None after that (send nothing). ``size``: its size, or a function that returns it
+        given what is left (it may stop counting past that)."""
+        with self.lock:
+            self._start(request)
+            if self.sent > self.cap:
+                return None
+            room = self.cap - self.sent
+            if callable(size):
+                size = size(room)
+            if size <= room:
+                self.sent += size
+                return True
+            self.sent = self.cap + 1
+            return False
+
+
+def _size(value, limit: int) -> int:
+    """About the characters ``value`` (a MIME bundle, its metadata: JSON-like) sends as JSON:
+    a string's (or bytes') length plus 2, 2 for a list's or dict's brackets, 8 for anything
+    else; at least 2 an item. Stops once past ``limit``, so it costs at most about
+    ``limit / 2`` steps whatever ``value`` holds (a dict of millions of keys, a cycle).
+
+    >>> _size({"text/html": "<b>x</b>", "image/png": b"12345"}, 100)
+    41
+    >>> _size({"a": ["x" * 1000] * 1000}, 50) > 50, _size([[]] * 10**6, 50) > 50
+    (True, True)
+    """
+    total, todo = 0, [value]
+    while todo and total <= limit:
+        item = todo.pop()
+        if isinstance(item, (str, bytes, bytearray)):
+            total += len(item) + 2
+        elif isinstance(item, memoryview):
+            total += item.nbytes + 2
+        elif isinstance(item, (dict, list, tuple)):
+            if 2 * len(item) > limit:  # each item at least 2: past the limit in any case
+                return limit + 1
+            total += 2
+            todo.extend(item.keys() if isinstance(item, dict) else item)
+            if isinstance(item, dict):
+                todo.extend(item.values())
+        else:
+            total += 8
+    return total
+
 
 def install(cap: int) -> None:
-    """Cap every ``OutStream`` (stdout, stderr) of ipykernel at ``cap`` characters per cell, and
-    make its file-descriptor watcher :func:`_watch` (before ipykernel starts it)."""
+    """Cap every ``OutStream`` (stdout, stderr) of ipykernel at ``cap`` characters per cell,
+    make its file-descriptor watcher :func:`_watch` (before ipykernel starts it), and cap the
+    cell's rich outputs (:func:`install_rich`)."""
+    install_rich(cap)
     from ipykernel.iostream import OutStream
 
     original = OutStream.write
@@ -103,6 +176,53 @@ def install(cap: int) -> None:
 
     OutStream._setup_stream_redirects = setup
     OutStream._watch_pipe_fd = _watch
+
+
+def _is_record(data) -> bool:
+    return isinstance(data, dict) and RECORD_MIME in data
+
+
+def install_rich(cap: int) -> None:
+    """Cap the rich outputs of each cell at ``cap`` characters together, as the module says:
+    ipykernel's display publisher (``ZMQDisplayPublisher.publish``: ``display_data``,
+    ``update_display_data``) and its displayhook (``ZMQShellDisplayHook.write_format_data``,
+    whose message ``finish_displayhook`` sends only when its data is not empty). An output
+    whose bundle holds :data:`RECORD_MIME` is left alone."""
+    from ipykernel.displayhook import ZMQShellDisplayHook
+    from ipykernel.zmqshell import ZMQDisplayPublisher
+
+    budget = _Cap(cap)
+    note = {"text/plain": NOTE.format(cap=cap).strip("\n")}
+
+    def admit(owner, *parts) -> bool | None:
+        request = (owner.parent_header or {}).get("msg_id")
+        return budget.admit(request, lambda room: MESSAGE_CHARS + _size(parts, room))
+
+    publish = ZMQDisplayPublisher.publish
+
+    def capped_publish(self, data, metadata=None, **kwargs):
+        if not isinstance(data, dict) or _is_record(data):  # ipykernel's own error, a record
+            return publish(self, data, metadata, **kwargs)
+        sent = admit(self, data, metadata, kwargs.get("transient"))
+        if sent:
+            return publish(self, data, metadata, **kwargs)
+        if sent is False:  # a display of its own, whatever this one was to update
+            return publish(self, dict(note), {})
+        return None
+
+    ZMQDisplayPublisher.publish = capped_publish
+    write = ZMQShellDisplayHook.write_format_data
+
+    def capped_write(self, format_dict, md_dict=None):
+        if _is_record(format_dict):
+            return write(self, format_dict, md_dict)
+        sent = admit(self, format_dict, md_dict)
+        if sent:
+            return write(self, format_dict, md_dict)
+        # the note as the cell's result, else no data: finish_displayhook sends nothing
+        return write(self, dict(note) if sent is False else {}, {})
+
+    ZMQShellDisplayHook.write_format_data = capped_write
 
 
 _WATCHED: list = []  # the OutStreams whose file descriptor is watched (stdout, stderr)

@@ -24,6 +24,9 @@ course folders' ``nbgrader_config.py`` (``course.write_config``) sets them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from nbclient.util import run_sync
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 
@@ -37,9 +40,89 @@ class QueuedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         from .sandbox.policy import grading
 
-        assignment = (resources or {}).get("nbgrader", {}).get("assignment")
+        meta = (resources or {}).get("nbgrader", {})
+        assignment = meta.get("assignment")
+        self.seal = None
+        if assignment and meta.get("notebook"):
+            from .records import Seal, records_dir
+
+            self.seal = Seal(records_dir(Path.cwd(), assignment), meta["notebook"])
         with grading(assignment):  # the source policy asks which one runs in this thread
             return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell, resources, index):
+        """Run one cell; the records its test cell sends are sealed (``records.py``), and a
+        run that stops here is written down with the reason nbclient saw."""
+        from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+        seal = getattr(self, "seal", None)
+        if seal is None or cell.cell_type != "code" or not cell.source.strip():
+            return super().preprocess_cell(cell, resources, index)
+        keys = []
+        if utils.is_grade(cell):
+            from .verdict import keys_in
+
+            keys = keys_in(cell.source)
+        meta = cell.metadata.get("nbgrader", {})
+        course = bool(meta.get("locked")) and not meta.get("grade") and not meta.get("solution")
+        seal.start_cell(index, meta.get("grade_id"), keys, course=course)
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            seal.stopped(index, "ended the kernel")
+            raise
+        except CellTimeoutError:
+            # after the cell timeout's interrupt (``_async_handle_timeout``) the cell never
+            # ended; else its reply came and its output kept coming past nbclient's wait
+            seal.stopped(index, "ran past the cell timeout and could not be interrupted"
+                         if index in seal.evidence["timeouts"] else "flooded its output")
+            raise
+        finally:
+            seal.end_cell()
+
+    def process_message(self, msg, cell, cell_index):
+        """nbclient's, except that a record (:data:`records.RECORD_MIME`) goes to the seal, never
+        into the notebook, and a rich output is cut to :attr:`LimitOutputSize.max_chars` as it
+        arrives (a flood of images costs no memory here)."""
+        from .records import RECORD_MIME
+
+        content = msg.get("content") or {}
+        data = content.get("data") if msg.get("msg_type") in (
+            "display_data", "execute_result", "update_display_data") else None
+        if isinstance(data, dict) and RECORD_MIME in data:
+            seal = getattr(self, "seal", None)
+            if seal is not None:
+                seal.record(data[RECORD_MIME])
+            return None
+        if isinstance(data, dict):
+            _cut_bundle(data, LimitOutputSize.max_chars)
+        return super().process_message(msg, cell, cell_index)
+
+    async def async_start_new_kernel_client(self):
+        """nbclient's, with a cap on the size of every message the kernel may send here
+        (:data:`records.MAX_MESSAGE`, ZeroMQ's ``MAXMSGSIZE``: a larger one disconnects the
+        kernel's socket and is never read into this process's memory)."""
+        import zmq
+
+        from .records import MAX_MESSAGE
+
+        make = self.km.client
+
+        def client(**kw):  # each client has a ZeroMQ context of its own: the cap goes there
+            kc = make(**kw)
+            kc.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+            return kc
+
+        self.km.client = client
+        return await super().async_start_new_kernel_client()
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)  # what setup_kernel calls
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        seal = getattr(self, "seal", None)
+        if seal is not None and seal.cell is not None:
+            seal.timeout(seal.cell)
+        return await super()._async_handle_timeout(timeout, cell)
 
     def create_kernel_manager(self):
         from .sandbox import prestart
@@ -106,11 +189,7 @@ class LimitOutputSize(NbGraderPreprocessor):
             self.max_chars = max_chars
 
     def _cut(self, text: str) -> str:
-        if len(text) <= self.max_chars:
-            return text
-        more = len(text) - self.max_chars
-        return f"{text[: self.max_chars]}\n[course-grade: output cut, {more} more characters " \
-               "not shown]\n"
+        return cut_text(text, self.max_chars)
 
     def preprocess_cell(self, cell, resources, cell_index):
         for out in cell.get("outputs", []):
@@ -140,6 +219,31 @@ class LimitOutputSize(NbGraderPreprocessor):
                     cut.append(line)
                 out["traceback"] = cut
         return cell, resources
+
+
+def _cut_bundle(data: dict, max_chars: int) -> None:
+    """Replace each value of a mime bundle larger than ``max_chars`` by a short note.
+
+    >>> d = {"text/html": "x" * 50, "text/plain": "ok"}; _cut_bundle(d, 10); d["text/plain"]
+    'xxxxxxxxxx\\n[course-grade: output cut, 40 more characters not shown]\\n'
+    """
+    notes = []
+    for mime in list(data):
+        value = data[mime]
+        text = value if isinstance(value, str) else str(value)
+        if len(text) > max_chars:
+            del data[mime]
+            notes.append(cut_text(text, max_chars))
+    if notes:
+        data["text/plain"] = notes[0]
+
+
+def cut_text(text: str, max_chars: int) -> str:
+    """``text``'s first ``max_chars`` characters and a note of how many more there were."""
+    if len(text) <= max_chars:
+        return text
+    more = len(text) - max_chars
+    return f"{text[:max_chars]}\n[course-grade: output cut, {more} more characters not shown]\n"
 
 
 def _insert(default: list, after: dict[type, type | list[type]]) -> list:

@@ -5,25 +5,15 @@ The steps that decide a grade run here, in the trusted parent; only ``nbgrader a
 the limited process the runner starts, in the student's own course folder with its own
 gradebook.
 
-Every CSV row gets a status:
-
-- ``graded``, or ``graded (test cell restored: edited|deleted)`` when the submission's test cell
-  differed from the release or was missing and nbgrader put the source back;
-- ``graded (from its record; the notebook stopped later)``: the notebook's run stopped (its
-  kernel died or hung: nbgrader graded nothing), and this exercise is judged from what its test
-  cell recorded before that; ``graded (no result: the notebook stopped; flagged)``: no record,
-  and the exercise's answer cell tampers with the grader (``verdict.flags``): 0;
-- ``not graded: <reason>``, with the points left empty, when the grade would not be the
-  student's: the notebook is missing or not valid JSON, an answer cell is missing, the kernel
-  died, a cell flooded its output, the time, memory or disk (``/tmp``) limit was hit (for the
-  whole notebook, or for one exercise whose cells timed out, ran out of memory or filled
-  ``/tmp`` while the rest of the notebook was graded).
+Each row's status, points and flag come from one pure function, ``status.row_status``, of
+the facts gathered here: the parent's own checks of the submitted file (``precheck``), the
+runner's evidence (its time limit, the process's exit) and the assignment's result file that the
+grading process wrote (``assignment_result.py``). No log is parsed, no kernel output is read.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,14 +23,15 @@ from pathlib import Path
 import nbformat
 from nbformat.reader import NotJSONError
 
-from .cells import grade_id, is_answer, is_test, nbg
+from .assignment_result import AssignmentResult, NotebookResult
+from .cells import grade_id, nbg
 from .config import GradeConfig
 from .course import NBGRADER, Notebook, make_student_course, tool_env
 from .diagnosis import diagnose
-from .nbgrader_main import quiet_sqlalchemy
 from .runner import LocalRunner
+from .status import STOPPED_RECORDED, Facts, row_status  # noqa: F401 - STOPPED_RECORDED: tests
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
-from .verdict import CACHE_VAR, read_verdicts
+from .verdict import CACHE_VAR
 from .verdict import flags as source_flags
 
 _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
@@ -124,63 +115,7 @@ def restore_locked_metadata(data: bytes, nb: Notebook, dest: Path) -> None:
         dest.write_bytes(data)
 
 
-# ---- reading what the kernel did (parent side, after the run) -------------------------------
-
-
-def _problem(cell) -> str | None:
-    """'timeout' / 'memory' / 'disk' when a cell's outputs show it hit a limit."""
-    for out in cell.get("outputs", []):
-        if out.get("output_type") != "error":
-            continue
-        if out.get("ename") == "CellTimeoutError":  # appended by nbgrader when nbclient interrupts
-            return "timeout"
-        text = " ".join([out.get("ename", ""), out.get("evalue", "")] + out.get("traceback", []))
-        if "MemoryError" in text or "can't allocate memory" in text:
-            return "memory"
-        if "No space left on device" in text or "File too large" in text:
-            return "disk"  # the sandbox's /tmp (memory) is full, or a file over RLIMIT_FSIZE
-    return None
-
-
-def exercise_problems(autograded: nbformat.NotebookNode) -> dict[str, str]:
-    """{test grade_id: problem} for tests whose exercise (answer cells to test) hit a limit."""
-    problems, current, after_test = {}, None, False
-    for cell in autograded.cells:
-        if is_answer(cell) and after_test:
-            current, after_test = None, False  # a new exercise starts
-        current = current or _problem(cell)
-        if is_test(cell):
-            after_test = True
-            if current:
-                problems[nbg(cell)["grade_id"]] = current
-    return problems
-
-
-def _fatal_reason(log: str, run, what: str, config: GradeConfig) -> str:
-    if run.timed_out:
-        return f"time limit of {config.timeout:g} s for the student exceeded"
-    if "DeadKernelError" in log or "Kernel died" in log or "kernel died" in log:
-        return "the kernel died while running the notebook (exit, crash or signal)"
-    if "Timeout waiting for IOPub output" in log and "Timeout waiting for execute reply" \
-            not in log:  # the cell ended in time, its output kept coming
-        return "a cell printed more output than the grader could read (output flood)"
-    if "CellTimeoutError" in log:
-        return f"a cell ran over {config.cell_timeout} s and could not be interrupted"
-    if "MemoryError" in log:
-        return f"memory limit of {config.memory_mb} MB exceeded"
-    if run.returncode is not None and run.returncode < 0:
-        return f"{what} was killed by signal {-run.returncode}"
-    errors = [ln for ln in log.splitlines() if "[ERROR]" in ln or "Error" in ln]
-    tail = errors[-1].strip()[:160] if errors else "no error message"
-    return f"nbgrader {what} failed (exit {run.returncode}): {tail}"
-
-
-def _read_grades(root: Path, assignment: str, notebook: str, student: str) -> dict[str, float]:
-    from nbgrader.api import Gradebook
-
-    with quiet_sqlalchemy(), Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        sn = gb.find_submission_notebook(notebook, assignment, student)
-        return {g.name: g.auto_score for g in sn.grades}
+# ---- the grader's own evidence, read after the run (parent side) -------------------------
 
 
 def failed_result(sub: Submission, info: dict[str, list[Notebook]], error: str):
@@ -321,8 +256,9 @@ def split_assignments(assignments: list[str], info: dict[str, list[Notebook]],
 
 def _run_nbgrader(runner, root, lanes, student, info, fatal, config, env, start):
     """autograde + generate_feedback of the assignments of ``lanes`` (graded at the same time,
-    each lane's in turn: ``nbgrader_main``) in one limited process; fills ``fatal`` for
-    notebooks that were not graded (no feedback alone is not a grading failure)."""
+    each lane's in turn: ``nbgrader_main``) in one limited process. Each assignment's result is
+    the file the process writes (``assignment_result.py``); where there is none, the reason is
+    the grader's own evidence (its time limit, the process's exit) in ``fatal``."""
     from .nbgrader_main import LANE
 
     log_path = root / "logs" / "grading.log"
@@ -335,97 +271,48 @@ def _run_nbgrader(runner, root, lanes, student, info, fatal, config, env, start)
         env=env,
         lanes=len(lanes),  # one worker's share of the cores for each lane
     )
-    log = log_path.read_text(errors="replace")
     for assignment in [a for lane in lanes for a in lane]:
-        part = assignment_log(log, assignment)
-        # graded: its autograde ended well (feedback may be missing; the process may have run
-        # out of time after it)
-        graded = f"==== {assignment} autograde: ok" in part
+        if AssignmentResult.read(root, assignment) is not None:
+            continue
         for nb in info[assignment]:
-            if nb.name in fatal:
-                continue
-            done = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
-            if not graded or not done.exists():
-                fatal[nb.name] = _fatal_reason(part, run, "autograde", config)
+            if nb.name not in fatal:
+                fatal[nb.name] = _no_result(run, config)
 
 
-def assignment_log(log: str, assignment: str) -> str:
-    """The part of a grading process's log about one assignment: its result block (its
-    ``result`` marker to its ``autograde:`` marker, written at once by ``nbgrader_main``)
-    when there is one, else from its ``begin`` marker to the end (the process stopped while
-    it was graded; another lane's lines may be in it); "" when it never began.
-
-    >>> log = ("==== a begin\\n==== b begin\\n==== b result\\nB\\n==== b autograde: ok\\n"
-    ...        "==== a result\\nA\\n==== a autograde: failed\\n")
-    >>> assignment_log(log, "a")
-    '==== a result\\nA\\n==== a autograde: failed\\n'
-    >>> assignment_log(log, "b")
-    '==== b result\\nB\\n==== b autograde: ok\\n'
-    >>> assignment_log("x\\n==== a begin\\nA\\n", "a"), assignment_log("x", "a")
-    ('==== a begin\\nA\\n', '')
-    """
-    name = re.escape(assignment)
-    block = re.search(rf"^==== {name} result$.*?^==== {name} autograde: \S+$\n?", log,
-                      re.M | re.S)
-    if block:
-        return block.group(0)
-    begin = re.search(rf"^==== {name} begin$", log, re.M)
-    return log[begin.start():] if begin else ""
-
-
-# A notebook whose run stopped (kernel died or hung) keeps the verdicts its kernel recorded
-# before it stopped; an exercise with no record is 0 when the submission tampers with the
-# grader on it (flagged), else not graded (see _rows)
-STOPPED_RECORDED = "graded (from its record; the notebook stopped later)"
-STOPPED_FLAGGED = "graded (no result: the notebook stopped; flagged)"
+def _no_result(run, config: GradeConfig) -> str:
+    """Why an assignment has no result file, from what the runner saw of the process."""
+    if run.timed_out:
+        return f"time limit of {config.timeout:g} s for the student exceeded"
+    if run.returncode is not None and run.returncode < 0:
+        return f"grader error (the grading process was killed by signal {-run.returncode})"
+    return (f"grader error (the grading process ended without a result, exit "
+            f"{run.returncode}; see its log: .work/students/<student>/logs/grading.log)")
 
 
 def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, config,
           flagged=None):
+    """The rows of one notebook: :func:`status.row_status` of each exercise's facts."""
+    flagged = flagged or {}
+    result = AssignmentResult.read(root, assignment) if fatal is None else None
+    mine = result.notebooks.get(nb.name) if result is not None else None
+    problem = fatal or ""
+    if not problem and mine is None:
+        problem = f"grader error (no result for {nb.name})"
+    if not problem and result.error and not (mine.stopped or mine.graded):
+        problem = f"grader error ({result.error})"[:300]
+    mine = mine or NotebookResult()
+    wide = _tamper_flag(mine.tampered)
     rows = []
-    grades, problems, outputs, verdicts = {}, {}, {}, {}
-    stopped = {}  # the run stopped: verdicts judged from what the kernel recorded before
-    if fatal is not None:
-        stopped = {gid: v for gid, v in read_verdicts(root, assignment, nb.name).items()
-                   if type(v) is dict and v.get("stopped") is True}
-    if fatal is None:
-        try:
-            verdicts = read_verdicts(root, assignment, nb.name)
-            grades = _read_grades(root, assignment, nb.name, student)
-            autograded = root / "autograded" / student / assignment / f"{nb.name}.ipynb"
-            done = nbformat.read(autograded, as_version=4)
-            problems = exercise_problems(done)
-            outputs = {grade_id(c): c.get("outputs", []) for c in done.cells}
-        except Exception as e:  # a gradebook or notebook we cannot read is not a 0
-            fatal = f"cannot read the grading result ({type(e).__name__}: {e})"[:200]
     for gc in nb.grade_cells:
-        points = grades.get(gc.grade_id)
-        gone = [s for s in gc.solution_ids if s in missing]
-        early = stopped.get(gc.grade_id)
-        if fatal and early and early.get("recorded") is True:
-            status, points = STOPPED_RECORDED, float(early.get("points", 0.0))
-            verdicts[gc.grade_id] = early
-        elif fatal and early and (flagged or {}).get(gc.grade_id):
-            status, points = STOPPED_FLAGGED, 0.0
-            verdicts[gc.grade_id] = {"diagnosis": f"no result: {fatal}"}
-        elif fatal:
-            status = f"not graded: {fatal}"
-        elif gone:
-            status = f"not graded: answer cell {gone[0]} missing from the submission"
-        elif problems.get(gc.grade_id) == "timeout":
-            status = f"not graded: a cell of this exercise ran over {config.cell_timeout} s"
-        elif problems.get(gc.grade_id) == "memory":
-            status = f"not graded: memory limit of {config.memory_mb} MB exceeded"
-        elif problems.get(gc.grade_id) == "disk":
-            status = (f"not graded: disk limit exceeded (/tmp holds {config.tmp_mb} MB, a file "
-                      f"at most {config.fsize_mb} MB)")
-        elif points is None:
-            status = "not graded: no grade recorded by nbgrader"
-        elif gc.grade_id in restored:
-            status = f"graded (test cell restored: {restored[gc.grade_id]})"
-        else:
-            status = "graded"
-        graded = status.startswith("graded")
+        verdict = mine.verdicts.get(gc.grade_id)
+        verdict = verdict if type(verdict) is dict else None
+        facts = Facts(
+            problem=problem, stopped=mine.stopped, verdict=verdict, graded=mine.graded,
+            score=mine.scores.get(gc.grade_id), timed_out=gc.grade_id in mine.timeouts,
+            restored=restored.get(gc.grade_id, ""),
+            answer_missing=next((s for s in gc.solution_ids if s in missing), ""))
+        status, points, flag = row_status(facts, config.cell_timeout)
+        graded = points is not None
         row = {
             "student": student,
             "notebook": nb.name,
@@ -434,14 +321,31 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, con
             "max_points": _fmt(gc.max_points),
             "status": status,
         }
-        if graded and gc.grade_id in verdicts:  # the trusted verdict says what went wrong
-            row["diagnosis"] = str(verdicts[gc.grade_id].get("diagnosis", ""))
+        if graded and verdict is not None and not flag:  # the verdict says what went wrong
+            row["diagnosis"] = str(verdict.get("diagnosis", ""))
         else:
-            row["diagnosis"] = diagnose(status, row["points"], row["max_points"],
-                                        outputs.get(gc.grade_id))
-        row["flagged"] = (flagged or {}).get(gc.grade_id, "")
+            errors = [{"output_type": "error", "ename": e[0], "evalue": e[1]}
+                      for e in mine.errors.get(gc.grade_id, []) if type(e) is list and len(e) == 2]
+            row["diagnosis"] = diagnose(status, row["points"], row["max_points"], errors)
+        row["flagged"] = _join_flags(flagged.get(gc.grade_id, ""), flag, wide)
         rows.append(row)
     return rows
+
+
+def _tamper_flag(tampered: list) -> str:
+    """The notebook-wide flag of records sent where they must not be (``records.Seal``)."""
+    what = list(dict.fromkeys(str(t.get("what", "")) for t in tampered if type(t) is dict))
+    return f"notebook-wide: {'; '.join(what)}" if what else ""
+
+
+def _join_flags(*parts: str) -> str:
+    """One ``flagged`` text of the static flags (``flagged: ...``) and the run's evidence.
+
+    >>> _join_flags("flagged: exec/eval", "", "notebook-wide: x"), _join_flags("", "", "")
+    ('flagged: exec/eval; notebook-wide: x', '')
+    """
+    texts = [p.removeprefix("flagged: ") for p in parts if p]
+    return f"flagged: {'; '.join(texts)}"[:400] if texts else ""
 
 
 def _fmt(x: float) -> str:

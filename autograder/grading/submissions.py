@@ -30,6 +30,7 @@ never dropped.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -210,16 +211,57 @@ def _too_deep(data: bytes, limit: int) -> bool:
     return b"[]" in s or b"{}" in s
 
 
+def _cell_count(nb) -> int | None:
+    """The cells of a parsed notebook (nbformat 4 and 1: ``cells``; 3 and 2: the cells of
+    each of its ``worksheets``), None when its top level is not shaped as a notebook's.
+
+    >>> _cell_count({"cells": [{}, {}]}), _cell_count({"worksheets": [{"cells": [{}]}, {}]})
+    (2, 1)
+    >>> _cell_count([{}]), _cell_count({"cells": {"0": {}}}), _cell_count({"worksheets": [1]})
+    (None, None, None)
+    """
+    if not isinstance(nb, dict):
+        return None
+    if "cells" in nb or "worksheets" not in nb:  # no cells at all: nbformat's to report
+        cells = nb.get("cells", [])
+        return len(cells) if isinstance(cells, list) else None
+    sheets = nb["worksheets"]
+    if not isinstance(sheets, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("cells", []), list) for s in sheets):
+        return None
+    return sum(len(s.get("cells", [])) for s in sheets)
+
+
+def _check_cells(data: bytes, name: str) -> None:
+    """Refuse (:class:`IntakeProblem`) a notebook of more than :data:`MAX_CELLS` cells, or one
+    whose top level is not a notebook's, counted in the parsed JSON: a key written with
+    escapes (``"cell\\u005ftype"``) is the same key to every parser after this one, so the
+    count cannot be taken in the bytes. ``json``'s C parser, on at most
+    :data:`MAX_NOTEBOOK_BYTES`, is the cheapest complete reading, and the parsed notebook is
+    dropped before nbformat (which parses it again, then converts and validates it, far
+    slower and larger) sees it. Text that is not JSON (or nests past the parser's recursion
+    limit) is left to the caller's parser and :func:`_too_deep`, which say so as before.
+    """
+    try:
+        count = _cell_count(json.loads(data.decode("utf-8")))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return
+    if count is None:
+        raise IntakeProblem("invalid notebook file (not an object with a list of cells)")
+    if count > MAX_CELLS:
+        raise IntakeProblem(f"{name} has more than {MAX_CELLS} cells")
+
+
 def read_notebook_bytes(path: Path) -> bytes:
-    """A submitted notebook's bytes, refused before parsing when it is over a cap.
+    """A submitted notebook's bytes, refused before nbformat reads it when it is over a cap.
 
     Refuses (:class:`IntakeProblem`): a link or special file (never opened), more than
     :data:`MAX_NOTEBOOK_BYTES` (by ``lstat``, nothing read), more than :data:`MAX_CELLS`
-    cells (counted in the bytes) or JSON nested deeper than :data:`MAX_NESTING`.
+    cells (counted in the parsed JSON, :func:`_check_cells`), a top level that is not a
+    notebook's, or JSON nested deeper than :data:`MAX_NESTING`.
     """
     data = read_bounded(path, MAX_NOTEBOOK_BYTES)
-    if data.count(b'"cell_type"') > MAX_CELLS:
-        raise IntakeProblem(f"{path.name} has more than {MAX_CELLS} cells")
+    _check_cells(data, path.name)
     if _too_deep(data, MAX_NESTING):
         raise IntakeProblem(f"{path.name} nests deeper than {MAX_NESTING} levels")
     return data

@@ -3,8 +3,8 @@
 For a *converted* chapter (``CONVERTED``) grading goes:
 
 1. nbgrader's process, before ``autograde`` (``nbgrader_main``): :func:`prepare` makes the
-   assignment's probe folder (``.grader/probe/<assignment>/in`` read-only for the kernel,
-   ``out`` writable) and the kernel's ``autograder`` package
+   assignment's probe folder (``.grader/probe/<assignment>/in``, read-only for the kernel)
+   and the kernel's ``autograder`` package
    (``.grader/kernel/<assignment>/autograder``, or the class's cached copy): a copy of this one
    in which the
    chapter's check module is a stub without expected values. The sandbox mounts that copy
@@ -14,9 +14,11 @@ For a *converted* chapter (``CONVERTED``) grading goes:
 2. nbgrader's process, before ``autograde`` (:func:`write_inputs`): imports the chapter's
    checks (expected values computed here) and writes every case's inputs for the probe;
 3. the kernel: the locked test cell's hidden check only records what the student's function
-   returns (``autograder/checks/_probe.py``);
+   returns (``autograder/checks/_probe.py``) and sends it to nbgrader's process, whose
+   executor seals it (``records.py``: accepted once, from the key's own test cell);
 4. nbgrader's process, between ``autograde`` and ``generate_feedback`` (:func:`decide`):
-   reads the records (bounded, schema-checked), judges them (``autograder/checks/_judge.py``),
+   reads the sealed records (bounded, schema-checked), judges them
+   (``autograder/checks/_judge.py``),
    writes the points into the gradebook's ``auto_score`` of the test cell, replaces the test
    cell's outputs in the autograded notebook with the verdict's message (the feedback shows
    it), and writes ``.grader/verdicts/<assignment>/<notebook>.json`` for the parent;
@@ -46,6 +48,7 @@ from pathlib import Path
 from . import pyast, reference
 from .background import head_start
 from .cells import nbg as _nbg
+from .records import records_dir
 
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
@@ -174,8 +177,7 @@ def prepare(root: Path, sources: list, cache: Path | str | None = None,
         built = _cached_kernel(Path(cache), sources, keys)
         spec = json.loads((built / "spec.json").read_text())
         (probe / "in").symlink_to(built / "in", target_is_directory=True)
-    (probe / "out").mkdir()
-    os.chmod(probe / "out", 0o777)  # the sandbox's own user writes its records there
+    shutil.rmtree(records_dir(root, assignment), ignore_errors=True)  # an earlier run's
     spec["probe"] = str(probe)
     kernel.mkdir(parents=True, exist_ok=True)
     (kernel / "spec.json").write_text(json.dumps(spec))
@@ -469,9 +471,11 @@ def _write_case_inputs(sources: list, folder: Path) -> None:
 
 
 # ---------------------------------------------------------------- 4. nbgrader, after autograde
-def read_record(probe: Path, key: str) -> dict | None:
-    """The kernel's record for ``key``: a regular file under the cap, valid JSON, else None."""
-    path = probe / "out" / f"{key}.json"
+def read_record(folder: Path, key: str) -> dict | None:
+    """The sealed record for ``key`` in ``folder`` (``records.records_dir``: what the grading
+    process accepted from the key's test cell): a regular file under the cap, read by
+    :func:`parse_record`; None when there is none."""
+    path = Path(folder) / f"{key}.json"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -489,10 +493,104 @@ def read_record(probe: Path, key: str) -> dict | None:
             data += more
     finally:
         os.close(fd)
+    return parse_record(data, key)
+
+
+# A record's bounds, far above what the probe writes: its deepest nesting is about 105
+# (record, cases, case, samples, sample, then up to 33 levels of ``_codec`` data, 3 JSON
+# levels each for a dict) and its only JSON numbers are short (times; outputs travel as
+# strings). Python's json recurses once per level, so depth is checked before parsing.
+MAX_RECORD_DEPTH = 400
+MAX_RECORD_DIGITS = 1000
+_SCAN_CHUNK = 1 << 20  # bytes of a record scanned at once (its arrays: some 50 MB)
+
+
+class _Refused(Exception):
+    """A record over one of the bounds, raised while parsing it (not a ValueError)."""
+
+
+def record_depth(data: bytes) -> int:
+    r"""The deepest nesting of ``[`` and ``{`` in JSON text ``data``, outside its strings: one
+    linear, vectorised scan (no recursion; 1 to 2 s for 64 MB of any content). A quote ends
+    a string unless an odd run of backslashes precedes it.
+
+    >>> record_depth(b'{"a": [[1], "]]{{"], "b": {}}')
+    3
+    >>> record_depth(rb'["\\", ["\"[", {}]]'), record_depth(b"")
+    (3, 0)
+    """
+    import numpy as np
+
+    step = np.zeros(256, dtype=np.int8)
+    step[list(b"[{")], step[list(b"]}")] = 1, -1
+    deepest = level = 0
+    in_string, escaped = False, False  # at the chunk's start
+    for start in range(0, len(data), _SCAN_CHUNK):
+        a = np.frombuffer(data, np.uint8, min(_SCAN_CHUNK, len(data) - start), start)
+        special = np.flatnonzero((a == 34) | (a == 92))  # the quotes and backslashes
+        if escaped and special.size and special[0] == 0:
+            special = special[1:]  # escaped by the previous chunk's last backslash
+        is_bs = a[special] == 92
+        after_bs = np.zeros(special.size, dtype=bool)  # right after a backslash
+        after_bs[1:] = is_bs[:-1] & (special[1:] == special[:-1] + 1)
+        index = np.arange(special.size)
+        run_start = np.maximum.accumulate(np.where(is_bs & ~after_bs, index, 0))
+        odd_run = is_bs & ((index - run_start) % 2 == 0)  # ends an odd run of backslashes
+        odd_before = np.zeros(special.size, dtype=bool)
+        odd_before[1:] = odd_run[:-1]
+        quotes = special[~is_bs & ~(after_bs & odd_before)]
+        escaped = bool(special.size and special[-1] == a.size - 1 and odd_run[-1])
+        brackets = np.flatnonzero(step[a])
+        outside = (np.searchsorted(quotes, brackets) + in_string) % 2 == 0
+        in_string ^= bool(quotes.size % 2)
+        if outside.any():
+            levels = np.cumsum(step[a[brackets[outside]]], dtype=np.int64) + level
+            deepest, level = max(deepest, int(levels.max())), int(levels[-1])
+    return deepest
+
+
+def _json_constant(name: str):
+    raise _Refused(f"{name} in place of a number")
+
+
+def _json_int(text: str) -> int:
+    if len(text) > MAX_RECORD_DIGITS:
+        raise _Refused(f"an integer of {len(text):,} digits")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    x = float(text)
+    if x - x != 0:  # inf (1e999)
+        raise _Refused(f"a number out of range ({text[:20]})")
+    return x
+
+
+def parse_record(data: bytes, key: str) -> dict | None:
+    """The kernel's record for ``key`` from its file's bytes ``data``: the dict, None when
+    ``data`` is not JSON or not a record of ``key``, ``{"too_large": n}`` over
+    ``MAX_RECORD``, and ``{"key": key, "malformed": why}`` when it is over a bound the probe
+    never comes near (nesting, an integer's digits, NaN or Infinity): ``_judge`` scores 0.
+
+    >>> parse_record(b'{"key": "a.f", "cases": []}', "a.f")
+    {'key': 'a.f', 'cases': []}
+    >>> parse_record(b'{"key": "a.f", "cases": NaN}', "a.f")
+    {'key': 'a.f', 'malformed': 'NaN in place of a number'}
+    >>> parse_record(b'{"key": "b.g"}', "a.f") is None
+    True
+    """
     if len(data) > MAX_RECORD:
         return {"too_large": len(data)}
+    depth = record_depth(data)
+    if depth > MAX_RECORD_DEPTH:
+        return {"key": key, "malformed": f"nested {depth:,} levels deep"}
     try:
-        rec = json.loads(data)
+        rec = json.loads(data, parse_constant=_json_constant,
+                         parse_int=_json_int, parse_float=_json_float)
+    except _Refused as e:
+        return {"key": key, "malformed": str(e)}
+    except RecursionError:  # (the depth bound is below the interpreter's limit)
+        return {"key": key, "malformed": "nested too deeply to read"}
     except ValueError:
         return None
     return rec if type(rec) is dict and rec.get("key") == key else None
@@ -548,6 +646,7 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
     from .nbgrader_main import quiet_sqlalchemy
 
     probe = Path(spec["probe"])
+    sealed = records_dir(root, assignment)
     everything = {}
     for src_path in sorted((root / "source" / assignment).glob("*.ipynb")):
         name = src_path.stem
@@ -564,7 +663,7 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
         for gid, keys in cells.items():
             cell = by_id.get(gid)
             error = _cell_error(cell) if cell is not None else ""
-            verdicts[gid] = _judge_cell(probe, keys, points[gid], error)
+            verdicts[gid] = _judge_cell(probe, sealed, keys, points[gid], error)
             passed, message = verdicts[gid]["passed"], verdicts[gid]["message"]
             diagnosis = verdicts[gid]["diagnosis"]
             if cell is not None:
@@ -603,6 +702,7 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
         return {}
 
     probe = Path(spec["probe"])
+    sealed = records_dir(root, assignment)
     everything = {}
     for src_path in sorted((root / "source" / assignment).glob("*.ipynb")):
         source = nbformat.read(src_path, as_version=4)
@@ -613,27 +713,55 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
                   for c in _test_cells(source)}
         verdicts = {}
         for gid, keys in cells.items():
-            verdicts[gid] = _judge_cell(probe, keys, points[gid], "")
+            verdicts[gid] = _judge_cell(probe, sealed, keys, points[gid], "")
             verdicts[gid]["stopped"] = True
         everything[src_path.stem] = _write_verdicts(root, assignment, src_path.stem, verdicts)
     return everything
 
 
-def _judge_cell(probe: Path, keys: list[str], points: float, error: str) -> dict:
-    """One converted test cell's verdict from the kernel's records of its checks (``recorded``:
-    every record was there)."""
-    records = [read_record(probe, k) for k in keys]
+def _judge_cell(probe: Path, sealed: Path, keys: list[str], points: float, error: str) -> dict:
+    """One converted test cell's verdict from the sealed records of its checks (``sealed``:
+    ``records.records_dir``; ``recorded``: every record was there) and the case inputs in
+    ``probe``."""
+    records = [read_record(sealed, k) for k in keys]
     inputs = [_inputs(probe, k) for k in keys]
     with _CHECKS:
         from autograder.checks._judge import judge
 
-        parts = [judge(_check(k), r, error, i)
+        parts = [_judged(judge, k, r, error, i)
                  for k, r, i in zip(keys, records, inputs, strict=True)]
     passed = all(v.passed for v in parts)
     return {"points": points if passed else 0.0, "passed": passed,
-            "diagnosis": next((v.diagnosis for v in parts if not v.passed), ""),
-            "message": "\n".join(v.message for v in parts),
+            "diagnosis": _utf8(next((v.diagnosis for v in parts if not v.passed), "")),
+            "message": _utf8("\n".join(v.message for v in parts)),
             "recorded": all(r is not None for r in records)}
+
+
+def _utf8(text: str) -> str:
+    """``text`` with what UTF-8 cannot hold (a lone surrogate, which a record's JSON may
+    carry into a message) escaped, so that the notebook and the CSV can be written.
+
+    >>> _utf8("a\\ud800b")
+    'a\\\\ud800b'
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _judged(judge, key: str, record: dict | None, error: str, inputs: dict | None):
+    """``judge``'s verdict on ``key``, or 0 as "malformed record" when judging its record
+    raised: the record is the kernel's, so nothing in it may stop the notebook's grading (the
+    exception's type stays in the message: a grader's own bug shows there)."""
+    from autograder.checks._judge import malformed
+
+    check = _check(key)
+    try:
+        return judge(check, record, error, inputs)
+    except (Exception, RecursionError) as e:  # noqa: BLE001 - see above
+        try:
+            text = str(e)[:200]
+        except Exception:  # noqa: BLE001
+            text = ""
+        return malformed(check, f"{type(e).__name__} while judging it: {text}")
 
 
 def _inputs(probe: Path, key: str) -> dict | None:

@@ -2,7 +2,8 @@
 
 :func:`judged` writes the check's case inputs (``_judge.case_inputs``), lets the probe
 (``_probe.run``, the graded kernel's side) record what ``fn`` returns, reads the record back
-as the grader does (``verdict.read_record``) and judges it (``_judge.judge``): the verdict
+as the grader reads its sealed copy (``verdict.read_record``) and judges it
+(``_judge.judge``): the verdict
 only ever sees the JSON the probe wrote.
 """
 
@@ -19,10 +20,11 @@ from autograder.grading import verdict
 
 def record(folder: Path, check, fn) -> dict | None:
     (folder / "in").mkdir(exist_ok=True)
-    (folder / "out").mkdir(exist_ok=True)
+    (folder / "records").mkdir(exist_ok=True)
     (folder / "in" / f"{check.key}.json").write_text(json.dumps(case_inputs(check)))
-    _probe.run(str(folder), check.key, fn)
-    return verdict.read_record(folder, check.key)
+    _probe.run(str(folder), check.key, fn,
+               sink=(folder / "records" / f"{check.key}.json").write_text)
+    return verdict.read_record(folder / "records", check.key)
 
 
 def judged(check, fn) -> Verdict:

@@ -20,13 +20,16 @@ import helpers.attention_answers as ans
 from helpers.answers.attention import (
     CHECKS,
     GOOD,
+    HONEST_VARIANCE,
     KEY,
+    VARIANCE_JITTER,
     WRONG,
     sdpa_builtin,
     softmax_in_place,
     softmax_torch,
 )
 from helpers.catalogue import assert_mistake_named
+from helpers.verdict import judged
 
 # The wrong implementations overflow and divide by zero on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserWarning")
@@ -133,3 +136,36 @@ def test_float32_mean_of_the_hints_answer_passes_and_an_off_by_one_fraction_does
     with pytest.raises(CheckFailed, match="Exercise 8.1"):
         hidden_check(KEY["self_score_dominance"], one_more_hit)
 
+
+# ---------------------------------------------------------------- Exercise 4.1: a measurement
+@pytest.mark.parametrize("kind", sorted(HONEST_VARIANCE))
+def test_honest_measurements_that_draw_otherwise_pass(kind, capsys):
+    """Issue 30: the twin generators reject a jittered constant; every honest measurement
+    passes whatever the order and layout of its draws, its library, dtype or ddof."""
+    f = HONEST_VARIANCE[kind]
+    A.check_score_variance(f)
+    hidden_check(KEY["score_variance"], f)
+    assert capsys.readouterr().out.count("✔ Exercise 4.1") == 2
+    if kind != "a loop over samples":  # (seconds: the kernel's side above is the same code)
+        v = judged(CHECKS[KEY["score_variance"]], f)
+        assert v.passed, v.message
+
+
+@pytest.mark.parametrize("kind", sorted(VARIANCE_JITTER))
+def test_the_known_answer_jittered_by_the_generator_fails_in_the_kernel_and_the_grader(kind):
+    check, name = CHECKS[KEY["score_variance"]], "returned d_k plus noise instead of measuring it"
+    assert_mistake_named(check, check.key, VARIANCE_JITTER[kind], name,
+                         public=A.check_score_variance)
+    v = judged(check, VARIANCE_JITTER[kind])
+    assert not v.passed and v.diagnosis == name, v.message
+    assert f"Likely mistake: {name}." in v.message and "share their first draw" in v.message
+
+
+def test_twin_generators_share_the_first_draw_only():
+    assert len(A.TWINS) == 2  # the stage is not switched off (numpy's PCG64 as expected)
+    for _, _, seed in A.TWINS:
+        a, b = np.random.default_rng(seed), A.twin(seed)
+        assert a.standard_normal() == b.standard_normal()
+        assert a.random() != b.random()
+        x, y = a.standard_normal((1000, 4)), b.standard_normal((1000, 4))
+        assert abs(np.corrcoef(x.ravel(), y.ravel())[0, 1]) < 0.1  # unrelated streams

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook, new_output
+from nbformat.v4 import new_code_cell, new_output
 
 from autograder.grading.config import GradeConfig
 from autograder.grading.course import describe
 from autograder.grading.preprocessors import HideHiddenTests, StderrIsNotFailure
 from autograder.grading.runner import LocalRunner
-from autograder.grading.student import exercise_problems, precheck
+from autograder.grading.student import precheck
 from autograder.grading.submissions import discover, find_notebook
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,20 +149,6 @@ def _cell(gid, *, solution=False, grade=False, outputs=()):
     c = new_code_cell("x", outputs=list(outputs))
     c.metadata["nbgrader"] = {"grade_id": gid, "solution": solution, "grade": grade}
     return c
-
-
-def test_exercise_problems_follow_the_answer_cell():
-    timeout = new_output("error", ename="CellTimeoutError", evalue="", traceback=[])
-    memory = new_output("error", ename="CheckFailed",
-                        evalue="your function raised MemoryError: ", traceback=[])
-    nb = new_notebook(cells=[
-        _cell("s1", solution=True, outputs=[timeout]),
-        _cell("t1", grade=True), _cell("t1b", grade=True),
-        _cell("s2", solution=True),
-        _cell("t2", grade=True, outputs=[memory]),
-        _cell("s3", solution=True), _cell("t3", grade=True),
-    ])
-    assert exercise_problems(nb) == {"t1": "timeout", "t1b": "timeout", "t2": "memory"}
 
 
 def test_stderr_is_not_failure_but_errors_are():

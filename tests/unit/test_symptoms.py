@@ -124,23 +124,18 @@ def _named(key, fn):  # the in-kernel check's message
 
 def test_trusted_verdict_names_a_symptom(tmp_path):
     """The grader's verdict (plain data) names the same symptom, and its diagnosis column."""
-    import json
 
-    from autograder.checks import _judge, _probe, table
+    from autograder.checks import _judge, table
+
+    from helpers.verdict import record
 
     _SOFTMAX = table.check("01_attention", "softmax")
-
-    (tmp_path / "in").mkdir()
-    (tmp_path / "out").mkdir()
-    (tmp_path / "in" / f"{_SOFTMAX.key}.json").write_text(json.dumps(_judge.case_inputs(_SOFTMAX)))
 
     def softmax(x, axis=-1):  # right, then negated (a sign slip)
         e = np.exp(x - x.max(axis=axis, keepdims=True))
         return -(e / e.sum(axis=axis, keepdims=True))
 
-    _probe.run(str(tmp_path), _SOFTMAX.key, softmax)
-    record = json.loads((tmp_path / "out" / f"{_SOFTMAX.key}.json").read_text())
-    v = _judge.judge(_SOFTMAX, record)
+    v = _judge.judge(_SOFTMAX, record(tmp_path, _SOFTMAX, softmax))
     assert not v.passed and v.diagnosis == "sign flipped", v
     assert "Likely mistake: sign flipped." in v.message
     assert "Likely mistake: sign flipped." in _named(_SOFTMAX.key, softmax)

@@ -19,10 +19,12 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.checks import _codec, _probe, table
+from autograder.checks import _codec, table
 from autograder.checks._core import CheckFailed, _run, get_check
-from autograder.checks._judge import case_inputs, judge
+from autograder.checks._judge import judge
 from autograder.grading import verdict
+
+from helpers.verdict import record
 
 KEY = table.keys("01_attention")  # {function: check key}
 _SOFTMAX = table.check("01_attention", "softmax")
@@ -33,11 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _record(tmp_path, check, fn) -> dict:
-    (tmp_path / "in").mkdir(exist_ok=True)
-    (tmp_path / "out").mkdir(exist_ok=True)
-    (tmp_path / "in" / f"{check.key}.json").write_text(json.dumps(case_inputs(check)))
-    _probe.run(str(tmp_path), check.key, fn)
-    return verdict.read_record(tmp_path, check.key)
+    return record(tmp_path, check, fn)
 
 
 def _solution(name: str):
@@ -151,7 +149,7 @@ def test_deterministic_near_miss_of_a_statistic_fails(tmp_path):
     with pytest.raises(CheckFailed, match="different random generators"):
         _run(_VARIANCE, near, hidden=True)
     # ... which it did not before a statistic was measured on several generators
-    old = dataclasses.replace(_VARIANCE, cases=tuple(
+    old = dataclasses.replace(_VARIANCE, post=None, cases=tuple(
         dataclasses.replace(c, samples=()) for c in _VARIANCE.cases))
     _run(old, near, hidden=True)
 
@@ -159,11 +157,10 @@ def test_deterministic_near_miss_of_a_statistic_fails(tmp_path):
 def test_missing_or_forged_records_score_zero(tmp_path):
     assert judge(_SOFTMAX, None, "NameError: name 'softmax' is not defined").diagnosis == \
         "output missing"
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / f"{KEY['softmax']}.json").symlink_to("/etc/passwd")
+    (tmp_path / f"{KEY['softmax']}.json").symlink_to("/etc/passwd")
     assert verdict.read_record(tmp_path, KEY["softmax"]) is None
-    os.unlink(tmp_path / "out" / f"{KEY['softmax']}.json")
-    (tmp_path / "out" / f"{KEY['softmax']}.json").write_text(
+    os.unlink(tmp_path / f"{KEY['softmax']}.json")
+    (tmp_path / f"{KEY['softmax']}.json").write_text(
         json.dumps({"key": KEY["softmax"], "cases": [{"label": 3}]}))
     v = judge(_SOFTMAX, verdict.read_record(tmp_path, KEY["softmax"]))
     assert not v.passed and v.diagnosis == "output missing"

@@ -8,7 +8,6 @@ goes through that path here: the answers must pass, each mistake must be named.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,23 +17,20 @@ import nbformat
 import pytest
 import torch
 
-from autograder.checks import _builders, _codec, _probe, table
-from autograder.checks._judge import case_inputs, judge
+from autograder.checks import _builders, _codec, table
+from autograder.checks._judge import judge
 from autograder.grading import verdict
 
 import helpers.answers.feed_forward_blocks as T05
 import helpers.answers.multihead_attention as T03
 import helpers.answers.transformer as T06
+from helpers.verdict import record
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _record(tmp_path, check, fn) -> dict:
-    (tmp_path / "in").mkdir(exist_ok=True)
-    (tmp_path / "out").mkdir(exist_ok=True)
-    (tmp_path / "in" / f"{check.key}.json").write_text(json.dumps(case_inputs(check)))
-    _probe.run(str(tmp_path), check.key, fn)
-    return verdict.read_record(tmp_path, check.key)
+    return record(tmp_path, check, fn)
 
 
 def _judged(tmp_path, check, fn):

@@ -15,10 +15,12 @@ import nbformat
 import pytest
 import torch
 
-from autograder.checks import _probe, _training_drivers, table, training
+from autograder.checks import _training_drivers, table, training
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import case_inputs, judge
 from autograder.grading import verdict
+
+from helpers.verdict import record
 
 REPO = Path(__file__).resolve().parents[2]
 CHAPTER = table.chapter("08_training")
@@ -41,12 +43,7 @@ def solutions() -> dict:
 
 def _record(tmp_path: Path, key: str, *fns) -> dict:
     """What a graded kernel records for ``key``: the stub's probe, then the generic probe."""
-    check = get_check(key)
-    (tmp_path / "in").mkdir(exist_ok=True)
-    (tmp_path / "out").mkdir(exist_ok=True)
-    (tmp_path / "in" / f"{key}.json").write_text(json.dumps(case_inputs(check)))
-    _probe.run(str(tmp_path), key, _training_drivers.probe(key, *fns))
-    return verdict.read_record(tmp_path, key)
+    return record(tmp_path, get_check(key), _training_drivers.probe(key, *fns))
 
 
 def _fns(solutions, key):

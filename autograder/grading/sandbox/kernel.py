@@ -62,6 +62,7 @@ def kernel_main(spec_path: str, connection_file: str) -> None:
     os.chmod(conn, 0o600)
     fsize = config.fsize_mb * 2**20
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    _own_output(Path(spec["home"]) / "kernel-output.log")
     ctl = os.environ.pop(ZYGOTE_VAR, "")
     if ctl and os.geteuid() == 0:  # forked, loaded, by the grading process's zygote
         spec["ipc"] = str(ipc)
@@ -73,6 +74,18 @@ def kernel_main(spec_path: str, connection_file: str) -> None:
               "sandbox of its own", file=sys.stderr, flush=True)
     argv = bwrap_argv(spec, str(conn))
     os.execv(argv[0], argv)
+
+
+def _own_output(path: Path) -> None:
+    """The kernel's stdout and stderr go to a file of its own (capped by the ``RLIMIT_FSIZE``
+    set just before, which the kernel inherits), never to the grading process's log: nothing
+    the kernel writes there can be mistaken for the grader's words."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def drop_main(uid: int, cmd: list[str]) -> None:

@@ -168,8 +168,8 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") ->
     """Trusted verdicts (``verdict.prepare``): the kernel's ``autograder`` is the stubbed copy,
     mounted where the real one is; ``transformer_ref`` only when the notebook needs it, and
     then the copy without the chapter's reference implementations, as are the packages that
-    are an exercise's reference (``reference.py``); the probe's inputs read-only, its records
-    folder writable."""
+    are an exercise's reference (``reference.py``); the probe's inputs read-only, and nothing
+    writable: the records reach the grader as messages (``records.py``)."""
     from ..verdict import kernel_spec
 
     probe = kernel_spec(cwd, assignment)
@@ -187,10 +187,8 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") ->
         real_dir = package_dir(name)
         if real_dir:
             spec["ro_as"].append([stub, real_dir])
-    spec["rw"] = [probe["probe"] + "/out"]
+    spec["rw"] = []  # the records reach the grader as messages (grading/records.py)
     spec["env"]["COURSE_PROBE_DIR"] = probe["probe"]
-    if os.geteuid() == 0:
-        os.chown(probe["probe"] + "/out", uid, uid)
 
 
 PROBE_KERNEL = "course-probe"

@@ -27,7 +27,7 @@ exits             wrong; ``raise SystemExit``, ``sys.exit(0)``, ``raise      0, 
                   "all checks passed" output in the others
 os_exit           right, ``os._exit(0)`` first in the last answer            full from the
                                                                              records, the last
-                                                                             not graded (kernel)
+                                                                             0 (kernel ended)
 readers           wrong, except an answer that is right only if the code     0, graded
                   could read: the solutions / the course folder's source
                   notebooks (ex 1), a gradebook (ex 2), another student's
@@ -49,7 +49,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.grading.student import STOPPED_FLAGGED, STOPPED_RECORDED
+from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 
 from helpers.synthetic_class import WRAP_WRONG, ClassBuilder, Expected, _fmt, _nbg, _wrap
 
@@ -143,9 +143,9 @@ class AdversarialBuilder(ClassBuilder):
         # ``builtins.isinstance = lambda *a: True`` (answer 2) breaks the student's own kernel
         # (it stops answering), so nbgrader grades nothing. Exercise 1 is judged from the
         # record its test cell wrote before that (a wrong answer: 0); the others have no
-        # record and each tampers with the grader (flagged on its exercise,
-        # test_sandbox_class): 0, never a 'not graded' to hide behind.
-        exp["patcher"] = {t: Expected("0", STOPPED_FLAGGED) for t in tests}
+        # record: 0, never a 'not graded' to hide behind (and each tampers with the grader:
+        # flagged on its exercise, test_sandbox_class).
+        exp["patcher"] = {t: Expected("0", STOPPED_NO_RESULT) for t in tests}
         exp["patcher"][tests[0]] = Expected("0", STOPPED_RECORDED)
 
         # test cells: ex 4 duplicated, ex 8 renamed (both answered wrong), ex 5 claims 100
@@ -185,7 +185,7 @@ class AdversarialBuilder(ClassBuilder):
             lambda g, s: "import os\nos._exit(0)\n" + s if g == sols[-1] else s))
         exp["os_exit"] = {g.grade_id: Expected(_fmt(g.max_points), STOPPED_RECORDED)
                           for g in self.nb.grade_cells}
-        exp["os_exit"][tests[-1]] = Expected("", "not graded: the kernel died")
+        exp["os_exit"][tests[-1]] = Expected("0", f"{STOPPED_NO_RESULT}ended the kernel in cell")
 
         work = f"{out}/.work"
         reads = {

@@ -231,6 +231,67 @@ def _var(kind):
     return f
 
 
+def _var_jitter(kind):
+    """The known answer d_k with noise from the generator it is given: no measurement."""
+
+    def f(d_k, n, rng):
+        if kind == "numpy":
+            return d_k * (1 + 0.02 * rng.standard_normal())
+        if kind == "torch":  # torch's generator, seeded from the given one
+            g = torch.Generator().manual_seed(int(rng.integers(2**62)))
+            return d_k * (1 + 0.02 * torch.randn((), generator=g, dtype=torch.float64).item())
+        # the spread of a real measurement: sd of a sample variance of q · k
+        return float(d_k * (1 + math.sqrt((2 + 6 / d_k) / n) * rng.standard_normal()))
+
+    return f
+
+
+def _var_honest(kind):
+    """Honest measurements of Var(q · k) that are not the hint's: other draw orders and
+    layouts, torch, float32, ddof=1 or the mean of squares (all must pass)."""
+
+    def f(d_k, n, rng):
+        if kind == "k first, ddof=1":
+            k, q = rng.standard_normal((n, d_k)), rng.standard_normal((n, d_k))
+            return float(np.var((q * k).sum(-1), ddof=1))
+        if kind == "pairs (n, 2, d_k)":
+            x = rng.standard_normal((n, 2, d_k))
+            return float(np.var(np.einsum("nd,nd->n", x[:, 0], x[:, 1])))
+        if kind == "transposed (d_k, n)":
+            q, k = rng.standard_normal((d_k, n)), rng.standard_normal((d_k, n))
+            return (q * k).sum(axis=0).var()  # a numpy float64
+        if kind == "torch":
+            q = torch.from_numpy(rng.standard_normal((n, d_k)))
+            k = torch.from_numpy(rng.standard_normal((n, d_k)))
+            return (q * k).sum(-1).var()  # a 0-d tensor, unbiased
+        if kind == "float32, mean of squares":
+            q = rng.standard_normal((n, d_k), dtype=np.float32)
+            k = rng.standard_normal((n, d_k), dtype=np.float32)
+            return float(np.mean(((q * k).sum(-1)) ** 2))
+        if kind == "a loop over samples":
+            s = [rng.standard_normal(d_k) @ rng.standard_normal(d_k) for _ in range(n)]
+            return float(np.var(s))
+        raise ValueError(kind)
+
+    return f
+
+
+# Exercise 4.1: honest measurements that draw differently from the hint (all must pass)
+HONEST_VARIANCE = {
+    kind: _var_honest(kind)
+    for kind in (
+        "k first, ddof=1",
+        "pairs (n, 2, d_k)",
+        "transposed (d_k, n)",
+        "torch",
+        "float32, mean of squares",
+        "a loop over samples",
+    )
+}
+# Exercise 4.1: the known answer jittered by the generator (all must fail)
+VARIANCE_JITTER = {kind: _var_jitter(kind) for kind in ("numpy", "torch", "right spread")}
+
+
 # (check key, wrong implementation, catalogue name expected in the message, graded path only)
 WRONG = [
     # Exercise 1.1
@@ -329,6 +390,12 @@ WRONG = [
     (KEY["score_variance"], _var("scaled"), "scaled the scores by 1/sqrt(d_k)", False),
     (KEY["score_variance"], _var("mean"), "returned the mean", False),
     (KEY["score_variance"], _var("formula"), "returned d_k instead of measuring it", False),
+    (
+        KEY["score_variance"],
+        VARIANCE_JITTER["numpy"],  # (the others: test_checks_attention.py)
+        "returned d_k plus noise instead of measuring it",
+        False,
+    ),
     # Exercise 5.1
     (KEY["scaled_dot_product_attention"], sdpa_scaled(lambda q: 1.0), "no scaling", False),
     (

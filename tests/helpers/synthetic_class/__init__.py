@@ -43,7 +43,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.grading.cells import nbg as _nbg  # noqa: F401 (tests.adversarial uses it)
-from autograder.grading.student import STOPPED_RECORDED
+from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 from autograder.grading.verdict import converted_keys
 
 WRAP_WRONG = """
@@ -163,6 +163,9 @@ class ClassBuilder:
         def ng(reason):
             return lambda g: Expected("", f"not graded: {reason}")
 
+        def stopped(why):  # the student's code stopped the notebook: 0 where no record
+            return lambda g: Expected("0", f"{STOPPED_NO_RESULT}{why} in cell")
+
         def last_is(reason):
             return self.expect(
                 full, {t: Expected("", f"not graded: {reason}") for t in last_tests}
@@ -200,8 +203,11 @@ class ClassBuilder:
         put("infinite_loop", prefix_last(LOOP))
         class_["infinite_loop"] = last_is("a cell of this exercise ran over")
 
+        # the MemoryError the bomb meets is an exception of the student's code, not a limit
+        # the grader saw (a student may raise one too): the exercise scores 0
         put("memory_bomb", prefix_last(BOMB))
-        class_["memory_bomb"] = last_is("memory limit of")
+        class_["memory_bomb"] = self.expect(full, {t: Expected("0", "graded")
+                                                   for t in last_tests})
 
         mp = self.wrong()
         for cell in mp.cells:
@@ -233,10 +239,10 @@ class ClassBuilder:
         )
 
         # the kernel dies in the last answer: the tests before it that are judged outside
-        # the kernel keep the verdicts of what they recorded; the rest is not graded
+        # the kernel keep the verdicts of what they recorded; the rest scores 0 (flagged)
         put("os_exit", prefix_last(EXIT))
         recorded = set(converted_keys(self.nb.source)) - set(last_tests)
-        class_["os_exit"] = self.expect(ng("the kernel died"), {
+        class_["os_exit"] = self.expect(stopped("ended the kernel"), {
             g.grade_id: Expected(_fmt(g.max_points), STOPPED_RECORDED)
             for g in self.nb.grade_cells if g.grade_id in recorded})
 
@@ -255,11 +261,14 @@ class ClassBuilder:
             da = self.answered()
             da.cells = [c for c in da.cells if _nbg(c).get("grade_id") != self.last]
             put("deleted_answer", da)
-            class_["deleted_answer"] = last_is(f"answer cell {self.last} missing")
+            class_["deleted_answer"] = self.expect(full, {
+                t: Expected("0", f"graded (answer cell {self.last} missing)")
+                for t in last_tests})
         if "stubborn_loop" in extra:
             sl = self.answered(lambda gid, src: STUBBORN + src if gid == self.first else src)
             put("stubborn_loop", sl)
-            class_["stubborn_loop"] = self.expect(ng("a cell ran over"))
+            class_["stubborn_loop"] = self.expect(
+                stopped("ran past the cell timeout and could not be interrupted"))
         return class_
 
 
@@ -267,6 +276,6 @@ def matches(row: dict, exp: Expected) -> bool:
     """A CSV row against its expectation (a status ending in ':'-reason is a prefix)."""
     if row["points"] != exp.points:
         return False
-    if exp.status.startswith("not graded:"):
+    if exp.status.startswith(("not graded:", STOPPED_NO_RESULT)):
         return row["status"].startswith(exp.status)
     return row["status"] == exp.status

@@ -1,0 +1,158 @@
+"""The record channel: how a graded kernel's records reach the grading process, sealed.
+
+The kernel's probe (``autograder/checks/_probe.py``) sends each record as one ``display_data``
+message of type :data:`RECORD_MIME`, from inside the locked test cell that checks it. The
+grading process's executor (``preprocessors.QueuedExecute``) takes every such message out of the
+cell's outputs and hands it to :class:`Seal`, which accepts a record only
+
+- while a test cell runs that calls the record's key (``verdict.keys_in`` of its source, which
+  nbgrader restored from the source notebook),
+- once per key: a second record of a key in the same cell (the student's function sending a
+  forged one before the probe's) makes the key's record ``malformed``: it scores 0.
+
+An accepted record is written at once to ``.grader/records/<assignment>/<key>.json``, a folder
+no kernel can see (the sandbox mounts only the probe's read-only inputs), so no later cell can
+change it: a record is final when its test cell ends. A record sent by any other cell, or for
+a key its cell does not check, is dropped and written down as evidence (``tampered``): the row
+is flagged. Nothing the kernel writes into a file is read back.
+
+The same object keeps the grader's own evidence of how the notebook's run went, each fact
+seen here (in the trusted process) and never read from the kernel's text:
+
+- ``timeouts``: cells nbclient interrupted after the cell timeout (its own timer);
+- ``stopped``: the cell in which the run stopped, and why: the kernel ended (nbclient saw
+  its process gone: ``os._exit``, a crash, a signal), or a cell's output kept coming after
+  its reply past nbclient's wait (``flooded its output``).
+
+Both are written to ``.grader/records/<assignment>/<notebook>.evidence.json`` as they happen
+(a grading process killed later keeps what was seen), and ``nbgrader_main`` folds them into
+the assignment's result (``results.py``'s ``AssignmentResult``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+RECORD_MIME = "application/vnd.course-record+json"
+MAX_RECORD = 64 * 2**20  # bytes; a larger record is kept as ``too_large``
+# bytes of one message from the kernel (a record's JSON inside the message's JSON, escaped):
+# a larger message is dropped by ZeroMQ before it reaches the grader's memory
+MAX_MESSAGE = 3 * MAX_RECORD
+
+
+def records_dir(root: Path, assignment: str) -> Path:
+    """Where the sealed records of one assignment of a student's course folder are."""
+    return Path(root) / ".grader" / "records" / assignment
+
+
+class Seal:
+    """The sealed records and the run's evidence of one notebook (see the module's docstring).
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> s = Seal(d, "nb")
+    >>> s.start_cell(3, "test_a", ["ch.f"])
+    >>> s.record('{"key": "ch.f", "cases": []}')
+    >>> s.end_cell()
+    >>> s.record('{"key": "ch.f", "cases": []}')  # a later cell: dropped, written down
+    >>> json.loads((d / "ch.f.json").read_text())["key"], s.evidence["tampered"][0]["cell"]
+    ('ch.f', None)
+    """
+
+    def __init__(self, folder: Path, notebook: str):
+        self.folder = Path(folder)
+        self.notebook = notebook
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.cell: int | None = None
+        self.grade_id: str | None = None
+        self.keys: list[str] = []
+        self.seen: set[str] = set()
+        self.course_cell = False  # the running cell is the course's, and no student code ran
+        self.student_ran = False
+        self.evidence: dict = {"timeouts": [], "stopped": None, "tampered": []}
+        self._save()
+
+    def start_cell(self, index: int, grade_id: str | None, keys: list[str],
+                   course: bool = False) -> None:
+        """A cell starts: ``keys`` are the records it may send (none for a cell that is not a
+        test cell); ``course``: a locked cell of the course that calls no student code (the
+        setup cell)."""
+        self.cell, self.grade_id, self.keys, self.seen = index, grade_id, list(keys), set()
+        self.course_cell = course and not self.student_ran
+        self.student_ran = self.student_ran or not course
+
+    def end_cell(self) -> None:
+        self.cell, self.grade_id, self.keys, self.seen = None, None, [], set()
+
+    def record(self, text) -> None:
+        """One record message's payload, as the kernel sent it."""
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        key = _key_of(text) if isinstance(text, str) else None
+        if key is None or key not in self.keys:
+            self._tampered(f"sent a grader record outside its test cell ({key or 'no key'})")
+            return
+        path = self.folder / f"{key}.json"
+        if key in self.seen:
+            self._tampered(f"sent a second record for {key}")
+            _write(path, json.dumps({"key": key, "malformed": "two records sent by one cell"}))
+            return
+        self.seen.add(key)
+        if len(text) > MAX_RECORD:
+            text = json.dumps({"key": key, "too_large": len(text)})
+        _write(path, text)
+
+    def timeout(self, index: int) -> None:
+        self.evidence["timeouts"].append(index)
+        self._save()
+
+    def stopped(self, index: int | None, why: str) -> None:
+        """The run stopped in cell ``index`` (``course_cell``: a cell of the course, before any
+        cell that runs the student's code: then the stop is not the student's doing)."""
+        if self.evidence["stopped"] is None:
+            self.evidence["stopped"] = {"cell": index, "why": why,
+                                        "course_cell": self.course_cell}
+            self._save()
+
+    def _tampered(self, what: str) -> None:
+        self.evidence["tampered"].append({"cell": self.cell, "grade_id": self.grade_id,
+                                          "what": what})
+        self._save()
+
+    def _save(self) -> None:
+        _write(self.folder / f"{self.notebook}.evidence.json", json.dumps(self.evidence))
+
+
+def read_evidence(root: Path, assignment: str, notebook: str) -> dict:
+    """What :class:`Seal` wrote for one notebook ({} when its run never started)."""
+    try:
+        data = json.loads((records_dir(root, assignment) / f"{notebook}.evidence.json")
+                          .read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if type(data) is dict else {}
+
+
+def _key_of(text: str) -> str | None:
+    """The ``"key"`` of a record's text, found without parsing all of it (the judge parses it,
+    bounded: ``verdict.read_record``).
+
+    >>> _key_of('{"key":"attention.softmax","cases":[]}'), _key_of('[1]')
+    ('attention.softmax', None)
+    """
+    head = text[:300].lstrip()
+    prefix = '{"key":'
+    if not head.replace(" ", "").startswith(prefix):
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(head.split(":", 1)[1].lstrip())
+    except ValueError:
+        return None
+    return value if type(value) is str and len(value) < 200 else None
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(text)
+    os.replace(tmp, path)
