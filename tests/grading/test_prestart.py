@@ -106,8 +106,8 @@ def test_a_kernel_sees_only_its_own_sockets_and_its_own_assignment_s_probe(tmp_p
     from autograder.grading.outcap import IMPORTS_VAR
 
     assert one["env"][IMPORTS_VAR] == "" and two["env"][IMPORTS_VAR] == "torch._dynamo"
-    assert [p for p in one["rw"]] == [specs["01_attention"]["probe"] + "/out"]
-    assert [p for p in two["rw"]] == [specs["02_masking"]["probe"] + "/out"]
+    assert one["rw"] == two["rw"] == []  # nothing writable: records travel as messages
+    assert one["env"]["COURSE_PROBE_DIR"] == specs["01_attention"]["probe"]
     Path(two["ipc"], "kernel.json").write_text("{}")  # the other kernel's connection file
     look = (
         "import json, os, sys\n"

@@ -47,9 +47,9 @@ malformed_records  unsolved, except: 1.1 raises an exception whose type's      0
                    ``__name__`` holds a NUL (a metaclass property: ``type()``
                    refuses such a name), 2.1 returns ``10 ** 4000``, 4.1
                    returns a list nested 200,000 deep
-forged_record      unsolved; softmax displays ``application/vnd.course-        0, graded
-                   record+json`` records claiming success (one with
-                   ``"cases": NaN``), returns None
+forged_record      unsolved; softmax displays ``application/vnd.course-        0, graded,
+                   record+json`` records claiming success (one with            flagged (a
+                   ``"cases": NaN``), returns None                             second record)
 hidden_cells       unsolved + 250,000 markdown cells whose key is written      not graded
                    ``"cell\\u005ftype"`` in the raw JSON (~18 MB)              ("... cells")
                                                                                or 0 graded; in
@@ -390,7 +390,10 @@ class DodgeAttackBuilder(ClassBuilder):
         # -- forged_record: records published as display_data by the student's softmax
         key = table.check("01_attention", "softmax").key
         put("forged_record", unsolved({sol("softmax"): lambda s: FORGED.replace("@KEY@", key)}))
-        expected["forged_record"] = zeros(attacked={gid("softmax")})
+        # the seal takes one record per key from its test cell: a second one makes the key's
+        # record malformed, and the attempt is flagged on every row
+        expected["forged_record"] = zeros(attacked={gid("softmax")},
+                                          flag="sent a second record for")
 
         # -- hidden_cells: 250,000 cells the raw bytes do not show as cells
         put("hidden_cells", hidden_cells_text(self.release()))
