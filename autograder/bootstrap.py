@@ -23,8 +23,10 @@ import sys
 import venv
 from pathlib import Path
 
+from autograder.grading.env import VENV as VENV_VAR
+
 ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("COURSE_VENV", ROOT / ".venv"))
+VENV = Path(os.environ.get(VENV_VAR, ROOT / ".venv"))
 STAMP = VENV / ".course-stamp"
 
 

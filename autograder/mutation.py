@@ -51,6 +51,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .grading.env import SMOKE
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -1021,7 +1023,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write every mutant's outcome here")
     ap.add_argument("-v", "--verbose", action="store_true", help="list unnamed kills too")
     a = ap.parse_args(argv)
-    os.environ.setdefault("COURSE_SMOKE", "1")
+    os.environ.setdefault(SMOKE, "1")
     table, dump, survivors = [], [], 0
     for nb in notebooks(a.notebook):
         per_nb: list[Result] = []

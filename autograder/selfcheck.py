@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .grading.cells import nbg as _nbg
 from .grading.config import CELL_TIMEOUT_S
+from .grading.env import SMOKE
 
 PASSED, TODO, FAILED = "passed", "not implemented yet", "failed"
 CELL_TIMEOUT, TRAINING_CELL_TIMEOUT = CELL_TIMEOUT_S, 600  # seconds per cell (grading's default)
@@ -129,7 +130,7 @@ def summarize(nb) -> tuple[list[Result], list[str]]:
 def trains(nb) -> bool:
     """Whether the notebook has a smoke size (a code cell reads ``COURSE_SMOKE``)."""
     return any(
-        c.get("cell_type") == "code" and "COURSE_SMOKE" in c.get("source", "") for c in nb.cells
+        c.get("cell_type") == "code" and SMOKE in c.get("source", "") for c in nb.cells
     )
 
 
@@ -145,7 +146,7 @@ def execute(path: Path, timeout: int | None = None):
     nb = nbformat.read(path, as_version=4)
     env = dict(os.environ)
     if trains(nb):
-        env["COURSE_SMOKE"] = "1"
+        env[SMOKE] = "1"
     if timeout is None:
         timeout = TRAINING_CELL_TIMEOUT if trains(nb) else CELL_TIMEOUT
     client = NotebookClient(

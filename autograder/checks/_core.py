@@ -44,6 +44,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from autograder.checks import _symptoms
+from autograder.checks._names import calls_name
+from autograder.grading.env import PROBE_DIR as _PROBE_VAR
 
 try:  # absent from a graded kernel whose chapter is judged outside it (see _probe)
     import transformer_ref
@@ -108,7 +110,7 @@ _REF_DIR = (
 )
 # Set by course-grade in a graded kernel: hidden checks then only record what the student's
 # function returns (``_probe``); the verdict is decided outside the kernel (``_judge``).
-_PROBE_DIR = os.environ.get("COURSE_PROBE_DIR", "")
+_PROBE_DIR = os.environ.get(_PROBE_VAR, "")
 
 # Explicit tolerances per dtype: |got - expected| <= atol + rtol * |expected|.
 TOLERANCE = {
@@ -668,24 +670,6 @@ def _fail_in_run(check: Check, case: Case, n_visible: int, body: str) -> CheckFa
 
 
 # ---------------------------------------------------------------- cascades
-def calls_name(fn, name: str) -> bool:
-    """Whether ``fn``'s code (nested lambdas and comprehensions included) names ``name``.
-
-    >>> def f(x):
-    ...     return [softmax(r) for r in x]
-    >>> calls_name(f, "softmax"), calls_name(f, "dot")
-    (True, False)
-    """
-    code = getattr(fn, "__code__", None)
-    todo = [code] if _type(code) is types.CodeType else []
-    while todo:
-        c = todo.pop()
-        if name in c.co_names:
-            return True
-        todo += [k for k in c.co_consts if _type(k) is types.CodeType]
-    return False
-
-
 def cascade_message(check: Check, name: str, upstream: Check, failure: str) -> str:
     """What a check says when the student's function calls an earlier one that fails."""
     return (

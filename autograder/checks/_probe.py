@@ -30,9 +30,10 @@ import traceback
 import torch
 
 from autograder.checks import _codec
+from autograder.checks._names import calls_name
+from autograder.grading.records import RECORD_MIME
 
 MAX_RECORD = 64 * 2**20  # bytes; the grader refuses larger records
-RECORD_MIME = "application/vnd.course-record+json"  # as ``autograder.grading.records`` says
 
 
 def _ops_profiler():
@@ -226,8 +227,6 @@ def _timed(fn, spec: dict) -> list:
 def _earlier(probe_dir: str, spec: dict, fn) -> dict:
     """{name: {"key", "cases"}}: the student's earlier functions that ``fn`` calls (the
     check's ``uses``), each recorded on its own check's cases, for the grader's cascade."""
-    from autograder.checks._core import calls_name
-
     found = {}
     fn = getattr(fn, "student", fn)  # 08: a probe runs the student's function
     for name, key in spec.get("uses") or []:

@@ -9,8 +9,17 @@
 - ``limits``: sets the rlimits inside that command before it execs nbgrader;
 - ``course``: the template course (nbgrader generate_assignment) and per-student course folders;
 - ``submissions``: students, zips, and finding notebooks by name;
-- ``student``: grading one student, and the status of each CSV row;
+- ``student``: grading one student: the parent's checks, the grading process, the rows;
+- ``status``: the one function that decides a row's status, points and flag;
+- ``assignment_result``: the typed result the grading process writes per assignment (the one
+  thing the parent reads about it);
+- ``nbgrader_main``: the grading process (nbgrader's autograde and feedback, the verdicts);
+- ``records``: the record channel: records sealed as the test cells send them, and the run's
+  evidence (timeouts, where and why a run stopped);
+- ``verdict``: the kernel's package and probe inputs, and judging the sealed records;
+- ``flags``: what the submitted source shows of an attempt to get around the grader;
 - ``preprocessors``: the course's nbgrader preprocessors, inserted into nbgrader's own lists;
+- ``env``: every ``COURSE_*`` environment variable; ``gradebook``: gradebook helpers;
 - ``results``: the parent's store (one JSON per student), grades.csv, the class gradebook.
 """
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from nbgrader.plugins import ExportPlugin
 
-from .results import _fmt, csv_cell
+from .exports import cell as csv_cell
 
 
 class NotGradedCsvExport(ExportPlugin):
@@ -57,3 +57,8 @@ class NotGradedCsvExport(ExportPlugin):
                 w.writerow({k: csv_cell(v) for k, v in row.items()})
         Path(dest).write_text(buf.getvalue())
         self.log.info("Exported grades to %s", dest)
+
+
+def _fmt(x) -> str:
+    """Points as the CSV shows them: ``_fmt(2.0) == '2'``, ``_fmt(None) == ''``."""
+    return "" if x is None else f"{float(x):g}"

@@ -37,8 +37,10 @@ import resource
 import signal
 import sys
 
+from .env import GRADE_PARENT
+
 PR_SET_PDEATHSIG = 1
-PARENT_VAR = "COURSE_GRADE_PARENT"
+PARENT_VAR = GRADE_PARENT
 
 
 def main(argv: list[str]) -> None:

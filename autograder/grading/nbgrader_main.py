@@ -20,10 +20,12 @@ import json
 import os
 import sys
 import threading
-import warnings
 from pathlib import Path
 
-HEAD_VAR = "COURSE_ALEMBIC_HEAD"
+from .env import ALEMBIC_HEAD, KERNEL_ZYGOTE
+from .gradebook import quiet_sqlalchemy  # noqa: F401 - where the grading code finds it
+
+HEAD_VAR = ALEMBIC_HEAD
 
 
 def _migrations() -> Path:
@@ -69,15 +71,6 @@ def alembic_head() -> str:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory(str(_migrations())).get_current_head()
-
-
-@contextlib.contextmanager
-def quiet_sqlalchemy():
-    """Silence SQLAlchemy's autoflush warnings that nbgrader's own gradebook code triggers."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", module="nbgrader")
-        warnings.filterwarnings("ignore", message=".*not in session.*")
-        yield
 
 
 def ensure_cached_head() -> None:
@@ -311,7 +304,7 @@ def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | N
     from .sandbox import zygote
     from .sandbox.runners import sandbox_spec
 
-    if base_spec is None or os.environ.get("COURSE_KERNEL_ZYGOTE", "1") == "0" \
+    if base_spec is None or os.environ.get(KERNEL_ZYGOTE, "1") == "0" \
             or os.geteuid() != 0:
         return None
     for assignment in assignments:

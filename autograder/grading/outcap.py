@@ -53,10 +53,12 @@ import sys
 import termios
 import threading
 
+from .env import KERNEL_IMPORTS
+from .records import RECORD_MIME
+
 NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
 # a record the course's probe sends (``autograder/checks/_probe.py``, read by
 # ``autograder/grading/records.py``) as display_data of this type: never cut, never counted
-RECORD_MIME = "application/vnd.course-record+json"
 # what one rich output costs its cell's budget besides its data: about what its message's
 # headers add on the wire, for the reader to take apart
 MESSAGE_CHARS = 500
@@ -66,7 +68,7 @@ MESSAGE_CHARS = 500
 # bound in the notebook's namespace. A kernel started as its notebook comes imports nothing
 # ahead (a notebook that needs no torch would pay for it).
 PREIMPORT = ("numpy", "torch", "matplotlib.pyplot")
-IMPORTS_VAR = "COURSE_KERNEL_IMPORTS"
+IMPORTS_VAR = KERNEL_IMPORTS
 CHUNK = 65536  # bytes read from a watched pipe at a time
 # seconds the end of a cell waits for a chunk the watcher is sending (microseconds of work,
 # unless its thread is not scheduled; then the rest goes to the next cell, as in ipykernel)

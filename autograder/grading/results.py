@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from .exports import cell as csv_cell
-from .nbgrader_main import quiet_sqlalchemy
+from .gradebook import quiet_sqlalchemy
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be
 # empty (a writer fills what it knows).

@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import GradeConfig
+from .env import GRADE_JOB, GRADE_PARENT
 from .isolation import isolation
 
-JOB_TOKEN_VAR = "COURSE_GRADE_JOB"
+JOB_TOKEN_VAR = GRADE_JOB
 _ACTIVE: dict[int, tuple[subprocess.Popen, str]] = {}  # jobs running now, for kill_all()
 _LOCK = threading.Lock()
 
@@ -151,7 +152,7 @@ class LocalRunner:
         token = uuid.uuid4().hex
         full_env = dict(os.environ if env is None else env)
         full_env[JOB_TOKEN_VAR] = token
-        full_env["COURSE_GRADE_PARENT"] = str(os.getpid())  # see limits.py: PDEATHSIG's race
+        full_env[GRADE_PARENT] = str(os.getpid())  # see limits.py: PDEATHSIG's race
         cpu_s = int(timeout * self.config.threads * lanes) + 30  # a backstop: see limits.py
         start = time.monotonic()
         with isolation(self.config).job(lanes) as place, open(log_path, "ab") as log:

@@ -28,11 +28,12 @@ from .cells import grade_id, nbg
 from .config import GradeConfig
 from .course import NBGRADER, Notebook, make_student_course, tool_env
 from .diagnosis import diagnose
+from .env import SMOKE
+from .flags import flags as source_flags
 from .runner import LocalRunner
 from .status import STOPPED_RECORDED, Facts, row_status  # noqa: F401 - STOPPED_RECORDED: tests
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
 from .verdict import CACHE_VAR
-from .verdict import flags as source_flags
 
 _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
 
@@ -175,8 +176,8 @@ def grade_student(
         MPLBACKEND="Agg",
         IPYTHONDIR=str(root / ".ipython"),  # no instructor IPython startup files
         PYTHONWARNINGS="default",
-        COURSE_SMOKE="1",  # notebooks that train (chapter 8) run their smoke size when graded
     )
+    env[SMOKE] = "1"  # notebooks that train (chapter 8) run their smoke size when graded
     env[CACHE_VAR] = str(template / "kernels")  # built once per class (verdict.prepare)
     result = StudentResult(sub.student, fingerprint, [], 0.0)
     fatal: dict[str, str] = {}  # notebook -> reason

@@ -21,7 +21,8 @@ For a *converted* chapter (``CONVERTED``) grading goes:
    (``autograder/checks/_judge.py``),
    writes the points into the gradebook's ``auto_score`` of the test cell, replaces the test
    cell's outputs in the autograded notebook with the verdict's message (the feedback shows
-   it), and writes ``.grader/verdicts/<assignment>/<notebook>.json`` for the parent;
+   it), and returns the verdicts, which ``nbgrader_main`` puts in the assignment's result
+   (``assignment_result.py``), the one file the parent reads;
 5. parent: reads the verdicts (``diagnosis``) and flags the submission's source
    (:func:`flags`) into the CSV rows: each finding on the exercise whose answer cell holds
    it, what concerns no single exercise (a cell the student added, a cell above the setup
@@ -48,12 +49,13 @@ from pathlib import Path
 from . import pyast, reference
 from .background import head_start
 from .cells import nbg as _nbg
+from .env import KERNEL_CACHE
 from .records import records_dir
 
 MAX_RECORD = 64 * 2**20
 HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
 PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
-CACHE_VAR = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (prepare's cache)
+CACHE_VAR = KERNEL_CACHE  # the class's folder of kernel packages (prepare's cache)
 
 
 @functools.cache
@@ -125,14 +127,15 @@ def keys_in(source: str) -> list[str]:
     return HIDDEN_CALL.findall(source)
 
 
-def _test_cells(nb) -> list:
+def test_cells(nb) -> list:
+    """The code cells of ``nb`` nbgrader grades (``grade: true``)."""
     return [c for c in nb.cells if _nbg(c).get("grade") and c.cell_type == "code"]
 
 
 def converted_keys(nb) -> dict[str, list[str]]:
     """{grade_id: [keys]} of the test cells of source notebook ``nb`` judged outside the kernel."""
     out = {}
-    for c in _test_cells(nb):
+    for c in test_cells(nb):
         keys = keys_in(c.source)
         if keys and all(k.split(".")[0] in converted() for k in keys):
             out[_nbg(c)["grade_id"]] = keys
@@ -157,8 +160,6 @@ def prepare(root: Path, sources: list, cache: Path | str | None = None,
     to write).
     """
     keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
-    if os.environ.get("COURSE_VERDICT_PIPELINE") == "old":  # bench/grade_class.py only
-        keys = []
     chapters = {k.split(".")[0] for k in keys}
     grader = root / ".grader"
     kernel = grader / "kernel" / assignment
@@ -188,8 +189,6 @@ def build_cache(cache: Path, sources: list) -> Path | None:
     """Build the class's cached kernel packages and probe inputs for one assignment's source
     notebooks ahead of the students (:func:`prepare` with ``cache`` then finds them); None when
     nothing in them is converted (then a ``<key>.none`` file says so)."""
-    if os.environ.get("COURSE_VERDICT_PIPELINE") == "old":  # bench/grade_class.py only
-        return None
     keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
     if not keys:
         Path(cache).mkdir(parents=True, exist_ok=True)
@@ -202,8 +201,6 @@ def cache_ready(cache: Path, sources: list) -> bool:
     """Whether :func:`build_cache` has nothing left to do for ``sources`` (cheap: no check
     module is imported, so a rerun of the class does not start a process to find out)."""
     key = cache_key(sources)
-    if os.environ.get("COURSE_VERDICT_PIPELINE") == "old":
-        return False
     return (Path(cache) / key / "spec.json").exists() or (Path(cache) / f"{key}.none").exists()
 
 
@@ -236,7 +233,7 @@ def _build_kernel(kernel: Path, sources: list, keys: list[str]) -> dict:
         (pkg / "checks" / f"{ch}.py").write_text(_stub(ch))
     all_converted = all(
         not keys_in(c.source) or _nbg(c).get("grade_id") in converted_keys(nb)
-        for nb in sources for c in _test_cells(nb)
+        for nb in sources for c in test_cells(nb)
     )
     uses_ref = any(
         re.search(r"^\s*(import|from)\s+transformer_ref", c.source, re.M)
@@ -643,7 +640,7 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
         return {}
     from nbgrader.api import Gradebook
 
-    from .nbgrader_main import quiet_sqlalchemy
+    from .gradebook import quiet_sqlalchemy
 
     probe = Path(spec["probe"])
     sealed = records_dir(root, assignment)
@@ -657,7 +654,7 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
             continue
         nb = nbformat.read(done, as_version=4)
         points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0))
-                  for c in _test_cells(source)}
+                  for c in test_cells(source)}
         verdicts = {}
         by_id = {_nbg(c).get("grade_id"): c for c in nb.cells if _nbg(c).get("grade")}
         for gid, keys in cells.items():
@@ -685,7 +682,7 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
                 grade = gb.find_grade(gid, name, assignment, student)
                 grade.auto_score = v["points"]
             gb.db.commit()
-        everything[name] = _write_verdicts(root, assignment, name, verdicts)
+        everything[name] = verdicts
     return everything
 
 
@@ -710,12 +707,12 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
         if not cells:
             continue
         points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0))
-                  for c in _test_cells(source)}
+                  for c in test_cells(source)}
         verdicts = {}
         for gid, keys in cells.items():
             verdicts[gid] = _judge_cell(probe, sealed, keys, points[gid], "")
             verdicts[gid]["stopped"] = True
-        everything[src_path.stem] = _write_verdicts(root, assignment, src_path.stem, verdicts)
+        everything[src_path.stem] = verdicts
     return everything
 
 
@@ -772,237 +769,3 @@ def _inputs(probe: Path, key: str) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if type(data) is dict else None
-
-
-def _write_verdicts(root: Path, assignment: str, notebook: str, verdicts: dict) -> dict:
-    """``.grader/verdicts/<assignment>/<notebook>.json``, which the parent reads."""
-    out = root / ".grader" / "verdicts" / assignment
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{notebook}.json").write_text(json.dumps(verdicts, indent=1))
-    return verdicts
-
-
-def read_verdicts(root: Path, assignment: str, notebook: str) -> dict[str, dict]:
-    """What :func:`decide` wrote for one notebook ({} when its chapter is not converted)."""
-    path = root / ".grader" / "verdicts" / assignment / f"{notebook}.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if type(data) is dict else {}
-
-
-# ---------------------------------------------------------------- 5. static flags (parent)
-# What a submission that tries to get around the grader looks like in its source. Found by
-# reading the source (trusted, in the parent), never by running it; the row says
-# ``flagged: <what>`` for the instructor to review. It does not change a score.
-_FLAG_ATTRS = {
-    "f_globals": "introspection of frames", "f_locals": "introspection of frames",
-    "f_back": "introspection of frames", "tb_frame": "introspection of frames",
-    "gi_frame": "introspection of frames", "_getframe": "introspection of frames",
-    "__globals__": "introspection of globals/closures",
-    "__closure__": "introspection of globals/closures",
-    "cell_contents": "introspection of globals/closures",
-    "__code__": "introspection of globals/closures",
-    "input_transformers_cleanup": "rewrites cells (input transformer)",
-    "input_transformers_post": "rewrites cells (input transformer)",
-    "input_transformer_manager": "rewrites cells (input transformer)",
-    "register_magic_function": "rewrites cells (custom magic)",
-    "set_custom_exc": "rewrites cells (exception handler)",
-    "fromhex": "decodes encoded code", "b64decode": "decodes encoded code",
-    "__builtins__": "builtin obtained by name", "__dict__": "introspection of globals/closures",
-}
-_FLAG_NAMES = {
-    "exec": "exec/eval", "eval": "exec/eval", "compile": "exec/eval",
-    "__import__": "builtin obtained by name", "globals": "introspection of globals/closures",
-    "vars": "introspection of globals/closures", "get_ipython": "reaches into IPython",
-}
-_FLAG_MODULES = {
-    "inspect": "introspection of frames", "gc": "introspection of frames",
-    "ctypes": "introspection of frames", "builtins": "builtin obtained by name",
-    "codecs": "decodes encoded code", "base64": "decodes encoded code",
-    "importlib": "builtin obtained by name", "autograder": "reaches into the grader",
-    "transformer_ref": "imports the reference implementation",
-}
-
-
-def _folded(node) -> str | None:
-    """The text of a string constant or a sum of them (``'__glo' + 'bals__'``), else None."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _folded(node.left), _folded(node.right)
-        if left is not None and right is not None:
-            return left + right
-    return None
-
-
-def _source_flags(source: str) -> set[str]:
-    """Reasons to flag one student-written cell (an allowed cell magic's body included).
-
-    >>> sorted(_source_flags("import torch\\ntorch.library.Library('aten', 'IMPL')"))
-    ['operator re-registration (torch.library)']
-    >>> _source_flags("def f(x):\\n    return x + 1")
-    set()
-    """
-    tree, transformed = pyast.cell_tree(source)
-    if tree is None or not transformed:  # not Python: the kernel reports it
-        return set()
-    found = set()
-    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in ("getattr", "setattr") \
-                and id(node) not in called:
-            found.add(f"alias of {node.id}")
-        text = _folded(node)
-        if text is not None and re.fullmatch(r"[\w.]+", text):  # a name, not prose
-            if text in _FLAG_ATTRS:
-                found.add(_FLAG_ATTRS[text])
-            if re.search(r"\b(__import__|__builtins__|builtins)\b", text):
-                found.add("builtin obtained by name")
-        if isinstance(node, ast.Attribute):
-            if node.attr in ("library", "Library") or (
-                    node.attr in ("impl", "define", "register_kernel")
-                    and "library" in ast.unparse(node.value)):
-                found.add("operator re-registration (torch.library)")
-            if node.attr in _FLAG_ATTRS:
-                found.add(_FLAG_ATTRS[node.attr])
-        elif isinstance(node, ast.Name) and node.id in _FLAG_NAMES:
-            found.add(_FLAG_NAMES[node.id])
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) \
-                else [node.module or ""]
-            for m in mods:
-                top = m.split(".")[0]
-                if top in _FLAG_MODULES:
-                    found.add(_FLAG_MODULES[top])
-                if m.startswith("torch.library"):
-                    found.add("operator re-registration (torch.library)")
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch") and \
-                    any(a.name in ("library", "Library") for a in node.names):
-                found.add("operator re-registration (torch.library)")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "run_cell_magic" and len(node.args) >= 3 \
-                and isinstance(node.args[2], ast.Constant) and isinstance(node.args[2].value, str):
-            found |= _source_flags(node.args[2].value)  # the body of %%time and friends
-    return found
-
-
-def flags(data: bytes, notebook) -> dict[str, str]:
-    """{test grade_id: ``flagged: <what>``} for a submitted notebook's bytes (``notebook``:
-    course.Notebook); a test with nothing to flag is absent.
-
-    Student-written code cells are read (not the locked/test cells, whose source nbgrader
-    restores). A reason found in an answer cell goes on the tests that grade that answer; a
-    changed test cell's flags on that test; what cannot be tied to one exercise (a cell the
-    student added, a code cell above the locked setup cell, a changed setup cell) on every
-    row, after ``notebook-wide:``. For a notebook judged outside the kernel the source policy
-    refuses no cell (``sandbox.policy``): what it would have refused is flagged here.
-    """
-    return _flags(data, notebook)
-
-
-def _judged_outside(notebook) -> bool:
-    tests = [c for c in _test_cells(notebook.source) if keys_in(c.source)]
-    return (os.environ.get("COURSE_VERDICT_PIPELINE") != "old" and bool(tests)
-            and len(converted_keys(notebook.source)) == len(tests))
-
-
-def _flags(data: bytes, notebook) -> dict[str, str]:
-    import nbformat
-
-    from .sandbox.policy import module_names, policy_problem
-
-    try:
-        sub = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
-    except Exception:  # noqa: BLE001 - not graded anyway (precheck)
-        return {}
-    release = {_nbg(c).get("grade_id"): c for c in notebook.release.cells if _nbg(c)}
-    tests_of = {}  # answer cell -> the tests that grade it
-    for g in notebook.grade_cells:
-        for sid in g.solution_ids:
-            tests_of.setdefault(sid, []).append(g.grade_id)
-    locked = [c.source for c in notebook.release.cells
-              if c.cell_type == "code" and _nbg(c).get("locked")]
-    # modules and the names the locked cells import (the checks): rebinding a helper a given
-    # cell defines (chapter 07's pretoken_counts) is the student's own business
-    protected = module_names(locked) if _judged_outside(notebook) else None
-    per_test: dict[str, list[str]] = {}
-    everywhere: list[str] = []
-    seen_setup = False
-    for cell in sub.cells:
-        meta = _nbg(cell)
-        gid = meta.get("grade_id")
-        ref = release.get(gid) if gid is not None else None
-        if ref is not None and _nbg(ref).get("locked") and not _nbg(ref).get("solution"):
-            if cell.get("cell_type") == "code" and not seen_setup and not _nbg(ref).get("grade"):
-                seen_setup = True
-            changed = [k for k in ("grade", "solution", "locked", "points")
-                       if meta.get(k) != _nbg(ref).get(k)]
-            if changed:
-                why = f"nbgrader flags of locked cell {gid} changed ({', '.join(changed)})"
-                (per_test.setdefault(gid, []) if _nbg(ref).get("grade") else everywhere)\
-                    .append(why)
-            continue  # its source is restored by nbgrader
-        if cell.get("cell_type") != "code":
-            continue
-        reasons = sorted(_source_flags(cell.source)) + _reference_uses(cell, ref, notebook)
-        if protected is not None:
-            problem = policy_problem(cell.source, protected)
-            if problem:
-                reasons.append(f"reaches into the grader: {problem}")
-        if not seen_setup and cell.source.strip():
-            everywhere.append("a code cell above the setup cell (run after it)")
-        tests = tests_of.get(gid, []) if ref is not None else []
-        if tests:
-            for t in tests:
-                per_test.setdefault(t, []).extend(reasons)
-        else:
-            where = f"answer cell {gid}" if ref is not None else "a cell the student added"
-            everywhere += [f"{r} (in {where})" for r in reasons]
-    out = {}
-    for g in notebook.grade_cells:
-        mine = list(dict.fromkeys(per_test.get(g.grade_id, [])))
-        wide = list(dict.fromkeys(everywhere))
-        parts = mine + ([f"notebook-wide: {'; '.join(wide)}"] if wide else [])
-        if parts:
-            out[g.grade_id] = f"flagged: {'; '.join(parts)}"[:400]
-    return out
-
-
-def _reference_names(release) -> tuple[set, set]:
-    """Names the release's setup cell imports from the reference's training and sampling code
-    (chapter 08's demos need them): (all of them, those renamed ``reference_...``)."""
-    names, renamed = set(), set()
-    for cell in release.cells:
-        if cell.cell_type != "code" or _nbg(cell).get("grade_id") != "setup":
-            continue
-        tree = pyast.parse(cell.source)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and re.match(
-                    r"transformer_ref\.(train|sampling)\b", node.module or ""):
-                for a in node.names:
-                    names.add(a.asname or a.name)
-                    if a.asname and a.asname != a.name:
-                        renamed.add(a.asname)
-    return names, renamed
-
-
-def _reference_uses(cell, ref, notebook) -> list[str]:
-    """``uses the reference implementation (name)`` for a student cell that uses a name the
-    setup cell bound to the reference's training/sampling code: in an answer cell any of them,
-    elsewhere (a cell the release does not have verbatim) a ``reference_...`` name."""
-    names, renamed = _reference_names(notebook.release)
-    if not names:
-        return []
-    answer = ref is not None and bool(_nbg(ref).get("solution"))
-    if not answer and any(cell.source == c.source for c in notebook.release.cells):
-        return []
-    try:
-        tree = pyast.parse(cell.source)
-    except SyntaxError:
-        return []
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & (names if answer
-                                                                        else renamed)
-    return [f"uses the reference implementation ({n})" for n in sorted(used)]
-

@@ -131,8 +131,8 @@ def test_trusted_verdict_names_the_failing_earlier_function(tmp_path):
         (tmp_path / "in" / f"{key}.json").write_text(text)
 
     def verdict(wrong):
-        _probe.run(str(tmp_path), later.key,
-                   _student("01", UNSCALED, wrong))
+        _probe.run(str(tmp_path), later.key, _student("01", UNSCALED, wrong),
+                   sink=(tmp_path / "out" / f"{later.key}.json").write_text)
         record = json.loads((tmp_path / "out" / f"{later.key}.json").read_text())
         return _judge.judge(later, record)
 
@@ -185,7 +185,7 @@ def test_trusted_verdict_names_the_failing_earlier_function_in_08(
     def verdict(wrong):
         student = _student("08", key, wrong).student  # (the in-kernel check's probe around it)
         fn = _training_drivers.probe(key, student)
-        _probe.run(str(tmp_path), key, fn)
+        _probe.run(str(tmp_path), key, fn, sink=(tmp_path / "out" / f"{key}.json").write_text)
         return _judge.judge(later, json.loads((tmp_path / "out" / f"{key}.json").read_text()))
 
     v = verdict(wrong)

@@ -1,6 +1,6 @@
 """Flags instead of refusals for notebooks judged outside the kernel (issue 14, item 3/4).
 
-``verdict.flags`` puts what it finds on the exercise it concerns (the tests that grade the
+``flags.flags`` puts what it finds on the exercise it concerns (the tests that grade the
 answer cell it is in) and only what cannot be tied to one exercise on every row, saying
 ``notebook-wide``. For such a notebook the source policy (``sandbox.policy``) refuses no cell:
 its findings become flags. Code cells above the locked setup cell run after it.
@@ -15,7 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from autograder.checks import table
-from autograder.grading import verdict
+from autograder.grading import flags as source_flags
 from autograder.grading.config import GradeConfig
 from autograder.grading.course import build_template
 from autograder.grading.sandbox.policy import Policy, trusted_cells
@@ -56,7 +56,7 @@ def test_each_cheat_is_flagged_on_its_own_exercise(course, tmp_path):
     builder = AdversarialBuilder(nb)
     builder.build_adversarial(tmp_path / "class", tmp_path / "out", REPO)
     patcher = nbformat.read(tmp_path / "class" / "patcher" / "01_attention.ipynb", as_version=4)
-    got = verdict.flags(_bytes(patcher), nb)
+    got = source_flags.flags(_bytes(patcher), nb)
     assert sorted(got) == sorted(g.grade_id for g in nb.grade_cells)  # 8 answers, 8 cheats
     assert not any("notebook-wide" in f for f in got.values()), got
     first, fourth = nb.grade_cells[0].grade_id, nb.grade_cells[3].grade_id
@@ -64,7 +64,7 @@ def test_each_cheat_is_flagged_on_its_own_exercise(course, tmp_path):
     assert "rebinds `check_self_attention_unscaled`" in got[fourth]
     assert "rebinds" not in got[first]
     # the control: nothing to flag
-    assert verdict.flags(_bytes(builder.answered()), nb) == {}
+    assert source_flags.flags(_bytes(builder.answered()), nb) == {}
 
 
 def test_added_and_above_setup_cells_are_flagged_notebook_wide(course):
@@ -74,7 +74,7 @@ def test_added_and_above_setup_cells_are_flagged_notebook_wide(course):
     setup = next(i for i, c in enumerate(sub.cells) if _nbg(c).get("grade_id") == "setup")
     sub.cells.insert(setup, new_code_cell("import torch\ntorch.isclose = None"))
     sub.cells.append(new_code_cell("import inspect"))
-    got = verdict.flags(_bytes(sub), nb)
+    got = source_flags.flags(_bytes(sub), nb)
     assert sorted(got) == sorted(g.grade_id for g in nb.grade_cells)
     for f in got.values():
         assert f.startswith("flagged: notebook-wide: a code cell above the setup cell (run "
@@ -88,7 +88,7 @@ def test_redefining_a_given_helper_is_neither_refused_nor_flagged(course):
     sub = AdversarialBuilder(nb).answered(
         lambda gid, src: src + "\n\ndef merge_ids(word, a, b, new):\n    return tuple(word)\n"
         if gid == EX["train_bpe_naive"].solution_id else src)
-    assert verdict.flags(_bytes(sub), nb) == {}
+    assert source_flags.flags(_bytes(sub), nb) == {}
     cells = trusted_cells(work)
     trusted = ([c["source"] for c in cells], [c["grade_id"] for c in cells])
     sub = _restored(sub, cells)

@@ -122,8 +122,10 @@ def _check_report(seen: dict) -> None:
     assert kinds["not implemented"] == "failure kind", mistakes  # the blank student
     assert "transposed" in named["scores transposed (K Qᵀ)"][1], mistakes
     assert "blank" in named["not implemented"][1]
-    for student in ("os_exit", "invalid_json", "infinite_loop"):
+    for student in ("invalid_json", "infinite_loop"):  # the grader's own evidence
         assert student in seen["not_graded"]
+    assert "os_exit" not in seen["not_graded"]  # its code ended its kernel: 0, not excused
+    assert "ended the kernel" in named and "os_exit" in named["ended the kernel"][1], mistakes
 
 
 def test_report_of_a_class_in_chromium(tmp_path_factory, tmp_path):

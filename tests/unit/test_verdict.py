@@ -22,6 +22,7 @@ import torch
 from autograder.checks import _codec, table
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import judge
+from autograder.grading import flags as source_flags
 from autograder.grading import verdict
 
 from helpers.verdict import record
@@ -194,7 +195,7 @@ def test_flags_name_each_evasion():
             "torch_library": "operator re-registration (torch.library)",
             "frames": "introspection of frames"}
     for student, source in ATTACKS.items():
-        assert want[student] in verdict._source_flags(source), student
+        assert want[student] in source_flags._source_flags(source), student
 
 
 def test_solutions_are_not_flagged():
@@ -202,7 +203,7 @@ def test_solutions_are_not_flagged():
         nb = nbformat.read(path, as_version=4)
         for c in nb.cells:
             if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("locked"):
-                assert verdict._source_flags(c.source) == set(), (path.name, c.source[:80])
+                assert source_flags._source_flags(c.source) == set(), (path.name, c.source[:80])
 
 
 def test_registry_lookup():

@@ -18,6 +18,7 @@ import torch
 from autograder.checks import _training_drivers, table, training
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import case_inputs, judge
+from autograder.grading import flags as source_flags
 from autograder.grading import verdict
 
 from helpers.verdict import record
@@ -243,7 +244,7 @@ def test_answer_using_the_setup_cells_reference_is_flagged():
     notebook = describe("08_training", "08_training", source, release)
     as_released = nbformat.writes(release).encode()
     get_batch = table.by_key(K["get_batch"])
-    assert verdict.flags(as_released, notebook) == {}  # the demos' own uses are not flagged
+    assert source_flags.flags(as_released, notebook) == {}  # the demos' own uses are not flagged
     sub = nbformat.reads(as_released.decode(), as_version=4)
     for cell in sub.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == get_batch.solution_id:
@@ -252,7 +253,7 @@ def test_answer_using_the_setup_cells_reference_is_flagged():
                            "generator=generator)\n")
         if "def small_run" in cell.source:  # a demo cell the student edited
             cell.source += "\nstep_of = reference_get_lr\n"
-    flagged = verdict.flags(nbformat.writes(sub).encode(), notebook)
+    flagged = source_flags.flags(nbformat.writes(sub).encode(), notebook)
     wide = ("notebook-wide: uses the reference implementation (reference_get_lr) "
             "(in a cell the student added)")
     assert flagged[get_batch.grade_id] == (

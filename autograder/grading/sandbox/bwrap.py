@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ..config import GradeConfig
+from ..env import GRADE_JOB, SMOKE
 
 KERNEL_NAME = "course-sandbox"
 _PROBE: dict[str, bool] = {}
@@ -68,7 +69,7 @@ def readonly_paths() -> list[str]:
 def kernel_env(env: dict[str, str]) -> dict[str, str]:
     """The kernel's whole environment: a few of the grader's variables, paths inside."""
     keep = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MPLBACKEND",
-            "PYTHONWARNINGS", "LANG", "LC_ALL", "COURSE_GRADE_JOB", "COURSE_SMOKE")
+            "PYTHONWARNINGS", "LANG", "LC_ALL", GRADE_JOB, SMOKE)
     out = {k: env[k] for k in keep if k in env}
     out.update(
         PATH=os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin",

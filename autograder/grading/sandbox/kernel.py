@@ -17,14 +17,15 @@ import sys
 from pathlib import Path
 
 from ..config import GradeConfig
+from ..env import KERNEL_PARENT, SANDBOX_SPEC
 from .bwrap import bwrap_argv
 from .zygote import ZYGOTE_VAR, run_kernel, serve
 
 USAGE = "usage: python -m autograder.grading.sandbox kernel SPEC CONNECTION_FILE"
 
 
-PARENT_VAR = "COURSE_KERNEL_PARENT"  # the grading process that starts this launcher
-SPEC_VAR = "COURSE_SANDBOX_SPEC"  # a kernel started ahead (prestart.py): its own spec file
+PARENT_VAR = KERNEL_PARENT  # the grading process that starts this launcher
+SPEC_VAR = SANDBOX_SPEC  # a kernel started ahead (prestart.py): its own spec file
 
 
 def _die_with_the_grader() -> None:

@@ -15,7 +15,7 @@ or not:
 
 For a notebook whose test cells are all judged outside the kernel (trusted verdicts,
 ``verdict.CONVERTED``) nothing is refused: a deny-list only delays, and what runs in the
-kernel cannot change a verdict. The parent flags those cells instead (``verdict.flags``:
+kernel cannot change a verdict. The parent flags those cells instead (``flags.flags``:
 ``flagged: <what>`` on the exercise they concern). For every notebook, code cells a student
 put above the locked setup cell are moved to just after it (:func:`setup_first`): the setup
 binds the checks in a fresh kernel before any student code runs.
@@ -263,7 +263,7 @@ class Policy:
     test cells are judged by trusted verdicts (``verdict.prepare`` wrote a kernel spec): for a
     notebook all of whose test cells are, the policy refuses nothing (a deny-list only delays,
     and what the kernel does cannot change a verdict); the parent flags such cells for the
-    instructor instead (``verdict.flags``).
+    instructor instead (``flags.flags``).
     """
 
     def __init__(self, trusted_sources: list[str], trusted_ids=(), judged_outside=False):
@@ -337,7 +337,7 @@ def setup_first(notebook, restored) -> int:
     """Move the code cells a student put above the notebook's locked setup cell (the first
     restored locked code cell, ``restored(cell)``) to just after it, in their order: the setup
     runs first in a fresh kernel and binds the checks before any student code. Returns how
-    many moved (the parent flags them: ``verdict.flags``).
+    many moved (the parent flags them: ``flags.flags``).
 
     >>> from nbformat.v4 import new_code_cell, new_notebook
     >>> nb = new_notebook(cells=[new_code_cell("patch()"), new_code_cell("setup"),

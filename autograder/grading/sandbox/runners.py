@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..cells import grade_id
 from ..config import GradeConfig
+from ..env import PROBE_DIR
 from ..runner import LocalRunner
 from .bwrap import KERNEL_NAME, font_cache, kernel_env, package_dir, readonly_paths
 from .policy import trusted_cells
@@ -188,7 +189,7 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") ->
         if real_dir:
             spec["ro_as"].append([stub, real_dir])
     spec["rw"] = []  # the records reach the grader as messages (grading/records.py)
-    spec["env"]["COURSE_PROBE_DIR"] = probe["probe"]
+    spec["env"][PROBE_DIR] = probe["probe"]
 
 
 PROBE_KERNEL = "course-probe"
@@ -230,5 +231,5 @@ def arm(cwd: Path, assignment: str = "_") -> None:
               "display_name": "Python 3 (course probe)", "language": "python"}
     if probe is not None:
         kernel["env"] = {"PYTHONPATH": str(Path(probe["package"]).parent),
-                         "COURSE_PROBE_DIR": probe["probe"]}
+                         PROBE_DIR: probe["probe"]}
     (kdir / "kernel.json").write_text(json.dumps(kernel))

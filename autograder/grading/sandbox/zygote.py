@@ -51,11 +51,13 @@ import sys
 import time
 from pathlib import Path
 
-ZYGOTE_VAR = "COURSE_ZYGOTE"  # the control socket's path, for the kernels' launcher
-RO_VAR = "COURSE_ZYGOTE_RO"  # the zygote's own read-only binds (JSON list)
+from ..env import KERNEL_IMPORTS, PROBE_DIR, ZYGOTE, ZYGOTE_PRELOAD, ZYGOTE_RO
+
+ZYGOTE_VAR = ZYGOTE  # the control socket's path, for the kernels' launcher
+RO_VAR = ZYGOTE_RO  # the zygote's own read-only binds (JSON list)
 STAGE = "/run/course-stage"  # in the zygote's sandbox: where the kernels' mounts come from
 PRELOAD = ("ipykernel.kernelapp", "numpy", "torch", "matplotlib.pyplot")
-PRELOAD_VAR = "COURSE_ZYGOTE_PRELOAD"  # the PRELOAD modules the notebooks import (JSON list)
+PRELOAD_VAR = ZYGOTE_PRELOAD  # the PRELOAD modules the notebooks import (JSON list)
 
 
 def preload_for(sources: list[str]) -> list[str]:
@@ -123,7 +125,7 @@ def plan(specs: list[dict]) -> tuple[dict, list[tuple[str, str, str]]] | None:
         return None
     common = [p for p in first["ro"] if all(p in s["ro"] for s in specs)]
     env = {k: v for k, v in first["env"].items()
-           if k not in ("COURSE_PROBE_DIR", "COURSE_KERNEL_IMPORTS")}
+           if k not in (PROBE_DIR, KERNEL_IMPORTS)}
     env[RO_VAR] = json.dumps(common)  # what a kernel need not bind again (unless under /tmp)
     zspec = {**first, "ro": common, "ro_as": [[stubs[0], package]], "rw": [], "ipc": None,
              "env": env}

@@ -1,0 +1,37 @@
+"""Every ``COURSE_*`` environment variable the course reads, each named once, with what it holds.
+
+Who sets it -> who reads it. Import the name from here; the value is the variable's name.
+This module imports nothing (the graded kernel's package and the launchers import it too).
+
+>>> PROBE_DIR
+'COURSE_PROBE_DIR'
+"""
+
+# The learner's and grader's notebooks
+SMOKE = "COURSE_SMOKE"  # "1": a notebook that trains (chapter 08) runs its smoke size
+VENV = "COURSE_VENV"  # bootstrap: the virtual environment's folder (default .venv)
+
+# course-grade (parent) -> the limited grading process it starts
+GRADE_PARENT = "COURSE_GRADE_PARENT"  # the parent's pid: limits.py ends at once without it
+GRADE_JOB = "COURSE_GRADE_JOB"  # a token in every process of one student's job (the kill sweep)
+KERNEL_CACHE = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (verdict.prepare)
+ALEMBIC_HEAD = "COURSE_ALEMBIC_HEAD"  # the gradebook schema's head, looked up once per class
+
+# the grading process -> the kernels' launcher (sandbox/kernel.py) and the zygote
+KERNEL_PARENT = "COURSE_KERNEL_PARENT"  # the grading process's pid, checked by the launcher
+SANDBOX_SPEC = "COURSE_SANDBOX_SPEC"  # a kernel started ahead: its own sandbox spec file
+KERNEL_ZYGOTE = "COURSE_KERNEL_ZYGOTE"  # "0": no zygote, each kernel in a bwrap of its own
+ZYGOTE = "COURSE_ZYGOTE"  # the zygote's control socket, for the launchers
+ZYGOTE_RO = "COURSE_ZYGOTE_RO"  # the zygote's own read-only binds (JSON list)
+ZYGOTE_PRELOAD = "COURSE_ZYGOTE_PRELOAD"  # the modules the zygote imports (JSON list)
+
+# the grader -> the graded kernel
+PROBE_DIR = "COURSE_PROBE_DIR"  # the probe's read-only case inputs: hidden checks record only
+KERNEL_IMPORTS = "COURSE_KERNEL_IMPORTS"  # modules a kernel started ahead imports (comma list)
+
+# benchmarks only
+VERDICT_PIPELINE = "COURSE_VERDICT_PIPELINE"  # "old": the in-kernel checks (bench/grade_class)
+
+ALL = (SMOKE, VENV, GRADE_PARENT, GRADE_JOB, KERNEL_CACHE, ALEMBIC_HEAD, KERNEL_PARENT,
+       SANDBOX_SPEC, KERNEL_ZYGOTE, ZYGOTE, ZYGOTE_RO, ZYGOTE_PRELOAD, PROBE_DIR, KERNEL_IMPORTS,
+       VERDICT_PIPELINE)
