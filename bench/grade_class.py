@@ -4,7 +4,7 @@
     .venv/bin/python bench/grade_class.py --students 3 --workers 2
     .venv/bin/python bench/grade_class.py --assignment 01_attention 04_layer_norm
     .venv/bin/python bench/grade_class.py --speedup --assignment 01_attention
-    .venv/bin/python bench/grade_class.py --pipeline both --students 3   # trusted vs in-kernel
+    .venv/bin/python bench/grade_class.py --students 10 --workers 2 --peer-rev 8cfdd3e
 
 Default: builds a class of ``--students`` students, each submitting every notebook of the
 chosen assignments (all chapters by default): student 1 answers everything correctly, student
@@ -24,12 +24,17 @@ cgroup of its own where the machine allows one, else the waited-for children onl
 misses kernels that are killed), the per-student figures, the ratio stock/course-grade, and
 ``uptime`` before and after: on a shared machine compare the CPU columns. No assertion.
 
+``--peer-rev REV`` (instead of stock nbgrader): the same class graded by this checkout's
+course-grade and by REV's (a ``git worktree`` of REV with a hard-linked copy of this venv whose
+editable install points at the worktree, so that every process, the sandboxed kernels
+included, runs REV's ``autograder`` and ``transformer_ref``: see :func:`peer_checkout`), each
+run in a fresh ``--out`` (its own template), ``--rounds N`` times in alternating order; wall,
+CPU, per student, the ratio REV/current, whose code each run imported (and inside its
+sandbox), and the rows of the two grades.csv whose points or status differ.
+
 ``--speedup``: the old mode, the synthetic class of one assignment
 (``tests/helpers/synthetic_class``)
-graded with ``--workers 1`` and ``--workers N``. ``--pipeline both``: in-kernel checks
-(``COURSE_VERDICT_PIPELINE=old``) vs trusted verdicts on the same class, wall and CPU, per
-student: the whole course with the class above (``--assignment`` several chapters or none),
-or with one ``--assignment`` that chapter's synthetic class (``tests/helpers/synthetic_class``).
+graded with ``--workers 1`` and ``--workers N``.
 """
 
 from __future__ import annotations
@@ -110,6 +115,51 @@ def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
+class ProcWatch:
+    """Which Python executables the processes of a metered run are (``/proc/PID/exe`` of the
+    meter's cgroup, sampled every second): by role, from the command line. Empty without a
+    cgroup."""
+
+    ROLES = (("autograder.grade ", "course-grade"), ("nbgrader_main", "grading process"),
+             ("sandbox zygote", "kernel zygote (kernels are its forks)"),
+             ("sandbox kernel", "kernel launcher"), ("grading.outcap", "kernel"),
+             ("grading.limits", "limits launcher"), ("ipykernel", "kernel"))
+
+    def __init__(self, meter: CpuMeter):
+        import threading
+
+        self.procs = meter.group / "cgroup.procs" if meter.group else None
+        self.seen: dict[str, set[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.wait(1.0):
+            try:
+                pids = self.procs.read_text().split()
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                    exe = os.readlink(f"/proc/{pid}/exe")
+                except OSError:
+                    continue
+                role = next((r for key, r in self.ROLES if key in cmd), None)
+                if role and "python" in Path(exe).name:
+                    self.seen.setdefault(role, set()).add(exe)
+
+    def __enter__(self) -> dict:
+        if self.procs is not None:
+            self._thread.start()
+        return self.seen
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 # ---------------------------------------------------------------- the class
 def build_class(info: dict, dest: Path, n: int) -> list[str]:
     """``n`` students (correct, wrong, blank, correct, ...), each with every notebook."""
@@ -153,11 +203,17 @@ def _env(tmp: Path) -> dict:
 
 
 def run_course_grade(args, meter, tmp, students, assignments, name="course-grade",
-                     env=None) -> dict:
+                     env=None, code=None) -> dict:
+    """``code``: whose course-grade runs (:func:`peer_checkout`'s dict: its Python, working
+    folder and environment); None: this checkout's."""
     from autograder.grading.config import GradeConfig
 
     out = tmp / name
     env = {**_env(tmp), **(env or {})}
+    python, cwd = sys.executable, REPO
+    if code is not None:
+        python, cwd = code["python"], code["tree"]
+        env = {**env, **code["env"], "PATH": os.pathsep.join([code["bin"], env["PATH"]])}
     config = GradeConfig(cell_timeout=int(args.cell_timeout))
     build = (
         "import sys; from pathlib import Path\n"
@@ -166,15 +222,17 @@ def run_course_grade(args, meter, tmp, students, assignments, name="course-grade
         f"build_template(Path({str(args.source)!r}), {assignments!r}, "
         f"Path({str(out / '.work')!r}), GradeConfig(cell_timeout={config.cell_timeout}))\n"
     )
-    once = meter.run([sys.executable, "-c", build], cwd=REPO, env=env)
-    cmd = [sys.executable, "-m", "autograder.grade", str(tmp / "class"), "--out", str(out),
+    once = meter.run([python, "-c", build], cwd=cwd, env=env)
+    cmd = [python, "-m", "autograder.grade", str(tmp / "class"), "--out", str(out),
            "--source", str(args.source), "--workers", str(args.workers),
            "--cell-timeout", args.cell_timeout, "--no-progress", "--assignment", *assignments]
     cmd += ["--memory", args.memory] if args.memory else []
-    grading = meter.run(cmd, cwd=REPO, env=env)
+    with ProcWatch(meter) as seen:
+        grading = meter.run(cmd, cwd=cwd, env=env)
     per = {q.stem: json.loads(q.read_text())["seconds"]
            for q in sorted((out / "results").glob("*.json"))}
-    return {"once": once, "grading": grading, "per": per, "cells": cell_times(out)}
+    return {"once": once, "grading": grading, "per": per, "cells": cell_times(out),
+            "out": out, "seen": seen}
 
 
 def cell_times(out: Path) -> dict:
@@ -301,6 +359,218 @@ def compare_stock(args) -> None:
         print(f"  {nb:28s} {sum(r[0] for r in rows):6.1f} s  ({top})")
 
 
+# ---------------------------------------------------------------- another revision
+@contextlib.contextmanager
+def peer_checkout(rev: str, tmp: Path):
+    """course-grade as it was at git revision ``rev``, ready to run: {"rev", "tree", "python",
+    "env"}. A ``git worktree`` of ``rev`` in ``tmp`` (removed at the end) and a virtual
+    environment of its own: this one's, hard-linked (``cp -al``: the same files, so the same
+    page cache), whose editable-install finder maps ``autograder`` and ``transformer_ref`` to
+    the worktree instead of this checkout. ``PYTHONPATH`` and a working folder in the worktree
+    are not enough: the sandboxed kernel runs with a cleared environment in its own folder and
+    imports the course packages through the venv's finder, and the sandbox binds only the
+    grading process's own venv and package folders; so every process of the run, the kernels
+    included, must come from a venv whose finder names the worktree."""
+    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    tree = tmp / f"peer-{sha[:7]}"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), sha],
+                   check=True, capture_output=True)
+    try:
+        venv = tmp / "peer-venv"
+        if sys.prefix == sys.base_prefix:
+            raise SystemExit("--peer-rev: run this with the course's virtual environment")
+        if subprocess.run(["cp", "-al", sys.prefix, str(venv)]).returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            shutil.copytree(sys.prefix, venv, symlinks=True)
+        lib = next((venv / "lib").glob("python*")) / "site-packages"
+        finders = sorted(lib.glob("__editable__*finder.py"))
+        if not finders:
+            raise SystemExit(f"--peer-rev: no editable-install finder in {lib}")
+        for finder in finders:  # a new file (unlink first): never write through a hard link
+            text = finder.read_text().replace(f"'{REPO}/", f"'{tree}/")
+            finder.unlink()
+            finder.write_text(text)
+            for pyc in (lib / "__pycache__").glob(f"{finder.stem}.*.pyc"):
+                pyc.unlink()
+        python = venv / "bin" / Path(sys.executable).name
+        env = {"PYTHONPATH": os.pathsep.join(
+            [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        yield {"rev": sha[:7], "tree": tree, "python": str(python), "bin": str(python.parent),
+               "env": env}
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
+                       capture_output=True)
+
+
+_WHICH = ("import autograder, transformer_ref, os, sys\n"
+          "print(os.path.dirname(autograder.__file__), os.path.dirname(transformer_ref.__file__),"
+          " os.path.exists(os.path.join(os.path.dirname(autograder.__file__), 'grading',"
+          " 'records.py')), sys.prefix)\n")
+
+_IN_SANDBOX = r"""
+import json, os, subprocess, sys, tempfile
+from pathlib import Path
+from autograder.grading.sandbox.bwrap import sandbox_argv
+spec = json.loads(Path(sys.argv[1]).read_text())
+probe = ("import autograder, importlib.util as u, os, sys; "
+         "ref = u.find_spec('transformer_ref'); "
+         "print('autograder', os.path.dirname(autograder.__file__), '| transformer_ref', "
+         "ref and ref.origin, '(not mounted for this notebook)' if ref is None else '', "
+         "'| sys.prefix', sys.prefix, '|', sys.argv[1], 'visible:', os.path.exists(sys.argv[1]))")
+with tempfile.TemporaryDirectory(prefix="cg-") as home:
+    (Path(home) / "work").mkdir()
+    spec["home"] = home
+    argv = sandbox_argv(spec, []) + [sys.executable, "-c", probe, sys.argv[2]]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    print((r.stdout.strip() or r.stderr.strip()[-300:]).replace(chr(10), " | "))
+"""
+
+
+def which_code(run: dict, code: dict | None, tmp: Path) -> list[str]:
+    """How a run's code was checked: the course packages its Python imports with the run's
+    environment (from another folder, as the grading process), with a cleared environment
+    (as the kernel), and inside a sandbox built from one of the run's own ``sandbox.json``
+    specs (as the kernel: its mounts, its cleared environment); whether the students' course
+    folders have ``.grader/records/`` (only since the record channel,
+    ``autograder/grading/records.py``)."""
+    python, cwd = (code["python"], code["tree"]) if code else (sys.executable, REPO)
+    env = _env(tmp)
+    if code:
+        env = {**env, **code["env"], "PATH": os.pathsep.join([code["bin"], env["PATH"]])}
+    lines = []
+    for label, e, where in (
+            ("grading process's imports", env, run["out"]),
+            ("cleared env's imports", {"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, "/"),
+    ):
+        r = subprocess.run([python, "-c", _WHICH], env=e, cwd=where, capture_output=True,
+                           text=True)
+        lines.append(f"{label}: {(r.stdout.strip() or r.stderr.strip()[-300:])}"
+                     "  (autograder, transformer_ref, has records.py, sys.prefix)")
+    specs = sorted(run["out"].glob(".work/students/*/**/.grader/sandbox*.json"))
+    spec = next((p for p in specs if p.name == "sandbox.json"), specs[0] if specs else None)
+    if spec is not None:
+        ro = json.loads(spec.read_text())
+        mounts = [p for p in ro.get("ro", []) + [d for _, d in ro.get("ro_as", [])]
+                  if "site-packages" not in p and not p.startswith(("/usr", "/etc", "/bin",
+                                                                    "/sbin", "/lib", "/opt"))]
+        lines.append(f"sandbox mounts ({spec.relative_to(run['out'])}): {', '.join(mounts)}")
+        r = subprocess.run([python, "-c", _IN_SANDBOX, str(spec), str(REPO / "autograder")],
+                           env=env, cwd=cwd, capture_output=True, text=True)
+        lines.append("inside that sandbox: "
+                     + (r.stdout.strip() or r.stderr.strip()[-300:]).replace("\n", " | "))
+    else:
+        lines.append("sandbox: no sandbox.json kept under .work/students/")
+    n = len(list(run["out"].glob(".work/students/*")))
+    k = len({p.relative_to(run["out"]).parts[2]
+             for p in run["out"].glob(".work/students/*/**/.grader/records")})
+    lines.append(f"students' course folders with .grader/records/: {k} of {n}")
+    for role, exes in sorted(run["seen"].items()):
+        lines.append(f"processes seen, {role}: {', '.join(sorted(exes))}")
+    return lines
+
+
+def _points(out: Path) -> dict:
+    """{(student, notebook, exercise): (points, max_points, status)} of a run's grades.csv."""
+    import csv
+
+    with open(out / "grades.csv", newline="") as f:
+        return {(r["student"], r["notebook"], r["exercise"]):
+                (r["points"], r["max_points"], r["status"]) for r in csv.DictReader(f)}
+
+
+def compare_peer(args) -> None:
+    """The class graded by this checkout's course-grade and by REV's, side by side: ``--rounds``
+    rounds, the order alternating (this, REV; REV, this; ...), each run in a fresh ``--out``."""
+    with course_class(args) as (tmp, meter, info, students, assignments), \
+            peer_checkout(args.peer_rev, tmp) as peer:
+        cur_label, peer_label = "current", peer["rev"]
+        codes = {cur_label: None, peer_label: peer}
+        runs: dict = {cur_label: [], peer_label: []}
+        before = _uptime()
+        for r in range(args.rounds):
+            order = [cur_label, peer_label] if r % 2 == 0 else [peer_label, cur_label]
+            for label in order:
+                t0 = time.monotonic()
+                runs[label].append(run_course_grade(
+                    args, meter, tmp, students, assignments, name=f"out-{label}-r{r + 1}",
+                    code=codes[label]))
+                print(f"round {r + 1}: {label} done in {time.monotonic() - t0:.0f} s "
+                      f"({_uptime()})", flush=True)
+        after = _uptime()
+        checks = {label: which_code(runs[label][0], codes[label], tmp) for label in runs}
+        points = {label: [_points(run["out"]) for run in runs[label]] for label in runs}
+    n = _print_class(args, meter, students, info, assignments, before, after)
+    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    print(f"current = this checkout ({REPO}, HEAD {sha} plus its uncommitted changes); "
+          f"{peer_label} = git worktree of {args.peer_rev}; "
+          f"rounds: {args.rounds} (order alternating, current first)")
+
+    def total(label, key, i=None):
+        rs = runs[label] if i is None else [runs[label][i]]
+        return tuple(sum(run[key][j] for run in rs) / len(rs) for j in (0, 1))
+
+    rows = []
+    for i in range(args.rounds):
+        tag = f" (round {i + 1})" if args.rounds > 1 else ""
+        rows += [(f"once per class (template){tag}", total(cur_label, "once", i),
+                  total(peer_label, "once", i)),
+                 (f"grading the class{tag}", total(cur_label, "grading", i),
+                  total(peer_label, "grading", i)),
+                 (f"per student{tag}", tuple(x / n for x in total(cur_label, "grading", i)),
+                  tuple(x / n for x in total(peer_label, "grading", i)))]
+    if args.rounds > 1:
+        rows.append(("per student (mean of the rounds)",
+                     tuple(x / n for x in total(cur_label, "grading")),
+                     tuple(x / n for x in total(peer_label, "grading"))))
+    head = f"{peer_label}/current"
+    print(f"\n{'':40s} {'current':>19s} {peer_label:>19s} {head:>19s}")
+    print(f"{'':40s} {'wall s':>9s} {'CPU s':>9s} {'wall s':>9s} {'CPU s':>9s} "
+          f"{'wall':>9s} {'CPU':>9s}")
+    for label, c, s in rows:
+        print(f"{label:40s} {c[0]:9.1f} {c[1]:9.1f} {s[0]:9.1f} {s[1]:9.1f} "
+              f"{s[0] / c[0]:9.2f} {s[1] / c[1]:9.2f}")
+
+    print("\neach student's own grading time (results/*.json, wall s; mean of the rounds):")
+    print(f"  {'student':15s} {'current':>8s} {peer_label:>8s} {head:>14s}")
+    for student in students:
+        c = [run["per"].get(student, float("nan")) for run in runs[cur_label]]
+        s = [run["per"].get(student, float("nan")) for run in runs[peer_label]]
+        c, s = sum(c) / len(c), sum(s) / len(s)
+        print(f"  {student:15s} {c:8.1f} {s:8.1f} {s / c:14.2f}")
+    print("kernel time per notebook (all students, wall s; first round):")
+    for nb in runs[cur_label][0]["cells"]:
+        c = sum(x[0] for x in runs[cur_label][0]["cells"][nb])
+        s = sum(x[0] for x in runs[peer_label][0]["cells"].get(nb, []))
+        print(f"  {nb:28s} {c:7.1f} {s:7.1f}")
+
+    print("\nwhose code ran:")
+    for label in runs:
+        print(f"  {label}:")
+        for line in checks[label]:
+            print(f"    {line}")
+
+    print("\ngrades.csv, current vs " + peer_label + " (per student, notebook, exercise):")
+    for i in range(args.rounds):
+        cur, old = points[cur_label][i], points[peer_label][i]
+        diff_pts = [k for k in sorted(set(cur) | set(old))
+                    if cur.get(k, (None,))[:2] != old.get(k, (None,))[:2]]
+        diff_st = [k for k in sorted(set(cur) & set(old)) if cur[k][2] != old[k][2]]
+        print(f"  round {i + 1}: {len(cur)} rows current, {len(old)} rows {peer_label}; "
+              f"points differ on {len(diff_pts)} row(s), status on {len(diff_st)}")
+        for k in diff_pts[:40]:
+            print(f"    points {'/'.join(k)}: current {cur.get(k, ('-', '-', '-'))[:2]}, "
+                  f"{peer_label} {old.get(k, ('-', '-', '-'))[:2]}")
+        for k in diff_st[:40]:
+            print(f"    status {'/'.join(k)}: current {cur[k][2]!r}, {peer_label} {old[k][2]!r}")
+    for i in range(1, args.rounds):
+        for label in runs:
+            a, b = points[label][0], points[label][i]
+            same = sum(1 for k in a if a[k][:2] == b.get(k, (None,))[:2])
+            print(f"  {label}, round 1 vs round {i + 1}: points equal on {same} of {len(a)}")
+
+
 # ---------------------------------------------------------------- older modes
 def speedup(args) -> None:
     """The synthetic class of one assignment, ``--workers 1`` vs ``--workers N``."""
@@ -340,91 +610,10 @@ def _grade(args, tmp: Path, name: str, workers: int, env: dict) -> tuple[float, 
     return time.monotonic() - t0, per
 
 
-def compare_pipelines_course(args) -> None:
-    """The whole course (or ``--assignment A B ...``), a class of ``--students`` (correct,
-    wrong, blank, ...): in-kernel checks (old) vs trusted verdicts (new), wall and CPU."""
-    runs = {}
-    with course_class(args) as (tmp, meter, info, students, assignments):
-        before = _uptime()
-        for name in ("old", "new"):
-            runs[name] = run_course_grade(args, meter, tmp, students, assignments,
-                                          name=f"course-grade-{name}",
-                                          env={"COURSE_VERDICT_PIPELINE": name})
-        rows = {name: _rows_of(tmp / f"course-grade-{name}") for name in runs}
-        after = _uptime()
-    n = _print_class(args, meter, students, info, assignments, before, after)
-    old, new = runs["old"]["grading"], runs["new"]["grading"]
-    print(f"\n{'':36s} {'old (in-kernel)':>19s} {'new (trusted)':>19s} {'new/old':>19s}")
-    print(f"{'':36s} {'wall s':>9s} {'CPU s':>9s} {'wall s':>9s} {'CPU s':>9s} "
-          f"{'wall':>9s} {'CPU':>9s}")
-    for label, o, w in (("grading the class", old, new),
-                        ("per student", tuple(x / n for x in old), tuple(x / n for x in new))):
-        print(f"{label:36s} {o[0]:9.1f} {o[1]:9.1f} {w[0]:9.1f} {w[1]:9.1f} "
-              f"{w[0] / o[0]:9.2f} {w[1] / o[1]:9.2f}")
-    print("\neach student's own grading time (results/*.json, wall):")
-    print(f"  {'student':15s} {'old s':>7s} {'new s':>7s} {'new/old':>8s} "
-          f"{'old points':>11s} {'new points':>11s}")
-    for student in students:
-        o, w = runs["old"]["per"].get(student), runs["new"]["per"].get(student)
-        po, pn = rows["old"].get(student, "?"), rows["new"].get(student, "?")
-        print(f"  {student:15s} {o:7.1f} {w:7.1f} {w / o:8.2f} {po:>11s} {pn:>11s}")
-
-
-def _rows_of(out: Path) -> dict:
-    """{student: "points/max (k not graded)"} from a run's grades.csv."""
-    import csv
-
-    totals: dict = {}
-    with open(out / "grades.csv", newline="") as f:
-        for r in csv.DictReader(f):
-            t = totals.setdefault(r["student"], [0.0, 0.0, 0])
-            t[1] += float(r["max_points"] or 0)
-            if r["points"]:
-                t[0] += float(r["points"])
-            else:
-                t[2] += 1
-    return {s: f"{p:g}/{m:g}" + (f" ({k} ng)" if k else "") for s, (p, m, k) in totals.items()}
-
-
-def compare_pipelines(args) -> None:
-    """One worker, the same class: in-kernel checks (old) vs trusted verdicts (new)."""
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
-
-    from helpers.synthetic_class import ClassBuilder
-
-    if not args.assignment or len(args.assignment) > 1:
-        return compare_pipelines_course(args)
-    assignment = args.assignment[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        _, info = build_template(args.source, [assignment], tmp / "template",
-                                 GradeConfig(cell_timeout=60))
-        ClassBuilder(info[assignment][0]).build(tmp / "class")
-        keep = {s for s in args.keep.split(",") if s}
-        for entry in (tmp / "class").iterdir():
-            if keep and entry.name.removesuffix(".zip") not in keep:
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-        n = len(list((tmp / "class").iterdir()))
-        print(f"class: {n} students, assignment {assignment}, {os.cpu_count()} cores")
-        walls, pers = {}, {}
-        for name in ("old", "new"):
-            env = dict(os.environ, COURSE_VERDICT_PIPELINE=name)
-            walls[name], pers[name] = _grade(args, tmp, name, 1, env)
-        print(f"\n{'student':15s} {'old s':>7s} {'new s':>7s} {'new/old':>8s}")
-        for student in sorted(pers["old"]):
-            o, w = pers["old"][student], pers["new"].get(student, float("nan"))
-            print(f"  {student:13s} {o:7.1f} {w:7.1f} {w / o if o else float('nan'):8.2f}")
-        so, sn = sum(pers["old"].values()), sum(pers["new"].values())
-        print(f"\nper student (mean): old {so / n:.1f} s, new {sn / n:.1f} s, "
-              f"new/old x{sn / so:.2f}; class: old {walls['old']:.1f} s, "
-              f"new {walls['new']:.1f} s")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--assignment", nargs="+", default=None,
-                   help="assignments (default: every chapter; --speedup/--pipeline: the "
+                   help="assignments (default: every chapter; --speedup: the "
                    "first, else 01_attention)")
     p.add_argument("--students", type=int, default=1, help="class size (default: 1)")
     p.add_argument("--source", type=Path, default=REPO / "solutions")
@@ -435,15 +624,17 @@ def main() -> None:
                    help="course-grade --memory, MB (default: course-grade's own)")
     p.add_argument("--speedup", action="store_true",
                    help="the synthetic class of one assignment, --workers 1 vs --workers N")
-    p.add_argument("--pipeline", choices=("new", "old", "both"), default="new")
-    p.add_argument("--keep", default="",
-                   help="with --pipeline both: comma-separated students of the class to keep")
+    p.add_argument("--peer-rev", default=None, metavar="REV",
+                   help="instead of stock nbgrader: course-grade as it was at git revision "
+                   "REV (a worktree of it), on the same class, side by side")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="with --peer-rev: rounds, the order alternating (default 1)")
     args = p.parse_args()
     args.source = args.source.resolve()
-    if args.pipeline == "both":
-        return compare_pipelines(args)
     if args.speedup:
         return speedup(args)
+    if args.peer_rev:
+        return compare_peer(args)
     return compare_stock(args)
 
 

@@ -29,9 +29,5 @@ ZYGOTE_PRELOAD = "COURSE_ZYGOTE_PRELOAD"  # the modules the zygote imports (JSON
 PROBE_DIR = "COURSE_PROBE_DIR"  # the probe's read-only case inputs: hidden checks record only
 KERNEL_IMPORTS = "COURSE_KERNEL_IMPORTS"  # modules a kernel started ahead imports (comma list)
 
-# benchmarks only
-VERDICT_PIPELINE = "COURSE_VERDICT_PIPELINE"  # "old": the in-kernel checks (bench/grade_class)
-
 ALL = (SMOKE, VENV, GRADE_PARENT, GRADE_JOB, KERNEL_CACHE, ALEMBIC_HEAD, KERNEL_PARENT,
-       SANDBOX_SPEC, KERNEL_ZYGOTE, ZYGOTE, ZYGOTE_RO, ZYGOTE_PRELOAD, PROBE_DIR, KERNEL_IMPORTS,
-       VERDICT_PIPELINE)
+       SANDBOX_SPEC, KERNEL_ZYGOTE, ZYGOTE, ZYGOTE_RO, ZYGOTE_PRELOAD, PROBE_DIR, KERNEL_IMPORTS)
