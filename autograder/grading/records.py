@@ -26,7 +26,7 @@ seen here (in the trusted process) and never read from the kernel's text:
 
 Both are written to ``.grader/records/<assignment>/<notebook>.evidence.json`` as they happen
 (a grading process killed later keeps what was seen), and ``nbgrader_main`` folds them into
-the assignment's result (``results.py``'s ``AssignmentResult``).
+the assignment's result (``assignment_result.AssignmentResult``).
 """
 
 from __future__ import annotations

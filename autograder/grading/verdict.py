@@ -23,14 +23,9 @@ For a *converted* chapter (``CONVERTED``) grading goes:
    cell's outputs in the autograded notebook with the verdict's message (the feedback shows
    it), and returns the verdicts, which ``nbgrader_main`` puts in the assignment's result
    (``assignment_result.py``), the one file the parent reads;
-5. parent: reads the verdicts (``diagnosis``) and flags the submission's source
-   (:func:`flags`) into the CSV rows: each finding on the exercise whose answer cell holds
-   it, what concerns no single exercise (a cell the student added, a cell above the setup
-   cell) on every row as ``notebook-wide``. The source policy refuses no cell of such a
-   notebook (``sandbox.policy``); what it would have refused is flagged here.
-
-A chapter not in ``CONVERTED`` keeps the in-kernel checks: the test cell's verdict is
-whether it raised there.
+5. parent: reads the verdicts from that result (``student.py``, ``status.py``) and flags the
+   submission's source (``flags.py``) into the CSV rows. The source policy refuses no cell of
+   such a notebook (``sandbox.policy``); what it would have refused is flagged there.
 """
 
 from __future__ import annotations
