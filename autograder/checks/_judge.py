@@ -262,7 +262,7 @@ def judge(check: Check, record: dict | None, cell_error: str = "",
     >>> judge(_DOT, {"key": _DOT.key, "cases": {"a": 1}}).diagnosis
     'malformed record'
     """
-    if type(record) is dict and record.get("malformed"):  # refused by ``verdict.parse_record``
+    if type(record) is dict and record.get("malformed"):  # refused by ``records.parse_record``
         return malformed(check, str(record["malformed"])[:200])
     try:
         return _judge(check, record, cell_error, inputs)

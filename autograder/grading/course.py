@@ -205,8 +205,8 @@ def build_template(
     # (sandbox.bwrap.font_cache, another process) at the same time
     import threading
 
+    from .kernel_package import cache_ready
     from .sandbox.bwrap import font_cache
-    from .verdict import cache_ready
 
     fonts = threading.Thread(target=font_cache, args=(root / "kernels" / "mpl",), daemon=True)
     fonts.start()

@@ -14,7 +14,7 @@ VENV = "COURSE_VENV"  # bootstrap: the virtual environment's folder (default .ve
 # course-grade (parent) -> the limited grading process it starts
 GRADE_PARENT = "COURSE_GRADE_PARENT"  # the parent's pid: limits.py ends at once without it
 GRADE_JOB = "COURSE_GRADE_JOB"  # a token in every process of one student's job (the kill sweep)
-KERNEL_CACHE = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (verdict.prepare)
+KERNEL_CACHE = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (kernel_package)
 ALEMBIC_HEAD = "COURSE_ALEMBIC_HEAD"  # the gradebook schema's head, looked up once per class
 
 # the grading process -> the kernels' launcher (sandbox/kernel.py) and the zygote

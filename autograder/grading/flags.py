@@ -2,7 +2,7 @@
 
 Read in the parent (``course-grade``), from the submitted bytes, never by running them; the
 row says ``flagged: <what>`` for the instructor to review (:func:`flags`). A flag never changes
-a score by itself. For a notebook judged outside the kernel (``verdict.converted_keys``) the
+a score by itself. For a notebook judged outside the kernel (``exercises.converted_keys``) the
 source policy refuses no cell (``sandbox.policy``): what it would have refused is flagged here.
 """
 
@@ -13,8 +13,8 @@ import re
 
 from . import pyast
 from .cells import nbg as _nbg
+from .exercises import converted_keys, keys_in, test_cells
 from .sandbox.policy import module_names, policy_problem
-from .verdict import converted_keys, keys_in, test_cells
 
 # What a submission that tries to get around the grader looks like in its source. Found by
 # reading the source (trusted, in the parent), never by running it; the row says

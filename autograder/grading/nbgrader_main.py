@@ -111,7 +111,7 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
     ``nbgrader_config.py`` in the working folder), without starting Python and importing
     nbgrader, torch and the checks again for every command and every assignment (about 6 s
     each time). Per assignment: the trusted side's kernel package and probe inputs
-    (:func:`verdict.prepare`, :func:`verdict.write_inputs`) and the kernel's mounts
+    (:func:`kernel_package.prepare`, :func:`kernel_package.write_inputs`) and the kernel's mounts
     (:func:`sandbox.runners.arm`), autograde, the trusted verdict (:func:`verdict.decide`),
     feedback with its last cleaning (:func:`feedback_html.clean_feedback`; in a thread of its
     own, while the next assignment is graded: :class:`_Feedback`). With the sandbox,
@@ -133,7 +133,7 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
     """
     import nbformat
 
-    from . import verdict
+    from . import exercises, kernel_package
     from .config import GradeConfig
     from .sandbox import prestart
     from .sandbox.kernel import PARENT_VAR
@@ -143,7 +143,7 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
     lanes = [lane for lane in lanes if lane]
     assignments = [a for lane in lanes for a in lane]
     root = Path.cwd()
-    cache = os.environ.get(verdict.CACHE_VAR) or None
+    cache = os.environ.get(kernel_package.CACHE_VAR) or None
     notebooks = {a: sorted((root / "source" / a).glob("*.ipynb")) for a in assignments}
     sources = {a: [nbformat.read(p, as_version=4) for p in notebooks[a]] for a in assignments}
 
@@ -158,8 +158,8 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
             if assignment in done:
                 return
             done.add(assignment)
-            verdict.prepare(root, sources[assignment], cache, assignment)
-            verdict.write_inputs(root, assignment)
+            kernel_package.prepare(root, sources[assignment], cache, assignment)
+            kernel_package.write_inputs(root, assignment)
 
     base = root / ".grader" / "sandbox-base.json"
     base_spec = json.loads(base.read_text()) if base.exists() else None
@@ -187,7 +187,7 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
                 # each with its own spec file (two lanes cannot share .grader/sandbox.json)
                 queue = prestart.KernelQueue(
                     root, [a for a in group for _ in notebooks[a]], ready, depth=ahead,
-                    imports=lambda a: verdict.kernel_imports([p.stem for p in notebooks[a]]))
+                    imports=lambda a: exercises.kernel_imports([p.stem for p in notebooks[a]]))
                 prestart.install(queue)
                 queue.start_ahead(app.config)
             try:
@@ -483,16 +483,16 @@ def generate_assignments(assignments: list[str]) -> int:
 
 def build_kernel_caches(cache: str, assignments: list[str]) -> int:
     """The class's kernel packages and probe inputs for each assignment, built once before the
-    students are graded (:func:`verdict.build_cache`; reused while nothing they are made from
+    students are graded (:func:`kernel_package.build_cache`; reused while nothing they are made from
     changed). Runs in the template course folder."""
     import nbformat
 
-    from . import verdict
+    from . import kernel_package
 
     for assignment in assignments:
         sources = [nbformat.read(p, as_version=4)
                    for p in sorted((Path.cwd() / "source" / assignment).glob("*.ipynb"))]
-        verdict.build_cache(Path(cache), sources)
+        kernel_package.build_cache(Path(cache), sources)
     return 0
 
 

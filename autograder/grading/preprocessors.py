@@ -60,7 +60,7 @@ class QueuedExecute(Execute):
             return super().preprocess_cell(cell, resources, index)
         keys = []
         if utils.is_grade(cell):
-            from .verdict import keys_in
+            from .exercises import keys_in
 
             keys = keys_in(cell.source)
         meta = cell.metadata.get("nbgrader", {})

@@ -5,7 +5,7 @@ message of type :data:`RECORD_MIME`, from inside the locked test cell that check
 grading process's executor (``preprocessors.QueuedExecute``) takes every such message out of the
 cell's outputs and hands it to :class:`Seal`, which accepts a record only
 
-- while a test cell runs that calls the record's key (``verdict.keys_in`` of its source, which
+- while a test cell runs that calls the record's key (``exercises.keys_in`` of its source, which
   nbgrader restored from the source notebook),
 - once per key: a second record of a key in the same cell (the student's function sending a
   forged one before the probe's) makes the key's record ``malformed``: it scores 0.
@@ -136,7 +136,7 @@ def read_evidence(root: Path, assignment: str, notebook: str) -> dict:
 
 def _key_of(text: str) -> str | None:
     """The ``"key"`` of a record's text, found without parsing all of it (the judge parses it,
-    bounded: ``verdict.read_record``).
+    bounded: ``records.read_record``).
 
     >>> _key_of('{"key":"attention.softmax","cases":[]}'), _key_of('[1]')
     ('attention.softmax', None)
@@ -156,3 +156,130 @@ def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".part")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- reading a sealed record
+def read_record(folder: Path, key: str) -> dict | None:
+    """The sealed record for ``key`` in ``folder`` (``records.records_dir``: what the grading
+    process accepted from the key's test cell): a regular file under the cap, read by
+    :func:`parse_record`; None when there is none."""
+    path = Path(folder) / f"{key}.json"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_RECORD + 1)
+        while len(data) <= MAX_RECORD:
+            more = os.read(fd, MAX_RECORD + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    return parse_record(data, key)
+
+
+# A record's bounds, far above what the probe writes: its deepest nesting is about 105
+# (record, cases, case, samples, sample, then up to 33 levels of ``_codec`` data, 3 JSON
+# levels each for a dict) and its only JSON numbers are short (times; outputs travel as
+# strings). Python's json recurses once per level, so depth is checked before parsing.
+MAX_RECORD_DEPTH = 400
+MAX_RECORD_DIGITS = 1000
+_SCAN_CHUNK = 1 << 20  # bytes of a record scanned at once (its arrays: some 50 MB)
+
+
+class _Refused(Exception):
+    """A record over one of the bounds, raised while parsing it (not a ValueError)."""
+
+
+def record_depth(data: bytes) -> int:
+    r"""The deepest nesting of ``[`` and ``{`` in JSON text ``data``, outside its strings: one
+    linear, vectorised scan (no recursion; 1 to 2 s for 64 MB of any content). A quote ends
+    a string unless an odd run of backslashes precedes it.
+
+    >>> record_depth(b'{"a": [[1], "]]{{"], "b": {}}')
+    3
+    >>> record_depth(rb'["\\", ["\"[", {}]]'), record_depth(b"")
+    (3, 0)
+    """
+    import numpy as np
+
+    step = np.zeros(256, dtype=np.int8)
+    step[list(b"[{")], step[list(b"]}")] = 1, -1
+    deepest = level = 0
+    in_string, escaped = False, False  # at the chunk's start
+    for start in range(0, len(data), _SCAN_CHUNK):
+        a = np.frombuffer(data, np.uint8, min(_SCAN_CHUNK, len(data) - start), start)
+        special = np.flatnonzero((a == 34) | (a == 92))  # the quotes and backslashes
+        if escaped and special.size and special[0] == 0:
+            special = special[1:]  # escaped by the previous chunk's last backslash
+        is_bs = a[special] == 92
+        after_bs = np.zeros(special.size, dtype=bool)  # right after a backslash
+        after_bs[1:] = is_bs[:-1] & (special[1:] == special[:-1] + 1)
+        index = np.arange(special.size)
+        run_start = np.maximum.accumulate(np.where(is_bs & ~after_bs, index, 0))
+        odd_run = is_bs & ((index - run_start) % 2 == 0)  # ends an odd run of backslashes
+        odd_before = np.zeros(special.size, dtype=bool)
+        odd_before[1:] = odd_run[:-1]
+        quotes = special[~is_bs & ~(after_bs & odd_before)]
+        escaped = bool(special.size and special[-1] == a.size - 1 and odd_run[-1])
+        brackets = np.flatnonzero(step[a])
+        outside = (np.searchsorted(quotes, brackets) + in_string) % 2 == 0
+        in_string ^= bool(quotes.size % 2)
+        if outside.any():
+            levels = np.cumsum(step[a[brackets[outside]]], dtype=np.int64) + level
+            deepest, level = max(deepest, int(levels.max())), int(levels[-1])
+    return deepest
+
+
+def _json_constant(name: str):
+    raise _Refused(f"{name} in place of a number")
+
+
+def _json_int(text: str) -> int:
+    if len(text) > MAX_RECORD_DIGITS:
+        raise _Refused(f"an integer of {len(text):,} digits")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    x = float(text)
+    if x - x != 0:  # inf (1e999)
+        raise _Refused(f"a number out of range ({text[:20]})")
+    return x
+
+
+def parse_record(data: bytes, key: str) -> dict | None:
+    """The kernel's record for ``key`` from its file's bytes ``data``: the dict, None when
+    ``data`` is not JSON or not a record of ``key``, ``{"too_large": n}`` over
+    ``MAX_RECORD``, and ``{"key": key, "malformed": why}`` when it is over a bound the probe
+    never comes near (nesting, an integer's digits, NaN or Infinity): ``_judge`` scores 0.
+
+    >>> parse_record(b'{"key": "a.f", "cases": []}', "a.f")
+    {'key': 'a.f', 'cases': []}
+    >>> parse_record(b'{"key": "a.f", "cases": NaN}', "a.f")
+    {'key': 'a.f', 'malformed': 'NaN in place of a number'}
+    >>> parse_record(b'{"key": "b.g"}', "a.f") is None
+    True
+    """
+    if len(data) > MAX_RECORD:
+        return {"too_large": len(data)}
+    depth = record_depth(data)
+    if depth > MAX_RECORD_DEPTH:
+        return {"key": key, "malformed": f"nested {depth:,} levels deep"}
+    try:
+        rec = json.loads(data, parse_constant=_json_constant,
+                         parse_int=_json_int, parse_float=_json_float)
+    except _Refused as e:
+        return {"key": key, "malformed": str(e)}
+    except RecursionError:  # (the depth bound is below the interpreter's limit)
+        return {"key": key, "malformed": "nested too deeply to read"}
+    except ValueError:
+        return None
+    return rec if type(rec) is dict and rec.get("key") == key else None
+

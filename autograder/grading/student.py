@@ -30,10 +30,10 @@ from .course import NBGRADER, Notebook, make_student_course, tool_env
 from .diagnosis import diagnose
 from .env import SMOKE
 from .flags import flags as source_flags
+from .kernel_package import CACHE_VAR
 from .runner import LocalRunner
 from .status import STOPPED_RECORDED, Facts, row_status  # noqa: F401 - STOPPED_RECORDED: tests
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
-from .verdict import CACHE_VAR
 
 _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
 
@@ -178,7 +178,7 @@ def grade_student(
         PYTHONWARNINGS="default",
     )
     env[SMOKE] = "1"  # notebooks that train (chapter 8) run their smoke size when graded
-    env[CACHE_VAR] = str(template / "kernels")  # built once per class (verdict.prepare)
+    env[CACHE_VAR] = str(template / "kernels")  # built once per class (kernel_package.prepare)
     result = StudentResult(sub.student, fingerprint, [], 0.0)
     fatal: dict[str, str] = {}  # notebook -> reason
     restored: dict[str, dict[str, str]] = {}

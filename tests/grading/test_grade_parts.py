@@ -6,7 +6,7 @@
   split into lanes (``A --lane B``) that this one process grades at the same time, each lane in
   a thread of its own with its own kernels, in the student's one course folder;
 - the graded kernels' stubbed packages and the probes' case inputs are built once per class
-  (``verdict.build_cache``) and linked into every student's probe folder.
+  (``kernel_package.build_cache``) and linked into every student's probe folder.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.grading import verdict
+from autograder.grading import exercises, kernel_package
 from autograder.grading.assignment_result import AssignmentResult
 
 from helpers.synthetic_class import ClassBuilder
@@ -115,7 +115,7 @@ def test_kernel_packages_and_case_inputs_are_built_once_per_class(one_student_tw
         assert inputs and all(n.endswith(".json") for n in inputs)
         # the kernel's package is the stub: no expected values in its check modules
         stub = (spec.parent / "kernel" / "autograder" / "checks" / "attention.py").read_text()
-        real = (verdict.PACKAGE / "checks" / "attention.py").read_text()
+        real = (exercises.PACKAGE / "checks" / "attention.py").read_text()
         assert "Case(" in real and "Case(" not in stub and "check_softmax = " in stub
 
 
@@ -136,8 +136,8 @@ def _fresh(code: str) -> str:
 def test_the_parent_reads_the_exercise_table_without_importing_the_checks():
     # the parent's first use of the table (flags of a submitted notebook) before its first
     # student: importing the check package would import torch there (2 s)
-    code = ("import sys\nfrom autograder.grading import verdict\n"
-            "mods = sorted(verdict.converted())\n"
+    code = ("import sys\nfrom autograder.grading import exercises\n"
+            "mods = sorted(exercises.converted())\n"
             "print(mods, 'torch' in sys.modules, 'autograder.checks' in sys.modules)\n"
             "from autograder.checks.table import TABLES\n"
             "print(mods == sorted(ch.module for ch in TABLES.values()))")
@@ -145,9 +145,9 @@ def test_the_parent_reads_the_exercise_table_without_importing_the_checks():
     assert out[0].endswith("False False") and "'attention'" in out[0], out
     assert out[1] == "True", out
     # the parent's students start in threads, each reading the table first
-    code = ("import threading\nfrom autograder.grading import verdict\n"
+    code = ("import threading\nfrom autograder.grading import exercises\n"
             "gate, got = threading.Barrier(8), []\n"
-            "def read():\n    gate.wait()\n    got.append(verdict.converted())\n"
+            "def read():\n    gate.wait()\n    got.append(exercises.converted())\n"
             "ts = [threading.Thread(target=read) for _ in range(8)]\n"
             "[t.start() for t in ts]; [t.join() for t in ts]\n"
             "print(len(got), len(set(got)))")
@@ -161,8 +161,8 @@ def test_course_grade_starts_without_importing_nbgrader():
     # code only after the first student (imported meanwhile in a thread: nbgrader_main.warm)
     code = ("import sys\nimport autograder.grade\n"
             "from autograder.grading import course, dispatch, nbgrader_main, report, results\n"
-            "from autograder.grading import student, verdict\n"
-            "nbgrader_main.ensure_cached_head(); verdict.converted()\n"
+            "from autograder.grading import exercises, student, verdict\n"
+            "nbgrader_main.ensure_cached_head(); exercises.converted()\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'torch')))\n"
             "nbgrader_main.warm().join(120)\n"
             "import nbgrader.api\n"
@@ -198,11 +198,11 @@ def test_the_trusted_side_imports_its_checks_while_autograde_runs():
 def test_a_student_probe_links_the_class_inputs_and_a_changed_source_gets_its_own(tmp_path):
     src = nbformat.read(SOURCE / "01_attention" / "01_attention.ipynb", as_version=4)
     cache = tmp_path / "kernels"
-    specs = [verdict.prepare(tmp_path / s, [src], cache) for s in ("a", "b")]
+    specs = [kernel_package.prepare(tmp_path / s, [src], cache) for s in ("a", "b")]
     ins = {os.path.realpath(Path(s["probe"]) / "in") for s in specs}
     assert len(ins) == 1 and len(list(cache.iterdir())) == 1  # built once, shared
     built = Path(ins.pop())
-    keys = [k for ks in verdict.converted_keys(src).values() for k in ks]
+    keys = [k for ks in exercises.converted_keys(src).values() for k in ks]
     assert sorted(p.stem for p in built.iterdir()) == sorted(keys)
     assert all(Path(s["package"]).is_relative_to(cache) for s in specs)
     # compiled once with the cache: a kernel may not write bytecode, so it would compile each
@@ -214,10 +214,10 @@ def test_a_student_probe_links_the_class_inputs_and_a_changed_source_gets_its_ow
                            for q in sources)
     for s in specs:  # no records folder: the records reach the grader as messages
         assert not (Path(s["probe"]) / "out").exists()
-    verdict.write_inputs(tmp_path / "a", "01_attention")  # nothing left to write: no error
+    kernel_package.write_inputs(tmp_path / "a", "01_attention")  # nothing left to write: no error
     changed = nbformat.read(SOURCE / "01_attention" / "01_attention.ipynb", as_version=4)
     changed.cells[0].source += "\n(changed)"
-    verdict.prepare(tmp_path / "c", [changed], cache)
+    kernel_package.prepare(tmp_path / "c", [changed], cache)
     assert len(list(cache.iterdir())) == 2
 
 
@@ -225,20 +225,20 @@ def test_the_cache_key_follows_the_code(tmp_path):
     """A changed check module (or reference, or torch) never reuses an older class's cache."""
     import shutil
 
-    code = ("import sys; from pathlib import Path; from autograder.grading import verdict\n"
-            "verdict.PACKAGE = Path(sys.argv[1])\n"
-            "print(verdict._code_digest())\n")
+    code = ("import sys; from pathlib import Path; from autograder.grading import kernel_package\n"
+            "kernel_package.PACKAGE = Path(sys.argv[1])\n"
+            "print(kernel_package._code_digest())\n")
 
     def digest(package):
         return subprocess.run([sys.executable, "-c", code, str(package)], cwd=REPO,
                               capture_output=True, text=True, check=True).stdout.strip()
 
     copy = tmp_path / "autograder"
-    shutil.copytree(verdict.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    assert digest(copy) == digest(verdict.PACKAGE)  # the code, not where it lies
+    shutil.copytree(exercises.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert digest(copy) == digest(exercises.PACKAGE)  # the code, not where it lies
     module = copy / "checks" / "attention.py"
     module.write_text(module.read_text() + "\n# changed\n")
-    assert digest(copy) != digest(verdict.PACKAGE)
+    assert digest(copy) != digest(exercises.PACKAGE)
 
 
 def test_nbgrader_s_environment_block_is_shared_by_two_lanes():

@@ -19,7 +19,7 @@ import pytest
 
 from autograder.checks import _judge
 from autograder.checks.table import TABLES
-from autograder.grading import reference, verdict
+from autograder.grading import kernel_package, reference
 
 REPO = Path(__file__).resolve().parents[2]
 REAL = Path(importlib.util.find_spec("transformer_ref").origin).parent
@@ -28,7 +28,7 @@ IMPORTING = ("05_feed_forward_blocks", "06_transformer", "08_training")  # impor
 
 def _prepare(tmp_path: Path, chapter: str) -> dict:
     src = nbformat.read(REPO / f"solutions/{chapter}/{chapter}.ipynb", as_version=4)
-    spec = verdict.prepare(tmp_path, [src])
+    spec = kernel_package.prepare(tmp_path, [src])
     assert spec is not None and spec["mount_ref"] is False
     return spec
 

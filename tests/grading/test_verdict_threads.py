@@ -16,7 +16,7 @@ import threading
 
 import nbformat
 
-from autograder.grading import verdict
+from autograder.grading import kernel_package, verdict
 
 from helpers.synthetic_class.shared import REPO
 
@@ -35,7 +35,7 @@ import nbformat
 sys.setswitchinterval(1e-6)  # threads take turns between almost every two bytecodes
 from autograder.checks import _codec
 from autograder.checks._core import get_check
-from autograder.grading import verdict
+from autograder.grading import kernel_package, verdict
 sources = [nbformat.read(p, as_version=4) for p in sys.argv[2:]]
 if sys.argv[1] == "together":
     for t in [verdict.warm([s]) for s in sources]:
@@ -45,7 +45,7 @@ else:
         verdict.warm([s]).join()
 out = {}
 for s in sources:
-    for keys in verdict.converted_keys(s).values():
+    for keys in exercises.converted_keys(s).values():
         for k in keys:
             c = get_check(k)
             data = json.dumps([_codec.encode(case.expected) for case in c.cases])
@@ -72,12 +72,12 @@ def test_case_inputs_written_by_lanes_at_once_equal_those_written_alone(tmp_path
     sources = [source(ch) for ch in CHAPTERS]
     for t in [verdict.warm([s]) for s in sources]:
         t.join()
-    verdict._write_case_inputs(sources, tmp_path / "alone")
+    kernel_package._write_case_inputs(sources, tmp_path / "alone")
     alone = {p.name: p.read_bytes() for p in (tmp_path / "alone").iterdir()}
     before = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=verdict._write_case_inputs,
+        threads = [threading.Thread(target=kernel_package._write_case_inputs,
                                     args=(sources, tmp_path / f"lane{i}")) for i in range(3)]
         for t in threads:
             t.start()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.grading import verdict
+from autograder.grading import kernel_package
 from autograder.grading.sandbox import bwrap_path, readonly_paths
 
 from . import REPO
@@ -27,5 +27,5 @@ def course_with_two_assignments(root: Path, uid: int) -> dict:
     specs = {}
     for a in ("01_attention", "02_masking"):
         src = nbformat.read(SOURCE / a / f"{a}.ipynb", as_version=4)
-        specs[a] = verdict.prepare(root, [src], None, a)
+        specs[a] = kernel_package.prepare(root, [src], None, a)
     return specs

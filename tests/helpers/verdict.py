@@ -2,7 +2,7 @@
 
 :func:`judged` writes the check's case inputs (``_judge.case_inputs``), lets the probe
 (``_probe.run``, the graded kernel's side) record what ``fn`` returns, reads the record back
-as the grader reads its sealed copy (``verdict.read_record``) and judges it
+as the grader reads its sealed copy (``records.read_record``) and judges it
 (``_judge.judge``): the verdict
 only ever sees the JSON the probe wrote.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from autograder.checks import _probe
 from autograder.checks._judge import Verdict, case_inputs, judge
-from autograder.grading import verdict
+from autograder.grading import records
 
 
 def record(folder: Path, check, fn) -> dict | None:
@@ -24,7 +24,7 @@ def record(folder: Path, check, fn) -> dict | None:
     (folder / "in" / f"{check.key}.json").write_text(json.dumps(case_inputs(check)))
     _probe.run(str(folder), check.key, fn,
                sink=(folder / "records" / f"{check.key}.json").write_text)
-    return verdict.read_record(folder / "records", check.key)
+    return records.read_record(folder / "records", check.key)
 
 
 def judged(check, fn) -> Verdict:

@@ -1,6 +1,6 @@
 """A malformed record scores its key 0 ("malformed record"); it never stops a notebook's grading.
 
-A record is the kernel's data, which the student's code can write: ``verdict.parse_record``
+A record is the kernel's data, which the student's code can write: ``sealed.parse_record``
 bounds it before parsing (nesting, NaN/Infinity, long integers), ``_judge`` checks its schema,
 and ``verdict._judged`` turns any exception while judging one key into that key's 0. The
 records here are built in-process with the probe's own recorder (``_probe._call``) and then
@@ -17,6 +17,7 @@ import pytest
 
 from autograder.checks import _judge, _probe, table
 from autograder.checks._judge import case_inputs, judge
+from autograder.grading import records as sealed
 from autograder.grading import verdict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,7 +89,7 @@ def test_deep_nesting_is_refused_before_parsing(tmp_path, records):
     _zero(_cell(tmp_path, {key: deep}))
     # deeper than the bound, shallower than json's own recursion limit: the scan refuses it
     deeper = b'{"key":"%s","cases":[' % key.encode() + b"[" * 500 + b"]" * 500 + b"]}"
-    assert "malformed" in verdict.parse_record(deeper, key)
+    assert "malformed" in sealed.parse_record(deeper, key)
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity", "1e999"])
@@ -167,17 +168,17 @@ def test_a_lone_surrogate_in_a_message_can_be_written(tmp_path, records):
 
 def test_missing_and_refused_records_differ(records):
     key = _SOFTMAX.key
-    assert verdict.parse_record(b'{"key": "x.y", "cases": []}', key) is None  # another key
-    assert verdict.parse_record(b'{"key": ', key) is None  # not JSON
-    assert verdict.parse_record(b"[" + b"1" * 1001 + b"]", key) == {
+    assert sealed.parse_record(b'{"key": "x.y", "cases": []}', key) is None  # another key
+    assert sealed.parse_record(b'{"key": ', key) is None  # not JSON
+    assert sealed.parse_record(b"[" + b"1" * 1001 + b"]", key) == {
         "key": key, "malformed": "an integer of 1,001 digits"}
-    assert verdict.parse_record(_text(records[key]), key) == records[key]
+    assert sealed.parse_record(_text(records[key]), key) == records[key]
 
 
 def test_record_depth_reads_strings_and_escapes():
-    assert verdict.record_depth(rb'{"a": "[[{{", "b": ["\"[[", "\\", [{}]]}') == 4
-    assert verdict.record_depth(b'"' + b"\\\\" * 10 + b'"[[') == 2
-    assert verdict.record_depth(b'["\\"]]]]"]') == 1
+    assert sealed.record_depth(rb'{"a": "[[{{", "b": ["\"[[", "\\", [{}]]}') == 4
+    assert sealed.record_depth(b'"' + b"\\\\" * 10 + b'"[[') == 2
+    assert sealed.record_depth(b'["\\"]]]]"]') == 1
 
 
 def test_real_records_are_far_below_the_bound():
@@ -190,9 +191,9 @@ def test_real_records_are_far_below_the_bound():
     assert out.get("$") == "dict"  # carried, not opaque
     case = {"label": "a", "status": "ok", "out": out, "samples": [{"status": "ok", "out": out}]}
     rec = {"key": "k", "cases": [case], "uses": {"f": {"key": "g", "cases": [case]}}}
-    depth = verdict.record_depth(_text(rec))
-    assert depth < verdict.MAX_RECORD_DEPTH / 3, depth
-    assert verdict.parse_record(_text(rec), "k") == rec
+    depth = sealed.record_depth(_text(rec))
+    assert depth < sealed.MAX_RECORD_DEPTH / 3, depth
+    assert sealed.parse_record(_text(rec), "k") == rec
 
 
 def test_judge_alone_names_a_malformed_record():

@@ -23,7 +23,7 @@ from autograder.checks import _codec, table
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import judge
 from autograder.grading import flags as source_flags
-from autograder.grading import verdict
+from autograder.grading import kernel_package, records
 
 from helpers.verdict import record
 
@@ -159,18 +159,18 @@ def test_missing_or_forged_records_score_zero(tmp_path):
     assert judge(_SOFTMAX, None, "NameError: name 'softmax' is not defined").diagnosis == \
         "output missing"
     (tmp_path / f"{KEY['softmax']}.json").symlink_to("/etc/passwd")
-    assert verdict.read_record(tmp_path, KEY["softmax"]) is None
+    assert records.read_record(tmp_path, KEY["softmax"]) is None
     os.unlink(tmp_path / f"{KEY['softmax']}.json")
     (tmp_path / f"{KEY['softmax']}.json").write_text(
         json.dumps({"key": KEY["softmax"], "cases": [{"label": 3}]}))
-    v = judge(_SOFTMAX, verdict.read_record(tmp_path, KEY["softmax"]))
+    v = judge(_SOFTMAX, records.read_record(tmp_path, KEY["softmax"]))
     assert not v.passed and v.diagnosis == "output missing"
 
 
 # ---------------------------------------------------------------- the kernel's package
 def test_kernel_package_holds_no_expected_values(tmp_path):
     src = nbformat.read(REPO / "solutions/01_attention/01_attention.ipynb", as_version=4)
-    spec = verdict.prepare(tmp_path, [src])
+    spec = kernel_package.prepare(tmp_path, [src])
     assert spec is not None and spec["mount_ref"] is False
     code = (
         "import autograder.checks as c, autograder.checks._core as core\n"

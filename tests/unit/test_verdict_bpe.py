@@ -3,7 +3,7 @@
 The right answers and the wrong implementations are those of ``test_checks_bpe.py`` (written
 the way a student would, independently of the catalogue); here each goes through the trusted
 path (``verdict_helpers.judged``), as ``course-grade`` does since chapter 07 is in
-``verdict.CONVERTED``. Outputs are plain Python values (dicts of pair counts, merges lists,
+``exercises.CONVERTED``. Outputs are plain Python values (dicts of pair counts, merges lists,
 token lists, bytes, str) compared exactly.
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 from autograder.checks import _codec
 from autograder.checks import bpe as B
-from autograder.grading import verdict
+from autograder.grading import exercises, kernel_package
 
 from helpers.answers.bpe import CHECKS, GOOD, KEY, WRONG
 from helpers.verdict import judged
@@ -41,9 +41,9 @@ def _solutions() -> dict:
 
 
 def test_chapter_is_converted():
-    assert "bpe" in verdict.CONVERTED
+    assert "bpe" in exercises.CONVERTED
     src = nbformat.read(SOURCE, as_version=4)
-    assert sorted(k for ks in verdict.converted_keys(src).values() for k in ks) == sorted(CHECKS)
+    assert sorted(k for ks in exercises.converted_keys(src).values() for k in ks) == sorted(CHECKS)
 
 
 def test_counters_travel_as_dicts():
@@ -84,7 +84,7 @@ def test_catalogued_mistake_is_named_from_the_record(key, wrong, name, _):
 
 def test_kernel_gets_no_reference_implementation(tmp_path):
     src = nbformat.read(SOURCE, as_version=4)
-    spec = verdict.prepare(tmp_path, [src])
+    spec = kernel_package.prepare(tmp_path, [src])
     assert spec["mount_ref"] is False
     ref = Path(spec["ref_package"])
     files = sorted(str(p.relative_to(ref)) for p in ref.rglob("*.py"))
@@ -105,7 +105,7 @@ def test_the_kernel_s_corpus_reads_the_plays_converted_once_per_class(tmp_path):
     from transformer_ref import corpus
 
     src = nbformat.read(SOURCE, as_version=4)
-    spec = verdict.prepare(tmp_path, [src])
+    spec = kernel_package.prepare(tmp_path, [src])
     ref = Path(spec["ref_package"])
     assert (ref / corpus.CONVERTED).is_file()
     code = (

@@ -3,7 +3,7 @@
 The right answers and the wrong implementations are those of ``test_checks_masking.py``
 (written the way a student would, independently of the catalogue); here each goes through
 the trusted path (``verdict_helpers.judged``: case inputs -> probe record -> judge), which is
-what ``course-grade`` does since chapter 02 is in ``verdict.CONVERTED``.
+what ``course-grade`` does since chapter 02 is in ``exercises.CONVERTED``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 from autograder.checks import _codec, table
 from autograder.checks._builders import AttentionLayer
-from autograder.grading import verdict
+from autograder.grading import exercises
 
 from helpers.answers.masking import CHECKS, GOOD, WRONG, masked_torch_softmax
 from helpers.verdict import judged
@@ -37,9 +37,9 @@ def _solutions() -> dict:
 
 
 def test_chapter_is_converted():
-    assert "masking" in verdict.CONVERTED
+    assert "masking" in exercises.CONVERTED
     src = nbformat.read(REPO / "solutions/02_masking/02_masking.ipynb", as_version=4)
-    assert sorted(k for ks in verdict.converted_keys(src).values() for k in ks) == sorted(CHECKS)
+    assert sorted(k for ks in exercises.converted_keys(src).values() for k in ks) == sorted(CHECKS)
 
 
 def test_inputs_travel_as_plain_data():

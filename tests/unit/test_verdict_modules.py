@@ -19,7 +19,7 @@ import torch
 
 from autograder.checks import _builders, _codec, table
 from autograder.checks._judge import judge
-from autograder.grading import verdict
+from autograder.grading import kernel_package
 
 import helpers.answers.feed_forward_blocks as T05
 import helpers.answers.multihead_attention as T03
@@ -162,7 +162,7 @@ def test_model_inputs_are_rebuilt_with_their_weights_and_cache():
                                             ("06_transformer", True)])
 def test_kernel_package_has_stubs_and_builders(tmp_path, chapter, copied):
     src = nbformat.read(REPO / f"solutions/{chapter}/{chapter}.ipynb", as_version=4)
-    spec = verdict.prepare(tmp_path, [src])
+    spec = kernel_package.prepare(tmp_path, [src])
     assert spec is not None and spec["mount_ref"] is False
     assert ("ref_package" in spec) is copied
     module = chapter.split("_", 1)[1]

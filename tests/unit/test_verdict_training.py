@@ -19,7 +19,7 @@ from autograder.checks import _training_drivers, table, training
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import case_inputs, judge
 from autograder.grading import flags as source_flags
-from autograder.grading import verdict
+from autograder.grading import kernel_package
 
 from helpers.verdict import record
 
@@ -224,7 +224,7 @@ def test_kernel_package_has_the_drivers_and_no_expected_values(tmp_path):
     import ast
 
     nb = nbformat.read(REPO / "solutions/08_training/08_training.ipynb", as_version=4)
-    spec = verdict.prepare(tmp_path, [nb])
+    spec = kernel_package.prepare(tmp_path, [nb])
     # the notebook imports transformer_ref: the kernel's copy has no code for the exercises
     assert spec is not None and not spec["mount_ref"] and spec["ref_package"]
     stub = Path(spec["package"]) / "checks" / f"{CHAPTER.module}.py"

@@ -14,7 +14,7 @@ or not:
   output (a silenced traceback) gets one, so nbgrader scores it 0.
 
 For a notebook whose test cells are all judged outside the kernel (trusted verdicts,
-``verdict.CONVERTED``) nothing is refused: a deny-list only delays, and what runs in the
+``exercises.CONVERTED``) nothing is refused: a deny-list only delays, and what runs in the
 kernel cannot change a verdict. The parent flags those cells instead (``flags.flags``:
 ``flagged: <what>`` on the exercise they concern). For every notebook, code cells a student
 put above the locked setup cell are moved to just after it (:func:`setup_first`): the setup
@@ -260,7 +260,7 @@ class Policy:
     """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process).
 
     ``judged_outside`` (a bool, or a function asked when each notebook starts): the course's
-    test cells are judged by trusted verdicts (``verdict.prepare`` wrote a kernel spec): for a
+    test cells are judged by trusted verdicts (a kernel spec from ``kernel_package``): for a
     notebook all of whose test cells are, the policy refuses nothing (a deny-list only delays,
     and what the kernel does cannot change a verdict); the parent flags such cells for the
     instructor instead (``flags.flags``).
@@ -281,7 +281,7 @@ class Policy:
             grade_id(cell) in self.trusted_ids and is_locked(cell)
 
     def _all_judged_outside(self, notebook) -> bool:
-        from ..verdict import converted, keys_in
+        from ..exercises import converted, keys_in
 
         outside = self.judged_outside
         if not (outside() if callable(outside) else outside):
@@ -380,7 +380,7 @@ def load_policy(path: str) -> Policy:
         # asked when each notebook starts: nbgrader_main prepares each assignment after the
         # configuration (and so this policy) was loaded, and names the one this thread grades
         # now (``QueuedExecute``: :func:`grading`), else the file ``runners.arm`` wrote;
-        # verdict.prepare wrote a kernel spec for it: judged outside
+        # kernel_package.prepare wrote a kernel spec for it: judged outside
         current = grader / "assignment"
         name = getattr(_GRADING, "assignment", None) or (
             current.read_text().strip() if current.exists() else "_")

@@ -134,7 +134,7 @@ class BwrapRunner(LocalRunner):
                 "tmp_mb": self.config.tmp_mb,
                 "config": self.config.to_dict(),  # the kernel's launcher sets its limits
             }
-            from ..verdict import CACHE_VAR
+            from ..kernel_package import CACHE_VAR
 
             if env.get(CACHE_VAR):  # the class's kernel cache (grade_student)
                 spec["fontlist"] = font_cache(Path(env[CACHE_VAR]) / "mpl")
@@ -166,12 +166,12 @@ class BwrapRunner(LocalRunner):
 
 
 def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") -> None:
-    """Trusted verdicts (``verdict.prepare``): the kernel's ``autograder`` is the stubbed copy,
+    """Trusted verdicts (``kernel_package``): the kernel's ``autograder`` is the stubbed copy,
     mounted where the real one is; ``transformer_ref`` only when the notebook needs it, and
     then the copy without the chapter's reference implementations, as are the packages that
     are an exercise's reference (``reference.py``); the probe's inputs read-only, and nothing
     writable: the records reach the grader as messages (``records.py``)."""
-    from ..verdict import kernel_spec
+    from ..kernel_package import kernel_spec
 
     probe = kernel_spec(cwd, assignment)
     if probe is None:
@@ -197,7 +197,7 @@ PROBE_KERNEL = "course-probe"
 
 def sandbox_spec(cwd: Path, assignment: str = "_") -> dict | None:
     """The sandbox's spec for a kernel of ``assignment``: the runner's base spec plus the
-    probe's mounts of that assignment (:func:`verdict.prepare`); None without the sandbox."""
+    probe's mounts of that assignment (:func:`kernel_package.prepare`); None without the sandbox."""
     base = Path(cwd) / ".grader" / "sandbox-base.json"
     if not base.exists():
         return None
@@ -208,7 +208,7 @@ def sandbox_spec(cwd: Path, assignment: str = "_") -> dict | None:
 
 def arm(cwd: Path, assignment: str = "_") -> None:
     """Point the kernel that starts next at the course folder's trusted-verdict spec of
-    ``assignment`` (:func:`verdict.prepare`), and name it in ``.grader/assignment`` (the source
+    ``assignment`` (``kernel_package``), and name it in ``.grader/assignment`` (the source
     policy asks whether its notebooks are judged outside the kernel): with the sandbox,
     ``.grader/sandbox.json`` (what the kernel's launcher reads) is :func:`sandbox_spec`;
     without it, the ``course-probe``
@@ -222,7 +222,7 @@ def arm(cwd: Path, assignment: str = "_") -> None:
     if spec is not None:
         (cwd / ".grader" / "sandbox.json").write_text(json.dumps(spec))
         return
-    from ..verdict import kernel_spec
+    from ..kernel_package import kernel_spec
 
     probe = kernel_spec(cwd, assignment)
     kdir = cwd / ".grader" / "share" / "kernels" / PROBE_KERNEL

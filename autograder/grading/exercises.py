@@ -1,0 +1,118 @@
+"""The exercise table as the grader reads it: which checks are judged outside the kernel.
+
+Every process of the grading wing asks the same questions of ``autograder/checks/table.py``:
+which check modules are converted (judged by the grader from the kernel's records), which
+registry keys a test cell calls, which test cells of a notebook are judged that way, what the
+graded kernel imports ahead. This module answers them, and reads the table without importing
+the check library where that is not loaded yet (:func:`converted`).
+
+Example: ``converted_keys(nbformat.read("source/01_attention/01_attention.ipynb", 4))``
+gives ``{"test_softmax": ["attention.softmax"], ...}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+import sys
+import threading
+from pathlib import Path
+
+from .cells import nbg as _nbg
+
+HIDDEN_CALL = re.compile(r"""_?hidden_check\(\s*["']([\w.]+)["']""")
+PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
+
+
+def converted() -> frozenset[str]:
+    """The check modules judged this way: every chapter of the exercise table.
+
+    The table (``autograder/checks/table.py``) is plain data, but importing it as
+    ``autograder.checks.table`` runs the check package first, which imports torch and
+    computes chapter 01's expected values (2 s). The parent needs only the table before its
+    first student starts, so where the package is not imported yet the same file is read on
+    its own, under a private name."""
+    with _TABLE_LOCK:  # the parent's students start in threads: one reads it at a time
+        return _converted()
+
+
+_TABLE_LOCK = threading.Lock()
+# The check library in one thread at a time. A grading process judges a student's assignments
+# in lanes (threads), and the library is not safe in two threads at once: a check module
+# computes its expected values when it is imported, and a few of them seed torch's global
+# generator and draw from it (transformer_ref's own initialisation). Two lanes importing
+# chapters 05 and 06 together interleaved their draws, and a right answer read "output
+# differs". Importing, writing case inputs and judging hold this lock.
+CHECKS = threading.RLock()
+
+
+def kernel_imports(notebooks: list[str]) -> list[str]:
+    """The modules the exercise table asks the graded kernel of these notebooks to import
+    before it answers (``Chapter.kernel_imports``)."""
+    with _TABLE_LOCK:
+        tables = _table().TABLES
+    return sorted({m for name in notebooks if name in tables
+                   for m in tables[name].kernel_imports})
+
+
+@functools.cache
+def _converted() -> frozenset[str]:
+    return frozenset(ch.module for ch in _table().TABLES.values())
+
+
+@functools.cache
+def _table():
+    table = sys.modules.get("autograder.checks.table")
+    if table is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "autograder._exercise_table", PACKAGE / "checks" / "table.py")
+        table = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = table  # dataclasses look their module up while defining
+        try:
+            spec.loader.exec_module(table)
+        finally:
+            sys.modules.pop(spec.name, None)
+    return table
+
+
+def __getattr__(name: str):
+    if name == "CONVERTED":  # ``verdict.CONVERTED``: the same set, for readers of the module
+        return converted()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def keys_in(source: str) -> list[str]:
+    """Registry keys of the hidden checks a test cell calls.
+
+    >>> keys_in('_hidden_check("attention.softmax", softmax)')
+    ['attention.softmax']
+    """
+    return HIDDEN_CALL.findall(source)
+
+
+def test_cells(nb) -> list:
+    """The code cells of ``nb`` nbgrader grades (``grade: true``)."""
+    return [c for c in nb.cells if _nbg(c).get("grade") and c.cell_type == "code"]
+
+
+def converted_keys(nb) -> dict[str, list[str]]:
+    """{grade_id: [keys]} of the test cells of source notebook ``nb`` judged outside the kernel."""
+    out = {}
+    for c in test_cells(nb):
+        keys = keys_in(c.source)
+        if keys and all(k.split(".")[0] in converted() for k in keys):
+            out[_nbg(c)["grade_id"]] = keys
+    return out
+
+
+
+def get_check(key: str):
+    """The check of registry key ``key`` (its chapter's module imported: hold :data:`CHECKS`)."""
+    chapter = key.split(".")[0]
+    importlib.import_module(f"autograder.checks.{chapter}")
+    from autograder.checks._core import get_check as registered
+
+    return registered(key)
