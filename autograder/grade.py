@@ -8,11 +8,11 @@
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
 found inside by name at any depth. For each student, in parallel (``--workers``, default: the
 number of cores), a course folder of their own is made from the source notebooks
-(``solutions/``) and nbgrader's ``autograde`` and ``generate_feedback`` run in a process with
-a wall-time and a memory limit; the student's code (the Jupyter kernel) runs in a bubblewrap
+(``solutions/``) and nbgrader's ``autograde`` and ``generate_feedback`` run in a process with a
+wall-time and a memory limit; the student's code (the Jupyter kernel) runs in a bubblewrap
 sandbox (no network, no access to solutions/, the gradebook or other students' work; see
-``grading/sandbox.py``); with ``--scheduler`` each student is a task on a Dask cluster
-instead (``grading/dispatch.py``). The parent alone writes the results. OUT_DIR is an nbgrader
+``grading/sandbox/``); with ``--scheduler`` each student is a task on a Dask cluster instead
+(``grading/parent/dispatch.py``). The parent alone writes the results. OUT_DIR is an nbgrader
 course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor OUT_DIR``):
 
 - ``OUT_DIR/grades.csv``: one row per student and exercise: student, notebook, exercise,
@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--isolation", choices=ISOLATION, default=DEFAULT.isolation,
                    help="keeps one student's CPU use from slowing the others: per-student "
                    "cgroups where this machine allows, else each worker pinned to cores of its "
-                   "own (auto, the default); 'none' for neither (see grading/isolation.py)")
+                   "own (auto, the default); 'none' for neither (see grading/parent/isolation.py)")
     p.add_argument("--assignment", nargs="+", default=None,
                    help="assignments to grade (default: those found in the submissions)")
     p.add_argument("--source", type=Path, default=ROOT / "solutions",
@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
 def make_runner(config: GradeConfig):
     """The runner that executes one student's grading (the plug-in point for a sandbox).
 
-    Anything with :meth:`autograder.grading.runner.LocalRunner.run`'s signature works. The
+    Anything with :meth:`autograder.grading.parent.runner.LocalRunner.run`'s signature works. The
     default runs nbgrader with rlimits, a wall-time limit and a process-tree kill, and the
     student's kernel inside bubblewrap (``grading/sandbox/``); with ``--unsandboxed``
     (``config.sandboxed`` false) the kernel runs as this user. Both install the source
@@ -122,7 +122,7 @@ def make_runner(config: GradeConfig):
 
 
 def _pick_assignments(args, available, subs) -> list[str]:
-    from .grading.submissions import find_notebook
+    from .grading.parent.submissions import find_notebook
 
     if args.assignment:
         return args.assignment
@@ -136,7 +136,7 @@ def _pick_assignments(args, available, subs) -> list[str]:
 def _write_outputs(store, students, info, people, report, final=False) -> Path:
     """grades.csv, the class report (``report``: a ReportWriter) and the LMS exports, all
     from the stored results."""
-    from .grading.exports import write_exports
+    from .grading.parent.exports import write_exports
 
     rows = store.final_rows(students)
     csv_path = store.write_csv(students, rows=rows)
@@ -169,13 +169,13 @@ def _main(args) -> int:
     # imports after parsing: --help stays instant
     from tqdm import tqdm
 
-    from .grading.course import build_template, find_assignments
-    from .grading.dispatch import Dispatcher, write_feedback
-    from .grading.isolation import isolation
-    from .grading.nbgrader_main import warm as nbgrader_warm
-    from .grading.report import ReportWriter
-    from .grading.report import warm as report_warm
-    from .grading.results import (
+    from .grading.autograde.nbgrader_main import warm as nbgrader_warm
+    from .grading.parent.course import build_template, find_assignments
+    from .grading.parent.dispatch import Dispatcher, write_feedback
+    from .grading.parent.isolation import isolation
+    from .grading.parent.report import ReportWriter
+    from .grading.parent.report import warm as report_warm
+    from .grading.parent.results import (
         ResultStore,
         parse_due,
         publish_source,
@@ -183,9 +183,9 @@ def _main(args) -> int:
         write_course_config,
         write_returns,
     )
-    from .grading.runner import kill_all
-    from .grading.student import grade_student, to_json
-    from .grading.submissions import discover, find_notebook, fingerprint
+    from .grading.parent.runner import kill_all
+    from .grading.parent.student import grade_student, to_json
+    from .grading.parent.submissions import discover, find_notebook, fingerprint
 
     if not args.submissions.is_dir():
         print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)

@@ -186,7 +186,7 @@ def _env(tmp: Path) -> dict:
     """nbgrader's environment: this venv's bin first on PATH (nbgrader runs ``alembic`` from
     there). A venv copied from elsewhere may hold an ``alembic`` script whose ``#!`` line
     points at a Python that is gone: then a bin folder in ``tmp`` gets the same entry point."""
-    from autograder.grading.course import tool_env
+    from autograder.grading.parent.course import tool_env
 
     env = dict(tool_env(), COURSE_SMOKE="1", MPLBACKEND="Agg")
     try:
@@ -218,7 +218,7 @@ def run_course_grade(args, meter, tmp, students, assignments, name="course-grade
     build = (
         "import sys; from pathlib import Path\n"
         "from autograder.grading.config import GradeConfig\n"
-        "from autograder.grading.course import build_template\n"
+        "from autograder.grading.parent.course import build_template\n"
         f"build_template(Path({str(args.source)!r}), {assignments!r}, "
         f"Path({str(out / '.work')!r}), GradeConfig(cell_timeout={config.cell_timeout}))\n"
     )
@@ -262,7 +262,7 @@ def cell_times(out: Path) -> dict:
 
 def run_stock(args, meter, tmp, students, assignments) -> dict:
     """nbgrader's own commands on a plain course folder (no sandbox, no course grader)."""
-    from autograder.grading.course import REPO_CONFIG, source_ignore
+    from autograder.grading.parent.course import REPO_CONFIG, source_ignore
 
     root = tmp / "stock"
     root.mkdir()
@@ -311,7 +311,7 @@ def course_class(args):
     """(tmp, meter, info, students, assignments): the class of ``build_class`` for the chosen
     assignments (all chapters by default) in a temporary folder, and a CPU meter."""
     from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template, find_assignments
+    from autograder.grading.parent.course import build_template, find_assignments
 
     assignments = args.assignment or list(find_assignments(args.source))
     meter = CpuMeter()
@@ -433,7 +433,7 @@ def which_code(run: dict, code: dict | None, tmp: Path) -> list[str]:
     (as the kernel), and inside a sandbox built from one of the run's own ``sandbox.json``
     specs (as the kernel: its mounts, its cleared environment); whether the students' course
     folders have ``.grader/records/`` (only since the record channel,
-    ``autograder/grading/records.py``)."""
+    ``autograder/grading/autograde/records.py``)."""
     python, cwd = (code["python"], code["tree"]) if code else (sys.executable, REPO)
     env = _env(tmp)
     if code:
@@ -575,7 +575,7 @@ def compare_peer(args) -> None:
 def speedup(args) -> None:
     """The synthetic class of one assignment, ``--workers 1`` vs ``--workers N``."""
     from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
+    from autograder.grading.parent.course import build_template
 
     from helpers.synthetic_class import ClassBuilder
 

@@ -43,7 +43,7 @@ def main() -> None:
     import nbformat
 
     from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
+    from autograder.grading.parent.course import build_template
 
     from helpers.synthetic_class import ClassBuilder
 

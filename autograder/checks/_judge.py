@@ -67,7 +67,7 @@ class Driven:
 
 
 # what a graded kernel's stand-in for a reference implementation raises
-# (autograder/grading/reference.py)
+# (autograder/grading/autograde/reference.py)
 REFERENCE_UNAVAILABLE = "ReferenceUnavailable"
 
 

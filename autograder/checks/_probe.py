@@ -31,7 +31,7 @@ import torch
 
 from autograder.checks import _codec
 from autograder.checks._names import calls_name
-from autograder.grading.records import RECORD_MIME
+from autograder.grading.autograde.records import RECORD_MIME
 
 MAX_RECORD = 64 * 2**20  # bytes; the grader refuses larger records
 
@@ -288,8 +288,8 @@ def run(probe_dir: str, key: str, fn, sink=None) -> None:
 def send(text: str) -> None:
     """Send one record to the grading process: a ``display_data`` message of the record type on
     the kernel's IOPub channel, which the grader's executor takes out of the cell's outputs and
-    seals (``autograder/grading/records.py``). Only a record sent while its own test cell runs
-    is accepted, once."""
+    seals (``autograder/grading/autograde/records.py``). Only a record sent while its own
+    test cell runs is accepted, once."""
     from IPython.display import publish_display_data
 
     publish_display_data({RECORD_MIME: text})

@@ -93,12 +93,12 @@ class Chapter:
     # the hidden test wraps the function in the chapter module's ``probe`` (chapter 08)
     probe: bool = False
     # the reference implementations of these exercises, which the kernel that runs a graded
-    # call cannot import (autograder/grading/reference.py): "module" (all of it),
+    # call cannot import (autograder/grading/autograde/reference.py): "module" (all of it),
     # "module:function", "module:Class" (every method) or "module:Class.method"
     reference: tuple[str, ...] = ()
     # modules the graded kernel imports before it answers, besides torch, numpy and pyplot
-    # (autograder/grading/outcap.py): the kernel started ahead of its notebook (grading/sandbox/
-    # prestart.py) spends that time while the previous notebook runs
+    # (autograder/grading/sandbox/outcap.py): the kernel started ahead of its notebook
+    # (grading/sandbox/prestart.py) spends that time while the previous notebook runs
     kernel_imports: tuple[str, ...] = ()
 
     def __post_init__(self):

@@ -1,26 +1,33 @@
-"""Internals of ``course-grade`` (see ``autograder/grade.py``).
+"""Internals of ``course-grade`` (see ``autograder/grade.py``), grouped by the process each runs in.
 
-- ``config``: :class:`GradeConfig`, the one grading configuration (built from the command line,
-  passed to everything below) and the defaults;
-- ``cells``: reading nbgrader's cell metadata (``metadata.nbgrader``) the same way everywhere;
-- ``runner``: run one untrusted command with limits (the place a sandbox plugs in);
-- ``sandbox/``: the bubblewrap sandbox for the student's kernel, the source policy, the runners
-  that use them;
-- ``limits``: sets the rlimits inside that command before it execs nbgrader;
-- ``course``: the template course (nbgrader generate_assignment) and per-student course folders;
-- ``submissions``: students, zips, and finding notebooks by name;
-- ``student``: grading one student: the parent's checks, the grading process, the rows;
-- ``status``: the one function that decides a row's status, points and flag;
-- ``assignment_result``: the typed result the grading process writes per assignment (the one
-  thing the parent reads about it);
-- ``nbgrader_main``: the grading process (nbgrader's autograde and feedback, the verdicts);
-- ``records``: the record channel: records sealed as the test cells send them, and the run's
-  evidence (timeouts, where and why a run stopped);
-- ``verdict``: the kernel's package and probe inputs, and judging the sealed records;
-- ``flags``: what the submitted source shows of an attempt to get around the grader;
-- ``preprocessors``: the course's nbgrader preprocessors, inserted into nbgrader's own lists;
-- ``env``: every ``COURSE_*`` environment variable; ``gradebook``: gradebook helpers;
-- ``results``: the parent's store (one JSON per student), grades.csv, the class gradebook.
+A row of grades.csv is made by three processes. Each sub-package holds the code of one:
+
+- ``parent/``: the ``course-grade`` process, trusted, the only one that writes the class's
+  results. ``course`` (the template course, each student's course folder), ``submissions``
+  (students, zips, notebooks found by name), ``dispatch`` (a thread pool or a Dask cluster,
+  one job per student), ``student`` (one student's job: prechecks, the grading process, the
+  rows), ``status`` (**where a row's status, points and flag come from**: one pure function),
+  ``diagnosis``, ``flags`` (what the submitted source shows of an attempt to get around the
+  grader), ``runner`` and ``isolation`` (the grading process's limits, cgroups or pinning),
+  ``results`` (the store, grades.csv, the class gradebook), ``exports``, ``export_csv``,
+  ``report``;
+- ``autograde/``: the grading process (``python -m autograder.grading.autograde.nbgrader_main``),
+  trusted, one per student, limited: nbgrader's autograde and feedback with the course's
+  ``preprocessors`` (``demo`` cells not run, ``feedback_html`` sanitised),
+  ``kernel_package`` (the kernel's stubbed packages and the probe's inputs, ``reference``),
+  ``records`` (the channel: records sealed as their test cells send them, the run's
+  evidence), ``verdict`` (judging the sealed records); it writes the one result per
+  assignment the parent reads;
+- ``sandbox/``: the student's kernel and its confinement: ``bwrap``, the launcher
+  (``kernel``), the ``zygote``, kernels started ahead (``prestart``), the source ``policy``,
+  the ``runners``, ``limits`` (rlimits, then exec) and ``outcap`` (the kernel's own launcher
+  of ipykernel, with each cell's output capped). Its docstring is the threat model.
+
+Shared by all three (plain data and helpers, no process of their own): ``config``
+(:class:`GradeConfig`, built once from the command line), ``env`` (every ``COURSE_*``
+environment variable), ``cells`` (nbgrader's cell metadata), ``exercises`` (the exercise table
+as the grader reads it), ``assignment_result`` (the typed result the grading process writes and
+the parent reads), ``gradebook``, ``pyast``, ``background``.
 """
 
 import sys as _sys

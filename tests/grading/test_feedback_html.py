@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
-from autograder.grading.feedback_html import clean_page
+from autograder.grading.autograde.feedback_html import clean_page
 from autograder.grading.sandbox import bwrap_path
 
 from helpers.synthetic_class import ClassBuilder
@@ -132,7 +132,7 @@ def counting(self, *a, **k):
     compiled.append(1)
     return original(self, *a, **k)
 jinja2.Environment.compile = counting
-from autograder.grading.feedback_html import share_compiled_templates
+from autograder.grading.autograde.feedback_html import share_compiled_templates
 share_compiled_templates(); share_compiled_templates()
 first = HTMLExporter().from_notebook_node(nb)[0]
 n_first = len(compiled)

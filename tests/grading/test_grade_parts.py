@@ -167,16 +167,16 @@ def test_course_grade_starts_without_importing_nbgrader():
             "nbgrader_main.warm().join(120)\n"
             "import nbgrader.api\n"
             "print(nbgrader.api.get_alembic_version() == nbgrader_main.schema_head())\n"
-            "from autograder.grading.results import NotGradedCsvExport  # its old place\n"
-            "from autograder.grading.export_csv import NotGradedCsvExport as new\n"
+            "from autograder.grading.parent.results import NotGradedCsvExport  # its old place\n"
+            "from autograder.grading.parent.export_csv import NotGradedCsvExport as new\n"
             "print(NotGradedCsvExport is new)")
     out = _fresh(code).splitlines()
     assert out == ["[]", "True", "True"], out
 
 
 def test_the_schema_head_read_from_the_scripts_is_alembic_s():
-    from autograder.grading.course import tool_env
-    from autograder.grading.nbgrader_main import alembic_head, schema_head
+    from autograder.grading.autograde.nbgrader_main import alembic_head, schema_head
+    from autograder.grading.parent.course import tool_env
 
     code = ("import nbgrader.api as a\n"  # nbgrader's own question: `alembic heads`
             "print(a.get_alembic_version())")
@@ -246,7 +246,7 @@ def test_nbgrader_s_environment_block_is_shared_by_two_lanes():
     overlap, and the first to end must neither remove it under the second nor make the
     second's end fail (nbgrader's own setenv deletes it: KeyError)."""
     code = ("import os, threading\nimport nbgrader.utils as u\n"
-            "from autograder.grading.nbgrader_main import share_setenv\n"
+            "from autograder.grading.autograde.nbgrader_main import share_setenv\n"
             "def overlap():\n"
             "    a, b = u.setenv(NBGRADER_EXECUTION='autograde'), "
             "u.setenv(NBGRADER_EXECUTION='autograde')\n"

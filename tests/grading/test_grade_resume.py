@@ -29,7 +29,7 @@ KEEP = {"correct", "wrong", "blank", "missing", "deleted_answer", "stubborn_loop
 @pytest.fixture(scope="module")
 def fixture_info(tmp_path_factory):
     from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
+    from autograder.grading.parent.course import build_template
 
     work = tmp_path_factory.mktemp("fixture-template")
     template, info = build_template(SOURCE, [ASSIGNMENT], work, GradeConfig(cell_timeout=5))
@@ -182,8 +182,8 @@ def test_rerun_rebuilds_a_csv_left_behind_by_a_kill(fixture_info, tmp_path):
 
 def test_wall_time_limit_is_not_graded(fixture_info, tmp_path):
     from autograder.grading.config import GradeConfig
-    from autograder.grading.student import grade_student
-    from autograder.grading.submissions import Submission
+    from autograder.grading.parent.student import grade_student
+    from autograder.grading.parent.submissions import Submission
 
     template, nb, work = fixture_info
     ClassBuilder(nb).build(tmp_path / "class")

@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from autograder.grading.config import GradeConfig
-from autograder.grading.results import ResultStore, parse_due, write_course_config
+from autograder.grading.parent.results import ResultStore, parse_due, write_course_config
 
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv
@@ -36,7 +36,7 @@ DUE = datetime(2026, 12, 1, 23, 59, tzinfo=timezone(timedelta(hours=1)))
 
 @pytest.fixture(scope="module")
 def fixture_template(tmp_path_factory):
-    from autograder.grading.course import build_template
+    from autograder.grading.parent.course import build_template
 
     work = tmp_path_factory.mktemp("term-template")
     template, info = build_template(SOURCE, [ASSIGNMENT], work, GradeConfig(cell_timeout=10))
@@ -134,7 +134,7 @@ def test_nbgrader_export_keeps_not_graded_apart_from_zero(fixture_template, tmp_
 def test_formgrader_counts_every_published_student_as_autograded(fixture_template, tmp_path):
     """Formgrader lists a submission as autograded only when submitted/.../timestamp.txt
     matches the gradebook's submission time; with and without a known time."""
-    from autograder.grading.results import publish_student
+    from autograder.grading.parent.results import publish_student
 
     template, nb = fixture_template
     out = tmp_path / "out"
@@ -313,7 +313,7 @@ def test_regrade_of_an_unknown_student_is_refused(term_class):
 def test_feedback_returned_by_name_and_as_moodle_zip(tmp_path):
     """return/<name> (<id>)/... for everyone; Moodle's feedback zip for those with a
     participant id, in the folder names Moodle's importer parses (name_id_plugintype_name)."""
-    from autograder.grading.results import write_returns
+    from autograder.grading.parent.results import write_returns
 
     out = tmp_path / "out"
     results = {}

@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import autograder.grading.submissions as intake
-from autograder.grading.submissions import (
+import autograder.grading.parent.submissions as intake
+from autograder.grading.parent.submissions import (
     IntakeProblem,
     discover,
     find_notebook,
@@ -404,8 +404,8 @@ def test_zip_of_too_many_entries_is_refused_before_unpacking(tmp_path, monkeypat
 
 
 def test_grading_parent_turns_a_problem_into_not_graded_rows(tmp_path):
-    from autograder.grading.course import describe
-    from autograder.grading.student import grade_student
+    from autograder.grading.parent.course import describe
+    from autograder.grading.parent.student import grade_student
 
     fixture = REPO / "tests" / "fixtures" / "solutions" / "99_fixture" / "99_fixture.ipynb"
     src = nbformat.read(fixture, as_version=4)
@@ -546,8 +546,8 @@ def test_deep_nesting_is_refused_and_strings_do_not_count(tmp_path):
 
 
 def test_precheck_uses_the_bounded_reader(tmp_path):
-    from autograder.grading.course import describe
-    from autograder.grading.student import precheck
+    from autograder.grading.parent.course import describe
+    from autograder.grading.parent.student import precheck
 
     fixture = REPO / "tests" / "fixtures" / "solutions" / "99_fixture" / "99_fixture.ipynb"
     src = nbformat.read(fixture, as_version=4)
@@ -573,7 +573,7 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
     Canvas is the one graded; an encrypted zip and a notebook linked to another student's
     are 'not graded' with their reasons. (4 students graded, 2 workers.)"""
     from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
+    from autograder.grading.parent.course import build_template
 
     from helpers.synthetic_class import ClassBuilder
     from helpers.synthetic_class.shared import grade_cmd, read_csv

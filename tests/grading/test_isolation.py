@@ -21,10 +21,10 @@ import nbformat
 import pytest
 
 from autograder.grading.config import GradeConfig
-from autograder.grading.isolation import CgroupV1, CgroupV2, Pinned, isolation
-from autograder.grading.runner import LocalRunner
+from autograder.grading.parent.isolation import CgroupV1, CgroupV2, Pinned, isolation
+from autograder.grading.parent.runner import LocalRunner
+from autograder.grading.parent.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 from autograder.grading.sandbox import bwrap_argv, bwrap_path, readonly_paths
-from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv
@@ -48,6 +48,8 @@ FILL = (
     "        _f.write(b'x' * (8 * 2**20))\n"
 )
 TIMEOUT = 60
+
+OUTCAP = "autograder.grading.sandbox.outcap"  # the kernel's launcher module
 
 
 def _need_bwrap():
@@ -76,7 +78,7 @@ def test_sandbox_tmp_is_capped(tmp_path):
         "except OSError as e:\n"
         "    print(errno.errorcode[e.errno], written)\n"
     )
-    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [sys.executable, "-c", probe]
+    cmd = argv[: argv.index(OUTCAP) - 2] + [sys.executable, "-c", probe]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     kind, written = out.stdout.split()

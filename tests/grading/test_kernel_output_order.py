@@ -5,16 +5,16 @@ file-descriptor watcher), and sent what that thread read as output of the cell r
 the thread got to run*. Every graded test cell ends with such a write: PyTorch's profiler
 (``autograder/checks/_probe.py``) writes its ``profiler_stop`` line to fd 2 from C++. On a
 loaded machine the line could reach the grader as output of the next cell, in chapter 02 a
-demonstration cell that grading does not run (``autograder/grading/demo.py``): the release
+demonstration cell that grading does not run (``autograder/grading/autograde/demo.py``): the release
 then failed ``assert_demo_cells_not_run`` (issue 33). The kernel's launcher
-(``autograder/grading/outcap.py``) now sends what the pipes hold at the end of each cell,
+(``autograder/grading/sandbox/outcap.py``) now sends what the pipes hold at the end of each cell,
 before its reply.
 
-Here the kernel is started as grading starts it (``python -m autograder.grading.outcap CHARS -f
-CONNECTION_FILE``; outside the sandbox, which plays no part in it), CPU hogs keep every core
-busy, and for a few seconds a cell that ends with a C-level write to fd 2 alternates with a
-comment-only cell, each sent once the previous one is idle, as nbclient sends them. Without
-the launcher's fix, about one comment-only cell in ten got the other cell's line.
+Here the kernel is started as grading starts it (``python -m autograder.grading.sandbox.outcap
+CHARS -f CONNECTION_FILE``; outside the sandbox, which plays no part in it), CPU hogs keep
+every core busy, and for a few seconds a cell that ends with a C-level write to fd 2 alternates
+with a comment-only cell, each sent once the previous one is idle, as nbclient sends them.
+Without the launcher's fix, about one comment-only cell in ten got the other cell's line.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_c_level_output_stays_in_the_cell_that_wrote_it_under_load(tmp_path):
     # between sessions first (autogroup), and the hogs, in this test's session, would hardly
     # slow a kernel in another one.
     kernel = subprocess.Popen(
-        [sys.executable, "-m", "autograder.grading.outcap", str(cap), "-f", conn],
+        [sys.executable, "-m", "autograder.grading.sandbox.outcap", str(cap), "-f", conn],
         cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     kc = BlockingKernelClient(connection_file=conn)

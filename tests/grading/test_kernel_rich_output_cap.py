@@ -2,13 +2,13 @@
 
 Six 64 MB ``display_data`` messages made nbgrader's reader fall behind the kernel ("Timeout
 waiting for IOPub output") and the whole notebook went ungraded. The kernel's launcher
-(``autograder/grading/outcap.py``) now sends a cell's rich outputs (displays and its result)
+(``autograder/grading/sandbox/outcap.py``) now sends a cell's rich outputs (displays and its result)
 up to ``CHARS`` characters, then one note and nothing more; a record of the course's probe
 (``application/vnd.course-record+json``) always gets through.
 
-Here the kernel is started as grading starts it (``python -m autograder.grading.outcap CHARS -f
-CONNECTION_FILE``; outside the sandbox, which plays no part in it), with a cap of 12 MB and
-displays of 5 MB, smaller than the attack's, and what reaches the client is counted.
+Here the kernel is started as grading starts it (``python -m autograder.grading.sandbox.outcap
+CHARS -f CONNECTION_FILE``; outside the sandbox, which plays no part in it), with a cap of 12
+MB and displays of 5 MB, smaller than the attack's, and what reaches the client is counted.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def kc(tmp_path_factory):
     conn, _ = write_connection_file(str(tmp_path_factory.mktemp("kernel") / "kernel.json"))
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     kernel = subprocess.Popen(
-        [sys.executable, "-m", "autograder.grading.outcap", str(CAP), "-f", conn],
+        [sys.executable, "-m", "autograder.grading.sandbox.outcap", str(CAP), "-f", conn],
         cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     client = BlockingKernelClient(connection_file=conn)

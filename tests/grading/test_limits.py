@@ -1,4 +1,4 @@
-"""``python -m autograder.grading.limits``: the wrapper every grading job starts in.
+"""``python -m autograder.grading.sandbox.limits``: the wrapper every grading job starts in.
 
 Its grader may be killed (``kill -9`` of ``course-grade``) while the wrapper is still in a
 slow kernel call, before it has joined the student's cgroups; it must not outlive the grader
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 GRADER = """
 import os, subprocess, sys, time
 env = dict(os.environ, COURSE_GRADE_PARENT=str(os.getpid()))
-p = subprocess.Popen([sys.executable, "-m", "autograder.grading.limits", sys.argv[1], "--",
+p = subprocess.Popen([sys.executable, "-m", "autograder.grading.sandbox.limits", sys.argv[1], "--",
                       "sleep", "300"], env=env, start_new_session=True)
 print(p.pid, flush=True)
 time.sleep(300)

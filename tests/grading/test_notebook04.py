@@ -7,8 +7,8 @@ exercise, and the feedback names the mistake). The committed release must equal 
 generation (tests/unit/test_release.py, every chapter). ``graded_chapter`` is shared with the tests
 of notebooks 05, 06 and 08: that one run grades all four chapters (``CHAPTERS``).
 
-Grading does not run demonstration cells (``autograder/grading/demo.py``): what they show is
-proven on the notebook as ``course-check`` runs it (``executed_chapter``).
+Grading does not run demonstration cells (``autograder/grading/autograde/demo.py``): what
+they show is proven on the notebook as ``course-check`` runs it (``executed_chapter``).
 """
 
 from __future__ import annotations

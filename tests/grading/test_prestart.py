@@ -103,7 +103,7 @@ def test_a_kernel_sees_only_its_own_sockets_and_its_own_assignment_s_probe(tmp_p
     first, second = q._spec_file("01_attention"), q._spec_file("02_masking")
     one, two = json.loads(first.read_text()), json.loads(second.read_text())
     assert one["ipc"] != two["ipc"] and Path(one["ipc"]).parent == Path(two["ipc"]).parent
-    from autograder.grading.outcap import IMPORTS_VAR
+    from autograder.grading.sandbox.outcap import IMPORTS_VAR
 
     assert one["env"][IMPORTS_VAR] == "" and two["env"][IMPORTS_VAR] == "torch._dynamo"
     assert one["rw"] == two["rw"] == []  # nothing writable: records travel as messages
@@ -116,7 +116,7 @@ def test_a_kernel_sees_only_its_own_sockets_and_its_own_assignment_s_probe(tmp_p
         "                  sorted(os.listdir(probes))]))\n"
     )
     argv = bwrap_argv(one, "unused")
-    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [
+    cmd = argv[: argv.index("autograder.grading.sandbox.outcap") - 2] + [
         sys.executable, "-c", look, one["home"], two["ipc"],
         str(tmp_path / ".grader" / "probe")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -137,10 +137,10 @@ def test_the_kernel_has_its_libraries_loaded_before_the_first_cell_and_binds_non
     spec = tmp_path / "kernels" / "outcap-test"
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "autograder.grading.outcap", "100000",
+        "argv": [sys.executable, "-m", "autograder.grading.sandbox.outcap", "100000",
                  "-f", "{connection_file}"],
         "display_name": "outcap", "language": "python"}))
-    from autograder.grading.outcap import IMPORTS_VAR
+    from autograder.grading.sandbox.outcap import IMPORTS_VAR
 
     nb = new_notebook(cells=[
         new_code_cell("import os, sys\nprint(sorted(m for m in ('torch', 'numpy', "

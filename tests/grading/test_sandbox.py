@@ -65,6 +65,8 @@ LEGIT = [
     "with requires('Exercise 1'):\n    y = np.eye(3)",
 ]
 
+OUTCAP = "autograder.grading.sandbox.outcap"  # the kernel's launcher module
+
 
 @pytest.mark.parametrize("source", list(CHEATS))
 def test_policy_names_each_cheat(source):
@@ -147,7 +149,7 @@ def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
         "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
         "    print('net')\nexcept OSError:\n    print('no net')\n"
     )
-    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [sys.executable, "-c", probe]
+    cmd = argv[: argv.index(OUTCAP) - 2] + [sys.executable, "-c", probe]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     uid = 212345 if os.geteuid() == 0 else os.geteuid()
@@ -176,14 +178,14 @@ def test_kernels_share_the_class_s_font_list(tmp_path):
         "print(os.access(d, os.W_OK), sorted(os.listdir(d)), len(fm.fontManager.ttflist) > 0)\n"
     )
     argv = bwrap_argv(spec, "unused")
-    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [sys.executable, "-c", probe]
+    cmd = argv[: argv.index(OUTCAP) - 2] + [sys.executable, "-c", probe]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[0] == f"True ['{Path(fontlist).name}'] True", out.stdout
     assert "generated new fontManager" not in out.stderr, out.stderr
     spec.pop("fontlist")  # without it, each kernel scans the fonts again
     argv = bwrap_argv(spec, "unused")
-    cmd = argv[: argv.index("autograder.grading.outcap") - 2] + [sys.executable, "-c", probe]
+    cmd = argv[: argv.index(OUTCAP) - 2] + [sys.executable, "-c", probe]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert "generated new fontManager" in out.stderr, out.stderr
 

@@ -15,9 +15,9 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from autograder.checks import table
-from autograder.grading import flags as source_flags
 from autograder.grading.config import GradeConfig
-from autograder.grading.course import build_template
+from autograder.grading.parent import flags as source_flags
+from autograder.grading.parent.course import build_template
 from autograder.grading.sandbox.policy import Policy, trusted_cells
 
 from helpers.adversarial import AdversarialBuilder

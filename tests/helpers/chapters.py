@@ -6,8 +6,8 @@ check "not implemented yet"), and the solution with one catalogued mistake per c
 (``MISTAKES``: that exercise loses points and the feedback names the mistake).
 ``graded_chapter_02`` grades 02, 03 and 07 (the release filled in from the source);
 ``graded_chapter_04`` grades 04, 05, 06 and 08 (``ClassBuilder``). Grading does not run
-demonstration cells (``autograder/grading/demo.py``): what they show is proven on the notebook
-as ``course-check`` runs it (``executed_chapter``).
+demonstration cells (``autograder/grading/autograde/demo.py``): what they show is proven on the
+notebook as ``course-check`` runs it (``executed_chapter``).
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ def graded_chapter_04(tmp_path_factory, assignment: str) -> dict:
 def assert_demo_cells_not_run(autograded: dict, assignment: str) -> None:
     """Every demonstration cell of the chapter is in each graded copy, not run (its source
     replaced, no output); every other code cell of the source is there as it was."""
-    from autograder.grading.demo import NOT_RUN, is_demo
+    from autograder.grading.autograde.demo import NOT_RUN, is_demo
 
     src = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
     demos = [c.source for c in src.cells if is_demo(c)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.grading import kernel_package
+from autograder.grading.autograde import kernel_package
 from autograder.grading.sandbox import bwrap_path, readonly_paths
 
 from . import REPO

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from autograder.checks import _probe
 from autograder.checks._judge import Verdict, case_inputs, judge
-from autograder.grading import records
+from autograder.grading.autograde import records
 
 
 def record(folder: Path, check, fn) -> dict | None:

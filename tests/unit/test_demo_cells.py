@@ -1,6 +1,7 @@
-"""Demonstration cells (``autograder/grading/demo.py``): tagged ``demo`` in the chapters, they
-define nothing a later cell uses (a static check over every chapter), and grading replaces them
-with a no-op before the kernel runs (``SkipDemoCells``), unless the student edited them.
+"""Demonstration cells (``autograder/grading/autograde/demo.py``): tagged ``demo`` in the
+chapters, they define nothing a later cell uses (a static check over every chapter), and
+grading replaces them with a no-op before the kernel runs (``SkipDemoCells``), unless the
+student edited them.
 
 The graded chapters' tests (``test_notebook0N``) check the same on real graded copies.
 """
@@ -14,7 +15,7 @@ import pytest
 
 from autograder import release
 from autograder.checks import table
-from autograder.grading.demo import NOT_RUN, SkipDemoCells, demo_problems, is_demo
+from autograder.grading.autograde.demo import NOT_RUN, SkipDemoCells, demo_problems, is_demo
 
 EX = table.rows("08_training")  # {function: exercise row} of the chapter
 

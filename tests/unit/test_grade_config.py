@@ -10,10 +10,10 @@ from nbgrader.converters import Autograde, GenerateFeedback
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder import grade, selfcheck
-from autograder.grading import preprocessors as pp
+from autograder.grading.autograde import preprocessors as pp
+from autograder.grading.autograde.demo import SkipDemoCells
 from autograder.grading.config import CELL_TIMEOUT_S, GradeConfig
-from autograder.grading.course import write_config
-from autograder.grading.demo import SkipDemoCells
+from autograder.grading.parent.course import write_config
 
 
 def test_command_line_defaults_are_the_config_defaults(tmp_path):

@@ -24,7 +24,7 @@ def test_grading_processes_do_not_compile_jsonschemas_iri_grammars():
     optional ``rfc3987_syntax`` grammars; notebooks are still validated against the schema."""
     out = _run(
         "import sys\n"
-        "import autograder.grading.nbgrader_main\n"
+        "import autograder.grading.autograde.nbgrader_main\n"
         "import nbformat, jsonschema\n"
         "print('imported' if sys.modules.get('rfc3987_syntax') else 'skipped')\n"
         "nb = nbformat.read('solutions/01_attention/01_attention.ipynb', as_version=4)\n"
@@ -42,7 +42,7 @@ def test_grading_processes_do_not_compile_jsonschemas_iri_grammars():
 def test_report_redraws_only_charts_whose_data_changed(monkeypatch):
     """The report is rewritten as students finish; an unchanged chart is not drawn again, a
     changed one is (and the page shows the new one)."""
-    from autograder.grading import report
+    from autograder.grading.parent import report
 
     drawn = []
     real = report._draw

@@ -14,12 +14,12 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_output
 
+from autograder.grading.autograde.preprocessors import HideHiddenTests, StderrIsNotFailure
 from autograder.grading.config import GradeConfig
-from autograder.grading.course import describe
-from autograder.grading.preprocessors import HideHiddenTests, StderrIsNotFailure
-from autograder.grading.runner import LocalRunner
-from autograder.grading.student import precheck
-from autograder.grading.submissions import discover, find_notebook
+from autograder.grading.parent.course import describe
+from autograder.grading.parent.runner import LocalRunner
+from autograder.grading.parent.student import precheck
+from autograder.grading.parent.submissions import discover, find_notebook
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "solutions" / "99_fixture" / "99_fixture.ipynb"

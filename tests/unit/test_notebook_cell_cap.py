@@ -11,10 +11,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import autograder.grading.submissions as intake
-from autograder.grading.course import describe
-from autograder.grading.student import precheck
-from autograder.grading.submissions import IntakeProblem, read_notebook_bytes
+import autograder.grading.parent.submissions as intake
+from autograder.grading.parent.course import describe
+from autograder.grading.parent.student import precheck
+from autograder.grading.parent.submissions import IntakeProblem, read_notebook_bytes
 
 CELL = '{"cell\\u005ftype": "markdown", "metadata": {}, "source": "a note"}'
 TAIL = ', "metadata": {}, "nbformat": 4, "nbformat_minor": 4}'

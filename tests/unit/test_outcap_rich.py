@@ -1,4 +1,4 @@
-"""The graded kernel's cap on a cell's rich outputs (``autograder/grading/outcap.py``,
+"""The graded kernel's cap on a cell's rich outputs (``autograder/grading/sandbox/outcap.py``,
 ``install_rich``), on ipykernel's own display publisher and displayhook with a session that
 records what would be sent: no kernel here (tests/grading/test_kernel_rich_output_cap.py runs
 one). Six 64 MB displays made nbgrader's reader fall behind and the notebook go ungraded
@@ -14,8 +14,8 @@ from ipykernel.zmqshell import ZMQDisplayPublisher
 from IPython.core.interactiveshell import InteractiveShellABC
 from jupyter_client.session import Session
 
-from autograder.grading import outcap
-from autograder.grading.outcap import RECORD_MIME
+from autograder.grading.sandbox import outcap
+from autograder.grading.sandbox.outcap import RECORD_MIME
 
 CAP = 10_000
 NOTE = {"text/plain": f"[course-grade: output cut in the kernel after {CAP} characters]"}

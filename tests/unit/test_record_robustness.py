@@ -17,8 +17,8 @@ import pytest
 
 from autograder.checks import _judge, _probe, table
 from autograder.checks._judge import case_inputs, judge
-from autograder.grading import records as sealed
-from autograder.grading import verdict
+from autograder.grading.autograde import records as sealed
+from autograder.grading.autograde import verdict
 
 REPO = Path(__file__).resolve().parents[2]
 _SOFTMAX = table.check("01_attention", "softmax")

@@ -169,7 +169,7 @@ def test_the_leak_detector_finds_an_injected_solution_line():
 
 def test_the_grader_does_not_copy_a_chapter_source_into_its_course(tmp_path):
     """autograde copies a source folder's files next to each student's notebook: never the .py."""
-    from autograder.grading.course import source_ignore
+    from autograder.grading.parent.course import source_ignore
 
     name = "01_attention"
     shutil.copytree(release.SOURCE / name, tmp_path / name, ignore=source_ignore(name))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.diagnosis import diagnose
-from autograder.grading.exports import write_exports
-from autograder.grading.report import rank_mistakes, render, write_report
+from autograder.grading.parent.diagnosis import diagnose
+from autograder.grading.parent.exports import write_exports
+from autograder.grading.parent.report import rank_mistakes, render, write_report
 
 
 def _err(ename, evalue):
@@ -162,7 +162,7 @@ def test_exports_have_the_lms_columns_and_keep_not_graded_empty(tmp_path):
 
 
 def test_report_writer_limits_its_share_of_the_run(tmp_path):
-    from autograder.grading.report import ReportWriter
+    from autograder.grading.parent.report import ReportWriter
 
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "ann.json").write_text(json.dumps(_results()["ann"]))
@@ -198,7 +198,7 @@ def test_no_symptom_shares_a_name_with_a_catalogued_mistake():
     """A diagnosis is only a name: a symptom called like a catalogue entry would be
     labelled as one of the two at random."""
     from autograder.checks.table import TABLES
-    from autograder.grading.diagnosis import symptom_names
+    from autograder.grading.parent.diagnosis import symptom_names
 
     catalogued = {m.name for c in TABLES.values() for e in c.exercises for m in e.mistakes}
     assert catalogued and not (catalogued & symptom_names())

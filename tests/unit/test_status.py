@@ -1,5 +1,6 @@
-"""A row's status: one pure function of the grader's evidence (``grading/status.py``), one test
-per branch, and the record channel's seal (``grading/records.py``) that gathers the evidence."""
+"""A row's status: one pure function of the grader's evidence (``grading/parent/status.py``),
+one test per branch, and the record channel's seal (``grading/autograde/records.py``) that
+gathers the evidence."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 
 from autograder.checks import table
 from autograder.grading.assignment_result import AssignmentResult, NotebookResult, exercises_of
-from autograder.grading.records import Seal, read_evidence, records_dir
-from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED, Facts, row_status
+from autograder.grading.autograde.records import Seal, read_evidence, records_dir
+from autograder.grading.parent.status import STOPPED_NO_RESULT, STOPPED_RECORDED, Facts, row_status
 
 SOFTMAX = table.check("01_attention", "softmax").key
 OTHER = table.check("01_attention", "scaled_dot_product_attention").key

@@ -19,7 +19,7 @@ import torch
 
 from autograder.checks import _builders, _codec, table
 from autograder.checks._judge import judge
-from autograder.grading import kernel_package
+from autograder.grading.autograde import kernel_package
 
 import helpers.answers.feed_forward_blocks as T05
 import helpers.answers.multihead_attention as T03

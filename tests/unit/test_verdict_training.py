@@ -18,8 +18,8 @@ import torch
 from autograder.checks import _training_drivers, table, training
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import case_inputs, judge
-from autograder.grading import flags as source_flags
-from autograder.grading import kernel_package
+from autograder.grading.autograde import kernel_package
+from autograder.grading.parent import flags as source_flags
 
 from helpers.verdict import record
 
@@ -237,7 +237,7 @@ def test_kernel_package_has_the_drivers_and_no_expected_values(tmp_path):
 
 
 def test_answer_using_the_setup_cells_reference_is_flagged():
-    from autograder.grading.course import describe
+    from autograder.grading.parent.course import describe
 
     source = nbformat.read(REPO / "solutions/08_training/08_training.ipynb", as_version=4)
     release = nbformat.read(REPO / "notebooks/08_training/08_training.ipynb", as_version=4)

@@ -36,7 +36,7 @@ The parts:
 - ``policy.py``: the source policy and the two nbgrader hooks that apply it (sandboxed or not);
 - ``bwrap.py``: whether bubblewrap works here, what the kernel may read, the ``bwrap`` argv;
 - ``runners.py``: :class:`UnsandboxedRunner` and :class:`BwrapRunner` (the runner API of
-  ``grading/runner.py``), which prepare the student's course folder and the hooks' config;
+  ``grading/parent/runner.py``), which prepare the student's course folder and the hooks' config;
 - ``kernel.py`` (``python -m autograder.grading.sandbox``): the kernel's launcher, run by
   Jupyter as the kernelspec's command, and the uid drop inside the sandbox;
 - ``prestart.py``: the queue that starts each notebook's kernel while the previous notebook

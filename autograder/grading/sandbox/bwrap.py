@@ -114,7 +114,8 @@ def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
     argv = sandbox_argv(spec, [("--bind", ipc, ipc)])
     # ipykernel, with each cell's stream output capped in the kernel (``outcap``)
     cap = GradeConfig.from_dict(spec.get("config", {})).output_chars
-    kernel = [sys.executable, "-m", "autograder.grading.outcap", str(cap), "-f", connection_file]
+    kernel = [sys.executable, "-m", "autograder.grading.sandbox.outcap", str(cap),
+              "-f", connection_file]
     if os.geteuid() == 0:  # become the sandbox's own user inside (bwrap drops root's caps)
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                  sys.executable, "-m", "autograder.grading.sandbox", "drop", str(spec["uid"]),

@@ -132,7 +132,7 @@ class KernelQueue:
         if os.geteuid() == 0:
             os.chown(ipc, spec["uid"], spec["uid"])
         spec["ipc"] = str(ipc)
-        from ..outcap import IMPORTS_VAR
+        from .outcap import IMPORTS_VAR
 
         # started ahead: outcap.preimport loads torch & co, and the exercise table's
         # kernel_imports of the notebook, before the kernel answers

@@ -1,6 +1,6 @@
 """The runners that grade inside the sandbox (or, with ``--unsandboxed``, without it).
 
-Both are :class:`~autograder.grading.runner.LocalRunner` runners (limits, wall time,
+Both are :class:`~autograder.grading.parent.runner.LocalRunner` runners (limits, wall time,
 process-tree kill) that first prepare the student's course folder: :func:`dedupe_grade_ids`,
 and a Jupyter config folder whose ``nbgrader_config.py`` installs the source policy's hooks
 (``policy.py``). :class:`BwrapRunner` also writes the ``course-sandbox`` kernelspec whose
@@ -22,7 +22,7 @@ from pathlib import Path
 from ..cells import grade_id
 from ..config import GradeConfig
 from ..env import PROBE_DIR
-from ..runner import LocalRunner
+from ..parent.runner import LocalRunner
 from .bwrap import KERNEL_NAME, font_cache, kernel_env, package_dir, readonly_paths
 from .policy import trusted_cells
 
@@ -134,7 +134,7 @@ class BwrapRunner(LocalRunner):
                 "tmp_mb": self.config.tmp_mb,
                 "config": self.config.to_dict(),  # the kernel's launcher sets its limits
             }
-            from ..kernel_package import CACHE_VAR
+            from ..autograde.kernel_package import CACHE_VAR
 
             if env.get(CACHE_VAR):  # the class's kernel cache (grade_student)
                 spec["fontlist"] = font_cache(Path(env[CACHE_VAR]) / "mpl")
@@ -171,7 +171,7 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") ->
     then the copy without the chapter's reference implementations, as are the packages that
     are an exercise's reference (``reference.py``); the probe's inputs read-only, and nothing
     writable: the records reach the grader as messages (``records.py``)."""
-    from ..kernel_package import kernel_spec
+    from ..autograde.kernel_package import kernel_spec
 
     probe = kernel_spec(cwd, assignment)
     if probe is None:
@@ -182,13 +182,13 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") ->
                   if p != real and (probe["mount_ref"] or p != ref)]
     inputs = probe["probe"] + "/in"  # a link to the class's cached inputs: bind its target
     spec["ro_as"] = [[probe["package"], real], [os.path.realpath(inputs), inputs]]
-    if probe.get("ref_package"):  # without the chapter's references (grading/reference.py)
+    if probe.get("ref_package"):  # without the chapter's references (reference.py)
         spec["ro_as"].append([probe["ref_package"], ref])
     for name, stub in sorted(probe.get("stubs", {}).items()):  # e.g. chapter 07's tiktoken
         real_dir = package_dir(name)
         if real_dir:
             spec["ro_as"].append([stub, real_dir])
-    spec["rw"] = []  # the records reach the grader as messages (grading/records.py)
+    spec["rw"] = []  # the records reach the grader as messages (grading/autograde/records.py)
     spec["env"][PROBE_DIR] = probe["probe"]
 
 
@@ -222,7 +222,7 @@ def arm(cwd: Path, assignment: str = "_") -> None:
     if spec is not None:
         (cwd / ".grader" / "sandbox.json").write_text(json.dumps(spec))
         return
-    from ..kernel_package import kernel_spec
+    from ..autograde.kernel_package import kernel_spec
 
     probe = kernel_spec(cwd, assignment)
     kdir = cwd / ".grader" / "share" / "kernels" / PROBE_KERNEL

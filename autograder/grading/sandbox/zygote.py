@@ -299,7 +299,7 @@ def _drop(spec: dict) -> None:
 def _kernel(spec: dict, conn: str) -> None:
     """The kernel itself (``outcap.main``), in its sandbox, as the sandbox user."""
     from ..config import GradeConfig
-    from ..outcap import main as outcap_main
+    from .outcap import main as outcap_main
 
     os.chdir(f"{spec['home']}/work")
     os.environ.clear()
@@ -407,8 +407,8 @@ def serve(ctl: str) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001, S112 - the notebook's own import reports it
             continue
-    from .. import outcap  # noqa: F401 - what the forks run, loaded once here
     from ..config import GradeConfig  # noqa: F401
+    from . import outcap  # noqa: F401 - what the forks run, loaded once here
 
     zygote_ro = set(json.loads(os.environ.pop(RO_VAR, "[]")))
     ctl_dir = os.path.dirname(ctl)

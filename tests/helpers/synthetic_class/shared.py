@@ -36,7 +36,7 @@ def template(source: Path, assignments, cell_timeout: int) -> tuple[Path, dict]:
     ``helpers.TEMPLATES``), as course-grade would build it (nbgrader's generate_assignment,
     the kernels' packages: about 10 s of CPU each)."""
     from autograder.grading.config import GradeConfig
-    from autograder.grading.course import build_template
+    from autograder.grading.parent.course import build_template
 
     import helpers
 
@@ -58,7 +58,7 @@ def notebook_info(tmp_path_factory, source: Path, assignments) -> dict:
 def _graded_assignments(submissions: Path, source: Path, extra: tuple) -> list[str]:
     """The assignments course-grade will grade: ``--assignment``'s, else those whose notebook
     name appears under ``submissions`` (a guess: a wrong one only costs the template's reuse)."""
-    from autograder.grading.course import find_assignments
+    from autograder.grading.parent.course import find_assignments
 
     if "--assignment" in extra:
         names = []
@@ -78,7 +78,7 @@ def seed_template(submissions: Path, out: Path, source: Path, extra: tuple) -> N
     test's course-grade run skips building it. The copy's nbgrader_config.py is rewritten for
     its own folder; its kernels' packages stay in the session's folder (read only)."""
     from autograder.grading.config import CELL_TIMEOUT_S, GradeConfig
-    from autograder.grading.course import write_config
+    from autograder.grading.parent.course import write_config
 
     import helpers
 

@@ -35,8 +35,8 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from ..gradebook import quiet_sqlalchemy
 from .exports import cell as csv_cell
-from .gradebook import quiet_sqlalchemy
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be
 # empty (a writer fills what it knows).
@@ -118,7 +118,7 @@ def write_course_config(out: Path, config, late_penalty: str) -> None:
         f"c.Exchange.root = {str(out / EXCHANGE)!r}",
         f"c.LateSubmissionPlugin.penalty_method = {late_penalty!r}",
         # `nbgrader export` keeps 'not graded' apart from 0 (see export_csv.NotGradedCsvExport)
-        "c.ExportApp.plugin_class = 'autograder.grading.export_csv.NotGradedCsvExport'",
+        "c.ExportApp.plugin_class = 'autograder.grading.parent.export_csv.NotGradedCsvExport'",
     ]
     path = out / "nbgrader_config.py"
     path.write_text(path.read_text() + "\n".join(extra) + "\n")
@@ -359,7 +359,7 @@ class ResultStore:
         from nbgrader.api import Gradebook, MissingEntry
         from nbgrader.plugins import LateSubmissionPlugin
 
-        from .nbgrader_main import use_cached_head
+        from ..autograde.nbgrader_main import use_cached_head
 
         use_cached_head()  # a new gradebook is stamped with the schema head
 

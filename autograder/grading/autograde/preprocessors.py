@@ -38,7 +38,7 @@ class QueuedExecute(Execute):
     and shuts it down after the notebook as its own."""
 
     def preprocess(self, nb, resources=None, km=None):
-        from .sandbox.policy import grading
+        from ..sandbox.policy import grading
 
         meta = (resources or {}).get("nbgrader", {})
         assignment = meta.get("assignment")
@@ -60,7 +60,7 @@ class QueuedExecute(Execute):
             return super().preprocess_cell(cell, resources, index)
         keys = []
         if utils.is_grade(cell):
-            from .exercises import keys_in
+            from ..exercises import keys_in
 
             keys = keys_in(cell.source)
         meta = cell.metadata.get("nbgrader", {})
@@ -125,7 +125,7 @@ class QueuedExecute(Execute):
         return await super()._async_handle_timeout(timeout, cell)
 
     def create_kernel_manager(self):
-        from .sandbox import prestart
+        from ..sandbox import prestart
 
         queue = prestart.current()
         assignment = (self.resources or {}).get("nbgrader", {}).get("assignment")

@@ -1,4 +1,4 @@
-"""``python -m autograder.grading.nbgrader_main ARGS``: the ``nbgrader`` command, faster.
+"""``python -m autograder.grading.autograde.nbgrader_main ARGS``: the ``nbgrader`` command, faster.
 
 ``... nbgrader_main autograde+feedback STUDENT ASSIGNMENT...`` runs both grading steps for
 every assignment in one process (see :func:`autograde_and_feedback`);
@@ -22,8 +22,8 @@ import sys
 import threading
 from pathlib import Path
 
-from .env import ALEMBIC_HEAD, KERNEL_ZYGOTE
-from .gradebook import quiet_sqlalchemy  # noqa: F401 - where the grading code finds it
+from ..env import ALEMBIC_HEAD, KERNEL_ZYGOTE
+from ..gradebook import quiet_sqlalchemy  # noqa: F401 - where the grading code finds it
 
 HEAD_VAR = ALEMBIC_HEAD
 
@@ -44,7 +44,7 @@ def schema_head() -> str:
     1 s). Where that does not find exactly one head, alembic answers."""
     import ast
 
-    from .pyast import parse
+    from ..pyast import parse
 
     def strings(node) -> list[str]:  # 'abc', None or ('abc', 'def'): the names it holds
         items = node.elts if isinstance(node, ast.Tuple | ast.List) else [node]
@@ -88,7 +88,7 @@ def ensure_cached_head() -> None:
 def warm():
     """Import nbgrader's gradebook code (about 2 s) in a daemon thread, while the students'
     grading runs; returns the thread. An import that fails here raises where it is needed."""
-    from .background import head_start
+    from ..background import head_start
 
     return head_start(use_cached_head, "course-grade-nbgrader")
 
@@ -133,11 +133,12 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
     """
     import nbformat
 
-    from . import exercises, kernel_package
-    from .config import GradeConfig
-    from .sandbox import prestart
-    from .sandbox.kernel import PARENT_VAR
-    from .sandbox.runners import arm
+    from .. import exercises
+    from ..config import GradeConfig
+    from ..sandbox import prestart
+    from ..sandbox.kernel import PARENT_VAR
+    from ..sandbox.runners import arm
+    from . import kernel_package
 
     os.environ[PARENT_VAR] = str(os.getpid())  # the kernels' launcher checks it (kernel.py)
     lanes = [lane for lane in lanes if lane]
@@ -301,8 +302,8 @@ def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | N
     to the kernels' launchers in ``COURSE_ZYGOTE``; None without the sandbox, where it is not
     used, or with ``COURSE_KERNEL_ZYGOTE=0``. Every assignment's folders are prepared first
     (the zygote stages what their kernels mount)."""
-    from .sandbox import zygote
-    from .sandbox.runners import sandbox_spec
+    from ..sandbox import zygote
+    from ..sandbox.runners import sandbox_spec
 
     if base_spec is None or os.environ.get(KERNEL_ZYGOTE, "1") == "0" \
             or os.geteuid() != 0:
@@ -331,8 +332,8 @@ def _grade_one(api, root: Path, student: str, assignment: str, sources: list, ar
     """``autograde`` and the trusted verdict of one assignment of
     :func:`autograde_and_feedback` (its folders prepared); writes the assignment's result
     (``assignment_result.py``), the one thing the parent reads; its exit status (0: graded)."""
+    from ..assignment_result import AssignmentResult, result_path
     from . import verdict
-    from .assignment_result import AssignmentResult, result_path
 
     result_path(root, assignment).unlink(missing_ok=True)
     _say(f"==== {assignment} begin")
@@ -381,8 +382,8 @@ def _notebook_results(root: Path, student: str, assignment: str, sources: list,
     the run's evidence (``records.Seal``), each exercise named by its test cells."""
     import nbformat
 
-    from .assignment_result import NotebookResult, exercises_of
-    from .cells import grade_id, is_test
+    from ..assignment_result import NotebookResult, exercises_of
+    from ..cells import grade_id, is_test
     from .records import read_evidence
 
     names = sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))

@@ -24,10 +24,11 @@ import re
 import shutil
 from pathlib import Path
 
-from . import pyast, reference
-from .cells import nbg as _nbg
-from .env import KERNEL_CACHE
-from .exercises import CHECKS, PACKAGE, converted, converted_keys, get_check, keys_in, test_cells
+from .. import pyast
+from ..cells import nbg as _nbg
+from ..env import KERNEL_CACHE
+from ..exercises import CHECKS, PACKAGE, converted, converted_keys, get_check, keys_in, test_cells
+from . import reference
 from .records import records_dir
 
 CACHE_VAR = KERNEL_CACHE  # the class's folder of kernel packages (prepare's cache)

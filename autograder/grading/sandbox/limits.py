@@ -1,6 +1,6 @@
-"""``python -m autograder.grading.limits SPEC -- CMD ...``: set limits, then exec CMD.
+"""``python -m autograder.grading.sandbox.limits SPEC -- CMD ...``: set limits, then exec CMD.
 
-SPEC is a JSON object (plain data, written by :class:`~autograder.grading.runner.LocalRunner`
+SPEC is a JSON object (plain data, written by :class:`~autograder.grading.parent.runner.LocalRunner`
 from the grading run's ``GradeConfig`` and the job's place from ``isolation.py``):
 ``{"memory_mb": 4096, "cpu_s": 930, "cgroup_procs": [...], "cpus": [...]}``.
 
@@ -37,7 +37,7 @@ import resource
 import signal
 import sys
 
-from .env import GRADE_PARENT
+from ..env import GRADE_PARENT
 
 PR_SET_PDEATHSIG = 1
 PARENT_VAR = GRADE_PARENT
@@ -45,7 +45,7 @@ PARENT_VAR = GRADE_PARENT
 
 def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--":
-        sys.exit("usage: python -m autograder.grading.limits SPEC_JSON -- CMD [ARGS...]")
+        sys.exit("usage: python -m autograder.grading.sandbox.limits SPEC_JSON -- CMD [ARGS...]")
     spec, cmd = json.loads(argv[0]), argv[2:]
     _die_with_the_grader()  # first: joining a cgroup can block in the kernel (see above)
     for procs in spec.get("cgroup_procs", []):

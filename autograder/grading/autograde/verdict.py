@@ -30,9 +30,9 @@ import importlib
 import json
 from pathlib import Path
 
-from .background import head_start
-from .cells import nbg as _nbg
-from .exercises import CHECKS, converted_keys, get_check, test_cells
+from ..background import head_start
+from ..cells import nbg as _nbg
+from ..exercises import CHECKS, converted_keys, get_check, test_cells
 from .kernel_package import kernel_spec
 from .records import read_record, records_dir
 
@@ -83,7 +83,7 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
         return {}
     from nbgrader.api import Gradebook
 
-    from .gradebook import quiet_sqlalchemy
+    from ..gradebook import quiet_sqlalchemy
 
     probe = Path(spec["probe"])
     sealed = records_dir(root, assignment)

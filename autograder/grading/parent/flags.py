@@ -11,10 +11,10 @@ from __future__ import annotations
 import ast
 import re
 
-from . import pyast
-from .cells import nbg as _nbg
-from .exercises import converted_keys, keys_in, test_cells
-from .sandbox.policy import module_names, policy_problem
+from .. import pyast
+from ..cells import nbg as _nbg
+from ..exercises import converted_keys, keys_in, test_cells
+from ..sandbox.policy import module_names, policy_problem
 
 # What a submission that tries to get around the grader looks like in its source. Found by
 # reading the source (trusted, in the parent), never by running it; the row says

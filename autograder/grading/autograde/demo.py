@@ -26,7 +26,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
-from . import pyast
+from .. import pyast
 
 TAG = "demo"
 NOT_RUN = "# demonstration cell: not run when graded (it decides no points)"

@@ -7,7 +7,7 @@ rest of the pipeline.
 
 :class:`LocalRunner` (no sandbox) does three things:
 
-- memory: the command starts through ``python -m autograder.grading.limits``, which sets
+- memory: the command starts through ``python -m autograder.grading.sandbox.limits``, which sets
   ``RLIMIT_AS`` and then ``exec``-s the real command; the limit is inherited by every process it
   starts (the Jupyter kernel included), so an allocation past it raises ``MemoryError`` there;
 - CPU: the job runs in a place of its own (``isolation.py``: a per-student cgroup with a CPU
@@ -35,8 +35,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import GradeConfig
-from .env import GRADE_JOB, GRADE_PARENT
+from ..config import GradeConfig
+from ..env import GRADE_JOB, GRADE_PARENT
 from .isolation import isolation
 
 JOB_TOKEN_VAR = GRADE_JOB
@@ -157,7 +157,7 @@ class LocalRunner:
         start = time.monotonic()
         with isolation(self.config).job(lanes) as place, open(log_path, "ab") as log:
             spec = {"memory_mb": self.config.memory_mb, "cpu_s": cpu_s, **place.spec}
-            wrapped = [sys.executable, "-m", "autograder.grading.limits", json.dumps(spec),
+            wrapped = [sys.executable, "-m", "autograder.grading.sandbox.limits", json.dumps(spec),
                        "--", *argv]
             proc = subprocess.Popen(
                 wrapped,

@@ -22,12 +22,13 @@ from pathlib import Path
 
 import nbformat
 
-from .cells import grade_id, is_test, nbg
-from .config import GradeConfig
-from .nbgrader_main import ensure_cached_head
+from ..autograde.nbgrader_main import ensure_cached_head
+from ..cells import grade_id, is_test, nbg
+from ..config import GradeConfig
 
-NBGRADER = [sys.executable, "-m", "autograder.grading.nbgrader_main"]  # = the nbgrader command
-REPO_CONFIG = Path(__file__).resolve().parent.parent / "nbgrader_config.py"
+# the nbgrader command
+NBGRADER = [sys.executable, "-m", "autograder.grading.autograde.nbgrader_main"]
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "nbgrader_config.py"
 COURSE_ID = "course"
 
 
@@ -205,8 +206,8 @@ def build_template(
     # (sandbox.bwrap.font_cache, another process) at the same time
     import threading
 
-    from .kernel_package import cache_ready
-    from .sandbox.bwrap import font_cache
+    from ..autograde.kernel_package import cache_ready
+    from ..sandbox.bwrap import font_cache
 
     fonts = threading.Thread(target=font_cache, args=(root / "kernels" / "mpl",), daemon=True)
     fonts.start()

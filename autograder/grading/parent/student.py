@@ -23,14 +23,14 @@ from pathlib import Path
 import nbformat
 from nbformat.reader import NotJSONError
 
-from .assignment_result import AssignmentResult, NotebookResult
-from .cells import grade_id, nbg
-from .config import GradeConfig
+from ..assignment_result import AssignmentResult, NotebookResult
+from ..autograde.kernel_package import CACHE_VAR
+from ..cells import grade_id, nbg
+from ..config import GradeConfig
+from ..env import SMOKE
 from .course import NBGRADER, Notebook, make_student_course, tool_env
 from .diagnosis import diagnose
-from .env import SMOKE
 from .flags import flags as source_flags
-from .kernel_package import CACHE_VAR
 from .runner import LocalRunner
 from .status import STOPPED_RECORDED, Facts, row_status  # noqa: F401 - STOPPED_RECORDED: tests
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
@@ -260,7 +260,7 @@ def _run_nbgrader(runner, root, lanes, student, info, fatal, config, env, start)
     each lane's in turn: ``nbgrader_main``) in one limited process. Each assignment's result is
     the file the process writes (``assignment_result.py``); where there is none, the reason is
     the grader's own evidence (its time limit, the process's exit) in ``fatal``."""
-    from .nbgrader_main import LANE
+    from ..autograde.nbgrader_main import LANE
 
     log_path = root / "logs" / "grading.log"
     args = [a for k, lane in enumerate(lanes) for a in ([LANE] if k else []) + lane]

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import pyast
-from .config import GradeConfig
+from .. import pyast
+from ..config import GradeConfig
 from .student import StudentResult, failed_result
 from .submissions import Submission
 
@@ -54,7 +54,7 @@ def grade_on_worker(sub: Submission, info, template: Path, config: GradeConfig,
     ``{"result": StudentResult fields, "feedback": {relative path: html}}``. Running it twice
     for the same student is harmless: nothing outside the scratch folder is written.
     """
-    from .sandbox import make_runner
+    from ..sandbox import make_runner
     from .student import grade_student
 
     pyast.install()  # a Dask worker runs tasks in threads too

@@ -105,7 +105,7 @@ def warm() -> None:
     """Import matplotlib and draw a throwaway chart in a background thread, while students
     are graded: a run's report then costs only its own drawing at the end (matplotlib's
     import, its font list and the PNG writer are about two seconds the first time)."""
-    from .background import head_start
+    from ..background import head_start
 
     if not _WARM:  # only a head start: the real drawing reports errors
         _WARM.append(head_start(lambda: _png(_bar_figure()), "report-warm"))

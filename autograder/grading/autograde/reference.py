@@ -28,7 +28,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-from . import pyast
+from .. import pyast
 
 EXCEPTION = "ReferenceUnavailable"  # = checks._judge.REFERENCE_UNAVAILABLE (no torch here)
 _HELPER = f'''

@@ -1,7 +1,7 @@
 """The graded kernel's launcher: ipykernel, with each cell's stream and rich output capped at
 the source and C-level output kept with the cell that wrote it.
 
-``python -m autograder.grading.outcap CHARS -f CONNECTION_FILE`` starts the same kernel as
+``python -m autograder.grading.sandbox.outcap CHARS -f CONNECTION_FILE`` starts the same kernel as
 ``python -m ipykernel_launcher -f CONNECTION_FILE``, except for three things.
 
 A cell's ``stdout`` and ``stderr`` (Python's ``print`` and, through ipykernel's file-descriptor
@@ -53,12 +53,13 @@ import sys
 import termios
 import threading
 
-from .env import KERNEL_IMPORTS
-from .records import RECORD_MIME
+from ..autograde.records import RECORD_MIME
+from ..env import KERNEL_IMPORTS
 
 NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
 # a record the course's probe sends (``autograder/checks/_probe.py``, read by
-# ``autograder/grading/records.py``) as display_data of this type: never cut, never counted
+# ``autograder/grading/autograde/records.py``) as display_data of this type: never cut,
+# never counted
 # what one rich output costs its cell's budget besides its data: about what its message's
 # headers add on the wire, for the reader to take apart
 MESSAGE_CHARS = 500
@@ -302,7 +303,7 @@ def flush_fd_output() -> None:
 
 def main(argv: list[str]) -> None:
     if not argv or not argv[0].isdigit():
-        sys.exit("usage: python -m autograder.grading.outcap CHARS -f CONNECTION_FILE")
+        sys.exit("usage: python -m autograder.grading.sandbox.outcap CHARS -f CONNECTION_FILE")
     install(int(argv[0]))
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]  # as ipykernel_launcher: the kernel puts the notebook's folder back
