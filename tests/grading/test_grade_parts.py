@@ -20,8 +20,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.grading import exercises, kernel_package
+from autograder.grading import exercises
 from autograder.grading.assignment_result import AssignmentResult
+from autograder.grading.autograde import kernel_package
 
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import grade_cmd, notebook_info, read_csv
@@ -160,8 +161,9 @@ def test_course_grade_starts_without_importing_nbgrader():
     # nbgrader's package imports its server extensions (2 s): the parent needs its gradebook
     # code only after the first student (imported meanwhile in a thread: nbgrader_main.warm)
     code = ("import sys\nimport autograder.grade\n"
-            "from autograder.grading import course, dispatch, nbgrader_main, report, results\n"
-            "from autograder.grading import exercises, student, verdict\n"
+            "from autograder.grading import exercises\n"
+            "from autograder.grading.autograde import nbgrader_main, verdict\n"
+            "from autograder.grading.parent import course, dispatch, report, results, student\n"
             "nbgrader_main.ensure_cached_head(); exercises.converted()\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'torch')))\n"
             "nbgrader_main.warm().join(120)\n"
@@ -186,7 +188,7 @@ def test_the_schema_head_read_from_the_scripts_is_alembic_s():
 
 
 def test_the_trusted_side_imports_its_checks_while_autograde_runs():
-    code = ("import sys, nbformat\nfrom autograder.grading import verdict\n"
+    code = ("import sys, nbformat\nfrom autograder.grading.autograde import verdict\n"
             "src = nbformat.read('solutions/02_masking/02_masking.ipynb', as_version=4)\n"
             "t = verdict.warm([src])\nt.join(120)\n"
             "print(t.daemon, 'autograder.checks.masking' in sys.modules,"
@@ -225,7 +227,8 @@ def test_the_cache_key_follows_the_code(tmp_path):
     """A changed check module (or reference, or torch) never reuses an older class's cache."""
     import shutil
 
-    code = ("import sys; from pathlib import Path; from autograder.grading import kernel_package\n"
+    code = ("import sys; from pathlib import Path\n"
+            "from autograder.grading.autograde import kernel_package\n"
             "kernel_package.PACKAGE = Path(sys.argv[1])\n"
             "print(kernel_package._code_digest())\n")
 

@@ -19,7 +19,7 @@ import pytest
 
 from autograder.checks import _judge
 from autograder.checks.table import TABLES
-from autograder.grading import kernel_package, reference
+from autograder.grading.autograde import kernel_package, reference
 
 REPO = Path(__file__).resolve().parents[2]
 REAL = Path(importlib.util.find_spec("transformer_ref").origin).parent

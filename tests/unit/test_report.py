@@ -213,7 +213,7 @@ def test_the_report_s_matplotlib_loads_in_the_background_and_draws_the_same():
 
     code = (
         "import sys, threading\n"
-        "from autograder.grading import report\n"
+        "from autograder.grading.parent import report\n"
         "warm = {warm}\n"
         "if warm:\n"
         "    report.warm()\n"

@@ -22,7 +22,7 @@ import torch
 from autograder.checks import _codec, table
 from autograder.checks._core import CheckFailed, _run, get_check
 from autograder.checks._judge import judge
-from autograder.grading import kernel_package, records
+from autograder.grading.autograde import kernel_package, records
 from autograder.grading.parent import flags as source_flags
 
 from helpers.verdict import record

@@ -17,7 +17,8 @@ import pytest
 
 from autograder.checks import _codec
 from autograder.checks import bpe as B
-from autograder.grading import exercises, kernel_package
+from autograder.grading import exercises
+from autograder.grading.autograde import kernel_package
 
 from helpers.answers.bpe import CHECKS, GOOD, KEY, WRONG
 from helpers.verdict import judged

@@ -55,7 +55,7 @@ def write_config(root: Path, config: GradeConfig) -> None:
     lines = [
         "c = get_config()  # noqa: F821",
         f"load_subconfig({str(REPO_CONFIG)!r})  # noqa: F821" if REPO_CONFIG.exists() else "",
-        "from autograder.grading import preprocessors as _pp",
+        "from autograder.grading.autograde import preprocessors as _pp",
         f"c.CourseDirectory.root = {str(root)!r}",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
         "c.CourseDirectory.source_directory = 'source'",
