@@ -169,7 +169,7 @@ def _main(args) -> int:
     # imports after parsing: --help stays instant
     from tqdm import tqdm
 
-    from .grading.autograde.nbgrader_main import warm as nbgrader_warm
+    from .grading.nbgrader_patches import warm as nbgrader_warm
     from .grading.parent.course import build_template, find_assignments
     from .grading.parent.dispatch import Dispatcher, write_feedback
     from .grading.parent.isolation import isolation

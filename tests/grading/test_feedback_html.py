@@ -132,7 +132,7 @@ def counting(self, *a, **k):
     compiled.append(1)
     return original(self, *a, **k)
 jinja2.Environment.compile = counting
-from autograder.grading.autograde.feedback_html import share_compiled_templates
+from autograder.grading.nbgrader_patches import share_compiled_templates
 share_compiled_templates(); share_compiled_templates()
 first = HTMLExporter().from_notebook_node(nb)[0]
 n_first = len(compiled)

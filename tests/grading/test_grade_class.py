@@ -97,7 +97,8 @@ def test_feedback_explains_a_wrong_answer(nb01_class):
 def test_class_gradebook_matches_csv(nb01_class):
     from nbgrader.api import Gradebook
 
-    from autograder.grading.autograde.nbgrader_main import ensure_cached_head, quiet_sqlalchemy
+    from autograder.grading.gradebook import quiet_sqlalchemy
+    from autograder.grading.nbgrader_patches import ensure_cached_head
 
     ensure_cached_head()
     db = nb01_class["out"] / "gradebook.db"

@@ -159,16 +159,16 @@ def test_the_parent_reads_the_exercise_table_without_importing_the_checks():
 
 def test_course_grade_starts_without_importing_nbgrader():
     # nbgrader's package imports its server extensions (2 s): the parent needs its gradebook
-    # code only after the first student (imported meanwhile in a thread: nbgrader_main.warm)
+    # code only after the first student (imported meanwhile in a thread: nbgrader_patches.warm)
     code = ("import sys\nimport autograder.grade\n"
-            "from autograder.grading import exercises\n"
+            "from autograder.grading import exercises, nbgrader_patches\n"
             "from autograder.grading.autograde import nbgrader_main, verdict\n"
             "from autograder.grading.parent import course, dispatch, report, results, student\n"
-            "nbgrader_main.ensure_cached_head(); exercises.converted()\n"
+            "nbgrader_patches.ensure_cached_head(); exercises.converted()\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'torch')))\n"
-            "nbgrader_main.warm().join(120)\n"
+            "nbgrader_patches.warm().join(120)\n"
             "import nbgrader.api\n"
-            "print(nbgrader.api.get_alembic_version() == nbgrader_main.schema_head())\n"
+            "print(nbgrader.api.get_alembic_version() == nbgrader_patches.schema_head())\n"
             "from autograder.grading.parent.results import NotGradedCsvExport  # its old place\n"
             "from autograder.grading.parent.export_csv import NotGradedCsvExport as new\n"
             "print(NotGradedCsvExport is new)")
@@ -249,7 +249,7 @@ def test_nbgrader_s_environment_block_is_shared_by_two_lanes():
     overlap, and the first to end must neither remove it under the second nor make the
     second's end fail (nbgrader's own setenv deletes it: KeyError)."""
     code = ("import os, threading\nimport nbgrader.utils as u\n"
-            "from autograder.grading.autograde.nbgrader_main import share_setenv\n"
+            "from autograder.grading.nbgrader_patches import share_setenv\n"
             "def overlap():\n"
             "    a, b = u.setenv(NBGRADER_EXECUTION='autograde'), "
             "u.setenv(NBGRADER_EXECUTION='autograde')\n"

@@ -7,99 +7,22 @@ for each assignment, in one process (see :func:`generate_assignments`);
 ``... nbgrader_main kernel_caches CACHE A B ...`` builds the class's kernel packages and probe
 inputs (see :func:`build_kernel_caches`).
 
-nbgrader 0.9.6 runs the ``alembic`` command in a subprocess (about a second) every time it
-opens a gradebook, only to read the schema's head revision, which is fixed for an installed
-nbgrader; ``autograde`` opens it about eight times. The grader looks the head up once and passes
-it in ``COURSE_ALEMBIC_HEAD``; this wrapper hands it to nbgrader, then runs nbgrader's own main.
+Before nbgrader's own main runs, the course's changes to nbgrader's and nbconvert's code are
+applied (``nbgrader_patches.py``: the gradebook schema's head from ``COURSE_ALEMBIC_HEAD``,
+templates compiled once, ``setenv`` safe for two lanes).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import threading
 from pathlib import Path
 
-from ..env import ALEMBIC_HEAD, KERNEL_ZYGOTE
+from ..env import KERNEL_ZYGOTE
 from ..gradebook import quiet_sqlalchemy  # noqa: F401 - where the grading code finds it
-
-HEAD_VAR = ALEMBIC_HEAD
-
-
-def _migrations() -> Path:
-    """nbgrader's alembic folder, found without importing nbgrader (its package imports its
-    server extensions: about 2 s)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("nbgrader")
-    return Path(next(iter(spec.submodule_search_locations))) / "alembic"
-
-
-def schema_head() -> str:
-    """The gradebook schema's head revision, as ``alembic heads`` prints it, without a
-    subprocess: read from the migration scripts' ``revision`` and ``down_revision`` (the one
-    revision no other script names as its parent), not by running them (alembic imports each:
-    1 s). Where that does not find exactly one head, alembic answers."""
-    import ast
-
-    from ..pyast import parse
-
-    def strings(node) -> list[str]:  # 'abc', None or ('abc', 'def'): the names it holds
-        items = node.elts if isinstance(node, ast.Tuple | ast.List) else [node]
-        return [n.value for n in items if isinstance(n, ast.Constant) and type(n.value) is str]
-
-    revisions, parents = set(), set()
-    for path in sorted((_migrations() / "versions").glob("*.py")):
-        for node in parse(path.read_text()).body:
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                    and isinstance(node.targets[0], ast.Name)):
-                continue
-            if node.targets[0].id == "revision":
-                revisions.update(strings(node.value))
-            elif node.targets[0].id == "down_revision":
-                parents.update(strings(node.value))
-    heads = revisions - parents
-    if len(heads) == 1:
-        return heads.pop()
-    return alembic_head()
-
-
-def alembic_head() -> str:
-    """The head as alembic computes it (it runs every migration script)."""
-    from alembic.script import ScriptDirectory
-
-    return ScriptDirectory(str(_migrations())).get_current_head()
-
-
-def ensure_cached_head() -> None:
-    """Look the head up once (in the grader) and cache it here and for the commands it starts.
-
-    nbgrader's own question is answered when this process imports its gradebook code: by
-    :func:`use_cached_head`, which what makes a gradebook here calls first (course-grade
-    imports it in a thread meanwhile: :func:`warm`)."""
-    if not os.environ.get(HEAD_VAR):
-        os.environ[HEAD_VAR] = schema_head()
-    if "nbgrader.api" in sys.modules:
-        use_cached_head()
-
-
-def warm():
-    """Import nbgrader's gradebook code (about 2 s) in a daemon thread, while the students'
-    grading runs; returns the thread. An import that fails here raises where it is needed."""
-    from ..background import head_start
-
-    return head_start(use_cached_head, "course-grade-nbgrader")
-
-
-def use_cached_head() -> None:
-    """Answer nbgrader's schema-head question from the environment when it is there."""
-    import nbgrader.api
-
-    head = os.environ.get(HEAD_VAR)
-    if head:
-        nbgrader.api.get_alembic_version = lambda: head
+from ..nbgrader_patches import share_compiled_templates, share_setenv, use_cached_head
 
 
 def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
@@ -175,8 +98,6 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
         use_cached_head()
         from nbgrader.apps.baseapp import NbGrader
 
-        from .feedback_html import share_compiled_templates
-
         share_compiled_templates()  # each feedback page's exporter: templates compiled once
         app = NbGrader()
         app.initialize([])
@@ -240,42 +161,6 @@ def _lane(config, k: int, student: str, group: list[str], root: Path, sources: d
             feedback.submit(student, assignment)
         status = status or code
     return status or feedback.wait()
-
-
-def share_setenv() -> None:
-    """Make ``nbgrader.utils.setenv`` (autograde sets ``NBGRADER_EXECUTION`` in ``os.environ``
-    while it runs a notebook) safe for two lanes at once: nbgrader's deletes the variable when
-    its block ends, so the other lane's block, ending later, raised ``KeyError`` (and ran on
-    without it meanwhile). Counted per variable: set while any block is open, then put back."""
-    import nbgrader.utils
-
-    if getattr(nbgrader.utils.setenv, "shared", False):
-        return
-    lock = threading.Lock()
-    open_: dict[str, tuple[int, str | None]] = {}  # name -> (blocks open, its value before)
-
-    @contextlib.contextmanager
-    def setenv(**kwargs):
-        with lock:
-            for key, value in kwargs.items():
-                count, before = open_.get(key, (0, os.environ.get(key)))
-                open_[key] = (count + 1, before)
-                os.environ[key] = value
-        try:
-            yield
-        finally:
-            with lock:
-                for key in kwargs:
-                    count, before = open_.pop(key)
-                    if count > 1:
-                        open_[key] = (count - 1, before)
-                    elif before is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = before
-
-    setenv.shared = True
-    nbgrader.utils.setenv = setenv
 
 
 LANE = "--lane"  # between two lanes' assignments on the command line

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import nbformat
 
-from ..autograde.nbgrader_main import ensure_cached_head
 from ..cells import grade_id, is_test, nbg
 from ..config import GradeConfig
+from ..nbgrader_patches import ensure_cached_head
 
 # the nbgrader command
 NBGRADER = [sys.executable, "-m", "autograder.grading.autograde.nbgrader_main"]

@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import re
 
+from .status import STOPPED_NO_RESULT
+
 _MISTAKE = re.compile(r"Likely mistake: (.+?)\.(?:\s|$)")
 _RAISED = re.compile(r"your function raised (\w+)")
 _USES = re.compile(r"uses your `([^`]+)` \((Exercise [0-9.]+)\), which fails its check")
@@ -104,7 +106,7 @@ def diagnose(status: str, points: str, max_points: str, outputs=None) -> str:
     if status.startswith("not graded"):
         reason = status.partition(":")[2].strip()
         return next((kind for key, kind in _NOT_GRADED if key in reason), "not graded")
-    if status.startswith("graded (no result: your code "):
+    if status.startswith(STOPPED_NO_RESULT):
         return next((kind for key, kind in _STOPPED if key in status), "no result")
     try:
         if float(points) >= float(max_points):

@@ -359,7 +359,7 @@ class ResultStore:
         from nbgrader.api import Gradebook, MissingEntry
         from nbgrader.plugins import LateSubmissionPlugin
 
-        from ..autograde.nbgrader_main import use_cached_head
+        from ..nbgrader_patches import use_cached_head
 
         use_cached_head()  # a new gradebook is stamped with the schema head
 

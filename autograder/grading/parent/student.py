@@ -124,10 +124,11 @@ def failed_result(sub: Submission, info: dict[str, list[Notebook]], error: str):
 
     Its fingerprint matches nothing, so the next run grades the student again.
     """
+    status = row_status(Facts(problem=f"grader error ({error})"))[0]
     rows = [
         {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
-         "max_points": _fmt(g.max_points), "status": f"not graded: grader error ({error})",
-         "diagnosis": "grader error", "flagged": ""}
+         "max_points": _fmt(g.max_points), "status": status, "diagnosis": "grader error",
+         "flagged": ""}
         for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
     ]
     return StudentResult(sub.student, "grader-error", rows, 0.0)
@@ -158,10 +159,11 @@ def grade_student(
     start = time.monotonic()
     shutil.rmtree(out / "feedback" / sub.student, ignore_errors=True)  # from an older grading
     if getattr(sub, "problem", ""):  # intake could not use this entry: nothing to run
+        status = row_status(Facts(problem=sub.problem))[0]
         rows = [
             {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
-             "max_points": _fmt(g.max_points), "status": f"not graded: {sub.problem}",
-             "diagnosis": diagnose(f"not graded: {sub.problem}", "", "")}
+             "max_points": _fmt(g.max_points), "status": status,
+             "diagnosis": diagnose(status, "", "")}
             for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
         ]
         return StudentResult(sub.student, fingerprint, rows, 0.0)
