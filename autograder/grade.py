@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="nbgrader source notebooks, one folder per assignment (default: the "
                    "course's solutions/)")
     p.add_argument("--force", action="store_true", help="grade students already graded again")
+    p.add_argument("--prune", action="store_true",
+                   help="remove from OUT_DIR the students graded earlier whose submissions are "
+                   "not in SUBMISSIONS_DIR (without it they are kept: OUT_DIR is the class)")
     p.add_argument("--regrade", nargs="+", default=[], metavar="STUDENT",
                    help="grade these students again (their student ids, as in grades.csv); "
                    "manual scores and comments stay")
@@ -241,7 +244,20 @@ def _main(args) -> int:
     skipped = len(subs) - len(todo)
     if skipped:
         print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
-    students = [s.student for s in subs]
+    # OUT_DIR is the class: students graded earlier and absent from this folder (a late
+    # submission downloaded on its own) keep their rows, exports and returns
+    absent = sorted(set(done) - {s.student for s in subs})
+    if absent and args.prune:
+        for msg in store.prune(absent):
+            print(f"course-grade: {msg}", file=sys.stderr)
+        print(f"course-grade: --prune: removed {len(absent)} student(s) not in this folder: "
+              f"{', '.join(absent)}", file=sys.stderr)
+        absent = []
+    elif absent:
+        print(f"course-grade: kept {len(absent)} student(s) graded earlier whose submissions "
+              f"are not in this folder ({', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}"
+              "); --prune removes them", file=sys.stderr)
+    students = [s.student for s in subs] + absent
     people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
     by_id = {s.student: s for s in subs}
     # the CSV's comment column: formgrader's comments on the answer cells a test grades

@@ -45,7 +45,7 @@ def schema_head() -> str:
     1 s). Where that does not find exactly one head, alembic answers."""
     import ast
 
-    from ..pyast import parse
+    from .pyast import parse
 
     def strings(node) -> list[str]:  # 'abc', None or ('abc', 'def'): the names it holds
         items = node.elts if isinstance(node, ast.Tuple | ast.List) else [node]

@@ -225,3 +225,48 @@ def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatc
     assert [(r["points"], r["status"]) for r in rows] == [
         (f"{g.max_points:g}", "graded") for g in nb.grade_cells
     ]
+
+
+def test_a_partial_folder_keeps_the_class_and_prune_removes_on_purpose(fixture_info, tmp_path,
+                                                                      capsys):
+    """OUT_DIR is the class (issue 31, item 3): a rerun on a folder holding one late student
+    keeps every other student's rows, exports, returns and gradebook entries, and says how many
+    it kept; ``--prune`` removes them on purpose."""
+    from nbgrader.api import Gradebook
+
+    import autograder.grade as grade
+
+    _, nb, _ = fixture_info
+    ClassBuilder(nb).build(tmp_path / "all")
+    full, late = tmp_path / "class", tmp_path / "late"
+    full.mkdir()
+    late.mkdir()
+    for name in ("correct", "wrong"):
+        (tmp_path / "all" / name).rename(full / name)
+    out = tmp_path / "out"
+
+    def run(folder: Path, *extra: str) -> tuple[list[dict], str]:
+        capsys.readouterr()
+        assert grade.main([str(folder), "--out", str(out), "--source", str(SOURCE),
+                           "--no-progress", "--workers", "2", "--cell-timeout", "5",
+                           *extra]) == 0
+        return read_csv(out / "grades.csv"), capsys.readouterr().err
+
+    rows, _ = run(full)
+    assert {r["student"] for r in rows} == {"correct", "wrong"}
+    before = {(r["student"], r["exercise"]): (r["points"], r["status"]) for r in rows}
+    (full / "wrong").rename(late / "wrong")  # the late one, downloaded on its own
+    rows, err = run(late, "--force")
+    assert {(r["student"], r["exercise"]): (r["points"], r["status"]) for r in rows} == before
+    assert "kept 1 student(s) graded earlier whose submissions are not in this folder " \
+        "(correct); --prune removes them" in err
+    assert (out / "feedback" / "correct").is_dir()
+    assert any(p.name.endswith("(correct)") or p.name == "correct"
+               for p in (out / "return").iterdir())
+    rows, err = run(late, "--prune")
+    assert {r["student"] for r in rows} == {"wrong"}
+    assert "--prune: removed 1 student(s) not in this folder: correct" in err
+    assert not (out / "results" / "correct.json").exists()
+    assert not (out / "feedback" / "correct").exists()
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        assert [s.id for s in gb.students] == ["wrong"]

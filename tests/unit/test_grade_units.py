@@ -145,6 +145,24 @@ def test_precheck(fixture_nb, tmp_path):
     assert reason.startswith("invalid notebook file (") and "JSON" not in reason
 
 
+def test_precheck_names_another_notebook_under_this_ones_name(fixture_nb, tmp_path):
+    """A file under the right name holding another notebook (or none of this one's graded
+    cells): a plain reason, not nbgrader's traceback (issue 31, item 6)."""
+    nb, rel = fixture_nb
+    other = nbformat.read(REPO / "solutions" / "01_attention" / "01_attention.ipynb", 4)
+    p = tmp_path / "nb.ipynb"
+    nbformat.write(other, p)
+    assert precheck(p, nb) == (f"this file is not {nb.name} (none of its graded cells)", {}, [])
+    nbformat.write(nbformat.v4.new_notebook(), p)  # empty
+    assert precheck(p, nb)[0] == f"this file is not {nb.name} (none of its graded cells)"
+    one = nbformat.read(p, as_version=4)  # one of its cells is enough to be graded
+    one.cells = [c for c in rel.cells if c.metadata.get("nbgrader", {}).get("grade_id")
+                 == "ex1_visible"]
+    nbformat.write(one, p)
+    reason, restored, _ = precheck(p, nb)
+    assert reason is None and restored["ex2_hidden"] == "deleted"
+
+
 def _cell(gid, *, solution=False, grade=False, outputs=()):
     c = new_code_cell("x", outputs=list(outputs))
     c.metadata["nbgrader"] = {"grade_id": gid, "solution": solution, "grade": grade}

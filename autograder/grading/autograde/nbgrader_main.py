@@ -160,7 +160,10 @@ def _lane(config, k: int, student: str, group: list[str], root: Path, sources: d
         if code == 0:
             feedback.submit(student, assignment)
         status = status or code
-    return status or feedback.wait()
+    # every page of the assignments that were graded, whatever happened to the others: the
+    # process ends with os._exit, which would drop the pages still being written
+    pages = feedback.wait()
+    return status or pages
 
 
 LANE = "--lane"  # between two lanes' assignments on the command line

@@ -234,6 +234,31 @@ class ResultStore:
             results[r["student"]] = r
         return results
 
+    def prune(self, students: list[str]) -> list[str]:
+        """Remove ``students`` from the class on purpose (``course-grade --prune``): their
+        results, notebooks and feedback in OUT_DIR and their gradebook entries (manual scores
+        included). Returns what could not be removed."""
+        problems = []
+        for sid in students:
+            (self.dir / f"{sid}.json").unlink(missing_ok=True)
+            for kind in ("submitted", "autograded", "feedback"):
+                shutil.rmtree(self.out / kind / sid, ignore_errors=True)
+        if self.gradebook.exists():
+            from nbgrader.api import Gradebook, MissingEntry
+
+            from ..nbgrader_patches import use_cached_head
+
+            use_cached_head()
+            with quiet_sqlalchemy(), Gradebook(f"sqlite:///{self.gradebook}") as gb:
+                for sid in students:
+                    try:
+                        gb.remove_student(sid)
+                    except MissingEntry:
+                        pass
+                    except Exception as e:  # noqa: BLE001 - say so; the rest is removed
+                        problems.append(f"--prune: {sid} stays in the gradebook ({e})")
+        return problems
+
     def save(self, result_json: str, student: str) -> None:
         _atomic_write(self.dir / f"{student}.json", result_json)
 

@@ -85,6 +85,9 @@ def precheck(path: Path, nb: Notebook) -> tuple[str | None, dict[str, str], list
             restored[gid] = "flags changed"  # put back by restore_locked_metadata
         elif c.source != src or c.cell_type != "code":
             restored[gid] = "edited"
+    if not any(gid in cells for gid in release if gid):
+        # another notebook under this one's name (or an empty one): nothing of it to grade
+        return f"this file is not {nb.name} (none of its graded cells)", {}, []
     missing = [s for s in nb.solution_ids if s not in cells]
     return None, restored, missing
 
@@ -288,8 +291,17 @@ def _no_result(run, config: GradeConfig) -> str:
         return f"time limit of {config.timeout:g} s for the student exceeded"
     if run.returncode is not None and run.returncode < 0:
         return f"grader error (the grading process was killed by signal {-run.returncode})"
-    return (f"grader error (the grading process ended without a result, exit "
-            f"{run.returncode}; see its log: .work/students/<student>/logs/grading.log)")
+    return f"grader error (the grading process ended without a result, exit {run.returncode})"
+
+
+def log_of(student: str) -> str:
+    """Where a student's grading log is, relative to OUT_DIR (a local run keeps it there; a
+    Dask worker's scratch folder is gone with the task).
+
+    >>> log_of("ada_1001")
+    '.work/students/ada_1001/logs/grading.log'
+    """
+    return f".work/students/{student}/logs/grading.log"
 
 
 def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, config,
@@ -303,6 +315,8 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, con
         problem = f"grader error (no result for {nb.name})"
     if not problem and result.error and not (mine.stopped or mine.graded):
         problem = f"grader error ({result.error})"[:300]
+    if problem.startswith("grader error"):  # the traceback is in the log: say where
+        problem += f"; log: {log_of(student)}"
     mine = mine or NotebookResult()
     wide = _tamper_flag(mine.tampered)
     rows = []
