@@ -134,7 +134,6 @@ def lab(extra: list) -> int:
     output folder, an nbgrader course directory) opens that folder instead, started there so
     that formgrader reads its nbgrader_config.py and gradebook."""
     import secrets
-    import socket
 
     view, cwd = "student", None
     if "--instructor" in extra:
@@ -158,34 +157,58 @@ def lab(extra: list) -> int:
               "`rm .venv/.course-stamp` and run this again", flush=True)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         args.append("--allow-root")  # containers often run as root; Jupyter refuses otherwise
-    url = None
+    token = None
     if not any(a.startswith(("--port", "--ServerApp.port", "--IdentityProvider.token",
                              "--ServerApp.token", "--ip", "--ServerApp.ip")) for a in extra):
-        # Choose port and token here, so the URL can be printed before Jupyter's own log.
-        port = 8888
-        while port < 8988:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) != 0:
-                    break
-            port += 1
+        # Our token; the port is the first free one from 8888 that Jupyter itself binds (a
+        # port checked free here could be taken before Jupyter starts): the URL printed is
+        # read from the server's own runtime file once it listens (:func:`serve`).
         token = secrets.token_hex(24)
-        args += ["--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+        args += ["--ip=127.0.0.1", "--port=8888", "--ServerApp.port_retries=100",
                  f"--IdentityProvider.token={token}"]
-        url = f"http://127.0.0.1:{port}/lab?token={token}"
     bar = "=" * 72
     who = ("the instructor's view: nbgrader's Formgrader and Create Assignment are on"
            if view == "instructor" else
            "the student's view; `lab --instructor` adds nbgrader's instructor tools")
     where = f"the graded course {cwd} (Nbgrader > Formgrader)" if cwd else "notebooks/"
     print(f"\n{bar}\nStarting JupyterLab on {where} ({who}; Ctrl+C to stop).", flush=True)
-    if url:
-        print(f"Open this URL in your browser once the server is up:\n\n    {url}\n", flush=True)
-    else:
+    if not token:
         print("Open the URL JupyterLab prints below.", flush=True)
     print(bar, flush=True)
-    where_kw = {"cwd": cwd} if cwd else {}  # formgrader reads the working folder's config
-    return subprocess.call([str(jupyter), "lab", *args, *extra], env=lab_view_env(view),
-                           **where_kw)
+    # formgrader reads the working folder's config
+    return serve([str(jupyter), "lab", *args, *extra], lab_view_env(view), cwd, token)
+
+
+def serve(argv: list[str], env: dict, cwd: Path | None, token: str | None,
+          wait_s: float = 120) -> int:
+    """Run the Jupyter server ``argv``; with our ``token``, print its URL once it listens, with
+    the port it bound (read from the ``jpserver-<pid>.json`` it writes in a runtime folder of
+    its own). Returns the server's exit status."""
+    import shutil
+    import tempfile
+    import time
+
+    runtime = Path(tempfile.mkdtemp(prefix="course-lab-"))
+    proc = subprocess.Popen(argv, env={**env, "JUPYTER_RUNTIME_DIR": str(runtime)}, cwd=cwd)
+    try:
+        deadline = time.monotonic() + wait_s
+        while token and proc.poll() is None and time.monotonic() < deadline:
+            info = runtime / f"jpserver-{proc.pid}.json"
+            try:
+                port = json.loads(info.read_text())["port"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.2)
+                continue
+            bar = "=" * 72
+            print(f"\n{bar}\nJupyterLab is up. Open this URL in your browser:\n\n"
+                  f"    http://127.0.0.1:{port}/lab?token={token}\n{bar}\n", flush=True)
+            break
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:  # Jupyter got the Ctrl+C too: let it shut down
+            return proc.wait()
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def pytest_args(extra: list) -> list:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -261,33 +262,77 @@ def test_lab_views_show_the_student_or_the_instructor_panels(view, tmp_path):
         assert seen["create_assignment"], seen
 
 
-def test_lab_command_prints_the_url_it_serves(monkeypatch, capsys):
-    """`python3 -m autograder.bootstrap lab` prints a URL whose port and token are the ones it
-    passes to JupyterLab, serving notebooks/; with the user's own --port it prints none."""
+def test_lab_command_passes_its_token_and_folder(monkeypatch, capsys):
+    """`python3 -m autograder.bootstrap lab` gives JupyterLab its token and notebooks/ and
+    lets it pick the port from 8888 (the URL is printed by ``serve``); with the user's own
+    --port it passes no token."""
     from autograder import bootstrap
 
     calls = []
     monkeypatch.setattr(bootstrap, "setup", lambda: None)
-    envs = []
-    monkeypatch.setattr(bootstrap.subprocess, "call",
-                        lambda argv, env=None: calls.append(argv) or envs.append(env) or 0)
+    monkeypatch.setattr(bootstrap, "serve",
+                        lambda argv, env, cwd, token: calls.append((argv, env, token)) or 0)
 
     assert bootstrap.lab([]) == 0
-    argv, out = calls[-1], capsys.readouterr().out
-    url = re.search(r"http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+)", out)
-    assert url, f"no URL printed:\n{out}"
+    argv, env, token = calls[-1]
     assert argv[1] == "lab" and f"--notebook-dir={ROOT / 'notebooks'}" in argv
-    assert f"--port={url[1]}" in argv and f"--IdentityProvider.token={url[2]}" in argv
+    assert "--port=8888" in argv and f"--IdentityProvider.token={token}" in argv
+    assert "--ServerApp.port_retries=100" in argv
 
     assert bootstrap.lab(["--port=9999"]) == 0
-    argv, out = calls[-1], capsys.readouterr().out
+    argv, env, token = calls[-1]
     assert "--port=9999" in argv and not any(a.startswith("--IdentityProvider") for a in argv)
-    assert "token=" not in out
+    assert token is None and "token=" not in capsys.readouterr().out
 
     # the student's view by default; `--instructor` is taken by `lab`, not passed to Jupyter
     student = str(bootstrap.VENV / "course-lab" / "student")
-    assert envs[-1]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == student
+    assert calls[0][1]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == student
     assert bootstrap.lab(["--instructor"]) == 0
-    assert "--instructor" not in calls[-1]
-    assert student not in envs[-1].get("JUPYTER_CONFIG_PATH", "")
+    assert "--instructor" not in calls[-1][0]
+    assert student not in calls[-1][1].get("JUPYTER_CONFIG_PATH", "")
     assert "instructor's view" in capsys.readouterr().out
+
+
+def test_lab_prints_the_url_that_serves_when_its_first_port_is_taken(capsys):
+    """Another server holds 8888 (and the next ports may be taken meanwhile): the printed URL
+    is the port JupyterLab bound, and that URL answers with the course's notebooks."""
+    import socket
+    import threading
+    import urllib.request
+
+    from autograder import bootstrap
+
+    held = socket.socket()
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        held.bind(("127.0.0.1", 8888))
+        held.listen()
+    except OSError:
+        pass  # already taken by something else: the same situation
+    token = "0123456789abcdef"
+    argv = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
+            "--port=8888", "--ServerApp.port_retries=100", f"--IdentityProvider.token={token}",
+            f"--notebook-dir={ROOT / 'notebooks'}", *(["--allow-root"] if os.geteuid() == 0
+                                                     else [])]
+    status = {}
+    worker = threading.Thread(target=lambda: status.update(
+        code=bootstrap.serve(argv, dict(os.environ), None, token)))
+    worker.start()
+    try:
+        deadline, url = time.monotonic() + 120, None
+        while url is None and time.monotonic() < deadline and worker.is_alive():
+            time.sleep(0.5)
+            out = capsys.readouterr().out
+            found = re.search(r"http://127\.0\.0\.1:(\d+)/lab\?token=(\w+)", out)
+            url = found and found[0]
+        assert url and found[2] == token and found[1] != "8888", out
+        api = url.replace("/lab?", "/api/contents/01_attention?")
+        with urllib.request.urlopen(api, timeout=30) as r:
+            assert "01_attention.ipynb" in r.read().decode()
+    finally:
+        held.close()
+        if url:  # the server's own shutdown endpoint: serve() then returns its exit status
+            stop = urllib.request.Request(url.replace("/lab?", "/api/shutdown?"), method="POST")
+            urllib.request.urlopen(stop, timeout=30).close()
+        worker.join(60)
+    assert not worker.is_alive() and status.get("code") == 0
