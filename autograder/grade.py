@@ -2,7 +2,7 @@
 
     course-grade SUBMISSIONS_DIR --out OUT_DIR [--workers N] [--timeout S] [--memory MB]
                  [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
-                 [--regrade STUDENT ...] [--due ASSIGNMENT=DATE ...]
+                 [--regrade STUDENT ...] [--due ASSIGNMENT=DATE ...] [--submitted-at FILE]
                  [--late-penalty none|zero] [--unsandboxed] [--scheduler ADDRESS]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
@@ -21,8 +21,9 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
   record; the notebook stopped later)``, ``graded (no result: the notebook stopped; flagged)``
   or ``not graded: <reason>``), diagnosis (what lost the points: a catalogued mistake's name or
   a failure kind), name, lms_id, auto_points, manual_points, extra_credit, comment, flagged,
-  submitted_at, due, late_by, late_penalty (nbgrader's, per notebook), review (the
-  autograded score changed under a manual score);
+  submitted_at, due, late_by (how late, ``late (marked by Canvas)``, or ``submission time
+  unknown``: no penalty), late_penalty (nbgrader's, per notebook), review (the autograded
+  score changed under a manual score);
 - ``OUT_DIR/report.html``: the class report (score distributions, mistakes ranked by how many
   students made them, not-graded reasons, slowest students), rewritten after every student;
 - ``OUT_DIR/exports/<assignment>.canvas.csv`` and ``.moodle.csv``: one total per student for
@@ -35,6 +36,12 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
   ``OUT_DIR/results/``: one file per finished student. Rerunning after an interruption grades
   only the students not finished or whose submission changed (``--regrade`` names students
   to grade again, ``--force`` grades everyone again).
+
+Submission times come only from trusted sources (``grading/parent/times.py``): nbgrader's own
+``timestamp.txt`` when SUBMISSIONS_DIR is a course's ``submitted/`` folder filled by ``nbgrader
+collect``, the instructor's ``--submitted-at`` CSV, and Canvas's ``LATE`` mark (late by an
+unknown amount: the late penalty applies). Never a file's or zip entry's time, nor a
+``timestamp.txt`` a student uploaded; a student with no known time gets no late penalty.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ import uuid
 from pathlib import Path
 
 from .grading.config import ISOLATION, GradeConfig
+from .grading.parent.times import CSV_FORMAT
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = GradeConfig()  # the options' defaults
@@ -94,10 +102,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="due date of an assignment, ISO 8601 (e.g. "
                    "01_attention=2026-12-01T23:59+01:00; no zone: UTC); kept in the gradebook "
                    "for later runs (formgrader can edit it there too)")
+    p.add_argument("--submitted-at", type=Path, default=None, metavar="FILE",
+                   help="submission times you trust (e.g. from the LMS's submission list): "
+                   f"{CSV_FORMAT}. These win over nbgrader's timestamp.txt and Canvas's LATE "
+                   "mark (the time is then compared with the due date)")
     p.add_argument("--late-penalty", choices=["none", "zero"], default="zero",
                    help="nbgrader's late-submission penalty for a notebook submitted after "
-                   "its due date: 'zero' (the notebook scores 0) or 'none' (lateness only "
-                   "shown); default: %(default)s")
+                   "its due date, or marked LATE by Canvas: 'zero' (the notebook scores 0) or "
+                   "'none' (lateness only shown); default: %(default)s. A submission with no "
+                   "known time gets none")
     p.add_argument("--unsandboxed", action="store_true",
                    help="run students' code without the bubblewrap sandbox (it can then read "
                    "solutions/ and other students' work); without this flag grading refuses "
@@ -136,14 +149,14 @@ def _pick_assignments(args, available, subs) -> list[str]:
     return picked
 
 
-def _write_outputs(store, students, info, people, report, final=False) -> Path:
+def _write_outputs(store, students, info, people, report, final=False) -> list[dict]:
     """grades.csv, the class report (``report``: a ReportWriter) and the LMS exports, all
-    from the stored results."""
+    from the stored results; returns grades.csv's rows."""
     from .grading.parent.exports import write_exports
 
     rows = store.final_rows(students)
-    csv_path = store.write_csv(students, rows=rows)
-    report.write(students, force=final)
+    store.write_csv(students, rows=rows)
+    report.write(students, force=final, rows=rows)  # the same points and penalties
     # the exports total grades.csv's final points (manual scores, extra credit, late penalty)
     results: dict[str, dict] = {}
     for row in rows:
@@ -153,7 +166,7 @@ def _write_outputs(store, students, info, people, report, final=False) -> Path:
         r["rows"].append(row)
     write_exports(store.out, {a: [nb.name for nb in nbs] for a, nbs in info.items()}, results,
                   students)
-    return csv_path
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,6 +202,7 @@ def _main(args) -> int:
     from .grading.parent.runner import kill_all
     from .grading.parent.student import grade_student, to_json
     from .grading.parent.submissions import discover, find_notebook, fingerprint
+    from .grading.parent.times import from_nbgrader, late_summary, timings
 
     if not args.submissions.is_dir():
         print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
@@ -207,6 +221,14 @@ def _main(args) -> int:
     subs, problems = discover(args.submissions.resolve(), work / "unpacked")
     for msg in problems:
         print(f"course-grade: {msg}", file=sys.stderr)
+    from_nbgrader(args.submissions.resolve(), subs)
+    if args.submitted_at is not None:
+        try:
+            for msg in _submitted_at(args.submitted_at, subs):
+                print(f"course-grade: {msg}", file=sys.stderr)
+        except ValueError as e:
+            print(f"course-grade: {e}", file=sys.stderr)
+            return 2
     unknown = sorted(set(args.regrade) - {s.student for s in subs})
     if unknown:
         print(f"course-grade: --regrade: no such student: {', '.join(unknown)}",
@@ -214,6 +236,10 @@ def _main(args) -> int:
         return 2
     available = find_assignments(args.source.resolve())
     assignments = _pick_assignments(args, available, subs)
+    if not args.assignment:  # OUT_DIR is the class: what it graded before stays in it (and
+        # its template is reused: the same assignments, the same template)
+        earlier = {a for a in available if (out / "source" / a).is_dir()}
+        assignments = [a for a in available if a in assignments or a in earlier]
     if not assignments:
         print("course-grade: no assignment notebook found in the submissions", file=sys.stderr)
         return 2
@@ -264,6 +290,8 @@ def _main(args) -> int:
     store.exercises = {(nb.name, g.grade_id): g.solution_ids
                        for a in assignments for nb in info[a] for g in nb.grade_cells}
     store.assignment_of = {nb.name: a for a in assignments for nb in info[a]}
+    timing = timings(subs, {a: [nb.name for nb in info[a]] for a in assignments})
+    store.record_timing(timing)  # a time given on this run counts for those graded before
     report = ReportWriter(out)
     _write_outputs(store, students, info, people, report, final=True)
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
@@ -287,11 +315,8 @@ def _main(args) -> int:
             r.notes.append(f"run {run_id}")
             s = by_id[r.student]
             r.name, r.lms_id = getattr(s, "name", ""), getattr(s, "lms_id", "")
-            when = getattr(s, "submitted_at", None)
-            r.submitted_at = when.isoformat() if when else ""
-            publish_student(work / "students" / r.student, out, r.student, assignments,
-                            r.submitted_at)
-            store.save(to_json(r), r.student)  # the commit point of this student
+            publish_student(work / "students" / r.student, out, r.student, assignments)
+            store.save(to_json(r), r.student, timing[r.student])  # the commit point
             _write_outputs(store, students, info, people, report)
             bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
             bar.update()
@@ -306,7 +331,7 @@ def _main(args) -> int:
     for msg in store.write_gradebook(template, students, subs=by_id, due=due_args,
                                      late_penalty=args.late_penalty):
         print(f"course-grade: {msg}", file=sys.stderr)
-    csv_path = _write_outputs(store, students, info, people, report, final=True)
+    rows = _write_outputs(store, students, info, people, report, final=True)
     results = store.load()
     write_returns(out, results, students)
     bad = sum(
@@ -319,10 +344,25 @@ def _main(args) -> int:
         f"{time.monotonic() - t0:.1f}s ({dispatcher.name}, runner: {runner}, "
         f"isolation: {isolation(config).kind}); "
         f"{bad} row(s) not graded; "
-        f"{csv_path}",
+        f"{out / 'grades.csv'}",
         file=sys.stderr,
     )
+    for line in late_summary(rows):
+        print(f"course-grade: {line}", file=sys.stderr)
     return 0
+
+
+def _submitted_at(path: Path, subs) -> list[str]:
+    """Apply the instructor's ``--submitted-at`` CSV to ``subs``; returns the console's
+    messages, raises ValueError (the line and the format expected) on a malformed file."""
+    from .grading.parent.times import apply_submitted_at, parse_submitted_at
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--submitted-at: cannot read {path} ({e})") from None
+    source = f"--submitted-at {path.name}"
+    return apply_submitted_at(parse_submitted_at(text, source), subs, source)
 
 
 if __name__ == "__main__":

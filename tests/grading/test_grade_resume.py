@@ -229,37 +229,60 @@ def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatc
 
 def test_a_partial_folder_keeps_the_class_and_prune_removes_on_purpose(fixture_info, tmp_path,
                                                                       capsys):
-    """OUT_DIR is the class (issue 31, item 3): a rerun on a folder holding one late student
-    keeps every other student's rows, exports, returns and gradebook entries, and says how many
-    it kept; ``--prune`` removes them on purpose."""
+    """OUT_DIR is the class (issue 31, item 3): a rerun on a folder holding one late student's
+    one notebook keeps every other student's rows, exports, returns and gradebook entries, and
+    every assignment graded before (with the same template: nothing rebuilt), and says how
+    many students it kept; ``--prune`` removes them on purpose."""
+    import shutil
+
     from nbgrader.api import Gradebook
 
     import autograder.grade as grade
 
     _, nb, _ = fixture_info
+    source = tmp_path / "source"  # two assignments: the fixture and a copy of it
+    shutil.copytree(SOURCE / ASSIGNMENT, source / ASSIGNMENT)
+    shutil.copytree(SOURCE / ASSIGNMENT, source / "98_copy")
+    (source / "98_copy" / f"{ASSIGNMENT}.ipynb").rename(source / "98_copy" / "98_copy.ipynb")
     ClassBuilder(nb).build(tmp_path / "all")
     full, late = tmp_path / "class", tmp_path / "late"
-    full.mkdir()
-    late.mkdir()
-    for name in ("correct", "wrong"):
-        (tmp_path / "all" / name).rename(full / name)
+    for name in ("correct", "wrong"):  # one notebook each, under its plain name
+        (full / name).mkdir(parents=True)
+        found = next((tmp_path / "all" / name).glob(f"{ASSIGNMENT}*.ipynb"))
+        shutil.copyfile(found, full / name / f"{ASSIGNMENT}.ipynb")
+        shutil.copyfile(found, full / name / "98_copy.ipynb")
     out = tmp_path / "out"
 
     def run(folder: Path, *extra: str) -> tuple[list[dict], str]:
         capsys.readouterr()
-        assert grade.main([str(folder), "--out", str(out), "--source", str(SOURCE),
+        assert grade.main([str(folder), "--out", str(out), "--source", str(source),
                            "--no-progress", "--workers", "2", "--cell-timeout", "5",
                            *extra]) == 0
         return read_csv(out / "grades.csv"), capsys.readouterr().err
 
+    def table(rows):
+        return {(r["student"], r["notebook"], r["exercise"]): (r["points"], r["status"])
+                for r in rows}
+
     rows, _ = run(full)
-    assert {r["student"] for r in rows} == {"correct", "wrong"}
-    before = {(r["student"], r["exercise"]): (r["points"], r["status"]) for r in rows}
-    (full / "wrong").rename(late / "wrong")  # the late one, downloaded on its own
-    rows, err = run(late, "--force")
-    assert {(r["student"], r["exercise"]): (r["points"], r["status"]) for r in rows} == before
+    assert {(r["student"], r["notebook"]) for r in rows} == {
+        (s, n) for s in ("correct", "wrong") for n in ("98_copy", ASSIGNMENT)}
+    before = table(rows)
+    templates = sorted(p.name for p in (out / ".work").glob("template-*"))
+    late.mkdir()  # the late one, downloaded on its own: one notebook
+    (late / "wrong").mkdir()
+    (full / "wrong" / f"{ASSIGNMENT}.ipynb").rename(late / "wrong" / f"{ASSIGNMENT}.ipynb")
+    rows, err = run(late)
+    after = table(rows)
+    assert {k: v for k, v in after.items() if k[:2] != ("wrong", "98_copy")} == \
+        {k: v for k, v in before.items() if k[:2] != ("wrong", "98_copy")}
+    # the late student is graded from the new folder: its other notebook is not there (a
+    # student's notebooks are graded together, from one folder)
+    assert {v[1] for k, v in after.items() if k[:2] == ("wrong", "98_copy")} == {
+        "not graded: no 98_copy.ipynb in the submission"}, after
     assert "kept 1 student(s) graded earlier whose submissions are not in this folder " \
         "(correct); --prune removes them" in err
+    assert sorted(p.name for p in (out / ".work").glob("template-*")) == templates
     assert (out / "feedback" / "correct").is_dir()
     assert any(p.name.endswith("(correct)") or p.name == "correct"
                for p in (out / "return").iterdir())

@@ -25,6 +25,7 @@ import pytest
 
 from autograder.grading.config import GradeConfig
 from autograder.grading.parent.results import ResultStore, parse_due, write_course_config
+from autograder.grading.parent.times import UNKNOWN, Timing
 
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv
@@ -73,10 +74,9 @@ def _store_class(out: Path, nb) -> tuple[ResultStore, dict]:
                  "status": "not graded: the kernel died" if ungraded else "graded"}
                 for g in nb.grade_cells]
         result = {"student": sid, "fingerprint": "x", "rows": rows, "seconds": 1.0,
-                  "feedback": [], "notes": [], "name": name, "lms_id": lms_id,
-                  "submitted_at": when.isoformat() if when else ""}
-        store.save(json.dumps(result), sid)
-        subs[sid] = SimpleNamespace(student=sid, name=name, lms_id=lms_id, submitted_at=when)
+                  "feedback": [], "notes": [], "name": name, "lms_id": lms_id}
+        store.save(json.dumps(result), sid, {ASSIGNMENT: Timing(when)})  # as course-grade does
+        subs[sid] = SimpleNamespace(student=sid, name=name, lms_id=lms_id)
     return store, subs
 
 
@@ -106,6 +106,8 @@ def test_names_lms_ids_and_late_penalty_in_gradebook_and_csv(fixture_template, t
     assert {(r["late_by"], r["late_penalty"]) for r in by_student["maria_ivanova"]} == \
         {("1 day, 0:30:00", f"{total:g}")}
     assert {(r["late_by"], r["late_penalty"]) for r in by_student["jose_nunez"]} == {("", "")}
+    # no trusted time: no penalty, and the row says why
+    assert {(r["late_by"], r["late_penalty"]) for r in by_student["li_na"]} == {(UNKNOWN, "")}
     assert {r["due"] for r in rows} == {"2026-12-01T22:59:00+00:00"}
 
 
@@ -146,9 +148,11 @@ def test_formgrader_counts_every_published_student_as_autograded(fixture_templat
             path = work / kind / sid / ASSIGNMENT / f"{nb.name}.ipynb"
             path.parent.mkdir(parents=True)
             nbformat.write(nb.release, path)
-        when = subs[sid].submitted_at
-        publish_student(work, out, sid, [ASSIGNMENT], when.isoformat() if when else "")
-    store.write_gradebook(template, list(STUDENTS), subs=subs)
+        publish_student(work, out, sid, [ASSIGNMENT])
+    store.write_gradebook(template, list(STUDENTS), subs=subs)  # and timestamp.txt with it
+    stamps = {sid: (out / "submitted" / sid / ASSIGNMENT / "timestamp.txt") for sid in STUDENTS}
+    assert {sid: p.is_file() for sid, p in stamps.items()} == {
+        sid: when is not None for sid, (_, _, when, _) in STUDENTS.items()}
     code = ("from nbgrader.apps import NbGraderAPI; from nbgrader.apps.baseapp import NbGrader;"
             "app = NbGrader(); app.initialize([]); api = NbGraderAPI(config=app.config);"
             f"print(sorted(api.get_autograded_students({ASSIGNMENT!r})))")

@@ -24,10 +24,10 @@ from autograder.grading.parent.submissions import (
     IntakeProblem,
     discover,
     find_notebook,
-    parse_timestamp,
     read_notebook_bytes,
     student_id,
 )
+from autograder.grading.parent.times import parse_timestamp
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = ["José Núñez", "Мария Иванова", "李娜", "王伟", "Zoë", "Zoé"]
@@ -266,7 +266,10 @@ def test_layouts_give_the_same_students_and_notebooks(tmp_path, layout):
         assert not any(s.lms_id or s.late_marked for s in subs)
 
 
-def test_submission_times(tmp_path):
+def test_intake_takes_no_submission_time_from_what_a_student_or_unpacking_sets(tmp_path):
+    """A timestamp.txt in an upload, a file's mtime and a zip entry's time are never a
+    submission time (times.py takes them from trusted sources only; see
+    tests/unit/test_submission_times.py)."""
     subs = tmp_path / "subs"
     for name, stamp in [("a", "2026-11-20 14:03:00.250000 UTC"),
                         ("b", "2026-11-20T15:03:00+01:00"), ("c", None), ("d", "garbage")]:
@@ -276,19 +279,18 @@ def test_submission_times(tmp_path):
         os.utime(nb, (1_700_000_000, 1_700_000_000))
         if stamp:
             (subs / name / "timestamp.txt").write_text(stamp + "\n")
-    found = {s.student: s for s in discover(subs, tmp_path / "u")[0]}
-    t = datetime(2026, 11, 20, 14, 3, tzinfo=UTC)
-    assert (found["a"].submitted_at, found["a"].time_source) == (
-        t.replace(microsecond=250000), "timestamp.txt")
-    assert (found["b"].submitted_at, found["b"].time_source) == (t, "timestamp.txt")
-    mtime = datetime.fromtimestamp(1_700_000_000, UTC)
-    assert (found["c"].submitted_at, found["c"].time_source) == (mtime, "file mtime")
-    assert (found["d"].submitted_at, found["d"].time_source) == (mtime, "file mtime")
-    assert parse_timestamp("2026-11-20 14:03:00") == t  # no zone: UTC, as nbgrader reads it
-    with zipfile.ZipFile(subs / "e.zip", "w") as zf:  # a zip: its entries' times (no zone)
+    with zipfile.ZipFile(subs / "e.zip", "w") as zf:
         zf.writestr(zipfile.ZipInfo("hw/01_attention.ipynb", (2026, 11, 20, 14, 3, 0)), "{}")
-    e = {s.student: s for s in discover(subs, tmp_path / "u")[0]}["e"]
-    assert (e.submitted_at, e.time_source) == (t, "zip entry time")
+    found = {s.student: s for s in discover(subs, tmp_path / "u")[0]}
+    assert sorted(found) == ["a", "b", "c", "d", "e"]
+    for s in found.values():
+        assert (s.times, s.time_source) == ({}, ""), s.student
+    # nbgrader's own format, read where nbgrader wrote it (times.from_nbgrader)
+    t = datetime(2026, 11, 20, 14, 3, tzinfo=UTC)
+    assert parse_timestamp("2026-11-20 14:03:00.250000 UTC") == t.replace(microsecond=250000)
+    assert parse_timestamp("2026-11-20T15:03:00+01:00") == t
+    assert parse_timestamp("2026-11-20 14:03:00") == t  # no zone: UTC, as nbgrader reads it
+    assert parse_timestamp("garbage") is None
 
 
 # ---- bad entries: exactly one Submission each, with its problem -----------------------------
@@ -571,7 +573,9 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
     """One course-grade run over a class mixing the layouts: the same notebook as a folder,
     Canvas files and a Moodle folder gives the same rows; a wrong one re-uploaded late to
     Canvas is the one graded; an encrypted zip and a notebook linked to another student's
-    are 'not graded' with their reasons. (4 students graded, 2 workers.)"""
+    are 'not graded' with their reasons. The download was unpacked today, after the due date:
+    no time is known, so only Canvas's LATE mark is penalised, in grades.csv, the exports and
+    the report alike (issue 31, item 2). (4 students graded, 2 workers.)"""
     from autograder.grading.config import GradeConfig
     from autograder.grading.parent.course import build_template
 
@@ -599,7 +603,8 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
     (c / "Zoé").mkdir()
     os.symlink("../José Núñez/hw/99_fixture.ipynb", c / "Zoé" / "99_fixture.ipynb")
     out = tmp_path / "out"
-    proc = subprocess.run(grade_cmd(c, out, source, "--workers", "2", "--cell-timeout", "10"),
+    proc = subprocess.run(grade_cmd(c, out, source, "--workers", "2", "--cell-timeout", "10",
+                                    "--due", "99_fixture=2026-01-01T00:00Z"),
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     rows: dict[str, list] = {}
@@ -638,3 +643,14 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
     assert [(r["User ID"], r["99_fixture"]) for r in moodle] == [
         (r["ID"], r["99_fixture"]) for r in canvas]
     assert {r["Full name"] for r in moodle if r["User ID"] == "2001"} == {"Мария Иванова"}
+    # lateness: the files' times are today's, yet only the LATE mark counts
+    from autograder.grading.parent.times import MARKED, UNKNOWN
+
+    late = {(r["student"], r["late_by"], r["late_penalty"]) for r in read_csv(out / "grades.csv")}
+    assert late == {*((sid, UNKNOWN, "") for sid in [*right_ids, "Zoë", "Zoé"]),
+                    ("wangbo_1002", MARKED, "0")}
+    summary = ["1 student late (1 marked by Canvas, time unknown); late penalty applied to 1",
+               f"5 students: {UNKNOWN}; no late penalty applied"]
+    assert proc.stderr.splitlines()[-2:] == [f"course-grade: {line}" for line in summary]
+    report = (out / "report.html").read_text()
+    assert all(f"{line}." in report for line in summary)

@@ -10,9 +10,14 @@ end), so a run stopped midway leaves a report of the students graded so far. Per
   mistake's name, a general symptom or a failure kind, each marked as which), with the students;
 - the reasons a row was not graded, with the students concerned;
 - the rows the trusted verdict flagged for a human look (``flagged``), when there are any;
+- late work: each late student's lateness, late penalty and total before and after it (the
+  total plot counts the penalty too, as the LMS exports do);
 
-and, for the class, the slowest students (``StudentResult.seconds``). Every piece of text that
-comes from a submission or a result file (ids, names, statuses, diagnoses) is escaped.
+and, for the class, how many were late or have no known submission time, and the slowest
+students (``StudentResult.seconds``). Every piece of text that comes from a submission or a
+result file (ids, names, statuses, diagnoses) is escaped. Given grades.csv's rows (course-grade
+passes them), the report shows what grades.csv and the exports show: final points (manual
+scores included), lateness and late penalties.
 
 Example: ``write_report(Path("grades"))`` writes ``grades/report.html``.
 """
@@ -29,6 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .diagnosis import kind_of
+from .times import UNKNOWN, late_summary
 
 SLOWEST = 10  # students listed in "slowest students"
 
@@ -183,9 +189,12 @@ def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) ->
             f"<td class=n>{mean}</td><td class=n>{full}</td><td class=n>{len(scores)}</td>"
             f"<td class=n>{not_graded}</td></tr>"
         )
-    complete = [totals[s] for s in totals if s not in incomplete]
+    penalty = _penalties(rows)
+    complete = [max(0.0, totals[s] - penalty.get(s, 0.0)) for s in totals if s not in incomplete]
     notebook_max = max(total_max.values(), default=0.0)
-    panels.insert(0, ("total", complete, notebook_max, len(incomplete)))
+    lost = any(penalty.values())  # a penalty of 0 (a notebook that scored 0) took nothing
+    label = "total after late penalty" if lost else "total"
+    panels.insert(0, (label, complete, notebook_max, len(incomplete)))
     img = _histograms(notebook, panels)
     parts = [
         f"<section class=notebook id='nb-{_esc(notebook)}'><h2>{_esc(notebook)}</h2>",
@@ -195,9 +204,10 @@ def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) ->
         "<th>full marks</th><th>graded</th><th>not graded</th></tr>",
         *table,
         "</table>",
-        _mistakes(rows, names),
+        _mistakes(rows, names, lost),
         _not_graded(rows, names),
         _flagged(rows, names),
+        _late(rows, names, totals, incomplete),
         "</section>",
     ]
     return "\n".join(parts)
@@ -224,10 +234,18 @@ def rank_mistakes(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
     return [(d, sorted(exercises[d]), sorted(students[d])) for d in ranked]
 
 
-def _mistakes(rows: list[dict], names: dict[str, str]) -> str:
+def _penalties(rows: list[dict]) -> dict[str, float]:
+    """{student: late penalty} of one notebook's rows (grades.csv repeats it on each row)."""
+    return {str(r.get("student", "")): p for r in rows
+            if (p := _num(r.get("late_penalty"))) is not None}
+
+
+def _mistakes(rows: list[dict], names: dict[str, str], late: bool = False) -> str:
     ranked = rank_mistakes(rows)
     if not ranked:
-        return "<h3>Mistakes</h3><p class=muted>No graded exercise lost points.</p>"
+        also = " Points were lost to the late penalty: see Late work below." if late else ""
+        return ("<h3>Mistakes</h3><p class=muted>No graded exercise lost points on its tests."
+                f"{also}</p>")
     out = [
         "<h3>Mistakes, by how many students made them</h3>",
         "<p class=muted>kind: <b>catalogued mistake</b> = a wrong answer the check library "
@@ -292,6 +310,32 @@ def _flagged(rows: list[dict], names: dict[str, str]) -> str:
     return "\n".join(out)
 
 
+def _late(rows: list[dict], names: dict[str, str], totals: dict[str, float],
+          incomplete: set[str]) -> str:
+    """Late work in one notebook: each late student (grades.csv's ``late_by``, not ``submission
+    time unknown``), the penalty, and the notebook's total before and after it."""
+    late = {str(r.get("student", "")): r for r in rows
+            if (r.get("late_by") or "") not in ("", UNKNOWN)}
+    if not late:
+        return ""
+    out = [
+        "<h3>Late work</h3>",
+        "<table class=late><tr><th>student</th><th>late by</th><th>late penalty</th>"
+        "<th>total before</th><th>total after</th></tr>",
+    ]
+    for sid in sorted(late):
+        r = late[sid]
+        p = _num(r.get("late_penalty"))
+        before = "–" if sid in incomplete else _fmt(totals.get(sid, 0.0))
+        after = "–" if sid in incomplete else _fmt(max(0.0, totals.get(sid, 0.0) - (p or 0.0)))
+        out.append(f"<tr><td>{_who(sid, names.get(sid, ''))}</td>"
+                   f"<td>{_esc(r.get('late_by', ''))}</td>"
+                   f"<td class=n>{'none' if p is None else _fmt(p)}</td>"
+                   f"<td class=n>{before}</td><td class=n>{after}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def _slowest(results: dict[str, dict], names: dict[str, str]) -> str:
     timed = sorted(
         ((_num(r.get("seconds")) or 0.0, sid) for sid, r in results.items()), reverse=True
@@ -308,15 +352,19 @@ def _slowest(results: dict[str, dict], names: dict[str, str]) -> str:
     return "\n".join(out)
 
 
-def render(results: dict[str, dict], students: list[str] | None = None) -> str:
-    """The report's HTML for ``results`` ({student: result dict}); ``students``: the class."""
+def render(results: dict[str, dict], students: list[str] | None = None,
+           rows: list[dict] | None = None) -> str:
+    """The report's HTML for ``results`` ({student: result dict}); ``students``: the class;
+    ``rows``: grades.csv's rows (final points, lateness, late penalties), else the results'."""
     if students is not None:
         results = {s: results[s] for s in students if s in results}
     names = {sid: str(r.get("name", "") or "") for sid, r in results.items()}
+    if rows is None:
+        rows = [row for sid in sorted(results) for row in results[sid].get("rows", [])]
+    rows = [row for row in rows if str(row.get("student", "")) in results]
     by_notebook: dict[str, list[dict]] = defaultdict(list)
-    for sid in sorted(results):
-        for row in results[sid].get("rows", []):
-            by_notebook[str(row.get("notebook", ""))].append(row)
+    for row in rows:
+        by_notebook[str(row.get("notebook", ""))].append(row)
     expected = len(students) if students is not None else len(results)
     head = (
         f"<p>{len(results)} of {expected} students graded so far.</p>"
@@ -331,6 +379,7 @@ def render(results: dict[str, dict], students: list[str] | None = None) -> str:
             f"<style>{_CSS}</style></head><body>",
             "<h1>Class report</h1>",
             head,
+            *(f"<p class=lateness>{_esc(line)}.</p>" for line in late_summary(rows)),
             *body,
             _slowest(results, names) if results else "",
             "</body></html>\n",
@@ -338,10 +387,12 @@ def render(results: dict[str, dict], students: list[str] | None = None) -> str:
     )
 
 
-def write_report(out: Path, students: list[str] | None = None) -> Path:
-    """Rebuild ``out/report.html`` from ``out/results`` atomically; returns its path."""
+def write_report(out: Path, students: list[str] | None = None,
+                 rows: list[dict] | None = None) -> Path:
+    """Rebuild ``out/report.html`` from ``out/results`` (and grades.csv's ``rows``, when
+    given) atomically; returns its path."""
     path = out / "report.html"
-    text = render(load_results(out), students)
+    text = render(load_results(out), students, rows)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -359,11 +410,12 @@ class ReportWriter:
         self.out, self.share = out, share
         self._cost, self._done = 0.0, -float("inf")
 
-    def write(self, students: list[str] | None = None, force: bool = False) -> Path | None:
+    def write(self, students: list[str] | None = None, force: bool = False,
+              rows: list[dict] | None = None) -> Path | None:
         if not force and time.monotonic() - self._done < self._cost / self.share:
             return None
         t0 = time.monotonic()
-        path = write_report(self.out, students)
+        path = write_report(self.out, students, rows)
         self._done = time.monotonic()
         self._cost = self._done - t0
         return path

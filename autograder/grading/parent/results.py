@@ -9,16 +9,20 @@
   stopped and a student is never counted twice.
 - ``OUT_DIR/gradebook.db``: the class's nbgrader gradebook, **updated in place** at the end of
   every run: cell definitions from the source, students (display name, LMS id), submission
-  times, autograded scores and nbgrader's late penalty. Only ``auto_score`` (and
-  ``needs_manual_grade`` where no manual score is set) is ever written to a grade: manual
-  scores, extra credit and comments entered in formgrader are never touched. When a regrade
-  changes the autograded score under a manual score, the run says so (stderr and the CSV's
-  ``review`` column).
+  times (from trusted sources only, ``times.py``; none when unknown), autograded scores and
+  nbgrader's late penalty (also for a submission Canvas marked late without a time). Only
+  ``auto_score`` (and ``needs_manual_grade`` where no manual score is set) is ever written to
+  a grade: manual scores, extra credit and comments entered in formgrader are never touched.
+  When a regrade changes the autograded score under a manual score, the run says so (stderr
+  and the CSV's ``review`` column).
 - ``OUT_DIR/grades.csv``: rewritten (atomically) from the results and the gradebook after
   every student, and at the start of every run: a kill between a student's result file and
   the CSV rewrite leaves the CSV behind by that student (never ahead), and the next run puts
   it back. ``points`` is the final score (the manual score when one is set, else the
   autograded one, plus extra credit); ``auto_points`` and ``manual_points`` show both parts.
+  ``late_by`` is how late (``1 day, 0:30:00``), ``late (marked by Canvas)``, ``submission
+  time unknown`` (a due date but no trusted time: no penalty) or empty (on time, or no due
+  date); ``late_penalty`` is the gradebook's, per notebook.
 - ``OUT_DIR/nbgrader_config.py``, ``source/<assignment>/``, ``autograded/<student>/
   <assignment>/<nb>.ipynb``, ``feedback/<student>/<assignment>/<nb>.html``: nbgrader's
   layout, what formgrader reads.
@@ -32,11 +36,12 @@ import json
 import os
 import shutil
 import sqlite3
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..gradebook import quiet_sqlalchemy
 from .exports import cell as csv_cell
+from .times import Timing, lateness
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be
 # empty (a writer fills what it knows).
@@ -93,18 +98,6 @@ def _utc_naive(t: datetime | str | None) -> datetime | None:
     return t
 
 
-def late_by(submitted: str | None, due: datetime | None) -> str:
-    """How late, as ``timedelta`` prints it; "" when on time or unknown.
-
-    >>> late_by("2026-12-02T01:00:00+00:00", datetime(2026, 12, 1, tzinfo=UTC))
-    '1 day, 1:00:00'
-    """
-    s, d = _utc_naive(submitted), _utc_naive(due)
-    if s is None or d is None or s <= d:
-        return ""
-    return str(timedelta(seconds=int((s - d).total_seconds())))
-
-
 def write_course_config(out: Path, config, late_penalty: str) -> None:
     """OUT_DIR/nbgrader_config.py: the graders' course config, rooted at OUT_DIR.
 
@@ -134,15 +127,13 @@ def publish_source(template: Path, out: Path, assignments: list[str]) -> None:
         shutil.copytree(template / "source" / a, dest)
 
 
-def publish_student(root: Path, out: Path, student: str, assignments: list[str],
-                    submitted_at: str = "") -> None:
+def publish_student(root: Path, out: Path, student: str, assignments: list[str]) -> None:
     """Copy a student's submitted and autograded notebooks from its grading folder ``root``
     into OUT_DIR (an older grading's copy is replaced).
 
     ``OUT_DIR/autograded/<student>/<assignment>/<nb>.ipynb`` is where formgrader's manual
-    grading page reads them. Formgrader counts a submission as autograded only when the
-    ``timestamp.txt`` in ``submitted/<student>/<assignment>/`` equals the gradebook's
-    submission time: both are the submission's ``submitted_at`` (none when unknown).
+    grading page reads them. The ``timestamp.txt`` of ``submitted/<student>/<assignment>/`` is
+    written with the gradebook's submission time (:meth:`ResultStore.write_gradebook`).
     """
     for a in assignments:
         for kind in ("submitted", "autograded"):
@@ -152,8 +143,20 @@ def publish_student(root: Path, out: Path, student: str, assignments: list[str],
             src = root / kind / student / a
             if src.is_dir():
                 shutil.copytree(src, dest, ignore=shutil.ignore_patterns("timestamp.txt"))
-        if submitted_at and (out / "submitted" / student / a).is_dir():
-            (out / "submitted" / student / a / "timestamp.txt").write_text(submitted_at)
+
+
+def _write_timestamp(out: Path, student: str, assignment: str, at: datetime | None) -> None:
+    """Formgrader counts a submission as autograded only when the ``timestamp.txt`` of
+    ``submitted/<student>/<assignment>/`` equals the gradebook's submission time: both are
+    written from the same time (none when unknown)."""
+    folder = out / "submitted" / student / assignment
+    if not folder.is_dir():
+        return
+    stamp = folder / "timestamp.txt"
+    if at is None:
+        stamp.unlink(missing_ok=True)
+    else:
+        stamp.write_text(at.astimezone(UTC).isoformat())
 
 
 def _path_safe(name: str) -> str:
@@ -259,8 +262,24 @@ class ResultStore:
                         problems.append(f"--prune: {sid} stays in the gradebook ({e})")
         return problems
 
-    def save(self, result_json: str, student: str) -> None:
+    def save(self, result_json: str, student: str,
+             timing: dict[str, Timing] | None = None) -> None:
+        """Write a student's result; ``timing`` ({assignment: Timing}, what this run's intake
+        knows of the submission's time) is kept in it as ``timing``."""
+        if timing is not None:
+            r = json.loads(result_json)
+            r["timing"] = {a: t.as_json() for a, t in sorted(timing.items())}
+            result_json = json.dumps(r, indent=1)
         _atomic_write(self.dir / f"{student}.json", result_json)
+
+    def record_timing(self, timing: dict[str, dict[str, Timing]]) -> None:
+        """Keep this run's submission times ({student: {assignment: Timing}}) in the stored
+        results whose times differ: a time given on a later run (``--submitted-at``) counts
+        for students graded before, and a student absent from a later run keeps theirs."""
+        for sid, r in self.load().items():
+            if sid in timing and r.get("timing") != {
+                    a: t.as_json() for a, t in sorted(timing[sid].items())}:
+                self.save(json.dumps(r, indent=1), sid, timing[sid])
 
     # ---- what the instructor entered (read straight from the gradebook, read-only) ---------
 
@@ -329,7 +348,8 @@ class ResultStore:
 
         ``exercises`` maps (notebook, test cell) to the answer cells it grades (their
         formgrader comments go into ``comment``); ``assignment_of`` maps a notebook to its
-        assignment (for its due date).
+        assignment (for its due date). The submission time and the LMS's late mark are the
+        result's ``timing`` (:meth:`save`; none known where absent).
         """
         results = self.load()
         gb = self.read_gradebook()
@@ -357,12 +377,13 @@ class ResultStore:
                 out["comment"] = " | ".join(
                     gb["comments"][(sid, nb, c)] for c in exercises.get((nb, ex), [])
                     if (sid, nb, c) in gb["comments"])
-                out["submitted_at"] = r.get("submitted_at") or ""
-                due = gb["due"].get(assignment_of.get(nb, nb))
+                assignment = assignment_of.get(nb, nb)
+                when = _timing(r, assignment)
+                out["submitted_at"] = when.at.isoformat() if when.at else ""
+                due = gb["due"].get(assignment)
                 out["due"] = due.isoformat() if due else ""
-                out["late_by"] = late_by(out["submitted_at"], due)
-                out["late_penalty"] = _fmt(gb["penalty"].get((sid, nb))) \
-                    if out["late_by"] else ""
+                out["late_by"], seconds = lateness(when, due)
+                out["late_penalty"] = _fmt(gb["penalty"].get((sid, nb))) if seconds > 0 else ""
                 found.append(out)
         return found
 
@@ -375,9 +396,12 @@ class ResultStore:
 
         Created from the template's gradebook the first time; afterwards updated in place:
         assignment/notebook/cell definitions (``update_or_create``), students' display names
-        and LMS ids, submission times, autograded scores, late penalties (nbgrader's
-        ``LateSubmissionPlugin`` with ``late_penalty``). Manual scores, extra credit and
-        comments are never written. ``due`` sets assignments' due dates (others keep theirs).
+        and LMS ids, submission times (the results' ``timing``: none where unknown, a time
+        an older run stored included), autograded scores, late penalties (nbgrader's
+        ``LateSubmissionPlugin`` with ``late_penalty``, against the submission's due date,
+        an extension set in formgrader included; a submission the LMS marked late without a
+        time is late by an unknown amount). Manual scores, extra credit and comments are
+        never written. ``due`` sets assignments' due dates (others keep theirs).
         Returns one message per grade whose autograded score changed under a manual score
         (also stored as the row's ``review`` in the student's result).
         """
@@ -424,9 +448,11 @@ class ResultStore:
                         continue
                     if assignment not in seen:
                         seen.add(assignment)
-                        s = gb.update_or_create_submission(
-                            assignment, sid, timestamp=_utc_naive(r.get("submitted_at")))
+                        at = _timing(r, assignment).at
+                        s = gb.update_or_create_submission(assignment, sid,
+                                                           timestamp=_utc_naive(at))
                         _complete_submission(gb, s)
+                        _write_timestamp(self.out, sid, assignment, at)
                     grade = gb.find_grade(row["exercise"], row["notebook"], assignment, sid)
                     auto = float(row["points"]) if row["points"] != "" else None
                     if grade.manual_score is not None and grade.auto_score != auto and \
@@ -440,7 +466,7 @@ class ResultStore:
                 gb.db.commit()
                 for assignment in seen:  # nbgrader's own late penalty, as AssignLatePenalties
                     s = gb.find_submission(assignment, sid)
-                    seconds = s.total_seconds_late
+                    _, seconds = lateness(_timing(r, assignment), s.duedate)
                     for nb in s.notebooks:
                         nb.late_submission_penalty = (
                             plugin.late_submission_penalty(sid, nb.score, seconds)
@@ -457,6 +483,12 @@ class ResultStore:
                                 f"{r['rows'][i]['exercise']}: {msg}")
             self.save(json.dumps(r, indent=1), sid)
         return messages
+
+
+def _timing(result: dict, assignment: str) -> Timing:
+    """What a stored result says of the submission time of ``assignment`` (none known in a
+    result written before times came from trusted sources only)."""
+    return Timing.from_json((result.get("timing") or {}).get(assignment))
 
 
 def _sync_definitions(src, dst) -> None:

@@ -21,6 +21,10 @@ corrupt zip, a link or a special file, ...); its rows are then ``not graded: <pr
 Links and special files are never followed or opened (``lstat``, ``O_NOFOLLOW``), and the
 parent reads no file without a size cap (:func:`read_notebook_bytes`).
 
+A submission's time is never read here: file and zip entry times are the unpacking's or the
+student's, and a ``timestamp.txt`` in an upload is the student's; ``times.py`` takes times from
+trusted sources only. Canvas's ``LATE`` mark is kept (``late_marked``, ``late_files``).
+
 Student ids (:func:`student_id`) keep Unicode letters (NFC), are path- and nbgrader-safe and
 stable across reruns; where an LMS gives a user id it is part of the id (``José_Núñez_1002``).
 Two entries that would get the same id are told apart by a short hash of their origin's name,
@@ -69,11 +73,14 @@ class Submission:
     origin: Path  # what the instructor gave (folder, zip, or LMS file group)
     name: str = ""  # display name as the layout gives it ("José Núñez", "李娜")
     lms_id: str = ""  # LMS user id where the layout has one
-    submitted_at: datetime | None = None  # tz-aware; LMS marker / timestamp.txt / file mtime
-    late_marked: bool = False  # the LMS marked it late
+    late_marked: bool = False  # the LMS marked it late (Canvas's LATE)
     problem: str = ""  # non-empty: cannot be graded; every row 'not graded: <problem>'
-    time_source: str = ""  # timestamp.txt / file mtime / zip entry time
     links: list[str] = field(default_factory=list)  # link entries of a zip, not unpacked
+    # files gathered from LMS files marked LATE (their names under ``path``)
+    late_files: set[str] = field(default_factory=set)
+    # assignment ("" = every assignment) -> tz-aware time, from a trusted source only (times.py)
+    times: dict[str, datetime] = field(default_factory=dict)
+    time_source: str = ""  # "nbgrader timestamp.txt" / "--submitted-at"; "" when unknown
 
 
 class IntakeProblem(Exception):
@@ -379,6 +386,8 @@ def _safe_unzip(zip_path: Path, dest: Path) -> list[str]:
                 raise IntakeProblem(f"corrupt zip ({type(e).__name__})") from None
             except Exception as e:  # noqa: BLE001 - bad CRC, zlib/lzma/bz2 errors, EOF
                 raise IntakeProblem(f"corrupt zip ({_corrupt_kind(e)})") from None
+            # the entry's time orders candidates of one notebook (find_notebook); the student
+            # set it, so it is never a submission time
             stamp = info.date_time
             try:
                 ts = datetime(*stamp, tzinfo=UTC).timestamp()
@@ -474,49 +483,6 @@ def fingerprint(paths: list[Path | None], problem: str = "") -> str:
                 h.update(f"!{e}".encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
-
-
-# ---- submission times ----------------------------------------------------------------------
-
-
-def parse_timestamp(text: str) -> datetime | None:
-    """A ``timestamp.txt`` as nbgrader writes it (``%Y-%m-%d %H:%M:%S.%f %Z``) or ISO 8601;
-    a time without zone is UTC (as nbgrader reads it).
-
-    >>> parse_timestamp("2026-11-20 14:03:00.250000 UTC").isoformat()
-    '2026-11-20T14:03:00.250000+00:00'
-    """
-    import dateutil.parser
-
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        ts = dateutil.parser.parse(text)
-    except (ValueError, OverflowError):
-        return None
-    if ts.tzinfo is None:
-        return ts.replace(tzinfo=UTC)
-    return ts.astimezone(UTC)
-
-
-def _submission_time(sub: Submission) -> None:
-    """timestamp.txt at the top of the submission, else the newest notebook's mtime."""
-    if sub.path is None:
-        return
-    stamp = sub.path / "timestamp.txt"
-    try:
-        ts = parse_timestamp(read_bounded(stamp, 1024).decode("utf-8", "replace"))
-    except (IntakeProblem, OSError):
-        ts = None
-    if ts is not None:
-        sub.submitted_at, sub.time_source = ts, "timestamp.txt"
-        return
-    times = [st.st_mtime for p, st in _walk(sub.path)
-             if stat.S_ISREG(st.st_mode) and p.name.lower().endswith(".ipynb")]
-    if times:
-        sub.submitted_at = datetime.fromtimestamp(max(times), UTC)
-        sub.time_source = "file mtime"
 
 
 # ---- the layouts -----------------------------------------------------------------------------
@@ -666,10 +632,6 @@ def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
             shutil.rmtree(sub.path)
         sub.path.mkdir(parents=True)
         _gather(e, sub)
-    _submission_time(sub)
-    if sub.time_source == "file mtime" and (e.kind == "zip" or e.origin.is_relative_to(
-            unpack_dir)):  # the unpacked files carry the zip's entry times
-        sub.time_source = "zip entry time"
     return sub
 
 
@@ -686,7 +648,7 @@ def _folder_with_zips(folder: Path, dest: Path, sub: Submission) -> Path:
     dest.mkdir(parents=True)
     for p, _ in found:
         rel = p.relative_to(folder)
-        if p.name.lower().endswith(".ipynb") or p.name == "timestamp.txt":
+        if p.name.lower().endswith(".ipynb"):
             _mirror(p, dest / rel)
     for p, _ in zips:
         rel = p.relative_to(folder)
@@ -698,7 +660,8 @@ def _folder_with_zips(folder: Path, dest: Path, sub: Submission) -> Path:
 def _gather(e: _Entry, sub: Submission) -> None:
     """Put an LMS file group (Canvas or flat Moodle files) into ``sub.path`` under the names
     the student gave them; of a file Canvas renamed on re-upload (``-1``, ``-2``) the
-    highest number wins. Only notebooks and zips are taken (a zip is unpacked)."""
+    highest number wins. Only notebooks and zips are taken (a zip is unpacked). The names of
+    those taken from a file Canvas marked ``LATE`` go into ``sub.late_files``."""
     best: dict[str, tuple[int, Path]] = {}  # file name -> (re-upload number, source)
     for src in sorted(e.files):
         m = (_CANVAS if e.kind == "canvas" else _MOODLE_FILE).match(src.name)
@@ -709,9 +672,15 @@ def _gather(e: _Entry, sub: Submission) -> None:
             best[fname] = (n, src)
     for fname, (_, src) in sorted(best.items()):
         if fname.lower().endswith(".zip"):
-            sub.links += _safe_unzip(src, sub.path / Path(fname).stem)
+            taken = Path(fname).stem
+            sub.links += _safe_unzip(src, sub.path / taken)
         elif fname.lower().endswith(".ipynb") and "/" not in fname:
+            taken = fname
             _mirror(src, sub.path / fname)
+        else:
+            continue
+        if e.kind == "canvas" and _CANVAS.match(src.name)["late"]:
+            sub.late_files.add(taken)
 
 
 def discover(submissions_dir: Path, unpack_dir: Path) -> tuple[list[Submission], list[str]]:
