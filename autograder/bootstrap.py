@@ -107,7 +107,12 @@ def lab_view_env(view: str, env: dict | None = None) -> dict:
     disables nbgrader's instructor lab plugins and its ``jupyter_server_config.d`` entry the
     matching server extensions. The instructor view is nbgrader's default (everything on).
     """
+    from autograder.grading import mathjax
+
     env = dict(os.environ if env is None else env)
+    # nbconvert's pages (formgrader's) load MathJax from this server, not a CDN
+    env = mathjax.with_path(env, mathjax.jupyter_path(mathjax.SERVER_URL,
+                                                      VENV / "course-lab" / "jupyter"))
     if view == "instructor":
         return env
     if view != "student":

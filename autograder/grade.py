@@ -4,6 +4,7 @@
                  [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
                  [--regrade STUDENT ...] [--due ASSIGNMENT=DATE ...] [--submitted-at FILE]
                  [--late-penalty none|zero] [--unsandboxed] [--scheduler ADDRESS]
+    course-grade SUBMISSIONS_DIR --dry-run [--assignment NAME ...] [--submitted-at FILE]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
 found inside by name at any depth. For each student, in parallel (``--workers``, default: the
@@ -50,6 +51,7 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -59,6 +61,7 @@ from .grading.config import ISOLATION, GradeConfig
 from .grading.parent.times import CSV_FORMAT
 
 ROOT = Path(__file__).resolve().parent.parent
+NO_ASSIGNMENT = "no assignment notebook found in the submissions"
 DEFAULT = GradeConfig()  # the options' defaults
 
 
@@ -69,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("submissions", type=Path, help="one folder or .zip per student")
-    p.add_argument("--out", type=Path, required=True, help="output folder (created)")
+    p.add_argument("--out", type=Path, metavar="OUT_DIR",
+                   help="output folder (created; not needed with --dry-run)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="students graded at once (default: the number of cores, %(default)s)")
     p.add_argument("--timeout", type=float, default=DEFAULT.timeout,
@@ -120,7 +124,33 @@ def _parser() -> argparse.ArgumentParser:
                    "each student is one task run by a `dask worker` (see the README). "
                    "Default: on this machine, --workers at once")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the roster (student id, name, notebooks found, where the "
+                   "submission time comes from) and grade nothing; nothing is written")
     return p
+
+
+class UsageError(Exception):
+    """What the command line asks for cannot be done: course-grade prints it on one line
+    and exits 2, before grading anything."""
+
+
+def _no_such(option: str, what: str, unknown: list[str], valid: list[str],
+             listing: str = "") -> str:
+    """The message for names that are not among ``valid``: the closest valid name of each
+    (difflib) and, with ``listing``, all of them.
+
+    >>> _no_such("--assign", "assignment", ["01_atention", "zz"], ["01_attention"], "all")
+    '--assign: no such assignment: 01_atention (did you mean 01_attention?), zz; all: 01_attention'
+    """
+    import difflib
+
+    named = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, valid, n=1)
+        named.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    text = f"{option}: no such {what}: {', '.join(named)}"
+    return f"{text}; {listing}: {', '.join(valid) or 'none'}" if listing else text
 
 
 def make_runner(config: GradeConfig):
@@ -170,21 +200,71 @@ def _write_outputs(store, students, info, people, report, final=False) -> list[d
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.out is None and not args.dry_run:
+        parser.error("the following arguments are required: --out (all but --dry-run)")
     if threading.current_thread() is not threading.main_thread():
-        return _main(args)
+        return _run(args)
     # SIGTERM stops the run like Ctrl-C: running students are killed, finished ones are kept
     old = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    old_int = signal.getsignal(signal.SIGINT)
     try:
-        return _main(args)
+        return _run(args)
     finally:
         signal.signal(signal.SIGTERM, old)
+        if old_int is not None:
+            signal.signal(signal.SIGINT, old_int)
+
+
+def _run(args) -> int:
+    """:func:`_main`, with what stops it said in one line: a :class:`UsageError` (exit 2);
+    Ctrl-C or SIGTERM at any moment outside the grading loop (which says what it kept):
+    every process course-grade started is killed, exit 130."""
+    try:
+        return _main(args)
+    except UsageError as e:
+        print(f"course-grade: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        _hold_interrupts()
+        from .grading.parent.runner import kill_children
+
+        kill_children()
+        print("course-grade: interrupted", file=sys.stderr)
+        return 130
+
+
+def _hold_interrupts() -> None:
+    """Ctrl-C again while the first one's clean-up (bounded: a few kill sweeps) runs: no
+    second message, no traceback (:func:`main` puts the handlers back)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _refuse(submissions: Path, out: Path | None) -> None:
+    """Raise :class:`UsageError` for a SUBMISSIONS_DIR that holds more than students' work:
+    the course repository or a course-grade output (a tester pointed course-grade at the
+    folder above the download and got the repository as a student), or the OUT_DIR itself."""
+    from .grading.parent.submissions import not_submissions
+
+    if found := not_submissions(submissions):
+        raise UsageError(
+            f"refusing to grade {submissions}: {'; '.join(found)}. Pass the folder that holds "
+            "only the students' submissions (the LMS download, a folder or .zip per student) "
+            "as SUBMISSIONS_DIR, and the output folder as --out")
+    if out is not None and out.resolve().is_relative_to(submissions):
+        raise UsageError(
+            f"--out {out} is inside SUBMISSIONS_DIR {submissions}: it would be read as a "
+            "student's submission. Pass an --out outside it")
 
 
 def _main(args) -> int:
     # imports after parsing: --help stays instant
     from tqdm import tqdm
 
+    from .grading.mathjax import publish as publish_mathjax
     from .grading.nbgrader_patches import warm as nbgrader_warm
     from .grading.parent.course import build_template, find_assignments
     from .grading.parent.dispatch import Dispatcher, write_feedback
@@ -201,12 +281,29 @@ def _main(args) -> int:
     )
     from .grading.parent.runner import kill_all
     from .grading.parent.student import grade_student, to_json
-    from .grading.parent.submissions import discover, find_notebook, fingerprint
-    from .grading.parent.times import from_nbgrader, late_summary, timings
+    from .grading.parent.submissions import find_notebook, fingerprint
+    from .grading.parent.times import late_summary, timings
 
     if not args.submissions.is_dir():
         print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
         return 2
+    submissions = args.submissions.resolve()
+    _refuse(submissions, args.out)
+    if not args.source.is_dir():
+        raise UsageError(f"--source {args.source} is not a folder")
+    available = find_assignments(args.source.resolve())
+    if unknown := [a for a in args.assignment or [] if a not in available]:
+        raise UsageError(_no_such("--assignment", "assignment", unknown, list(available),
+                                  f"the assignments in {args.source} are"))
+    try:
+        due_args = parse_due(args.due)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if unknown := [a for a in due_args if a not in available]:
+        raise UsageError(_no_such("--due", "assignment", unknown, list(available),
+                                  f"the assignments in {args.source} are"))
+    if args.dry_run:
+        return _dry_run(args, submissions, available, due_args)
     config = GradeConfig.from_args(args)
     try:
         make_runner(config)
@@ -218,46 +315,16 @@ def _main(args) -> int:
     out = args.out.resolve()
     work = out / ".work"
     work.mkdir(parents=True, exist_ok=True)
-    subs, problems = discover(args.submissions.resolve(), work / "unpacked")
-    for msg in problems:
-        print(f"course-grade: {msg}", file=sys.stderr)
-    from_nbgrader(args.submissions.resolve(), subs)
-    if args.submitted_at is not None:
-        try:
-            for msg in _submitted_at(args.submitted_at, subs):
-                print(f"course-grade: {msg}", file=sys.stderr)
-        except ValueError as e:
-            print(f"course-grade: {e}", file=sys.stderr)
-            return 2
-    unknown = sorted(set(args.regrade) - {s.student for s in subs})
-    if unknown:
-        print(f"course-grade: --regrade: no such student: {', '.join(unknown)}",
-              file=sys.stderr)
-        return 2
-    available = find_assignments(args.source.resolve())
-    assignments = _pick_assignments(args, available, subs)
-    if not args.assignment:  # OUT_DIR is the class: what it graded before stays in it (and
-        # its template is reused: the same assignments, the same template)
-        earlier = {a for a in available if (out / "source" / a).is_dir()}
-        assignments = [a for a in available if a in assignments or a in earlier]
+    subs, assignments = _intake(args, submissions, work / "unpacked", available, due_args)
     if not assignments:
-        print("course-grade: no assignment notebook found in the submissions", file=sys.stderr)
-        return 2
-    try:
-        due_args = parse_due(args.due)
-    except ValueError as e:
-        print(f"course-grade: {e}", file=sys.stderr)
-        return 2
-    unknown = sorted(set(due_args) - set(assignments))
-    if unknown:
-        print(f"course-grade: --due: no such assignment graded here: {', '.join(unknown)}",
-              file=sys.stderr)
+        print(f"course-grade: {NO_ASSIGNMENT}", file=sys.stderr)
         return 2
     template, info = build_template(args.source.resolve(), assignments, work, config)
     workers = config.workers
     store = ResultStore(out)
     write_course_config(out, config, args.late_penalty)
     publish_source(template, out, assignments)
+    publish_mathjax(out)  # the feedback pages' maths, offline (grading/mathjax.py)
     done = store.load()
     run_id = uuid.uuid4().hex[:8]
     todo, prints = [], {}
@@ -320,7 +387,7 @@ def _main(args) -> int:
             _write_outputs(store, students, info, people, report)
             bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
             bar.update()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # (a second one during this clean-up: _run's one line)
         dispatcher.close(cancel=True)
         kill_all()
         bar.close()
@@ -363,6 +430,83 @@ def _submitted_at(path: Path, subs) -> list[str]:
         raise ValueError(f"--submitted-at: cannot read {path} ({e})") from None
     source = f"--submitted-at {path.name}"
     return apply_submitted_at(parse_submitted_at(text, source), subs, source)
+
+
+def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
+            due: dict) -> tuple[list, list[str]]:
+    """The students (intake's messages printed, their trusted times set) and the assignments
+    to grade; raises :class:`UsageError` for an option naming what is not there."""
+    from .grading.parent.submissions import discover
+    from .grading.parent.times import from_nbgrader
+
+    subs, problems = discover(submissions, unpack_dir)
+    for msg in problems:
+        print(f"course-grade: {msg}", file=sys.stderr)
+    from_nbgrader(submissions, subs)
+    if args.submitted_at is not None:
+        try:
+            for msg in _submitted_at(args.submitted_at, subs):
+                print(f"course-grade: {msg}", file=sys.stderr)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    ids = [s.student for s in subs]
+    if unknown := sorted(set(args.regrade) - set(ids)):
+        raise UsageError(_no_such("--regrade", "student", unknown, ids))
+    assignments = _pick_assignments(args, available, subs)
+    if not args.assignment:  # OUT_DIR is the class: what it graded before stays in it (and
+        # its template is reused: the same assignments, the same template)
+        out = args.out.resolve() if args.out is not None else None
+        earlier = {a for a in available if out and (out / "source" / a).is_dir()}
+        assignments = [a for a in available if a in assignments or a in earlier]
+    if assignments and (unknown := sorted(set(due) - set(assignments))):
+        raise UsageError(_no_such("--due", "assignment graded here", unknown, assignments,
+                                  "those graded here are"))
+    return subs, assignments
+
+
+def _dry_run(args, submissions: Path, available: dict, due: dict) -> int:
+    """``--dry-run``: the roster on stdout, intake's messages on stderr; nothing graded and
+    nothing written (zips are unpacked into a temporary folder, removed after)."""
+    with tempfile.TemporaryDirectory(prefix="course-grade-dry-run-") as tmp:
+        subs, assignments = _intake(args, submissions, Path(tmp), available, due)
+        print(f"course-grade --dry-run: {len(subs)} student(s) in {submissions}; "
+              f"assignments: {', '.join(assignments) or 'none found'}; nothing graded, "
+              "nothing written")
+        for line in _roster(subs, {a: [p.stem for p in available[a]] for a in assignments}):
+            print(line)
+    if not assignments:
+        print(f"course-grade: {NO_ASSIGNMENT}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _time_source(sub) -> str:
+    """Where a student's submission time comes from (``grading/parent/times.py``)."""
+    if sub.time_source:
+        return sub.time_source
+    if sub.late_marked:
+        return "unknown, marked LATE by Canvas (late penalty)"
+    return "unknown (no late penalty)"
+
+
+def _roster(subs, notebooks: dict[str, list[str]]) -> list[str]:
+    """``--dry-run``'s table: each student's id, name, the notebooks found of those to grade
+    ({assignment: [notebook]}), and where the submission time comes from."""
+    from .grading.parent.submissions import find_notebook
+
+    wanted = [nb for nbs in notebooks.values() for nb in nbs]
+    rows = [("student", "name", "notebooks found", "submission time")]
+    for s in subs:
+        have = [nb for nb in wanted if not s.problem and find_notebook(s, nb)[0]]
+        missing = [nb for nb in wanted if nb not in have]
+        found = ", ".join(have) or "none"
+        if s.problem:
+            found = f"not graded: {s.problem}"
+        elif have and missing:
+            found += f" (missing: {', '.join(missing)})"
+        rows.append((s.student, s.name, found, _time_source(s)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[3]]) for r in rows]
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
+from autograder.grading import mathjax
 from autograder.grading.autograde.feedback_html import clean_page
 from autograder.grading.sandbox import bwrap_path
 
@@ -95,8 +96,9 @@ def feedback(tmp_path_factory):
                                     "--cell-timeout", "30", *extra),
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    page = next((root / "out" / "feedback" / "xss").rglob(f"{nb.name}.html")).read_text()
-    return {"page": page, "rows": read_csv(root / "out" / "grades.csv"), "nb": nb}
+    path = next((root / "out" / "feedback" / "xss").rglob(f"{nb.name}.html"))
+    return {"page": path.read_text(), "path": path, "rows": read_csv(root / "out" / "grades.csv"),
+            "nb": nb}
 
 
 def test_student_content_in_feedback_runs_nothing(feedback):
@@ -111,6 +113,10 @@ def test_feedback_keeps_math_figures_and_scores(feedback):
     page = feedback["page"]
     head = page.split("<body", 1)[0]
     assert "MathJax" in head and "<script" in head  # the template's own scripts stay
+    # MathJax from OUT_DIR/mathjax (the installed package's copy), never a CDN (issue 31)
+    src = re.search(r'<script src="([^"]*MathJax\.js[^"]*)"', head)[1]
+    assert "cdnjs" not in page and src == mathjax.FEEDBACK_URL
+    assert (feedback["path"].parent / src.split("?")[0]).resolve().is_file()
     assert "$x^2$" in page
     assert f"data:image/png;base64,{PNG}" in page.replace("\n", "")
     nb = feedback["nb"]

@@ -3,11 +3,14 @@ keeps what the instructor entered.
 
 - unit level (no grading, a few seconds): the class gradebook and grades.csv from stored
   results: display names in three scripts and LMS ids, a late submission and nbgrader's
-  penalty, "not graded" kept apart from 0 in ``nbgrader export``;
-- end to end (the small fixture assignment, two students, four course-grade runs): OUT is a
+  penalty, "not graded" kept apart from 0 in ``nbgrader export``; a review of a changed
+  autograded score under a manual score stays until formgrader resolves it; work never
+  handed in is no submission (formgrader's counts, ``nbgrader export``);
+- end to end (the small fixture assignment, two students, six course-grade runs): OUT is a
   course directory nbgrader reads; a manual score, extra credit and a comment (set through
   nbgrader's Gradebook API, as formgrader does) survive a rerun, ``--regrade`` and a regrade
-  that changes the autograded score, which the run reports.
+  that changes the autograded score, which the run reports, and still reports after
+  ``--force``, until the instructor resolves it in formgrader.
 """
 
 from __future__ import annotations
@@ -54,6 +57,18 @@ def _nbgrader(out: Path, *args: str) -> subprocess.CompletedProcess:
     """Stock nbgrader, started in OUT (it reads OUT's nbgrader_config.py)."""
     return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=out,
                           capture_output=True, text=True, timeout=120)
+
+
+def _formgrader_save(out: Path, cell: str, nb: str, student: str, manual_score,
+                     extra_credit=None) -> None:
+    """What formgrader writes when the instructor saves a score or presses Resolve (its
+    GradeHandler.put): both scores, and ``needs_manual_grade`` cleared unless nothing scores
+    the cell."""
+    with _gradebook(out) as gb:
+        grade = gb.find_grade(cell, nb, ASSIGNMENT, student)
+        grade.manual_score, grade.extra_credit = manual_score, extra_credit
+        grade.needs_manual_grade = manual_score is None and grade.auto_score is None
+        gb.db.commit()
 
 
 # ---- unit level: results -> gradebook and CSV -------------------------------------------------
@@ -194,6 +209,198 @@ def test_rewriting_the_gradebook_keeps_manual_scores_and_comments(fixture_templa
     assert (rows[g1]["points"], rows[g1]["extra_credit"]) == (f"{mx1 + 1:g}", "1")
 
 
+def test_review_stays_until_the_instructor_resolves_it_in_formgrader(fixture_template,
+                                                                    tmp_path):
+    """A changed autograded score under a manual score: flagged in the gradebook (formgrader
+    shows "needs manual grade") and reviewed in grades.csv on every run, the result rebuilt
+    by a regrade included, until formgrader saves the score (Resolve) or the manual score
+    changes; a regrade that changes nothing raises none."""
+    template, nb = fixture_template
+    out = tmp_path / "out"
+    store, subs = _store_class(out, nb)
+    store.write_gradebook(template, list(STUDENTS), subs=subs)
+    g0, full = nb.grade_cells[0].grade_id, f"{nb.grade_cells[0].max_points:g}"
+    sid = "jose_nunez"
+
+    def regrade(points: str) -> tuple[list[str], str, bool]:
+        """jose's result rebuilt from scratch, as ``--force`` does, with ``points`` on g0;
+        then the run's end: (messages, g0's review in grades.csv, g0's flag)."""
+        rows = [{"student": sid, "notebook": nb.name, "exercise": g.grade_id,
+                 "points": points if g.grade_id == g0 else f"{g.max_points:g}",
+                 "max_points": f"{g.max_points:g}", "status": "graded"}
+                for g in nb.grade_cells]
+        store.save(json.dumps({"student": sid, "fingerprint": "x", "rows": rows, "seconds": 1,
+                               "feedback": [], "notes": []}), sid)
+        messages = store.write_gradebook(template, list(STUDENTS), subs=subs)
+        review = next(r["review"] for r in read_csv(store.write_csv(list(STUDENTS)))
+                      if (r["student"], r["exercise"]) == (sid, g0))
+        with _gradebook(out) as gb:
+            return messages, review, gb.find_grade(g0, nb.name, ASSIGNMENT,
+                                                   sid).needs_manual_grade
+
+    _formgrader_save(out, g0, nb.name, sid, 0.5)
+    assert regrade(full) == ([], "", False)  # nothing changed: nothing to review
+    messages, review, flagged = regrade("0")
+    assert flagged and review.startswith("autograded score changed 1 -> 0 under manual score "
+                                         "0.5: review it"), review
+    assert messages == [f"{sid} {nb.name} {g0}: {review}"]
+    with _gradebook(out) as gb:  # what formgrader lists for the submission
+        assert gb.find_submission(ASSIGNMENT, sid).needs_manual_grade
+    assert regrade("0") == (messages, review, True)  # --force: still there
+    _formgrader_save(out, g0, nb.name, sid, 0.5)  # Resolve: the same score, confirmed
+    assert regrade("0") == ([], "", False)
+
+    _, review, flagged = regrade(full)  # changed again, and again before any review
+    assert flagged and "changed 0 -> 1 under" in review
+    _, review, flagged = regrade("0.5")
+    assert flagged and "changed 0 -> 1 -> 0.5 under manual score 0.5" in review
+    with _gradebook(out) as gb:  # another manual score (here not through formgrader)
+        gb.find_grade(g0, nb.name, ASSIGNMENT, sid).manual_score = 0.75
+        gb.db.commit()
+    assert regrade("0.5") == ([], "", False)
+    assert json.loads((out / "reviews.json").read_text()) == []
+    with _gradebook(out) as gb:
+        assert gb.find_grade(g0, nb.name, ASSIGNMENT, sid).manual_score == 0.75
+
+    _, review, _ = regrade(full)
+    assert review
+    assert store.prune([sid]) == [] and json.loads((out / "reviews.json").read_text()) == []
+
+
+# ---- unit level: work never handed in ---------------------------------------------------------
+PAIR = "98_pair"  # an assignment of two notebooks
+
+
+@pytest.fixture(scope="module")
+def pair_template(tmp_path_factory):
+    """The fixture assignment and ``98_pair`` (two copies of its notebook)."""
+    import shutil
+
+    from autograder.grading.parent.course import build_template
+
+    work = tmp_path_factory.mktemp("pair-template")
+    source = work / "source"
+    shutil.copytree(SOURCE / ASSIGNMENT, source / ASSIGNMENT)
+    for name in ("98_first", "98_second"):
+        (source / PAIR).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+                        source / PAIR / f"{name}.ipynb")
+    template, info = build_template(source, [ASSIGNMENT, PAIR], work,
+                                    GradeConfig(cell_timeout=10))
+    return template, info
+
+
+def test_work_never_handed_in_is_no_submission(pair_template, tmp_path):
+    """bob handed in only the fixture, cy only 98_first, dee the fixture, which the grader
+    failed on: no submission where nothing was handed in (the gradebook's and formgrader's
+    counts, nbgrader export's empty raw_score, needs_manual_grade False); 98_second of cy has
+    no score and needs no grading; dee's stays 'not graded' (needs manual grading)."""
+    from autograder.grading.parent.results import publish_source, publish_student
+    from autograder.grading.parent.status import Facts, not_submitted, row_status
+    from autograder.grading.parent.submissions import Submission, find_notebook
+
+    template, info = pair_template
+    notebooks = {nb.name: (a, nb) for a, nbs in info.items() for nb in nbs}
+    (tmp_path / "handed").mkdir()
+    handed = {"ada": set(notebooks), "bob": {ASSIGNMENT}, "cy": {"98_first"},
+              "dee": {ASSIGNMENT}}
+    out, work = tmp_path / "out", tmp_path / "work"
+    store = ResultStore(out)
+    write_course_config(out, GradeConfig(cell_timeout=10), "none")
+    publish_source(template, out, list(info))
+
+    def hand_in(sid: str, names: set[str]) -> None:
+        """What course-grade leaves of ``sid`` handing in ``names``: its grading folder
+        published (grade_student makes every assignment's submitted/ folder), its result."""
+        sub = Submission(student=sid, path=tmp_path / "handed", origin=tmp_path / "handed")
+        rows = []
+        for name, (a, nb) in notebooks.items():
+            for kind in ("submitted", "autograded"):
+                folder = work / sid / kind / sid / a
+                folder.mkdir(parents=True, exist_ok=True)
+                if name in names:
+                    nbformat.write(nb.release, folder / f"{name}.ipynb")
+            if name not in names:
+                status = row_status(Facts(problem=find_notebook(sub, name)[1]))[0]
+                assert not_submitted(status), status
+            elif sid == "dee":
+                status = row_status(Facts(problem="grader error (boom)"))[0]
+            else:
+                status = "graded"
+            rows += [{"student": sid, "notebook": name, "exercise": g.grade_id,
+                      "points": f"{g.max_points:g}" if status == "graded" else "",
+                      "max_points": f"{g.max_points:g}", "status": status}
+                     for g in nb.grade_cells]
+        publish_student(work / sid, out, sid, list(info))
+        store.save(json.dumps({"student": sid, "fingerprint": "x", "rows": rows, "seconds": 1,
+                               "feedback": [], "notes": []}), sid,
+                   {a: Timing(DUE + timedelta(days=1)) for a in info})
+
+    hand_in("bob", set(notebooks))  # an earlier run: bob had handed in everything
+    store.write_gradebook(template, ["bob"], due={a: DUE for a in info})
+    for sid, names in handed.items():
+        hand_in(sid, names)
+    store.write_gradebook(template, list(handed))
+
+    total = {a: f"{sum(g.max_points for nb in nbs for g in nb.grade_cells):g}"
+             for a, nbs in info.items()}
+    first = f"{sum(g.max_points for g in notebooks['98_first'][1].grade_cells):g}"
+    submitted = {ASSIGNMENT: ["ada", "bob", "dee"], PAIR: ["ada", "cy"]}
+    with _gradebook(out) as gb:
+        for a, who in submitted.items():
+            assert gb.find_assignment(a).num_submissions == len(who)
+            assert sorted(s.student.id for s in gb.find_assignment(a).submissions) == who
+        for g in notebooks["98_second"][1].grade_cells:  # cy: handed in 98_first only
+            grade = gb.find_grade(g.grade_id, "98_second", PAIR, "cy")
+            assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == \
+                (None, None, False)
+        assert not gb.find_submission(PAIR, "cy").needs_manual_grade
+        assert gb.find_submission(ASSIGNMENT, "dee").needs_manual_grade
+    # formgrader's own counts: submitted/ folders, and each student's submissions
+    code = ("import json; from nbgrader.apps import NbGraderAPI;"
+            "from nbgrader.apps.baseapp import NbGrader; app = NbGrader(); app.initialize([]);"
+            "api = NbGraderAPI(config=app.config); print(json.dumps(["
+            "{a: api.get_assignment(a)['num_submissions'] for a in api.get_source_assignments()},"
+            "{a: sorted(s['student'] for s in api.get_submissions(a))"
+            " for a in api.get_source_assignments()},"
+            "{s: {x['name']: x['submitted'] for x in api.get_student_submissions(s)}"
+            " for s in ('bob', 'cy')}]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=out, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    counts, listed, per_student = json.loads(proc.stdout.splitlines()[-1])
+    assert counts == {a: len(who) for a, who in submitted.items()}
+    assert listed == submitted
+    assert per_student == {"bob": {ASSIGNMENT: True, PAIR: False},
+                           "cy": {ASSIGNMENT: False, PAIR: True}}
+
+    proc = _nbgrader(out, "export")
+    assert proc.returncode == 0, proc.stderr
+    rows = {(r["assignment"], r["student_id"]): (r["raw_score"], r["score"],
+                                                 r["needs_manual_grade"])
+            for r in read_csv(out / "export.csv")}
+    assert rows == {
+        (ASSIGNMENT, "ada"): (total[ASSIGNMENT], total[ASSIGNMENT], "False"),
+        (PAIR, "ada"): (total[PAIR], total[PAIR], "False"),
+        (ASSIGNMENT, "bob"): (total[ASSIGNMENT], total[ASSIGNMENT], "False"),
+        (PAIR, "bob"): ("", "", "False"),  # handed in nothing of it (an earlier run had)
+        (ASSIGNMENT, "cy"): ("", "", "False"),
+        (PAIR, "cy"): (first, first, "False"),  # 98_second adds nothing, needs nothing
+        (ASSIGNMENT, "dee"): ("0", "", "True"),  # handed in, not graded: as before
+        (PAIR, "dee"): ("", "", "False"),
+    }
+    # grades.csv: not graded, and no submission time nor lateness for what was not handed in
+    csv_rows = read_csv(store.write_csv(list(handed), assignment_of={
+        name: a for name, (a, _) in notebooks.items()}))
+    late = {(r["student"], r["notebook"]): (r["status"].split(":")[0], r["late_by"])
+            for r in csv_rows}
+    assert late[("bob", ASSIGNMENT)] == ("graded", "1 day, 0:00:00")
+    assert late[("bob", "98_first")] == late[("cy", "98_second")] == ("not graded", "")
+    assert late[("dee", ASSIGNMENT)] == ("not graded", "1 day, 0:00:00")
+    assert {(r["student"], r["notebook"]) for r in csv_rows if r["submitted_at"] == ""} == {
+        (s, n) for s, names in handed.items() for n in notebooks if n not in names}
+
+
 # ---- end to end: course-grade runs on a small class -------------------------------------------
 # Moodle's "download submissions in folders": the display name and participant id come from
 # the folder name (intake), the student id is made from both.
@@ -305,6 +512,18 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
         in proc.stderr
     assert row()["points"] == "0.5" and "under manual score 0.5" in row()["review"]
 
+    # regrading everyone again rebuilds the results: the review stays, until the instructor
+    # resolves it in formgrader
+    review = row()["review"]
+    proc = _grade(root, "--force")
+    assert _run_ids(out)[WRONG[2]] != after[WRONG[2]]
+    assert row()["review"] == review and f"{WRONG[2]} {nb.name} {g0.grade_id}: {review}" \
+        in proc.stderr
+    _formgrader_save(out, g0.grade_id, nb.name, WRONG[2], 0.5)
+    proc = _grade(root)
+    assert kept() == (full, 0.5, "partly right") and row()["review"] == ""
+    assert "review it" not in proc.stderr
+
 
 def test_regrade_of_an_unknown_student_is_refused(term_class):
     root, _, _ = term_class
@@ -348,8 +567,9 @@ def test_lab_instructor_starts_jupyterlab_in_the_course_folder(tmp_path, monkeyp
 
     calls = []
     monkeypatch.setattr(bootstrap, "setup", lambda force=False: None)
-    monkeypatch.setattr(bootstrap.subprocess, "call",
-                        lambda cmd, cwd=None, env=None: calls.append((cmd, cwd)) or 0)
+    # the server's runner (a real one would start JupyterLab and wait on it)
+    monkeypatch.setattr(bootstrap, "serve",
+                        lambda cmd, env, cwd, token: calls.append((cmd, cwd)) or 0)
     assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 2 and calls == []
     write_course_config(tmp_path, GradeConfig(cell_timeout=10), "none")
     assert bootstrap.main(["lab", "--instructor", str(tmp_path)]) == 0

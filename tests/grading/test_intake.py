@@ -266,6 +266,117 @@ def test_layouts_give_the_same_students_and_notebooks(tmp_path, layout):
         assert not any(s.lms_id or s.late_marked for s in subs)
 
 
+# ---- the same submission reached twice (issue 31, item 4) ----------------------------------
+
+DOWNLOADS = {"canvas": (_canvas_zip_layout, "submissions.zip"),
+             "moodle": (lambda d: _moodle_layout(d, zipped=True), "Course-Assignment 1-123.zip")}
+
+
+@pytest.mark.parametrize("unpacked", ["next_to_it", "in_a_folder"])
+@pytest.mark.parametrize("lms", sorted(DOWNLOADS))
+def test_a_download_next_to_its_unpacked_copy_is_graded_once_under_its_own_ids(
+        tmp_path, lms, unpacked):
+    """A tester left an LMS download's zip next to its unpacked files (or the folder it was
+    unpacked into): each student is one Submission, with the id and notebooks it has when the
+    zip is alone, taken from the unpacked copy; one message names the copies skipped."""
+    make, zip_name = DOWNLOADS[lms]
+    make(tmp_path / "alone")
+    alone, _ = discover(tmp_path / "alone", tmp_path / "u0")
+    subs = tmp_path / "subs"
+    make(subs)
+    into = subs if unpacked == "next_to_it" else subs / Path(zip_name).stem
+    with zipfile.ZipFile(subs / zip_name) as zf:
+        zf.extractall(into)
+    found, msgs = discover(subs, tmp_path / "u1")
+    ids = [s.student for s in alone]
+    assert [s.student for s in found] == ids  # the ids it had alone
+    assert _found(found) == _found(alone)  # the same notebooks (José's re-upload on Canvas)
+    assert [s.late_marked for s in found] == [s.late_marked for s in alone]
+    assert [s.lms_id for s in found] == [s.lms_id for s in alone]
+    assert all(s.origin.is_relative_to(subs) for s in found)  # the unpacked copy
+    kept = "the submissions folder" if unpacked == "next_to_it" else f"{into.name}/"
+    assert msgs == [f"{zip_name}: skipped 3 student(s) already in {kept} (the same LMS ids, "
+                    f"the same files): {', '.join(sorted(ids))}"]
+    again, _ = discover(subs, tmp_path / "u2")
+    assert [s.student for s in again] == ids  # and on a rerun
+
+
+def test_the_same_canvas_user_twice_with_other_files_is_graded_once_from_the_newer_upload(
+        tmp_path):
+    """A later download's zip next to the unpacked first one: José uploaded again in between
+    (a higher Canvas upload number); he is graded once, from the newer upload, and the
+    console says so; the others are the same in both and are taken once."""
+    subs = tmp_path / "subs"
+    _canvas_layout(subs)
+    later = "submissions (1).zip"
+    with zipfile.ZipFile(subs / later, "w") as zf:
+        for fname, text in _canvas_files(subs).items():
+            if not fname.startswith("nunezjose_"):
+                zf.writestr(fname, text)
+        for nb in NOTEBOOKS:
+            zf.writestr(f"nunezjose_1001_5009_{nb}.ipynb", f"newer {nb}")
+    found, msgs = discover(subs, tmp_path / "u")
+    assert [s.student for s in found] == ["nunezjose_1001", "ивановамария_1002", "李娜_1003"]
+    jose = found[0]
+    assert [find_notebook(jose, nb)[0].read_text() for nb in NOTEBOOKS] == [
+        "newer 01_attention", "newer 02_masking"]
+    assert msgs == [
+        f"nunezjose_1001 (LMS id 1001) is in {later} and in the submissions folder with "
+        f"different files: graded those in {later} (the newer Canvas upload), skipped the "
+        "others",
+        f"{later}: skipped 2 student(s) already in the submissions folder (the same LMS ids, "
+        "the same files): ивановамария_1002, 李娜_1003"]
+
+
+def test_the_same_moodle_user_twice_with_other_files_is_graded_from_the_unpacked_copy(
+        tmp_path):
+    """Moodle numbers no uploads: of a zip and its unpacked copy that differ (a file edited
+    after unpacking), the unpacked one is graded, and the console says so."""
+    subs = tmp_path / "subs"
+    _moodle_layout(subs, zipped=True)
+    zip_name = "Course-Assignment 1-123.zip"
+    with zipfile.ZipFile(subs / zip_name) as zf:
+        zf.extractall(subs)
+    edited = subs / "李娜_2003_assignsubmission_file_" / "01_attention.ipynb"
+    edited.write_text("edited")
+    found, msgs = discover(subs, tmp_path / "u")
+    assert [s.student for s in found] == ["José_Núñez_2001", "Мария_Иванова_2002", "李娜_2003"]
+    assert find_notebook(found[2], "01_attention")[0].read_text() == "edited"
+    assert msgs == [
+        f"李娜_2003 (LMS id 2003) is in the submissions folder and in {zip_name} with different "
+        "files: graded those in the submissions folder (unpacked files before a zip), skipped "
+        "the others",
+        f"{zip_name}: skipped 2 student(s) already in the submissions folder (the same LMS "
+        "ids, the same files): José_Núñez_2001, Мария_Иванова_2002"]
+
+
+def test_ids_do_not_depend_on_what_else_lies_in_the_folder(tmp_path):
+    """An LMS user's id is the one it has alone, whatever lies beside it: other students, a
+    folder named like its id (that one is told apart instead), a folder of one student's
+    Canvas files (still that one student's folder, as before)."""
+    _canvas_layout(tmp_path / "alone")
+    alone = {s.lms_id: s.student for s in discover(tmp_path / "alone", tmp_path / "u0")[0]}
+    subs = tmp_path / "subs"
+    _canvas_layout(subs)
+    _moodle_layout(tmp_path / "moodle")
+    for entry in (tmp_path / "moodle").iterdir():
+        entry.rename(subs / entry.name)
+    for folder, nb in [("nunezjose_1001", "01_attention.ipynb"), ("Ann Lee", "01_attention.ipynb"),
+                       ("Bo", "bo_1009_5009_01_attention.ipynb")]:
+        (subs / folder).mkdir()
+        (subs / folder / nb).write_text(folder)
+    found, msgs = discover(subs, tmp_path / "u1")
+    assert msgs == []
+    by_origin = {s.origin.name: s.student for s in found}
+    assert {s.lms_id: s.student for s in found if s.lms_id.startswith("100")} == alone
+    assert {s.lms_id: s.student for s in found if s.lms_id.startswith("200")} == {
+        "2001": "José_Núñez_2001", "2002": "Мария_Иванова_2002", "2003": "李娜_2003"}
+    assert by_origin["nunezjose_1001"].startswith("nunezjose_1001_")
+    assert (by_origin["Ann Lee"], by_origin["Bo"]) == ("Ann_Lee", "Bo")
+    bo = [s for s in found if s.student == "Bo"][0]
+    assert find_notebook(bo, "01_attention")[0].read_text() == "Bo"
+
+
 def test_intake_takes_no_submission_time_from_what_a_student_or_unpacking_sets(tmp_path):
     """A timestamp.txt in an upload, a file's mtime and a zip entry's time are never a
     submission time (times.py takes them from trusted sources only; see

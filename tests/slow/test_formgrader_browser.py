@@ -22,6 +22,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.grading import mathjax
+
 from helpers.browser import CHROMIUM_CANDIDATES, CHROMIUM_FLAGS, LabServer, find_chromium
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv
@@ -102,6 +104,9 @@ def test_formgrader_manual_score_survives_course_grade(tmp_path, tmp_path_factor
                 # the boxes are in the HTML before formgrader's script has fetched the grade
                 # models and bound its 'change' handlers: a score typed earlier is never saved
                 page.wait_for_load_state("networkidle", timeout=60_000)
+                # maths rendered offline: MathJax from the server's own copy (issue 31)
+                assert f'src="{mathjax.SERVER_URL}"' in page.content()
+                assert str(page.evaluate("() => window.MathJax && MathJax.version"))[:3] == "2.7"
                 page.locator(score_box).fill("0.5")
                 page.locator(score_box).press("Tab")  # formgrader saves on 'change'
                 assert _wait_for(lambda: _manual(out, grade_id, answer_id)[0], 0.5) == 0.5, \

@@ -24,6 +24,7 @@ import nbformat
 
 from ..cells import grade_id, is_test, nbg
 from ..config import GradeConfig
+from ..mathjax import FEEDBACK_URL, jupyter_path
 from ..nbgrader_patches import ensure_cached_head
 
 # the nbgrader command
@@ -200,6 +201,8 @@ def build_template(
             raise SystemExit(
                 f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}"
             )
+        # the feedback pages load MathJax from OUT_DIR/mathjax, not a CDN (grading/mathjax.py)
+        jupyter_path(FEEDBACK_URL, root / "jupyter")
         done.write_text(json.dumps({"assignments": assignments}))
     # what every student's grading needs and no student changes: built once per class (a
     # process only when something is missing: it imports the checks); the kernels' font list

@@ -18,10 +18,11 @@ from .exports import cell as csv_cell
 class NotGradedCsvExport(ExportPlugin):
     """nbgrader's CSV export, plus what it hides: ``needs_manual_grade`` (a cell has no
     score: not graded by the autograder and no manual score) and then an empty ``score``,
-    never 0; ``name`` and ``lms_user_id`` of the student. Configured in OUT_DIR's
-    nbgrader_config.py, so a plain ``nbgrader export`` there writes it, to ``export.csv``
-    unless ``--to`` says otherwise (nbgrader's default name would overwrite course-grade's
-    grades.csv)."""
+    never 0; an assignment the student handed nothing of (no submission) has an empty
+    ``raw_score`` and ``score`` and needs no grading; ``name`` and ``lms_user_id`` of the
+    student. Configured in OUT_DIR's nbgrader_config.py, so a plain ``nbgrader export`` there
+    writes it, to ``export.csv`` unless ``--to`` says otherwise (nbgrader's default name
+    would overwrite course-grade's grades.csv)."""
 
     def export(self, gradebook) -> None:
         dest = self.to or "export.csv"
@@ -44,9 +45,9 @@ class NotGradedCsvExport(ExportPlugin):
                        "max_score": _fmt(assignment.max_score)}
                 try:
                     s = gradebook.find_submission(assignment.name, student.id)
-                except Exception:  # no submission: nothing to grade, not a 0 either
+                except Exception:  # nothing handed in: not a 0, and nothing to grade
                     row.update(timestamp="", raw_score="", late_submission_penalty="",
-                               score="", needs_manual_grade="")
+                               score="", needs_manual_grade="False")
                 else:
                     penalty = s.late_submission_penalty or 0.0
                     row.update(timestamp=s.timestamp or "", raw_score=_fmt(s.score),

@@ -11,10 +11,15 @@
   every run: cell definitions from the source, students (display name, LMS id), submission
   times (from trusted sources only, ``times.py``; none when unknown), autograded scores and
   nbgrader's late penalty (also for a submission Canvas marked late without a time). Only
-  ``auto_score`` (and ``needs_manual_grade`` where no manual score is set) is ever written to
-  a grade: manual scores, extra credit and comments entered in formgrader are never touched.
-  When a regrade changes the autograded score under a manual score, the run says so (stderr
-  and the CSV's ``review`` column).
+  ``auto_score`` and ``needs_manual_grade`` are ever written to a grade: manual scores, extra
+  credit and comments entered in formgrader are never touched. An assignment of which the
+  student handed in nothing has no submission (formgrader counts submissions); a notebook not
+  handed in has no score and needs no grading by hand.
+- ``OUT_DIR/reviews.json``: the reviews pending. When a regrade changes the autograded score
+  under a manual score, the grade is flagged ``needs_manual_grade`` (formgrader shows it, with
+  its Resolve button) and the change is kept here; every later run says so (stderr and the
+  CSV's ``review`` column) until the instructor saves or resolves that score in formgrader
+  (which clears the flag) or gives another manual score.
 - ``OUT_DIR/grades.csv``: rewritten (atomically) from the results and the gradebook after
   every student, and at the start of every run: a kill between a student's result file and
   the CSV rewrite leaves the CSV behind by that student (never ahead), and the next run puts
@@ -41,6 +46,7 @@ from pathlib import Path
 
 from ..gradebook import quiet_sqlalchemy
 from .exports import cell as csv_cell
+from .status import not_submitted
 from .times import Timing, lateness
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be
@@ -75,12 +81,17 @@ def parse_due(items: list[str]) -> dict[str, datetime]:
     >>> parse_due(["a=2026-12-01T23:59+01:00"])["a"].isoformat()
     '2026-12-01T22:59:00+00:00'
     """
+    example = "e.g. --due 01_attention=2026-12-01T23:59+01:00 (ISO 8601; no zone: UTC)"
     due = {}
     for item in items:
         name, sep, when = item.partition("=")
         if not sep or not name:
-            raise ValueError(f"--due wants ASSIGNMENT=DATE, got {item!r}")
-        t = datetime.fromisoformat(when.strip())
+            raise ValueError(f"--due wants ASSIGNMENT=DATE, got {item!r}; {example}")
+        try:
+            t = datetime.fromisoformat(when.strip())
+        except ValueError:
+            raise ValueError(f"--due {item}: {when.strip()!r} is not an ISO 8601 date; "
+                             f"{example}") from None
         if t.tzinfo is None:
             t = t.replace(tzinfo=UTC)
         due[name.strip()] = t.astimezone(UTC)
@@ -133,15 +144,18 @@ def publish_student(root: Path, out: Path, student: str, assignments: list[str])
 
     ``OUT_DIR/autograded/<student>/<assignment>/<nb>.ipynb`` is where formgrader's manual
     grading page reads them. The ``timestamp.txt`` of ``submitted/<student>/<assignment>/`` is
-    written with the gradebook's submission time (:meth:`ResultStore.write_gradebook`).
+    written with the gradebook's submission time (:meth:`ResultStore.write_gradebook`). An
+    assignment of which no notebook was handed in gets no folder: formgrader counts the
+    folders of ``submitted/`` as its submissions.
     """
     for a in assignments:
+        handed_in = any((root / "submitted" / student / a).glob("*.ipynb"))
         for kind in ("submitted", "autograded"):
             dest = out / kind / student / a
             if dest.exists():
                 shutil.rmtree(dest)
             src = root / kind / student / a
-            if src.is_dir():
+            if handed_in and src.is_dir():
                 shutil.copytree(src, dest, ignore=shutil.ignore_patterns("timestamp.txt"))
 
 
@@ -157,6 +171,30 @@ def _write_timestamp(out: Path, student: str, assignment: str, at: datetime | No
         stamp.unlink(missing_ok=True)
     else:
         stamp.write_text(at.astimezone(UTC).isoformat())
+
+
+REVIEWS = "reviews.json"  # the reviews pending, in OUT_DIR: a list of review entries
+
+
+def review_text(entry: dict) -> str:
+    """The ``review`` of a grade whose autograded score changed under its manual score: the
+    autograded scores seen since the manual score was given, oldest first.
+
+    >>> review_text({"manual": 0.5, "scores": [0.0, 1.0]})
+    'autograded score changed 0 -> 1 under manual score 0.5: review it (save or Resolve)'
+    >>> review_text({"manual": 2.0, "scores": [1.0, None, 1.5]})[:58]
+    'autograded score changed 1 -> none -> 1.5 under manual sco'
+    """
+    chain = " -> ".join(_fmt(x) or "none" for x in entry["scores"])
+    return (f"autograded score changed {chain} under manual score {_fmt(entry['manual'])}: "
+            "review it (save or Resolve)")  # formgrader's two ways to clear it
+
+
+def _pending(entry: dict | None, manual, needs_manual_grade) -> bool:
+    """Whether a stored review still waits for the instructor. Formgrader clears
+    ``needs_manual_grade`` whenever it saves a score (the Resolve button too); a manual score
+    other than the one reviewed is the instructor's answer as well."""
+    return entry is not None and bool(needs_manual_grade) and manual == entry["manual"]
 
 
 def _path_safe(name: str) -> str:
@@ -222,6 +260,7 @@ class ResultStore:
         self.dir = out / "results"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.gradebook = out / "gradebook.db"
+        self.reviews = out / REVIEWS
         # set by course-grade: (notebook, test cell) -> the answer cells it grades (their
         # formgrader comments go into the CSV), and notebook -> assignment (its due date)
         self.exercises: dict[tuple[str, str], list[str]] = {}
@@ -246,6 +285,9 @@ class ResultStore:
             (self.dir / f"{sid}.json").unlink(missing_ok=True)
             for kind in ("submitted", "autograded", "feedback"):
                 shutil.rmtree(self.out / kind / sid, ignore_errors=True)
+        reviews = self._read_reviews()
+        if any(key[0] in students for key in reviews):
+            self._write_reviews({k: e for k, e in reviews.items() if k[0] not in students})
         if self.gradebook.exists():
             from nbgrader.api import Gradebook, MissingEntry
 
@@ -281,14 +323,29 @@ class ResultStore:
                     a: t.as_json() for a, t in sorted(timing[sid].items())}:
                 self.save(json.dumps(r, indent=1), sid, timing[sid])
 
+    def _read_reviews(self) -> dict[tuple[str, str, str], dict]:
+        """OUT_DIR/reviews.json: {(student, notebook, exercise): entry}; an entry is
+        ``{"student", "notebook", "exercise", "manual": the manual score reviewed, "scores":
+        [the autograded scores seen since, oldest first]}``."""
+        try:
+            return {(e["student"], e["notebook"], e["exercise"]): e
+                    for e in json.loads(self.reviews.read_text())}
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}  # none yet (a file of another shape is ours to rewrite)
+
+    def _write_reviews(self, reviews: dict[tuple[str, str, str], dict]) -> None:
+        _atomic_write(self.reviews, json.dumps([reviews[k] for k in sorted(reviews)], indent=1))
+
     # ---- what the instructor entered (read straight from the gradebook, read-only) ---------
 
     def read_gradebook(self) -> dict:
         """{'grades': {(student, nb, cell): (auto, manual, extra)}, 'comments': {(student, nb,
-        cell): text}, 'penalty': {(student, nb): p}, 'due': {assignment: datetime}}."""
-        found = {"grades": {}, "comments": {}, "penalty": {}, "due": {}}
+        cell): text}, 'penalty': {(student, nb): p}, 'due': {assignment: datetime}, 'review':
+        {(student, nb, cell): text of a review still pending}}."""
+        found = {"grades": {}, "comments": {}, "penalty": {}, "due": {}, "review": {}}
         if not self.gradebook.exists():
             return found
+        reviews = self._read_reviews()
         con = sqlite3.connect(f"file:{self.gradebook}?mode=ro", uri=True)
         try:
             q = """SELECT st.id, n.name, c.name, {cols} FROM {table} g
@@ -297,9 +354,12 @@ class ResultStore:
                    JOIN base_cell c ON g.cell_id = c.id
                    JOIN submitted_assignment sa ON sn.assignment_id = sa.id
                    JOIN student st ON sa.student_id = st.id"""
-            for s, nb, cell, auto, manual, extra in con.execute(
-                    q.format(cols="g.auto_score, g.manual_score, g.extra_credit", table="grade")):
+            for s, nb, cell, auto, manual, extra, needs in con.execute(q.format(
+                    cols="g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade",
+                    table="grade")):
                 found["grades"][(s, nb, cell)] = (auto, manual, extra)
+                if _pending(entry := reviews.get((s, nb, cell)), manual, needs):
+                    found["review"][(s, nb, cell)] = review_text(entry)
             for s, nb, cell, text in con.execute(
                     q.format(cols="g.manual_comment", table="comment")):
                 if text:
@@ -349,7 +409,8 @@ class ResultStore:
         ``exercises`` maps (notebook, test cell) to the answer cells it grades (their
         formgrader comments go into ``comment``); ``assignment_of`` maps a notebook to its
         assignment (for its due date). The submission time and the LMS's late mark are the
-        result's ``timing`` (:meth:`save`; none known where absent).
+        result's ``timing`` (:meth:`save`; none known where absent); a notebook not handed in
+        has none. ``review`` is a review still pending (:meth:`write_gradebook`).
         """
         results = self.load()
         gb = self.read_gradebook()
@@ -377,12 +438,15 @@ class ResultStore:
                 out["comment"] = " | ".join(
                     gb["comments"][(sid, nb, c)] for c in exercises.get((nb, ex), [])
                     if (sid, nb, c) in gb["comments"])
+                out["review"] = gb["review"].get((sid, nb, ex), "")
                 assignment = assignment_of.get(nb, nb)
                 when = _timing(r, assignment)
-                out["submitted_at"] = when.at.isoformat() if when.at else ""
                 due = gb["due"].get(assignment)
                 out["due"] = due.isoformat() if due else ""
                 out["late_by"], seconds = lateness(when, due)
+                if not_submitted(row["status"]):  # the time of the rest of the submission
+                    when, out["late_by"], seconds = Timing(), "", 0.0
+                out["submitted_at"] = when.at.isoformat() if when.at else ""
                 out["late_penalty"] = _fmt(gb["penalty"].get((sid, nb))) if seconds > 0 else ""
                 found.append(out)
         return found
@@ -402,8 +466,18 @@ class ResultStore:
         an extension set in formgrader included; a submission the LMS marked late without a
         time is late by an unknown amount). Manual scores, extra credit and comments are
         never written. ``due`` sets assignments' due dates (others keep theirs).
-        Returns one message per grade whose autograded score changed under a manual score
-        (also stored as the row's ``review`` in the student's result).
+
+        Missing work is no submission: an assignment of which nothing was handed in has none
+        (one an older run made is removed, unless the instructor entered something in it),
+        and a notebook not handed in has grades with no score that need no grading by hand.
+
+        Reviews: when the autograded score of a grade with a manual score changes, the grade
+        is flagged ``needs_manual_grade`` and the change kept in ``reviews.json``; it stays
+        pending, over any number of runs, while the grade keeps that manual score and the
+        flag. Formgrader clears the flag when the instructor saves or resolves the score:
+        the review is then gone. A run never clears the flag of a grade with a manual score
+        otherwise (it is the instructor's). Returns one message per review pending among
+        ``students`` (stderr's; grades.csv's ``review`` is read from the same).
         """
         from nbgrader.api import Gradebook, MissingEntry
         from nbgrader.plugins import LateSubmissionPlugin
@@ -413,12 +487,13 @@ class ResultStore:
         use_cached_head()  # a new gradebook is stamped with the schema head
 
         results = self.load()
+        reviews = self._read_reviews()
         subs = subs or {}
         fresh = not self.gradebook.exists()
         target = self.out / ".gradebook.db.tmp" if fresh else self.gradebook
         if fresh:
             shutil.copyfile(template / "gradebook.db", target)
-        changed: dict[str, list[tuple[int, str]]] = {}
+        messages = []
         plugin = LateSubmissionPlugin(penalty_method=late_penalty)
         with quiet_sqlalchemy(), Gradebook(f"sqlite:///{target}") as gb, \
                 Gradebook(f"sqlite:///{template / 'gradebook.db'}") as tg:
@@ -441,28 +516,44 @@ class ResultStore:
                 if lms_id:
                     known["lms_user_id"] = lms_id
                 gb.update_or_create_student(sid, **known)
+                by_assignment: dict[str, list[dict]] = {}
+                for row in r["rows"]:
+                    if (assignment := nb_to_assignment.get(row["notebook"])) is not None:
+                        by_assignment.setdefault(assignment, []).append(row)
                 seen = set()
-                for i, row in enumerate(r["rows"]):
-                    assignment = nb_to_assignment.get(row["notebook"])
-                    if assignment is None:
+                for assignment, rows in by_assignment.items():
+                    if all(not_submitted(row["status"]) for row in rows) and \
+                            _remove_unsubmitted(gb, self.out, assignment, sid):
                         continue
-                    if assignment not in seen:
-                        seen.add(assignment)
-                        at = _timing(r, assignment).at
-                        s = gb.update_or_create_submission(assignment, sid,
-                                                           timestamp=_utc_naive(at))
-                        _complete_submission(gb, s)
-                        _write_timestamp(self.out, sid, assignment, at)
-                    grade = gb.find_grade(row["exercise"], row["notebook"], assignment, sid)
-                    auto = float(row["points"]) if row["points"] != "" else None
-                    if grade.manual_score is not None and grade.auto_score != auto and \
-                            not (grade.auto_score is None and auto is None):
-                        msg = (f"autograded score changed {_fmt(grade.auto_score) or 'none'} -> "
-                               f"{_fmt(auto) or 'none'} under manual score "
-                               f"{_fmt(grade.manual_score)}: review it")
-                        changed.setdefault(sid, []).append((i, msg))
-                    grade.auto_score = auto
-                    grade.needs_manual_grade = auto is None and grade.manual_score is None
+                    seen.add(assignment)
+                    at = _timing(r, assignment).at
+                    s = gb.update_or_create_submission(assignment, sid, timestamp=_utc_naive(at))
+                    _complete_submission(gb, s)
+                    _write_timestamp(self.out, sid, assignment, at)
+                    for row in rows:
+                        nb, ex = row["notebook"], row["exercise"]
+                        grade = gb.find_grade(ex, nb, assignment, sid)
+                        auto = float(row["points"]) if row["points"] != "" else None
+                        entry = reviews.pop((sid, nb, ex), None)
+                        if entry is not None and not _pending(entry, grade.manual_score,
+                                                              grade.needs_manual_grade):
+                            entry = None  # reviewed: the flag cleared, or another manual score
+                            grade.needs_manual_grade = False  # as formgrader's save sets it
+                        if grade.manual_score is not None and grade.auto_score != auto:
+                            entry = entry or {"student": sid, "notebook": nb, "exercise": ex,
+                                              "manual": grade.manual_score,
+                                              "scores": [grade.auto_score]}
+                            entry["scores"].append(auto)
+                        grade.auto_score = auto
+                        if entry is not None:  # formgrader shows it until saved or resolved
+                            reviews[(sid, nb, ex)] = entry
+                            grade.needs_manual_grade = True
+                            messages.append(f"{sid} {nb} {ex}: {review_text(entry)}")
+                        elif grade.manual_score is None:  # formgrader's own rule, and
+                            # a notebook not handed in has nothing to grade by hand
+                            grade.needs_manual_grade = auto is None and \
+                                not not_submitted(row["status"])
+                        # else: the flag of a manual score is the instructor's, left as it is
                 gb.db.commit()
                 for assignment in seen:  # nbgrader's own late penalty, as AssignLatePenalties
                     s = gb.find_submission(assignment, sid)
@@ -474,14 +565,7 @@ class ResultStore:
                 gb.db.commit()
         if fresh:
             os.replace(target, self.gradebook)
-        messages = []
-        for sid, items in changed.items():
-            r = results[sid]
-            for i, msg in items:
-                r["rows"][i]["review"] = msg
-                messages.append(f"{sid} {r['rows'][i]['notebook']} "
-                                f"{r['rows'][i]['exercise']}: {msg}")
-            self.save(json.dumps(r, indent=1), sid)
+        self._write_reviews(reviews)
         return messages
 
 
@@ -511,6 +595,28 @@ def _sync_definitions(src, dst) -> None:
                                                  locked=c.locked, source=c.source,
                                                  checksum=c.checksum)
     dst.db.commit()
+
+
+def _remove_unsubmitted(gb, out: Path, assignment: str, student: str) -> bool:
+    """Nothing of ``assignment`` was handed in: no submission of it in the gradebook, nor its
+    folders in ``submitted/`` (formgrader counts those as its submissions) and
+    ``autograded/``. One an older run made is removed, unless the instructor entered a score,
+    extra credit or a comment in it: then it is kept (False)."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        s = gb.find_submission(assignment, student)
+    except MissingEntry:
+        s = None
+    if s is not None:
+        if any(g.manual_score is not None or g.extra_credit is not None
+               for nb in s.notebooks for g in nb.grades) or \
+                any(c.manual_comment for nb in s.notebooks for c in nb.comments):
+            return False
+        gb.remove_submission(assignment, student)
+    for kind in ("submitted", "autograded"):
+        shutil.rmtree(out / kind / student / assignment, ignore_errors=True)
+    return True
 
 
 def _complete_submission(gb, submission) -> None:

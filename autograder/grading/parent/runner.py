@@ -125,6 +125,13 @@ def kill_all() -> None:
         kill_job(proc, token)
 
 
+def kill_children() -> None:
+    """Kill every process this one started that still runs: the grading jobs
+    (:func:`kill_all`), then any other (nbgrader building the template, the font cache's)."""
+    kill_all()
+    _kill(_descendants(os.getpid()))
+
+
 class LocalRunner:
     """Runs a command as this user with rlimits and a wall-time limit (no sandbox).
 

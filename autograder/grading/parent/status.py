@@ -96,6 +96,19 @@ def row_status(f: Facts, cell_timeout: float = 0) -> tuple[str, float | None, st
     return "graded", f.score, ""
 
 
+def not_submitted(status: str) -> bool:
+    """The row's notebook was never handed in: intake found no file of its name
+    (``submissions.find_notebook``). Nothing to grade, so not a 0 and nothing to grade by hand
+    either; a notebook handed in but not graded (unreadable, a grader error) is not this.
+
+    >>> not_submitted("not graded: no 01_attention.ipynb in the submission")
+    True
+    >>> not_submitted("not graded: grader error (boom)"), not_submitted("graded")
+    (False, False)
+    """
+    return status.startswith("not graded: no ") and status.endswith(".ipynb in the submission")
+
+
 def _cell(index) -> str:
     """A cell's number as Jupyter users count (from 1)."""
     return str(index + 1) if type(index) is int else "?"

@@ -8,7 +8,9 @@
   ``-1``, ``-2`` before its extension), or one ``.zip`` of them;
 - **Moodle** "Download submissions in folders": folders
   ``<Full Name>_<participantid>_assignsubmission_file[_]`` (or the zip of them); the flat
-  Moodle download ``<Full Name>_<participantid>_assignsubmission_file_<file>`` too.
+  Moodle download ``<Full Name>_<participantid>_assignsubmission_file_<file>`` too;
+- an LMS download unpacked into a folder of its own (``submissions/`` next to
+  ``submissions.zip``): a folder whose entries all name Canvas or Moodle users, two or more.
 
 Inside a submission, notebooks are found by name at any depth: ``01_attention.ipynb`` first,
 else a name that contains ``01_attention`` (``01_attention (1).ipynb``,
@@ -27,8 +29,11 @@ trusted sources only. Canvas's ``LATE`` mark is kept (``late_marked``, ``late_fi
 
 Student ids (:func:`student_id`) keep Unicode letters (NFC), are path- and nbgrader-safe and
 stable across reruns; where an LMS gives a user id it is part of the id (``José_Núñez_1002``).
-Two entries that would get the same id are told apart by a short hash of their origin's name,
-never dropped.
+The same LMS user found twice (an LMS download's zip next to its unpacked files, or an
+unpacked download in a folder of its own) is one student, graded once under the id it has
+alone; the copy skipped is named in the messages. Two different entries that would get the
+same id are told apart by a short hash of their origin's name, never dropped; an LMS user's
+id is never the one changed.
 """
 
 from __future__ import annotations
@@ -485,6 +490,68 @@ def fingerprint(paths: list[Path | None], problem: str = "") -> str:
     return h.hexdigest()[:16]
 
 
+# ---- what is no student's work ---------------------------------------------------------------
+
+COURSE_PROJECT = "transformers-from-scratch"  # pyproject.toml's [project] name
+
+
+def _project_name(pyproject: Path) -> str:
+    import tomllib
+
+    try:
+        data = tomllib.loads(read_bounded(pyproject, 2**20).decode("utf-8"))
+        return str(data.get("project", {}).get("name", ""))
+    except (IntakeProblem, OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        return ""
+
+
+def _foreign(folder: Path) -> str:
+    """What makes ``folder`` a course-grade output or this course's repository, '' if nothing.
+
+    An output: two of ``results/``, ``grades.csv``, ``gradebook.db``, ``.work/``, or
+    ``.work/unpacked/`` (the first thing a run writes); the repository: ``autograder/`` and
+    ``solutions/``, or a ``pyproject.toml`` naming the course. Links are not followed.
+    """
+    def has(name: str, is_dir: bool) -> bool:
+        try:
+            mode = os.lstat(folder / name).st_mode
+        except OSError:
+            return False
+        return stat.S_ISDIR(mode) if is_dir else stat.S_ISREG(mode)
+
+    marks = [f"{n}/" for n in ("results", ".work") if has(n, True)]
+    marks += [n for n in ("grades.csv", "gradebook.db") if has(n, False)]
+    if len(marks) >= 2 or has(".work/unpacked", True):
+        return f"a course-grade output ({', '.join(marks)})"
+    marks = [f"{n}/" for n in ("autograder", "solutions") if has(n, True)]
+    if has("pyproject.toml", False) and _project_name(folder / "pyproject.toml") == COURSE_PROJECT:
+        marks.append(f"pyproject.toml naming {COURSE_PROJECT}")
+    if len(marks) >= 2 or any(m.startswith("pyproject") for m in marks):
+        return f"the course repository ({', '.join(marks)})"
+    return ""
+
+
+def not_submissions(folder: Path) -> list[str]:
+    """What in ``folder`` is no student's work: this course's repository or a course-grade
+    output, as the folder itself or as one of its entries; one line each, [] when none is.
+    A tester who pointed course-grade at the folder above them got 14 "students", the
+    course repository among them. A folder Moodle named is a student's, whatever the student
+    uploaded into it, and is not looked into.
+    """
+    found = [f"it is {what}"] if (what := _foreign(folder)) else []
+    try:
+        names = sorted(n for n in os.listdir(folder) if not _MOODLE_DIR.match(n))
+    except OSError:
+        names = []
+    for nm in names:
+        try:
+            if stat.S_ISDIR(os.lstat(folder / nm).st_mode) and (what := _foreign(folder / nm)):
+                found.append(f"its folder {_display(nm)} is {what}")
+        except OSError:
+            continue
+    return found
+
+
 # ---- the layouts -----------------------------------------------------------------------------
 
 
@@ -500,6 +567,7 @@ class _Entry:
     late: bool = False
     files: list[Path] = field(default_factory=list)  # LMS file group / Moodle folders
     problem: str = ""
+    via: str = ""  # the LMS download (a zip or folder in the submissions folder) it is in
 
 
 def _bundle_kind(zip_path: Path) -> str:
@@ -520,9 +588,28 @@ def _bundle_kind(zip_path: Path) -> str:
     return ""
 
 
+def _download_folder(folder: Path) -> bool:
+    """Whether a folder is an unpacked LMS download rather than one student's folder: every
+    entry is named as Canvas or Moodle name a student's files, and they name two students or
+    more (a folder of one student's Canvas files stays that student's, as it always was)."""
+    try:
+        names = [n for n in os.listdir(folder) if n not in _DEBRIS]
+        kinds = {n: stat.S_ISDIR(os.lstat(folder / n).st_mode) for n in names}
+    except OSError:
+        return False
+    users = set()
+    for n, is_dir in kinds.items():
+        m = _MOODLE_DIR.match(n) if is_dir else (_CANVAS.match(n) or _MOODLE_FILE.match(n))
+        if not m:
+            return False
+        users.add(m["uid"])
+    return len(users) > 1
+
+
 def _classify(folder: Path, bundle_dir: Path, messages: list[str],
-              depth: int = 0) -> list[_Entry]:
+              depth: int = 0, via: str = "") -> list[_Entry]:
     entries: list[_Entry] = []
+    nested: list[_Entry] = []  # those of the LMS downloads found in this folder
     canvas: dict[str, _Entry] = {}
     moodle: dict[str, _Entry] = {}
     try:
@@ -558,6 +645,8 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
                 name=_display(m["name"]), lms_id=m["uid"]))
             e.files.append(p)
             e.late = e.late or bool(m["late"])
+        elif is_dir and depth == 0 and _download_folder(p):
+            nested += _classify(p, bundle_dir, messages, depth + 1, via=f"{nm}/")
         elif is_dir:
             entries.append(_Entry("folder", student_id(nm), p, name=_display(nm)))
         elif is_reg and nm.lower().endswith(".zip"):
@@ -572,7 +661,7 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
                     continue
                 for link in links:
                     messages.append(f"{nm}: {link} is a symbolic link in the zip, skipped")
-                entries += _classify(dest, bundle_dir, messages, depth + 1)
+                nested += _classify(dest, bundle_dir, messages, depth + 1, via=nm)
             else:
                 entries.append(_Entry("zip", student_id(stem), p, name=_display(stem)))
         elif is_reg:
@@ -581,14 +670,112 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
         else:
             entries.append(_Entry("problem", student_id(nm), p, name=_display(nm),
                                   problem=f"{nm} is {not_regular(st)}"))
-    return entries + list(canvas.values()) + list(moodle.values())
+    found = entries + list(canvas.values()) + list(moodle.values())
+    for e in found:
+        e.via = via
+    return found + nested
+
+
+def _upload(e: _Entry) -> int:
+    """An entry's newest Canvas upload (Canvas numbers uploads in the order they came, and
+    names each file of its download with that number), 0 elsewhere."""
+    if e.kind != "canvas":
+        return 0
+    return max(int(m["subid"]) for p in e.files if (m := _CANVAS.match(p.name)))
+
+
+def _digest(path: Path, st: os.stat_result) -> str:
+    if what := not_regular(st):
+        return what
+    if st.st_size > MAX_NOTEBOOK_BYTES:  # no notebook: its size tells copies apart enough
+        return f"{st.st_size} bytes"
+    try:
+        return hashlib.sha256(read_bounded(path, MAX_NOTEBOOK_BYTES)).hexdigest()
+    except (IntakeProblem, OSError) as e:
+        return f"unreadable ({e})"
+
+
+def _contents(e: _Entry) -> list[tuple[str, str]]:
+    """(name, digest) of every file of an entry, named as in its LMS download: the same for
+    two copies of one download, wherever they were unpacked."""
+    out = []
+    for top in e.files:
+        try:
+            st = os.lstat(top)
+        except OSError:
+            continue
+        found = _walk(top) if stat.S_ISDIR(st.st_mode) else [(top, st)]
+        out += [(p.relative_to(top.parent).as_posix(), _digest(p, pst)) for p, pst in found]
+    return sorted(out)
+
+
+def _where(via: str) -> str:
+    return via or "the submissions folder"
+
+
+def _rank(e: _Entry) -> int:
+    """0: at the top of the submissions folder; 1: in an unpacked download's folder; 2: in a
+    download's zip."""
+    return 0 if not e.via else 1 if e.via.endswith("/") else 2
+
+
+def _listed(ids: list[str], most: int = 10) -> str:
+    """The first ``most`` ids, then how many more.
+
+    >>> _listed(["a", "b", "c"], most=2)
+    'a, b and 1 more'
+    """
+    more = f" and {len(ids) - most} more" if len(ids) > most else ""
+    return ", ".join(ids[:most]) + more
+
+
+def _one_per_student(entries: list[_Entry], messages: list[str]) -> list[_Entry]:
+    """``entries`` less the second copies of an LMS user: one Canvas or Moodle id found twice
+    (an LMS download's zip and its unpacked files, two downloads) is one student, graded once.
+
+    The copy kept: the newest Canvas upload, else the unpacked files at the top of the folder,
+    else an unpacked download's folder, else the first zip by name. A message says what was
+    skipped: one line per download for copies with the same files, one per student where
+    the files differ.
+    """
+    groups: dict[tuple[str, str], list[_Entry]] = {}
+    for e in entries:
+        if e.kind in ("canvas", "moodle"):
+            groups.setdefault((e.kind, e.lms_id), []).append(e)
+    same: dict[tuple[str, str], list[str]] = {}  # (skipped's download, kept's) -> ids
+    skipped: set[int] = set()
+    for copies in groups.values():
+        if len(copies) < 2:
+            continue
+        copies.sort(key=lambda e: (-_upload(e), _rank(e), e.via))
+        kept, files = copies[0], _contents(copies[0])
+        for e in copies[1:]:
+            skipped.add(id(e))
+            if _contents(e) == files:
+                same.setdefault((e.via, kept.via), []).append(kept.base)
+                continue
+            why = ("the newer Canvas upload" if _upload(kept) > _upload(e) else
+                   "unpacked files before a zip" if _rank(kept) < _rank(e) == 2 else
+                   "the folder's own files first" if _rank(kept) < _rank(e) else
+                   "the first by name")
+            messages.append(
+                f"{kept.base} (LMS id {kept.lms_id}) is in {_where(kept.via)} and in "
+                f"{_where(e.via)} with different files: graded those in {_where(kept.via)} "
+                f"({why}), skipped the others")
+    for (via, kept_via), ids in sorted(same.items()):
+        messages.append(f"{_where(via)}: skipped {len(ids)} student(s) already in "
+                        f"{_where(kept_via)} (the same LMS ids, the same files): "
+                        f"{_listed(sorted(ids))}")
+    return [e for e in entries if id(e) not in skipped]
 
 
 def _unique_ids(entries: list[_Entry]) -> list[str]:
     """One id per entry: its base id, or, where entries share it (case-insensitively, as a
-    case-insensitive disk would), ``<base>_<hash of the origin's name>`` for each one whose
-    origin is not a folder named exactly like the id. Depends only on the set of entries, not
-    on their order or on where the folder lies: stable across reruns."""
+    case-insensitive disk would), ``<base>_<hash of the origin's name>`` for each one that does
+    not own the id. The owner is the one LMS user whose id it is (Canvas's and Moodle's ids
+    are the LMS's: they never change with what lies beside them), else a folder named exactly
+    like the id. Depends only on the set of entries, not on their order or on where the folder
+    lies: stable across reruns."""
     groups: dict[str, list[int]] = {}
     for i, e in enumerate(entries):
         groups.setdefault(e.base.casefold(), []).append(i)
@@ -596,12 +783,16 @@ def _unique_ids(entries: list[_Entry]) -> list[str]:
     for members in groups.values():
         if len(members) < 2:
             continue
-        for i in members:
+        lms = [i for i in members if entries[i].kind in ("canvas", "moodle")]
+        exact = [i for i in members
+                 if entries[i].kind == "folder" and entries[i].origin.name == entries[i].base]
+        owners = (lms if len(lms) == 1 else []) if lms else exact
+        for i in set(members) - set(owners):
             e = entries[i]
-            if not (e.origin.name == e.base and e.kind == "folder"):
-                ids[i] = f"{e.base[: MAX_ID_CHARS - 9]}_{_short_hash(e.origin.name)}"
-    # the same origin name twice (a bundle's entry and a top-level one): number them in order
-    # of their place under the submissions folder
+            ids[i] = f"{e.base[: MAX_ID_CHARS - 9]}_{_short_hash(e.origin.name)}"
+    # a last resort (the same origin name twice, in two LMS downloads, once
+    # _one_per_student has kept one copy of each LMS user): number them in order of their
+    # place under the submissions folder
     seen: dict[str, list[int]] = {}
     for i, sid in enumerate(ids):
         seen.setdefault(sid.casefold(), []).append(i)
@@ -687,11 +878,13 @@ def discover(submissions_dir: Path, unpack_dir: Path) -> tuple[list[Submission],
     """One Submission for every entry of ``submissions_dir``, sorted by id, and messages.
 
     Never raises for an entry: what cannot be read becomes a Submission with ``problem``.
-    The messages (for the console) name each problem and each skipped debris entry.
+    The messages (for the console) name each problem, each skipped debris entry and each
+    second copy of an LMS user (:func:`_one_per_student`).
     """
     messages: list[str] = []
     unpack_dir.mkdir(parents=True, exist_ok=True)
-    entries = _classify(submissions_dir, unpack_dir / ".lms", messages)
+    entries = _one_per_student(_classify(submissions_dir, unpack_dir / ".lms", messages),
+                               messages)
     subs = []
     for e, sid in zip(entries, _unique_ids(entries)):
         try:

@@ -65,6 +65,13 @@ def dedupe_grade_ids(course_root: Path) -> None:
             path.write_text(json.dumps(nb, indent=1))
 
 
+def _share_first(cwd: Path, env: dict) -> str:
+    """``JUPYTER_PATH`` with the course folder's kernelspecs first, then what was set (the
+    feedback pages' MathJax template: ``grading/mathjax.py``)."""
+    rest = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([str(cwd / ".grader" / "share"), *rest])
+
+
 def _write_hook_config(cwd: Path, extra: list[str]) -> dict[str, str]:
     """A Jupyter config folder whose nbgrader_config.py installs the policy hooks (+ extra)."""
     conf = cwd / ".grader"
@@ -92,7 +99,7 @@ class UnsandboxedRunner(LocalRunner):
         env = dict(os.environ if env is None else env)
         dedupe_grade_ids(cwd)
         env.update(_write_hook_config(cwd, [f"c.Execute.kernel_name = {PROBE_KERNEL!r}"]))
-        env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
+        env["JUPYTER_PATH"] = _share_first(cwd, env)
         (cwd / ".grader" / "sandbox-base.json").unlink(missing_ok=True)  # arm(): unsandboxed
         arm(cwd)
         return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env,
@@ -157,7 +164,7 @@ class BwrapRunner(LocalRunner):
                 "interrupt_mode": "message",  # a signal would reach bwrap, not the kernel
             }))
             env.update(conf_env)
-            env["JUPYTER_PATH"] = str(cwd / ".grader" / "share")
+            env["JUPYTER_PATH"] = _share_first(cwd, env)
             env["JUPYTER_RUNTIME_DIR"] = str(cwd / ".grader" / "runtime")
             return super().run(argv, cwd, timeout=timeout, log_path=log_path, env=env,
                                  lanes=lanes)
