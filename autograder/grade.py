@@ -4,6 +4,7 @@
                  [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
                  [--regrade STUDENT ...] [--due ASSIGNMENT=DATE ...] [--submitted-at FILE]
                  [--late-penalty none|zero] [--unsandboxed] [--scheduler ADDRESS]
+                 [--scheduler-timeout S]
     course-grade SUBMISSIONS_DIR --dry-run [--assignment NAME ...] [--submitted-at FILE]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
@@ -110,6 +111,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="submission times you trust (e.g. from the LMS's submission list): "
                    f"{CSV_FORMAT}. These win over nbgrader's timestamp.txt and Canvas's LATE "
                    "mark (the time is then compared with the due date)")
+    p.add_argument("--roster", type=Path, default=None, metavar="FILE",
+                   help="Canvas's gradebook export (Grades, Export; columns Student, ID, SIS "
+                   "User ID, ...): its names ('Lovelace, Ada') and SIS ids replace the "
+                   "download's, matched by Canvas user id; ids it lacks are reported")
     p.add_argument("--late-penalty", choices=["none", "zero"], default="zero",
                    help="nbgrader's late-submission penalty for a notebook submitted after "
                    "its due date, or marked LATE by Canvas: 'zero' (the notebook scores 0) or "
@@ -123,6 +128,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="grade on a Dask cluster: the scheduler's address (tcp://host:8786); "
                    "each student is one task run by a `dask worker` (see the README). "
                    "Default: on this machine, --workers at once")
+    p.add_argument("--scheduler-timeout", type=float, default=600, metavar="S",
+                   help="with --scheduler: how long to wait while the cluster has no worker "
+                   "before stopping (the students not graded are graded by the next run); "
+                   "seconds (default: %(default)g)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true",
                    help="print the roster (student id, name, notebooks found, where the "
@@ -186,7 +195,8 @@ def _write_outputs(store, students, info, people, report, final=False) -> list[d
 
     rows = store.final_rows(students)
     store.write_csv(students, rows=rows)
-    report.write(students, force=final, rows=rows)  # the same points and penalties
+    notebooks = {a: [nb.name for nb in nbs] for a, nbs in info.items()}
+    report.write(students, force=final, rows=rows, notebooks=notebooks)  # the exports' totals
     # the exports total grades.csv's final points (manual scores, extra credit, late penalty)
     results: dict[str, dict] = {}
     for row in rows:
@@ -194,8 +204,7 @@ def _write_outputs(store, students, info, people, report, final=False) -> list[d
         r = results.setdefault(row["student"], {"rows": [], "name": row.get("name") or name,
                                                 "lms_id": row.get("lms_id") or lms_id})
         r["rows"].append(row)
-    write_exports(store.out, {a: [nb.name for nb in nbs] for a, nbs in info.items()}, results,
-                  students)
+    write_exports(store.out, notebooks, results, students)
     return rows
 
 
@@ -267,7 +276,7 @@ def _main(args) -> int:
     from .grading.mathjax import publish as publish_mathjax
     from .grading.nbgrader_patches import warm as nbgrader_warm
     from .grading.parent.course import build_template, find_assignments
-    from .grading.parent.dispatch import Dispatcher, write_feedback
+    from .grading.parent.dispatch import ClusterError, Dispatcher, publish_remote
     from .grading.parent.isolation import isolation
     from .grading.parent.report import ReportWriter
     from .grading.parent.report import warm as report_warm
@@ -281,7 +290,7 @@ def _main(args) -> int:
     )
     from .grading.parent.runner import kill_all
     from .grading.parent.student import grade_student, to_json
-    from .grading.parent.submissions import find_notebook, fingerprint
+    from .grading.parent.submissions import find_notebook, fingerprint, intake_facts
     from .grading.parent.times import late_summary, timings
 
     if not args.submissions.is_dir():
@@ -310,6 +319,13 @@ def _main(args) -> int:
     except RuntimeError as e:
         print(f"course-grade: refusing to grade: {e}. Install it (apt-get install bubblewrap) "
               "or pass --unsandboxed to run students' code without a sandbox.", file=sys.stderr)
+        return 2
+    dispatcher = Dispatcher(args.scheduler, config.workers, args.scheduler_timeout,
+                            say=lambda msg: tqdm.write(f"course-grade: {msg}", file=sys.stderr))
+    try:
+        dispatcher.connect()  # an unreachable scheduler: said before any work
+    except ClusterError as e:
+        print(f"course-grade: {e}", file=sys.stderr)
         return 2
     t0 = time.monotonic()
     out = args.out.resolve()
@@ -358,31 +374,32 @@ def _main(args) -> int:
                        for a in assignments for nb in info[a] for g in nb.grade_cells}
     store.assignment_of = {nb.name: a for a in assignments for nb in info[a]}
     timing = timings(subs, {a: [nb.name for nb in info[a]] for a in assignments})
-    store.record_timing(timing)  # a time given on this run counts for those graded before
+    store.people = intake_facts(subs, {a: [nb.name for nb in info[a]] for a in assignments})
+    store.record_timing(timing)  # a time (or roster name) given now counts for those graded before
     report = ReportWriter(out)
     _write_outputs(store, students, info, people, report, final=True)
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
                file=sys.stderr)
-    dispatcher = Dispatcher(args.scheduler, workers)
     if todo:
         report_warm()  # the report's matplotlib loads while the first students are graded
         nbgrader_warm()  # and nbgrader's gradebook code, for the gradebook written after them
     # fewer students than workers: each student's assignments are split over the idle ones
     parts = max(1, workers // max(1, len(todo)))
     try:
-        for _, r, feedback in dispatcher.run(
+        for _, r, remote in dispatcher.run(
             todo,
             lambda s: grade_student(s, info, template, work, out, config, prints[s.student],
                                     make_runner(config), parts=parts),
             lambda s: (info, template, config, prints[s.student]),
             info,
         ):
-            if feedback is not None:  # graded elsewhere: its pages come back as data
-                write_feedback(out, r.student, feedback)
             r.notes.append(f"run {run_id}")
             s = by_id[r.student]
             r.name, r.lms_id = getattr(s, "name", ""), getattr(s, "lms_id", "")
-            publish_student(work / "students" / r.student, out, r.student, assignments)
+            if remote is not None:  # graded elsewhere: its pages and notebooks came as data
+                publish_remote(out, r.student, assignments, remote)
+            else:
+                publish_student(work / "students" / r.student, out, r.student, assignments)
             store.save(to_json(r), r.student, timing[r.student])  # the commit point
             _write_outputs(store, students, info, people, report)
             bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
@@ -393,6 +410,11 @@ def _main(args) -> int:
         bar.close()
         print("course-grade: interrupted; rerun to grade the rest", file=sys.stderr)
         return 130
+    except ClusterError as e:  # no worker for --scheduler-timeout: the rest wait for a rerun
+        dispatcher.close(cancel=True)
+        bar.close()
+        print(f"course-grade: {e}", file=sys.stderr)
+        return 1
     dispatcher.close()
     bar.close()
     for msg in store.write_gradebook(template, students, subs=by_id, due=due_args,
@@ -443,6 +465,15 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
     for msg in problems:
         print(f"course-grade: {msg}", file=sys.stderr)
     from_nbgrader(submissions, subs)
+    if args.roster is not None:
+        from .grading.parent.roster import apply_roster, read_roster
+
+        try:
+            roster = read_roster(args.roster)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        for msg in apply_roster(roster, subs):
+            print(f"course-grade: {msg}", file=sys.stderr)
     if args.submitted_at is not None:
         try:
             for msg in _submitted_at(args.submitted_at, subs):

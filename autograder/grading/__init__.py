@@ -4,7 +4,8 @@ A row of grades.csv is made by three processes. Each sub-package holds the code 
 
 - ``parent/``: the ``course-grade`` process, trusted, the only one that writes the class's
   results. ``course`` (the template course, each student's course folder), ``submissions``
-  (students, zips, notebooks found by name), ``dispatch`` (a thread pool or a Dask cluster,
+  (students, zips, notebooks found by name), ``roster`` (Canvas's gradebook export: names,
+  SIS ids), ``dispatch`` (a thread pool or a Dask cluster,
   one job per student), ``student`` (one student's job: prechecks, the grading process, the
   rows), ``status`` (**where a row's status, points and flag come from**: one pure function),
   ``diagnosis``, ``flags`` (what the submitted source shows of an attempt to get around the

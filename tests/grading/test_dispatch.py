@@ -3,7 +3,12 @@
 A ``dask scheduler`` and two ``dask worker --nthreads 1`` processes on 127.0.0.1, the small
 fixture assignment (plain Python, seconds per student):
 
-- the class graded on the cluster has the same rows, CSV and feedback pages as a local run;
+- the class graded on the cluster has the same rows, CSV and feedback pages as a local run,
+  and formgrader sees the same OUT_DIR: the same files under submitted/ and autograded/, the
+  same gradebook submissions;
+- a cluster with no worker is said at once; the run stops after --scheduler-timeout with the
+  students not graded left for the next run (no row of 0), and a worker that comes back lets
+  the next run finish; an unreachable scheduler fails fast;
 - a worker killed (its whole process group, SIGKILL) while it grades a student: Dask runs the
   lost task again on the other worker and every student is graded exactly once;
 - the parent killed midway, then rerun: the students finished before are not graded again, the
@@ -141,7 +146,10 @@ def _comparable(out: Path) -> dict:
             for s, r in _results(out).items()}
 
 
-def test_dask_class_equals_local_run(cluster, fixture_nb, tmp_path):
+@pytest.fixture(scope="module")
+def both_runs(cluster, fixture_nb, tmp_path_factory):
+    """The same class graded locally and on the cluster: (expected, local OUT_DIR, Dask's)."""
+    tmp_path = tmp_path_factory.mktemp("both")
     expected, class_dir = _class(fixture_nb, tmp_path, KEEP)
     local, remote = tmp_path / "local", tmp_path / "dask"
     for out, extra in ((local, ("--workers", "2")), (remote, ("--scheduler", cluster.address))):
@@ -149,6 +157,11 @@ def test_dask_class_equals_local_run(cluster, fixture_nb, tmp_path):
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
     assert f"dask {cluster.address}" in proc.stderr
+    return expected, local, remote
+
+
+def test_dask_class_equals_local_run(both_runs, fixture_nb):
+    expected, local, remote = both_runs
     assert _check_class(local, fixture_nb, expected) == _check_class(remote, fixture_nb, expected)
     assert _comparable(local) == _comparable(remote)
     pages = sorted(p.relative_to(local) for p in (local / "feedback").rglob("*.html"))
@@ -164,6 +177,110 @@ def test_dask_class_equals_local_run(cluster, fixture_nb, tmp_path):
     report = (remote / "report.html").read_text()
     assert cut in report and (local / "report.html").read_text().split(cut)[0] == \
         report.split(cut)[0]
+
+
+def _formgrader_files(out: Path) -> dict[str, bytes | dict]:
+    """What formgrader reads of OUT_DIR besides the gradebook: submitted/ (its submission
+    count) and autograded/ (the manual grading page), {relative path: content}. An autograded
+    notebook is compared without its cells' execution times (two runs differ by those alone).
+    """
+    files = {}
+    for kind in ("submitted", "autograded"):
+        for p in sorted((out / kind).rglob("*")):
+            if p.is_file():
+                files[p.relative_to(out).as_posix()] = p.read_bytes()
+    for rel, data in files.items():
+        if rel.startswith("autograded/") and rel.endswith(".ipynb"):
+            nb = json.loads(data)
+            for c in nb["cells"]:
+                c["metadata"].pop("execution", None)
+            files[rel] = nb
+    return files
+
+
+def _submissions(out: Path) -> list[tuple]:
+    """The gradebook's submissions as formgrader lists them, with their scores."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        return sorted((s.student_id, a.name, s.timestamp, s.score, s.max_score,
+                       s.needs_manual_grade) for a in gb.assignments for s in a.submissions)
+
+
+def test_dask_run_gives_formgrader_the_local_files(both_runs):
+    expected, local, remote = both_runs
+    files = _formgrader_files(local)
+    # the students who handed the notebook in, each with its submitted and autograded copy
+    handed_in = sorted(set(expected) - {"missing"})
+    nb = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    assert sorted(files) == sorted(f"{kind}/{s}/{nb}" for kind in ("autograded", "submitted")
+                                   for s in handed_in)
+    assert _formgrader_files(remote) == files
+    subs = _submissions(local)
+    assert [s[:2] for s in subs] == [(s, ASSIGNMENT) for s in handed_in]
+    assert _submissions(remote) == subs
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_scheduler_fails_fast(fixture_nb, tmp_path):
+    _, class_dir = _class(fixture_nb, tmp_path, KEEP)
+    out = tmp_path / "out"
+    address = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
+    t0 = time.monotonic()
+    proc = subprocess.run(grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", address),
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - t0 < 60, "an unreachable scheduler should fail fast"
+    assert proc.returncode == 2
+    assert f"course-grade: cannot reach the Dask scheduler at {address}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not _results(out)
+
+
+def test_no_worker_stops_after_timeout_then_worker_back_finishes(fixture_nb, tmp_path):
+    expected, class_dir = _class(fixture_nb, tmp_path, KEEP)
+    (tmp_path / "dask").mkdir()
+    empty = Cluster(tmp_path / "dask")  # a scheduler, no worker yet
+    try:
+        out = tmp_path / "out"
+        waiting = f"course-grade: the Dask cluster at {empty.address} has no worker; waiting up to"
+        t0 = time.monotonic()
+        first = subprocess.run(
+            grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", empty.address,
+                      "--scheduler-timeout", "3"),
+            cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert time.monotonic() - t0 < 60, "said and stopped within a minute"
+        assert first.returncode == 1, first.stderr
+        assert f"{waiting} 3 s (--scheduler-timeout)" in first.stderr
+        assert f"had no worker for 3 s (--scheduler-timeout): stopped; {len(KEEP)} student(s) " \
+               "not graded, rerun to grade them" in first.stderr
+        # nothing stored for them: no result, no row of 0, and the next run grades them
+        assert not _results(out)
+        assert not [r for r in read_csv(out / "grades.csv") if r["points"] not in ("", None)]
+
+        second = subprocess.Popen(
+            grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", empty.address,
+                      "--scheduler-timeout", "300"),
+            cwd=REPO, stderr=subprocess.PIPE, text=True)
+        said = []
+        for line in second.stderr:  # the wait is said before the worker comes
+            said.append(line)
+            if line.startswith(waiting):
+                break
+        assert said and said[-1].startswith(f"{waiting} 300 s"), "".join(said)
+        empty.add_worker()
+        rest = second.communicate(timeout=300)[1]
+        assert second.returncode == 0, "".join(said) + rest
+        assert f"a worker joined the Dask cluster at {empty.address}" in rest
+        _check_class(out, fixture_nb, expected)
+    finally:
+        empty.close()
 
 
 def test_killed_worker_still_grades_everyone_once(cluster, fixture_nb, tmp_path):

@@ -89,15 +89,18 @@ def template(tmp_path_factory) -> Path:
 
 
 def _grade_all(out: Path, subs, template: Path, penalty: str = "zero",
-               due: dict | None = None) -> list[dict]:
-    """Every student full marks, stored as course-grade stores them; then the gradebook and
-    grades.csv's rows, as at the end of a run."""
+               due: dict | None = None, not_graded: tuple[str, ...] = ()) -> list[dict]:
+    """Every student full marks (ex2 of the students in ``not_graded`` not graded), stored as
+    course-grade stores them; then the gradebook and grades.csv's rows, as at the end of a
+    run."""
     store = ResultStore(out)
     store.assignment_of = {A: A}
     timing = timings(subs, NOTEBOOKS)
     for s in subs:
         rows = [{"student": s.student, "notebook": A, "exercise": ex, "points": "8",
                  "max_points": "8", "status": "graded"} for ex in EXERCISES]
+        if s.student in not_graded:
+            rows[1].update(points="", status="not graded: a cell of this exercise ran over 30 s")
         store.save(json.dumps({"student": s.student, "fingerprint": "x", "rows": rows,
                                "seconds": 1.0, "name": s.name, "lms_id": s.lms_id}),
                    s.student, timing[s.student])
@@ -166,6 +169,45 @@ def test_the_report_shows_the_penalty_the_exports_apply(tmp_path, template):
     assert "No graded exercise lost points.</p>" not in page
     assert "Points were lost to the late penalty" in page
     assert "2 students: submission time unknown; no late penalty applied." in page
+
+
+def test_the_reports_totals_table_agrees_with_the_exports(tmp_path, template):
+    """report.html's totals (issue 31, item 14): one row per student with the total the Canvas
+    export gives, on a class with a manual score (1001: ex1 scored 5 by hand), a late student
+    (1002: marked LATE, zeroed) and a not-graded exercise (1003: "not graded", never 0)."""
+    subs, _ = discover(_canvas(tmp_path / "canvas"), tmp_path / "unpacked")
+    out = tmp_path / "out"
+    _grade_all(out, subs, template, not_graded=("李娜_1003",))
+    with _gradebook(out) as gb:  # what formgrader saves for a manual score
+        gb.find_grade("ex1", A, A, "nunezjose_1001").manual_score = 5.0
+        gb.db.commit()
+    store = ResultStore(out)
+    store.assignment_of = {A: A}
+    rows = store.final_rows([s.student for s in subs])  # grades.csv's rows, as passed
+    results = {s.student: {"student": s.student, "seconds": 1, "name": s.name,
+                           "lms_id": s.lms_id, "rows": [r for r in rows if r["student"] ==
+                                                         s.student]} for s in subs}
+    write_exports(out, NOTEBOOKS, results)
+    with open(out / "exports" / f"{A}.canvas.csv", encoding="utf-8") as f:
+        exported = {line.split(",")[1]: line.rstrip("\n").split(",")[-1] for line in f}
+    assert exported == {"ID": A, "1001": "13", "1002": "0", "1003": ""}
+
+    page = render(results, rows=rows, notebooks=NOTEBOOKS)
+    table = re.search(r"<table class=totals>(.*?)</table>", page, re.S).group(1)
+    header = re.findall(r"<th>(.*?)</th>", table)
+    assert header == ["student", "id", "SIS / LMS id", A, "total", "lateness"]
+    shown = {cells[2]: cells for cells in (re.findall(r"<td[^>]*>(.*?)</td>", tr)
+                                           for tr in re.findall(r"<tr><td.*?</tr>", table))}
+    assert shown == {
+        "1001": ["nunezjose", "nunezjose_1001", "1001", "13", "13",
+                 f"{A}: time unknown, no penalty"],
+        "1002": ["ивановамария", "ивановамария_1002", "1002", "0", "0",
+                 f"{A}: marked late by Canvas, penalty 16"],
+        "1003": ["李娜", "李娜_1003", "1003", "not graded", "not graded",
+                 f"{A}: time unknown, no penalty"],
+    }
+    for lms_id, cells in shown.items():  # the report's total is the export's, cell for cell
+        assert cells[3] == (exported[lms_id] or "not graded")
 
 
 def test_late_mark_applies_without_a_due_date_and_none_only_shows_it(tmp_path, template):

@@ -6,7 +6,8 @@ Written next to grades.csv, per assignment (``ASSIGNMENT`` = a folder of ``solut
   ``Student, ID, SIS User ID, SIS Login ID, Section, ASSIGNMENT``. Canvas matches a row to a
   student by ``ID`` (the Canvas user id, the ``<userid>`` of its "download submissions" file
   names, kept as the submission's ``lms_id``); ``SIS User ID``, ``SIS Login ID`` and
-  ``Section`` are left empty (Canvas then uses ``ID``). The last column is the score; rename its
+  ``Section`` are the roster's (``course-grade --roster``, grades.csv's ``sis_id``), else
+  empty (Canvas then uses ``ID``). The last column is the score; rename its
   header to the Canvas assignment's (``Name (id)``) if it was created under another name.
 - ``OUT_DIR/exports/ASSIGNMENT.moodle.csv``: for Moodle's "Import grades: CSV file", columns
   ``Full name, User ID, ASSIGNMENT``. On import, "Identify user by": map from ``User ID`` to
@@ -119,8 +120,10 @@ def write_exports(
                 continue
             name = str(r.get("name", "") or "") or sid
             lms_id = str(r.get("lms_id", "") or "")
+            sis = [str(r.get(k) or rows[0].get(k) or "")  # the roster's (grades.csv's rows)
+                   for k in ("sis_id", "sis_login", "section")]
             score = total(rows)
-            canvas.append([name, lms_id, "", "", "", score])
+            canvas.append([name, lms_id, *sis, score])
             moodle.append([name, lms_id, score])
         for kind, header, body in (
             ("canvas", CANVAS_COLUMNS + [assignment], canvas),

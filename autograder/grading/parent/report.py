@@ -13,9 +13,11 @@ end), so a run stopped midway leaves a report of the students graded so far. Per
 - late work: each late student's lateness, late penalty and total before and after it (the
   total plot counts the penalty too, as the LMS exports do);
 
-and, for the class, how many were late or have no known submission time, and the slowest
-students (``StudentResult.seconds``). Every piece of text that comes from a submission or a
-result file (ids, names, statuses, diagnoses) is escaped. Given grades.csv's rows (course-grade
+and, for the class, how many were late or have no known submission time, a table of totals (one
+row per student: each assignment's total as the exports compute it, :func:`exports.total`, the
+class total and the student's lateness), and the slowest students (``StudentResult.seconds``).
+Every piece of text that comes from a submission or a result file (ids, names, statuses,
+diagnoses) is escaped. Given grades.csv's rows (course-grade
 passes them), the report shows what grades.csv and the exports show: final points (manual
 scores included), lateness and late penalties.
 
@@ -34,7 +36,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from .diagnosis import kind_of
-from .times import UNKNOWN, late_summary
+from .exports import total
+from .times import MARKED, UNKNOWN, late_summary
 
 SLOWEST = 10  # students listed in "slowest students"
 
@@ -336,6 +339,58 @@ def _late(rows: list[dict], names: dict[str, str], totals: dict[str, float],
     return "\n".join(out)
 
 
+def _lateness(rows: list[dict]) -> str:
+    """One assignment's lateness as the totals table says it (escaped), '' when on time.
+
+    >>> _lateness([{"notebook": "a", "late_by": "1 day, 2:00:00", "late_penalty": "3"}])
+    'late by 1 day, 2:00:00, penalty 3'
+    """
+    by = next((str(r.get("late_by")) for r in rows if r.get("late_by")), "")
+    if not by:
+        return ""
+    if by == UNKNOWN:
+        return "time unknown, no penalty"
+    penalty = {r.get("notebook"): p for r in rows if (p := _num(r.get("late_penalty"))) is not None}
+    lost = f"penalty {_fmt(sum(penalty.values()))}" if penalty else "no penalty"
+    return _esc(f"{'marked late by Canvas' if by == MARKED else f'late by {by}'}, {lost}")
+
+
+def _totals(rows: list[dict], names: dict[str, str], notebooks: dict[str, list[str]]) -> str:
+    """The class's totals: one row per student, each assignment's total as the LMS exports
+    compute it (:func:`exports.total`: manual scores, extra credit, late penalty), "not
+    graded" where the exports leave it empty, the class total (the assignments' sum; "not
+    graded" while one is) and the lateness of each late assignment."""
+    people: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        people[str(r.get("student", ""))][str(r.get("notebook", ""))].append(r)
+    if not people:
+        return ""
+    out = ["<h2>Totals</h2>", "<table class=totals><tr><th>student</th><th>id</th>"
+           "<th>SIS / LMS id</th>", *(f"<th>{_esc(a)}</th>" for a in notebooks),
+           "<th>total</th><th>lateness</th></tr>"]
+    for sid in sorted(people, key=lambda s: (names.get(s) or s, s)):
+        by_nb = people[sid]
+        first = next(iter(by_nb.values()))[0]
+        cells, scores, late = [], [], []
+        for a, nbs in notebooks.items():
+            a_rows = [r for nb in nbs for r in by_nb.get(nb, [])]
+            score = total(a_rows) if a_rows else None
+            cells.append("–" if score is None else score or "not graded")
+            scores.append(score)
+            if how := _lateness(a_rows):
+                late.append(f"{_esc(a)}: {how}")
+        handed_in = [s for s in scores if s is not None]
+        class_total = ("not graded" if "" in handed_in else
+                       _fmt(sum(float(s) for s in handed_in)) if handed_in else "–")
+        lms = first.get("sis_id") or first.get("lms_id") or ""
+        out.append(f"<tr><td>{_esc(names.get(sid) or first.get('name') or sid)}</td>"
+                   f"<td>{_esc(sid)}</td><td>{_esc(lms)}</td>"
+                   + "".join(f"<td class=n>{c}</td>" for c in cells)
+                   + f"<td class=n>{class_total}</td><td>{'; '.join(late)}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def _slowest(results: dict[str, dict], names: dict[str, str]) -> str:
     timed = sorted(
         ((_num(r.get("seconds")) or 0.0, sid) for sid, r in results.items()), reverse=True
@@ -353,9 +408,12 @@ def _slowest(results: dict[str, dict], names: dict[str, str]) -> str:
 
 
 def render(results: dict[str, dict], students: list[str] | None = None,
-           rows: list[dict] | None = None) -> str:
+           rows: list[dict] | None = None,
+           notebooks: dict[str, list[str]] | None = None) -> str:
     """The report's HTML for ``results`` ({student: result dict}); ``students``: the class;
-    ``rows``: grades.csv's rows (final points, lateness, late penalties), else the results'."""
+    ``rows``: grades.csv's rows (final points, lateness, late penalties), else the results';
+    ``notebooks``: {assignment: [notebook]} as the exports total them (else each notebook is
+    an assignment of its own)."""
     if students is not None:
         results = {s: results[s] for s in students if s in results}
     names = {sid: str(r.get("name", "") or "") for sid, r in results.items()}
@@ -372,6 +430,8 @@ def render(results: dict[str, dict], students: list[str] | None = None,
         else f"<p>{len(results)} students graded.</p>"
     )
     body = [_notebook_section(nb, by_notebook[nb], names) for nb in sorted(by_notebook)]
+    if notebooks is None:
+        notebooks = {nb: [nb] for nb in sorted(by_notebook)}
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -381,6 +441,7 @@ def render(results: dict[str, dict], students: list[str] | None = None,
             head,
             *(f"<p class=lateness>{_esc(line)}.</p>" for line in late_summary(rows)),
             *body,
+            _totals(rows, names, notebooks),
             _slowest(results, names) if results else "",
             "</body></html>\n",
         ]
@@ -388,11 +449,12 @@ def render(results: dict[str, dict], students: list[str] | None = None,
 
 
 def write_report(out: Path, students: list[str] | None = None,
-                 rows: list[dict] | None = None) -> Path:
+                 rows: list[dict] | None = None,
+                 notebooks: dict[str, list[str]] | None = None) -> Path:
     """Rebuild ``out/report.html`` from ``out/results`` (and grades.csv's ``rows``, when
-    given) atomically; returns its path."""
+    given; ``notebooks`` as in :func:`render`) atomically; returns its path."""
     path = out / "report.html"
-    text = render(load_results(out), students, rows)
+    text = render(load_results(out), students, rows, notebooks)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -411,11 +473,12 @@ class ReportWriter:
         self._cost, self._done = 0.0, -float("inf")
 
     def write(self, students: list[str] | None = None, force: bool = False,
-              rows: list[dict] | None = None) -> Path | None:
+              rows: list[dict] | None = None,
+              notebooks: dict[str, list[str]] | None = None) -> Path | None:
         if not force and time.monotonic() - self._done < self._cost / self.share:
             return None
         t0 = time.monotonic()
-        path = write_report(self.out, students, rows)
+        path = write_report(self.out, students, rows, notebooks)
         self._done = time.monotonic()
         self._cost = self._done - t0
         return path

@@ -54,7 +54,7 @@ from .times import Timing, lateness
 COLUMNS = [
     "student", "notebook", "exercise", "points", "max_points", "status", "diagnosis",
     "name", "lms_id", "auto_points", "manual_points", "extra_credit", "comment",
-    "flagged", "submitted_at", "due", "late_by", "late_penalty", "review",
+    "flagged", "submitted_at", "due", "late_by", "late_penalty", "review", "sis_id",
 ]
 EXCHANGE = "exchange"  # nbgrader's exchange, inside OUT_DIR (nothing outside it is written)
 
@@ -207,6 +207,17 @@ def _path_safe(name: str) -> str:
     return " ".join(kept.split()).strip(". ")
 
 
+def _zip(zips: dict, tmp: Path, lms: str, assignment: str):
+    """The open ``tmp/<lms>/<assignment>.zip``, created on first use."""
+    import zipfile
+
+    if (lms, assignment) not in zips:
+        (tmp / lms).mkdir(exist_ok=True)
+        zips[lms, assignment] = zipfile.ZipFile(tmp / lms / f"{assignment}.zip", "w",
+                                                zipfile.ZIP_DEFLATED)
+    return zips[lms, assignment]
+
+
 def write_returns(out: Path, results: dict[str, dict], students: list[str]) -> Path:
     """Feedback laid out to give back: ``OUT_DIR/return/`` (rebuilt every run).
 
@@ -215,21 +226,27 @@ def write_returns(out: Path, results: dict[str, dict], students: list[str]) -> P
       zip": one folder per student named ``<full name>_<participant id>_assignfeedback_file``
       (Moodle reads the id after the first ``_`` and the plugin from the next two parts, so
       underscores in the name are replaced by spaces); only students whose Moodle download
-      gave the participant id (``lms_id``, digits) are in it.
+      gave the participant id (``lms_id``, digits) are in it;
+    - ``return/canvas/<assignment>.zip``: Canvas's "Re-Upload Submissions": each page named
+      as Canvas named the student's file in its download, ``<name>_<userid>_<submissionid>_``
+      then the page's name (``lovelaceada_1001_5000_01_attention.html``); Canvas attaches
+      each file as a comment to that submission. Only students whose notebook for the
+      assignment came from a Canvas download (the result's ``canvas``) are in it.
     """
-    import zipfile
-
     root = out / "return"
     tmp = out / ".return.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    zips: dict[str, zipfile.ZipFile] = {}
+    zips: dict = {}  # (lms, assignment) -> its open zip
     try:
         for sid in sorted(s for s in students if s in results):
             r = results[sid]
             name = _path_safe(r.get("name", ""))
             folder = tmp / (f"{name} ({sid})" if name and name != sid else sid)
             lms_id = str(r.get("lms_id", ""))
+            # a result stored before ``lms`` was kept: a Moodle id is digits, as it was read
+            moodle = r.get("lms", "moodle" if lms_id.isdigit() else "") == "moodle"
+            canvas = r.get("canvas") or {}
             for rel in r.get("feedback", []):
                 src = out / rel
                 parts = Path(rel).parts  # feedback/<student>/<assignment>/<nb>.html
@@ -239,13 +256,12 @@ def write_returns(out: Path, results: dict[str, dict], students: list[str]) -> P
                 dest = folder / assignment / page
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dest)
-                if lms_id.isdigit():
-                    if assignment not in zips:
-                        (tmp / "moodle").mkdir(exist_ok=True)
-                        zips[assignment] = zipfile.ZipFile(
-                            tmp / "moodle" / f"{assignment}.zip", "w", zipfile.ZIP_DEFLATED)
+                if moodle and lms_id.isdigit():
                     full = " ".join((name or sid).replace("_", " ").split())
-                    zips[assignment].write(src, f"{full}_{lms_id}_assignfeedback_file/{page}")
+                    _zip(zips, tmp, "moodle", assignment).write(
+                        src, f"{full}_{lms_id}_assignfeedback_file/{page}")
+                if prefix := canvas.get(assignment):
+                    _zip(zips, tmp, "canvas", assignment).write(src, f"{prefix}_{page}")
     finally:
         for z in zips.values():
             z.close()
@@ -265,6 +281,9 @@ class ResultStore:
         # formgrader comments go into the CSV), and notebook -> assignment (its due date)
         self.exercises: dict[tuple[str, str], list[str]] = {}
         self.assignment_of: dict[str, str] = {}
+        # set by course-grade: what this run's intake knows of each student (names, LMS and
+        # SIS ids, Canvas file names: ``submissions.intake_facts``), kept in their results
+        self.people: dict[str, dict] = {}
 
     def load(self) -> dict[str, dict]:
         results = {}
@@ -307,20 +326,25 @@ class ResultStore:
     def save(self, result_json: str, student: str,
              timing: dict[str, Timing] | None = None) -> None:
         """Write a student's result; ``timing`` ({assignment: Timing}, what this run's intake
-        knows of the submission's time) is kept in it as ``timing``."""
-        if timing is not None:
+        knows of the submission's time) is kept in it as ``timing``, and :attr:`people`'s
+        entry for the student (a roster given on a later run renames them)."""
+        if timing is not None or student in self.people:
             r = json.loads(result_json)
-            r["timing"] = {a: t.as_json() for a, t in sorted(timing.items())}
+            if timing is not None:
+                r["timing"] = {a: t.as_json() for a, t in sorted(timing.items())}
+            r.update(self.people.get(student, {}))
             result_json = json.dumps(r, indent=1)
         _atomic_write(self.dir / f"{student}.json", result_json)
 
     def record_timing(self, timing: dict[str, dict[str, Timing]]) -> None:
         """Keep this run's submission times ({student: {assignment: Timing}}) in the stored
         results whose times differ: a time given on a later run (``--submitted-at``) counts
-        for students graded before, and a student absent from a later run keeps theirs."""
+        for students graded before, and a student absent from a later run keeps theirs; so do
+        :attr:`people`'s names and ids (``--roster``)."""
         for sid, r in self.load().items():
-            if sid in timing and r.get("timing") != {
-                    a: t.as_json() for a, t in sorted(timing[sid].items())}:
+            if sid in timing and (r.get("timing") != {
+                    a: t.as_json() for a, t in sorted(timing[sid].items())} or any(
+                    r.get(k) != v for k, v in self.people.get(sid, {}).items())):
                 self.save(json.dumps(r, indent=1), sid, timing[sid])
 
     def _read_reviews(self) -> dict[tuple[str, str, str], dict]:
@@ -425,6 +449,9 @@ class ResultStore:
                 out = {k: row.get(k, "") for k in COLUMNS}
                 out["name"] = row.get("name") or r.get("name", "")
                 out["lms_id"] = row.get("lms_id") or r.get("lms_id", "")
+                # the roster's (``--roster``); the login and section only for the exports
+                out["sis_id"] = r.get("sis_id", "")
+                out["sis_login"], out["section"] = r.get("sis_login", ""), r.get("section", "")
                 nb, ex = row["notebook"], row["exercise"]
                 auto = row["points"]
                 _, manual, extra = gb["grades"].get((sid, nb, ex), (None, None, None))

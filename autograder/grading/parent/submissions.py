@@ -78,11 +78,18 @@ class Submission:
     origin: Path  # what the instructor gave (folder, zip, or LMS file group)
     name: str = ""  # display name as the layout gives it ("José Núñez", "李娜")
     lms_id: str = ""  # LMS user id where the layout has one
+    lms: str = ""  # "canvas" / "moodle": the LMS whose download named the student
+    sis_id: str = ""  # from ``--roster`` (roster.py): the SIS ids and section of a Canvas user
+    sis_login: str = ""
+    section: str = ""
     late_marked: bool = False  # the LMS marked it late (Canvas's LATE)
     problem: str = ""  # non-empty: cannot be graded; every row 'not graded: <problem>'
     links: list[str] = field(default_factory=list)  # link entries of a zip, not unpacked
     # files gathered from LMS files marked LATE (their names under ``path``)
     late_files: set[str] = field(default_factory=set)
+    # of files gathered from a Canvas download: their names under ``path`` -> the download's
+    # name prefix (``lovelaceada_LATE_1001_5000``), which Canvas's re-upload reads back
+    canvas_files: dict[str, str] = field(default_factory=dict)
     # assignment ("" = every assignment) -> tz-aware time, from a trusted source only (times.py)
     times: dict[str, datetime] = field(default_factory=dict)
     time_source: str = ""  # "nbgrader timestamp.txt" / "--submitted-at"; "" when unknown
@@ -473,6 +480,29 @@ def find_notebook(sub: Submission, name: str) -> tuple[Path | None, str]:
             note = "" if len(group) == 1 else f"{len(group)} candidates, took {path.name}"
             return path, note
     return None, f"no {name}.ipynb in the submission"
+
+
+def canvas_names(sub: Submission, notebooks: dict[str, list[str]]) -> dict[str, str]:
+    """{assignment: the Canvas download's name prefix of the file its first notebook found
+    came from} (``{"01_attention": "lovelaceada_1001_5000"}``); {} for a student not from
+    Canvas."""
+    found = {}
+    for a, nbs in notebooks.items():
+        for nb in nbs:
+            path = find_notebook(sub, nb)[0] if sub.canvas_files and sub.path else None
+            if path is not None and (
+                    prefix := sub.canvas_files.get(path.relative_to(sub.path).parts[0])):
+                found[a] = prefix
+                break
+    return found
+
+
+def intake_facts(subs: list[Submission], notebooks: dict[str, list[str]]) -> dict[str, dict]:
+    """{student: what this run's intake knows of them}, kept in their stored result (names,
+    LMS and SIS ids, the Canvas names of ``notebooks``' files: ``results.write_returns``)."""
+    return {s.student: {"name": s.name, "lms_id": s.lms_id, "lms": s.lms, "sis_id": s.sis_id,
+                        "sis_login": s.sis_login, "section": s.section,
+                        "canvas": canvas_names(s, notebooks)} for s in subs}
 
 
 def fingerprint(paths: list[Path | None], problem: str = "") -> str:
@@ -870,8 +900,10 @@ def _gather(e: _Entry, sub: Submission) -> None:
             _mirror(src, sub.path / fname)
         else:
             continue
-        if e.kind == "canvas" and _CANVAS.match(src.name)["late"]:
-            sub.late_files.add(taken)
+        if e.kind == "canvas" and (m := _CANVAS.match(src.name)):
+            sub.canvas_files[taken] = src.name[: m.start("file") - 1]
+            if m["late"]:
+                sub.late_files.add(taken)
 
 
 def discover(submissions_dir: Path, unpack_dir: Path) -> tuple[list[Submission], list[str]]:
@@ -895,6 +927,7 @@ def discover(submissions_dir: Path, unpack_dir: Path) -> tuple[list[Submission],
         except Exception as err:  # noqa: BLE001 - never stop the class for one entry
             sub = Submission(sid, None, e.origin, name=e.name, lms_id=e.lms_id,
                              late_marked=e.late, problem=f"cannot read ({type(err).__name__})")
+        sub.lms = e.kind if e.kind in ("canvas", "moodle") else ""
         if sub.problem:
             sub.path = None
             messages.append(f"{e.origin.name}: {sub.problem}")

@@ -1,0 +1,82 @@
+"""``course-grade --roster FILE``: real names and SIS ids from Canvas's gradebook export.
+
+Canvas's download names a student by a squashed name (``lovelaceada``) and the Canvas user id;
+its gradebook export (Grades, Export, CSV) has the columns ``Student, ID, SIS User ID,
+SIS Login ID, Section`` then one per assignment, and a second row ``Points Possible`` (skipped,
+as is any row whose ``ID`` is not a number). A student whose Canvas user id is the roster's
+``ID`` gets the roster's ``Student`` as display name, kept as Canvas writes it ("Lovelace,
+Ada": the form the Canvas export's ``Student`` column has), and its SIS ids and section
+(grades.csv's ``sis_id``, the Canvas export's ``SIS User ID``, ``SIS Login ID``, ``Section``).
+The student id (grades.csv's ``student``, folder names) does not change: it stays stable
+across runs with or without a roster.
+
+Example: ``apply_roster(read_roster(Path("Grades-CS101.csv")), subs)`` returns messages.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+
+
+@dataclass(frozen=True)
+class Person:
+    """One roster row."""
+
+    name: str
+    sis_id: str = ""
+    sis_login: str = ""
+    section: str = ""
+
+
+def parse_roster(text: str, source: str = "--roster") -> dict[str, Person]:
+    """{Canvas user id: Person} from the text of Canvas's gradebook export; raises
+    ``ValueError`` when the header lacks ``Student`` or ``ID``.
+
+    >>> parse_roster('Student,ID,SIS User ID\\n    Points Possible,,\\n"Lovelace, Ada",7,S1\\n')
+    {'7': Person(name='Lovelace, Ada', sis_id='S1', sis_login='', section='')}
+    """
+    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
+    header = [h.strip() for h in reader.fieldnames or []]
+    if "Student" not in header or "ID" not in header:
+        raise ValueError(f"{source}: not a Canvas gradebook export (its header line must "
+                         f"name the columns {', '.join(COLUMNS)}; it has "
+                         f"{', '.join(header[:6]) or 'none'})")
+    reader.fieldnames = header
+    found = {}
+    for row in reader:
+        uid = (row.get("ID") or "").strip()
+        if uid.isdigit():  # "Points Possible" and Canvas's own summary rows have none
+            found[uid] = Person(*((row.get(c) or "").strip() for c in
+                                  ("Student", "SIS User ID", "SIS Login ID", "Section")))
+    return found
+
+
+def read_roster(path: Path) -> dict[str, Person]:
+    """:func:`parse_roster` of the instructor's file; raises ``ValueError`` on a bad one."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise ValueError(f"--roster {path}: cannot read ({e.strerror})") from None
+    return parse_roster(text, f"--roster {path}")
+
+
+def apply_roster(roster: dict[str, Person], subs) -> list[str]:
+    """Give each Canvas student the roster's name and SIS ids; returns a message for each
+    Canvas user id of the download the roster lacks (its download name is kept)."""
+    messages = []
+    for sub in subs:
+        if sub.lms != "canvas":
+            continue
+        person = roster.get(sub.lms_id)
+        if person is None:
+            messages.append(f"--roster: Canvas user {sub.lms_id} ({sub.name}, {sub.student}) "
+                            "is not in the roster; its download name is kept")
+            continue
+        sub.name = person.name or sub.name
+        sub.sis_id, sub.sis_login, sub.section = person.sis_id, person.sis_login, person.section
+    return messages
