@@ -4,8 +4,9 @@
                  [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
                  [--regrade STUDENT ...] [--due ASSIGNMENT=DATE ...] [--submitted-at FILE]
                  [--late-penalty none|zero] [--unsandboxed] [--scheduler ADDRESS]
-                 [--scheduler-timeout S]
+                 [--scheduler-timeout S] [--roster FILE] [--prune]
     course-grade SUBMISSIONS_DIR --dry-run [--assignment NAME ...] [--submitted-at FILE]
+                 [--roster FILE]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
 found inside by name at any depth. For each student, in parallel (``--workers``, default: the
@@ -25,7 +26,8 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
   a failure kind), name, lms_id, auto_points, manual_points, extra_credit, comment, flagged,
   submitted_at, due, late_by (how late, ``late (marked by Canvas)``, or ``submission time
   unknown``: no penalty), late_penalty (nbgrader's, per notebook), review (the autograded
-  score changed under a manual score);
+  score changed under a manual score: shown until the score is saved or resolved in
+  formgrader), sis_id (with ``--roster``);
 - ``OUT_DIR/report.html``: the class report (score distributions, mistakes ranked by how many
   students made them, not-graded reasons, slowest students), rewritten after every student;
 - ``OUT_DIR/exports/<assignment>.canvas.csv`` and ``.moodle.csv``: one total per student for
