@@ -215,7 +215,12 @@ class _Block(nn.Module):
         self.ffn = _FeedForward(d_model, d_ff, activation)
         self.norm1, self.norm2 = _LayerNorm(d_model, eps), _LayerNorm(d_model, eps)
 
-    def forward(self, x, mask=None, is_causal=False, cache=None):
+    def forward(self, x, mask=None, is_causal=False, cache=None, rope=None, positions=None):
+        # ``rope``, ``positions``: transformer_ref's block signature (GPT.forward passes both);
+        # these blocks have learned positions only, so RoPE is refused, never ignored
+        if rope is not None:
+            raise ValueError("this block has no rotary positions (rope must be None)")
+
         def sa(h):
             return self.attn(h, mask=mask, is_causal=is_causal, cache=cache)
 
@@ -373,9 +378,12 @@ _GPT_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "d_model", "d_ff")
 @builder("layers.gpt")
 class GPT(nn.Module):
     """A GPT's parts with given weights, frozen: ``wte``, ``wpe`` (learned positions),
-    ``blocks`` (pre-LN, GELU; ``blk(x, is_causal=True, cache=cache[i])``), ``ln_f``,
-    ``lm_head`` (tied to ``wte``), ``config`` and ``init_cache(B)``. Chapter 06 asks for its
-    forward pass, so the model's own forward is not there."""
+    ``drop`` (dropout, p = 0, as the checked ``transformer_ref.GPT`` has it), ``rope`` (None:
+    no rotary positions), ``blocks`` (pre-LN, GELU; ``blk(x, is_causal=True,
+    cache=cache[i])``, which also take ``rope`` and ``positions``), ``ln_f``, ``lm_head``
+    (tied to ``wte``), ``config`` and ``init_cache(B)``: every part ``transformer_ref.GPT.
+    forward`` uses (issue 32). Chapter 06 asks for its forward pass, so the model's own
+    forward is not there."""
 
     def __init__(self, config: dict, state: dict):
         super().__init__()
@@ -384,6 +392,7 @@ class GPT(nn.Module):
         V, T, L, H, d, f = (_size(config, k, 2**17) for k in _GPT_KEYS)
         self.config = _Config(**{k: config[k] for k in _GPT_KEYS})
         self.wte, self.wpe = nn.Embedding(V, d), nn.Embedding(T, d)
+        self.drop, self.rope = nn.Dropout(0.0), None
         self.blocks = nn.ModuleList(_Block(d, H, f, "gelu", True) for _ in range(L))
         self.ln_f = _LayerNorm(d, 1e-5)
         self.lm_head = nn.Linear(d, V, bias=False)
@@ -401,7 +410,8 @@ class GPT(nn.Module):
     def forward(self, *args, **kwargs):
         raise TypeError(
             "this model has no forward pass of its own here: the exercise is to compute it "
-            "from its parts (model.wte, model.wpe, model.blocks, model.ln_f, model.lm_head)")
+            "from its parts (model.wte, model.wpe, model.drop, model.blocks, model.ln_f, "
+            "model.lm_head)")
 
     def __repr__(self) -> str:
         c = self.config

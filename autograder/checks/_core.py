@@ -170,11 +170,17 @@ class Case:
 
 @dataclass(frozen=True)
 class Mistake:
-    """A known wrong implementation. ``fn`` takes the same arguments as the exercise."""
+    """A known wrong implementation. ``fn`` takes the same arguments as the exercise.
+
+    ``grad``: the mistake is in the gradients (its outputs are right, e.g. a ``nan_to_num``
+    patch over a nan forward pass): on a ``"grad"`` case whose outputs match, its gradients
+    of ``sum(output * probe)`` are compared with the student's (:func:`_grad_mistake`).
+    """
 
     name: str
     explanation: str
     fn: Callable
+    grad: bool = False
 
 
 @dataclass(frozen=True)
@@ -549,6 +555,48 @@ def _mistake_output(m: Mistake, case: Case):
         return m.fn(*_copy(args), **{k: _copy(v) for k, v in case.kwargs.items()})
 
 
+def _mistake_grads(m: Mistake, case: Case) -> tuple:
+    """The gradients of ``sum(m.fn(...) * case.probe)`` w.r.t. ``case.grad_args`` (a grad case)."""
+    args = case.call() if case.call is not None else case.args
+    leaves = tuple(_t_requires_grad_(_copy(a)) if i in case.grad_args else _copy(a)
+                   for i, a in enumerate(args))
+    with _np_errstate(all="ignore"), _enable_grad():
+        out = m.fn(*leaves, **{k: _copy(v) for k, v in case.kwargs.items()})
+        if _type(out) in (tuple, list) and _len(out) > 0:
+            out = out[0]
+        _t_backward(_t_sum(_mul(out, case.probe)))
+    return tuple(leaves[i].grad for i in case.grad_args)
+
+
+def _grad_mistake(check: Check, case: Case, out, got_grads):
+    """On grad case ``case``: the catalogued gradient mistake (``Mistake.grad``) whose
+    gradients equal the student's ``got_grads``, when the student's output ``out`` is right
+    (a wrong output is the other mistakes' to name); else None."""
+    if case.kind != "grad" or not any(m.grad for m in check.mistakes):
+        return None
+    if _type(out) in (tuple, list) and _len(out) > 0:
+        out = out[0]
+    expected_out, expected = case.expected
+    if _compare_arrays(expected_out, out, case) is not None:
+        return None
+    if _len(got_grads) != _len(expected) or any(_type(g) is not _Tensor for g in got_grads):
+        return None
+    for m in check.mistakes:
+        if not m.grad:
+            continue
+        try:
+            grads = _mistake_grads(m, case)
+        except Exception:  # the mistake cannot run on this case
+            continue
+        if any(_type(g) is not _Tensor for g in grads):
+            continue
+        if all(_compare_arrays(e, g, case) is None for e, g in zip(expected, grads)):
+            continue  # indistinguishable from the right answer on this case
+        if all(_compare_arrays(w, g, case) is None for w, g in zip(grads, got_grads)):
+            return m
+    return None
+
+
 def _diagnose(check: Check, fn, case: Case, got, cases: list, outputs=None) -> str:
     """Name the catalogued mistake that reproduces ``got`` on this case, if any.
 
@@ -764,6 +812,10 @@ def _run(check: Check, fn, hidden: bool = False) -> None:
         if problem:
             body = problem
             named = _diagnose(check, fn, case, out, cases)
+            if not named and case.kind == "grad":
+                found = _grad_mistake(check, case, out, tuple(
+                    getattr(args[i], "grad", None) for i in case.grad_args))
+                named = f"Likely mistake: {found.name}. {found.explanation}" if found else ""
             if named:
                 body += f"\n  {named}"
             elif _small(case.args) and case.kind == "allclose":

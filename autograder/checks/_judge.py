@@ -27,6 +27,7 @@ from autograder.checks._core import (
     _compare_arrays,
     _diagnosed_mistake,
     _exercise_of,
+    _grad_mistake,
     _indent,
     _safe_match,
     _show,
@@ -223,6 +224,21 @@ def _grad_problem(case: Case, r: dict) -> str | None:
     return None
 
 
+def _recorded_grad_mistake(check: Check, case: Case, r: dict):
+    """``_core._grad_mistake`` on a grad case's record (its output and gradients)."""
+    out, bad = _decode(r.get("out"))
+    grads = r.get("grads")
+    if bad or type(grads) is not list:
+        return None
+    decoded = []
+    for enc in grads:
+        g, bad = (None, "none") if enc is None else _decode(enc)
+        if bad:
+            return None
+        decoded.append(g)
+    return _grad_mistake(check, case, out, tuple(decoded))
+
+
 def _fail(check: Check, case: Case, body: str, diagnosis: str, n_visible: int) -> Verdict:
     text = str(_core_fail(check, case, body))
     if case.hidden and n_visible:
@@ -288,7 +304,9 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
     cascade = _cascade(check, record)
     if cascade is not None:
         return cascade
-    cases = list(check.cases)
+    # visible cases first, as the in-kernel check runs them (``_core._run``): the first failure
+    # reported is the kernel's, and a hidden one fails only after every visible case passed
+    cases = sorted(check.cases, key=lambda c: c.hidden)
     recs = {}
     for r in record.get("cases") or []:
         if type(r.get("label")) is str:  # (a case of another label: no result for this one)
@@ -387,6 +405,11 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
         if case.kind == "grad":
             problem = _grad_problem(case, r)
             if problem:
+                found = _recorded_grad_mistake(check, case, r)
+                if found:
+                    return _fail(check, case,
+                                 f"{problem}\n  Likely mistake: {found.name}. {found.explanation}",
+                                 found.name, n_visible)
                 return _fail(check, case, problem, _kind_of(problem), n_visible)
             continue
         problem = bad or _compare(case.expected, out, case)

@@ -259,8 +259,9 @@ def _merge_cases():
         (("a", "a", "a", EOW), ("a", "a"), False),
         (("a", "b", "a", "b", "a", "b", EOW), ("a", "b"), False),
         (("n", "e", "w", "es", "t", EOW), ("es", "t"), False),
+        # "every occurrence": the one at the end of the word too (visible, issue 32)
+        (("w", "i", "d", "e", "s", "t", EOW), ("t", EOW), False),
         (("a", "a", "a", "a", "a", EOW), ("a", "a"), True),
-        (("w", "i", "d", "e", "s", "t", EOW), ("t", EOW), True),
         (("l", "o", "w", EOW), ("o", "l"), True),
         (("x", EOW), ("a", "b"), True),
     ]
@@ -362,7 +363,8 @@ def _classic_cases():
         ("'abc abd', 5 merges (stops: no pair occurs twice)", "abc abd", 5, False),
         ("2,000 characters of Shakespeare, 40 merges", _SAMPLE[:2000], 40, True),
         ("'aa bb aa bb cc', 0 merges", "aa bb aa bb cc", 0, True),
-        ("'aa aa', 5 merges (runs out of pairs after 2)", "aa aa", 5, True),
+        # the hint's "stop when pairs is empty" (visible, issue 32)
+        ("'aa aa', 5 merges (runs out of pairs after 2)", "aa aa", 5, False),
         ("'hug pug pun bun hugs', 10 merges", "hug " * 10 + "pug " * 5 + "pun " * 12
          + "bun " * 4 + "hugs " * 5, 10, True),
     ]
@@ -435,6 +437,10 @@ check_train_classic_bpe = register(_CLASSIC)
 # ====================================================================== Exercise 2.4
 _SEED_BPE = ClassicBPE().train(_SEED_TEXT, 10)
 _SAMPLE_BPE = ClassicBPE().train(_SAMPLE, 60)
+# merges b</w>, ab</w>, then ab: 'ab' is ab</w> (and by greedy longest match), but merging the
+# leftmost known pair first gives ab|</w> (issue 32: the two were named alike)
+_AB_TEXT = "abb aab b aba ab"
+_AB_BPE = ClassicBPE().train(_AB_TEXT, 10)
 
 
 def _apply_merges(symbols, merges):
@@ -468,6 +474,18 @@ def _encode_longest_match(word, merges):
     return out
 
 
+def _encode_leftmost_pair(word, merges):
+    """Merge the leftmost adjacent pair that is any learned merge, again and again (not the
+    merges in their learned order)."""
+    symbols, known = [*word, EOW], set(merges)
+    while True:
+        i = next((i for i in range(len(symbols) - 1) if (symbols[i], symbols[i + 1]) in known),
+                 None)
+        if i is None:
+            return symbols
+        symbols[i : i + 2] = [symbols[i] + symbols[i + 1]]
+
+
 def _encode_word_cases():
     specs = [
         ("lowest", _SEED_BPE, "the encoder-decoder survey's example", False),
@@ -475,8 +493,11 @@ def _encode_word_cases():
         ("widest", _SEED_BPE, "the encoder-decoder survey's example", False),
         # merges: n|est</w>, greedy: ne|st</w>
         ("nest", _SEED_BPE, "the encoder-decoder survey's example", False),
+        # "each one everywhere in the word": a merge that occurs twice (visible, issue 32)
+        ("lowlow", _SEED_BPE, "the encoder-decoder survey's example", False),
+        # the leftmost known pair first: wrong here, where greedy longest match is right
+        ("ab", _AB_BPE, repr(_AB_TEXT), False),
         ("slower", _SEED_BPE, "the encoder-decoder survey's example", True),
-        ("lowlow", _SEED_BPE, "the encoder-decoder survey's example", True),
         ("Boatswain", _SAMPLE_BPE, "60 merges of Shakespeare", True),
         ("mariners", _SAMPLE_BPE, "60 merges of Shakespeare", True),
         ("z", _SAMPLE_BPE, "60 merges of Shakespeare", True),
@@ -516,6 +537,13 @@ _ENCODE_WORD = Check(
             "BPE encodes by replaying the merges, not by cutting off the longest known symbol "
             "from the left (that is WordPiece-style greedy matching and can split differently).",
             _encode_longest_match,
+        ),
+        Mistake(  # issue 32 (named "greedy longest match" before)
+            "merged the leftmost known pair first instead of the merges in order",
+            "Which pair merges next is decided by the order the merges were learned, not by "
+            "where a known pair sits in the word: replay the merges in order, each one "
+            "everywhere (`for pair in merges: symbols = merge_pair(symbols, pair)`).",
+            _encode_leftmost_pair,
         ),
         Mistake(
             "merge_pair's result not kept (the merges never change the symbols)",
@@ -649,7 +677,8 @@ _TRAIN_SPECS = [
      "日本語 日本 — naïve cafés", 276, (), False),
     ("3,000 characters of Shakespeare, 60 merges", _SAMPLE[:3000], 316, (), False),
     ("vocab_size 256 (no merges)", "hello hello", 256, (), True),
-    ("'a b c' (no pair repeats; stops early)", "a b c", 300, (), True),
+    # the goal's "or no pair is left" (visible, issue 32)
+    ("'a b c' (no pair repeats; stops early)", "a b c", 300, (), False),
     ("Shakespeare with a special token between speeches, 150 merges",
      _SAMPLE.replace("\n\n", _ENDOFTEXT), 256 + 1 + 150, (_ENDOFTEXT,), True),
     ("numbers and whitespace runs", "in 1599,  2024 and   2025\n\n\n 1599 2024", 270, (), True),
@@ -1036,6 +1065,17 @@ def _piece_longest_match(piece, ranks):
     return out
 
 
+def _piece_leftmost_pair(piece, ranks):
+    """Merge the leftmost adjacent pair whose concatenation is a token, again and again (not
+    the lowest rank)."""
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while True:
+        i = next((i for i in range(len(parts) - 1) if parts[i] + parts[i + 1] in ranks), None)
+        if i is None:
+            return [ranks[p] for p in parts]
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+
+
 def _piece_single_bytes(piece, ranks):
     return [ranks[piece[i : i + 1]] for i in range(len(piece))]
 
@@ -1051,6 +1091,10 @@ def _piece_cases():
         ("b' Boatswain', 200 merges of Shakespeare", b" Boatswain", _T1.ranks, False),
         ("b' mariners', 200 merges of Shakespeare", b" mariners", _T1.ranks, False),
         ("b'abcd', ranks: ab, bc, abc, cd, bcd", b"abcd", r_long, False),
+        # the leftmost known pair first (aa) is wrong here, greedy longest match is right
+        # (issue 32: the two were named alike)
+        ("b'aabb', ranks: ab, abb, aabb, aa", b"aabb", _hand_ranks(b"ab", b"abb", b"aabb", b"aa"),
+         False),
         ("b'aaaaa', ranks: aa=256", b"aaaaa", r_aa, True),
         ("b' café' (2-byte é), 200 merges of Shakespeare", " café".encode(), _T1.ranks, True),
         ("b'' (empty)", b"", r_aa, True),
@@ -1090,6 +1134,13 @@ _PIECE = Check(
             "Cutting off the longest known token from the left is not BPE: start from single "
             "bytes and merge by rank.",
             _piece_longest_match,
+        ),
+        Mistake(  # issue 32 (named "greedy longest match" before)
+            "merged the leftmost known pair first instead of the lowest rank",
+            "Among the adjacent pairs whose concatenation is in `ranks`, merge the one with "
+            "the lowest rank (learned first), wherever it is; the leftmost only breaks a tie "
+            "between equal pairs.",
+            _piece_leftmost_pair,
         ),
         Mistake(
             "pairs looked up as (a, b) tuples (no merge ever found)",
@@ -1143,8 +1194,9 @@ _ENCODE_SPECS = [
     (f"'{_ENDOFTEXT}{_ENDOFTEXT}' (two specials in a row)", f"a{_ENDOFTEXT}{_ENDOFTEXT}b", _T2,
      True),
     ("'' (empty)", "", _T2, True),
+    # the hint's "build the alternation longest first" (visible, issue 32)
     ("special tokens '<|end|>' and '<|end|>.' (one starts the other)", "a<|end|>.b<|end|>c",
-     _tok_from_ranks(_hand_ranks(b"ab"), ["<|end|>", "<|end|>."]), True),
+     _tok_from_ranks(_hand_ranks(b"ab"), ["<|end|>", "<|end|>."]), False),
 ]
 
 

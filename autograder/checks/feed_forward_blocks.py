@@ -183,6 +183,20 @@ def _conv_cases():
     )
 
 
+def _reshaped(W):
+    """``W`` (in, out) as the matrix a kernel ``W.reshape(out, in, 1)`` applies: the right
+    shape, the numbers in ``W``'s row order (not its transpose)."""
+    return W.reshape(W.shape[1], W.shape[0]).T
+
+
+_RESHAPED = "conv1d kernel made with reshape instead of a transpose (its weights scrambled)"
+_RESHAPED_WHY = (
+    "W1 is (d_model, d_ff) and conv1d wants (d_ff, d_model, 1): W1.reshape(d_ff, d_model, 1) "
+    "has that shape but keeps W1's numbers in their row order, so output channel j does not "
+    "get column j of W1. Transpose instead: W1.T.unsqueeze(-1), and W2.T.unsqueeze(-1)."
+)
+
+
 _CONV_FORBIDDEN = ("linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum",
                    "tensordot", "addmm", "baddbmm", "matrix_power", "inner", "mv")
 
@@ -212,6 +226,11 @@ _CONV = Check(
             "becomes (T, d_model, B). Swap back only the last two: y.transpose(1, 2).",
             lambda x, W1, b1, W2, b2: _ffn(x, W1, b1, W2, b2).permute(1, 2, 0),
         ),
+        # issue 32: a kernel of the right shape from reshape (both, or one of the two)
+        *(Mistake(_RESHAPED, _RESHAPED_WHY,
+                  lambda x, W1, b1, W2, b2, one=one, two=two: _ffn(
+                      x, _reshaped(W1) if one else W1, b1, _reshaped(W2) if two else W2, b2))
+          for one, two in ((True, True), (True, False), (False, True))),
     ),
     error_hints=(
         ErrorHint(
@@ -292,6 +311,12 @@ _COUNT = Check(
             "matrices, W_1, W_3 (d_model x d_ff, each with a d_ff bias here) and W_2 "
             "(d_ff x d_model). Two expanding maps, not three, plus the output map.",
             lambda d, f, a: float((3 if a == "swiglu" else 1) * (d * f + f) + f * d + d),
+        ),
+        Mistake(  # issue 32
+            "forgot W_3's bias (SwiGLU's gate)",
+            "Here each matrix has a bias (unlike Exercise 1.4's bias-free SwiGLU): the gate "
+            "W_3 adds d_model * d_ff weights and d_ff bias entries, like W_1.",
+            lambda d, f, a: float((3 if a == "swiglu" else 2) * d * f + f + d),
         ),
         Mistake(
             "both biases of size d_ff",

@@ -248,6 +248,14 @@ _IDS = Check(
         Mistake(*_QUERY_AXIS, lambda ids, pad_id: (ids != pad_id)[:, None, :, None]),
         Mistake(*_NOT_BROADCAST, lambda ids, pad_id: ids != pad_id),
         Mistake(*_BATCH_AS_HEADS, lambda ids, pad_id: (ids != pad_id)[:, None, :]),
+        Mistake(  # issue 32
+            "assumed right padding (kept the first n positions, n = the real tokens)",
+            "Padding may be on the left (the goal says so): counting the real tokens and "
+            "keeping the first that many is the lengths mask of Exercise 2.1, right only for "
+            "right padding. Compare every id with pad_id: ids != pad_id.",
+            lambda ids, pad_id: (torch.arange(ids.shape[-1])
+                                 < (ids != pad_id).sum(-1, keepdim=True))[:, None, None, :],
+        ),
     ),
 )
 check_padding_mask_from_ids = register(_IDS)
@@ -391,7 +399,8 @@ def _masked_cases():
         )
     )
     # the same with an additive 0 / -inf mask: nan_to_num on the weights repairs the output
-    # but not the gradients w.r.t. q and k (the -inf row's softmax backward is nan)
+    # but not the gradients w.r.t. q and k (the -inf row's softmax backward is nan). The goal
+    # states it ("its gradients must be finite too"): a visible case (issue 32)
     add_mask = _additive(mask, torch.float64)
     leaves = tuple(a.clone().requires_grad_(True) for a in (q, k, v))
     out = _sdpa(*leaves, mask=add_mask)
@@ -405,7 +414,6 @@ def _masked_cases():
             kind="grad",
             grad_args=(0, 1, 2),
             probe=probe,
-            hidden=True,
         )
     )
     return tuple(cases)
@@ -433,6 +441,24 @@ def _masked_nan_rows(q, k, v, mask):
     s = _scores(q, k) + _as_additive(mask, q.dtype)
     e = torch.exp(s - s.amax(dim=-1, keepdim=True))
     return e / e.sum(dim=-1, keepdim=True) @ v
+
+
+def _masked_patched(q, k, v, mask, *, where):
+    """torch.softmax's nan for a fully masked row, set to 0 afterwards by nan_to_num (on the
+    weights or on the output): the output is right, the backward pass still meets the nan."""
+    w = torch.softmax(_scores(q, k) + _as_additive(mask, q.dtype), dim=-1)
+    if where == "weights":
+        return torch.nan_to_num(w, nan=0.0) @ v
+    return torch.nan_to_num(w @ v, nan=0.0)
+
+
+_NAN_TO_NUM = "nan_to_num patch (the output is 0, its gradients are still nan)"
+_NAN_TO_NUM_WHY = (
+    "nan_to_num repairs a fully masked row's output, not the backward pass: the softmax of an "
+    "all -inf row still computes exp(-inf - (-inf)) = nan, and the gradient flowing back "
+    "through it is nan. Keep the forward pass finite instead: shift by 0 where the row max is "
+    "-inf and divide by 1 where the row sum is 0."
+)
 
 
 def _masked_multiplied(q, k, v, mask):
@@ -516,6 +542,10 @@ _MASKED = Check(
             "The scores are q kᵀ / sqrt(d_k), as in chapter 1, before the mask is added.",
             lambda q, k, v, mask: _sdpa(q, k, v, mask=mask, scale=1.0),
         ),
+        # issue 32: right outputs, nan gradients (named on a gradient case)
+        *(Mistake(_NAN_TO_NUM, _NAN_TO_NUM_WHY,
+                  lambda q, k, v, mask, where=where: _masked_patched(q, k, v, mask, where=where),
+                  grad=True) for where in ("weights", "output")),
     ),
     error_hints=(
         ErrorHint(

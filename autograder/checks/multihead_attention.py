@@ -280,6 +280,12 @@ def _mha_cases():
             Case(f"{label}, {str(dt)[6:]}", args, _mha_ref(*args, **kw), kwargs=kw,
                  hidden=hidden)
         )
+    # cross-attention without a mask, before the padded one: keys and values projected from
+    # x_q give an output there (named), not the padded case's shape error (issue 32)
+    x_q, x_kv = _t_rand(570, 2, 2, 8), _t_rand(571, 2, 5, 8)
+    args = (x_q, x_kv, *(_t_rand(572 + j, 8, 8) / math.sqrt(8) for j in range(4)), 2)
+    cases.insert(2, Case("cross-attention T_q=2, T_k=5, no mask, d_model=8, H=2, float64", args,
+                         _mha_ref(*args)))
     # gradients w.r.t. both inputs and all four weights, cross-attention with key padding
     B, Tq, Tk, D, H = 2, 3, 4, 8, 2
     args = (_t_rand(590, B, Tq, D), _t_rand(591, B, Tk, D),
@@ -348,6 +354,10 @@ def _mha_wo_per_head(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
     return per_head.mean(dim=1)
 
 
+def _mha_kv_from_x_q(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    return _mha_ref(x_q, x_q, W_Q, W_K, W_V, W_O, n_head, mask=mask)  # a key mask: raises
+
+
 def _mha_reversed(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
     B, T_q, D = x_q.shape
     _, y = _mha_parts(x_q, x_kv, W_Q, W_K, W_V, n_head, mask,
@@ -392,6 +402,13 @@ _MHA_CHECK = Check(
             "Head h's output belongs in columns h*d_k .. (h+1)*d_k - 1 of the concatenation, "
             "the columns W_O expects it in.",
             _mha_reversed,
+        ),
+        Mistake(
+            "keys and values projected from x_q instead of x_kv",
+            "In cross-attention the queries come from x_q and the keys and values from x_kv: "
+            "k = split_heads(x_kv @ W_K, n_head), v = split_heads(x_kv @ W_V, n_head). With "
+            "x_q the layer attends over the queries' own sequence (self-attention).",
+            _mha_kv_from_x_q,
         ),
     ),
     error_hints=(
@@ -477,8 +494,12 @@ def _fused_ref(x, W_QKV):
     return tuple(t.contiguous() for t in (x @ W_QKV).split(W_QKV.shape[1] // 3, dim=-1))
 
 
+_SPLIT3 = "split(3) cut pieces of 3 columns (its argument is the piece size, not the count)"
+
+
 def _fused_cases():
-    specs = [((2, 3, 4), torch.float64, False), ((1, 6, 8), torch.float32, False),
+    # d = 5, not 4: with d = 4, .split(3)'s pieces (3 wide) looked like an off-by-one (issue 32)
+    specs = [((2, 3, 5), torch.float64, False), ((1, 6, 8), torch.float32, False),
              ((2, 1, 6), torch.float64, True), ((3, 5, 2), torch.float32, True)]
     cases = []
     for i, (shape, dt, hidden) in enumerate(specs):
@@ -505,6 +526,14 @@ _FUSED = Check(
             "columns 0, 3, 6, ...",
             lambda x, W: tuple((x @ W)[..., j::3] for j in range(3)),
         ),
+        # .split(3): the first three pieces kept, or all of them returned (issue 32)
+        *(Mistake(
+            _SPLIT3,
+            ".split(size, dim) takes the size of each piece: .split(d_model, dim=-1) with "
+            "d_model = W_QKV.shape[1] // 3, or .chunk(3, dim=-1), which takes the count.",
+            fn,
+        ) for fn in (lambda x, W: tuple((x @ W).split(3, dim=-1)[:3]),
+                     lambda x, W: tuple((x @ W).split(3, dim=-1)))),
     ),
     error_hints=(
         ErrorHint(

@@ -264,8 +264,9 @@ def _ce_cases():
     out = _F_ce(leaf, t)
     probe = torch.tensor(1.0, dtype=torch.float64)
     (out * probe).backward()
+    # the goal asks for it "differentiable": a visible case (issue 32)
     cases.append(Case("gradient with respect to the logits", (z, t), (out.detach(), (leaf.grad,)),
-                      kind="grad", grad_args=(0,), probe=probe, hidden=True))
+                      kind="grad", grad_args=(0,), probe=probe))
     return tuple(cases)
 
 
@@ -370,8 +371,8 @@ def _lr_cases():
         add(s, 1.0, 0.1, 10, 110)
     for s in (0, 99, 100, 1050, 1999, 2000):
         add(s, 1e-3, 1e-4, 100, 2000, hidden=s in (99, 1999))
-    for s in (0, 1, 25, 50, 80):
-        add(s, 6e-4, 0.0, 0, 50, hidden=True)  # no warm-up at all
+    for s in (0, 1, 25, 50, 80):  # no warm-up at all ("warmup_iters may be 0": visible too)
+        add(s, 6e-4, 0.0, 0, 50, hidden=s not in (0, 25))
     add(3, 2e-3, 2e-4, 1, 4, hidden=True)
     return tuple(cases)
 
@@ -1014,12 +1015,14 @@ def _sample_cases():
     add("top_p = 0.7", _Z6, p=0.7)
     add("temperature 0.8, top_k = 4, top_p = 0.8 (temperature first)", _Z6, T=0.8, k=4, p=0.8)
     add("temperature 0 (greedy)", _Z6, T=0.0)
+    # the goal states both: "a top_k larger than V keeps every token" and (the docstring)
+    # temperature before top-p, which the next case's T = 3 shows (visible, issue 32)
+    add("top_k = 10 (more than the 6 tokens: keep them all)", _Z6, k=10)
+    add("temperature 3, top_p = 0.6", _Z6, T=3.0, p=0.6, seed=871)
     add("top_p = 0.3 (only the most probable token)", _Z6, p=0.3, hidden=True)
     add("top_k = 1", _Z6, k=1, hidden=True)
-    add("top_k = 10 (more than the 6 tokens: keep them all)", _Z6, k=10, hidden=True)
     add("two different rows, temperature 1.5, top_p = 0.9", two_rows, T=1.5, p=0.9,
         hidden=True)
-    add("temperature 3, top_p = 0.6", _Z6, T=3.0, p=0.6, seed=871, hidden=True)
     return tuple(cases)
 
 

@@ -213,10 +213,11 @@ with requires("Exercise 2.2"):
 # changes how gradients flow: $\mu$ and $\sigma$ depend on every feature of the token, so a
 # change in one feature moves all outputs.
 #
-# For one token write $\hat{x} = (x - \mu)/\sigma$ with $\sigma = \sqrt{\sigma^2 + \varepsilon}$
+# For one token write $\hat{x} = (x - \mu)/\sigma$ with $\sigma = \sqrt{v + \varepsilon}$, where
+# $v = \frac{1}{d}\sum_k (x_k - \mu)^2$ is its biased variance (section 1's $\sigma_k^2$),
 # and $y = \gamma\odot\hat{x} + \beta$. Given the upstream gradient $dy = \partial L/\partial y$,
-# let $g = dy \odot \gamma$ (the gradient reaching $\hat{x}$). With
-# $\partial \mu/\partial x_j = 1/d$ and $\partial \sigma/\partial x_j = \hat{x}_j / (d\,\sigma)$,
+# let $g = dy \odot \gamma$ (the gradient reaching $\hat{x}$). With $\partial \mu/\partial x_j = 1/d$
+# and $\partial \sigma/\partial x_j = (x_j - \mu)/(d\,\sigma) = \hat{x}_j / d$,
 #
 # $$\frac{\partial \hat{x}_i}{\partial x_j} = \frac{1}{\sigma}\Big(\delta_{ij} - \frac{1}{d} - \frac{\hat{x}_i \hat{x}_j}{d}\Big)
 # \quad\Rightarrow\quad

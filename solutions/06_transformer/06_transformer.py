@@ -15,7 +15,7 @@
 # build sinusoidal positional encodings (and say what learned ones and RoPE do instead), write
 # the decoder block with masked self-attention and cross-attention (the encoder-decoder survey), run a
 # decoder-only GPT forward pass with and without a KV cache, and train a small GPT on your laptop
-# until it reverses digit strings without a single mistake.
+# until it reverses 99 % of digit strings it has never seen, every digit right.
 #
 # **Builds on:** chapter 1 (attention and masks), chapter 4 (layer norm), chapter 5 (pre-LN
 # blocks). The blocks and multi-head attention used here are the course's reference modules
@@ -387,7 +387,7 @@ _hidden_check("transformer.gpt_logits", gpt_logits)
 # in reverse. `3 1 4 1 5 9 | 9 5 1 4 1 3`. The model sees the whole sequence (teacher forcing)
 # and is trained with cross-entropy on the six answer positions only; a sequence counts as
 # correct when all six predicted digits are right (exact match). Output position $t$ must copy
-# the input token at position $12 - t$ — a pure position-to-position lookup, impossible for a
+# the input token at position $11 - t$ — a pure position-to-position lookup, impossible for a
 # permutation-equivariant model.
 #
 # The forward pass below is **your `gpt_logits`**; the model is a 2-layer GPT with
@@ -521,4 +521,4 @@ with requires("Exercise 5.1 and Exercise 4.1"), torch.no_grad():
 # **Going further.** Sampling (temperature, top-k, top-p) instead of greedy decoding
 # (`transformer_ref.sampling`); RoPE inside the GPT (`GPTConfig(pos="rope")`); longer strings
 # or sorting instead of reversing; `torch.nn.functional.scaled_dot_product_attention`'s fused
-# kernels for speed (the next chapter trains on real text).
+# kernels for speed (chapter 8 trains a GPT on real text; chapter 7 first builds its tokenizer).

@@ -883,7 +883,7 @@ print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
 #   (the full schedule) in **119 s** including the evaluations, 994,000 tokens/s, MFU 7.2%:
 #   final **train loss 1.073, validation loss 1.331** (1.92 bits/byte). Validation at steps
 #   500 … 5000: 1.738, 1.511, 1.442, 1.407, 1.379, 1.361, 1.348, 1.338, 1.333, 1.331, so the
-#   target (≤ 1.50) is reached by step 1500, after about 50 s. Section 7's speed table on the
+#   target (≤ 1.50) is reached by step 1500, after about 50 s. Section 8's speed table on the
 #   same GPU: 434,000 tokens/s with the from-scratch attention and 682,000 with SDPA (not
 #   compiled; MFU 3.1% and 4.9%). A model this small leaves the H100 mostly waiting on Python
 #   and kernel launches: `python bench/train.py --preset gpu --compile` there gave 2,010,000

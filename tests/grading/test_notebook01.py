@@ -127,6 +127,39 @@ def test_course_check_command_names_the_mistake_and_fails(tmp_path):
     assert missing.returncode == 2 and "no such notebook" in missing.stderr
 
 
+def test_torch_softmax_in_exercise_5_1_fails_the_visible_check_and_course_check(tmp_path):
+    """Issue 32: the goal asks for "zero output for fully masked rows"; a `torch.softmax`
+    answer (nan there) got "✔ ... all 8 cases match" in the notebook and in course-check, then
+    lost its 4 points to a hidden case. The case is visible now: the student's notebook, as
+    released, fails the check cell with the catalogued name, and course-check says so."""
+    nb = nbformat.read(RELEASED, as_version=4)
+    answer = EX["scaled_dot_product_attention"].solution_id
+    (cell,) = [c for c in nb.cells if _nbg(c).get("grade_id") == answer]
+    cell.source = (
+        "def scaled_dot_product_attention(q, k, v, mask=None, scale=None):\n"
+        "    if scale is None:\n        scale = 1 / math.sqrt(q.shape[-1])\n"
+        "    s = q @ k.transpose(-2, -1) * scale\n"
+        "    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n"
+        "    return torch.softmax(s, dim=-1) @ v\n"
+    )
+    path = tmp_path / f"{NAME}.ipynb"
+    nbformat.write(nb, path)
+    ran, seconds = _execute(path)  # what course-check runs
+    (test,) = [c for c in ran.cells
+               if _nbg(c).get("grade_id") == EX["scaled_dot_product_attention"].grade_id]
+    (err,) = _errors(test)
+    assert err.ename == "CheckFailed", err
+    assert "fails on a fully masked query row" in err.evalue
+    assert "Likely mistake: a fully masked row gives nan." in err.evalue
+    assert "✔" not in _text(test)
+    results, others = selfcheck.summarize(ran)
+    (row,) = [r for r in results if r.grade_id == EX["scaled_dot_product_attention"].grade_id]
+    assert row.status == selfcheck.FAILED
+    out = selfcheck.report(results, others, seconds)  # what course-check prints
+    assert "✘ Exercise 5.1 scaled_dot_product_attention" in out
+    assert "Likely mistake: a fully masked row gives nan." in out
+
+
 # One catalogued mistake per exercise, as a student would write it (self-contained cells).
 MISTAKES = {
     EX["dot_product_scores"].solution_id: (

@@ -47,3 +47,73 @@ def assert_stubs_not_implemented(checks):
     for key in checks:
         with pytest.raises(NotImplementedYet, match="is not implemented yet"):
             hidden_check(key, stub)
+
+
+def visible_cases_pass(check, mistake) -> bool:
+    """Whether catalogued ``mistake`` passes every visible case of ``check``: on each, its
+    output equals the expected one as the check compares it (a gradient case: the forward
+    output, and for a gradient mistake, ``Mistake.grad``, its gradients too; a mistake that
+    cannot run on a case, as where it needs a mask the case lacks, is the right answer there,
+    as the catalogue's own diagnosis treats it)."""
+    import torch
+
+    from autograder.checks._core import (
+        _compare,
+        _compare_arrays,
+        _mistake_grads,
+        _mistake_output,
+    )
+
+    for case in (c for c in check.cases if not c.hidden):
+        try:
+            wrong = _mistake_output(mistake, case)
+        except Exception:
+            continue
+        if case.kind == "grad":
+            if type(wrong) in (tuple, list):
+                wrong = wrong[0]
+            if type(wrong) is not torch.Tensor or _compare_arrays(case.expected[0], wrong, case):
+                return False
+            if mistake.grad and any(
+                _compare_arrays(e, g, case) for e, g in
+                zip(case.expected[1], _mistake_grads(mistake, case))):
+                return False
+        elif _compare(case.expected, wrong, case) is not None:
+            return False
+    return True
+
+
+def exercise_text(chapter: str, number: str) -> str:
+    """What the student's notebook says about exercise ``number`` of ``chapter``: from its
+    heading (goal, hint) through its answer cell (the docstring), lower-cased, one space."""
+    import re
+
+    import nbformat
+
+    from autograder import release
+    from autograder.checks import table
+
+    ex = table.exercise(chapter, number)
+    nb = nbformat.read(release.RELEASE / chapter / f"{chapter}.ipynb", as_version=4)
+    heading = re.compile(rf"^### Exercise {re.escape(number)}\b.*$", re.M)
+    start = next(i for i, c in enumerate(nb.cells)
+                 if c.cell_type == "markdown" and heading.search(c.source))
+    end = next(i for i, c in enumerate(nb.cells)
+               if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == ex.solution_id)
+    first = nb.cells[start].source
+    parts = [first[heading.search(first).start():]]
+    parts += [c.source for c in nb.cells[start + 1:end + 1]]
+    return " ".join(" ".join(parts).lower().split())
+
+
+def assert_not_named_for_the_others(key, name, wrong_rows, graded=None):
+    """Catalogue entry ``name`` of check ``key`` names none of the other wrong answers of its
+    exercise (``wrong_rows``: a chapter's ``WRONG``): its condition fires on its own mistake
+    only."""
+    graded = graded or hidden_check
+    others = [w for w in wrong_rows if w[0] == key and w[2] != name]
+    assert others, f"{key}: no other wrong answer to hold {name!r} against"
+    for w in others:
+        with pytest.raises(CheckFailed) as info:
+            graded(key, w[1])
+        assert f"Likely mistake: {name}." not in str(info.value), (w[2], str(info.value))

@@ -22,7 +22,14 @@ from helpers.answers.bpe import (
     WRONG,
     good_count_pairs,
 )
-from helpers.catalogue import assert_mistake_named
+from helpers.catalogue import assert_mistake_named, assert_not_named_for_the_others
+
+# catalogue entries added for issue 32 (a class of 51 single-mistake students): each named
+# "greedy longest match" before, whose outputs it shares on most inputs
+ISSUE_32 = [
+    (KEY["encode_word"], "merged the leftmost known pair first instead of the merges in order"),
+    (KEY["encode_piece"], "merged the leftmost known pair first instead of the lowest rank"),
+]
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -118,3 +125,20 @@ def test_calling_the_reference_package_is_switched_off_during_the_check():
         hidden_check(KEY["train_bpe_fast"], train_bpe)
     assert train_bpe("aa aa", 257)[1] == [(b"a", b"a")]  # and works again afterwards
 
+
+
+@pytest.mark.parametrize("key,name", ISSUE_32, ids=[n for _, n in ISSUE_32])
+def test_an_issue_32_entry_names_no_other_mistake_of_its_exercise(key, name):
+    assert_not_named_for_the_others(key, name, WRONG)
+
+
+@pytest.mark.parametrize("key,name", ISSUE_32, ids=[n for _, n in ISSUE_32])
+def test_leftmost_pair_and_greedy_longest_match_differ_on_a_visible_case(key, name):
+    """Their outputs agree on most inputs; a visible case where only the leftmost pair is
+    wrong tells them apart, so each is named by its own entry in the notebook too."""
+    check = CHECKS[key]
+    (leftmost,) = [m for m in check.mistakes if m.name == name]
+    (greedy,) = [m for m in check.mistakes if m.name.startswith("greedy longest match")]
+    apart = [c for c in check.cases if not c.hidden
+             and leftmost.fn(*c.args) != c.expected == greedy.fn(*c.args)]
+    assert apart

@@ -13,13 +13,22 @@ from autograder.checks import feed_forward_blocks as B
 from helpers.answers.feed_forward_blocks import (
     CHECKS,
     GOOD,
+    KEY,
     WRONG,
     good_ffn,
     good_gradnorm,
 )
 from helpers.catalogue import (
     assert_mistake_named,
+    assert_not_named_for_the_others,
 )
+
+# catalogue entries added for issue 32 (a class of 51 single-mistake students)
+ISSUE_32 = [
+    (KEY["ffn_as_conv1d"],
+     "conv1d kernel made with reshape instead of a transpose (its weights scrambled)"),
+    (KEY["ffn_param_count"], "forgot W_3's bias (SwiGLU's gate)"),
+]
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -54,3 +63,8 @@ def test_returning_a_list_of_floats_is_explained():
     with pytest.raises(CheckFailed, match="should be a torch.Tensor but is a list"):
         B.check_grad_norm_per_layer(as_list)
 
+
+
+@pytest.mark.parametrize("key,name", ISSUE_32, ids=[n for _, n in ISSUE_32])
+def test_an_issue_32_entry_names_no_other_mistake_of_its_exercise(key, name):
+    assert_not_named_for_the_others(key, name, WRONG)

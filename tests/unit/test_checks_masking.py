@@ -24,9 +24,19 @@ from helpers.answers.masking import (
     good_causal,
     good_grad,
     good_leak,
+    masked_nan_to_num_output,
     masked_torch_softmax,
 )
-from helpers.catalogue import assert_mistake_named
+from helpers.catalogue import assert_mistake_named, assert_not_named_for_the_others
+from helpers.verdict import judged
+
+_NAN_TO_NUM = "nan_to_num patch (the output is 0, its gradients are still nan)"
+# catalogue entries added for issue 32 (a class of 51 single-mistake students)
+ISSUE_32 = [
+    (KEY["padding_mask_from_ids"],
+     "assumed right padding (kept the first n positions, n = the real tokens)"),
+    (KEY["masked_attention"], _NAN_TO_NUM),
+]
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -70,14 +80,34 @@ def test_builtin_sdpa_is_switched_off_during_the_masked_attention_check():
         M.check_masked_attention(builtin)
 
 
-def test_nan_gradient_of_a_fully_masked_row_fails_only_the_graded_path(capsys):
+def test_nan_gradient_of_a_fully_masked_row_fails_the_visible_check_too():
+    """The goal states it ("its gradients must be finite too", issue 32): a nan_to_num patch
+    fails the notebook's check, not only the graded one."""
+
     def nan_to_num_after(q, k, v, mask):  # the output is repaired, its gradient is not
         return masked_torch_softmax(q, k, v, mask).nan_to_num(0.0)
 
-    M.check_masked_attention(nan_to_num_after)  # visible: the fully masked row's output is 0
-    assert "✔ Exercise 3.1" in capsys.readouterr().out
-    with pytest.raises(CheckFailed, match=r"the gradient for input \d differs .* got nan"):
-        hidden_check(KEY["masked_attention"], nan_to_num_after)
+    for run in (M.check_masked_attention, lambda f: hidden_check(KEY["masked_attention"], f)):
+        with pytest.raises(CheckFailed, match=r"the gradient for input \d differs .* got nan"):
+            run(nan_to_num_after)
+
+
+@pytest.mark.parametrize("key,name", ISSUE_32, ids=[n for _, n in ISSUE_32])
+def test_an_issue_32_entry_names_no_other_mistake_of_its_exercise(key, name):
+    assert_not_named_for_the_others(key, name, WRONG)
+
+
+def test_kernel_and_grader_name_the_nan_to_num_patch_on_the_same_visible_case():
+    """It also fails a hidden gradient case declared before the visible one: both sides
+    report the visible case (visible cases first), with the same name."""
+    check = CHECKS[KEY["masked_attention"]]
+    with pytest.raises(CheckFailed) as info:
+        M.check_masked_attention(masked_nan_to_num_output)
+    kernel = str(info.value)
+    v = judged(check, masked_nan_to_num_output)
+    assert v.diagnosis == _NAN_TO_NUM and f"Likely mistake: {_NAN_TO_NUM}." in kernel
+    assert kernel.splitlines()[0] == v.message.splitlines()[0]
+    assert "an additive mask and a fully masked row" in kernel.splitlines()[0]
 
 
 def test_layers_under_test_really_are_causal_or_not():

@@ -26,7 +26,14 @@ from helpers.answers.multihead_attention import (
     good_split,
     good_weights,
 )
-from helpers.catalogue import assert_mistake_named
+from helpers.catalogue import assert_mistake_named, assert_not_named_for_the_others
+
+# catalogue entries added or corrected for issue 32 (a class of 51 single-mistake students)
+ISSUE_32 = [
+    (KEY["multi_head_attention"], "keys and values projected from x_q instead of x_kv"),
+    (KEY["fused_qkv"],
+     "split(3) cut pieces of 3 columns (its argument is the piece size, not the count)"),
+]
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -103,3 +110,26 @@ def test_gradient_case_agrees_with_the_reference_module_and_catches_a_detached_o
     with pytest.raises(CheckFailed, match="not connected to the inputs' autograd graph"):
         hidden_check(KEY["multi_head_attention"], detached)
 
+
+
+@pytest.mark.parametrize("key,name", ISSUE_32, ids=[n for _, n in ISSUE_32])
+def test_an_issue_32_entry_names_no_other_mistake_of_its_exercise(key, name):
+    assert_not_named_for_the_others(key, name, WRONG)
+
+
+def test_no_visible_fused_case_makes_split_3_look_like_an_off_by_one():
+    """Issue 32: with d = 4, .split(3)'s pieces (3 wide) were one column short of d and the
+    general symptom "length off by one" answered first. No visible case has d within one of 3."""
+    for case in CHECKS[KEY["fused_qkv"]].cases:
+        d = case.args[0].shape[-1]
+        assert case.hidden or abs(d - 3) > 1, case.label
+
+
+def test_cross_attention_from_x_q_is_named_before_the_padded_case_raises():
+    from helpers.answers.multihead_attention import mha_kv_from_x_q
+
+    with pytest.raises(CheckFailed) as info:
+        M.check_multi_head_attention(mha_kv_from_x_q)
+    msg = str(info.value)
+    assert "fails on cross-attention T_q=2, T_k=5, no mask" in msg
+    assert "shapes do not line up" not in msg

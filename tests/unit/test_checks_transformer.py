@@ -5,6 +5,7 @@ of the catalogue in ``autograder/checks/transformer.py``.
 """
 
 import pytest
+import torch
 
 from autograder.checks import CheckFailed, hidden_check
 from autograder.checks import transformer as TR
@@ -12,13 +13,16 @@ from autograder.checks import transformer as TR
 from helpers.answers.transformer import (
     CHECKS,
     GOOD,
+    KEY,
     WRONG,
     gpt,
+    gpt_like_the_reference,
     make_incremental,
 )
 from helpers.catalogue import (
     assert_mistake_named,
 )
+from helpers.verdict import judged
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -42,3 +46,24 @@ def test_incremental_logits_with_a_wrong_gpt_is_caught_too():
     with pytest.raises(CheckFailed, match="KV cache positions off by one"):
         TR.check_incremental_logits(make_incremental(gpt("plus1")))
 
+
+
+@pytest.mark.parametrize("key", [KEY["gpt_logits"], KEY["incremental_logits"]])
+def test_a_copy_of_the_reference_forward_passes_in_the_kernel_and_the_grader(key, capsys):
+    """Issue 32: Exercise 4.1 says "with the parts of a transformer_ref.GPT"; a faithful copy
+    of GPT.forward (`x = model.drop(x)`, `blk(..., rope=model.rope, positions=positions)`)
+    found no `drop` on the check's model and lost 4.1's and 5.1's points."""
+    fn = (gpt_like_the_reference if key == KEY["gpt_logits"]
+          else make_incremental(gpt_like_the_reference))
+    getattr(TR, f"check_{CHECKS[key].name}")(fn)
+    hidden_check(key, fn)
+    assert capsys.readouterr().out.count("✔") == 2
+    v = judged(CHECKS[key], fn)
+    assert v.passed, v.message
+
+
+def test_the_models_blocks_refuse_rotary_positions_rather_than_ignore_them():
+    model = CHECKS[KEY["gpt_logits"]].cases[0].args[1]
+    x = torch.zeros(1, 2, model.config.d_model, dtype=torch.float64)
+    with pytest.raises(ValueError, match="no rotary positions"):
+        model.blocks[0](x, is_causal=True, rope=object(), positions=torch.arange(2))

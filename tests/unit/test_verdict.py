@@ -31,6 +31,7 @@ KEY = table.keys("01_attention")  # {function: check key}
 _SOFTMAX = table.check("01_attention", "softmax")
 _SDPA = table.check("01_attention", "scaled_dot_product_attention")
 _VARIANCE = table.check("01_attention", "score_variance")
+_COSINE = table.check("01_attention", "cosine_similarity_attention")
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,6 +100,14 @@ def test_gradient_case_judged_from_recorded_gradients(tmp_path):
         return _solution("scaled_dot_product_attention")(q, k, v, mask, scale).detach()
 
     v = judge(_SDPA, _record(tmp_path, _SDPA, detached))
+    assert not v.passed and v.diagnosis == "wrong gradient"
+    # a visible case since issue 32 (the goal asks for gradients flowing to q, k, v)
+    assert v.message.startswith("Exercise 5.1 `scaled_dot_product_attention` fails on gradients")
+
+    def cosine_detached(q, k, v, mask=None, temperature=1.0, eps=1e-8):
+        return _solution("cosine_similarity_attention")(q, k, v, mask, temperature, eps).detach()
+
+    v = judge(_COSINE, _record(tmp_path, _COSINE, cosine_detached))  # its gradients: hidden
     assert not v.passed and v.diagnosis == "wrong gradient"
     assert v.message.startswith("The visible cases pass; the hidden case “gradients")
 

@@ -92,4 +92,7 @@ def test_nan_gradient_of_a_fully_masked_row_is_judged():
         return masked_torch_softmax(q, k, v, mask).nan_to_num(0.0)
 
     v = judged(MASKED, nan_to_num_after)
-    assert v.diagnosis == "wrong gradient" and "got nan" in v.message, v.message
+    # named since issue 32 (before: the bare "wrong gradient")
+    name = "nan_to_num patch (the output is 0, its gradients are still nan)"
+    assert v.diagnosis == name and "got nan" in v.message, v.message
+    assert f"Likely mistake: {name}." in v.message

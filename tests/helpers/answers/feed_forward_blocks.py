@@ -114,6 +114,25 @@ def conv(after=False, bias=True, plain_weight=False, no_transpose=False, act=F.r
     return f
 
 
+def count_gate_without_bias(d_model, d_ff, activation):  # issue 32: W_3 counted, its bias not
+    n = d_model * d_ff + d_ff + d_ff * d_model + d_model  # W_1, b_1, W_2, b_2
+    if activation == "swiglu":
+        n += d_model * d_ff  # the gate W_3
+    return n
+
+
+def conv_reshaped(first=True, second=True):  # issue 32: kernels of the right shape by reshape
+    def kernel(W, reshape):
+        d_in, d_out = W.shape
+        return W.reshape(d_out, d_in, 1) if reshape else W.T.unsqueeze(-1)
+
+    def f(x, W1, b1, W2, b2):
+        h = F.relu(F.conv1d(x.transpose(1, 2), kernel(W1, first), b1))
+        return F.conv1d(h, kernel(W2, second), b2).transpose(1, 2)
+
+    return f
+
+
 def swiglu(kind):
     def f(x, W1, W3, W2):
         if kind == "swap":
@@ -265,6 +284,9 @@ WRONG = [
      False),
     (KEY["ffn_as_conv1d"], conv(no_transpose=True),
      "conv1d weight or input in the wrong layout", False),
+    *[(KEY["ffn_as_conv1d"], conv_reshaped(**kw),
+       "conv1d kernel made with reshape instead of a transpose (its weights scrambled)", False)
+      for kw in ({}, {"second": False}, {"first": False})],
     (KEY["ffn_param_count"], lambda d, f, a: (3 if a == "swiglu" else 2) * d * f,
      "forgot the biases", False),
     (KEY["ffn_param_count"], lambda d, f, a: 2 * d * f + f + d,
@@ -286,6 +308,7 @@ WRONG = [
     # mutation testing (issue 18): SwiGLU's W and V counted on top of W_1 and W_2
     (KEY["ffn_param_count"], count_with_w_and_v,
      "counted SwiGLU with four matrices (W and V on top of W_1 and W_2)", False),
+    (KEY["ffn_param_count"], count_gate_without_bias, "forgot W_3's bias (SwiGLU's gate)", False),
     (KEY["swiglu_ffn"], swiglu("swap"), "gate on the wrong branch", False),
     (KEY["swiglu_ffn"],
      swiglu("sigmoid"), "sigmoid instead of SiLU (that is GLU)", False),

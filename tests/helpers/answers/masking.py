@@ -168,6 +168,15 @@ def ids_3d(ids, pad_id):
     return (ids != pad_id)[:, None]
 
 
+def ids_right_padded(ids, pad_id):  # issue 32: each row's real tokens counted, kept in front
+    B, T = ids.shape
+    mask = torch.zeros(B, 1, 1, T, dtype=torch.bool)
+    for b in range(B):
+        n = int((ids[b] != pad_id).sum())
+        mask[b, 0, 0, :n] = True
+    return mask
+
+
 def _pad_and_causal(ids, pad_id, combine, pad=True, causal=True, axis="key"):
     B, T = ids.shape
     keep = ids != pad_id
@@ -222,6 +231,16 @@ def masked_torch_softmax(q, k, v, mask):
     s = _scores(q, k)
     s = s.masked_fill(~mask, NEG_INF) if mask.dtype == torch.bool else s + mask
     return torch.softmax(s, dim=-1) @ v
+
+
+def masked_nan_to_num_output(q, k, v, mask):  # issue 32: the nan row's output set to 0
+    return masked_torch_softmax(q, k, v, mask).nan_to_num(0.0)
+
+
+def masked_nan_to_num_weights(q, k, v, mask):  # issue 32: the nan row's weights set to 0
+    s = _scores(q, k)
+    s = s.masked_fill(~mask, NEG_INF) if mask.dtype == torch.bool else s + mask
+    return torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0) @ v
 
 
 def masked_multiplied(q, k, v, mask):
@@ -324,6 +343,8 @@ WRONG = [
     (KEY["padding_mask_from_ids"], ids_2d, "mask not broadcast over heads", False),
     (KEY["padding_mask_from_ids"], ids_3d,
      "mask not broadcast over heads (batch lined up with heads)", False),
+    (KEY["padding_mask_from_ids"], ids_right_padded,
+     "assumed right padding (kept the first n positions, n = the real tokens)", False),
     (KEY["decoder_self_attention_mask"], decoder_or,
      "combined the masks with OR instead of AND", False),
     (KEY["decoder_self_attention_mask"], decoder_query_axis,
@@ -346,6 +367,11 @@ WRONG = [
     (KEY["masked_attention"], masked_float_tilde, "a float mask passed to masked_fill or ~",
      False),
     (KEY["masked_attention"], masked_unsqueeze_heads, "mask not broadcast over heads", False),
+    # issue 32: right outputs, nan gradients
+    (KEY["masked_attention"], masked_nan_to_num_output,
+     "nan_to_num patch (the output is 0, its gradients are still nan)", False),
+    (KEY["masked_attention"], masked_nan_to_num_weights,
+     "nan_to_num patch (the output is 0, its gradients are still nan)", False),
     (KEY["future_leak"], leak_off_by_one, "perturbed token t too (off by one)", False),
     (KEY["future_leak"], leak_all_positions, "compared every position", False),
     (KEY["future_leak"], leak_later_outputs, "compared every position", False),

@@ -182,6 +182,22 @@ def count_no_bias(d_model, n_head, bias=True):
     return 4 * d_model**2
 
 
+def mha_kv_from_x_q(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    q = good_split(x_q @ W_Q, n_head)
+    k = good_split(x_q @ W_K, n_head)  # x_q where x_kv belongs
+    v = good_split(x_q @ W_V, n_head)
+    return good_merge(attend(q, k, v, mask)) @ W_O
+
+
+def fused_split3_first_three(x, W_QKV):  # split(3) read as "three pieces", the extra ones cut
+    q, k, v = (x @ W_QKV).split(3, dim=-1)[:3]
+    return q, k, v
+
+
+def fused_split3_all(x, W_QKV):
+    return (x @ W_QKV).split(3, dim=-1)
+
+
 def fused_time_axis(x, W_QKV):
     q, k, v = torch.chunk(x @ W_QKV, 3, dim=1)
     return q, k, v
@@ -254,6 +270,9 @@ WRONG = [
      mha_reversed, "heads concatenated in the wrong order"),
     (KEY["multi_head_attention"], mha_query_length,
      "used the query length for the key dimension in cross-attention"),
+    # issue 32: named "shapes do not line up" by the padded case's mask error
+    (KEY["multi_head_attention"], mha_kv_from_x_q,
+     "keys and values projected from x_q instead of x_kv"),
     (KEY["mha_parameter_count"],
      count_per_head, "a full d_model x d_model projection per head"),
     (KEY["mha_parameter_count"], count_no_wo, "forgot W_O"),
@@ -273,6 +292,11 @@ WRONG = [
     (KEY["fused_qkv"], fused_split_count, "split into the wrong number of pieces"),
     (KEY["fused_qkv"], fused_split_default_dim, "split into the wrong number of pieces"),
     (KEY["fused_qkv"], fused_true_division, "split size is a float (/ instead of //)"),
+    # issue 32: with d = 4, pieces of 3 were named "length off by one"
+    (KEY["fused_qkv"], fused_split3_first_three,
+     "split(3) cut pieces of 3 columns (its argument is the piece size, not the count)"),
+    (KEY["fused_qkv"], fused_split3_all,
+     "split(3) cut pieces of 3 columns (its argument is the piece size, not the count)"),
     (KEY["weights_from_torch"],
      weights_untransposed, "transposed weight convention (W vs Wᵀ)"),
     (KEY["weights_from_torch"], weights_wo_untransposed, "W_O not transposed"),
