@@ -177,7 +177,7 @@ def test_course_grade_starts_without_importing_nbgrader():
 
 
 def test_the_schema_head_read_from_the_scripts_is_alembic_s():
-    from autograder.grading.autograde.nbgrader_main import alembic_head, schema_head
+    from autograder.grading.nbgrader_patches import alembic_head, schema_head
     from autograder.grading.parent.course import tool_env
 
     code = ("import nbgrader.api as a\n"  # nbgrader's own question: `alembic heads`
