@@ -35,7 +35,8 @@ import nbformat
 sys.setswitchinterval(1e-6)  # threads take turns between almost every two bytecodes
 from autograder.checks import _codec
 from autograder.checks._core import get_check
-from autograder.grading.autograde import kernel_package, verdict
+from autograder.grading import exercises
+from autograder.grading.autograde import verdict
 sources = [nbformat.read(p, as_version=4) for p in sys.argv[2:]]
 if sys.argv[1] == "together":
     for t in [verdict.warm([s]) for s in sources]:
