@@ -281,7 +281,6 @@ def _main(args) -> int:
     from .grading.parent.dispatch import ClusterError, Dispatcher, publish_remote
     from .grading.parent.isolation import isolation
     from .grading.parent.report import ReportWriter
-    from .grading.parent.report import warm as report_warm
     from .grading.parent.results import (
         ResultStore,
         parse_due,
@@ -383,8 +382,7 @@ def _main(args) -> int:
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
                file=sys.stderr)
     if todo:
-        report_warm()  # the report's matplotlib loads while the first students are graded
-        nbgrader_warm()  # and nbgrader's gradebook code, for the gradebook written after them
+        nbgrader_warm()  # nbgrader's gradebook code loads, for the gradebook written after them
     # fewer students than workers: each student's assignments are split over the idle ones
     parts = max(1, workers // max(1, len(todo)))
     try:

@@ -5,8 +5,8 @@ marks, blank, wrong, timeouts, a kernel that dies, an invalid file, ...; graded 
 session and shared), copied, plus three students who make mistakes the check library names
 (two with an overflowing softmax, one with transposed scores). Rerunning ``course-grade`` on
 the copy grades only the three new students (the others are already graded) and rewrites
-the report for all 14. In the browser: every plot is an ``<img>`` with a ``data:`` URI that
-decoded to a real image, the mistakes table ranks the mistake two students made first and
+the report for all 14. In the browser: every plot is an inline SVG shown at its size with
+visible bars, the mistakes table ranks the mistake two students made first and
 names them, and the not-graded table names its students. Screenshot:
 ``test-artifacts/report-class.png``.
 """
@@ -92,9 +92,10 @@ def _read_report(chromium: str, report, screenshot) -> dict:
             page.screenshot(path=str(screenshot), full_page=True)
             return {
                 "imgs": page.eval_on_selector_all(
-                    "img.plot", "els => els.map(i => ({data: i.src.startsWith("
-                    "'data:image/png;base64,'), w: i.naturalWidth, h: i.naturalHeight, "
-                    "shown: i.getBoundingClientRect().width}))"),
+                    "svg.plot", "els => els.map(s => ({bars: s.querySelectorAll('rect.bar')"
+                    ".length, w: s.getBoundingClientRect().width, "
+                    "h: s.getBoundingClientRect().height, tall: [...s.querySelectorAll("
+                    "'rect.bar')].filter(r => r.getBoundingClientRect().height > 5).length}))"),
                 "heading": page.inner_text("body > p"),
                 "mistakes": page.eval_on_selector_all(
                     "table.mistakes tr", "rows => rows.slice(1).map(r => [...r.cells].map("
@@ -108,8 +109,8 @@ def _read_report(chromium: str, report, screenshot) -> dict:
 def _check_report(seen: dict) -> None:
     assert seen["heading"] == "14 students graded."
     imgs = seen["imgs"]
-    assert imgs and all(i["data"] and i["w"] > 100 and i["h"] > 100 and i["shown"] > 100
-                        for i in imgs), imgs
+    assert imgs and all(i["bars"] >= 2 and i["tall"] >= 1 and i["w"] > 100 and i["h"] > 100
+                        for i in imgs), imgs  # drawn, with visible bars
     mistakes = seen["mistakes"]
     assert [m[0] for m in mistakes] == [str(i) for i in range(1, len(mistakes) + 1)]
     counts = [int(m[3]) for m in mistakes]

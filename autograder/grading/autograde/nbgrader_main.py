@@ -385,14 +385,20 @@ def build_kernel_caches(cache: str, assignments: list[str]) -> int:
     return 0
 
 
+def student_main(args: list[str]) -> None:
+    """``autograde+feedback STUDENT ASSIGNMENT ...``: grade, then end the process at once.
+    Also the entry of ``warm.py``'s copies of this process."""
+    code = autograde_and_feedback(args[0], lanes_of(args[1:]))
+    # everything is written: skip the interpreter's clean-up (2 s with torch, ZeroMQ and
+    # nbgrader loaded, after the last notebook of every student)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["autograde+feedback"]:
-        code = autograde_and_feedback(sys.argv[2], lanes_of(sys.argv[3:]))
-        # everything is written: skip the interpreter's clean-up (2 s with torch, ZeroMQ and
-        # nbgrader loaded, after the last notebook of every student)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        student_main(sys.argv[2:])
     use_cached_head()
     if sys.argv[1:2] == ["kernel_caches"]:
         sys.exit(build_kernel_caches(sys.argv[2], sys.argv[3:]))

@@ -1,11 +1,11 @@
 """The class report, ``OUT_DIR/report.html``: what the class got right and wrong, at a glance.
 
-One self-contained HTML file (plots embedded as base64 PNG, no scripts, no external files),
+One self-contained HTML file (plots as inline SVG, no scripts, no external files),
 rebuilt from ``OUT_DIR/results/*.json`` after finished students (:class:`ReportWriter`: after
 every student, unless drawing it would take more than a tenth of the run's time; always at the
 end), so a run stopped midway leaves a report of the students graded so far. Per notebook it shows:
 
-- the score distribution of each exercise and of the notebook total (matplotlib, Agg);
+- the score distribution of each exercise and of the notebook total (bar charts);
 - the mistakes ranked by how many students made them (the rows' ``diagnosis``: a catalogued
   mistake's name, a general symptom or a failure kind, each marked as which), with the students;
 - the reasons a row was not graded, with the students concerned;
@@ -26,9 +26,7 @@ Example: ``write_report(Path("grades"))`` writes ``grades/report.html``.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 import os
 import time
@@ -46,7 +44,7 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
 h1{margin-bottom:0}table{border-collapse:collapse;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}td.n{text-align:right}.muted{color:#777}
-img{max-width:100%;border:1px solid #eee}
+svg.plot{max-width:100%;height:auto;border:1px solid #eee}
 """
 
 
@@ -84,81 +82,63 @@ def _who(student: str, name: str) -> str:
     return _esc(student)
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-_DRAWN: dict[str, str] = {}  # the PNG of each chart's data drawn in this run (see below)
+_BLUE, _RED, _GREY = "#4477aa", "#cc6677", "#888"
+_PANEL_W, _PANEL_H, _COLS = 240, 170, 4  # one exercise's chart, in CSS pixels
 
 
 def _histograms(title: str, panels: list[tuple[str, list[float], float, int]]) -> str:
-    """One PNG (base64) with a bar chart per panel: (label, scores, max points, not graded).
+    """One inline SVG with a bar chart per panel: (label, scores, max points, not graded).
 
-    Drawing is most of the report's cost and it is redrawn as students finish: a chart whose
-    data did not change since it was last drawn is not drawn again.
+    Each chart has a bar per score that occurs (0 and the maximum always), the number of
+    students above it, and a red "n/g" bar for the students not graded. Plain SVG text from
+    the numbers: no plotting library to load (matplotlib cost every run about 3 s of CPU).
     """
-    key = json.dumps([title, [[lb, sorted(sc), mx, ng] for lb, sc, mx, ng in panels]])
-    if key not in _DRAWN:
-        if len(_DRAWN) > 256:
-            _DRAWN.clear()
-        _DRAWN[key] = _draw(title, panels)
-    return _DRAWN[key]
-
-
-_WARM: list = []  # the thread of :func:`warm`, joined before the first drawing
-
-
-def warm() -> None:
-    """Import matplotlib and draw a throwaway chart in a background thread, while students
-    are graded: a run's report then costs only its own drawing at the end (matplotlib's
-    import, its font list and the PNG writer are about two seconds the first time)."""
-    from ..background import head_start
-
-    if not _WARM:  # only a head start: the real drawing reports errors
-        _WARM.append(head_start(lambda: _png(_bar_figure()), "report-warm"))
-
-
-def _bar_figure():
-    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
-
-    fig = Figure(figsize=(1, 1))
-    fig.add_subplot().bar(["0"], [1])
-    return fig
-
-
-def _draw(title: str, panels: list[tuple[str, list[float], float, int]]) -> str:
-    for thread in _WARM:
-        thread.join()
-    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
-
-    cols = min(4, len(panels))
+    cols = max(1, min(_COLS, len(panels)))
     rows = (len(panels) + cols - 1) // cols
-    width, height = 3.2 * cols, 2.4 * rows + 0.4
-    fig = Figure(figsize=(width, height))
-    # fixed margins in inches (a panel's title, tick labels and axis labels fit in them):
-    # matplotlib's constrained layout measured every text of every panel, twice per figure
-    left, right, top, bottom, across, down = 0.55, 0.15, 0.75, 0.45, 0.6, 0.75
-    axis_w = (width - left - right - across * (cols - 1)) / cols
-    axis_h = (height - top - bottom - down * (rows - 1)) / rows
-    fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height,
-                        bottom=bottom / height, wspace=across / axis_w, hspace=down / axis_h)
-    fig.suptitle(title, y=1 - 0.12 / height, va="top")
-    for i, (label, scores, max_points, not_graded) in enumerate(panels):
-        ax = fig.add_subplot(rows, cols, i + 1)
-        values = sorted(set(scores) | {0.0, max_points})
-        counts = [sum(1 for s in scores if s == v) for v in values]
-        names = [_fmt(v) for v in values]
-        ax.bar(names, counts, color="#4477aa")
-        if not_graded:
-            ax.bar(["n/g"], [not_graded], color="#cc6677")
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("points", fontsize=8)
-        ax.set_ylabel("students", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.yaxis.get_major_locator().set_params(integer=True)
-    return _png(fig)
+    width, height = cols * _PANEL_W, rows * _PANEL_H + 28
+    out = [f"<svg class='plot' xmlns='http://www.w3.org/2000/svg' width='{width}' "
+           f"height='{height}' viewBox='0 0 {width} {height}' role='img' "
+           f"aria-label='score distribution of {_esc(title)}' font-family='sans-serif'>",
+           f"<text x='{width / 2:g}' y='18' text-anchor='middle' font-size='14'>"
+           f"{_esc(title)}</text>"]
+    for i, panel in enumerate(panels):
+        x0, y0 = (i % cols) * _PANEL_W, 28 + (i // cols) * _PANEL_H
+        out.append(_panel(x0, y0, *panel))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _panel(x0: float, y0: float, label: str, scores: list[float], max_points: float,
+           not_graded: int) -> str:
+    values = sorted(set(scores) | {0.0, max_points})
+    bars = [(_fmt(v), sum(1 for s in scores if s == v), _BLUE) for v in values]
+    if not_graded:
+        bars.append(("n/g", not_graded, _RED))
+    top = max(1, max(n for _, n, _ in bars))
+    left, right, head, foot = 34, 8, 22, 34  # the axes' box inside the panel
+    plot_w, plot_h = _PANEL_W - left - right, _PANEL_H - head - foot
+    step = plot_w / len(bars)
+    base = y0 + head + plot_h
+    parts = [f"<text x='{x0 + left + plot_w / 2:g}' y='{y0 + 14}' text-anchor='middle' "
+             f"font-size='11'>{_esc(label)}</text>",
+             f"<line x1='{x0 + left}' y1='{base}' x2='{x0 + left + plot_w}' y2='{base}' "
+             f"stroke='{_GREY}'/>",
+             f"<text x='{x0 + left + plot_w / 2:g}' y='{base + 28}' text-anchor='middle' "
+             f"font-size='9' fill='#555'>points</text>",
+             f"<text x='{x0 + 10}' y='{y0 + head + plot_h / 2:g}' text-anchor='middle' "
+             f"font-size='9' fill='#555' transform='rotate(-90 {x0 + 10} "
+             f"{y0 + head + plot_h / 2:g})'>students</text>"]
+    for k, (name, n, color) in enumerate(bars):
+        h = plot_h * n / top
+        x = x0 + left + k * step + step * 0.15
+        parts.append(f"<rect class='bar' x='{x:.1f}' y='{base - h:.1f}' width='{step * 0.7:.1f}' "
+                     f"height='{h:.1f}' fill='{color}'><title>{_esc(name)}: {n}</title></rect>")
+        parts.append(f"<text x='{x + step * 0.35:.1f}' y='{base + 12}' text-anchor='middle' "
+                     f"font-size='9'>{_esc(name)}</text>")
+        if n:
+            parts.append(f"<text x='{x + step * 0.35:.1f}' y='{base - h - 3:.1f}' "
+                         f"text-anchor='middle' font-size='9'>{n}</text>")
+    return "".join(parts)
 
 
 def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) -> str:
@@ -198,11 +178,9 @@ def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) ->
     lost = any(penalty.values())  # a penalty of 0 (a notebook that scored 0) took nothing
     label = "total after late penalty" if lost else "total"
     panels.insert(0, (label, complete, notebook_max, len(incomplete)))
-    img = _histograms(notebook, panels)
     parts = [
         f"<section class=notebook id='nb-{_esc(notebook)}'><h2>{_esc(notebook)}</h2>",
-        f"<img class=plot alt='score distribution of {_esc(notebook)}' "
-        f"src='data:image/png;base64,{img}'>",
+        _histograms(notebook, panels),
         "<table class=exercises><tr><th>exercise</th><th>max</th><th>mean (graded)</th>"
         "<th>full marks</th><th>graded</th><th>not graded</th></tr>",
         *table,
@@ -464,7 +442,7 @@ def write_report(out: Path, students: list[str] | None = None,
 class ReportWriter:
     """Rewrites the report as students finish, spending at most ``share`` of the time on it.
 
-    Drawing the plots of a big class takes seconds; after each write the next one waits until
+    Writing the report of a big class takes a while; after each write the next one waits until
     ``(time the last write took) / share`` has passed, unless forced (the end of a run).
     """
 

@@ -38,10 +38,12 @@ from pathlib import Path
 from ..config import GradeConfig
 from ..env import GRADE_JOB, GRADE_PARENT
 from .isolation import isolation
+from .warm_client import Warm, is_grading_command
 
 JOB_TOKEN_VAR = GRADE_JOB
 _ACTIVE: dict[int, tuple[subprocess.Popen, str]] = {}  # jobs running now, for kill_all()
 _LOCK = threading.Lock()
+WARM = Warm()  # this process's warm grading process (autograde/warm.py), started on first use
 
 
 @dataclass
@@ -129,6 +131,7 @@ def kill_children() -> None:
     """Kill every process this one started that still runs: the grading jobs
     (:func:`kill_all`), then any other (nbgrader building the template, the font cache's)."""
     kill_all()
+    WARM.close()
     _kill(_descendants(os.getpid()))
 
 
@@ -164,17 +167,21 @@ class LocalRunner:
         start = time.monotonic()
         with isolation(self.config).job(lanes) as place, open(log_path, "ab") as log:
             spec = {"memory_mb": self.config.memory_mb, "cpu_s": cpu_s, **place.spec}
-            wrapped = [sys.executable, "-m", "autograder.grading.sandbox.limits", json.dumps(spec),
-                       "--", *argv]
-            proc = subprocess.Popen(
-                wrapped,
-                cwd=cwd,
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, killed as a whole
-            )
+            # a student's grading process: a copy of the warm one where it runs (warm.py)
+            proc = WARM.spawn(argv, cwd, full_env, spec, log) if is_grading_command(argv) \
+                else None
+            if proc is None:
+                wrapped = [sys.executable, "-m", "autograder.grading.sandbox.limits",
+                           json.dumps(spec), "--", *argv]
+                proc = subprocess.Popen(
+                    wrapped,
+                    cwd=cwd,
+                    env=full_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group, killed as a whole
+                )
             with _LOCK:
                 _ACTIVE[proc.pid] = (proc, token)
             try:

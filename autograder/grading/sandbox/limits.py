@@ -47,13 +47,23 @@ def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--":
         sys.exit("usage: python -m autograder.grading.sandbox.limits SPEC_JSON -- CMD [ARGS...]")
     spec, cmd = json.loads(argv[0]), argv[2:]
-    _die_with_the_grader()  # first: joining a cgroup can block in the kernel (see above)
+    _die_with_the_grader(os.environ.pop(PARENT_VAR, ""))  # first: see above
+    problem = apply(spec)
+    if problem:
+        sys.exit(problem)
+    os.execvp(cmd[0], cmd)
+
+
+def apply(spec: dict) -> str | None:
+    """Join the job's cgroups, pin its cores, set its limits (in this process, inherited by
+    what it starts); the reason when a cgroup cannot be joined (nothing may then run). Also
+    used by ``warm.py``'s copies of the grading process, after their fork."""
     for procs in spec.get("cgroup_procs", []):
         try:
             with open(procs, "w") as f:
                 f.write(str(os.getpid()))
         except OSError as e:  # never run a student outside the group they were given
-            sys.exit(f"course-grade: cannot join the cgroup {procs}: {e}")
+            return f"course-grade: cannot join the cgroup {procs}: {e}"
     if spec.get("cpus"):
         os.sched_setaffinity(0, spec["cpus"])
     limit = int(spec["memory_mb"]) * 2**20
@@ -61,15 +71,15 @@ def main(argv: list[str]) -> None:
     cpu = int(spec["cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps from crashing kernels
-    os.execvp(cmd[0], cmd)
+    return None
 
 
-def _die_with_the_grader() -> None:
+def _die_with_the_grader(parent: str) -> None:
+    """SIGKILL when the parent (thread) dies; at once if ``parent`` (its pid) already did."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the wall-time limit still applies
         pass
-    parent = os.environ.pop(PARENT_VAR, "")
     if parent and os.getppid() != int(parent):  # the grader died before the prctl
         os.kill(os.getpid(), signal.SIGKILL)
 

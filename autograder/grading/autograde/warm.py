@@ -1,0 +1,244 @@
+"""One grading process loaded ahead, which forks every student's grading process.
+
+A student's grading process (``nbgrader_main autograde+feedback``) used to start Python and
+import nbgrader, nbconvert, jupyter_client, torch and the chapters' checks before grading
+anything: about 5 s of the 7 s of CPU that grading a one-notebook student takes in it. The
+*warm* process imports them once per ``course-grade`` run (once per Dask worker process) and
+waits; each student's grading process is a ``fork`` of it, its libraries loaded, which then
+does exactly what the started process did (``nbgrader_main.student_main``).
+
+What the copy does before grading, in the order the started process had it done for it
+(``subprocess.Popen(start_new_session=True)`` then ``sandbox/limits.py``):
+
+- a session and process group of its own (the runner kills the job's group as before);
+- ``PR_SET_PDEATHSIG`` to the warm process (which runs no threads), then the job's cgroups,
+  cores and limits (:func:`~autograder.grading.sandbox.limits.apply`, the same code);
+- its standard output and error on the student's grading log (sent over the socket), its
+  working folder, and the job's environment (with the job's token: what it starts carries it);
+- torch's thread count from the job's ``OMP_NUM_THREADS`` (the warm process imported torch
+  with one thread, so no thread pool exists to be inherited across the fork).
+
+Trust: like ``nbgrader_main``, the warm process runs no student code; it imports the grading
+code and forks. Students' code runs in the sandboxed kernels the copy starts, as before.
+
+Protocol (one connection per job, on a Unix socket in a folder only the grader can reach):
+the runner sends a length-prefixed JSON request ``{"argv": [...], "cwd": ..., "env": {...},
+"spec": {...}}`` with the log's file descriptor; the warm process forks and answers ``pid N``
+(or ``error TEXT``), then ``exit STATUS`` (``os.waitstatus_to_exitcode``: negative for a
+signal) when the copy has ended. The runner's connection closing first (the runner was
+killed) kills the copy's process group. The warm process ends when ``course-grade`` does (it
+watches its parent) and kills the copies still running then.
+
+The runner's side (starting it, asking it, waiting): ``parent/warm_client.py``. Where the
+warm process cannot start, or stops answering, each student's grading process is started as
+before (:class:`~autograder.grading.parent.runner.LocalRunner`), with a line on standard error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+
+# What a student's grading process imports (measured: its sys.modules at the end), by the
+# packages that cost: nbgrader and its gradebook (sqlalchemy), nbconvert, jupyter_client,
+# torch and the grading code. The chapters' check modules are added per run (:func:`start`).
+PRELOAD = (
+    "nbformat",
+    "nbgrader.api",
+    "nbgrader.apps",
+    "nbgrader.apps.baseapp",
+    "nbgrader.converters",
+    "nbgrader.preprocessors",
+    "nbconvert.exporters",
+    "nbclient",
+    "jupyter_client",
+    "jupyter_client.manager",
+    "torch",
+    "autograder.checks._judge",
+    "autograder.grading.autograde.nbgrader_main",
+    "autograder.grading.autograde.verdict",
+    "autograder.grading.autograde.preprocessors",
+    "autograder.grading.autograde.feedback_html",
+    "autograder.grading.autograde.kernel_package",
+    "autograder.grading.sandbox.prestart",
+    "autograder.grading.sandbox.runners",
+    "autograder.grading.sandbox.zygote",
+)
+
+
+# ------------------------------------------------------------------ the warm process
+def serve(path: str, parent: int, assignments: list[str]) -> None:
+    import importlib
+
+    from ..nbgrader_patches import share_compiled_templates, use_cached_head
+
+    use_cached_head()
+    for name in PRELOAD:
+        importlib.import_module(name)
+    share_compiled_templates()
+    from autograder.checks import table
+
+    for a in assignments:
+        try:
+            importlib.import_module(f"autograder.checks.{table.chapter(a).module}")
+        except Exception:  # not a chapter of the table (a test's assignment): not loaded
+            pass
+    if threading.active_count() != 1 or len(os.listdir("/proc/self/task")) != 1:
+        print("threads running after the imports: cannot fork safely", flush=True)
+        sys.exit(1)
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ, "accept")
+    sel.register(wake_r, selectors.EVENT_READ, "child")
+    jobs: dict[int, socket.socket] = {}  # copy's pid -> its runner's connection
+    print("ready", flush=True)
+    while os.getppid() == parent:
+        for key, _ in sel.select(1.0):
+            if key.data == "accept":
+                conn, _ = listener.accept()
+                pid = _fork_job(conn, listener, wake_r, wake_w, jobs)
+                if pid:
+                    jobs[pid] = conn
+                    sel.register(conn, selectors.EVENT_READ, pid)
+                else:
+                    conn.close()
+            elif key.data == "child":
+                os.read(wake_r, 4096)
+                _reap(jobs, sel)
+            else:  # the runner's connection: closed (or it wrote, which it never does)
+                pid = key.data
+                sel.unregister(key.fileobj)
+                if pid in jobs:
+                    _kill_group(pid)
+        _reap(jobs, sel)
+    for pid in list(jobs):  # course-grade is gone: so are its students' grading processes
+        _kill_group(pid)
+
+
+def _reap(jobs: dict, sel) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = jobs.pop(pid, None)
+        if conn is None:
+            continue
+        try:
+            sel.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        try:
+            conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+        except OSError:
+            pass
+        conn.close()
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _fork_job(conn, listener, wake_r, wake_w, jobs) -> int:
+    try:
+        conn.settimeout(30)
+        head, fds, _, _ = socket.recv_fds(conn, 4, 1)
+        size = struct.unpack("!I", head)[0]
+        body = b""
+        while len(body) < size:
+            chunk = conn.recv(size - len(body))
+            if not chunk:
+                raise OSError("request cut short")
+            body += chunk
+        request = json.loads(body)
+        if len(fds) != 1:
+            raise OSError("no log")
+    except (OSError, ValueError, struct.error) as e:
+        try:
+            conn.sendall(f"error {e}\n".encode())
+        except OSError:
+            pass
+        return 0
+    me = os.getpid()
+    started_r, started_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: never returns
+        try:
+            os.setsid()  # first: the runner kills the job's process group once it has the pid
+            os.write(started_w, b".")
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in (wake_r, wake_w, started_r, started_w, listener.fileno(), conn.fileno(),
+                       *(c.fileno() for c in jobs.values())):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            _become_job(request, fds[0], me)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(1)
+    os.close(fds[0])
+    os.close(started_w)
+    os.read(started_r, 1)  # its session exists (or it died: then the read ends at once)
+    os.close(started_r)
+    conn.settimeout(None)
+    try:
+        conn.sendall(f"pid {pid}\n".encode())
+    except OSError:
+        _kill_group(pid)
+    return pid
+
+
+def _become_job(request: dict, log_fd: int, warm_pid: int) -> None:
+    from ..sandbox import limits
+
+    limits._die_with_the_grader(str(warm_pid))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(null)
+    os.close(log_fd)
+    problem = limits.apply(request["spec"])
+    if problem:
+        print(problem, file=sys.stderr, flush=True)
+        os._exit(1)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ.pop(limits.PARENT_VAR, None)  # as limits.main leaves it
+    import torch
+
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1") or 1)))
+    argv = request["argv"]
+    sys.argv = [argv[2], *argv[3:]]
+    from . import nbgrader_main
+
+    nbgrader_main.student_main(argv[4:])
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:])
