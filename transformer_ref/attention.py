@@ -7,15 +7,15 @@ Notation (the course's one notation): row vectors. A sequence of n tokens is a m
 
     Attention(Q, K, V) = softmax(Q K^T * scale + M) V,   scale = 1 / sqrt(d_k)
 
-The column-vector lecture notes and the personal wiki page leave the scores unscaled
-(``scale=1.0``); the row-form tutorial and the encoder-decoder survey divide by
-sqrt(d_k) (the default). The column-vector lecture notes write the same thing with column vectors,
+The lecture notes [S1] and the wiki page [S3] leave the scores unscaled
+(``scale=1.0``); the tutorial [S2] and the survey [S4] divide by
+sqrt(d_k) (the default). The lecture notes [S1] write the same thing with column vectors,
 normalising
 over the *first* index: see :func:`column_form_self_attention`.
 
 Masks follow PyTorch's ``F.scaled_dot_product_attention``: a boolean mask is True where a
 query MAY attend to a key; a floating mask is added to the scores (0 keeps, -inf drops, as
-in the encoder-decoder survey's ``[0, 0, -inf, -inf]``). A query whose keys are all masked gets
+in [S4]'s ``[0, 0, -inf, -inf]``). A query whose keys are all masked gets
 attention
 weights of exactly zero, hence an output of zero, never NaN.
 """
@@ -89,9 +89,9 @@ def scaled_dot_product_attention(
     mask broadcastable to ``(..., T_q, T_k)``. Returns ``(..., T_q, d_v)`` and, with
     ``return_weights=True``, also the weights ``(..., T_q, T_k)``.
 
-    ``scale=None`` uses ``1/sqrt(d_k)`` (the row-form tutorial and the encoder-decoder survey);
+    ``scale=None`` uses ``1/sqrt(d_k)`` (the tutorial [S2] and the survey [S4]);
     pass ``scale=1.0`` for the
-    unscaled form of the column-vector lecture notes and the personal wiki page. ``dropout_p > 0``
+    unscaled form of the lecture notes [S1] and the wiki page [S3]. ``dropout_p > 0``
     drops attention weights (training
     only; the returned weights are the ones before dropout).
 
@@ -120,7 +120,7 @@ def cosine_similarity_attention(
     eps: float = 1e-8,
     return_weights: bool = False,
 ):
-    """Attention with cosine-similarity scores (the Transformer-block blog post): ``cos(q_i, k_j)
+    """Attention with cosine-similarity scores (the blog post [S5]): ``cos(q_i, k_j)
     / temperature``.
 
     ``cos(q, k) = q.k / (|q| |k|)``, so every score lies in [-1, 1] whatever the size of
@@ -146,7 +146,7 @@ def column_form_self_attention(
     V: torch.Tensor,
     return_weights: bool = False,
 ):
-    """The column-vector lecture notes' self-attention, literally, with tokens as *columns*.
+    """[S1]'s self-attention, literally, with tokens as *columns*.
 
     ``X_cols`` is ``(d, n)``: column j is token x_j. ``Q, K, V`` are ``(d', d)``.
 
@@ -156,7 +156,7 @@ def column_form_self_attention(
     Returns ``Y`` of shape ``(d', n)`` (column j is y_j) and optionally ``A`` ``(n, n)``,
     whose *columns* sum to one. It is the row form transposed: with ``X = X_cols^T``,
     ``W_Q = Q^T`` etc., ``A = (softmax_rows(X W_Q (X W_K)^T))^T`` and ``Y = (A^T X W_V)^T``
-    -- the column-vector lecture notes' A_ij is the weight query j gives key i, unscaled.
+    -- [S1]'s A_ij is the weight query j gives key i, unscaled.
     """
     S = (K @ X_cols).transpose(0, 1) @ (Q @ X_cols)  # S_ij = x_i^T K^T Q x_j, (n, n)
     A = softmax(S, dim=0)  # normalise over i: every column sums to 1

@@ -2,13 +2,13 @@
 
 Pre-LN or post-LN.
 
-Post-LN (Vaswani et al., 2017; the row-form tutorial), each sublayer wrapped as ``LayerNorm(x +
+Post-LN (Vaswani et al., 2017; the tutorial [S2]), each sublayer wrapped as ``LayerNorm(x +
 Sublayer(x))``:
 
     x = LN_1(x + MHA(x))
     x = LN_2(x + FFN(x))
 
-Pre-LN (GPT-2, Xiong et al., 2020; the column-vector lecture notes' ``R(Phi o LN) o R(MSA o LN)``
+Pre-LN (GPT-2, Xiong et al., 2020; [S1]'s ``R(Phi o LN) o R(MSA o LN)``
 with
 ``R(f)(x) = x + f(x)``), the norm moves inside the residual branch:
 

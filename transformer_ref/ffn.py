@@ -1,4 +1,4 @@
-"""Position-wise feed-forward network (Vaswani et al., 2017, section 3.3; the row-form tutorial).
+"""Position-wise feed-forward network (Vaswani et al., 2017, section 3.3; the tutorial [S2]).
 
 The same two-layer MLP is applied to every token independently:
 

@@ -1,6 +1,6 @@
 """Attention masks as boolean *keep* masks (True = the query may attend to the key).
 
-All masks broadcast to ``(B, H, T_q, T_k)``. Convert to the encoder-decoder survey's additive form
+All masks broadcast to ``(B, H, T_q, T_k)``. Convert to [S4]'s additive form
 (0 / -inf) with :func:`transformer_ref.attention.mask_to_additive`.
 
 Padding is a property of *keys*: a padded position must not be attended to, so padding

@@ -1,5 +1,5 @@
-"""Multi-head attention (Vaswani et al., 2017, section 3.2.2; the column-vector lecture notes, the
-row-form tutorial and the Transformer-block blog post).
+"""Multi-head attention (Vaswani et al., 2017, section 3.2.2; the lecture notes [S1], the
+tutorial [S2] and the blog post [S5]).
 
     head_h       = Attention(X_q W_Q^h, X_kv W_K^h, X_kv W_V^h)          h = 1 .. H
     MultiHead    = Concat(head_1, ..., head_H) W_O
@@ -14,7 +14,7 @@ Configurations:
 - separate ``q_proj, k_proj, v_proj`` (default) or one fused ``qkv_proj`` whose weight is the
   three stacked, ``[W_Q; W_K; W_V]`` -- the layout of ``nn.MultiheadAttention.in_proj_weight``;
 - ``bias`` on or off for all projections;
-- ``output_projection=False`` with ``scale=1.0``: the column-vector lecture notes' MSA, the heads
+- ``output_projection=False`` with ``scale=1.0``: [S1]'s MSA, the heads
 concatenated with
   no ``W_O`` and unscaled scores (see :meth:`MultiHeadAttention.seed000_msa`);
 - ``attn_impl="scratch"`` (:func:`transformer_ref.attention.scaled_dot_product_attention`) or
@@ -119,7 +119,7 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def seed000_msa(cls, d: int, H: int, d_prime: int | None = None) -> MultiHeadAttention:
-        """The column-vector lecture notes' MSA(d, H): H unscaled heads with ``Q_h, K_h, V_h in
+        """[S1]'s MSA(d, H): H unscaled heads with ``Q_h, K_h, V_h in
         R^{d' x d}``, no bias,
         outputs concatenated (``H * d'`` features, ``d' = d / H`` by default), no ``W_O``."""
         return cls(d, H, bias=False, output_projection=False, d_k=d_prime, scale=1.0)

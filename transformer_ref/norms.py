@@ -6,7 +6,7 @@ LayerNorm (Ba et al., 2016), per token over the feature axis (the last one):
     mu  = mean_i x_i,   var = mean_i (x_i - mu)^2      (biased: divide by d, not d - 1)
 
 ``gamma`` and ``beta`` are *vectors* in R^d (one scale and shift per feature), as in
-``torch.nn.LayerNorm``; the column-vector lecture notes write a scalar gamma, which is the special
+``torch.nn.LayerNorm``; the lecture notes [S1] write a scalar gamma, which is the special
 case of a
 constant vector. ``eps`` sits *inside* the square root.
 

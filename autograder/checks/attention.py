@@ -262,7 +262,7 @@ _SELF_ATTN = Check(
             "softmax over the wrong axis (over queries)",
             "Each output y_i mixes the values with weights that sum to one over j (the keys): "
             "softmax over the last axis of the (n, n) score matrix. Normalising over the "
-            "queries is the column-vector lecture notes' column form, not this row form.",
+            "queries is [S1]'s column form, not this row form.",
             lambda X, Wq, Wk, Wv: (
                 np.swapaxes(
                     _np_softmax(np.swapaxes(X @ Wq @ np.swapaxes(X @ Wk, -1, -2), -1, -2)), -1, -2
@@ -278,7 +278,7 @@ _SELF_ATTN = Check(
         ),
         Mistake(
             "scaled the scores by 1/sqrt(d_k)",
-            "This exercise is the personal wiki page's unscaled form: softmax(Q Kᵀ) V. Scaling "
+            "This exercise is [S3]'s unscaled form: softmax(Q Kᵀ) V. Scaling "
             "comes in "
             "section 4.",
             lambda X, Wq, Wk, Wv: _np_sdpa(X @ Wq, X @ Wk, X @ Wv),
@@ -303,7 +303,7 @@ _SELF_ATTN = Check(
     error_hints=(
         ErrorHint(
             "the shapes of a matrix product do not line up",
-            "In row form Q = X @ W_Q with W_Q of shape (d, d_k) (the personal wiki page writes "
+            "In row form Q = X @ W_Q with W_Q of shape (d, d_k) (the wiki page [S3] writes "
             "q_i = W_q x_i "
             "for column vectors, i.e. W_q = W_Qᵀ). Scores: Q @ swapaxes(K, -1, -2).",
             _is_matmul_mismatch,
@@ -553,7 +553,7 @@ def _sdpa_cases():
         mask=transformer_ref.padding_mask_from_lengths(torch.tensor([3, 5]), 5),
     )
     add(
-        "scale=1.0 (unscaled, the column-vector lecture notes and the personal wiki page), float64",
+        "scale=1.0 (unscaled, the lecture notes [S1] and the wiki page [S3]), float64",
         _t_rand(19, 3, 4),
         _t_rand(20, 5, 4),
         _t_rand(21, 5, 2),
@@ -945,7 +945,7 @@ _COLUMN = Check(
     mistakes=(
         Mistake(
             "softmax over j instead of over i",
-            "The column-vector lecture notes normalise over the *first* index: A_ij = exp(s_ij) "
+            "The lecture notes [S1] normalise over the *first* index: A_ij = exp(s_ij) "
             "/ sum_k exp(s_kj), "
             "so every column of A sums to one (softmax over dim=0).",
             lambda X, Q, K, V: _col_variant(X, Q, K, V, dim=1),
@@ -958,7 +958,7 @@ _COLUMN = Check(
         ),
         Mistake(
             "scaled the scores",
-            "The column-vector lecture notes do not scale: A_ij = softmax_i(x_iᵀ Kᵀ Q x_j), no "
+            "The lecture notes [S1] do not scale: A_ij = softmax_i(x_iᵀ Kᵀ Q x_j), no "
             "1/sqrt(d').",
             lambda X, Q, K, V: _col_variant(X, Q, K, V, scale=1.0 / math.sqrt(Q.shape[0])),
         ),
@@ -990,7 +990,7 @@ _COLUMN = Check(
         ),
     ),
     forbidden=("scaled_dot_product_attention", "multi_head_attention_forward"),
-    forbidden_hint="Write out the column-vector lecture notes' formula.",
+    forbidden_hint="Write out [S1]'s formula.",
 )
 check_column_form_self_attention = register(_COLUMN)
 

@@ -1,6 +1,6 @@
 """Checks for notebook 07 (BPE tokenization from scratch), each with its catalogue of mistakes.
 
-The reference is :mod:`transformer_ref.bpe`: ``ClassicBPE`` (the encoder-decoder survey's
+The reference is :mod:`transformer_ref.bpe`: ``ClassicBPE`` ([S4]'s
 word-level BPE with an
 end-of-word symbol), ``train_bpe_naive`` / ``train_bpe`` (byte-level trainers) and
 ``BPETokenizer`` (encoding by merge rank, identical to ``tiktoken`` built from the same
@@ -45,7 +45,7 @@ __all__ = [
     "SPEED_MIN_RATIO",
 ]
 
-EOW = "</w>"  # the end-of-word symbol (the encoder-decoder survey writes "_")
+EOW = "</w>"  # the end-of-word symbol (the survey [S4] writes "_")
 
 # Trusted references, bound before any student cell runs.
 _classic_merge = ClassicBPE._merge
@@ -85,7 +85,7 @@ def _exact(label, args, expected, hidden=False):
 
 
 def _words(text: str) -> dict:
-    """The encoder-decoder survey's initialisation: each word -> (characters..., EOW), with its "
+    """[S4]'s initialisation: each word -> (characters..., EOW), with its "
     "count."""
     return dict(Counter((*w, EOW) for w in text.split()))
 
@@ -140,11 +140,11 @@ def _count_each_with_itself(word_counts):
 
 def _count_cases():
     specs = [
-        ("the encoder-decoder survey's 'low'/'lower' with counts 5 and 2", _words("low " * 5 +
+        ("[S4]'s 'low'/'lower' with counts 5 and 2", _words("low " * 5 +
         "lower " * 2), False),
         ("'aaa' once: (a, a) occurs twice in it", _words("aaa"), False),
         ("'aaaa' x3 and 'abab' x2", _words("aaaa aaaa aaaa abab abab"), False),
-        ("the words of the encoder-decoder survey's example", _words(_SEED_TEXT), False),
+        ("the words of [S4]'s example", _words(_SEED_TEXT), False),
         ("no words at all", {}, True),
         ("a one-letter word (only (x, </w>))", _words("x x a"), True),
         ("the words of a Shakespeare scene", _words(_SAMPLE), True),
@@ -358,7 +358,7 @@ def _least_frequent(pairs):
 
 def _classic_cases():
     specs = [
-        ("the encoder-decoder survey's example, 10 merges", _SEED_TEXT, 10, False),
+        ("[S4]'s example, 10 merges", _SEED_TEXT, 10, False),
         ("'aaa aaa aaaa banana bandana', 8 merges", "aaa aaa aaaa banana bandana", 8, False),
         ("'abc abd', 5 merges (stops: no pair occurs twice)", "abc abd", 5, False),
         ("2,000 characters of Shakespeare, 40 merges", _SAMPLE[:2000], 40, True),
@@ -411,14 +411,14 @@ _CLASSIC = Check(
         ),
         Mistake(
             "kept merging pairs that occur only once",
-            "The encoder-decoder survey's stopping criterion: stop when no pair occurs at least "
+            "[S4]'s stopping criterion: stop when no pair occurs at least "
             "twice "
             "(`if pairs[best] < 2: break`).",
             functools.partial(_classic_variant, pick=_greatest, stop=False),
         ),
         Mistake(
             "no end-of-word symbol",
-            f"Split each word into its characters *plus* {EOW!r} (the encoder-decoder survey's "
+            f"Split each word into its characters *plus* {EOW!r} ([S4]'s "
             f"'_'): the last "
             "letter of a word and a letter inside a word are different symbols.",
             functools.partial(_classic_variant, pick=_greatest, eow=False),
@@ -488,16 +488,16 @@ def _encode_leftmost_pair(word, merges):
 
 def _encode_word_cases():
     specs = [
-        ("lowest", _SEED_BPE, "the encoder-decoder survey's example", False),
-        ("newer", _SEED_BPE, "the encoder-decoder survey's example", False),
-        ("widest", _SEED_BPE, "the encoder-decoder survey's example", False),
+        ("lowest", _SEED_BPE, "[S4]'s example", False),
+        ("newer", _SEED_BPE, "[S4]'s example", False),
+        ("widest", _SEED_BPE, "[S4]'s example", False),
         # merges: n|est</w>, greedy: ne|st</w>
-        ("nest", _SEED_BPE, "the encoder-decoder survey's example", False),
+        ("nest", _SEED_BPE, "[S4]'s example", False),
         # "each one everywhere in the word": a merge that occurs twice (visible, issue 32)
-        ("lowlow", _SEED_BPE, "the encoder-decoder survey's example", False),
+        ("lowlow", _SEED_BPE, "[S4]'s example", False),
         # the leftmost known pair first: wrong here, where greedy longest match is right
         ("ab", _AB_BPE, repr(_AB_TEXT), False),
-        ("slower", _SEED_BPE, "the encoder-decoder survey's example", True),
+        ("slower", _SEED_BPE, "[S4]'s example", True),
         ("Boatswain", _SAMPLE_BPE, "60 merges of Shakespeare", True),
         ("mariners", _SAMPLE_BPE, "60 merges of Shakespeare", True),
         ("z", _SAMPLE_BPE, "60 merges of Shakespeare", True),

@@ -518,7 +518,7 @@ _POST = Check(
     mistakes=(
         Mistake(
             "norm inside the residual branch (that is pre-LN)",
-            "Post-LN (the row-form tutorial) normalises the *sum*: x = norm1(x + attn(x)), then "
+            "Post-LN (the tutorial [S2]) normalises the *sum*: x = norm1(x + attn(x)), then "
             "norm2(x + ffn(x)). Normalising the branch input, x + attn(norm1(x)), is pre-LN.",
             _pre,
         ),
@@ -575,7 +575,7 @@ _PRE = Check(
     mistakes=(
         Mistake(
             "residual added after the norm (that is post-LN)",
-            "Pre-LN (the column-vector lecture notes' R(MSA ∘ LN)) normalises only the branch "
+            "Pre-LN ([S1]'s R(MSA ∘ LN)) normalises only the branch "
             "input: "
             "x = x + attn(norm1(x)); norm1(x + attn(x)) is post-LN.",
             _post,
@@ -595,7 +595,7 @@ _PRE = Check(
         ),
         Mistake(
             "skipped the residual connection",
-            "The column-vector lecture notes' R(f)(x) = x + f(x): add the block input back "
+            "[S1]'s R(f)(x) = x + f(x): add the block input back "
             "after each sublayer.",
             lambda x, attn, ffn, n1, n2: _no_residual(x, attn, ffn, n1, n2, pre=True),
         ),
@@ -613,7 +613,7 @@ _PRE = Check(
         ),
         Mistake(
             "FFN applied to the block input instead of the attention sublayer's output",
-            "The column-vector lecture notes compose: R(Φ ∘ LN) ∘ R(MSA ∘ LN), so the FFN's "
+            "The lecture notes [S1] compose: R(Φ ∘ LN) ∘ R(MSA ∘ LN), so the FFN's "
             "input is x after the "
             "attention residual.",
             lambda x, attn, ffn, n1, n2: _ffn_on_input(x, attn, ffn, n1, n2, pre=True),

@@ -38,7 +38,7 @@ def _ln_variant(
     beta,
     eps=1e-5,
     *,
-    center="mean",  # "mean" | "sum" (the column-vector lecture notes as written)
+    center="mean",  # "mean" | "sum" (the lecture notes [S1] as written)
     var="biased",  # "biased" | "unbiased" | "moments" (E[x²] - mean²)
     eps_at="inside",  # "inside" sqrt(var + eps) | "outside" std + eps | "none"
     dim=-1,
@@ -205,8 +205,8 @@ def _ln_mistakes(numpy: bool) -> tuple:
             wrap(_v(root=False)),
         ),
         Mistake(
-            "subtracted the sum instead of the mean (the column-vector lecture notes as written)",
-            "The column-vector lecture notes write x_ki - sum_j x_kj; the mean (1/d) sum_j x_kj "
+            "subtracted the sum instead of the mean (the lecture notes [S1] as written)",
+            "The lecture notes [S1] write x_ki - sum_j x_kj; the mean (1/d) sum_j x_kj "
             "is meant, so each "
             "normalised token has mean 0.",
             wrap(_v(center="sum")),
@@ -244,8 +244,8 @@ _BROADCAST_HINT = ErrorHint(
     _is_broadcast_error,
 )
 _SCALAR_HINT = ErrorHint(
-    "treated gamma as a scalar (the column-vector lecture notes)",
-    "The column-vector lecture notes write a scalar gamma; PyTorch's (and this exercise's) "
+    "treated gamma as a scalar (the lecture notes [S1])",
+    "The lecture notes [S1] write a scalar gamma; PyTorch's (and this exercise's) "
     "gamma is a vector of "
     "shape (d,), one gain per feature: multiply elementwise, `gamma * x_hat`.",
     _is_scalar_conversion,

@@ -1,7 +1,7 @@
 """Checks for notebook 02 (masking), each with its catalogue of known mistakes.
 
 Masks in this course are boolean *keep* masks (True = the query may attend to the key) that
-broadcast to ``(B, H, T_q, T_k)``; the encoder-decoder survey's additive form puts 0 where kept
+broadcast to ``(B, H, T_q, T_k)``; [S4]'s additive form puts 0 where kept
 and -inf
 where dropped. Expected outputs are computed here, at import (the notebook's locked first
 cell), from ``transformer_ref``.
@@ -130,7 +130,7 @@ _ADDITIVE = Check(
         ),
         Mistake(
             "a large finite number instead of -inf",
-            "The encoder-decoder survey's mask is exactly -inf, so exp gives exactly 0. A "
+            "[S4]'s mask is exactly -inf, so exp gives exactly 0. A "
             "finite -1e9 gives a "
             "fully masked row uniform weights over keys it must not see, and in float16 it "
             "overflows to -inf anyway; use float('-inf').",
@@ -350,7 +350,7 @@ def _masked_cases():
         _t_rand(6, 2, 3, 5, 2, dtype=f32), _pad_len(torch.tensor([3, 5]), 5),
     )
     add(
-        "the encoder-decoder survey's additive causal mask (0 / -inf), float64",
+        "[S4]'s additive causal mask (0 / -inf), float64",
         _t_rand(7, 2, 5, 4), _t_rand(8, 2, 5, 4), _t_rand(9, 2, 5, 3),
         _additive(_causal(5), torch.float64),
     )
@@ -532,7 +532,7 @@ _MASKED = Check(
         ),
         Mistake(
             "additive mask used as a boolean",
-            "A float mask is the encoder-decoder survey's additive M (0 = keep, -inf = drop): "
+            "A float mask is [S4]'s additive M (0 = keep, -inf = drop): "
             "add it to the "
             "scores. mask.bool() turns 0 into False and -inf into True, the opposite.",
             _masked_additive_as_bool,

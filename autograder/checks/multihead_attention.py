@@ -73,7 +73,7 @@ def _msa_cases():
         ((), 3, 8, 4, 2, torch.float64, False),
         ((), 4, 6, 1, 6, torch.float64, True),  # one head: MSA is plain self-attention
         ((), 1, 4, 2, 2, torch.float64, True),  # one token
-        # d' != d / H is allowed by the column-vector lecture notes
+        # d' != d / H is allowed by the lecture notes [S1]
         ((2,), 4, 6, 2, 4, torch.float32, True),
     ]
     for i, (lead, n, d, H, dp, dt, hidden) in enumerate(specs):
@@ -100,7 +100,7 @@ _MSA = Check(
         ),
         Mistake(
             "scaled the scores by 1/sqrt(d')",
-            "The column-vector lecture notes' heads are unscaled: softmax(X W_Q (X W_K)ᵀ) X "
+            "[S1]'s heads are unscaled: softmax(X W_Q (X W_K)ᵀ) X "
             "W_V, no 1/sqrt(d').",
             lambda X, heads: torch.cat(
                 [_sdpa(X @ a, X @ b, X @ c) for a, b, c in heads], dim=-1

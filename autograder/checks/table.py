@@ -118,7 +118,7 @@ TABLES: dict[str, Chapter] = {
             Exercise("2.1", "a numerically stable softmax", "softmax", 2, 15),
             Exercise(
                 "3.1",
-                "self-attention in numpy (the personal wiki page)",
+                "self-attention in numpy (the wiki page [S3])",
                 "self_attention_unscaled",
                 2,
                 10,
@@ -127,7 +127,7 @@ TABLES: dict[str, Chapter] = {
             Exercise("5.1", "scaled dot-product attention", "scaled_dot_product_attention", 4, 25),
             Exercise(
                 "6.1",
-                "the column-vector lecture notes' formula, literally",
+                "[S1]'s formula, literally",
                 "column_form_self_attention",
                 3,
                 15,
@@ -164,7 +164,7 @@ TABLES: dict[str, Chapter] = {
         (
             Exercise(
                 "1.1",
-                "the column-vector lecture notes' MSA as a loop over heads",
+                "[S1]'s MSA as a loop over heads",
                 "msa_loop",
                 2,
                 10,
@@ -207,9 +207,9 @@ TABLES: dict[str, Chapter] = {
             Exercise("1.2", "FFN with `F.conv1d`", "ffn_as_conv1d", 2, 10),
             Exercise("1.3", "FFN parameter count", "ffn_param_count", 1, 5),
             Exercise("1.4", "SwiGLU", "swiglu_ffn", 1, 5),
-            Exercise("2.1", "the post-LN block (the row-form tutorial)", "post_ln_block", 2, 5),
+            Exercise("2.1", "the post-LN block (the tutorial [S2])", "post_ln_block", 2, 5),
             Exercise(
-                "2.2", "the pre-LN block (the column-vector lecture notes)", "pre_ln_block", 2, 5
+                "2.2", "the pre-LN block (the lecture notes [S1])", "pre_ln_block", 2, 5
             ),
             Exercise("3.1", "gradient norm per block", "grad_norm_per_layer", 2, 10),
         ),

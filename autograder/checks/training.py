@@ -592,9 +592,31 @@ _TRAIN_STEP = Check(
 _check_train_step = register(_TRAIN_STEP)
 
 
+# The four checks of this chapter that take seconds: what their visible cases run and how long
+# that took on an idle 2-core CPU (rounded up). Each says so before it starts (issue 32 item 8).
+_LONG = {
+    "train_step": ("training steps of a tiny GPT, compared with the reference's", 3),
+    "estimate_loss": ("evaluations of a tiny GPT with dropout", 1),
+    "save_checkpoint": ("train, save, restore into fresh objects, train on", 2),
+    "sample_next_token": ("tens of thousands of draws per setting, compared by frequency", 5),
+}
+
+
+def _announce(check: Check, fn) -> None:
+    """One line before a long check starts: what it runs and about how long it takes."""
+    if not callable(fn):
+        return
+    what, seconds = _LONG[check.name]
+    n = sum(not c.hidden for c in check.cases)
+    print(f"running {check.exercise}'s check: {n} case{'s' * (n != 1)}, {what} (takes "
+          f"~{seconds} s; naming "
+          "a mistake, if there is one, takes longer) ...", flush=True)
+
+
 def check_train_step(train_step):
     """Run the visible check of Exercise 3.2: ``check_train_step(train_step)``."""
     __tracebackhide__ = True  # noqa: F841
+    _announce(_TRAIN_STEP, train_step)
     _check_train_step(_step_probe(train_step) if callable(train_step) else train_step)
 
 
@@ -733,6 +755,7 @@ def check_estimate_loss(estimate_loss):
     """Run the visible check of Exercise 4.1: ``check_estimate_loss(estimate_loss)``."""
     __tracebackhide__ = True  # noqa: F841
     fn = estimate_loss
+    _announce(_ESTIMATE, fn)
     _check_estimate_loss(_eval_probe(fn) if callable(fn) else fn)
 
 
@@ -908,6 +931,8 @@ def check_checkpoint(save_checkpoint, load_checkpoint=None):
     if load_checkpoint is None and isinstance(save_checkpoint, (tuple, list)):
         save_checkpoint, load_checkpoint = save_checkpoint
     fns = (save_checkpoint, load_checkpoint)
+    if all(callable(f) for f in fns):
+        _announce(_CHECKPOINT, save_checkpoint)
     _check_checkpoint(_resume_probe(*fns) if all(callable(f) for f in fns) else None)
 
 
@@ -1109,6 +1134,7 @@ def check_sample_next_token(sample_next_token):
     """Run the visible check of Exercise 6.1: ``check_sample_next_token(sample_next_token)``."""
     __tracebackhide__ = True  # noqa: F841
     fn = sample_next_token
+    _announce(_SAMPLE, fn)
     _check_sample(_freq_probe(fn) if callable(fn) else fn)
 
 

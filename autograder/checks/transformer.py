@@ -417,7 +417,7 @@ _DEC = Check(
         ),
         Mistake(
             "cross-attention before self-attention",
-            "The encoder-decoder survey's order: masked self-attention, then cross-attention, "
+            "[S4]'s order: masked self-attention, then cross-attention, "
             "then the FFN.",
             _dv(order="ca"),
         ),

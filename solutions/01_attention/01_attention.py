@@ -37,19 +37,12 @@
 #
 # with the softmax over the keys (the last axis).
 #
-# **The five texts we quote.** The chapters quote five short texts on Transformers, each in its
-# own notation, and map their formulas onto this one:
-# - *the column-vector lecture notes*: mathematical lecture notes (definitions, numbered
-#   equations) with tokens as column vectors $x_k \in \mathbb{R}^d$, weights $A_{ij}$ normalised
-#   over $i$, unscaled scores, heads without $W_O$ and residual maps $R(f)(x) = x + f(x)$;
-# - *the row-form tutorial*: a prose tutorial in our row form, $Q = XW^Q$ and
-#   $\text{softmax}(QK^T/\sqrt{d_k})V$, with $W^O$ after the heads;
-# - *the personal wiki page*: a short notes page with bold column vectors
-#   $\mathbf{q}_i = \mathbf{W}_q\mathbf{x}_i$ and unscaled scores;
-# - *the encoder-decoder survey*: a survey section on the original encoder-decoder Transformer
-#   (an additive causal mask $M$ of 0 and $-\infty$, cross-attention, BPE);
-# - *the Transformer-block blog post*: a blog post that builds a Transformer block step by step
-#   (output projection $\tilde Z = ZW_O^\top$, cosine scores in some slides).
+# **Sources.** The chapters quote five short texts on Transformers, each in its own notation,
+# and map their formulas onto this one. They cite them by tag: [S1] the lecture notes (column
+# vectors), [S2] the tutorial (row form), [S3] the wiki page, [S4] the survey (encoder-decoder)
+# and [S5] the blog post (a Transformer block). The **Sources** section at the end of this
+# chapter says what each text is and how it writes attention, and gives every passage the course
+# quotes from it.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup (read-only). Run this cell first: it loads the libraries and this chapter's checks.
@@ -233,9 +226,9 @@ with requires("Exercise 2.1"):
 
 
 # %% [markdown]
-# ## 3. Self-attention, unscaled (the personal wiki page)
+# ## 3. Self-attention, unscaled (the wiki page [S3])
 #
-# Now each token mixes the others. The personal wiki page writes it for token $i$, with column vectors:
+# Now each token mixes the others. The wiki page [S3] writes it for token $i$, with column vectors:
 #
 # $$\mathbf{y}_i = \sum_{j=1}^{N} \frac{\exp(\mathbf{q}_i^\top \mathbf{k}_j)}{\sum_{k=1}^{N} \exp(\mathbf{q}_i^\top \mathbf{k}_k)}\,\mathbf{v}_j,
 # \qquad \mathbf{q}_i = \mathbf{W}_q \mathbf{x}_i,\; \mathbf{k}_i = \mathbf{W}_k \mathbf{x}_i,\; \mathbf{v}_i = \mathbf{W}_v \mathbf{x}_i .$$
@@ -247,11 +240,11 @@ with requires("Exercise 2.1"):
 # $$Q = XW_Q,\quad K = XW_K,\quad V = XW_V,\qquad Y = \text{softmax}(QK^\top)\,V ,$$
 #
 # softmax over each row. The output has one row per token: $y_i$ is a weighted average of the
-# value rows, with weights from query $i$'s scores. The personal wiki page does **not** divide the scores by
+# value rows, with weights from query $i$'s scores. The wiki page [S3] does **not** divide the scores by
 # anything; section 4 shows why later papers do.
 
 # %% [markdown]
-# ### Exercise 3.1 — self-attention in numpy (the personal wiki page)  *(2 points, ~10 min)*
+# ### Exercise 3.1 — self-attention in numpy (the wiki page [S3])  *(2 points, ~10 min)*
 #
 # **Goal:** $Y = \text{softmax}(XW_Q (XW_K)^\top)\,XW_V$, unscaled, using your
 # `dot_product_scores` and `softmax`. `X` may have leading batch axes.
@@ -264,7 +257,7 @@ with requires("Exercise 2.1"):
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def self_attention_unscaled(X, W_Q, W_K, W_V):
-    """The personal wiki page's self-attention in row form: softmax(X W_Q (X W_K)ᵀ) X W_V, no scaling.
+    """[S3]'s self-attention in row form: softmax(X W_Q (X W_K)ᵀ) X W_V, no scaling.
 
     X: (..., n, d), W_Q, W_K: (d, d_k), W_V: (d, d_v)  ->  Y: (..., n, d_v)
     Example: with X = W_Q = W_K = W_V = np.eye(2), Y[0] = [0.731, 0.269]
@@ -311,7 +304,7 @@ with requires("Exercise 3.1"):
 # and a sum of $d_k$ independent terms of variance 1 has variance $d_k$. So the scores spread out
 # like $\sqrt{d_k}$: with $d_k = 64$ a typical score is $\pm 8$, and we saw in section 2 what the
 # softmax does to large scores — it becomes nearly one-hot, and its gradient (which is
-# $\text{diag}(p) - pp^\top$) nearly vanishes. The row-form tutorial says it in words ("scaled by the square
+# $\text{diag}(p) - pp^\top$) nearly vanishes. The tutorial [S2] says it in words ("scaled by the square
 # root of the dimension $d_k$ to prevent gradient vanishing during the softmax"); the original
 # Transformer paper (Vaswani et al., 2017, §3.2.1) gives the same variance argument.
 #
@@ -386,14 +379,14 @@ with requires("Exercise 4.1 and Exercise 2.1"):
 
 
 # %% [markdown]
-# ## 5. Scaled dot-product attention in PyTorch (the row-form tutorial and the encoder-decoder survey)
+# ## 5. Scaled dot-product attention in PyTorch (the tutorial [S2] and the survey [S4])
 #
 # From here on we use PyTorch tensors: the same arrays, plus automatic gradients (needed to
-# train) and batched operations. The row-form tutorial and the encoder-decoder survey state the formula we now build:
+# train) and batched operations. The tutorial [S2] and the survey [S4] state the formula we now build:
 #
 # $$\text{Attention}(Q,K,V) = \text{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right)V .$$
 #
-# **Masks.** The encoder-decoder survey writes the causal mask as an *additive* matrix $M$: for the query at
+# **Masks.** The survey [S4] writes the causal mask as an *additive* matrix $M$: for the query at
 # position 2 of a 4-token sequence the row is $[0, 0, -\infty, -\infty]$ — adding $-\infty$
 # gives weight $e^{-\infty}=0$, so the token cannot look ahead. We pass masks as **booleans,
 # True where the query may attend** (as PyTorch's `F.scaled_dot_product_attention` does); the
@@ -402,11 +395,11 @@ with requires("Exercise 4.1 and Exercise 2.1"):
 #
 # **Shapes.** `q` is `(…, T_q, d_k)`, `k` is `(…, T_k, d_k)`, `v` is `(…, T_k, d_v)`. The
 # leading axes are usually `(B, H)`: batch and heads. With $H$ heads of a model of width
-# $d_\text{model}$, each head has $d_k = d_\text{model}/H$ (the column-vector lecture notes: "the embedding dimension of
+# $d_\text{model}$, each head has $d_k = d_\text{model}/H$ (the lecture notes [S1]: "the embedding dimension of
 # each head is chosen as $d/H$") — and the scale uses that per-head $d_k$ = `q.shape[-1]`.
 #
 # **Edge cases.** `scale=None` means $1/\sqrt{d_k}$; `scale=1.0` gives the unscaled form of
-# the column-vector lecture notes and the personal wiki page. A query whose keys are all masked gets zero weights and a zero output.
+# the lecture notes [S1] and the wiki page [S3]. A query whose keys are all masked gets zero weights and a zero output.
 
 # %% [markdown]
 # ### Exercise 5.1 — scaled dot-product attention  *(4 points, ~25 min)*
@@ -457,7 +450,7 @@ _hidden_check("attention.scaled_dot_product_attention", scaled_dot_product_atten
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# **Look.** The encoder-decoder survey's causal mask for 4 tokens, its additive form, and your attention
+# **Look.** [S4]'s causal mask for 4 tokens, its additive form, and your attention
 # weights: feeding the identity matrix as `v` makes the output *equal* to the weight matrix
 # (row $i$ of $A I$ is row $i$ of $A$) — a trick we use for every heatmap. Outside the check
 # the built-in is available again, so we compare with it too.
@@ -467,7 +460,7 @@ T = 4
 causal = torch.ones(T, T, dtype=torch.bool).tril()  # True = may attend (j <= i)
 additive = torch.zeros(T, T).masked_fill(~causal, float("-inf"))
 print("boolean mask:\n", causal.int())
-print("additive form, row of the 2nd token (the encoder-decoder survey's 'position 2'):", additive[1])
+print("additive form, row of the 2nd token ([S4]'s 'position 2'):", additive[1])
 with requires("Exercise 5.1"):
     torch.manual_seed(0)
     q, k = torch.randn(T, 8), torch.randn(T, 8)
@@ -480,9 +473,9 @@ with requires("Exercise 5.1"):
 
 
 # %% [markdown]
-# ## 6. The same thing with column vectors (the column-vector lecture notes)
+# ## 6. The same thing with column vectors (the lecture notes [S1])
 #
-# The column-vector lecture notes write tokens as **columns** $x_j \in \mathbb{R}^d$ and maps
+# The lecture notes [S1] write tokens as **columns** $x_j \in \mathbb{R}^d$ and maps
 # $Q, K, V \in \mathbb{R}^{d'\times d}$:
 #
 # $$A_{ij} = \frac{\exp(x_i^\top K^\top Q\, x_j)}{\sum_{k=1}^{n} \exp(x_k^\top K^\top Q\, x_j)},\qquad
@@ -499,9 +492,9 @@ with requires("Exercise 5.1"):
 # unscaled (scale = 1). Same numbers, transposed bookkeeping.
 
 # %% [markdown]
-# ### Exercise 6.1 — the column-vector lecture notes' formula, literally  *(3 points, ~15 min)*
+# ### Exercise 6.1 — [S1]'s formula, literally  *(3 points, ~15 min)*
 #
-# **Goal:** implement the column-vector lecture notes' equations as written, with tokens as columns, and return both
+# **Goal:** implement [S1]'s equations as written, with tokens as columns, and return both
 # $Y$ (column $j$ is $y_j$) and $A$ (columns sum to one). Use a stable softmax over $i$
 # (`dim=0`).
 #
@@ -514,7 +507,7 @@ with requires("Exercise 5.1"):
 
 # %% nbgrader={"grade": false, "grade_id": "ex6_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def column_form_self_attention(X_cols, Q, K, V):
-    """The column-vector lecture notes: A_ij = softmax over i of x_iᵀ Kᵀ Q x_j;  y_j = sum_i A_ij V x_i.
+    """The lecture notes [S1]: A_ij = softmax over i of x_iᵀ Kᵀ Q x_j;  y_j = sum_i A_ij V x_i.
 
     X_cols: (d, n), column j is token x_j; Q, K, V: (d', d)
     -> (Y, A): Y (d', n), column j is y_j; A (n, n), every column sums to 1.
@@ -538,8 +531,8 @@ _hidden_check("attention.column_form_self_attention", column_form_self_attention
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# **Look: the two forms agree.** The same tokens and maps, once as the column-vector lecture notes write them and
-# once through your row-form `scaled_dot_product_attention` with $W = $ (the column-vector lecture notes' map)ᵀ and
+# **Look: the two forms agree.** The same tokens and maps, once as the lecture notes [S1] write them and
+# once through your row-form `scaled_dot_product_attention` with $W = $ ([S1]'s map)ᵀ and
 # `scale=1.0`.
 
 # %% tags=["demo"]
@@ -552,15 +545,15 @@ with requires("Exercise 6.1 and Exercise 5.1"):
     X = X_cols.T  # tokens as rows
     Y_rows = scaled_dot_product_attention(X @ Qm.T, X @ Km.T, X @ Vm.T, scale=1.0)
     A_rows = scaled_dot_product_attention(X @ Qm.T, X @ Km.T, torch.eye(n, dtype=X.dtype), scale=1.0)
-    print("column sums of A (the column-vector lecture notes):", A_cols.sum(dim=0))
+    print("column sums of A (the lecture notes [S1]):", A_cols.sum(dim=0))
     print("max |Y_cols - Y_rowsᵀ| =", (Y_cols - Y_rows.T).abs().max().item())
     print("max |A_cols - A_rowsᵀ| =", (A_cols - A_rows.T).abs().max().item())
 
 
 # %% [markdown]
-# ## 7. Cosine-similarity attention (the Transformer-block blog post)
+# ## 7. Cosine-similarity attention (the blog post [S5])
 #
-# The Transformer-block blog post notes that some slides score with the cosine instead of the raw dot product:
+# The blog post [S5] notes that some slides score with the cosine instead of the raw dot product:
 #
 # $$\cos(q_i, k_j) = \frac{q_i^\top k_j}{\lVert q_i\rVert\,\lVert k_j\rVert} \in [-1, 1] .$$
 #
@@ -584,7 +577,7 @@ with requires("Exercise 6.1 and Exercise 5.1"):
 
 # %% nbgrader={"grade": false, "grade_id": "ex7_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def cosine_similarity_attention(q, k, v, mask=None, temperature=1.0, eps=1e-8):
-    """softmax(cos(q_i, k_j) / temperature + M) v  (the Transformer-block blog post's cosine scores).
+    """softmax(cos(q_i, k_j) / temperature + M) v  ([S5]'s cosine scores).
 
     q: (..., T_q, d_k), k: (..., T_k, d_k), v: (..., T_k, d_v), mask as in Exercise 5.1
     -> (..., T_q, d_v). Rows with norm < eps are treated as norm eps (a zero row stays 0).
@@ -621,9 +614,9 @@ with requires("Exercise 7.1 and Exercise 5.1"):
 
 
 # %% [markdown]
-# ## 8. Does a token attend mostly to itself? (the Transformer-block blog post)
+# ## 8. Does a token attend mostly to itself? (the blog post [S5])
 #
-# The Transformer-block blog post (§7) observes that "the self-score tends to be large": $e_{ii} = q_i^\top k_i$ is
+# The blog post [S5, §7] observes that "the self-score tends to be large": $e_{ii} = q_i^\top k_i$ is
 # often bigger than $q_i^\top k_j$, so $\alpha_{ii}$ dominates and $z_i$ stays close to "self".
 # Is that a property of attention, or of particular $W_Q, W_K$? Let us measure how often the
 # largest weight in row $i$ is the diagonal one.
@@ -687,7 +680,7 @@ with requires("Exercise 8.1, Exercise 7.1 and Exercise 5.1"):
 # Read the three numbers. With cosine scores of identical queries and keys, $\cos(x_i, x_i) = 1$
 # is the maximum possible, so the diagonal must win. With a shared projection $q_i = k_i$, and
 # $q_i\cdot q_i = \lVert q_i\rVert^2$ usually beats $q_i \cdot q_j$ in high dimension. With
-# independent projections nothing favours the diagonal. So the Transformer-block blog post's observation holds when
+# independent projections nothing favours the diagonal. So [S5]'s observation holds when
 # queries and keys resemble each other ($W_Q W_K^\top$ close to positive definite); it is not a
 # law of attention. (In a full Transformer, "staying close to self" is also carried by the
 # residual connection $x + \text{Attention}(x)$, which a later chapter builds.)
@@ -736,14 +729,126 @@ with requires("Exercise 5.1"):
 # - Scores are dot products $S = QK^\top$; row $i$ is query $i$ against every key.
 # - Softmax turns each row into weights; subtract the row maximum so `exp` never overflows, and
 #   define a fully masked row as zeros.
-# - Self-attention (the personal wiki page) is $\text{softmax}(QK^\top)V$; the variance of $q\cdot k$ grows
-#   like $d_k$, so the row-form tutorial and the encoder-decoder survey divide by $\sqrt{d_k}$ (the per-head $d_k$).
-# - Masks: boolean, True = may attend; the encoder-decoder survey's additive $M$ is the same thing.
-# - The column-vector lecture notes' column form is the row form transposed: softmax over $i$, columns sum to one.
-# - Cosine scores (the Transformer-block blog post) are bounded and need a temperature instead of $\sqrt{d_k}$.
+# - Self-attention (the wiki page [S3]) is $\text{softmax}(QK^\top)V$; the variance of $q\cdot k$ grows
+#   like $d_k$, so the tutorial [S2] and the survey [S4] divide by $\sqrt{d_k}$ (the per-head $d_k$).
+# - Masks: boolean, True = may attend; [S4]'s additive $M$ is the same thing.
+# - [S1]'s column form is the row form transposed: softmax over $i$, columns sum to one.
+# - Cosine scores (the blog post [S5]) are bounded and need a temperature instead of $\sqrt{d_k}$.
 # - Self-score dominance is a property of the projections, not of attention itself.
 #
 # **Going further.** Multi-head attention and the output projection $W_O$ (a later chapter);
 # how masks combine (padding AND causal, `transformer_ref.masks`); FlashAttention (Dao et al.,
 # 2022) computes exactly this softmax one block at a time with a running maximum — the same
 # max-subtraction trick as Exercise 2.1, applied piece by piece.
+
+# %% [markdown]
+# ## Sources
+#
+# The chapters quote five short texts on Transformers and cite each by a tag, [S1] to [S5]. Each
+# text has its own notation, and the chapters map its formulas onto the course's row form (tokens
+# are rows, $Q = XW_Q$, the softmax runs over the keys, the scores are divided by $\sqrt{d_k}$).
+# The course does not reprint the texts. For each one, this section says what it is and how it
+# writes attention, and gives the passages the chapters quote word for word (spelling as in the
+# original; formulas retypeset in the course's LaTeX).
+#
+# ### [S1] the lecture notes: column vectors, no scaling, pre-LN
+#
+# Mathematical lecture notes, the preliminaries section of a longer LaTeX document. It gives
+# definitions (self-attention, multi-headed self-attention, layer normalization) and numbered
+# equations, and ends with a Transformer block.
+#
+# - **Notation.** Tokens are **column** vectors $x_k \in \mathbb{R}^d$, and the maps
+#   $Q, K, V \in \mathbb{R}^{d'\times d}$ act from the left. The weights
+#   $A_{ij} = \exp(x_i^\top K^\top Q x_j) / \sum_{k=1}^n \exp(x_k^\top K^\top Q x_j)$ are
+#   normalised over $i$, the key. So each **column** of $A$ sums to one (the softmax runs over
+#   the keys, down the columns). The output is $y_j = \sum_i A_{ij} V x_i$. The scores are **not
+#   scaled**. Multi-head attention is
+#   $\text{MSA} = [\text{SA}(Q_1, K_1, V_1), \dots, \text{SA}(Q_H, K_H, V_H)]$, the heads side by
+#   side **without** an output projection $W_O$. Layer normalization is
+#   $\text{LN}(x) = \gamma\bar{x} + \beta$ with a **scalar** $\gamma \in \mathbb{R}$, and
+#   $\bar{x}_{ki} = (x_{ki} - \sum_j x_{kj})/\sqrt{\text{var}(x_k)}$ has a **sum** where the mean
+#   is meant and no $\varepsilon$. The block is **pre-LN**,
+#   $\text{TransfomerBlock} = R(\Phi\circ\text{LN})\circ R(\text{MSA}(d, H)\circ\text{LN})$, with
+#   the residual map $R(f)(x) = x + f(x)$.
+# - **Quoted** (chapters 1, 3, 4 and 5): the equations above, and
+#   - "Given a numer of heads $H \in \mathbb N$ generally the embedding dimension of each head is
+#     chosen as $\frac{d}{H}$."
+#   - "where $\Phi: \mathbb{R}^d \to \mathbb{R}^d$ is some neural network, typically with only a
+#     few number of layers."
+#
+# ### [S2] the tutorial: row form, scaled, $W^O$, post-LN
+#
+# A prose tutorial that goes through scaled dot-product attention, multi-head attention, the
+# position-wise feed-forward network, and residual connections with layer normalization.
+#
+# - **Notation.** It uses the course's row form: $X \in \mathbb{R}^{n\times d}$,
+#   $W^Q, W^K, W^V \in \mathbb{R}^{d\times d_k}$ and $Q = XW^Q$. Attention is
+#   $\text{softmax}(QK^T/\sqrt{d_k})V$: **scaled**, with the softmax over the keys (along each
+#   row). Multi-head attention is $\text{Concat}(\text{head}_1, \dots, \text{head}_h)W^O$ with
+#   $\text{head}_i = \text{Attention}(QW_i^Q, KW_i^K, VW_i^V)$. Here $Q, K, V$ stand for the
+#   layer's inputs, and $W^O$ comes **after** the heads. The feed-forward network is
+#   $\text{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$ with $d_{ff} = 4\,d_{model}$. The block is
+#   **post-LN**: $\text{LayerNorm}(x + \text{Sublayer}(x))$.
+# - **Quoted** (chapters 1, 3 and 5):
+#   - "scaled by the square root of the dimension $d_k$ to prevent gradient vanishing during the
+#     softmax operation"
+#   - "Multi-Head Attention (MHA) extends this by allowing the model to jointly attend to
+#     information from different representation subspaces."
+#   - "The 'position-wise' aspect means the same network is applied to each token independently
+#     (identically), which can be viewed as a $1 × 1$ convolution."
+#   - "The output of a layer is formulated as $\text{LayerNorm}(x + \text{Sublayer}(x))$."
+#
+# ### [S3] the wiki page: bold column vectors, no scaling
+#
+# A short personal notes page, published from a personal wiki. It describes the self-attention
+# and feed-forward layers in prose around one formula.
+#
+# - **Notation.** It uses bold column vectors, $\mathbf{q}_i = \mathbf{W}_q\mathbf{x}_i$ for
+#   token $i$. The softmax runs over the keys $j$, the scores are **not scaled**, and there is one
+#   head with no output projection. In the course's row form this is $\text{softmax}(QK^\top)V$
+#   with $W_Q = \mathbf{W}_q^\top$.
+# - **Quoted** (chapter 1, section 3 and Exercise 3.1): its formula,
+#
+#   $$\mathbf{y}_i = \sum_{j=1}^{N} \frac{\exp(\mathbf{q}_i^T \mathbf{k}_j)}{\sum_{k=1}^{N} \exp(\mathbf{q}_i^T \mathbf{k}_k)}\mathbf{v}_j, \qquad \mathbf{q}_i = \mathbf{W}_q \mathbf{x}_i,\; \mathbf{k}_i = \mathbf{W}_k \mathbf{x}_i,\; \mathbf{v}_i = \mathbf{W}_v \mathbf{x}_i .
+#
+# ### [S4] the survey: encoder-decoder, additive mask, BPE
+#
+# One section of a survey, "High-Level Overview of Transformers". It covers the original
+# encoder-decoder Transformer (Vaswani et al., 2017), the steps of self-attention with a causal
+# mask, and byte-pair encoding.
+#
+# - **Notation.** The weight matrices $W_X, W_Y, W_Z$ produce the queries, keys and values. The
+#   formula is $G = \text{softmax}(QK^\top/\sqrt{d_k} + M)V$: **scaled**, with the softmax over
+#   the keys and an **additive** causal mask $M$ of $0$ and $-\infty$. Positions count from 1:
+#   "Example for position 2: $\text{causal\_mask} = [0, 0, -\infty, -\infty]$". Each sublayer is
+#   followed by "Add & Norm" (**post-LN**). BPE starts from characters plus an end-of-word symbol
+#   `_`.
+# - **Quoted** (chapters 1, 2, 3, 6 and 7):
+#   - "The decoder attends to its own previous outputs, but masking is applied to prevent
+#     attending to future tokens (to maintain causality during generation)."
+#   - "At each decoding step, the decoder uses the encoder's output as the key-value pairs and its
+#     own hidden state as the query to compute attention scores."
+#   - "Input tokens are represented as embeddings, added to positional encodings to retain order
+#     information."
+#   - "It is designed to balance the trade-off between vocabulary size and the ability to
+#     represent rare and unseen words."
+#   - "Start with a vocabulary of individual characters and a special end-of-word symbol (e.g.,
+#     `_`)." and "Stop after a predefined number of merges or when no frequent pairs remain."
+#
+# ### [S5] the blog post: a Transformer block step by step
+#
+# A blog post titled "Transformer Block". It reviews MLPs and RNNs, then builds self-attention
+# and one Transformer block step by step, in numbered sections §0 to §10.
+#
+# - **Notation.** Per token, the vectors are columns: $q_i = W_Q x_i$ with
+#   $W_Q \in \mathbb{R}^{d_k\times d_{\text{model}}}$. The matrix form uses rows:
+#   $X \in \mathbb{R}^{N\times d_{\text{model}}}$, $Q = XW_Q^\top$ and $E = QK^\top$, then a
+#   **row-wise** softmax (over the keys). The scores are **not scaled**. Then $Z = AV$, followed
+#   by the output projection $\tilde{Z} = ZW_O^\top$. The course's $W_O$ is the transpose of this
+#   one.
+# - **Quoted** (chapters 1, 3 and 8):
+#   - "Many examples show that the self-score tends to be large" (§7)
+#   - "(Some slides use cosine similarity. If you want cosine explicitly:)
+#     $\cos(q_i,k_j) = \frac{q_i^\top k_j}{\|q_i\|\;\|k_j\|}$" (§5)
+#   - "$\tilde{Z} = ZW_O^\top$" (§6), and training as
+#     "$W^\star = \arg\min_W \; \mathcal{L}\big(f(x;W), y\big)$" (§0)

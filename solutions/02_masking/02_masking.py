@@ -12,8 +12,7 @@
 # # Chapter 2 — Masking: who may look at whom
 #
 # **By the end of this chapter you can** build the two masks every Transformer uses — the
-# causal mask of a decoder and the padding mask of a batch — as boolean matrices and in the
-# encoder-decoder survey's additive $0/-\infty$ form, combine them and broadcast them over heads, write masked
+# causal mask of a decoder and the padding mask of a batch — as boolean matrices and in [S4]'s additive $0/-\infty$ form, combine them and broadcast them over heads, write masked
 # attention that never produces `nan`, and *prove* that a layer is causal, once by perturbing
 # the future and once with gradients.
 #
@@ -64,7 +63,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # Attention lets every query look at every key. Two situations forbid some of those looks:
 #
 # 1. **Causality.** A decoder generates text one token at a time; when it learns to predict
-#    token $i+1$ it must not peek at it. The encoder-decoder survey: "The decoder attends to its own previous
+#    token $i+1$ it must not peek at it. The survey [S4]: "The decoder attends to its own previous
 #    outputs, but masking is applied to prevent attending to future tokens (to maintain
 #    causality during generation)." Query $i$ may see keys $j \le i$ only.
 # 2. **Padding.** Sentences in a batch have different lengths; the short ones are filled up
@@ -111,14 +110,14 @@ _hidden_check("masking.causal_mask", causal_mask)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### The additive form (the encoder-decoder survey)
+# ### The additive form (the survey [S4])
 #
-# The encoder-decoder survey writes the mask as a matrix $M$ that is **added** to the scores, $0$ where a key is
+# The survey [S4] writes the mask as a matrix $M$ that is **added** to the scores, $0$ where a key is
 # allowed and $-\infty$ where it is not, and gives the row of "position 2" for four tokens:
 #
 # $$\text{causal\_mask} = [0,\ 0,\ -\infty,\ -\infty] .$$
 #
-# The encoder-decoder survey counts positions from 1, so this is row index 1 of our `(4, 4)` mask: query 2 sees
+# The survey [S4] counts positions from 1, so this is row index 1 of our `(4, 4)` mask: query 2 sees
 # keys 1 and 2. Adding $-\infty$ to a score makes its weight $e^{-\infty} = 0$ after the
 # softmax; adding 0 changes nothing. So the two forms carry the same information:
 #
@@ -133,7 +132,7 @@ _hidden_check("masking.causal_mask", causal_mask)
 # %% [markdown]
 # ### Exercise 1.2 — boolean to additive  *(1 point, ~5 min)*
 #
-# **Goal:** `to_additive(mask, dtype)` turns a boolean keep mask of any shape into the encoder-decoder survey's
+# **Goal:** `to_additive(mask, dtype)` turns a boolean keep mask of any shape into [S4]'s
 # $M$: a float tensor of the given `dtype`, 0 where `mask` is `True`, `-inf` where it is `False`.
 #
 # <details><summary>Hint</summary>
@@ -144,7 +143,7 @@ _hidden_check("masking.causal_mask", causal_mask)
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def to_additive(mask, dtype=torch.float32):
-    """The encoder-decoder survey's additive mask: 0 where mask is True, -inf where it is False.
+    """[S4]'s additive mask: 0 where mask is True, -inf where it is False.
 
     mask: torch.bool, any shape  ->  same shape, `dtype`
     Example: to_additive(torch.tensor([True, False])) -> [0., -inf]
@@ -163,7 +162,7 @@ _hidden_check("masking.to_additive", to_additive)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# **Look.** Your causal mask for 4 tokens, its additive form, the encoder-decoder survey's row for position 2,
+# **Look.** Your causal mask for 4 tokens, its additive form, [S4]'s row for position 2,
 # and the way back.
 
 # %% tags=["demo"]
@@ -172,7 +171,7 @@ with requires("Exercise 1.1 and Exercise 1.2"):
     M = to_additive(keep)
     print("boolean keep mask (1 = may attend):\n", keep.int())
     print("additive M:\n", M)
-    print("the encoder-decoder survey's 'position 2' = row index 1:", M[1])
+    print("[S4]'s 'position 2' = row index 1:", M[1])
     print("back to boolean (M == 0) equals the mask:", torch.equal(M == 0, keep))
 
 
@@ -362,7 +361,7 @@ with requires("Exercise 1.1, Exercise 2.2 and Exercise 2.3"):
 # %% [markdown]
 # ## 3. Masked attention, and the row that becomes `nan`
 #
-# With a mask, attention is the encoder-decoder survey's formula
+# With a mask, attention is [S4]'s formula
 #
 # $$G = \text{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right)V .$$
 #
@@ -387,7 +386,7 @@ print("torch.softmax of the masked scores:\n", torch.softmax(masked, dim=-1))
 # ### Exercise 3.1 — masked attention that never gives `nan`  *(3 points, ~15 min)*
 #
 # **Goal:** $\text{softmax}(qk^\top/\sqrt{d_k} + M)\,v$ where `mask` is either a boolean keep
-# mask or the encoder-decoder survey's additive float mask, broadcastable to `(..., T_q, T_k)`. A fully masked
+# mask or [S4]'s additive float mask, broadcastable to `(..., T_q, T_k)`. A fully masked
 # row gives an output of 0 — and its gradients must be finite too (no `nan_to_num` patch
 # afterwards: the `nan` is still in the backward pass). `torch.softmax` is allowed, but think
 # about what it does to an all-$-\infty$ row; `F.scaled_dot_product_attention` is switched off
@@ -414,7 +413,7 @@ def masked_attention(q, k, v, mask):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
     if mask.dtype == torch.bool:
         mask = to_additive(mask, scores.dtype)
-    scores = scores + mask  # the encoder-decoder survey: + M
+    scores = scores + mask  # the survey [S4]: + M
     m = scores.amax(dim=-1, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # fully masked row: shift by 0
     e = torch.exp(scores - m)  # masked keys: exp(-inf) = 0
@@ -610,7 +609,7 @@ with requires("Exercise 4.2, Exercise 3.1 and Exercise 1.1"):
 # ## Summary
 #
 # - A mask says which keys each query may use. This course uses boolean **keep** masks
-#   (`True` = may attend); the encoder-decoder survey's additive $M$ is the same information as $0/-\infty$.
+#   (`True` = may attend); [S4]'s additive $M$ is the same information as $0/-\infty$.
 # - Causal: lower triangle *with* the diagonal (`torch.tril`). Padding: a property of **keys**,
 #   shape `(B, 1, 1, T_k)`. Combine keep masks with AND (additive masks with +).
 # - Broadcasting aligns axes from the right: a mask one axis short runs silently whenever the

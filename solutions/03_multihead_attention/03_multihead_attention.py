@@ -11,7 +11,7 @@
 # %% [markdown]
 # # Chapter 3 — Multi-head attention
 #
-# **By the end of this chapter you can** build multi-head attention three ways — the column-vector lecture notes' loop
+# **By the end of this chapter you can** build multi-head attention three ways — [S1]'s loop
 # over independent heads, the batched version with `reshape` and `transpose`, and the full
 # layer with the output projection $W_O$ — count its parameters, use one fused QKV projection,
 # run it as cross-attention between a decoder and an encoder, and load the weights of PyTorch's
@@ -66,15 +66,15 @@ def attention(q, k, v, mask=None, scale=None):
 
 
 # %% [markdown]
-# ## 1. Several heads: the column-vector lecture notes' definition
+# ## 1. Several heads: [S1]'s definition
 #
 # One attention "head" computes one set of weights: each query gets *one* distribution over the
 # keys. But a token may need several things at once — its verb, the noun an adjective belongs
-# to, the previous word. The row-form tutorial: multi-head attention "allows the model to jointly attend to
+# to, the previous word. The tutorial [S2]: multi-head attention "allows the model to jointly attend to
 # information from different representation subspaces". Give the model $H$ heads, each with its
 # own projections, and let each look for something else.
 #
-# The column-vector lecture notes define it with column vectors, $Q_h, K_h, V_h \in \mathbb{R}^{d'\times d}$ for
+# The lecture notes [S1] define it with column vectors, $Q_h, K_h, V_h \in \mathbb{R}^{d'\times d}$ for
 # $h = 1, \dots, H$:
 #
 # $$\text{MSA}(Q, K, V) = [\text{SA}(Q_1, K_1, V_1), \dots, \text{SA}(Q_H, K_H, V_H)],$$
@@ -93,10 +93,10 @@ def attention(q, k, v, mask=None, scale=None):
 # much as one head of width $d$.
 
 # %% [markdown]
-# ### Exercise 1.1 — the column-vector lecture notes' MSA as a loop over heads  *(2 points, ~10 min)*
+# ### Exercise 1.1 — [S1]'s MSA as a loop over heads  *(2 points, ~10 min)*
 #
 # **Goal:** `msa_loop(X, heads)` where `heads` is a sequence of `(W_Q, W_K, W_V)` triples, each
-# `(d, d')`: run each head's **unscaled** self-attention (the column-vector lecture notes do not divide by
+# `(d, d')`: run each head's **unscaled** self-attention (the lecture notes [S1] do not divide by
 # $\sqrt{d'}$) and concatenate the outputs in order along the last axis.
 #
 # <details><summary>Hint</summary>
@@ -107,7 +107,7 @@ def attention(q, k, v, mask=None, scale=None):
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def msa_loop(X, heads):
-    """The column-vector lecture notes' MSA in row form: [head_1 | ... | head_H], each head unscaled self-attention.
+    """[S1]'s MSA in row form: [head_1 | ... | head_H], each head unscaled self-attention.
 
     X: (..., T, d); heads: sequence of H triples (W_Q, W_K, W_V), each (d, d')
     -> (..., T, H * d')
@@ -214,7 +214,7 @@ _hidden_check("multihead_attention.merge_heads", merge_heads)
 
 # %% [markdown]
 # **Look: the batched version equals the loop.** Put the heads' matrices side by side, split,
-# attend (unscaled, as the column-vector lecture notes), merge — and compare with your `msa_loop`. Then the bug from
+# attend (unscaled, as the lecture notes [S1]), merge — and compare with your `msa_loop`. Then the bug from
 # above: `reshape` straight to `(B, H, T, d_k)`.
 
 # %% tags=["demo"]
@@ -235,21 +235,21 @@ with requires("Exercise 2.1, Exercise 2.2 and Exercise 1.1"):
 # %% [markdown]
 # ## 3. The output projection $W_O$, parameters, and a fused QKV
 #
-# The row-form tutorial and the Transformer-block blog post (and Vaswani et al., 2017) add one more matrix after the concatenation:
+# The tutorial [S2] and the blog post [S5] (and Vaswani et al., 2017) add one more matrix after the concatenation:
 #
 # $$\text{MultiHead}(X_q, X_{kv}) = \text{Concat}(\text{head}_1, \dots, \text{head}_H)\,W_O,\qquad
 # \text{head}_h = \text{softmax}\!\left(\frac{Q_h K_h^\top}{\sqrt{d_k}} + M\right) V_h ,$$
 #
 # with $Q = X_q W_Q$, $K = X_{kv} W_K$, $V = X_{kv} W_V$ split into heads and
-# $W_O \in \mathbb{R}^{H d_k \times d_\text{model}}$. The row-form tutorial writes
+# $W_O \in \mathbb{R}^{H d_k \times d_\text{model}}$. The tutorial [S2] writes
 # $\text{head}_i = \text{Attention}(QW_i^Q, KW_i^K, VW_i^V)$ — the same thing, with its $Q, K, V$
-# meaning the layer's inputs. The Transformer-block blog post writes the projection per token as
+# meaning the layer's inputs. The blog post [S5] writes the projection per token as
 # $\tilde z_i = W_O z_i$ with $W_O \in \mathbb{R}^{d_\text{model}\times d_v}$ and, for all
 # tokens, $\tilde Z = Z W_O^\top$: its $W_O$ is stored the other way round (out, in), exactly
-# like PyTorch's (section 5). Ours is $W_O^{\text{ours}} = (W_O^{\text{the Transformer-block blog post}})^\top$.
+# like PyTorch's (section 5). Ours is $W_O^{\text{ours}} = (W_O^{\text{[S5]}})^\top$.
 #
 # **What $W_O$ adds.** Without it, output feature $c$ comes from exactly one head — the heads
-# never talk to each other, and the column-vector lecture notes' output is just their results side by side. Since
+# never talk to each other, and [S1]'s output is just their results side by side. Since
 # $\text{Concat}(\text{head}_1..\text{head}_H)\,W_O = \sum_h \text{head}_h\, W_O^{[h]}$ (where
 # $W_O^{[h]}$ is the block of rows $h\,d_k .. (h+1)\,d_k-1$), $W_O$ lets every output feature
 # mix the findings of **all** heads, and it maps the $H d_k$ concatenated features back to
@@ -258,7 +258,7 @@ with requires("Exercise 2.1, Exercise 2.2 and Exercise 1.1"):
 # **The scale.** Each head's scores live in $d_k$ dimensions, so their variance is $d_k$ (chapter
 # 1): divide by $\sqrt{d_k}$, *not* $\sqrt{d_\text{model}}$.
 #
-# **Cross-attention** (the encoder-decoder survey: the decoder "uses the encoder's output as the key-value pairs
+# **Cross-attention** (the survey [S4]: the decoder "uses the encoder's output as the key-value pairs
 # and its own hidden state as the query") is the same layer with $X_q \neq X_{kv}$: $T_q$
 # queries from the decoder, $T_k$ keys and values from the encoder, scores of shape
 # `(B, H, T_q, T_k)`. Self-attention is the case $X_{kv} = X_q$.
@@ -461,7 +461,7 @@ with requires("Exercise 3.1 and Exercise 2.1"):
 # checkpoints. Two conventions to translate:
 #
 # - PyTorch's `nn.Linear` stores its weight as `(out_features, in_features)` and computes
-#   $y = xW^\top$ (the Transformer-block blog post's form $\tilde Z = ZW_O^\top$). Our row form computes $y = xW$ with
+#   $y = xW^\top$ ([S5]'s form $\tilde Z = ZW_O^\top$). Our row form computes $y = xW$ with
 #   $W$ of shape `(in, out)`. So **ours = theirs transposed**. With square matrices the wrong
 #   choice still runs and silently computes something else.
 # - `in_proj_weight` is $W_Q, W_K, W_V$ (in PyTorch's layout) **stacked along the rows**:
@@ -529,11 +529,11 @@ with requires("Exercise 5.1 and Exercise 3.1"):
 # %% [markdown]
 # ## Summary
 #
-# - The column-vector lecture notes' multi-head self-attention is $H$ independent heads of width $d/H$, outputs
+# - [S1]'s multi-head self-attention is $H$ independent heads of width $d/H$, outputs
 #   concatenated. The batched form computes the same thing with one projection per role:
 #   `view(B, T, H, d_k).transpose(1, 2)` to split, the inverse to merge. A `reshape` without the
 #   transpose runs and mixes positions.
-# - The row-form tutorial and the Transformer-block blog post add $W_O$: $\text{Concat}(\text{heads})W_O = \sum_h \text{head}_h W_O^{[h]}$
+# - The tutorial [S2] and the blog post [S5] add $W_O$: $\text{Concat}(\text{heads})W_O = \sum_h \text{head}_h W_O^{[h]}$
 #   mixes information across heads and maps back to $d_\text{model}$.
 # - Scale each head by $1/\sqrt{d_k}$, not $1/\sqrt{d_\text{model}}$.
 # - Parameters: $4d_\text{model}^2$ (+ $4d_\text{model}$ biases), whatever $H$. A fused QKV

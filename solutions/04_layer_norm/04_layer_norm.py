@@ -11,7 +11,7 @@
 # %% [markdown]
 # # Chapter 4 — Layer normalization
 #
-# **By the end of this chapter you can** read a paper's LayerNorm formula critically (the column-vector lecture notes'
+# **By the end of this chapter you can** read a paper's LayerNorm formula critically ([S1]'s
 # has two slips), write LayerNorm in numpy and PyTorch so that it matches `torch.nn.LayerNorm`
 # to the last digit, derive and code its backward pass by hand, write RMSNorm and say what it
 # drops, and explain with a measurement why deep Transformers normalise at all.
@@ -49,14 +49,14 @@ np.set_printoptions(precision=3, suppress=True)
 torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
-# ## 1. The column-vector lecture notes' definition, read carefully
+# ## 1. [S1]'s definition, read carefully
 #
 # A Transformer adds the output of every sublayer to its input (chapter 5). Without care the
 # size of the numbers drifts from layer to layer: up, down, differently per token. Layer
 # normalisation (Ba et al., 2016) resets every token to mean 0 and variance 1 across its $d$
 # features, then lets the network choose a scale and shift per feature.
 #
-# The column-vector lecture notes define it like this ($x_k \in \mathbb{R}^d$ is token $k$):
+# The lecture notes [S1] define it like this ($x_k \in \mathbb{R}^d$ is token $k$):
 #
 # $$\text{LN}(x) = \gamma\,\bar{x} + \beta, \qquad
 # \bar{x}_{ki} = \frac{1}{\sqrt{\text{var}(x_k)}}\Big(x_{ki} - \sum_{j=1}^{d} x_{kj}\Big),
@@ -82,7 +82,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # \text{LN}(x_k) = \gamma \odot \frac{x_k - \mu_k}{\sqrt{\sigma_k^2 + \varepsilon}} + \beta,\qquad
 # \gamma, \beta \in \mathbb{R}^d .$$
 #
-# Mapping: the column-vector lecture notes' $\sum_j x_{kj}$ is our $d\,\mu_k$ (replace by $\mu_k$), its $\gamma \in
+# Mapping: [S1]'s $\sum_j x_{kj}$ is our $d\,\mu_k$ (replace by $\mu_k$), its $\gamma \in
 # \mathbb{R}$ is our $\gamma = \gamma\mathbf{1} \in \mathbb{R}^d$, its $\text{var}(x_k)$ is our
 # $\sigma_k^2$ (biased), plus $\varepsilon$.
 
@@ -91,8 +91,8 @@ x = np.array([1.0, 2.0, 3.0, 4.0])
 sigma = x.std()  # biased: divides by d
 as_written = (x - x.sum()) / sigma  # as written
 ours = (x - x.mean()) / sigma
-print("the lecture notes, as written:", as_written, " mean", as_written.mean().round(3))
-print("with the mean:               ", ours, "   mean", ours.mean().round(3), " var", ours.var().round(3))
+print("[S1] as written:", as_written, " mean", as_written.mean().round(3))
+print("with the mean:  ", ours, "   mean", ours.mean().round(3), " var", ours.var().round(3))
 print("torch.nn.LayerNorm(4): weight", tuple(torch.nn.LayerNorm(4).weight.shape),
       "bias", tuple(torch.nn.LayerNorm(4).bias.shape), "-> one gain and one shift per feature")
 
@@ -400,7 +400,7 @@ with requires("Exercise 2.2"):
 #
 # - LayerNorm: per token, over the $d$ features, $\gamma\odot(x-\mu)/\sqrt{\sigma^2+\varepsilon}+\beta$
 #   with the **biased** variance, $\varepsilon$ **inside** the root, $\gamma,\beta\in\mathbb{R}^d$.
-# - The column-vector lecture notes write a **sum** where the mean is meant and a **scalar** $\gamma$; PyTorch's gain is
+# - The lecture notes [S1] write a **sum** where the mean is meant and a **scalar** $\gamma$; PyTorch's gain is
 #   a vector (one per feature).
 # - Its gradient has three paths (direct, through $\mu$, through $\sigma$); $\gamma,\beta$ collect
 #   theirs over every token.

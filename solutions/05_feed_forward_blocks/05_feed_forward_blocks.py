@@ -11,9 +11,9 @@
 # %% [markdown]
 # # Chapter 5 — Feed-forward networks and Transformer blocks
 #
-# **By the end of this chapter you can** write the position-wise feed-forward network (the row-form tutorial)
+# **By the end of this chapter you can** write the position-wise feed-forward network (the tutorial [S2])
 # as matrix products and as a 1×1 convolution, count its parameters, write SwiGLU, assemble a
-# Transformer block in both of its historical forms — post-LN (the row-form tutorial) and pre-LN (the column-vector lecture notes)
+# Transformer block in both of its historical forms — post-LN (the tutorial [S2]) and pre-LN (the lecture notes [S1])
 # — so that it matches `torch.nn.TransformerEncoderLayer` exactly, and measure why modern models
 # put the norm first.
 #
@@ -55,18 +55,18 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 
 # %% [markdown]
-# ## 1. The position-wise feed-forward network (the row-form tutorial)
+# ## 1. The position-wise feed-forward network (the tutorial [S2])
 #
 # Attention mixes tokens, but for each token its output is a weighted *average* of value
 # vectors: a linear operation on the values. The feed-forward network (FFN) is where each token
-# is transformed non-linearly, on its own. The row-form tutorial writes it in row form, exactly as we do:
+# is transformed non-linearly, on its own. The tutorial [S2] writes it in row form, exactly as we do:
 #
 # $$\text{FFN}(x) = \max(0,\ xW_1 + b_1)\,W_2 + b_2, \qquad W_1 \in \mathbb{R}^{d_\text{model}\times d_\text{ff}},\ W_2 \in \mathbb{R}^{d_\text{ff}\times d_\text{model}},$$
 #
 # usually with $d_\text{ff} = 4\,d_\text{model}$ (2048 = 4 · 512 in the original Transformer): expand,
 # apply a nonlinearity, contract back. GPT-2 and BERT use GELU, $x\,\Phi(x)$ with $\Phi$ the
-# standard normal CDF, instead of ReLU. The column-vector lecture notes call the same sublayer
-# $\Phi: \mathbb{R}^d \to \mathbb{R}^d$, "some neural network, typically with only a few layers".
+# standard normal CDF, instead of ReLU. The lecture notes [S1] call the same sublayer
+# $\Phi: \mathbb{R}^d \to \mathbb{R}^d$, "some neural network, typically with only a few number of layers" (sic).
 #
 # "Position-wise" means the *same* weights are applied to every token independently: for
 # $X \in \mathbb{R}^{n\times d}$ the formula is applied row by row, which `X @ W1` does anyway.
@@ -86,7 +86,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def feed_forward(x, W1, b1, W2, b2, activation="relu"):
-    """Position-wise FFN (the row-form tutorial): act(x W1 + b1) W2 + b2.
+    """Position-wise FFN (the tutorial [S2]): act(x W1 + b1) W2 + b2.
 
     x: (..., d_model), W1: (d_model, d_ff), b1: (d_ff,), W2: (d_ff, d_model), b2: (d_model,)
     -> (..., d_model). activation: "relu" or "gelu" (exact, erf form).
@@ -128,7 +128,7 @@ with requires("Exercise 1.1"):
 # %% [markdown]
 # ## 1.2 The same thing as a 1×1 convolution
 #
-# The row-form tutorial remarks that the FFN "can be viewed as a $1\times 1$ convolution". A 1-d convolution
+# The tutorial [S2] remarks that the FFN "can be viewed as a $1\times 1$ convolution". A 1-d convolution
 # with kernel size $k$ slides over the sequence and mixes $k$ neighbouring positions; with
 # $k = 1$ it mixes nothing across positions and applies one matrix to every position's channels
 # — exactly $xW_1 + b_1$. PyTorch's `F.conv1d` expects the input as `(B, C_in, T)` (channels
@@ -293,21 +293,21 @@ with requires("Exercise 1.3"):
 # to learn a *correction* to its input, and the gradient has a path through the $+$ that skips
 # $f$ entirely. A Transformer block is two residual sublayers — attention (mixing tokens) and
 # the FFN (per token) — with LayerNorms. Where the norm goes is the difference between the two
-# forms in the seeds:
+# forms in the texts the course quotes:
 #
-# **Post-LN** (the row-form tutorial, the original Transformer): "the output of a layer is
-# $\text{LayerNorm}(x + \text{Sublayer}(x))$",
+# **Post-LN** (the tutorial [S2], the original Transformer): "the output of a layer is
+# formulated as $\text{LayerNorm}(x + \text{Sublayer}(x))$",
 #
 # $$x \leftarrow \text{LN}_1\big(x + \text{MHA}(x)\big),\qquad x \leftarrow \text{LN}_2\big(x + \text{FFN}(x)\big).$$
 #
-# **Pre-LN** (the column-vector lecture notes, GPT-2 and nearly every model since):
+# **Pre-LN** (the lecture notes [S1], GPT-2 and nearly every model since):
 # $\text{TransformerBlock} = R(\Phi\circ\text{LN}) \circ R(\text{MSA}(d,H)\circ\text{LN})$. Read the
 # composition right to left — attention first — and expand $R$:
 #
 # $$x \leftarrow x + \text{MHA}\big(\text{LN}_1(x)\big),\qquad x \leftarrow x + \text{FFN}\big(\text{LN}_2(x)\big).$$
 #
-# Mapping the column-vector lecture notes: its $\Phi$ is our FFN, its $\text{MSA}(d, H)$ is multi-head attention (the
-# lecture notes' heads have no output projection $W_O$ — `transformer_ref.MultiHeadAttention.seed000_msa`
+# Mapping the lecture notes [S1]: its $\Phi$ is our FFN, its $\text{MSA}(d, H)$ is multi-head attention ([S1]'s
+# heads have no output projection $W_O$ — `transformer_ref.MultiHeadAttention.seed000_msa`
 # builds that variant; PyTorch and we use $W_O$), and its two LN's are two *different* norms
 # with their own $\gamma, \beta$. In pre-LN the residual stream $x$ itself is never normalised
 # inside a block; GPT-2 adds one final LayerNorm after the last block.
@@ -315,7 +315,7 @@ with requires("Exercise 1.3"):
 # `torch.nn.TransformerEncoderLayer(norm_first=False)` is post-LN, `norm_first=True` pre-LN.
 
 # %% [markdown]
-# ### Exercise 2.1 — the post-LN block (the row-form tutorial)  *(2 points, ~5 min)*
+# ### Exercise 2.1 — the post-LN block (the tutorial [S2])  *(2 points, ~5 min)*
 #
 # **Goal:** `post_ln_block(x, attn, ffn, norm1, norm2)` combines the given sublayers (each a
 # function `(B, T, d) -> (B, T, d)`; `attn` is self-attention) into a post-LN block. The check
@@ -328,7 +328,7 @@ with requires("Exercise 1.3"):
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def post_ln_block(x, attn, ffn, norm1, norm2):
-    """Post-LN block (the row-form tutorial): x = LN1(x + MHA(x)); x = LN2(x + FFN(x)).
+    """Post-LN block (the tutorial [S2]): x = LN1(x + MHA(x)); x = LN2(x + FFN(x)).
 
     x: (B, T, d_model); attn, ffn, norm1, norm2: functions (B, T, d_model) -> (B, T, d_model)
     Example: with attn = ffn = (lambda h: 0 * h), the block is norm2(norm1(x))
@@ -348,9 +348,9 @@ _hidden_check("feed_forward_blocks.post_ln_block", post_ln_block)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 2.2 — the pre-LN block (the column-vector lecture notes)  *(2 points, ~5 min)*
+# ### Exercise 2.2 — the pre-LN block (the lecture notes [S1])  *(2 points, ~5 min)*
 #
-# **Goal:** `pre_ln_block(x, attn, ffn, norm1, norm2)`: the column-vector lecture notes'
+# **Goal:** `pre_ln_block(x, attn, ffn, norm1, norm2)`: [S1]'s
 # $R(\Phi\circ\text{LN}_2)\circ R(\text{MSA}\circ\text{LN}_1)$, checked against
 # `torch.nn.TransformerEncoderLayer(norm_first=True)`.
 #
@@ -362,7 +362,7 @@ _hidden_check("feed_forward_blocks.post_ln_block", post_ln_block)
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def pre_ln_block(x, attn, ffn, norm1, norm2):
-    """Pre-LN block (the column-vector lecture notes): x = x + MHA(LN1(x)); x = x + FFN(LN2(x)).
+    """Pre-LN block (the lecture notes [S1]): x = x + MHA(LN1(x)); x = x + FFN(LN2(x)).
 
     x: (B, T, d_model); attn, ffn, norm1, norm2: functions (B, T, d_model) -> (B, T, d_model)
     Example: with attn = ffn = (lambda h: 0 * h), the block returns x unchanged
@@ -504,10 +504,10 @@ with requires("Exercise 3.1"):
 #
 # ## Summary
 #
-# - FFN (the row-form tutorial): $\text{act}(xW_1 + b_1)W_2 + b_2$, $d_\text{ff} = 4d_\text{model}$, applied to
+# - FFN (the tutorial [S2]): $\text{act}(xW_1 + b_1)W_2 + b_2$, $d_\text{ff} = 4d_\text{model}$, applied to
 #   every token alone: a $1\times 1$ convolution. It holds about two thirds of a block's weights.
 # - SwiGLU: $(\text{SiLU}(xW_1)\odot xW_3)W_2$, three matrices.
-# - Residual: $R(f)(x) = x + f(x)$. Post-LN (the row-form tutorial): $\text{LN}(x + f(x))$. Pre-LN (the column-vector lecture notes):
+# - Residual: $R(f)(x) = x + f(x)$. Post-LN (the tutorial [S2]): $\text{LN}(x + f(x))$. Pre-LN (the lecture notes [S1]):
 #   $x + f(\text{LN}(x))$ — the norm inside the branch, the stream untouched.
 # - At initialisation post-LN concentrates gradient near the output (warm-up needed); pre-LN
 #   spreads it evenly.

@@ -13,7 +13,7 @@
 #
 # **By the end of this chapter you can** show that attention alone cannot tell token order,
 # build sinusoidal positional encodings (and say what learned ones and RoPE do instead), write
-# the decoder block with masked self-attention and cross-attention (the encoder-decoder survey), run a
+# the decoder block with masked self-attention and cross-attention (the survey [S4]), run a
 # decoder-only GPT forward pass with and without a KV cache, and train a small GPT on your laptop
 # until it reverses 99 % of digit strings it has never seen, every digit right.
 #
@@ -128,7 +128,7 @@ with requires("Exercise 1.1"):
 # %% [markdown]
 # ## 2. Positional encodings
 #
-# **Sinusoidal** (Vaswani et al., 2017; the encoder-decoder survey: "input tokens are represented as embeddings,
+# **Sinusoidal** (Vaswani et al., 2017; the survey [S4]: "input tokens are represented as embeddings,
 # added to positional encodings"). A fixed table $PE \in \mathbb{R}^{T_\text{max}\times d}$ is
 # added to the token embeddings, $X \leftarrow X + PE_{[0:n]}$. Feature pair $i$ (columns $2i$
 # and $2i+1$) is a sine and a cosine of the position at one frequency:
@@ -222,15 +222,15 @@ for m, n in [(3, 1), (12, 10), (50, 48), (5, 1)]:
 # %% [markdown]
 # ## 3. Encoder, decoder block, encoder–decoder
 #
-# The encoder-decoder survey describes the original architecture. The **encoder** is a stack of identical
+# The survey [S4] describes the original architecture. The **encoder** is a stack of identical
 # layers, each self-attention and a feed-forward network with "Add & Norm" — chapter 5's block,
 # stacked (6 layers in the paper). Its output, one vector per source token, is the **memory**.
 # The **decoder** is a stack of layers with *three* sublayers:
 #
 # 1. **masked** self-attention: target position $t$ attends to positions $\le t$ only (the
-#    causal mask of chapter 1, the encoder-decoder survey's $M$), so training on whole sequences cannot peek;
+#    causal mask of chapter 1, [S4]'s $M$), so training on whole sequences cannot peek;
 # 2. **cross-attention**: queries from the decoder, keys and values from the encoder output —
-#    the encoder-decoder survey: "the decoder uses the encoder's output as the key-value pairs and its own hidden
+#    the survey [S4]: "the decoder uses the encoder's output as the key-value pairs and its own hidden
 #    state as the query";
 # 3. the FFN.
 #
@@ -260,7 +260,7 @@ for m, n in [(3, 1), (12, 10), (50, 48), (5, 1)]:
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def decoder_block(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
-    """Pre-LN decoder block (the encoder-decoder survey): masked self-attention, cross-attention, FFN.
+    """Pre-LN decoder block (the survey [S4]): masked self-attention, cross-attention, FFN.
 
     x: (B, T, d) decoder stream, memory: (B, S, d) encoder output  ->  (B, T, d)
     self_attn(h, mask), cross_attn(h, context), ffn, norm1..3: the sublayers.
@@ -512,7 +512,7 @@ with requires("Exercise 5.1 and Exercise 4.1"), torch.no_grad():
 # - Sinusoidal encodings: sine on even, cosine on odd features, pair $i$ at wavelength
 #   $10000^{2i/d}\cdot 2\pi$, added to the embeddings; learned tables are trained instead; RoPE
 #   rotates queries and keys so scores depend on relative positions only.
-# - Decoder block (the encoder-decoder survey): masked self-attention, cross-attention (queries from the decoder,
+# - Decoder block (the survey [S4]): masked self-attention, cross-attention (queries from the decoder,
 #   keys and values from the encoder), FFN — each in a residual branch.
 # - GPT: embeddings + positions, causal pre-LN blocks, final norm, head. With a KV cache the new
 #   tokens sit at positions `start, start + 1, …`.

@@ -12,7 +12,7 @@
 # # Chapter 7 — BPE tokenization from scratch
 #
 # **By the end of this chapter you can** explain why language models read *subwords*, train
-# byte-pair encoding (BPE) exactly as the encoder-decoder survey states it, move it from characters to the 256
+# byte-pair encoding (BPE) exactly as the survey [S4] states it, move it from characters to the 256
 # bytes of UTF-8 with GPT-2's pre-tokenizer and special tokens, make training fast by updating
 # only what a merge changes, and encode and decode text by merge rank — token for token the
 # same as `tiktoken` built from *your* merges.
@@ -77,7 +77,7 @@ print(shakespeare[:120])
 # * the **vocabulary size** $V$: the rows of $E$ (and of the output layer);
 # * the **sequence length** $n$: attention costs $O(n^2)$ per layer.
 #
-# The encoder-decoder survey: BPE "is designed to balance the trade-off between vocabulary size and the ability
+# The survey [S4]: BPE "is designed to balance the trade-off between vocabulary size and the ability
 # to represent rare and unseen words". The two extremes show why:
 #
 # | unit | $V$ | $n$ for this paragraph | unseen words |
@@ -107,19 +107,19 @@ print(f"characters per word: {len(held_out) / len(held_words):.1f}")
 # frequent words are one token, rare words are spelled from frequent pieces
 # (section 6 shows a sentence split at several vocabulary sizes).
 #
-# ## 2. BPE as the encoder-decoder survey states it
+# ## 2. BPE as the survey [S4] states it
 #
-# The encoder-decoder survey's algorithm (Sennrich, Haddow & Birch 2016):
+# [S4]'s algorithm (Sennrich, Haddow & Birch 2016):
 #
 # 1. **Initialization:** start with a vocabulary of individual characters and a special
-#    end-of-word symbol (the encoder-decoder survey: `_`).
+#    end-of-word symbol (the survey [S4]: `_`).
 # 2. **Tokenization:** represent the input text as a sequence of these initial tokens.
 # 3. **Merge operations:** iteratively merge the most frequent adjacent token pair into a new
 #    token. Each merge reduces the sequence length and adds the merged token to the vocabulary.
 # 4. **Stopping criterion:** stop after a predefined number of merges or when no frequent pairs
 #    remain.
 #
-# We write the end-of-word symbol `</w>` (the constant `EOW`) instead of the encoder-decoder survey's `_`, so it
+# We write the end-of-word symbol `</w>` (the constant `EOW`) instead of [S4]'s `_`, so it
 # cannot clash with a real underscore. Why have it at all? The `s` that ends `cats</w>` is
 # a different thing from the `s` inside `cast`: with `</w>`, `s</w>` can become its own token.
 #
@@ -172,7 +172,7 @@ _hidden_check("bpe.count_pairs", count_pairs)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# **Look.** The encoder-decoder survey's classic example: the most frequent pairs. Three pairs tie at 9 —
+# **Look.** [S4]'s classic example: the most frequent pairs. Three pairs tie at 9 —
 # the next exercise needs a rule for that.
 
 # %% tags=["demo"]
@@ -234,7 +234,7 @@ _hidden_check("bpe.merge_pair", merge_pair)
 #
 # **Goal:** `train_classic_bpe(text, num_merges)` splits `text` on whitespace, turns each word
 # into its characters plus `EOW`, and repeats at most `num_merges` times: count the pairs,
-# pick the best, **stop if it occurs fewer than 2 times** (the encoder-decoder survey's "no frequent pairs
+# pick the best, **stop if it occurs fewer than 2 times** ([S4]'s "no frequent pairs
 # remain"), record it, merge it in every word. Return the list of merges in order, e.g.
 # `[('t', '</w>'), ('s', 't</w>'), ...]`.
 #
@@ -260,7 +260,7 @@ _hidden_check("bpe.merge_pair", merge_pair)
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_classic_bpe(text, num_merges):
-    """The encoder-decoder survey's BPE: learn up to `num_merges` merges from the words of `text`.
+    """[S4]'s BPE: learn up to `num_merges` merges from the words of `text`.
 
     text: str, num_merges: int  ->  list of (str, str), in the order learned
     Example: train_classic_bpe("aa aa", 5) -> [('a', 'a'), ('aa', '</w>')]
@@ -290,7 +290,7 @@ _hidden_check("bpe.train_classic_bpe", train_classic_bpe)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# **Look.** The ten merges of the encoder-decoder survey's example, and how the vocabulary grows: each merge
+# **Look.** The ten merges of [S4]'s example, and how the vocabulary grows: each merge
 # adds one symbol, while the corpus gets shorter.
 
 # %% tags=["demo"]
@@ -327,7 +327,7 @@ def encode_word(word, merges):
     """Split `word` into learned symbols by replaying `merges` in order.
 
     word: str, merges: list of (str, str)  ->  list of str
-    Example (the encoder-decoder survey's merges): encode_word("lowest", merges) -> ['low', 'est</w>']
+    Example ([S4]'s merges): encode_word("lowest", merges) -> ['low', 'est</w>']
     """
     ### BEGIN SOLUTION
     symbols = (*word, EOW)
@@ -900,7 +900,7 @@ with requires("Exercise 4.1, Exercise 5.2 and Exercise 5.3"):
 # ## Summary
 #
 # - Subwords trade vocabulary size against sequence length and never meet an unknown word.
-# - The encoder-decoder survey's BPE: characters plus an end-of-word symbol; count adjacent pairs (overlaps
+# - [S4]'s BPE: characters plus an end-of-word symbol; count adjacent pairs (overlaps
 #   count, weighted by word frequency); merge the most frequent pair left to right; stop after
 #   $N$ merges or when no pair repeats. Ties need a fixed rule (here: the greatest pair).
 # - Byte-level BPE starts from 256 bytes (nothing is unknown), pre-tokenizes with GPT-2's

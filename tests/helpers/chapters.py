@@ -34,8 +34,8 @@ SOURCE = REPO / "solutions"
 MISTAKES = {
     "02_masking": (
         table.rows("02_masking")["masked_attention"].solution_id,
-        "    scores = scores + mask  # the encoder-decoder survey: + M\n",
-        "    scores = scores + mask  # the encoder-decoder survey: + M\n    return "
+        "    scores = scores + mask  # the survey [S4]: + M\n",
+        "    scores = scores + mask  # the survey [S4]: + M\n    return "
         "torch.softmax(scores, dim=-1) @ v\n",
         table.rows("02_masking")["masked_attention"].grade_id,
         "-inf producing NaN rows",
@@ -54,7 +54,7 @@ MISTAKES = {
         table.rows("04_layer_norm")["layer_norm"].grade_id,
         "unbiased variance (divided by d - 1)",
     ),
-    # the column-vector lecture notes' pre-LN block written as post-LN: the residual added
+    # [S1]'s pre-LN block written as post-LN: the residual added
     # after the norm
     "05_feed_forward_blocks": (
         table.rows("05_feed_forward_blocks")["pre_ln_block"].solution_id,

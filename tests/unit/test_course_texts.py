@@ -1,8 +1,11 @@
-"""What the student trial (issue 18) found in the course's texts, kept fixed.
+"""What the student trial (issue 18) and issue 32 found in the course's texts, kept fixed.
 
 The five source texts are named by what they are, not by an internal "seed 000" number a
-student cannot look up; README and chapter 1 introduce all five. Chapter 7's given helpers sit
-in their own locked cell, so rewriting the answer cell cannot lose them.
+student cannot look up. Chapter 1 ends with a Sources section that defines a tag for each,
+[S1] to [S5]: what the text is, its notation and the passages the course quotes. The chapters
+cite the texts by those tags instead of describing them at length ("the Transformer-block blog
+post (§7) observes ..."). Chapter 7's given helpers sit in their own locked cell, so rewriting
+the answer cell cannot lose them.
 """
 
 from __future__ import annotations
@@ -11,16 +14,56 @@ import re
 from pathlib import Path
 
 import nbformat
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = (
-    "the column-vector lecture notes",
-    "the row-form tutorial",
-    "the personal wiki page",
-    "the encoder-decoder survey",
-    "the Transformer-block blog post",
-)
 SEED_NUMBER = re.compile(r"\bseeds?\s+00[0-4]\b", re.IGNORECASE)
+# a citation: [S3], [S5, §7]; also catches a malformed or undefined one such as [S 6] or [s2]
+CITATION = re.compile(r"\[\s*[Ss]\s*(\d+)\s*(?:,[^\]\n]*)?\]")
+# the long anonymous descriptions the tags replaced (issue 32 item 7), across line breaks
+_SP = r"(?:\s|\n#)+"
+LONG_FORM = re.compile(
+    rf"column-vector{_SP}lecture{_SP}notes|row-form{_SP}tutorial|personal{_SP}wiki{_SP}page"
+    rf"|encoder-decoder{_SP}survey|Transformer-block{_SP}blog{_SP}post",
+    re.IGNORECASE)
+# a text mentioned by its short name with no tag ("the survey writes ..."); "[S4] the survey"
+# (a definition or list) and "the survey [S4]" / "the survey's [S4]" are fine
+BARE = re.compile(r"(?<!\] )\b[Tt]he\s+(?:lecture\s+notes|tutorial|wiki\s+page|survey|blog\s+post)"
+                  r"\b(?!'?s?\s*\[\s*S\d)")
+SOURCES_HEADING = re.compile(r"^### \[S(\d+)\] (.+)$", re.MULTILINE)
+
+
+def _chapters():
+    """(path, text) of every chapter notebook, solution and release: markdown, code, outputs."""
+    for folder in ("solutions", "notebooks"):
+        for path in sorted((ROOT / folder).glob("*/*.ipynb")):
+            nb = nbformat.read(path, as_version=4)
+            parts = []
+            for c in nb.cells:
+                parts.append(c.source)
+                for out in c.get("outputs", []):
+                    plain = out.get("data", {}).get("text/plain", "")
+                    parts.append(out.get("text", "") or str(plain))
+            yield path, "\n".join(parts)
+
+
+def _learner_texts():
+    """The chapters and the check library's messages (what a learner reads)."""
+    yield from _chapters()
+    for path in sorted((ROOT / "autograder" / "checks").glob("*.py")):
+        yield path, path.read_text()
+
+
+def _sources_cell(folder="notebooks"):
+    nb = nbformat.read(ROOT / folder / "01_attention/01_attention.ipynb", as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "markdown"
+             and c.source.startswith("## Sources")]
+    assert len(cells) == 1, f"{folder}: chapter 1 needs exactly one '## Sources' cell"
+    return nb, cells[0]
+
+
+def _defined_tags(text: str) -> dict[int, str]:
+    return {int(n): title for n, title in SOURCES_HEADING.findall(text)}
 
 
 def _texts():
@@ -41,14 +84,63 @@ def test_no_seed_numbers_in_what_students_read():
     assert not found, "\n".join(found)
 
 
-def test_readme_and_chapter_1_introduce_the_five_texts():
-    chapter1 = nbformat.read(ROOT / "notebooks/01_attention/01_attention.ipynb", as_version=4)
-    intro = chapter1.cells[0].source.lower()
-    readme = (ROOT / "README.md").read_text().lower()
-    for name in NAMES:
-        bare = name.removeprefix("the ").lower()
-        assert bare in intro, name
-        assert bare in readme, name
+@pytest.mark.parametrize("folder", ["solutions", "notebooks"])
+def test_chapter_1_sources_section_defines_the_five_texts(folder):
+    nb, cell = _sources_cell(folder)
+    tags = _defined_tags(cell.source)
+    assert sorted(tags) == [1, 2, 3, 4, 5], tags
+    for block in re.split(r"^### ", cell.source, flags=re.MULTILINE)[1:]:
+        # each text: what it is (a paragraph), its notation, the passages the course quotes
+        assert "**Notation.**" in block and "**Quoted**" in block, block[:60]
+        quoted = block.split("**Quoted**", 1)[1]
+        assert quoted.count('"') >= 2 or "$$" in quoted, f"nothing quoted in {block[:40]!r}"
+    intro = nb.cells[0].source
+    for n in tags:
+        assert f"[S{n}]" in intro, f"the introduction does not list [S{n}]"
+    assert "**Sources**" in intro  # and points to the section
+
+
+def test_every_citation_in_the_chapters_is_defined_in_sources():
+    defined = _defined_tags(_sources_cell()[1].source)
+    used, undefined = set(), []
+    for path, text in _learner_texts():
+        for m in CITATION.finditer(text):
+            used.add(int(m.group(1)))
+            if int(m.group(1)) not in defined or not m.group(0).startswith("[S"):
+                undefined.append(f"{path.relative_to(ROOT)}: {m.group(0)!r}")
+    assert not undefined, "\n".join(undefined)
+    assert used == set(defined), f"tags defined but never cited: {set(defined) - used}"
+
+
+def test_no_chapter_describes_a_source_at_length_or_without_its_tag():
+    found = []
+    for path, text in _learner_texts():
+        flat = re.sub(r"\n[ \t]*#[ \t]*", " ", text)  # comment lines of the .py sources
+        for pattern in (LONG_FORM, BARE):
+            for m in pattern.finditer(flat):
+                where = flat[max(0, m.start() - 30):m.end() + 10]
+                found.append(f"{path.relative_to(ROOT)}: {where!r}")
+    assert not found, "\n".join(found)
+
+
+def test_the_patterns_catch_what_they_are_for():
+    """The regexes above would catch the old wording and let the new one through."""
+    old = ("The Transformer-block blog post (§7) observes", "the column-vector\n# lecture notes'",
+           "(the encoder-decoder survey)", "the row-form tutorial", "the personal wiki page")
+    assert all(LONG_FORM.search(t) for t in old)
+    assert all(BARE.search(t) for t in ("The survey writes", "the lecture notes' heads"))
+    ok = ("The blog post [S5, §7] observes", "the survey [S4]", "[S1] the lecture notes",
+          "[S4]'s additive mask", "the row-form `scaled_dot_product_attention`")
+    assert not any(LONG_FORM.search(t) or BARE.search(t) for t in ok)
+    assert [m.group(1) for m in CITATION.finditer("[S5, §7] [S 6] [s2] [S1]")] == [
+        "5", "6", "2", "1"]
+
+
+def test_readme_has_the_same_sources_section():
+    readme = (ROOT / "README.md").read_text()
+    body = _sources_cell()[1].source.split("\n", 1)[1].strip()
+    assert body in readme
+    assert not LONG_FORM.search(readme)
 
 
 def test_chapter_7_helpers_are_given_in_a_locked_cell():

@@ -1,7 +1,7 @@
 """Reference BPE tokenizers.
 
 * :class:`ClassicBPE` — Sennrich et al. (2016) word-level BPE with an end-of-word symbol (the
-encoder-decoder survey).
+survey [S4]).
 * :func:`train_bpe_naive` — byte-level BPE, recounting every pair after each merge.
 * :func:`train_bpe` — the same merges, computed incrementally (pair counts + pair -> words index
   + a lazy max-heap).

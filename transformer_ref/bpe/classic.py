@@ -1,7 +1,7 @@
-"""Classic BPE on words (Sennrich, Haddow & Birch 2016; the encoder-decoder survey).
+"""Classic BPE on words (Sennrich, Haddow & Birch 2016; the survey [S4]).
 
 1. Initialization: every word is split into characters plus an end-of-word symbol
-   (``"</w>"`` here; the encoder-decoder survey writes ``_``: pass ``end_of_word="_"``).
+   (``"</w>"`` here; the survey [S4] writes ``_``: pass ``end_of_word="_"``).
 2. Merge: count adjacent symbol pairs over all words (weighted by word frequency) and merge
    the most frequent pair everywhere; ties go to the lexicographically greatest pair of
    strings (the same rule as the byte-level trainer).

@@ -61,6 +61,8 @@ class TrainConfig:
     checkpoint: bool = True
     init_from: str = "scratch"  # "scratch" or "resume" (from out_dir/ckpt.pt)
     progress: bool = True  # tqdm bar
+    progress_seconds: float = 0.0  # a plain progress line at most this often (0 = none);
+    # printed text, no widget: it shows in a terminal, JupyterLab and nbclient alike
     plot: bool = True  # loss curve PNG in out_dir
     sample_tokens: int = 300  # tokens sampled at the end of training (0 = none)
     temperature: float = 0.8

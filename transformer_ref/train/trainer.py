@@ -47,6 +47,7 @@ __all__ = [
     "configure_optimizer",
     "peak_flops_for",
     "build_model",
+    "plan_schedule",
     "Trainer",
 ]
 
@@ -99,6 +100,76 @@ def get_lr(step: int, cfg: TrainConfig) -> float:
         return lo
     ratio = (step - warm) / max(1, decay_end - warm)
     return lo + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - lo)
+
+
+def plan_schedule(
+    cfg: TrainConfig,
+    step_seconds: float,
+    seconds: float,
+    *,
+    eval_seconds: float = 0.0,
+    done: int = 0,
+    eval_share: float = 0.25,
+    fixed_eval_seconds: float = 0.0,
+) -> dict:
+    """The longest run of at most ``cfg.max_iters`` steps whose whole schedule fits in ``seconds``.
+
+    ``step_seconds`` and ``eval_seconds`` are measured costs of one optimizer step and one
+    evaluation, of which ``fixed_eval_seconds`` is what the caller does after each evaluation
+    (it does not shrink with ``eval_iters``); ``done`` steps have already run (they are not paid
+    for again). The run keeps the configured evaluations unless they would take more than
+    ``eval_share`` of the time; then each evaluation first uses fewer batches (``eval_iters``,
+    down to 4), then there are fewer evaluations (at least the final one). When the steps must
+    be cut, the warm-up, the end of the cosine decay and the evaluation interval shrink in
+    proportion, so warm-up *and* decay both finish inside the budget (``get_lr`` reaches
+    ``min_lr`` at the last step) instead of the run stopping inside the warm-up. Returns the
+    fields to set on the config plus the estimate: ``max_iters, warmup_iters, lr_decay_iters,
+    eval_interval, eval_iters, step_seconds, eval_seconds`` (one evaluation with the planned
+    ``eval_iters``), ``seconds, planned_seconds, cut``.
+
+    >>> cfg = TrainConfig(max_iters=3000, warmup_iters=100, eval_interval=500)
+    >>> plan = plan_schedule(cfg, step_seconds=1.0, seconds=600.0, eval_seconds=5.0)
+    >>> plan["max_iters"], plan["warmup_iters"], plan["eval_interval"]
+    (570, 19, 95)
+    >>> plan_schedule(cfg, step_seconds=0.1, seconds=600.0)["max_iters"]  # fits: unchanged
+    3000
+    """
+    if step_seconds <= 0 or seconds <= 0:
+        raise ValueError(f"step_seconds and seconds must be > 0, got {step_seconds}, {seconds}")
+    n_evals = max(1, math.ceil(cfg.max_iters / max(1, cfg.eval_interval)))
+    eval_iters, for_evals = cfg.eval_iters, eval_share * seconds
+    if eval_seconds > 0 and n_evals * eval_seconds > for_evals:
+        fixed = min(fixed_eval_seconds, eval_seconds)
+        per_batch = (eval_seconds - fixed) / max(1, cfg.eval_iters)
+        fewest = min(cfg.eval_iters, 4)
+        room = for_evals / n_evals - fixed
+        fit = math.floor(room / per_batch) if per_batch > 0 and room > 0 else 0
+        eval_iters = max(fewest, min(cfg.eval_iters, fit))
+        eval_seconds = fixed + eval_iters * per_batch
+        n_evals = min(n_evals, max(1, math.floor(for_evals / eval_seconds)))
+    left = seconds - n_evals * eval_seconds
+    steps = done + math.floor(max(0.0, left) / step_seconds)
+    steps = max(done + 1, min(cfg.max_iters, steps))
+    if steps >= cfg.max_iters:
+        plan = dict(max_iters=cfg.max_iters, warmup_iters=cfg.warmup_iters,
+                    lr_decay_iters=cfg.lr_decay_iters,
+                    eval_interval=max(cfg.eval_interval, math.ceil(cfg.max_iters / n_evals)),
+                    eval_iters=eval_iters, cut=False)
+    else:
+        scale = steps / cfg.max_iters
+        warm = 0 if cfg.warmup_iters <= 0 else max(1, round(cfg.warmup_iters * scale))
+        warm = min(warm, steps - 1)  # the cosine gets at least one step
+        decay = cfg.lr_decay_iters
+        if decay is not None:
+            decay = min(steps, max(warm + 1, round(decay * scale)))
+        plan = dict(max_iters=steps, warmup_iters=warm, lr_decay_iters=decay,
+                    eval_interval=max(1, math.ceil(steps / n_evals)), eval_iters=eval_iters,
+                    cut=True)
+    n_done_evals = math.ceil(plan["max_iters"] / plan["eval_interval"])
+    planned = (plan["max_iters"] - done) * step_seconds + n_done_evals * eval_seconds
+    plan.update(step_seconds=step_seconds, eval_seconds=eval_seconds, seconds=seconds,
+                planned_seconds=planned)
+    return plan
 
 
 def configure_optimizer(
@@ -275,6 +346,7 @@ class Trainer:
         fpt = getattr(self.raw_model, "flops_per_token", None)
         self.flops_per_token = fpt() if callable(fpt) else None  # training FLOPs per token
         self._pending: list[torch.Tensor] = []  # per-step losses not yet fetched from device
+        self.clock = time.perf_counter  # wall time; tests put a fake clock here
 
     # ------------------------------------------------------------------ losses
     def _loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -386,11 +458,71 @@ class Trainer:
             rng["cuda"] = [s.cpu() for s in rng["cuda"]]
         _set_rng_state(rng, self.gen)
 
+    # ------------------------------------------------------------------ the time budget
+    def fit_to_time(
+        self,
+        seconds: float,
+        probe_steps: int = 10,
+        reserve: float = 0.1,
+        verbose: bool = True,
+        extra_seconds_per_eval: float = 0.0,
+    ) -> dict:
+        """Measure the step and evaluation time here, then set the run's length from them.
+
+        Runs ``probe_steps + 1`` training steps (the first one, which compiles and allocates,
+        is not timed; all of them count as steps of the run) and one evaluation (timed, not
+        recorded in the history), then sets ``max_iters``,
+        ``warmup_iters``, ``lr_decay_iters``, ``eval_interval`` and ``eval_iters`` on
+        ``self.cfg`` from
+        :func:`plan_schedule`, so the whole schedule, warm-up and cosine decay included, fits
+        in ``seconds`` (counted from this call) less a ``reserve`` share for what the caller
+        does between chunks. What the caller does after each evaluation (a notebook samples
+        text) it can pass as ``extra_seconds_per_eval``: it is counted with each evaluation.
+        Returns the plan.
+        """
+        cfg = self.cfg
+        t0 = self.clock()
+        n = min(probe_steps + 1, cfg.max_iters - self.step - 1)
+        if n < 2:  # too short a run to measure: keep it
+            return dict(max_iters=cfg.max_iters, warmup_iters=cfg.warmup_iters,
+                        lr_decay_iters=cfg.lr_decay_iters, eval_interval=cfg.eval_interval,
+                        eval_iters=cfg.eval_iters, cut=False, step_seconds=None,
+                        eval_seconds=None, seconds=seconds, planned_seconds=None)
+        self.raw_model.train()
+        self.train_step()
+        self._flush_losses()  # waits for the device
+        t1 = self.clock()
+        for _ in range(n - 1):
+            self.train_step()
+        self._flush_losses()
+        t2 = self.clock()
+        self.evaluate()  # what one evaluation costs (also compiles the eval graph)
+        t3 = self.clock()
+        step_s, eval_s = (t2 - t1) / (n - 1), t3 - t2
+        left = (seconds - (t3 - t0)) * (1.0 - reserve)
+        extra = max(0.0, extra_seconds_per_eval)
+        plan = plan_schedule(cfg, step_s, max(left, step_s), eval_seconds=eval_s + extra,
+                             done=self.step, fixed_eval_seconds=extra)
+        for key in ("max_iters", "warmup_iters", "lr_decay_iters", "eval_interval", "eval_iters"):
+            setattr(cfg, key, plan[key])
+        if verbose and self.master:
+            what = ("the whole schedule fits" if not plan["cut"] else
+                    f"cut to {plan['max_iters']} steps (warm-up {plan['warmup_iters']}, "
+                    f"evaluation every {plan['eval_interval']} on {plan['eval_iters']} "
+                    f"batch{'es' * (plan['eval_iters'] != 1)}) "
+                    "so warm-up and decay both fit")
+            print(f"measured {step_s:.3f} s per step, {eval_s:.1f} s per evaluation "
+                  f"({t3 - t0:.0f} s of the {seconds:.0f} s budget): {what}; the rest should "
+                  f"take about {plan['planned_seconds']:.0f} s", flush=True)
+        return plan
+
     # ------------------------------------------------------------------ the loop
     def train(self, num_steps: int | None = None, max_seconds: float | None = None) -> dict:
         """Run until ``max_iters``, or ``num_steps`` more steps, or ``max_seconds`` of wall time
-        (the schedule still follows ``max_iters``); evaluates and checkpoints every
-        ``eval_interval`` steps and at the last step. Returns a summary dict."""
+        (the schedule still follows ``max_iters``: call :meth:`fit_to_time` first to make it
+        fit); evaluates and checkpoints every ``eval_interval`` steps and at the last step.
+        With ``cfg.progress_seconds`` it prints a plain progress line at most that often.
+        Returns a summary dict."""
         cfg = self.cfg
         end = cfg.max_iters if num_steps is None else min(cfg.max_iters, self.step + num_steps)
         bar = None
@@ -402,7 +534,8 @@ class Trainer:
         if self.master:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         self.raw_model.train()
-        t_start = t_window = time.perf_counter()
+        clock = self.clock
+        t_start = t_window = t_said = clock()
         steps_window = 0
         tok_per_s = 0.0
         mfu = None
@@ -411,11 +544,12 @@ class Trainer:
         while self.step < end:
             self.train_step()
             steps_window += 1
-            out_of_time = max_seconds is not None and time.perf_counter() - t_start > max_seconds
+            now = clock()
+            out_of_time = max_seconds is not None and now - t_start > max_seconds
             at_end = self.step == end or out_of_time
             if self.step % cfg.log_interval == 0 or at_end:
                 values = self._flush_losses()  # syncs the device
-                now = time.perf_counter()
+                now = clock()
                 tok_per_s = steps_window * cfg.tokens_per_step * self.world_size / (now - t_window)
                 t_window, steps_window = now, 0
                 if self.flops_per_token and self.peak_flops:
@@ -433,6 +567,10 @@ class Trainer:
                         bar.set_postfix(post)
             if bar is not None:
                 bar.update(1)
+            elif (cfg.progress_seconds > 0 and self.master and not at_end
+                  and now - t_said >= cfg.progress_seconds):
+                t_said = now
+                self._say_progress(start_step, end, now - t_start)
             if self.step % cfg.eval_interval == 0 or at_end:
                 if self.master:
                     last_eval = self.evaluate()
@@ -443,14 +581,14 @@ class Trainer:
                     (bar.write if bar is not None else print)(msg)
                 if cfg.checkpoint:
                     self.save_checkpoint()
-                t_window = time.perf_counter()  # eval time is not training throughput
+                t_window = clock()  # eval time is not training throughput
                 steps_window = 0
             if out_of_time:
                 break
         if bar is not None:
             bar.close()
         self._flush_losses()
-        elapsed = time.perf_counter() - t_start
+        elapsed = clock() - t_start
         if self.master and cfg.plot and self.history["train"]:
             self.plot(self.out_dir / "loss.png")
         return {
@@ -462,6 +600,18 @@ class Trainer:
             "eval": last_eval,
             "final_train_loss": self.history["train"][-1][1] if self.history["train"] else None,
         }
+
+    def _say_progress(self, start_step: int, end: int, elapsed: float) -> None:
+        """One plain line: where this call of :meth:`train` is, the loss, and the time left."""
+        if not self.ddp:  # under DDP a flush is collective: use the last logged loss
+            self._flush_losses()  # the latest losses (waits for the device, once per line)
+        cfg = self.cfg
+        loss = self.history["train"][-1][1] if self.history["train"] else float("nan")
+        done = self.step - start_step
+        left = elapsed / done * (end - self.step) if done else float("nan")
+        print(f"  step {self.step}/{cfg.max_iters} (this part ends at {end}): "
+              f"loss {loss:.3f}, lr {get_lr(self.step - 1, cfg):.2e}, "
+              f"{elapsed:.0f} s in, ~{left:.0f} s to go", flush=True)
 
     # ------------------------------------------------------------------ outputs
     def plot(self, path: str | os.PathLike) -> None:

@@ -247,7 +247,7 @@ LN_NAMES = [
     ("forgot gamma", dict(gamma_on=False)),
     ("variance without subtracting the mean (mean of x²)", dict(uncentred=True)),
     ("divided by the variance instead of the standard deviation", dict(no_sqrt=True)),
-    ("subtracted the sum instead of the mean (the column-vector lecture notes as written)",
+    ("subtracted the sum instead of the mean (the lecture notes [S1] as written)",
      dict(center="sum")),
 ]
 
@@ -292,9 +292,9 @@ WRONG += [
     (KEY["layer_norm"], ln_t_no_keepdim, BROADCAST, False),
     (KEY["layer_norm_np"],
      lambda x, gamma, beta, eps=1e-5: ln_np()(x, float(gamma), beta, eps),
-     "treated gamma as a scalar (the column-vector lecture notes)", False),
+     "treated gamma as a scalar (the lecture notes [S1])", False),
     (KEY["layer_norm"], lambda x, gamma, beta, eps=1e-5: ln_t()(x, gamma.item(), beta, eps),
-     "treated gamma as a scalar (the column-vector lecture notes)", False),
+     "treated gamma as a scalar (the lecture notes [S1])", False),
     # Exercise 3.1
     (KEY["layer_norm_backward"], bw(mean=False, var=False),
      "treated the mean and the variance as constants", False),
@@ -363,6 +363,6 @@ WRONG += [
     (KEY["rms_norm"], rms(rms_op="mul"), "multiplied by the RMS instead of dividing", False),
     (KEY["rms_norm"], lambda x, g, eps=1e-6: rms()(x, g[:, None], eps), BROADCAST, False),
     (KEY["rms_norm"], lambda x, g, eps=1e-6: rms()(x, g.item(), eps),
-     "treated gamma as a scalar (the column-vector lecture notes)", False),
+     "treated gamma as a scalar (the lecture notes [S1])", False),
 ]
 
