@@ -16,6 +16,7 @@ student's function in its probe; hidden tests do the same through :func:`graded`
 
 >>> from transformer_ref.sampling import sample_next_token as ref
 >>> check_sample_next_token(ref)  # doctest: +ELLIPSIS
+running Exercise 6.1's check: 9 cases, tens of thousands of draws per setting, ...
 ✔ Exercise 6.1 `sample_next_token`: all ... cases match the reference.
 """
 
