@@ -73,6 +73,9 @@ PRELOAD = (
 
 
 # ------------------------------------------------------------------ the warm process
+_START_DIR = os.getcwd()  # the warm process's folder: sys.path[0] under ``python -m``
+
+
 def serve(path: str, parent: int, assignments: list[str]) -> None:
     import importlib
 
@@ -227,6 +230,8 @@ def _become_job(request: dict, log_fd: int, warm_pid: int) -> None:
         print(problem, file=sys.stderr, flush=True)
         os._exit(1)
     os.chdir(request["cwd"])
+    if sys.path and sys.path[0] == _START_DIR:  # ``python -m`` had put the job's folder there
+        sys.path[0] = request["cwd"]
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ.pop(limits.PARENT_VAR, None)  # as limits.main leaves it

@@ -121,7 +121,10 @@ class Warm:
             [sys.executable, "-m", SERVER, self._path,
              str(os.getpid()), *chapters_of(argv)],
             env=start_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            start_new_session=True)
+            start_new_session=True,
+            # an empty folder: its imports resolve as the started process's did (the installed
+            # package), not from course-grade's own folder (warm.py puts the job's back)
+            cwd=folder)
         atexit.register(self.close)
         line = _read_line(self._proc.stdout, READY_S)
         if line != "ready":
