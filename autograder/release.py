@@ -3,6 +3,7 @@
     python -m autograder.release                 # every chapter in solutions/
     python -m autograder.release 01_attention    # one chapter
     python -m autograder.release --check         # exit 1 if a generated file is not up to date
+    python -m autograder.release --kit OUT       # the student kit (autograder/kit.py)
 
 A chapter is written as one jupytext percent script, ``solutions/<NN_name>/<NN_name>.py``:
 markdown and code cells (``# %%``, ``# %% [markdown]``), the nbgrader regions (``### BEGIN
@@ -348,7 +349,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only compare the generated files with a fresh generation",
     )
+    ap.add_argument(
+        "--kit",
+        "--student-kit",
+        metavar="OUT_DIR",
+        help="write the student kit (release notebooks and visible checks, no answers) to "
+        "OUT_DIR and OUT_DIR.zip instead (autograder/kit.py)",
+    )
     args = ap.parse_args(argv)
+    if args.kit:
+        from autograder import kit
+
+        return kit.main(args.kit, args.chapters)
     names = args.chapters or chapters()
     unknown = sorted(set(names) - set(chapters()))
     if unknown:
