@@ -1,4 +1,4 @@
-"""The whole course's student kit (every chapter; ``tests/unit/test_kit.py`` covers 01-04).
+"""The whole course's student kit (every chapter; ``tests/slow/test_kit.py`` covers 01-04).
 
 The same proofs on the kit ``python -m autograder.release --kit OUT`` writes by default: no
 answer, no hidden case, no mistake source; every visible check that is in the kit gives the
