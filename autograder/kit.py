@@ -349,26 +349,11 @@ def _wrapper_source(module: str, wrapped: list[tuple[str, list[str], str]]) -> t
 
 
 # ---------------------------------------------------------------- the kit's modules
-def _public_constants(module: str) -> tuple[list[str], dict]:
-    from autograder.grading.autograde.kernel_package import _constant
-
-    tree = ast.parse((PACKAGE / "checks" / f"{module}.py").read_text())
-    names, constants = [], {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            names = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            value = _constant(node.value)
-            if value is not None:
-                constants[node.targets[0].id] = value
-    return names, constants
-
-
 def _chapter_module(chapter: str, data: dict) -> str:
     module = data["module"]
-    names, constants = _public_constants(module)
+    from autograder.grading.autograde.kernel_package import public_constants
+
+    names, constants = public_constants(module)
     checks = {d["public"] for d in data["checks"]}
     lines = [f'"""Student kit: the visible checks of {chapter}, read from '
              f'kit_data/{module}.json (no answers here)."""',

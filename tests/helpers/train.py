@@ -1,4 +1,8 @@
-"""A tiny training configuration the training tests share (seconds on a CPU)."""
+"""A tiny training configuration the training tests share (seconds on a CPU), and their
+one-thread fixture."""
+
+import pytest
+import torch
 
 from transformer_ref.train.config import TrainConfig
 
@@ -13,3 +17,12 @@ def tiny_cfg(tmp_path, **kw) -> TrainConfig:
     )
     base.update(kw)
     return TrainConfig(**base)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread for the test (a module that imports this fixture uses it for all)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

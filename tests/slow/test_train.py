@@ -19,17 +19,11 @@ from transformer_ref.train.config import TrainConfig, preset
 from transformer_ref.train.data import prepare_data
 from transformer_ref.train.trainer import Trainer, configure_optimizer, get_lr
 
-from helpers.train import tiny_cfg
+from helpers.train import one_thread, tiny_cfg  # noqa: F401 - one_thread: a fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")

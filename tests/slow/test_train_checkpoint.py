@@ -11,15 +11,11 @@ from transformer_ref.train import trainer as trainer_mod
 from transformer_ref.train.data import prepare_data
 from transformer_ref.train.trainer import configure_optimizer
 
+from helpers.train import one_thread  # noqa: F401 - a fixture
+
 CFG = GPTConfig(vocab_size=17, block_size=8, n_layer=1, n_head=2, d_model=16, dropout=0.0)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def step(model, opt, seed):

@@ -11,18 +11,14 @@ import torch
 from transformer_ref.train import Trainer, preset
 from transformer_ref.train.data import prepare_data
 
+from helpers.train import one_thread  # noqa: F401 - a fixture
+
 pytestmark = [
     pytest.mark.skipif(shutil.which("cc") is None and shutil.which("g++") is None,
                        reason="torch.compile on CPU needs a C/C++ compiler"),
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def gpu_path_cfg(tmp_path, **kw):

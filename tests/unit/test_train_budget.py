@@ -11,21 +11,12 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from transformer_ref.train.config import TrainConfig
 from transformer_ref.train.data import prepare_data
 from transformer_ref.train.trainer import Trainer, get_lr, plan_schedule
 
-from helpers.train import tiny_cfg
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+from helpers.train import one_thread, tiny_cfg  # noqa: F401 - one_thread: a fixture
 
 
 class FakeClock:

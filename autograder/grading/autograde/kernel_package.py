@@ -266,8 +266,9 @@ def _kernel_ref(sources: list, dest: Path) -> bool:
     return True
 
 
-def _stub(chapter: str) -> str:
-    """The kernel's ``autograder/checks/<chapter>.py``: the public check names, no data."""
+def public_constants(chapter: str) -> tuple[list[str], dict]:
+    """A check module's ``__all__`` and its module-level constants (:func:`_constant`), read
+    from its source without importing it (the kernel's stub, the student kit)."""
     tree = pyast.parse((PACKAGE / "checks" / f"{chapter}.py").read_text())
     names, constants = [], {}
     for node in tree.body:
@@ -280,6 +281,12 @@ def _stub(chapter: str) -> str:
             value = _constant(node.value)
             if value is not None:
                 constants[node.targets[0].id] = value
+    return names, constants
+
+
+def _stub(chapter: str) -> str:
+    """The kernel's ``autograder/checks/<chapter>.py``: the public check names, no data."""
+    names, constants = public_constants(chapter)
     lines = [
         f'"""Graded kernel: the checks of `{chapter}` run in course-grade, outside this '
         'kernel."""',
