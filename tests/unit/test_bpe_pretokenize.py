@@ -37,3 +37,22 @@ def test_twin_is_used_only_for_ascii():
     assert gpt2_regex("naïve").pattern == GPT2_PATTERN
     assert pretokenize("naïve  café's 12") == ["naïve", " ", " café", "'s", " 12"]
     assert pretokenize("you'll   see\n\n") == ["you", "'ll", "  ", " see", "\n\n"]
+
+
+# Mixed text: pretokenize cuts it into ASCII stretches (the `re` twin) and stretches around the
+# other characters (`regex`), only before a newline that follows a printable ASCII character.
+MIXED = "ab \n\n  \t'sll!\r\x0b\x1c\x7f0—é\u00a0\u2003²日😀x"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=MIXED, max_size=80))
+def test_mixed_text_is_cut_only_where_the_pieces_do_not_change(text):
+    assert pretokenize(text) == REFERENCE.findall(text)
+
+
+def test_mixed_text_cuts_on_the_corpus():
+    from transformer_ref.corpus import load_shakespeare
+
+    train = load_shakespeare("train")
+    assert not train.isascii()  # (a few em dashes): the mixed path is the one timed
+    assert pretokenize(train) == REFERENCE.findall(train)
