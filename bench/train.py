@@ -16,6 +16,14 @@ and the first lent GPU only has to run it::
 
     python bench/train.py --run                 # CUDA: gpu_char; CPU: a ~1-minute tiny run
     python bench/train.py --run --max_iters 40 --compile --dtype bfloat16   # CPU, GPU path
+
+``--peer hf`` trains the course's GPT and Hugging Face's ``GPT2LMHeadModel`` of the same shape
+on the same batches, one after the other, and prints tokens/s, the time to a validation loss
+and their ratios (``bench/peer_hf.py``)::
+
+    python bench/train.py --peer hf                     # CPU: cpu_char, target 1.70
+    python bench/train.py --peer hf --max_iters 300 --target 2.5   # a shorter comparison
+    python bench/train.py --peer hf                     # CUDA: gpu_char, eager and compiled
 """
 
 from __future__ import annotations
@@ -130,6 +138,36 @@ def run(args) -> dict:
     return {"tokens_per_s": steady, "mfu": mfu[-1], "reached": reached, "best_val": best}
 
 
+def peer(args) -> dict:
+    """``--peer hf``: the course's GPT and Hugging Face's GPT-2, same shape, same batches."""
+    try:
+        from bench import peer_hf
+    except ImportError:  # run as a script: bench/ is sys.path[0]
+        import peer_hf
+
+    from transformer_ref.train import preset
+    from transformer_ref.train.data import prepare_data
+
+    device = pick_device(args.device)
+    cuda = device.type == "cuda"
+    name = "gpu_char" if cuda else "cpu_char"
+    over = {k: getattr(args, k) for k in ("max_iters", "eval_interval")
+            if getattr(args, k) is not None}
+    cfg = preset(name, **over, device=str(device), data_dir=args.data_dir, threads=args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if cuda:
+        _enable_tf32()
+    target = args.target if args.target_set else (1.50 if cuda else 1.70)
+    data = prepare_data(cfg.data, cfg.data_dir, bpe_vocab_size=cfg.bpe_vocab_size)
+    dev = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
+    print(f"device {dev}: {name} ({cfg.n_layer} layers, {cfg.n_head} heads, d_model "
+          f"{cfg.d_model}, context {cfg.block_size}, vocabulary {data.vocab_size}, batch "
+          f"{cfg.batch_size}), {cfg.max_iters} steps, target val {target:.2f}")
+    modes = (False, True) if cuda else (bool(args.compile),)
+    return peer_hf.compare(cfg, data, device, target, modes)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto")
@@ -141,13 +179,22 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--run", action="store_true", help="train gpu_char and report time to target")
-    p.add_argument("--target", type=float, default=1.50, help="--run: validation loss target")
+    p.add_argument("--target", type=float, default=None,
+                   help="--run / --peer: validation loss target (default 1.50; --peer on a "
+                   "CPU 1.70)")
     p.add_argument("--max_iters", type=int, default=None, help="--run: override the steps")
     p.add_argument("--eval_interval", type=int, default=None, help="--run: evaluate every")
     p.add_argument("--dtype", default=None, help="--run: float32 / bfloat16 (default: auto)")
     p.add_argument("--out_dir", default="out/bench_train", help="--run: checkpoints, log")
     p.add_argument("--data_dir", default="out/data", help="--run: tokenized corpus cache")
+    p.add_argument("--peer", choices=["hf"], default=None,
+                   help="train Hugging Face's GPT2LMHeadModel of the same shape beside ours")
     args = p.parse_args()
+    args.target_set = args.target is not None
+    args.target = 1.50 if args.target is None else args.target
+    if args.peer:
+        peer(args)
+        return
     if args.run:
         args.compile = None if args.compile is False else "true"
         run(args)
