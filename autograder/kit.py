@@ -4,7 +4,8 @@
 
 writes the folder ``OUT`` and ``OUT.zip``: what an instructor hands to students. In it:
 
-* ``NN_x.ipynb``: the release notebooks of the chosen chapters, unchanged (``notebooks/``);
+* ``NN_x.ipynb``: the release notebooks of the chosen chapters, unchanged (``notebooks/``),
+  and ``figures/``: their diagrams (``notebooks/NN_x/figures/``, one folder for all);
 * ``autograder/checks/``: a check package the notebooks import under the same names. Each
   chapter module is generated (:func:`_chapter_module`) and reads its checks from
   ``autograder/checks/kit_data/<module>.json`` (``_kit``): the visible cases (inputs,
@@ -38,8 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(__file__).resolve().parent
 RELEASE = ROOT / "notebooks"
 
-# check-library modules copied unchanged into the kit (none holds a case or a mistake)
-CORE_FILES = ("_core.py", "_symptoms.py", "_names.py", "_codec.py", "_kit.py")
+# check-library modules copied unchanged into the kit (none holds a case or a mistake;
+# ``yours`` loads the learner's earlier answers from their saved notebooks, no answer in it)
+CORE_FILES = ("_core.py", "_symptoms.py", "_names.py", "_codec.py", "_kit.py", "yours.py")
 # what the given objects of ``_builders`` that a kit may need hold, in answer terms
 # (chapter, exercise function)
 BUILDER_REVEALS = {
@@ -651,6 +653,7 @@ def build(out: Path, chapters: list[str] | None = None) -> Path:
         nb = _release(chapter)
         notebooks.append(nb)
         shutil.copyfile(RELEASE / chapter / f"{chapter}.ipynb", out / f"{chapter}.ipynb")
+        _copy_figures(RELEASE / chapter / "figures", out / "figures")
     builders, kept_given = _builders_module(built)
     (checks / "_builders.py").write_text(builders)
     ref_modules = _kit_ref(notebooks, chapters, out / "transformer_ref")
@@ -721,6 +724,18 @@ def _readme(chapters, absent, notes, dropped_hints, revealed, held) -> str:
                   "one kit per chapter as the deadlines pass:", "",
                   *[f"- {r}." for r in revealed], ""]
     return "\n".join(lines)
+
+
+def _copy_figures(src: Path, dest: Path) -> None:
+    """A chapter's diagrams (``autograder/diagrams.py``) into the kit's one ``figures/``: the
+    notebooks sit side by side, so all their ``figures/<name>.svg`` links point there. A name
+    that two chapters share must be the same drawing."""
+    for path in sorted(src.iterdir()) if src.is_dir() else ():
+        target = dest / path.name
+        if target.exists() and target.read_bytes() != path.read_bytes():
+            raise KitError(f"two chapters have a different figures/{path.name}")
+        dest.mkdir(exist_ok=True)
+        shutil.copyfile(path, target)
 
 
 def _zip(folder: Path) -> Path:

@@ -19,9 +19,13 @@ writes, byte for byte reproducibly:
    removes the solutions and hidden tests, locks the read-only and test cells and clears
    outputs. It runs with ``--no-db``: the release needs no gradebook (grading records the source
    cells in its own), and the repository stays clean.
+3. ``solutions/<NN_name>/figures/`` and ``notebooks/<NN_name>/figures/``: the chapter's diagrams,
+   drawn by ``autograder/diagrams.py`` (SVG text, the same bytes on every run), which its
+   markdown shows as ``![...](figures/<name>.svg)``.
 
 Edit the ``.py`` (or the ``.ipynb`` in JupyterLab, paired with the ``.py`` by
-``solutions/jupytext.toml``, see README), then run this command and commit all three files.
+``solutions/jupytext.toml``, see README), then run this command and commit the ``.py``, both
+notebooks and both ``figures/`` folders.
 """
 
 from __future__ import annotations
@@ -38,10 +42,13 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import diagrams
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = Path(__file__).resolve().parent / "nbgrader_config.py"
 SOURCE = ROOT / "solutions"
 RELEASE = ROOT / "notebooks"
+FIGURES = "figures"  # a chapter's diagrams (autograder/diagrams.py), next to both notebooks
 # nbformat's cell-id rule (nbformat 4.5)
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -105,8 +112,11 @@ def _points(n: int) -> str:
     return f"{n} point{'s' if n != 1 else ''}"
 
 
-def render_test_cell(chapter, ex) -> tuple[dict, str]:
+def render_test_cell(chapter, ex, given: dict | None = None) -> tuple[dict, str]:
     """(nbgrader metadata, source) of the test cell of ``ex`` (a row of ``chapter``'s table).
+    ``given`` ({function: source}): the answers of the earlier exercises ``ex``'s function
+    calls (its check's ``uses``), written into the hidden part: the graded function is judged
+    with them in place of the student's when those fail their own checks.
 
     >>> from autograder.checks.table import TABLES, exercise
     >>> print(render_test_cell(TABLES["01_attention"], exercise("01_attention", "2.1"))[1])
@@ -128,13 +138,22 @@ def render_test_cell(chapter, ex) -> tuple[dict, str]:
         "### BEGIN HIDDEN TESTS",
         "from autograder.checks._core import hidden_check as _hidden_check",
     ]
+    extra = ""
+    if given:
+        lines.append("# the given earlier functions, in place of yours if they fail their checks")
+        lines.append("_given = {")
+        lines += [f"    {name!r}: {source!r}," for name, source in given.items()]
+        lines.append("}")
+        extra = ", given=_given"
     if chapter.probe:
         lines.append(f"from autograder.checks.{chapter.module} import probe as _probe")
-        lines.append(f'_hidden_check("{ex.key}", _probe("{ex.key}", {args}))')
+        lines.append(f'_hidden_check("{ex.key}", _probe("{ex.key}", {args}){extra})')
     elif ex.arguments:
-        lines.append(f'_hidden_check("{ex.key}", {ex.function}_functions)')
+        lines.append(f'_hidden_check("{ex.key}", {ex.function}_functions{extra})')
     else:
-        lines.append(f'_hidden_check("{ex.key}", {args})')
+        lines.append(f'_hidden_check("{ex.key}", {args}{extra})')
+    if given:
+        lines.append("del _given")
     lines.append("### END HIDDEN TESTS")
     meta = {
         "grade": True,
@@ -155,6 +174,7 @@ def heading(ex) -> str:
     return f"### {ex.label}{tag} — {ex.title}  *({_points(ex.points)}, ~{ex.minutes} min{note})*"
 
 
+_SOLUTION_MARK = re.compile(r"\n?^[ \t]*### (?:BEGIN|END) SOLUTION[ \t]*$", re.M)
 _HEADING = re.compile(r"^### Exercise (\d+\.\d+)\b.*$", re.M)
 _SUMMARY = re.compile(r"\*\*Points: \d+ in total\*\*(?:(?!\n\n).)*", re.S)
 _SUMMARY_ITEM = re.compile(r"(\d+\.\d+) \((\d+)")
@@ -180,8 +200,6 @@ def fill_from_table(nb: nbformat.NotebookNode, name: str) -> None:
             f"{name}: {len(tests)} test cells (nbgrader grade: true) but "
             f"{len(chapter.exercises)} exercises in autograder/checks/table.py"
         )
-    for cell, ex in zip(tests, chapter.exercises):
-        cell.metadata["nbgrader"], cell.source = render_test_cell(chapter, ex)
     # each exercise's answer cell: the one nbgrader solution cell after the previous test cell
     answers, k = [[] for _ in tests], 0
     for cell in nb.cells:
@@ -198,6 +216,11 @@ def fill_from_table(nb: nbformat.NotebookNode, name: str) -> None:
             )
         meta = {**cells[0].metadata["nbgrader"], "grade_id": ex.solution_id}
         cells[0].metadata["nbgrader"] = dict(sorted(meta.items()))
+    solved = {ex.function: _SOLUTION_MARK.sub("", cells[0].source)
+              for cells, ex in zip(answers, chapter.exercises)}
+    for cell, ex in zip(tests, chapter.exercises):
+        given = {n: solved[n] for n, _ in _uses(ex) if n in solved}
+        cell.metadata["nbgrader"], cell.source = render_test_cell(chapter, ex, given)
     seen = []
 
     def head(m):
@@ -221,6 +244,15 @@ def fill_from_table(nb: nbformat.NotebookNode, name: str) -> None:
             f"{name}: exercise headings {seen}, the table's order is "
             f"{[e.number for e in chapter.exercises]}"
         )
+
+
+def _uses(ex) -> tuple:
+    """The earlier functions ``ex``'s check uses; none for a row with no check registered
+    (yet: a renamed function)."""
+    try:
+        return ex.declaration().uses
+    except KeyError:
+        return ()
 
 
 def source_text(path: Path, name: str) -> str:
@@ -254,12 +286,14 @@ def generate(
     source: Path = SOURCE,
     write_sources: bool = True,
 ) -> None:
-    """Write ``solutions_dir/<name>/<name>.ipynb`` and ``release_dir/<name>/`` for each chapter.
+    """Write ``solutions_dir/<name>/<name>.ipynb`` and ``figures/``, and ``release_dir/<name>/``,
+    for each chapter.
 
     First the exercise table (``autograder/checks/table.py``) is filled into the source
     ``source/<name>/<name>.py`` (rewritten if that changes it and ``write_sources``). The
     notebooks are built from it in a temporary nbgrader course (the chapter's other files, if
-    any, go with them; the ``.py`` source never does).
+    any, go with them; the ``.py`` source never does), with the chapter's diagrams drawn afresh
+    into its ``figures/`` (``autograder/diagrams.py``; the committed copies are not read).
     """
     release_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
@@ -269,8 +303,11 @@ def generate(
             shutil.copytree(
                 source / name,
                 folder,
-                ignore=shutil.ignore_patterns(".*", "__pycache__", f"{name}.py", f"{name}.ipynb"),
+                ignore=shutil.ignore_patterns(
+                    ".*", "__pycache__", f"{name}.py", f"{name}.ipynb", FIGURES
+                ),
             )
+            diagrams.write(name, folder / FIGURES)  # drawn now, never the committed copies
             py = chapter_source(name, source)
             text = source_text(py, name)
             if write_sources and text != py.read_text():
@@ -305,6 +342,7 @@ def generate(
             dest = solutions_dir / name / f"{name}.ipynb"
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(course / "solutions" / name / f"{name}.ipynb", dest)
+            diagrams.write(name, dest.parent / FIGURES)
 
 
 def _tree(folder: Path) -> set[Path]:
@@ -316,7 +354,8 @@ def _tree(folder: Path) -> set[Path]:
 def differences(names: list[str], source: Path = SOURCE) -> list[str]:
     """Generated files that differ from (or are missing in) a fresh generation from ``source``.
 
-    Compares ``solutions/<name>/<name>.ipynb`` and everything under ``notebooks/<name>/``.
+    Compares ``solutions/<name>/<name>.ipynb``, ``solutions/<name>/figures/`` and everything
+    under ``notebooks/<name>/`` (its ``figures/`` included).
     """
     out = []
     with tempfile.TemporaryDirectory(prefix="course-release-check-") as tmp:
@@ -332,6 +371,10 @@ def differences(names: list[str], source: Path = SOURCE) -> list[str]:
             a, b = fresh_sol / nb, SOURCE / nb
             if not (b.exists() and filecmp.cmp(a, b, shallow=False)):
                 out.append(str(Path("solutions") / nb))
+            for rel in sorted(_tree(fresh_sol / name / FIGURES) | _tree(SOURCE / name / FIGURES)):
+                a, b = fresh_sol / name / FIGURES / rel, SOURCE / name / FIGURES / rel
+                if not (a.exists() and b.exists() and filecmp.cmp(a, b, shallow=False)):
+                    out.append(str(Path("solutions") / name / FIGURES / rel))
             for rel in sorted(_tree(fresh_rel / name) | _tree(RELEASE / name)):
                 a, b = fresh_rel / name / rel, RELEASE / name / rel
                 if not (a.exists() and b.exists() and filecmp.cmp(a, b, shallow=False)):

@@ -33,7 +33,7 @@ from transformer_ref.ffn import FeedForward
 from transformer_ref.mha import LayerKVCache, MultiHeadAttention
 from transformer_ref.norms import LayerNorm, make_norm
 
-__all__ = ["SelfAttentionBlock", "EncoderBlock", "DecoderBlock"]
+__all__ = ["SelfAttentionBlock", "EncoderBlock", "DecoderBlock", "pre_ln_block", "post_ln_block"]
 
 
 @torch.no_grad()
@@ -93,6 +93,7 @@ class SelfAttentionBlock(nn.Module):
         eps: float | None = None,
         fused_qkv: bool = False,
         attn_impl: str = "scratch",
+        fused_norm: bool = False,
     ):
         super().__init__()
         self.norm_first = norm_first
@@ -100,8 +101,8 @@ class SelfAttentionBlock(nn.Module):
             d_model, n_head, bias=bias, fused_qkv=fused_qkv, dropout=dropout, attn_impl=attn_impl
         )
         self.ffn = FeedForward(d_model, d_ff, activation=activation, bias=bias)
-        self.norm1 = make_norm(norm, d_model, bias=bias, eps=eps)
-        self.norm2 = make_norm(norm, d_model, bias=bias, eps=eps)
+        self.norm1 = make_norm(norm, d_model, bias=bias, eps=eps, fused=fused_norm)
+        self.norm2 = make_norm(norm, d_model, bias=bias, eps=eps, fused=fused_norm)
         self.drop = nn.Dropout(dropout)  # residual dropout
 
     def forward(
@@ -217,3 +218,25 @@ class DecoderBlock(nn.Module):
                              (self.norm3, layer.norm3)):
             _copy_norm(mine, theirs)
         return self
+
+
+def pre_ln_block(x, attn, ffn, norm1, norm2):
+    """Functional pre-LN block from its sublayers: ``x + attn(norm1(x))``, then the FFN.
+
+    >>> x = torch.randn(1, 2, 3)
+    >>> bool((pre_ln_block(x, lambda h: 0 * h, lambda h: 0 * h, abs, abs) == x).all())
+    True
+    """
+    x = x + attn(norm1(x))
+    return x + ffn(norm2(x))
+
+
+def post_ln_block(x, attn, ffn, norm1, norm2):
+    """Functional post-LN block from its sublayers: ``norm1(x + attn(x))``, then the FFN.
+
+    >>> x = torch.randn(1, 2, 3)
+    >>> bool((post_ln_block(x, lambda h: 0 * h, lambda h: 0 * h, abs, abs) == x.abs()).all())
+    True
+    """
+    x = norm1(x + attn(x))
+    return norm2(x + ffn(x))

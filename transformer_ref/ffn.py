@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["FeedForward", "ACTIVATIONS"]
+__all__ = ["FeedForward", "ACTIVATIONS", "feed_forward"]
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -62,3 +62,15 @@ class FeedForward(nn.Module):
         else:  # swiglu: Swish_1(x W_1) elementwise-times x W_3
             h = F.silu(h) * self.w3(x)
         return self.dropout(self.w2(h))  # (..., d_model)
+
+
+def feed_forward(x, W1, b1, W2, b2, activation="relu"):
+    """Functional FFN with row-form weights: ``act(x W1 + b1) W2 + b2``, act ReLU or exact GELU.
+
+    >>> feed_forward(torch.tensor([[1.0, -1.0]]), torch.eye(2), torch.zeros(2), torch.eye(2),
+    ...              torch.zeros(2))
+    tensor([[1., 0.]])
+    """
+    h = x @ W1 + b1
+    h = F.relu(h) if activation == "relu" else F.gelu(h)
+    return h @ W2 + b2

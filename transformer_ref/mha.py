@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from transformer_ref.attention import mask_to_additive, scaled_dot_product_attention
 from transformer_ref.masks import causal_mask
 
-__all__ = ["MultiHeadAttention", "LayerKVCache", "merge_causal"]
+__all__ = ["MultiHeadAttention", "LayerKVCache", "merge_causal", "multi_head_attention"]
 
 
 class LayerKVCache:
@@ -228,3 +228,22 @@ class MultiHeadAttention(nn.Module):
 
     def _bias(self):
         return self.qkv_proj.bias if self.fused_qkv else self.q_proj.bias
+
+
+def multi_head_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
+    """Functional multi-head attention with row-form weights ``(d_in, d_model)`` (no biases).
+
+    ``x_q (B, T_q, d_in)``, ``x_kv (B, T_k, d_in)``; ``mask`` a keep mask broadcastable to
+    ``(B, H, T_q, T_k)``. The given part that chapters after 03 use when the learner's own
+    ``multi_head_attention`` is not there or fails its check.
+
+    >>> x = torch.randn(2, 3, 4)
+    >>> multi_head_attention(x, x, *(torch.eye(4),) * 4, n_head=2).shape
+    torch.Size([2, 3, 4])
+    """
+    def split(t):  # (B, T, H*d_k) -> (B, H, T, d_k)
+        return t.view(t.shape[0], t.shape[1], n_head, t.shape[-1] // n_head).transpose(1, 2)
+
+    q, k, v = split(x_q @ W_Q), split(x_kv @ W_K), split(x_kv @ W_V)
+    y = scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, T_q, d_k)
+    return y.transpose(1, 2).reshape(x_q.shape[0], x_q.shape[1], -1) @ W_O

@@ -43,6 +43,7 @@ __all__ = [
     "Transformer",
     "Encoder",
     "Decoder",
+    "gpt_logits",
 ]
 
 POS_KINDS = ("learned", "sinusoidal", "rope")
@@ -97,6 +98,7 @@ class GPTConfig:
     attn_impl: str = "scratch"  # "scratch" (transformer_ref attention) | "sdpa" (flash path)
     rope_base: float = 10000.0  # RoPE's theta (pos="rope"): pair i turns at base^(-2i/d_k)
     norm_eps: float | None = None  # every norm's eps; None -> 1e-5 (layer) / 1e-6 (rms)
+    norm_impl: str = "scratch"  # "scratch" (transformer_ref.layer_norm) | "fused" (F.layer_norm)
 
 
 class GPT(nn.Module):
@@ -117,10 +119,12 @@ class GPT(nn.Module):
             SelfAttentionBlock(
                 c.d_model, c.n_head, c.d_ff, dropout=c.dropout, activation=c.ffn,
                 norm_first=True, norm=c.norm, bias=c.bias, eps=c.norm_eps, attn_impl=c.attn_impl,
+                fused_norm=c.norm_impl == "fused",
             )
             for _ in range(c.n_layer)
         )
-        self.ln_f = make_norm(c.norm, c.d_model, bias=c.bias, eps=c.norm_eps)
+        self.ln_f = make_norm(c.norm, c.d_model, bias=c.bias, eps=c.norm_eps,
+                              fused=c.norm_impl == "fused")
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.wte.weight  # one Parameter, used twice
@@ -406,3 +410,19 @@ class Transformer(nn.Module):
             logits = self.decode(out[:, -1:], memory, memory_mask=src_mask, cache=cache)
             out = torch.cat((out, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
         return out
+
+
+def gpt_logits(idx, model, start=0, cache=None):
+    """The GPT forward pass from ``model``'s parts (``wte``, ``wpe``, ``blocks``, ``ln_f``,
+    ``lm_head``; learned positions), ``idx`` at positions ``start .. start + T - 1``.
+
+    >>> m = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, d_model=8))
+    >>> idx = torch.zeros(1, 3, dtype=torch.long)
+    >>> torch.allclose(gpt_logits(idx, m), m(idx))
+    True
+    """
+    positions = torch.arange(start, start + idx.shape[1], device=idx.device)
+    x = model.wte(idx) + model.wpe(positions)
+    for i, blk in enumerate(model.blocks):
+        x = blk(x, is_causal=True, cache=None if cache is None else cache[i])
+    return model.lm_head(model.ln_f(x))

@@ -727,6 +727,21 @@ def cascade_message(check: Check, name: str, upstream: Check, failure: str) -> s
     )
 
 
+def given_note(check: Check, failing: list, passed: bool) -> str:
+    """What a check says when it judged the student's function with the given
+    implementations of the earlier functions it calls (``failing``: [(name, its Check)]),
+    because the student's fail their own checks."""
+    yours = " and ".join(f"`{n}` ({u.exercise})" for n, u in failing)
+    them = " and ".join(f"`{n}`" for n, _ in failing)
+    head = (f"{check.exercise} `{check.name}` uses your {yours}, which "
+            f"{'fails its' if len(failing) == 1 else 'fail their'} check: it was judged with "
+            f"the given {them} in {'its' if len(failing) == 1 else 'their'} place")
+    if passed:
+        return (f"{head}, and passes (that mistake costs only "
+                f"{' and '.join(u.exercise for _, u in failing)}'s points).")
+    return f"{head}, and still fails:"
+
+
 def _upstream_failure(check: Check, fn, hidden: bool) -> str | None:
     """The cascade message if ``fn`` calls one of ``check.uses`` whose check fails."""
     fn = getattr(fn, "student", fn)  # 08: a probe runs the student's function
@@ -747,6 +762,56 @@ def _upstream_failure(check: Check, fn, hidden: bool) -> str | None:
     return None
 
 
+def _failing_uses(check: Check, fn, hidden: bool) -> list:
+    """[(name, Check)] of the earlier functions ``fn`` calls whose checks fail."""
+    fn = getattr(fn, "student", fn)
+    found = []
+    for name, key in check.uses:
+        earlier = getattr(fn, "__globals__", {}).get(name)
+        if not (calls_name(fn, name) and callable(earlier)):
+            continue
+        try:
+            with contextlib.redirect_stdout(_Sink()):
+                _run(get_check(key), earlier, hidden=hidden)
+        except NotImplementedYet:
+            continue
+        except CheckFailed:
+            found.append((name, get_check(key)))
+    return found
+
+
+def given_function(fn, name: str, source: str):
+    """The given ``name`` defined by ``source`` over a copy of ``fn``'s globals (the
+    notebook's imports), so that defining it changes nothing of the student's."""
+    ns = dict(getattr(fn, "student", fn).__globals__)
+    exec(compile(source, f"<the given {name}>", "exec"), ns)  # noqa: S102
+    return ns[name]
+
+
+@contextlib.contextmanager
+def swapped(fn, functions: dict):
+    """``fn``'s global names in ``functions`` ({name: function}) bound to those functions
+    while the block runs, then restored."""
+    space = getattr(fn, "student", fn).__globals__
+    missing = object()
+    old = {name: space.get(name, missing) for name in functions}
+    space.update(functions)
+    try:
+        yield
+    finally:
+        for name, value in old.items():
+            if value is missing:
+                space.pop(name, None)
+            else:
+                space[name] = value
+
+
+def _with_given(fn, sources: dict):
+    """``fn``'s earlier functions replaced by the given ones (``sources``: {name: code})
+    while the block runs."""
+    return swapped(fn, {n: given_function(fn, n, src) for n, src in sources.items()})
+
+
 class _Sink:
     def write(self, s):
         return len(s)
@@ -755,13 +820,26 @@ class _Sink:
         pass
 
 
+class _Kept(_Sink):
+    def __init__(self):
+        self.parts = []
+
+    def write(self, s):
+        self.parts.append(s)
+        return len(s)
+
+
 # ---------------------------------------------------------------- running a check
-def _run(check: Check, fn, hidden: bool = False) -> None:
+def _run(check: Check, fn, hidden: bool = False, cascade: bool = True) -> None:
     __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
     if not callable(fn):
         raise CheckFailed(f"{check.exercise}: pass your function `{check.name}` to the check")
-    cascade = _upstream_failure(check, fn, hidden) if check.uses else None
+    cascade = _upstream_failure(check, fn, hidden) if check.uses and cascade else None
     if cascade:
+        if not hidden:  # the graded path judges with the given function (README)
+            cascade += (f"\n(When graded, `{check.name}` is judged with the given earlier "
+                        "function in place of yours, so a mistake there costs only its own "
+                        "exercise's points.)")
         raise CheckFailed(cascade)
     # visible cases first: a hidden case that fails comes after all of them passed
     cases = sorted((c for c in check.cases if hidden or not c.hidden), key=lambda c: c.hidden)
@@ -941,15 +1019,38 @@ def _make_registry():
         )
         return public
 
-    def hidden_check(key: str, fn) -> None:
-        """The graded path: visible and hidden cases of the check registered as ``key``."""
+    def hidden_check(key: str, fn, given: dict | None = None) -> None:
+        """The graded path: visible and hidden cases of the check registered as ``key``.
+        ``given`` ({name: source}): the given implementations of the earlier exercises the
+        function calls, which it is judged with when the student's fail their checks."""
         __tracebackhide__ = True  # noqa: F841
         if _PROBE_DIR and key not in checks:
             from autograder.checks import _probe  # a graded kernel: record, do not judge
 
-            _probe.run(_PROBE_DIR, key, fn)
+            _probe.run(_PROBE_DIR, key, fn, given=given)
             return
-        _run(checks[key], fn, hidden=True)
+        check = checks[key]
+        failing = _failing_uses(check, fn, True) if check.uses else []
+        if failing and given and all(n in given for n, _ in failing):
+            try:
+                with _with_given(fn, {n: given[n] for n, _ in failing}), \
+                        contextlib.redirect_stdout(_Sink()):
+                    _run(check, fn, hidden=True)
+            except CheckFailed as e:
+                raise CheckFailed(f"{given_note(check, failing, False)}\n{e}") from None
+            print(given_note(check, failing, True))
+            return
+        if failing:  # as the grader: right results are right all the same (``_judge``)
+            shown = _Kept()
+            try:
+                with contextlib.redirect_stdout(shown):
+                    _run(check, fn, hidden=True, cascade=False)
+            except CheckFailed:
+                pass
+            else:
+                print("".join(shown.parts), end="")
+                return
+        _run(check, fn, hidden=True)
 
     def registered() -> tuple:
         return tuple(checks)

@@ -35,6 +35,7 @@ from autograder.checks._core import (
     _spread_problem,
     cascade_message,
     get_check,
+    given_note,
 )
 from autograder.checks._core import _fail as _core_fail
 
@@ -301,7 +302,7 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
     if record.get("too_large"):
         return Verdict(False, f"✘ {head}: your outputs are too large to grade.", "output too large")
     _check_record(record)
-    cascade = _cascade(check, record)
+    cascade = _cascade(check, record, cell_error, inputs)
     if cascade is not None:
         return cascade
     # visible cases first, as the in-kernel check runs them (``_core._run``): the first failure
@@ -475,6 +476,8 @@ def _check_record(record: dict) -> None:
         _strings(record.get(name), name)
     if record.get("uses") is not None and type(record["uses"]) is not dict:
         raise Malformed(f"its uses are {_type_name(record['uses'])}, not a dict")
+    if record.get("given") is not None and type(record["given"]) is not dict:
+        raise Malformed(f"its given part is {_type_name(record['given'])}, not a dict")
     if record.get("timed") is not None and type(record["timed"]) is not list:
         raise Malformed(f"its timed runs are {_type_name(record['timed'])}, not a list")
     for r in cases or ():
@@ -549,12 +552,18 @@ def _post_problem(driven: Driven, recs: dict) -> tuple[str, str] | None:
         return "output missing", f"its record of “{driven.extra[0][0]}” is malformed ({e})"
 
 
-def _cascade(check: Check, record: dict) -> Verdict | None:
-    """A failing verdict if the student's function calls an earlier exercise's function
-    (``check.uses``) whose recorded results fail that exercise's check."""
+def _cascade(check: Check, record: dict, cell_error: str = "",
+             inputs: dict | None = None) -> Verdict | None:
+    """When the student's function calls earlier exercises' functions (``check.uses``) whose
+    recorded results fail those exercises' checks: the verdict on the function judged with
+    the given implementations in their place (``record["given"]``, :func:`_probe.run`), so
+    that one mistake costs one exercise; without that record, the verdict on its own results
+    when they pass, else a failing verdict that names the earlier function. None when no
+    earlier function fails."""
     uses = record.get("uses")
     if type(uses) is not dict:
         return None
+    failing = []
     for name, key in check.uses:
         u = uses.get(name)
         if type(u) is not dict or u.get("key") != key:
@@ -565,9 +574,27 @@ def _cascade(check: Check, record: dict) -> Verdict | None:
             raise Malformed(f"in its part on `{name}`, which your function calls")
         # not implemented: the call itself says so; output missing: a recording problem
         if not v.passed and v.diagnosis not in ("not implemented", "output missing"):
-            message = cascade_message(check, name, upstream, v.message)
-            return Verdict(False, message, f"uses failing {name} ({upstream.exercise})")
-    return None
+            failing.append((name, upstream, v))
+    if not failing:
+        return None
+    given = record.get("given")
+    names = given.get("names") if type(given) is dict else None
+    if type(names) is list and all(n in names for n, _, _ in failing):
+        inner = {k: v for k, v in record.items() if k not in ("uses", "given", "timed")}
+        inner.update({k: given[k] for k in ("cases", "ops", "functions", "reference", "timed")
+                      if k in given})
+        v = _judge(check, inner, cell_error, inputs)
+        note = given_note(check, [(n, u) for n, u, _ in failing], v.passed)
+        return Verdict(v.passed, f"{note}\n{v.message}", v.diagnosis)
+    # no record with the given ones (the kernel found the student's earlier functions give
+    # the given ones' results, or an older notebook): right results are right all the same
+    own = _judge(check, {k: v for k, v in record.items() if k not in ("uses", "given")},
+                 cell_error, inputs)
+    if own.passed:
+        return own
+    name, upstream, v = failing[0]
+    message = cascade_message(check, name, upstream, v.message)
+    return Verdict(False, message, f"uses failing {name} ({upstream.exercise})")
 
 
 def _samples_problem(case: Case, r: dict, first, driven: Driven | None = None) -> str | None:

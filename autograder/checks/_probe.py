@@ -20,6 +20,7 @@ the key's record malformed: 0), so a forged record gains nothing over what *its*
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ import traceback
 import torch
 
 from autograder.checks import _codec
+from autograder.checks._core import given_function, swapped
 from autograder.checks._names import calls_name
 from autograder.grading.autograde.records import RECORD_MIME
 
@@ -246,12 +248,9 @@ def _earlier(probe_dir: str, spec: dict, fn) -> dict:
     return found
 
 
-def run(probe_dir: str, key: str, fn, sink=None) -> None:
-    """Record ``fn`` on every case of ``key`` (visible and hidden) and send the record
-    (:func:`send`, or ``sink(text)``: the tests judge records without a kernel)."""
-    with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
-        spec = json.load(f)
-    uses = _earlier(probe_dir, spec, fn) if spec.get("uses") else {}
+def _record_cases(fn, spec: dict) -> tuple[list, list | None, set, set | None]:
+    """``fn`` on every case of ``spec``: (case records, ATen operators seen, torch functions
+    called, reference functions entered or None when not watched)."""
     cases, ops, names = [], None, set()
     ref = set() if spec.get("reference_off") else None
     prof = _ops_profiler()
@@ -270,11 +269,113 @@ def run(probe_dir: str, key: str, fn, sink=None) -> None:
                 ops = sorted({n for n in _op_names(prof) if n.startswith("aten::")})
             except Exception:  # noqa: BLE001
                 ops = None
+    return cases, ops, names, ref
+
+
+def _close(a, b) -> bool:
+    """Whether two decoded results agree (arrays and tensors up to rounding)."""
+    import math
+
+    import numpy as np
+
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.is_floating_point() or a.is_complex():
+            return bool(torch.allclose(a.detach().double(), b.detach().double(), rtol=1e-5,
+                                       atol=1e-6, equal_nan=True))
+        return bool(torch.equal(a, b))
+    if isinstance(a, np.ndarray):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.dtype.kind in "fc":
+            return bool(np.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True))
+        return bool(np.array_equal(a, b))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) or (a != a and b != b)
+    return bool(a == b)
+
+
+def _same_result(mine: dict, theirs: dict) -> bool:
+    """Whether two records of one case agree: same status, and outputs (and gradients)
+    close. Anything that cannot be compared counts as different."""
+    try:
+        if mine.get("status") != theirs.get("status"):
+            return False
+        if mine.get("status") != "ok":
+            return mine.get("exc") == theirs.get("exc")
+        for part in ("out", "grads"):
+            if not _close(_codec.decode(mine.get(part)), _codec.decode(theirs.get(part))):
+                return False
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _given(probe_dir: str, spec: dict, fn, uses: dict, given: dict | None) -> dict:
+    """{name: the given implementation} for each earlier function that ``fn`` calls (recorded
+    in ``uses``) whose results on its own check's cases differ from the given one's
+    (``given``: {name: source}, from the locked test cell's hidden part). Which ones differ
+    is this kernel's guess; it only decides what else is recorded, and the grader judges
+    the earlier function from its own record either way."""
+    if not given or not uses:
+        return {}
+    target = getattr(fn, "student", fn)
+    space = getattr(target, "__globals__", None)
+    if type(space) is not dict:
+        return {}
+    found = {}
+    for name, key in spec.get("uses") or []:
+        source, mine = given.get(name), uses.get(name)
+        if type(source) is not str or type(mine) is not dict:
+            continue
+        try:
+            impl = given_function(target, name, source)
+            with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
+                up = json.load(f)
+        except Exception:  # noqa: BLE001
+            continue
+        with contextlib.redirect_stdout(io.StringIO()):
+            theirs = [_call(impl, c, c["args"]) for c in up["cases"]]
+        if len(theirs) != len(mine["cases"]) or not all(
+                _same_result(m, t) for m, t in zip(mine["cases"], theirs)):
+            found[name] = impl
+    return found
+
+
+def run(probe_dir: str, key: str, fn, sink=None, given: dict | None = None) -> None:
+    """Record ``fn`` on every case of ``key`` (visible and hidden) and send the record
+    (:func:`send`, or ``sink(text)``: the tests judge records without a kernel).
+
+    ``given`` ({name: source}): the given implementations of the earlier exercises ``fn``
+    calls. Where the student's earlier function differs from the given one, ``fn`` is also
+    recorded with the given one in its place (``record["given"]``), so that the grader can
+    judge this exercise on its own when the earlier one fails its check (one mistake costs
+    one exercise)."""
+    with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
+        spec = json.load(f)
+    uses = _earlier(probe_dir, spec, fn) if spec.get("uses") else {}
+    cases, ops, names, ref = _record_cases(fn, spec)
     record = {"key": key, "cases": cases, "ops": ops, "functions": sorted(names),
               "reference": sorted(ref or ())[:1000],  # (08: the model's own calls too)
               "uses": uses}
     if spec.get("timed") and all(c["status"] == "ok" for c in cases):
         record["timed"] = _timed(fn, spec["timed"])
+    swap = _given(probe_dir, spec, fn, uses, given)
+    if swap:
+        with swapped(fn, swap):
+            cases, ops, names, ref = _record_cases(fn, spec)
+            other = {"names": sorted(swap), "cases": cases, "ops": ops,
+                     "functions": sorted(names), "reference": sorted(ref or ())[:1000]}
+            if spec.get("timed") and all(c["status"] == "ok" for c in cases):
+                other["timed"] = _timed(fn, spec["timed"])
+        record["given"] = other
     text = json.dumps(record, separators=(",", ":"))
     if len(text) > MAX_RECORD:
         text = json.dumps({"key": key, "too_large": len(text)})

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import sys
 import tempfile
 
 import numpy as np
@@ -65,6 +66,17 @@ def tiny_gpt(seed: int, vocab: int = 13, dropout: float = 0.0) -> GPT:
     return GPT(cfg)
 
 
+def tiny_params(seed: int, vocab: int = 13, d: int = 16) -> torch.nn.Module:
+    """The parameter kinds of a tiny GPT, built from ``torch.nn`` alone (an embedding, a
+    LayerNorm's gain and bias, linear weights with and without bias): what an optimizer
+    check steps. It needs nothing of ``transformer_ref``, so it runs in a student kit whose
+    reference GPT is left out."""
+    _manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Embedding(vocab, d), torch.nn.LayerNorm(d), torch.nn.Linear(d, 2 * d),
+        torch.nn.Linear(2 * d, d), torch.nn.Linear(d, vocab, bias=False))
+
+
 def make_optimizer(model, weight_decay: float, lr: float, betas) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (the course's optimizer, on the CPU).
 
@@ -99,6 +111,80 @@ def train_step(step_fn):
         return {"losses": losses, "weights": _weights(model) if weights else None}
 
     run.__name__ = "train_step"
+    return run
+
+
+# ---------------------------------------------------------------- Exercise 3.3
+# torch's own Adam code (torch.optim.AdamW and Adam call it): recorded when it runs
+_ADAM_CODE = ("adam", "_single_tensor_adam", "_multi_tensor_adam", "_fused_adam")
+_adam_module = sys.modules[torch.optim.Adam.__module__]  # torch/optim/adam.py
+_randn = torch.randn
+_stack = torch.stack
+ADAMW_LAYOUTS = ("groups", "list", "defaults", "schedule", "no_grad")
+
+
+def adamw(opt_cls):
+    """``run(seed, n_steps, lr, betas, eps, weight_decay, layout, grad_scale, lrs)``: an
+    optimizer ``opt_cls(...)`` (``torch.optim.AdamW``'s constructor) over the parameters of
+    :func:`tiny_params` (a tiny GPT's kinds of parameter), given seeded random gradients
+    (standard normal times ``grad_scale``) for ``n_steps`` calls of ``step()`` ->
+    {"weights": the parameters after each step, flattened, ``(n_steps, P)``; "torch_adam":
+    whether torch's own Adam code ran}.
+
+    ``layout``: ``"groups"`` (two groups as ``make_optimizer`` builds them: matrices decay
+    ``weight_decay``, vectors 0; the constructor also gets ``weight_decay``), ``"list"`` (one
+    list of parameters, every argument to the constructor), ``"defaults"`` (one list, no other
+    argument), ``"schedule"`` (groups; before step t every group's ``"lr"`` is set to
+    ``lrs[t]``, as a schedule does), ``"no_grad"`` (groups; the vectors get no gradient,
+    ``p.grad = None``, at every other step)."""
+
+    def run(seed, n_steps, lr, betas, eps, weight_decay, layout="groups", grad_scale=1.0,
+            lrs=()):
+        model = tiny_params(seed)
+        params = [p for p in model.parameters() if p.requires_grad]
+        decay = [p for p in params if p.dim() >= 2]
+        no_decay = [p for p in params if p.dim() < 2]
+        seen, saved = [], {n: getattr(_adam_module, n) for n in _ADAM_CODE
+                           if hasattr(_adam_module, n)}
+
+        def watch(f):
+            def watched(*a, **k):
+                seen.append(True)
+                return f(*a, **k)
+            return watched
+
+        for name, f in saved.items():
+            setattr(_adam_module, name, watch(f))
+        try:
+            if layout == "defaults":
+                opt = opt_cls(params)
+            elif layout == "list":
+                opt = opt_cls(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+            else:
+                opt = opt_cls([{"params": decay, "weight_decay": weight_decay},
+                               {"params": no_decay, "weight_decay": 0.0}],
+                              lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+            g = gen(seed + 1)
+            weights = []
+            for t in range(n_steps):
+                for p in params:
+                    p.grad = _randn(p.shape, generator=g) * grad_scale
+                if layout == "no_grad" and t % 2 == 1:
+                    for p in no_decay:
+                        p.grad = None
+                if layout == "schedule":
+                    for group in opt.param_groups:
+                        group["lr"] = lrs[t]
+                opt.step()
+                weights.append(_weights(model))
+        finally:
+            for name, f in saved.items():
+                setattr(_adam_module, name, f)
+        builtin = any(getattr(c, "__module__", "").startswith("torch.optim.adam")
+                      for c in type(opt).__mro__)
+        return {"weights": _stack(weights), "torch_adam": bool(seen) or builtin}
+
+    run.__name__ = "AdamW"
     return run
 
 
@@ -193,6 +279,7 @@ def sample_next_token(sample_fn):
 # by the exercise's function, the last part of its check key (autograder/checks/table.py)
 DRIVERS = {
     "train_step": train_step,
+    "AdamW": adamw,
     "estimate_loss": estimate_loss,
     "checkpoint": checkpoint,
     "sample_next_token": sample_next_token,

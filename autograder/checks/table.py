@@ -216,6 +216,8 @@ TABLES: dict[str, Chapter] = {
         reference=(
             "transformer_ref.ffn",
             "transformer_ref.blocks:SelfAttentionBlock.forward",
+            "transformer_ref.blocks:pre_ln_block",
+            "transformer_ref.blocks:post_ln_block",
         ),
     ),
     "06_transformer": Chapter(
@@ -223,14 +225,18 @@ TABLES: dict[str, Chapter] = {
         (
             Exercise("1.1", "measure equivariance", "equivariance_gap", 1, 5),
             Exercise("2.1", "the sinusoidal table", "sinusoidal_encoding", 2, 10),
+            Exercise("2.2", "rotary positions (RoPE)", "apply_rope", 2, 15),
             Exercise("3.1", "the decoder block", "decoder_block", 3, 15),
             Exercise("4.1", "the GPT forward pass", "gpt_logits", 3, 15),
             Exercise("5.1", "logits token by token", "incremental_logits", 2, 10),
         ),
         reference=(
             "transformer_ref.positional:sinusoidal_encoding",
+            "transformer_ref.positional:apply_rope",
+            "transformer_ref.positional:RotaryEmbedding.forward",
             "transformer_ref.blocks:DecoderBlock.forward",
             "transformer_ref.models:GPT.forward",
+            "transformer_ref.models:gpt_logits",
         ),
     ),
     "07_bpe": Chapter(
@@ -259,6 +265,7 @@ TABLES: dict[str, Chapter] = {
             Exercise("2.1", "`cross_entropy`", "cross_entropy", 2, 10),
             Exercise("3.1", "warm-up + cosine `get_lr`", "get_lr", 2, 10),
             Exercise("3.2", "one training step with gradient clipping", "train_step", 3, 15),
+            Exercise("3.3", "AdamW from scratch", "AdamW", 3, 20),
             Exercise("4.1", "`estimate_loss`", "estimate_loss", 2, 10),
             Exercise(
                 "5.1",
@@ -276,6 +283,9 @@ TABLES: dict[str, Chapter] = {
             "transformer_ref.train.data:batch_offsets",
             "transformer_ref.train.trainer:get_lr",
             "transformer_ref.train.trainer:Trainer",
+            "transformer_ref.train.optim:AdamW",
+            "transformer_ref.train.trainer:train_step",
+            "transformer_ref.train.trainer:estimate_loss",
             "transformer_ref.train.checkpoint",
             "transformer_ref.sampling",
         ),

@@ -1,17 +1,19 @@
 """Checks for notebook 08 (training a GPT on Shakespeare), each with its mistake catalogue.
 
-Seven exercises: ``get_batch``, ``cross_entropy``, ``get_lr`` (warm-up + cosine),
-``train_step`` (with global-norm gradient clipping), ``estimate_loss``, checkpoint
+Eight exercises: ``get_batch``, ``cross_entropy``, ``get_lr`` (warm-up + cosine),
+``train_step`` (with global-norm gradient clipping), ``AdamW`` (an optimizer class written
+from scratch, compared with ``torch.optim.AdamW`` step by step), ``estimate_loss``, checkpoint
 ``save_checkpoint``/``load_checkpoint`` (resume equality) and ``sample_next_token``
 (temperature, top-k, top-p; frequencies with a fixed RNG). Expected values come from
-``transformer_ref`` (``transformer_ref.train`` and ``transformer_ref.sampling``) and are
-computed here, at import, before any student cell runs.
+``transformer_ref`` (``transformer_ref.train`` and ``transformer_ref.sampling``) and, for
+``AdamW``, from ``torch.optim.AdamW``; they are computed here, at import, before any
+student cell runs.
 
-Exercises whose result is a *behaviour* rather than a return value (a training step, a
-resumed run, a sampler) are checked through a *probe*: a small experiment built around the
-student's function that returns tensors (the losses of a few steps and the final weights,
-the frequencies of 40 000 draws). A catalogued mistake is the same experiment around a wrong
-implementation, so the usual diagnosis names it. ``check_train_step(train_step)`` wraps the
+Exercises whose result is a *behaviour* rather than a return value (a training step, an
+optimizer, a resumed run, a sampler) are checked through a *probe*: a small experiment built
+around the student's function that returns tensors (the losses of a few steps and the final
+weights, the frequencies of 40 000 draws). A catalogued mistake is the same experiment around
+a wrong implementation, so the usual diagnosis names it. ``check_train_step(train_step)`` wraps the
 student's function in its probe; hidden tests do the same through :func:`graded`.
 
 >>> from transformer_ref.sampling import sample_next_token as ref
@@ -54,6 +56,7 @@ __all__ = [
     "check_cross_entropy",
     "check_get_lr",
     "check_train_step",
+    "check_AdamW",
     "check_estimate_loss",
     "check_checkpoint",
     "check_sample_next_token",
@@ -621,6 +624,336 @@ def check_train_step(train_step):
     _check_train_step(_step_probe(train_step) if callable(train_step) else train_step)
 
 
+# ====================================================================== Exercise 3.3
+_Optimizer = torch.optim.Optimizer
+_TorchAdamW = torch.optim.AdamW
+_zeros_like, _ones_like = torch.zeros_like, torch.ones_like
+
+
+def _adamw_probe(opt_cls):
+    """Run the optimizer class ``opt_cls`` for a few steps on a tiny model's parameters
+    (``_drivers.tiny_params``) with seeded random gradients; return the weights after each
+    step, ``(n_steps, P)``."""
+    drive = _drivers.adamw(opt_cls)
+
+    def adamw(seed, n_steps, lr, betas, eps, weight_decay, layout="groups", grad_scale=1.0,
+              lrs=()):
+        return _adamw_output(drive(seed, n_steps, lr, betas, eps, weight_decay, layout,
+                                   grad_scale, lrs))
+
+    adamw.__name__ = "AdamW"
+    adamw.student = opt_cls
+    return adamw
+
+
+def _adamw_output(raw) -> torch.Tensor:
+    """The weights the driver recorded (TypeError: the update is torch's own AdamW)."""
+    if _plain(raw, "weights", "torch_adam")["torch_adam"]:
+        raise TypeError("AdamW handed the update to PyTorch's own Adam code (a subclass of "
+                        "torch.optim.AdamW or Adam, or a call into it): subclass "
+                        "torch.optim.Optimizer and write step() yourself")
+    return raw["weights"]
+
+
+def _adamw_variant(kind):
+    """An AdamW class with one mistake ``kind`` (``""``: right, like torch.optim.AdamW)."""
+
+    default_decay = 0.0 if kind == "adam-defaults" else 1e-2
+
+    class Variant(_Optimizer):
+        def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                     weight_decay=default_decay):
+            self.init_lr, self.count = lr, 0  # count: "global-t", one for every parameter
+            super().__init__(params, {"lr": lr, "betas": betas, "eps": eps,
+                                      "weight_decay": weight_decay})
+
+        @_no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                lr = self.init_lr if kind == "init-lr" else group["lr"]
+                b1, b2 = group["betas"]
+                if kind == "betas-swapped":
+                    b1, b2 = b2, b1
+                eps = group["eps"]
+                wd = self.defaults["weight_decay"] if kind == "groups-ignored" \
+                    else group["weight_decay"]
+                for p in group["params"]:
+                    if (p.grad is not None) if kind == "skip-all" else (p.grad is None):
+                        continue
+                    g = p.grad
+                    st = self.state[p]
+                    if not st:
+                        st["t"] = 1 if kind == "t-from-2" else 0
+                        st["m"] = (_ones_like if kind == "m-ones" else _zeros_like)(p)
+                        st["v"] = (_ones_like if kind == "v-ones" else _zeros_like)(p)
+                    st["t"] += 1
+                    self.count += 1
+                    t = self.count if kind == "global-t" else st["t"]
+                    if kind == "l2":
+                        g = g + wd * p
+                    elif kind == "no-lr-decay":
+                        p.mul_(1 - wd)
+                    elif kind == "decay-sign":
+                        p.mul_(1 + lr * wd)
+                    elif kind == "decay-no-wd":
+                        p.mul_(1 - lr)
+                    elif kind not in ("decay-after", "no-decay"):
+                        p.mul_(1 - lr * wd)
+                    st["m"].mul_(b1).add_(g, alpha=1.0 if kind == "m-no-factor" else 1 - b1)
+                    st["v"].mul_(b2).add_(g * g, alpha=1.0 if kind == "v-no-factor" else 1 - b2)
+                    c1 = 1 + b1**t if kind == "m-corr-plus" else 1 - b1**t
+                    c2 = 1 + b2**t if kind == "v-corr-plus" else 1 - b2**t
+                    if kind == "no-bias-correction":
+                        m_hat, v_hat = st["m"], st["v"]
+                    else:
+                        m_hat = {"m-uncorrected": st["m"], "m-corr-mult": st["m"] * c1}.get(
+                            kind, st["m"] / c1)
+                        v_hat = {"v-uncorrected": st["v"], "v-corr-mult": st["v"] * c2}.get(
+                            kind, st["v"] / c2)
+                    if kind == "eps-in-sqrt":
+                        denom = (v_hat + eps).sqrt()
+                    elif kind == "eps-before-correction":
+                        denom = (st["v"].sqrt() + eps) / math.sqrt(c2)
+                    elif kind == "no-sqrt":
+                        denom = v_hat + eps
+                    elif kind == "no-eps":
+                        denom = v_hat.sqrt()
+                    else:
+                        denom = v_hat.sqrt() + eps
+                    update = (1.0 if kind == "no-lr" else lr) * m_hat
+                    if kind == "times-denominator":
+                        update = update * denom
+                    elif kind != "no-denominator":
+                        update = update / denom
+                    if kind == "ascent":
+                        p.add_(update)
+                    elif kind != "no-update":
+                        p.sub_(update)
+                    if kind == "decay-after":
+                        p.mul_(1 - lr * wd)
+            return None
+
+    Variant.__name__ = "AdamW"
+    return Variant
+
+
+def _adamw_cases():
+    drive = _drivers.adamw(_TorchAdamW)  # the reference: PyTorch's own AdamW
+
+    def probe(*args):
+        return drive(*args)["weights"]
+
+    cases = []
+    # (label, (seed, n_steps, lr, betas, eps, weight_decay, layout, grad_scale, lrs), hidden)
+    for label, args, hidden in [
+        ("two groups (matrices decay 0.1, vectors 0), 5 steps, lr 1e-2, betas (0.9, 0.99)",
+         (860, 5, 1e-2, (0.9, 0.99), 1e-8, 0.1, "groups", 1.0, ()), False),
+        ("one list of parameters, weight_decay 0.5, lr 0.1, eps 1e-3, gradients ~0.01",
+         (861, 5, 0.1, (0.9, 0.999), 1e-3, 0.5, "list", 0.01, ()), False),
+        ("AdamW(params) with torch.optim.AdamW's defaults, 4 steps",
+         (862, 4, 1e-3, (0.9, 0.999), 1e-8, 1e-2, "defaults", 1.0, ()), False),
+        ("two groups, a schedule sets group['lr'] before each step",
+         (863, 5, 1e-2, (0.9, 0.95), 1e-8, 0.1, "schedule", 1.0,
+          (1e-2, 3e-2, 5e-2, 2e-2, 1e-3)), False),
+        ("two groups, the vectors have no gradient at every other step",
+         (864, 6, 2e-2, (0.9, 0.99), 1e-8, 0.2, "no_grad", 1.0, ()), False),
+        ("two groups, 10 steps, betas (0.8, 0.9), weight_decay 1.0, lr 0.05",
+         (865, 10, 5e-2, (0.8, 0.9), 1e-6, 1.0, "groups", 3.0, ()), True),
+        ("one list, weight_decay 0 (plain Adam), eps 1e-2, one step",
+         (866, 1, 1e-2, (0.9, 0.999), 1e-2, 0.0, "list", 0.1, ()), True),
+        ("two groups, 3 steps, lr 0.3, eps 1e-4, gradients ~0.001",
+         (867, 3, 0.3, (0.9, 0.999), 1e-4, 0.05, "groups", 1e-3, ()), True),
+    ]:
+        cases.append(Case(label, args, probe(*args), hidden=hidden, rtol=1e-5, atol=1e-6))
+    return tuple(cases)
+
+
+def _adamw_call_text(c) -> str:
+    seed, n, lr, betas, eps, wd, layout, scale, lrs = c.args
+    made = {"defaults": "AdamW(params)",
+            "list": f"AdamW(params, lr={lr:g}, betas={betas}, eps={eps:g}, weight_decay={wd:g})"}
+    made = made.get(layout, f"AdamW([{{'params': matrices, 'weight_decay': {wd:g}}}, "
+                            f"{{'params': vectors, 'weight_decay': 0.0}}], lr={lr:g}, "
+                            f"betas={betas}, eps={eps:g}, weight_decay={wd:g})")
+    extra = {"schedule": f"; group['lr'] set to {list(lrs)} before the steps",
+             "no_grad": "; the vectors' .grad is None at every other step"}.get(layout, "")
+    return (f"{made} over a tiny model's parameters (seed {seed}), then step() {n} times with "
+            f"random gradients of size ~{scale:g}{extra}; the weights after every step are "
+            "compared with torch.optim.AdamW's")
+
+
+_ADAMW = Check(
+    **table.identity(__name__, "AdamW"),
+    call_text=_adamw_call_text,
+    cases=_adamw_cases(),
+    mistakes=(
+        Mistake("L2 penalty added to the gradient (Adam + L2) instead of decoupled decay",
+                "AdamW decouples the decay from the gradient: shrink the weights directly, "
+                "p <- p - lr * weight_decay * p, and feed the plain gradient to m and v. "
+                "Adding weight_decay * p to the gradient is Adam with L2, whose decay is "
+                "divided by sqrt(v) like the rest (Loshchilov & Hutter).",
+                _adamw_probe(_adamw_variant("l2"))),
+        Mistake("no bias correction",
+                "m and v start at 0, so early on they are too small by the factors "
+                "1 - beta1^t and 1 - beta2^t: divide by them, with t the parameter's step "
+                "count starting at 1.",
+                _adamw_probe(_adamw_variant("no-bias-correction"))),
+        Mistake("weight decay not multiplied by the learning rate",
+                "The decoupled decay is p <- p * (1 - lr * weight_decay): torch.optim.AdamW "
+                "scales it with the (scheduled) learning rate.",
+                _adamw_probe(_adamw_variant("no-lr-decay"))),
+        Mistake("eps inside the square root",
+                "The denominator is sqrt(v_hat) + eps: eps is added after the square root.",
+                _adamw_probe(_adamw_variant("eps-in-sqrt"))),
+        Mistake("eps added before the bias correction of v",
+                "torch.optim.AdamW adds eps to the *corrected* root: sqrt(v / (1 - beta2^t)) "
+                "+ eps, not (sqrt(v) + eps) / sqrt(1 - beta2^t) (the Adam paper's variant).",
+                _adamw_probe(_adamw_variant("eps-before-correction"))),
+        Mistake("update divided by v_hat, not its square root",
+                "The step is lr * m_hat / (sqrt(v_hat) + eps): v is a mean of *squared* "
+                "gradients, its root has the gradient's scale.",
+                _adamw_probe(_adamw_variant("no-sqrt"))),
+        Mistake("every group decayed with the constructor's weight_decay (groups ignored)",
+                "Each parameter group carries its own settings: read "
+                "group['weight_decay'] (and lr, betas, eps) inside the loop over "
+                "self.param_groups. The vectors' group has weight_decay 0 and must not "
+                "shrink.",
+                _adamw_probe(_adamw_variant("groups-ignored"))),
+        Mistake("no weight decay",
+                "AdamW shrinks each weight by the factor 1 - lr * weight_decay every step, "
+                "before the Adam update.",
+                _adamw_probe(_adamw_variant("no-decay"))),
+        Mistake("decay applied after the Adam update (to the updated weights)",
+                "torch.optim.AdamW first shrinks the weights, p <- p * (1 - lr * "
+                "weight_decay), then subtracts the Adam step: the other order also decays "
+                "the step itself.",
+                _adamw_probe(_adamw_variant("decay-after"))),
+        Mistake("one step counter shared by all parameters",
+                "Bias correction needs the number of steps *this* parameter has taken: keep "
+                "t in self.state[p], incremented once per step(), not a counter that every "
+                "parameter advances.",
+                _adamw_probe(_adamw_variant("global-t"))),
+        Mistake("beta1 and beta2 swapped",
+                "betas = (beta1, beta2): beta1 (0.9) averages the gradients into m, beta2 "
+                "(0.999) the squared gradients into v.",
+                _adamw_probe(_adamw_variant("betas-swapped"))),
+        Mistake("bias correction of m left out",
+                "Both averages start at 0: divide m by 1 - beta1^t as well as v by "
+                "1 - beta2^t.",
+                _adamw_probe(_adamw_variant("m-uncorrected"))),
+        Mistake("bias correction of v left out",
+                "Both averages start at 0: divide v by 1 - beta2^t as well as m by "
+                "1 - beta1^t.",
+                _adamw_probe(_adamw_variant("v-uncorrected"))),
+        Mistake("m multiplied by 1 - beta1^t instead of divided",
+                "The correction undoes m's start at 0, which makes it too small: "
+                "m_hat = m / (1 - beta1^t).",
+                _adamw_probe(_adamw_variant("m-corr-mult"))),
+        Mistake("v multiplied by 1 - beta2^t instead of divided",
+                "The correction undoes v's start at 0, which makes it too small: "
+                "v_hat = v / (1 - beta2^t).",
+                _adamw_probe(_adamw_variant("v-corr-mult"))),
+        Mistake("m accumulates g without the factor 1 - beta1",
+                "m is an exponential moving *average*: m <- beta1 * m + (1 - beta1) * g, "
+                "not beta1 * m + g.",
+                _adamw_probe(_adamw_variant("m-no-factor"))),
+        Mistake("v accumulates g² without the factor 1 - beta2",
+                "v is an exponential moving *average* of g²: v <- beta2 * v + "
+                "(1 - beta2) * g * g, not beta2 * v + g * g.",
+                _adamw_probe(_adamw_variant("v-no-factor"))),
+        Mistake("the step goes up the gradient (the update's sign flipped)",
+                "Descend: p <- p - lr * m_hat / (sqrt(v_hat) + eps), with m and its "
+                "correction 1 - beta1^t positive.",
+                _adamw_probe(_adamw_variant("ascent"))),
+        Mistake("weight decay with the wrong sign (the weights grow)",
+                "Decay shrinks the weights: p <- p * (1 - lr * weight_decay).",
+                _adamw_probe(_adamw_variant("decay-sign"))),
+        Mistake("learning rate left out of the Adam step",
+                "The step is lr * m_hat / (sqrt(v_hat) + eps): m_hat / sqrt(v_hat) is about "
+                "1 per entry, the learning rate sets its size.",
+                _adamw_probe(_adamw_variant("no-lr"))),
+        Mistake("eps left out of the denominator",
+                "The denominator is sqrt(v_hat) + eps: eps keeps the step finite where v is "
+                "(nearly) 0, and changes it where gradients are as small as eps.",
+                _adamw_probe(_adamw_variant("no-eps"))),
+        Mistake("the Adam step never applied (the weights only decay)",
+                "After updating m and v, subtract the step: p.sub_(lr * m_hat / "
+                "(v_hat.sqrt() + eps)).",
+                _adamw_probe(_adamw_variant("no-update"))),
+        Mistake("no parameter updated (the p.grad is None test inverted?)",
+                "Skip the parameters *without* a gradient: if p.grad is None: continue.",
+                _adamw_probe(_adamw_variant("skip-all"))),
+        Mistake("step count off by one (t = 2 at the first step)",
+                "Start each parameter's count at 0 and add 1 before using it, so the first "
+                "step has t = 1 (its bias corrections are 1 - beta1 and 1 - beta2).",
+                _adamw_probe(_adamw_variant("t-from-2"))),
+        Mistake("m started at 1 instead of 0",
+                "The moving averages start at 0: state['m'] = torch.zeros_like(p) (that is "
+                "why the bias correction is needed).",
+                _adamw_probe(_adamw_variant("m-ones"))),
+        Mistake("v started at 1 instead of 0",
+                "The moving averages start at 0: state['v'] = torch.zeros_like(p) (that is "
+                "why the bias correction is needed).",
+                _adamw_probe(_adamw_variant("v-ones"))),
+        Mistake("decay factor 1 - lr (weight_decay left out)",
+                "The weights shrink by the factor 1 - lr * weight_decay: with 1 - lr every "
+                "group decays, at a rate that has nothing to do with weight_decay.",
+                _adamw_probe(_adamw_variant("decay-no-wd"))),
+        Mistake("the step multiplied by sqrt(v_hat) + eps instead of divided",
+                "Adam normalises each entry by its gradient's typical size: "
+                "lr * m_hat / (sqrt(v_hat) + eps).",
+                _adamw_probe(_adamw_variant("times-denominator"))),
+        Mistake("the step not divided by sqrt(v_hat) + eps (momentum SGD)",
+                "Adam's step is lr * m_hat / (sqrt(v_hat) + eps): without the denominator "
+                "it is SGD with momentum, and v is computed for nothing.",
+                _adamw_probe(_adamw_variant("no-denominator"))),
+        Mistake("m corrected by 1 + beta1^t",
+                "The correction is 1 - beta1^t (the weight m's start at 0 leaves out): "
+                "m_hat = m / (1 - beta1^t).",
+                _adamw_probe(_adamw_variant("m-corr-plus"))),
+        Mistake("v corrected by 1 + beta2^t",
+                "The correction is 1 - beta2^t (the weight v's start at 0 leaves out): "
+                "v_hat = v / (1 - beta2^t).",
+                _adamw_probe(_adamw_variant("v-corr-plus"))),
+        Mistake("constructor defaults of Adam (weight_decay 0) instead of AdamW's 1e-2",
+                "torch.optim.AdamW's signature is (params, lr=1e-3, betas=(0.9, 0.999), "
+                "eps=1e-8, weight_decay=1e-2).",
+                _adamw_probe(_adamw_variant("adam-defaults"))),
+        Mistake("learning rate read once in __init__ (a schedule's group['lr'] ignored)",
+                "A schedule writes group['lr'] before each step: read the learning rate from "
+                "the group inside step(), not from a copy kept at construction.",
+                _adamw_probe(_adamw_variant("init-lr"))),
+    ),
+    error_hints=(
+        ErrorHint("step() changes the weights with autograd on",
+                  "Updating a parameter in place is refused while autograd records: decorate "
+                  "step() with @torch.no_grad() (or wrap its body in with torch.no_grad():).",
+                  lambda e: "leaf Variable that requires grad" in str(e)),
+        ErrorHint("division by a weight decay of 0",
+                  "A group may have weight_decay 0 (the vectors' group does): the decay is "
+                  "the factor 1 - lr * weight_decay, a product; nothing is divided by it.",
+                  lambda e: isinstance(e, ZeroDivisionError)),
+        ErrorHint("super().__init__ not called",
+                  "torch.optim.Optimizer.__init__(params, defaults) builds self.param_groups "
+                  "and self.state: call super().__init__(params, dict(lr=lr, betas=betas, "
+                  "eps=eps, weight_decay=weight_decay)) in __init__.",
+                  lambda e: any(f"has no attribute '{a}'" in str(e)
+                                for a in ("param_groups", "state", "defaults"))),
+        ErrorHint("a parameter without a gradient (p.grad is None)",
+                  "A parameter may have no gradient at some step (p.grad is None): skip it, "
+                  "as torch.optim.AdamW does (no decay, no change of its state).",
+                  lambda e: "NoneType" in str(e)),
+    ),
+)
+_check_adamw = register(_ADAMW)
+
+
+def check_AdamW(AdamW):  # noqa: N802,N803 - named after the exercise's class
+    """Run the visible check of Exercise 3.3: ``check_AdamW(AdamW)``."""
+    __tracebackhide__ = True  # noqa: F841
+    _check_adamw(_adamw_probe(AdamW) if callable(AdamW) else AdamW)
+
+
 # ====================================================================== Exercise 4.1
 def _eval_probe(eval_fn):
     """Evaluate a tiny GPT with dropout 0.5 on random tokens with ``eval_fn``."""
@@ -1150,6 +1483,7 @@ DRIVEN = {
     _KEY["get_lr"]: Driven(reference=_REFERENCE),
     _KEY["train_step"]: Driven(output=lambda case, raw: _step_output(raw),
                                reference=_REFERENCE),
+    _KEY["AdamW"]: Driven(output=lambda case, raw: _adamw_output(raw), reference=_REFERENCE),
     _KEY["estimate_loss"]: Driven(output=lambda case, raw: _eval_output(raw),
                                   extra=(_AFTER,), post=_after_problem, reference=_REFERENCE),
     _KEY["checkpoint"]: Driven(
@@ -1161,6 +1495,7 @@ DRIVEN = {
 }
 _PROBES = {
     _KEY["train_step"]: _step_probe,
+    _KEY["AdamW"]: _adamw_probe,
     _KEY["estimate_loss"]: _eval_probe,
     _KEY["checkpoint"]: _resume_probe,
     _KEY["sample_next_token"]: _freq_probe,

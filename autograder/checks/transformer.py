@@ -1,6 +1,6 @@
 """Checks for notebook 06 (the full Transformer), each with its catalogue of known mistakes.
 
-References: ``transformer_ref`` (sinusoidal table, multi-head attention, GPT with KV cache)
+References: ``transformer_ref`` (sinusoidal table, RoPE, multi-head attention, GPT with KV cache)
 and ``torch.nn.TransformerDecoderLayer`` for the decoder block; built here, at import. The
 objects the student's functions get (the ``f`` of Exercise 1.1, the decoder's sublayers, the
 GPT and its KV cache) are ``_builders`` objects holding the same weights: plain data to a
@@ -25,6 +25,7 @@ from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 __all__ = [
     "check_equivariance_gap",
     "check_sinusoidal_encoding",
+    "check_apply_rope",
     "check_decoder_block",
     "check_gpt_logits",
     "check_incremental_logits",
@@ -34,6 +35,7 @@ _MHA = transformer_ref.MultiHeadAttention
 _DecoderBlock = transformer_ref.DecoderBlock
 _GPTConfig = transformer_ref.GPTConfig
 _sinusoidal = transformer_ref.sinusoidal_encoding
+_Rotary = transformer_ref.RotaryEmbedding
 
 
 class _Model(transformer_ref.GPT):
@@ -53,7 +55,7 @@ def _randomize(mod: nn.Module, seed: int) -> None:
 
 
 # ====================================================================== Exercise 1.1
-def _gap(f, x, perm, *, inverse=False, axis=1, reduce="max"):
+def _gap(f, x, perm, *, inverse=False, axis=1, reduce="max", combine="sub"):
     with torch.no_grad():
         if axis == 1:
             y_of_perm = f(x[:, perm])
@@ -61,8 +63,9 @@ def _gap(f, x, perm, *, inverse=False, axis=1, reduce="max"):
         else:
             y_of_perm = f(x[perm])
             out_perm = f(x)[perm]
-        d = (y_of_perm - out_perm).abs()
-        return float(d.max() if reduce == "max" else d.mean())
+        d = {"sub": y_of_perm - out_perm, "add": y_of_perm + out_perm,
+             "first": y_of_perm}[combine].abs()
+        return float({"max": d.max, "mean": d.mean, "min": d.min}[reduce]())
 
 
 def _gap_functions():
@@ -133,6 +136,23 @@ _GAP = Check(
             "returned the mean difference",
             "Return the largest absolute difference, (a - b).abs().max(), as a float.",
             lambda f, x, perm: _gap(f, x, perm, reduce="mean"),
+        ),
+        Mistake(
+            "returned the smallest difference (min instead of max)",
+            "The gap is the *largest* absolute difference, (a - b).abs().max(): one entry "
+            "that moves is enough to break equivariance.",
+            lambda f, x, perm: _gap(f, x, perm, reduce="min"),
+        ),
+        Mistake(
+            "the two outputs added instead of subtracted",
+            "Measure how far apart they are: (f(x[:, perm]) - f(x)[:, perm]).abs().max().",
+            lambda f, x, perm: _gap(f, x, perm, combine="add"),
+        ),
+        Mistake(
+            "returned max |f(x[:, perm])| (the difference left out)",
+            "Compare the two outputs: subtract f(x)[:, perm] from f(x[:, perm]) before the "
+            "absolute value and the max.",
+            lambda f, x, perm: _gap(f, x, perm, combine="first"),
         ),
     ),
     error_hints=(
@@ -285,6 +305,268 @@ _SIN = Check(
 check_sinusoidal_encoding = register(_SIN)
 
 
+# ====================================================================== Exercise 2.2
+def _ref_rope(x, positions, base=10000.0):
+    """transformer_ref's RoPE (interleaved pairs) of ``x (..., T, d_k)`` at ``positions (T,)``."""
+    p = torch.as_tensor(positions)
+    rope = _Rotary(x.shape[-1], int(p.max()) + 1, base=base)
+    return rope(x, p)
+
+
+def _rope_variant(x, positions, base=10000.0, *, pairing="interleaved", exponent="2i",
+                  sign=1.0, degrees=False, pos="given", angle_dtype=torch.float64,
+                  write="interleaved", use_base=True, invert=False, signs="-+",
+                  theta_dtype=None, drop="", read="", drop_term=""):
+    d_k = x.shape[-1]
+    b = base if use_base else 10000.0
+    two_i = torch.arange(1 if exponent == "odd" else 0, d_k, 2,
+                         dtype=theta_dtype or angle_dtype)
+    e = {"2i": two_i, "i": two_i / 2, "odd": two_i, "raw": two_i * d_k}[exponent]
+    theta = b ** (e / d_k) if invert else b ** (-e / d_k)  # (d_k/2,)
+    p = torch.arange(x.shape[-2]) if pos == "arange" else torch.as_tensor(positions)
+    angle = p.to(angle_dtype)[:, None] * theta  # (T, d_k/2)
+    if pos == "none":  # every row turned as if at position 1
+        angle = theta.expand_as(angle)
+    elif pos == "no_theta":  # every pair turned by m radians
+        angle = p.to(angle_dtype)[:, None].expand_as(angle)
+    if degrees:
+        angle = angle * (torch.pi / 180)
+    cos, sin = torch.cos(angle).to(x.dtype), (sign * torch.sin(angle)).to(x.dtype)
+    if pairing == "interleaved":
+        xa, xb = x[..., 0::2], x[..., 1::2]
+        if read == "odd":  # x[..., 1::2] written twice
+            xa = xb
+        elif read == "even":  # x[..., 0::2] written twice
+            xb = xa
+    else:  # rotate_half: pairs (i, i + d_k/2)
+        xa, xb = x.chunk(2, dim=-1)
+    one = torch.ones((), dtype=x.dtype)
+    c_a, s_b, s_a, c_b = (one if drop == t else f for t, f in
+                          (("a cos", cos), ("b sin", sin), ("a sin", sin), ("b cos", cos)))
+    s1, s2 = (-1 if signs[0] == "-" else 1), (-1 if signs[1] == "-" else 1)
+    ya, yb = xa * c_a + s1 * xb * s_b, xa * s_a + s2 * xb * c_b
+    if signs == "neg-first":
+        ya = xb * sin - xa * cos
+    if drop_term == "b sin":
+        ya = xa * cos
+    elif drop_term == "b cos":
+        yb = xa * sin
+    if write == "stacked":
+        return torch.stack((ya, yb), dim=-1)
+    if write == "axis0":  # torch.stack's default dim=0, then flatten(-2)
+        return torch.stack((ya, yb)).flatten(-2)
+    if write == "interleaved" and pairing == "interleaved":
+        return torch.stack((ya, yb), dim=-1).flatten(-2)
+    return torch.cat((ya, yb), dim=-1)
+
+
+def _rv(**kw):
+    return lambda x, positions, base=10000.0: _rope_variant(x, positions, base, **kw)
+
+
+def _rope_cases():
+    out = []
+    specs = [
+        # (label, x shape, dtype, positions, base, hidden)
+        ("one head, 4 positions", (1, 1, 4, 4), torch.float64, range(4), None, False),
+        ("(B, H, T, d_k) = (2, 3, 5, 8), float32", (2, 3, 5, 8), torch.float32, range(5),
+         None, False),
+        ("3 new rows after 7 cached (positions 7, 8, 9)", (1, 2, 3, 8), torch.float64,
+         range(7, 10), None, False),
+        ("positions far out (1000, 2500, 4095)", (1, 1, 3, 16), torch.float64,
+         (1000, 2500, 4095), None, False),
+        ("base 100 (LLaMA 3 uses 500000)", (1, 2, 3, 8), torch.float64, range(2, 5), 100.0,
+         False),
+        ("one row at position 11, d_k 2", (2, 1, 1, 2), torch.float64, (11,), None, True),
+        ("d_k 32, 6 positions, base 500", (1, 2, 6, 32), torch.float64, range(6), 500.0,
+         True),
+        ("(T, d_k) without batch and head axes, positions 3 .. 8", (6, 12), torch.float32,
+         range(3, 9), None, True),
+        ("keys of a cache: positions 20 .. 29, d_k 64", (1, 1, 10, 64), torch.float64,
+         range(20, 30), None, True),
+    ]
+    for i, (what, shape, dt, positions, base, hidden) in enumerate(specs):
+        x = _t_rand(940 + i, *shape, dtype=dt)
+        p = torch.tensor(list(positions))
+        kwargs = {} if base is None else {"base": base}
+        out.append(Case(f"{what}: x {shape}, positions {p.tolist()}"
+                        + ("" if base is None else f", base={base:g}"),
+                        (x, p), _ref_rope(x, p, **kwargs), kwargs=kwargs, hidden=hidden))
+    return tuple(out)
+
+
+_ROPE = Check(
+    **table.identity(__name__, "apply_rope"),
+    cases=_rope_cases(),
+    mistakes=(
+        Mistake(
+            "half-split pairing (rotate_half) instead of interleaved pairs",
+            "This course (and transformer_ref) pairs neighbouring features: pair i is "
+            "(x[..., 2i], x[..., 2i+1]), i.e. x[..., 0::2] and x[..., 1::2]. GPT-NeoX and "
+            "Hugging Face's LLaMA pair feature i with i + d_k/2 (x.chunk(2, -1)): the same "
+            "idea, another convention, other numbers.",
+            _rv(pairing="half"),
+        ),
+        Mistake(
+            "rotated pairs written back as halves (torch.cat) instead of interleaved",
+            "The pairs were read as x[..., 0::2], x[..., 1::2]: put the rotated values back in "
+            "the same places, torch.stack((ya, yb), dim=-1).flatten(-2), not "
+            "torch.cat((ya, yb), -1), which moves every feature.",
+            _rv(write="halves"),
+        ),
+        Mistake(
+            "theta exponent i / d_k instead of 2i / d_k",
+            "theta_i = base^(-2i/d_k) for pair i = 0 .. d_k/2 - 1: with "
+            "torch.arange(0, d_k, 2) as 2i, divide it by d_k, do not halve it again.",
+            _rv(exponent="i"),
+        ),
+        Mistake(
+            "theta = base^(+2i/d_k) (frequencies grow instead of shrink)",
+            "theta_i = base^(-2i/d_k): pair 0 turns fastest (1 radian per position), the "
+            "last pairs slowest. Divide by base^(2i/d_k), do not multiply.",
+            _rv(invert=True),
+        ),
+        Mistake(
+            "theta exponent not divided by d_k",
+            "theta_i = base^(-2i/d_k): the exponent is a fraction between 0 and 1, "
+            "-torch.arange(0, d_k, 2) / d_k, not -2i itself (which leaves every pair but the "
+            "first standing still).",
+            _rv(exponent="raw"),
+        ),
+        Mistake(
+            "theta exponent from the odd feature index (2i+1)/d_k",
+            "Pair i is features (2i, 2i+1) and turns at theta_i = base^(-2i/d_k): the even "
+            "index, torch.arange(0, d_k, 2), not torch.arange(1, d_k, 2).",
+            _rv(exponent="odd"),
+        ),
+        Mistake(
+            "theta left out: every pair turns by m radians",
+            "The angle of pair i at position m is m * theta_i, with theta_i = "
+            "base^(-2i/d_k): multiply the positions by theta (an outer product, shape "
+            "(T, d_k/2)).",
+            _rv(pos="no_theta"),
+        ),
+        Mistake(
+            "positions left out: every row turned as if at position 1",
+            "The angle of row t is positions[t] * theta_i: multiply theta by the positions "
+            "(positions[:, None] * theta, shape (T, d_k/2)).",
+            _rv(pos="none"),
+        ),
+        Mistake(
+            "not a rotation: a cos + b sin in the first component",
+            "The rotated pair is (a cos - b sin, a sin + b cos): the first component "
+            "subtracts b sin. With + the matrix is no rotation (lengths change).",
+            _rv(signs="++"),
+        ),
+        Mistake(
+            "not a rotation: a sin - b cos in the second component",
+            "The rotated pair is (a cos - b sin, a sin + b cos): the second component adds "
+            "b cos. With - the matrix is a reflection, not a rotation.",
+            _rv(signs="--"),
+        ),
+        Mistake(
+            "first component negated (b sin - a cos)",
+            "The rotated pair is (a cos - b sin, a sin + b cos): the first component is "
+            "a cos - b sin, the operands of the subtraction in this order.",
+            _rv(signs="neg-first"),
+        ),
+        Mistake(
+            "rotated pairs stacked but not flattened back to (..., T, d_k)",
+            "torch.stack((a2, b2), dim=-1) has shape (..., T, d_k/2, 2): .flatten(-2) merges "
+            "the last two axes back into d_k features in the order 2i, 2i+1.",
+            _rv(write="stacked"),
+        ),
+        *(
+            Mistake(
+                f"the {term} term left out",
+                "The rotated pair is (a cos - b sin, a sin + b cos): "
+                f"{'a cos - b sin' if term == 'b sin' else 'a sin + b cos'}, not "
+                f"{'a cos' if term == 'b sin' else 'a sin'} alone.",
+                _rv(drop_term=term),
+            )
+            for term in ("b sin", "b cos")
+        ),
+        *(
+            Mistake(
+                f"{term.split()[1]} left out of the {term} term",
+                "The rotated pair is (a cos - b sin, a sin + b cos): each of the four terms "
+                f"multiplies a feature by cos or sin; here {term} became just "
+                f"{term.split()[0]}.",
+                _rv(drop=term),
+            )
+            for term in ("a cos", "b sin", "a sin", "b cos")
+        ),
+        Mistake(
+            "both features of a pair read from the odd columns (x[..., 1::2] twice)",
+            "Pair i is (x[..., 2i], x[..., 2i+1]): a = x[..., 0::2] (even features), "
+            "b = x[..., 1::2] (odd features).",
+            _rv(read="odd"),
+        ),
+        Mistake(
+            "both features of a pair read from the even columns (x[..., 0::2] twice)",
+            "Pair i is (x[..., 2i], x[..., 2i+1]): a = x[..., 0::2] (even features), "
+            "b = x[..., 1::2] (odd features).",
+            _rv(read="even"),
+        ),
+        Mistake(
+            "rotated pairs stacked on axis 0 (torch.stack without dim=-1)",
+            "torch.stack's default is dim=0, a new first axis: stack the rotated halves on a "
+            "new *last* axis, torch.stack((a2, b2), dim=-1), then .flatten(-2).",
+            _rv(write="axis0"),
+        ),
+        Mistake(
+            "angles taken as degrees",
+            "The angle m * theta_i is in radians, as torch.cos and torch.sin expect: do not "
+            "convert it with pi / 180 (or torch.deg2rad).",
+            _rv(degrees=True),
+        ),
+        Mistake(
+            "rotated the wrong way (sign of sin flipped)",
+            "Pair (a, b) turns by +m theta_i: (a cos - b sin, a sin + b cos). With the signs "
+            "of the sines swapped every vector turns backwards.",
+            _rv(sign=-1.0),
+        ),
+        Mistake(
+            "positions ignored: rows rotated by 0 .. T-1 (the KV cache offset lost)",
+            "Rotate row t by positions[t], the absolute position it gets: with a KV cache "
+            "the new rows sit at start, start + 1, ..., not at 0 .. T-1.",
+            _rv(pos="arange"),
+        ),
+        Mistake(
+            "angles computed in float32",
+            "Positions in the thousands times theta in float32 lose digits (angles off by "
+            "about 1e-4 at position 4000): build theta and the positions with "
+            "dtype=torch.float64 and cast cos and sin to x.dtype at the end.",
+            _rv(angle_dtype=torch.float32),
+        ),
+        Mistake(
+            "theta computed in float32 (2i without dtype=torch.float64)",
+            "torch.arange(0, d_k, 2) without a dtype gives integers, and -2i / d_k is then "
+            "float32: theta carries float32 rounding, which positions in the thousands "
+            "multiply. Give the arange dtype=torch.float64.",
+            _rv(theta_dtype=torch.float32),
+        ),
+        Mistake(
+            "base ignored (10000 always)",
+            "theta_i = base^(-2i/d_k) with the base the function is given (LLaMA 3 uses "
+            "500000): use the argument, not the constant 10000.",
+            _rv(use_base=False),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "cos and sin of the wrong shape (one angle per feature, not per pair?)",
+            "There are d_k/2 pairs, so d_k/2 angles per position: theta from "
+            "torch.arange(0, d_k, 2), cos and sin of shape (T, d_k/2), which broadcast "
+            "against x[..., 0::2] (..., T, d_k/2).",
+            lambda e: "must match the size of tensor" in str(e),
+        ),
+    ),
+    reference_off=True,  # transformer_ref is in the kernel for the demos
+)
+check_apply_rope = register(_ROPE)
+
+
 # ====================================================================== Exercise 3.1
 def _dec_parts(seed, d, H, f, dtype):
     """(torch layer, its six sublayers as builders holding its weights)."""
@@ -311,10 +593,11 @@ def _dec_parts(seed, d, H, f, dtype):
 
 
 def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", order="sa",
-         norm_memory=False, left_out="", layout="pre"):
+         norm_memory=False, left_out="", layout="pre", minus=""):
     T = x.shape[1]
     keep = torch.ones(T, T, dtype=torch.bool)
     mask = {"tril": keep.tril(), "none": None, "triu": keep.triu(),
+            "zeros": torch.zeros(T, T, dtype=torch.bool).tril(),
             "pytorch": keep.triu(diagonal=1),
             "float": torch.ones(T, T).tril()}[causal]  # 1/0 floats: added to the scores
 
@@ -328,12 +611,13 @@ def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", orde
         return ffn(n3(x))
 
     def self_part(h):
-        return h + sa(n1(h), mask=mask)
+        return h - sa(n1(h), mask=mask) if minus == "self" else h + sa(n1(h), mask=mask)
 
     def cross_part(h):
         q = n2(h)
         ctx = {"memory": memory, "decoder": q}[kv]
-        return h + ca(q, n2(ctx) if norm_memory else ctx)
+        out = ca(q, n2(ctx) if norm_memory else ctx)
+        return h - out if minus == "cross" else h + out
 
     if left_out:  # one sublayer's line forgotten: its output never added to the stream
         parts = {"self": self_part, "cross": cross_part,
@@ -345,7 +629,7 @@ def _dec(x, memory, sa, ca, ffn, n1, n2, n3, *, causal="tril", kv="memory", orde
         x = cross_part(self_part(x))
     else:
         x = self_part(cross_part(x))
-    return x + ffn(n3(x))
+    return x - ffn(n3(x)) if minus == "ffn" else x + ffn(n3(x))
 
 
 def _dv(**kw):
@@ -440,6 +724,21 @@ _DEC = Check(
             _dv(layout="post"),
         ),
         Mistake(
+            "causal mask built from torch.zeros (no key may be attended)",
+            "True = may attend: the mask is torch.ones(T, T, dtype=torch.bool).tril(); "
+            "the lower triangle of zeros is all False and blocks every key.",
+            _dv(causal="zeros"),
+        ),
+        *(
+            Mistake(
+                f"{what} output subtracted from the stream",
+                "Each sublayer's output is *added* to the stream: x = x + sublayer(norm(x)).",
+                _dv(minus=which),
+            )
+            for which, what in (("self", "self-attention"), ("cross", "cross-attention"),
+                                ("ffn", "feed-forward"))
+        ),
+        Mistake(
             "residual connections left out",
             "Each sublayer's output is added to the stream, x = x + self_attn(norm1(x), ...), "
             "not assigned over it: without the residual x + ... the block forgets its input.",
@@ -468,15 +767,15 @@ def _gpt(seed, V=13, T=12, L=2, H=2, d=16):
 
 
 def _ref_logits(idx, model, start=0, cache=None, *, pos="right", causal=True, final_norm=True,
-                pos_after_first=False):
+                pos_after_first=False, subtract_pos=False, blocks=True):
     B, T = idx.shape
     positions = {"right": torch.arange(start, start + T), "plus1": torch.arange(start + 1,
                  start + 1 + T), "zero": torch.arange(T), "ids": None, "none": None}[pos]
     x = model.wte(idx)
     add = None if pos == "none" else (model.wpe(idx) if pos == "ids" else model.wpe(positions))
     if add is not None and not pos_after_first:
-        x = x + add
-    for i, blk in enumerate(model.blocks):
+        x = x - add if subtract_pos else x + add
+    for i, blk in enumerate(model.blocks if blocks else ()):
         x = blk(x, is_causal=causal, cache=None if cache is None else cache[i])
         if i == 0 and pos_after_first and add is not None:
             x = x + add
@@ -564,6 +863,26 @@ _GPT_CHECK = Check(
             "final LayerNorm missing",
             "A pre-LN stack ends with model.ln_f before the LM head.",
             _gv(final_norm=False),
+        ),
+        Mistake(
+            "position embeddings subtracted",
+            "The positions are *added* to the token embeddings: "
+            "x = model.wte(idx) + model.wpe(positions).",
+            _gv(subtract_pos=True),
+        ),
+        Mistake(
+            "no block applied (embeddings straight to the head)",
+            "Run every block in turn on the stream, x = blk(x, is_causal=True, cache=...), "
+            "between the embeddings and the final norm.",
+            _gv(blocks=False),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "positions counted down (torch.arange(start, start - T))",
+            "The new tokens sit at start, start + 1, ..., start + T - 1: "
+            "torch.arange(start, start + T).",
+            lambda e: "inconsistent with step sign" in str(e),
         ),
     ),
     forbidden=("scaled_dot_product_attention",),

@@ -274,7 +274,13 @@ def self_attention_unscaled(X, W_Q, W_K, W_V):
 check_self_attention_unscaled(self_attention_unscaled)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("attention.self_attention_unscaled", self_attention_unscaled)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'dot_product_scores': 'def dot_product_scores(Q, K):\n    """All pairwise dot products S = Q Kᵀ:  S[..., i, j] = Q[..., i, :] · K[..., j, :].\n\n    Q: (..., T_q, d), K: (..., T_k, d)  ->  S: (..., T_q, T_k)\n    Example: dot_product_scores(np.eye(2), np.array([[1., 2.]])) -> [[1.], [2.]]\n    """\n    return Q @ np.swapaxes(K, -1, -2)  # (..., T_q, d) @ (..., d, T_k)',
+    'softmax': 'def softmax(x, axis=-1):\n    """Stable softmax along `axis`: exp(x - max) / sum(exp(x - max)).\n\n    x: numpy array of any shape -> same shape and dtype; every slice along `axis` sums to 1\n    (a slice that is all -inf gives zeros).\n    Example: softmax(np.array([0.0, np.log(3.0)])) -> [0.25, 0.75]\n    """\n    m = np.max(x, axis=axis, keepdims=True)\n    m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)  # all -inf slice: shift by 0\n    e = np.exp(x - m)  # largest entry becomes exp(0) = 1\n    total = np.sum(e, axis=axis, keepdims=True)\n    return e / np.where(total == 0, 1.0, total).astype(x.dtype)',
+}
+_hidden_check("attention.self_attention_unscaled", self_attention_unscaled, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -385,6 +391,10 @@ with requires("Exercise 4.1 and Exercise 2.1"):
 # train) and batched operations. The tutorial [S2] and the survey [S4] state the formula we now build:
 #
 # $$\text{Attention}(Q,K,V) = \text{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right)V .$$
+#
+# ![Scaled dot-product attention: Q and K give the scores QKᵀ, scaled by 1/√d_k, masked, a softmax over the keys, times V](figures/attention.svg)
+#
+# *Scaled dot-product attention step by step, with the shape after each step (the mask is optional).*
 #
 # **Masks.** The survey [S4] writes the causal mask as an *additive* matrix $M$: for the query at
 # position 2 of a 4-token sequence the row is $[0, 0, -\infty, -\infty]$ — adding $-\infty$
@@ -595,7 +605,12 @@ def cosine_similarity_attention(q, k, v, mask=None, temperature=1.0, eps=1e-8):
 check_cosine_similarity_attention(cosine_similarity_attention)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("attention.cosine_similarity_attention", cosine_similarity_attention)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'scaled_dot_product_attention': 'def scaled_dot_product_attention(q, k, v, mask=None, scale=None):\n    """softmax(q kᵀ · scale + M) v, with M = -inf where the boolean `mask` is False.\n\n    q: (..., T_q, d_k), k: (..., T_k, d_k), v: (..., T_k, d_v),\n    mask: bool, broadcastable to (..., T_q, T_k), True = may attend   ->   (..., T_q, d_v)\n    scale=None means 1/sqrt(d_k). A query with every key masked gets an output of 0.\n    Example: q = k = v = torch.eye(2), scale=1.0 -> [[0.731, 0.269], [0.269, 0.731]]\n    """\n    if scale is None:\n        scale = 1.0 / math.sqrt(q.shape[-1])\n    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, T_k)\n    if mask is not None:\n        scores = scores.masked_fill(~mask, float("-inf"))\n    m = scores.amax(dim=-1, keepdim=True)\n    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # fully masked row: shift by 0\n    e = torch.exp(scores - m)\n    total = e.sum(dim=-1, keepdim=True)\n    weights = e / torch.where(total == 0, torch.ones_like(total), total)  # rows sum to 1 (or 0)\n    return weights @ v  # (..., T_q, d_v)',
+}
+_hidden_check("attention.cosine_similarity_attention", cosine_similarity_attention, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]

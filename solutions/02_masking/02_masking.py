@@ -328,7 +328,13 @@ def decoder_self_attention_mask(ids, pad_id):
 check_decoder_self_attention_mask(decoder_self_attention_mask)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("masking.decoder_self_attention_mask", decoder_self_attention_mask)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'padding_mask_from_ids': 'def padding_mask_from_ids(ids, pad_id):\n    """Key padding keep mask from a padded batch: M[b, 0, 0, j] = (ids[b, j] != pad_id).\n\n    ids: (B, T) int tensor, pad_id: int  ->  (B, 1, 1, T) torch.bool\n    Example: padding_mask_from_ids(torch.tensor([[5, 0]]), 0)[0, 0, 0] -> [True, False]\n    """\n    return (ids != pad_id)[:, None, None, :]  # (B, 1, 1, T)',
+    'causal_mask': 'def causal_mask(T):\n    """Boolean causal keep mask: M[i, j] = (j <= i).\n\n    T: int  ->  (T, T) torch.bool, True = query i may attend to key j\n    Example: causal_mask(2) -> [[True, False], [True, True]]\n    """\n    return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T), diagonal kept',
+}
+_hidden_check("masking.decoder_self_attention_mask", decoder_self_attention_mask, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -374,6 +380,10 @@ with requires("Exercise 1.1, Exercise 2.2 and Exercise 2.3"):
 # the loss, every gradient. Such rows really occur — left padding with a causal mask, an empty
 # sequence in a batch. This course defines a fully masked row's weights (and so its output) as
 # zeros, exactly as the stable softmax of chapter 1 does.
+#
+# ![Masked attention: the mask M is added to the scaled scores before the softmax over the keys](figures/masked_attention.svg)
+#
+# *Where the mask enters: added to the scaled scores, before the softmax over the keys (here a causal M).*
 
 # %% tags=["demo"]
 scores = torch.tensor([[0.5, -1.0, 2.0], [1.0, 2.0, 3.0]])
@@ -428,7 +438,12 @@ def masked_attention(q, k, v, mask):
 check_masked_attention(masked_attention)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("masking.masked_attention", masked_attention)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'to_additive': 'def to_additive(mask, dtype=torch.float32):\n    """[S4]\'s additive mask: 0 where mask is True, -inf where it is False.\n\n    mask: torch.bool, any shape  ->  same shape, `dtype`\n    Example: to_additive(torch.tensor([True, False])) -> [0., -inf]\n    """\n    return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, float("-inf"))',
+}
+_hidden_check("masking.masked_attention", masked_attention, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -148,6 +148,10 @@ _hidden_check("multihead_attention.msa_loop", msa_loop)
 # position, so reading its first $T\cdot d_k$ numbers as "head 0" gives head 0 the features of
 # *several positions*. Only `view` on the last axis plus a `transpose` keeps each head's
 # numbers at their own positions.
+#
+# ![Split and merge heads: (B, T, d_model) to (B, H, T, d_k) and back, then W_O](figures/split_merge_heads.svg)
+#
+# *Four heads: each owns d_k adjacent columns of Q (and of K and V); split_heads makes the head an axis, merge_heads puts the heads side by side again, W_O mixes them.*
 
 # %% [markdown]
 # ### Exercise 2.1 — split the heads  *(1 point, ~5 min)*
@@ -301,7 +305,13 @@ def multi_head_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
 check_multi_head_attention(multi_head_attention)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("multihead_attention.multi_head_attention", multi_head_attention)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'split_heads': 'def split_heads(x, n_head):\n    """(B, T, d_model) -> (B, H, T, d_k): head h gets features h*d_k .. (h+1)*d_k - 1.\n\n    Example: x = torch.arange(4.).view(1, 1, 4), n_head=2 -> [[[[0, 1]], [[2, 3]]]]\n    """\n    B, T, d_model = x.shape\n    return x.view(B, T, n_head, d_model // n_head).transpose(1, 2)  # (B, H, T, d_k)',
+    'merge_heads': 'def merge_heads(x):\n    """(B, H, T, d_k) -> (B, T, H * d_k): the heads concatenated along the features.\n\n    Example: merge_heads(split_heads(x, n_head)) == x\n    """\n    B, H, T, d_k = x.shape\n    return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, H*d_k)',
+}
+_hidden_check("multihead_attention.multi_head_attention", multi_head_attention, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -396,6 +396,10 @@ with requires("Exercise 2.2"):
 # activations, which is why every block normalises (where exactly — before or after the
 # residual addition — is chapter 5's question).
 #
+# ![Post-LN and pre-LN Transformer blocks side by side](figures/pre_post_ln.svg)
+#
+# *A preview of chapter 5: the two places a block puts its LayerNorms (blue: the residual paths).*
+#
 # ## Summary
 #
 # - LayerNorm: per token, over the $d$ features, $\gamma\odot(x-\mu)/\sqrt{\sigma^2+\varepsilon}+\beta$

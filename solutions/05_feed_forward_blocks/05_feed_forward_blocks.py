@@ -17,9 +17,12 @@
 # — so that it matches `torch.nn.TransformerEncoderLayer` exactly, and measure why modern models
 # put the norm first.
 #
-# **Builds on:** chapter 1 (attention; here we use the course's multi-head attention module,
-# `transformer_ref.MultiHeadAttention`, since multi-head attention is another chapter's exercise)
-# and chapter 4 (layer norm: its function is re-defined below so this notebook runs on its own).
+# **Builds on:** chapter 3 (multi-head attention, with chapter 1's attention inside) and chapter
+# 4 (layer norm). The blocks you assemble here run **your own** earlier answers: the demos read
+# your saved notebooks of those chapters (`autograder.checks.yours`), use each function whose
+# visible check passes, and say so line by line; a piece that is missing or fails its check is
+# replaced by the given one, visibly. (Grading never does this: each chapter is graded on its
+# own answers, with the given parts elsewhere.)
 #
 # **Time:** about 1½ hours (7 exercises, ~60 minutes of coding).
 #
@@ -40,7 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import transformer_ref
-from autograder.checks import requires
+from autograder.checks import requires, yours
 from autograder.checks.feed_forward_blocks import (
     check_feed_forward,
     check_ffn_as_conv1d,
@@ -313,6 +316,10 @@ with requires("Exercise 1.3"):
 # inside a block; GPT-2 adds one final LayerNorm after the last block.
 #
 # `torch.nn.TransformerEncoderLayer(norm_first=False)` is post-LN, `norm_first=True` pre-LN.
+#
+# ![Post-LN and pre-LN Transformer blocks side by side](figures/pre_post_ln.svg)
+#
+# *Post-LN normalises every sum; pre-LN normalises only what enters each sublayer, so the residual stream (blue) runs through the block untouched.*
 
 # %% [markdown]
 # ### Exercise 2.1 — the post-LN block (the tutorial [S2])  *(2 points, ~5 min)*
@@ -382,30 +389,36 @@ _hidden_check("feed_forward_blocks.pre_ln_block", pre_ln_block)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# **Look: a block from your own parts.** Chapter 4's `layer_norm` is re-defined in the next
-# cell (the course's solution, so this notebook runs on its own — paste your own if you
-# prefer). The FFN is your `feed_forward`; attention is `transformer_ref.MultiHeadAttention`.
-# All weights are copied from a randomly initialised `torch.nn.TransformerEncoderLayer`, for both
-# values of `norm_first`, and the outputs compared.
+# **Look: a block from your own parts.** The next cell loads your `multi_head_attention`
+# (chapter 3) and `layer_norm` (chapter 4) from your saved notebooks (save them first; a
+# missing or failing one is replaced by the given one, and the cell says so). The FFN is your
+# `feed_forward`. All weights are copied from a randomly initialised
+# `torch.nn.TransformerEncoderLayer`, for both values of `norm_first`, and the outputs compared.
 
 # %% tags=["demo"]
-def layer_norm(x, gamma, beta, eps=1e-5):
-    # Chapter 4, Exercise 2.2 (re-defined here so this notebook runs on its own).
-    mu = x.mean(dim=-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
-    return gamma * (x - mu) / torch.sqrt(var + eps) + beta
+earlier = yours.model_parts("05_feed_forward_blocks", own=dict(  # chapters 01, 03, 04: yours?
+    feed_forward=feed_forward, pre_ln_block=pre_ln_block, post_ln_block=post_ln_block))
 
 
 def parts_from_torch(layer):
     # attn, ffn, norm1, norm2 as plain functions holding the layer's weights
-    mha = transformer_ref.MultiHeadAttention(layer.self_attn.embed_dim, layer.self_attn.num_heads)
-    mha.load_from_torch(layer.self_attn)
+    d, H = layer.self_attn.embed_dim, layer.self_attn.num_heads
+    W_Q, W_K, W_V = (w.T for w in layer.self_attn.in_proj_weight.chunk(3))  # (d, d) row form
+    b_Q, b_K, b_V = layer.self_attn.in_proj_bias.chunk(3)
+    W_O, b_O = layer.self_attn.out_proj.weight.T, layer.self_attn.out_proj.bias
+    ones = lambda h: torch.cat([h, torch.ones(*h.shape[:-1], 1)], dim=-1)  # biases as a row
+
+    def attn(h):
+        W = [torch.cat([w, b[None]]) for w, b in ((W_Q, b_Q), (W_K, b_K), (W_V, b_V))]
+        return earlier.multi_head_attention(ones(h), ones(h), *W, W_O, H) + b_O
+
     W1, b1 = layer.linear1.weight.T, layer.linear1.bias  # nn.Linear stores (out, in): transpose
     W2, b2 = layer.linear2.weight.T, layer.linear2.bias
-    return (mha,
+    norm = earlier.layer_norm
+    return (attn,
             lambda h: feed_forward(h, W1, b1, W2, b2, "relu"),
-            lambda h: layer_norm(h, layer.norm1.weight, layer.norm1.bias, layer.norm1.eps),
-            lambda h: layer_norm(h, layer.norm2.weight, layer.norm2.bias, layer.norm2.eps))
+            lambda h: norm(h, layer.norm1.weight, layer.norm1.bias, layer.norm1.eps),
+            lambda h: norm(h, layer.norm2.weight, layer.norm2.bias, layer.norm2.eps))
 
 
 with requires("Exercise 2.1, Exercise 2.2 and Exercise 1.1"), torch.no_grad():
@@ -482,9 +495,10 @@ with requires("Exercise 3.1"):
     x, target = torch.randn(8, 16, d), torch.randn(8, 16, d)
     curves = {}
     for norm_first in (False, True):
-        blocks = [transformer_ref.EncoderBlock(d, 4, norm_first=norm_first) for _ in range(L)]
+        blocks = [yours.YourBlock(d, 4, earlier, activation="relu", norm_first=norm_first)
+                  for _ in range(L)]  # your attention, norms, FFN and blocks, PyTorch's init
         if norm_first:
-            blocks.append(transformer_ref.LayerNorm(d))  # the final norm of a pre-LN stack
+            blocks.append(yours.YourNorm(d, earlier))  # the final norm of a pre-LN stack
         curves["pre-LN" if norm_first else "post-LN"] = grad_norm_per_layer(blocks, x, target)[:L]
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     for name, g in curves.items():

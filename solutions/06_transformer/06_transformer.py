@@ -12,22 +12,23 @@
 # # Chapter 6 — The full Transformer
 #
 # **By the end of this chapter you can** show that attention alone cannot tell token order,
-# build sinusoidal positional encodings (and say what learned ones and RoPE do instead), write
+# build sinusoidal positional encodings and rotary ones (RoPE), say what learned ones do, write
 # the decoder block with masked self-attention and cross-attention (the survey [S4]), run a
 # decoder-only GPT forward pass with and without a KV cache, and train a small GPT on your laptop
 # until it reverses 99 % of digit strings it has never seen, every digit right.
 #
 # **Builds on:** chapter 1 (attention and masks), chapter 4 (layer norm), chapter 5 (pre-LN
-# blocks). The blocks and multi-head attention used here are the course's reference modules
-# (`transformer_ref.EncoderBlock`, `DecoderBlock`, `MultiHeadAttention`, `GPT` — the same
-# computations you wrote in chapters 1–5, so this notebook runs on its own); what *you* write
-# here is how they are put together: positions, the decoder block, the GPT forward pass and
-# incremental decoding. The training in section 5 runs through your own `gpt_logits`.
+# blocks). What *you* write here is how the parts are put together: positions (sinusoidal and
+# rotary), the decoder block, the GPT forward pass and incremental decoding. The GPT trained in
+# section 5 is **your own**: your `gpt_logits` over your chapter 1–5 answers, read from your
+# saved notebooks (a piece that is missing or fails its check is replaced by the given one, and
+# the cell says so). The short demos of sections 1 and 3 use the course's reference modules
+# (`transformer_ref.EncoderBlock`, `DecoderBlock`, `MultiHeadAttention`).
 #
-# **Time:** about 2 hours (5 exercises, ~75 minutes of coding; the training cell takes a few
+# **Time:** about 2 hours (6 exercises, ~90 minutes of coding; the training cell takes a few
 # seconds on a laptop CPU).
 #
-# **Points: 11 in total** — Ex 1.1 (1), 2.1 (2), 3.1 (3), 4.1 (3), 5.1 (2).
+# **Points: 13 in total** — Ex 1.1 (1), 2.1 (2), 2.2 (2), 3.1 (3), 4.1 (3), 5.1 (2).
 #
 # **How to work.** Run the cells from the top. Replace `raise NotImplementedError()` with your
 # code, run that cell, then the check cell below it. A failed check names the mistake when it
@@ -45,12 +46,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import transformer_ref
-from autograder.checks import requires
+from autograder.checks import requires, yours
 from autograder.checks.transformer import (
     check_decoder_block,
     check_equivariance_gap,
     check_gpt_logits,
     check_incremental_logits,
+    check_apply_rope,
     check_sinusoidal_encoding,
 )
 
@@ -205,18 +207,112 @@ with requires("Exercise 2.1"):
 # section 4 uses (`model.wpe`).
 #
 # **RoPE** (Su et al., 2021; LLaMA and most recent models) adds nothing to $X$. Inside every
-# attention layer it *rotates* each query and key feature pair $i$ by the angle $m\theta_i$ for
-# position $m$, with $\theta_i = 10000^{-2i/d_k}$ — the sinusoid frequencies again. A rotation by
-# $m\theta$ followed by the dot product with a key rotated by $n\theta$ depends only on
-# $(m - n)\theta$: the scores see **relative** positions only. See it:
+# attention layer it *rotates* each query and key of a head, $q, k \in \mathbb{R}^{d_k}$, pair
+# by pair: feature pair $i$ ($i = 0, \dots, d_k/2 - 1$) of the vector at position $m$ turns by
+# the angle $m\theta_i$,
+#
+# $$\theta_i = 10000^{-2i/d_k}, \qquad
+# \begin{pmatrix} a' \\ b' \end{pmatrix} =
+# \begin{pmatrix} \cos m\theta_i & -\sin m\theta_i \\ \sin m\theta_i & \cos m\theta_i \end{pmatrix}
+# \begin{pmatrix} a \\ b \end{pmatrix} —$$
+#
+# the sinusoid frequencies again. Write $R_m$ for the whole rotation at position $m$ (one
+# $2\times 2$ block per pair). Rotations keep lengths and $R_m^\top R_n = R_{n-m}$, so the score
+# of a query at $m$ and a key at $n$ is
+#
+# $$(R_m q)\cdot(R_n k) = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k,$$
+#
+# a function of the **relative** position $m - n$ only. The values $V$ are not rotated: they
+# carry content, not positions.
+#
+# **Which features form pair $i$** is a convention. This course (and `transformer_ref`, like the
+# RoFormer paper and Meta's original LLaMA code) pairs neighbours: pair $i$ is features
+# $(2i, 2i+1)$, *interleaved*. GPT-NeoX and Hugging Face's LLaMA pair feature $i$ with
+# $i + d_k/2$ (*half-split*, "rotate_half"): the same rotation after permuting the features, but
+# not the same numbers, so weights trained with one convention do not work with the other.
+
+# %% [markdown]
+# ### Exercise 2.2 — rotary positions (RoPE)  *(2 points, ~15 min)*
+#
+# **Goal:** `apply_rope(x, positions, base=10000.0)` rotates `x` of shape `(..., T, d_k)` —
+# queries or keys, typically `(B, H, T, d_k)` — where row $t$ sits at the absolute position
+# `positions[t]` (`positions`: an integer tensor of shape `(T,)`). Pair $i$ is features
+# `(2i, 2i+1)` (interleaved) and turns by `positions[t]` $\cdot\,\theta_i$ with
+# $\theta_i = \text{base}^{-2i/d_k}$. Return a tensor of `x`'s shape and dtype. With a KV cache
+# the new rows sit at `torch.arange(start, start + T)`, not at $0 \dots T-1$: that is why the
+# positions are an argument. Compute the angles in float64 (as in Exercise 2.1) and cast
+# $\cos$ and $\sin$ to `x.dtype`.
+#
+# <details><summary>Hint</summary>
+#
+# `theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)` (shape `(d_k/2,)`);
+# `angle = positions.to(torch.float64)[:, None] * theta` (shape `(T, d_k/2)`); the pairs are
+# `a, b = x[..., 0::2], x[..., 1::2]`; the rotated pair is `a * cos - b * sin`,
+# `a * sin + b * cos`; put them back interleaved with
+# `torch.stack((a2, b2), dim=-1).flatten(-2)`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def apply_rope(x, positions, base=10000.0):
+    """Rotate feature pairs (2i, 2i+1) of each row t of x by positions[t] * base^(-2i/d_k).
+
+    x: (..., T, d_k) queries or keys (d_k even), positions: (T,) int  ->  x's shape and dtype
+    Example: apply_rope(torch.tensor([[1.0, 0.0]]), torch.tensor([1])) -> [[0.5403, 0.8415]]
+    """
+    ### BEGIN SOLUTION
+    d_k = x.shape[-1]
+    theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k/2,)
+    angle = positions.to(torch.float64)[:, None] * theta  # (T, d_k/2)
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_k/2) each: pair i = features (2i, 2i+1)
+    rotated = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)  # (..., T, d_k/2, 2)
+    return rotated.flatten(-2)  # back to the order 2i, 2i+1
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_2_apply_rope", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Check Exercise 2.2 (2 points)
+check_apply_rope(apply_rope)
+### BEGIN HIDDEN TESTS
+from autograder.checks._core import hidden_check as _hidden_check
+_hidden_check("transformer.apply_rope", apply_rope)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Look: your RoPE inside attention.** Each head's queries and keys are rotated by your
+# `apply_rope` before the scores $QK^\top/\sqrt{d_k}$; the values are not. First the score of
+# one query and one key placed at positions $m$ and $n$: it depends on $m - n$ only. Then a
+# whole causal attention over a sequence, run once at positions $0..7$ and once shifted to
+# $100..107$: the same outputs, because only offsets enter the scores.
 
 # %% tags=["demo"]
-torch.manual_seed(1)
-rope = transformer_ref.RotaryEmbedding(d_k=8, max_len=64)
-q, k = torch.randn(1, 8), torch.randn(1, 8)
-for m, n in [(3, 1), (12, 10), (50, 48), (5, 1)]:
-    score = (rope(q, torch.tensor([m])) * rope(k, torch.tensor([n]))).sum().item()
-    print(f"query at {m:2d}, key at {n:2d} (offset {m - n}): score {score:+.4f}")
+def rope_attention(q, k, v, positions):
+    # causal attention with RoPE: q, k, v (B, H, T, d_k), positions (T,)
+    q, k = apply_rope(q, positions), apply_rope(k, positions)  # v stays as it is
+    T, d_k = q.shape[-2], q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T)
+    keep = torch.ones(T, T, dtype=torch.bool).tril()
+    return scores.masked_fill(~keep, float("-inf")).softmax(dim=-1) @ v
+
+
+with requires("Exercise 2.2"):
+    torch.manual_seed(1)
+    q1, k1 = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    for m, n in [(3, 1), (12, 10), (50, 48), (5, 1)]:
+        qm = apply_rope(q1[None], torch.tensor([m]))  # (1, d_k): one row at position m
+        kn = apply_rope(k1[None], torch.tensor([n]))
+        print(f"query at {m:2d}, key at {n:2d} (offset {m - n}): score {(qm * kn).sum().item():+.4f}")
+    q, k, v = torch.randn(3, 1, 2, 8, 8, dtype=torch.float64).unbind(0)  # (B, H, T, d_k) each
+    y0 = rope_attention(q, k, v, torch.arange(8))
+    y100 = rope_attention(q, k, v, torch.arange(100, 108))
+    print("same sequence at positions 0..7 and 100..107: outputs differ by",
+          f"{(y0 - y100).abs().max().item():.1e}")
+    swap = [1, 0, *range(2, 8)]  # tokens 0 and 1 trade places (keys and values)
+    for name, pos in [("without rotation", torch.zeros(8, dtype=torch.long)),
+                      ("with your RoPE", torch.arange(8))]:
+        moved = rope_attention(q, k[:, :, swap], v[:, :, swap], pos) - rope_attention(q, k, v, pos)
+        print(f"{name:16s}: swapping tokens 0 and 1 moves outputs 2..7 by "
+              f"{moved[..., 2:, :].abs().max().item():.2f}")
 
 
 # %% [markdown]
@@ -334,6 +430,10 @@ with requires("Exercise 3.1"), torch.no_grad():
 # (`model.blocks`, chapter 5's block with `is_causal=True`), the final norm `model.ln_f` and
 # the head `model.lm_head` (GPT-2 ties it to $E$).
 #
+# ![The GPT forward pass: token ids, embeddings plus positions, L causal pre-LN blocks, final norm, LM head, logits](figures/gpt_forward.svg)
+#
+# *The decoder-only forward pass, with each step's shape and the `model` attribute that holds it.*
+#
 # **KV cache.** When generating, token $t$'s keys and values never change once computed (the
 # mask stops them from seeing the future). So each block can keep them in a cache and the next
 # step only runs the *new* token: its queries attend to the cached keys plus its own. Then the
@@ -390,8 +490,11 @@ _hidden_check("transformer.gpt_logits", gpt_logits)
 # the input token at position $11 - t$ — a pure position-to-position lookup, impossible for a
 # permutation-equivariant model.
 #
-# The forward pass below is **your `gpt_logits`**; the model is a 2-layer GPT with
-# $d_\text{model} = 64$ (about 100 k parameters). Training stops as soon as 99 % of 1000 held-out
+# The model is **your GPT**: `yours.YourGPT` runs your `gpt_logits` over blocks made of your
+# `pre_ln_block`, `multi_head_attention`, `layer_norm` and `feed_forward`, read from your saved
+# notebooks of chapters 1–5 (each one whose visible check passes; the cell says which, and uses
+# the given one for any other). Its weights are laid out like `transformer_ref.GPT`'s. It is a
+# 2-layer GPT with $d_\text{model} = 64$ (about 100 k parameters). Training stops as soon as 99 % of 1000 held-out
 # strings are reversed exactly (checked every 25 steps, at most 400 steps). The accuracy is
 # measured with the true answer digits as inputs (teacher forcing); section 6 generates the
 # answers freely, one digit at a time.
@@ -414,9 +517,10 @@ def exact_match(model, x, y):
 
 
 with requires("Exercise 4.1"):
+    parts = yours.model_parts("06_transformer", own=dict(gpt_logits=gpt_logits))  # 01-05, 4.1
     torch.manual_seed(0)
-    model = transformer_ref.GPT(transformer_ref.GPTConfig(
-        vocab_size=VOCAB, block_size=SEQ, n_layer=2, n_head=4, d_model=64))
+    model = yours.YourGPT(transformer_ref.GPTConfig(
+        vocab_size=VOCAB, block_size=SEQ, n_layer=2, n_head=4, d_model=64), parts)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     x_val, y_val = reversal_batch(1000, torch.Generator().manual_seed(123))
     losses, t0, cpu0 = [], time.perf_counter(), time.process_time()
@@ -437,6 +541,68 @@ with requires("Exercise 4.1"):
           f"{sum(p.numel() for p in model.parameters()):,} parameters")
     plt.figure(figsize=(5, 2.5)); plt.semilogy(losses); plt.xlabel("step"); plt.ylabel("loss")
     plt.title("reversal: training loss"); plt.tight_layout(); plt.show()
+
+
+# %% [markdown]
+# **Look: what the trained model attends to.** Below, the attention weights of every head of
+# both layers on one held-out string, recomputed from each block's own query and key
+# projections: $\text{softmax}(QK^\top/\sqrt{d_k})$ with the causal mask, chapter 1's formula
+# applied to the normalised input the block hands its attention. Row $t$ is the query at
+# position $t$ (it predicts token $t + 1$), column $s$ the key at position $s$.
+#
+# **What to look for:** rows 6–11 (the separator and the answer digits). In the heads that do
+# the copying, each of these rows has one bright cell, at column $11 - t$: an
+# **anti-diagonal**. The query that writes answer digit $t - 5$ looks up its mirrored input
+# digit, exactly the position-to-position lookup the task needs. **Why** it can: a digit's
+# content says nothing about where its mirror is, so the lookup runs on the positions.
+# Training shaped $W_Q$ and $W_K$ so that the position vector of row $t$ meets that of
+# $11 - t$ with the largest score of the row. Rows 0–5 are the input digits; no loss is put on
+# them, so their weights show no task. Each title gives the head's mean weight on the
+# mirrored position over rows 6–11 of all 1000 held-out strings.
+
+# %% tags=["demo"]
+def attention_maps(model, idx):
+    """Every block's attention weights for idx, (L, B, H, T, T), from its q/k projections."""
+    seen = []  # the input each block hands its attention: LN_1(x)
+    hooks = [blk.attn.register_forward_pre_hook(lambda mod, args: seen.append(args[0]))
+             for blk in model.blocks]
+    try:
+        gpt_logits(idx, model)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    maps = []
+    for blk, h in zip(model.blocks, seen):
+        B, T, _ = h.shape
+        q, k = (proj(h).view(B, T, blk.attn.n_head, -1).transpose(1, 2)  # (B, H, T, d_k)
+                for proj in (blk.attn.q_proj, blk.attn.k_proj))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        maps.append(scores.masked_fill(~causal, float("-inf")).softmax(dim=-1))
+    return torch.stack(maps)
+
+
+with requires("Exercise 4.1"), torch.no_grad():
+    maps = attention_maps(model, x_val)  # (L, 1000, H, 12, 12): the held-out strings
+    rows = torch.arange(N_DIGITS, 2 * N_DIGITS)  # 6..11: the separator and the answer digits
+    on_mirror = maps[:, :, :, rows, 2 * N_DIGITS - 1 - rows].mean(dim=(1, 3))  # (L, H)
+    labels = [str(v) if v < 10 else "|" for v in x_val[0].tolist()]
+    L, H = on_mirror.shape
+    fig, axes = plt.subplots(L, H, figsize=(2.6 * H, 2.7 * L), squeeze=False)
+    for layer in range(L):
+        for head in range(H):
+            ax = axes[layer][head]
+            ax.imshow(maps[layer, 0, head], vmin=0, vmax=1, cmap="viridis")
+            ax.set_xticks(range(len(labels)), labels, fontsize=7)
+            ax.set_yticks(range(len(labels)), labels, fontsize=7)
+            ax.set_title(f"layer {layer + 1}, head {head + 1}: {on_mirror[layer, head]:.0%}",
+                         fontsize=9)
+    fig.supxlabel("key s (the input token at position s)")
+    fig.supylabel("query t (predicts token t + 1)")
+    plt.tight_layout(); plt.show()
+    layer, head = divmod(on_mirror.argmax().item(), H)
+    print(f"clearest: layer {layer + 1}, head {head + 1}, {on_mirror.max():.0%} of its weight on "
+          f"position 11 - t (rows 6-11; uniform weights would give {(1 / (rows + 1.0)).mean():.0%})")
 
 
 # %% [markdown]
@@ -481,7 +647,12 @@ def incremental_logits(model, idx):
 check_incremental_logits(incremental_logits)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("transformer.incremental_logits", incremental_logits)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'gpt_logits': 'def gpt_logits(idx, model, start=0, cache=None):\n    """GPT forward pass with the parts of `model`; with `cache`, idx are the *new* tokens.\n\n    idx: (B, T) token ids at positions start .. start + T - 1; cache: model.init_cache(B)\n    or None  ->  logits (B, T, vocab_size)\n    Example: gpt_logits(idx, model) equals model(idx)\n    """\n    T = idx.shape[1]\n    positions = torch.arange(start, start + T)  # absolute positions of the new tokens\n    x = model.wte(idx) + model.wpe(positions)  # (B, T, d) + (T, d)\n    for i, blk in enumerate(model.blocks):\n        x = blk(x, is_causal=True, cache=None if cache is None else cache[i])\n    return model.lm_head(model.ln_f(x))  # (B, T, vocab_size)',
+}
+_hidden_check("transformer.incremental_logits", incremental_logits, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -511,12 +682,15 @@ with requires("Exercise 5.1 and Exercise 4.1"), torch.no_grad():
 #   $\text{SA}(PX) = P\,\text{SA}(X)$.
 # - Sinusoidal encodings: sine on even, cosine on odd features, pair $i$ at wavelength
 #   $10000^{2i/d}\cdot 2\pi$, added to the embeddings; learned tables are trained instead; RoPE
-#   rotates queries and keys so scores depend on relative positions only.
+#   rotates query and key pairs $(2i, 2i+1)$ by $m\theta_i$ (values untouched), so scores depend
+#   on relative positions only.
 # - Decoder block (the survey [S4]): masked self-attention, cross-attention (queries from the decoder,
 #   keys and values from the encoder), FFN — each in a residual branch.
 # - GPT: embeddings + positions, causal pre-LN blocks, final norm, head. With a KV cache the new
 #   tokens sit at positions `start, start + 1, …`.
-# - A 100 k-parameter GPT learns to reverse digit strings in a few dozen steps, seconds on a CPU.
+# - A 100 k-parameter GPT learns to reverse digit strings in a few dozen steps, seconds on a CPU;
+#   its attention maps show how: output position $t$ looks up input position $11 - t$ (an
+#   anti-diagonal), a lookup by position that only positional encodings make possible.
 #
 # **Going further.** Sampling (temperature, top-k, top-p) instead of greedy decoding
 # (`transformer_ref.sampling`); RoPE inside the GPT (`GPTConfig(pos="rope")`); longer strings

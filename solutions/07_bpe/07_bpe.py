@@ -286,7 +286,13 @@ def train_classic_bpe(text, num_merges):
 check_train_classic_bpe(train_classic_bpe)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.train_classic_bpe", train_classic_bpe)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'count_pairs': 'def count_pairs(word_counts):\n    """Adjacent symbol pairs over all words, weighted by word frequency.\n\n    word_counts: {tuple of str: int}  ->  {(str, str): int}\n    Example: count_pairs({("a", "a", "a", "</w>"): 2}) -> {("a", "a"): 4, ("a", "</w>"): 2}\n    """\n    pairs = {}\n    for word, count in word_counts.items():\n        for pair in zip(word, word[1:]):  # every position, overlapping pairs included\n            pairs[pair] = pairs.get(pair, 0) + count\n    return pairs',
+    'merge_pair': 'def merge_pair(word, pair):\n    """Replace each occurrence of `pair` in `word` by one merged symbol (left to right).\n\n    word: tuple of str, pair: (str, str)  ->  tuple of str\n    Example: merge_pair(("a", "a", "a", "</w>"), ("a", "a")) -> ("aa", "a", "</w>")\n    """\n    out, i = [], 0\n    while i < len(word):\n        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:\n            out.append(word[i] + word[i + 1])\n            i += 2  # both symbols are used up\n        else:\n            out.append(word[i])\n            i += 1\n    return tuple(out)',
+}
+_hidden_check("bpe.train_classic_bpe", train_classic_bpe, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -317,6 +323,10 @@ with requires("Exercise 2.3"):
 # appear once `es` exists. Replaying them in the learned order rebuilds exactly the pieces
 # training would have made of this word.
 #
+# ![BPE merges replayed in order on the word lowest](figures/bpe_merges.svg)
+#
+# *The ten merges learned from the example text above, replayed on “lowest”: only the merges that occur in the word change it.*
+#
 # <details><summary>Hint</summary>
 #
 # Start from `symbols = (*word, EOW)`; `for pair in merges: symbols = merge_pair(symbols, pair)`.
@@ -342,7 +352,12 @@ def encode_word(word, merges):
 check_encode_word(encode_word)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.encode_word", encode_word)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'merge_pair': 'def merge_pair(word, pair):\n    """Replace each occurrence of `pair` in `word` by one merged symbol (left to right).\n\n    word: tuple of str, pair: (str, str)  ->  tuple of str\n    Example: merge_pair(("a", "a", "a", "</w>"), ("a", "a")) -> ("aa", "a", "</w>")\n    """\n    out, i = [], 0\n    while i < len(word):\n        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:\n            out.append(word[i] + word[i + 1])\n            i += 2  # both symbols are used up\n        else:\n            out.append(word[i])\n            i += 1\n    return tuple(out)',
+}
+_hidden_check("bpe.encode_word", encode_word, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -512,7 +527,12 @@ def train_bpe_naive(text, vocab_size, special_tokens=()):
 check_train_bpe_naive(train_bpe_naive)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.train_bpe_naive", train_bpe_naive)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'count_pairs': 'def count_pairs(word_counts):\n    """Adjacent symbol pairs over all words, weighted by word frequency.\n\n    word_counts: {tuple of str: int}  ->  {(str, str): int}\n    Example: count_pairs({("a", "a", "a", "</w>"): 2}) -> {("a", "a"): 4, ("a", "</w>"): 2}\n    """\n    pairs = {}\n    for word, count in word_counts.items():\n        for pair in zip(word, word[1:]):  # every position, overlapping pairs included\n            pairs[pair] = pairs.get(pair, 0) + count\n    return pairs',
+}
+_hidden_check("bpe.train_bpe_naive", train_bpe_naive, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -765,7 +785,12 @@ def encode(text, ranks, special_tokens):
 check_encode(encode)
 ### BEGIN HIDDEN TESTS
 from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.encode", encode)
+# the given earlier functions, in place of yours if they fail their checks
+_given = {
+    'encode_piece': 'def encode_piece(piece, ranks):\n    """Ids of one pre-token by lowest-rank-first merging.\n\n    piece: bytes, ranks: {bytes: int}  ->  list of int\n    Example: encode_piece(b"aaa", {**{bytes([i]): i for i in range(256)}, b"aa": 256})\n             -> [256, 97]\n    """\n    parts = [piece[i : i + 1] for i in range(len(piece))]\n    while len(parts) > 1:\n        candidates = [\n            (ranks[parts[i] + parts[i + 1]], i)\n            for i in range(len(parts) - 1)\n            if parts[i] + parts[i + 1] in ranks\n        ]\n        if not candidates:\n            break\n        _, i = min(candidates)  # lowest rank, then leftmost\n        parts[i : i + 2] = [parts[i] + parts[i + 1]]\n    return [ranks[p] for p in parts]',
+}
+_hidden_check("bpe.encode", encode, given=_given)
+del _given
 ### END HIDDEN TESTS
 
 # %% [markdown]

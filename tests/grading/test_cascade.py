@@ -182,10 +182,11 @@ def test_trusted_verdict_names_the_failing_earlier_function_in_08(
     for k in [key] + [k for _, k in later.uses]:
         (tmp_path / "in" / f"{k}.json").write_text(json.dumps(_judge.case_inputs(get_check(k))))
 
-    def verdict(wrong):
+    def verdict(wrong, given=None):
         student = _student("08", key, wrong).student  # (the in-kernel check's probe around it)
         fn = _training_drivers.probe(key, student)
-        _probe.run(str(tmp_path), key, fn, sink=(tmp_path / "out" / f"{key}.json").write_text)
+        _probe.run(str(tmp_path), key, fn, sink=(tmp_path / "out" / f"{key}.json").write_text,
+                   given=given)
         return _judge.judge(later, json.loads((tmp_path / "out" / f"{key}.json").read_text()))
 
     v = verdict(wrong)
@@ -193,3 +194,126 @@ def test_trusted_verdict_names_the_failing_earlier_function_in_08(
     assert v.message.startswith(f"{later.exercise} `{later.name}` uses your `{wrong}` "
                                 f"({exercise}), which fails its check"), v.message
     assert verdict(None).passed
+    # with the given earlier function release writes into the test cell: one mistake costs
+    # one exercise
+    v = verdict(wrong, _given_of("08", key))
+    assert v.passed and f"judged with the given `{wrong}` in its place, and passes" in v.message
+
+
+# ---------------------------------------------------------------- one mistake, one exercise
+def _given_of(notebook: str, key: str) -> dict:
+    """The ``_given`` sources release wrote into the hidden part of ``key``'s test cell."""
+    import ast
+
+    import nbformat
+
+    (path,) = (M.ROOT / "solutions").glob(f"{notebook}_*/{notebook}_*.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    grade_id = next(e.grade_id for ch in table.TABLES.values() for e in ch.exercises
+                    if e.key == key)
+    (cell,) = [c for c in nb.cells
+               if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    for node in ast.parse(cell.source).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_given":
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"no _given in the test cell of {key}")
+
+
+@pytest.mark.parametrize("notebook,key,wrong,exercise", GAPS, ids=[g[1] for g in GAPS])
+def test_judged_with_the_given_earlier_function(notebook, key, wrong, exercise, monkeypatch,
+                                                capsys):
+    """The hidden check of the graded path, given the answers release wrote into the test
+    cell: the later function, right in itself, passes with the given earlier one."""
+    monkeypatch.setenv("COURSE_SMOKE", "1")
+    given = _given_of(notebook, key)
+    assert wrong in given and "BEGIN SOLUTION" not in given[wrong]
+    hidden_check(key, _student(notebook, key, wrong), given=given)
+    check = get_check(key)
+    out = capsys.readouterr().out
+    assert f"{check.exercise} `{check.name}` uses your `{wrong}` ({exercise}), which fails its " \
+           f"check: it was judged with the given `{wrong}` in its place, and passes" in out, out
+
+
+WRONG_UNSCALED = (  # scaled by 1/sqrt(d_k), which Exercise 3.1 leaves out
+    "def self_attention_unscaled(X, W_Q, W_K, W_V):\n"
+    "    Q, K, V = X @ W_Q, X @ W_K, X @ W_V\n"
+    "    return softmax(dot_product_scores(Q, K) / np.sqrt(Q.shape[-1])) @ V\n")
+SOFTMAX_IN_PLACE = (  # right values, but the student's input is changed in place
+    "def softmax(x, axis=-1):\n"
+    "    m = np.max(x, axis=axis, keepdims=True)\n"
+    "    x -= np.where(np.isfinite(m), m, 0.0).astype(x.dtype)\n"
+    "    e = np.exp(x)\n"
+    "    total = e.sum(axis=axis, keepdims=True)\n"
+    "    return e / np.where(total == 0, 1.0, total).astype(x.dtype)\n")
+
+
+def _probe_dir(tmp_path, keys):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    for key in keys:
+        text = json.dumps(_judge.case_inputs(get_check(key)))
+        (tmp_path / "in" / f"{key}.json").write_text(text)
+
+
+def _recorded(tmp_path, key, fn, given):
+    out = tmp_path / "out" / f"{key}.json"
+    _probe.run(str(tmp_path), key, fn, sink=out.write_text, given=given)
+    return json.loads(out.read_text())
+
+
+def test_trusted_verdict_with_the_given_earlier_function(tmp_path):
+    """The graded kernel records the later function a second time with the given earlier one
+    where the student's differs; the grader judges that record when the earlier one fails,
+    and the row names what happened. A later function wrong in itself still fails, with its
+    own mistake."""
+    later = get_check(UNSCALED)
+    _probe_dir(tmp_path, [UNSCALED, A01["softmax"].key, A01["dot_product_scores"].key])
+    given = _given_of("01", UNSCALED)
+
+    rec = _recorded(tmp_path, UNSCALED, _student("01", UNSCALED, "softmax"), given)
+    assert rec["given"]["names"] == ["softmax"]
+    v = _judge.judge(later, rec)
+    assert v.passed and v.diagnosis == "", v
+    assert v.message.startswith("Exercise 3.1 `self_attention_unscaled` uses your `softmax` "
+                                "(Exercise 2.1), which fails its check: it was judged with the "
+                                "given `softmax` in its place, and passes (that mistake costs "
+                                "only Exercise 2.1's points)."), v.message
+    # the record without its given part: the earlier function's failure is named, as before
+    v = _judge.judge(later, {k: x for k, x in rec.items() if k != "given"})
+    assert not v.passed and v.diagnosis == "uses failing softmax (Exercise 2.1)", v
+
+    ns = M._base_namespace(next(e for e in M.exercises(M.notebooks("01")[0])
+                                if e.key == UNSCALED))
+    exec(WRONG["softmax"], ns)
+    exec(WRONG_UNSCALED, ns)
+    rec = _recorded(tmp_path, UNSCALED, ns["self_attention_unscaled"], given)
+    v = _judge.judge(later, rec)
+    assert not v.passed and v.message.startswith(
+        "Exercise 3.1 `self_attention_unscaled` uses your `softmax` (Exercise 2.1), which fails "
+        "its check: it was judged with the given `softmax` in its place, and still fails:"), v
+    assert v.diagnosis and not v.diagnosis.startswith("uses failing"), v
+    # the student's earlier function left as it was
+    assert ns["softmax"].__code__.co_filename == "<string>"
+
+
+def test_no_second_record_when_the_earlier_function_gives_the_given_results(tmp_path):
+    """A right softmax: nothing recorded twice. A softmax that fails its check for another
+    reason (it changes its input in place) but returns the given values: not recorded twice
+    either, and the later function, whose own results are right, passes."""
+    later = get_check(UNSCALED)
+    _probe_dir(tmp_path, [UNSCALED, A01["softmax"].key, A01["dot_product_scores"].key])
+    given = _given_of("01", UNSCALED)
+    rec = _recorded(tmp_path, UNSCALED, _student("01", UNSCALED, None), given)
+    assert "given" not in rec and _judge.judge(later, rec).passed
+
+    ns = M._base_namespace(next(e for e in M.exercises(M.notebooks("01")[0])
+                                if e.key == UNSCALED))
+    exec(SOFTMAX_IN_PLACE, ns)
+    fn = M._define(next(e for e in M.exercises(M.notebooks("01")[0]) if e.key == UNSCALED),
+                   ns, next(e for e in M.exercises(M.notebooks("01")[0])
+                            if e.key == UNSCALED).cell)
+    rec = _recorded(tmp_path, UNSCALED, fn, given)
+    up = _judge.judge(get_check(A01["softmax"].key), {"cases": rec["uses"]["softmax"]["cases"]})
+    assert not up.passed, "the in-place softmax fails its own check"
+    assert "given" not in rec
+    assert _judge.judge(later, rec).passed

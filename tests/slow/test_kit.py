@@ -43,6 +43,26 @@ def test_command_writes_folder_and_zip(built):
     assert not any(p.name == "solutions" for p in built.rglob("*"))
 
 
+def test_the_figures_the_notebooks_show_are_in_the_kit(built):
+    """The notebooks sit side by side in the kit: their ``figures/<name>.svg`` links all
+    point to the kit's one ``figures/`` folder (``autograder/diagrams.py`` draws them)."""
+    import re
+
+    import nbformat
+
+    shown = set()
+    for ch in CHAPTERS:
+        nb = nbformat.read(built / f"{ch}.ipynb", as_version=4)
+        links = re.findall(r"\]\(figures/([^)\s]+)\)",
+                           "\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+        assert links, f"{ch} shows no diagram"
+        for name in links:
+            assert (built / "figures" / name).read_bytes() == (
+                ROOT / "notebooks" / ch / "figures" / name).read_bytes()
+        shown |= set(links)
+    assert sorted(p.name for p in (built / "figures").iterdir()) == sorted(shown)
+
+
 def test_no_answer_definitions(built):
     assert kit_support.answer_definitions(built, CHAPTERS) == []
 

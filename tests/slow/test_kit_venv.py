@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import sysconfig
 import venv
 from pathlib import Path

@@ -177,3 +177,56 @@ def test_a_wrong_cross_entropy_cascades_into_train_step():
         "Exercise 3.2 `train_step` uses your `cross_entropy` (Exercise 2.1), which fails its "
         "check"), str(info.value)
 
+
+
+# ---------------------------------------------------------------- Exercise 3.3 (AdamW)
+@pytest.mark.parametrize("make", [
+    lambda: type("AdamW", (torch.optim.AdamW,), {}),  # PyTorch's AdamW renamed
+    lambda: type("AdamW", (torch.optim.Adam,), {}),  # Adam with decoupled decay
+], ids=["subclass of AdamW", "subclass of Adam"])
+def test_adamw_may_not_hand_the_update_to_pytorch(make):
+    with pytest.raises(CheckFailed, match="handed the update to PyTorch's own Adam code"):
+        TR.check_AdamW(make())
+    with pytest.raises(CheckFailed, match="handed the update to PyTorch's own Adam code"):
+        graded(KEY["AdamW"], make())
+
+
+def test_adamw_delegating_to_a_hidden_pytorch_optimizer_is_refused_too():
+    class AdamW(torch.optim.Optimizer):  # its own class, PyTorch's update inside
+        def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+            super().__init__(params, dict(lr=lr, betas=betas, eps=eps,
+                                          weight_decay=weight_decay))
+            self.inner = torch.optim.AdamW(self.param_groups)
+
+        def step(self, closure=None):
+            return self.inner.step(closure)
+
+    with pytest.raises(CheckFailed, match="handed the update to PyTorch's own Adam code"):
+        graded(KEY["AdamW"], AdamW)
+
+
+def test_adamw_check_compares_every_step_of_torchs_adamw():
+    """The expected weights are torch.optim.AdamW's, step by step, on two groups."""
+    from autograder.checks import _training_drivers as D
+
+    case = CHECKS[KEY["AdamW"]].cases[0]
+    assert case.args[6] == "groups" and case.expected.shape[0] == case.args[1] == 5
+    raw = D.adamw(torch.optim.AdamW)(*case.args)
+    assert torch.equal(raw["weights"], case.expected) and raw["torch_adam"]
+    # the two groups differ: without decay on the matrices the weights move elsewhere
+    no_decay = D.adamw(torch.optim.AdamW)(*case.args[:5], 0.0, *case.args[6:])["weights"]
+    assert not torch.allclose(no_decay, case.expected, rtol=case.rtol, atol=case.atol)
+
+
+def test_transformer_refs_adamw_passes_the_check_and_matches_torch_on_every_case(capsys):
+    """The chapter's reference implementation (transformer_ref/train/optim.py) gives
+    torch.optim.AdamW's weights on every case, visible and hidden."""
+    from autograder.checks import _training_drivers as D
+    from transformer_ref.train.optim import AdamW
+
+    graded(KEY["AdamW"], AdamW)
+    assert capsys.readouterr().out.count("✔") == 1
+    for case in CHECKS[KEY["AdamW"]].cases:
+        raw = D.adamw(AdamW)(*case.args)
+        assert not raw["torch_adam"]
+        assert torch.allclose(raw["weights"], case.expected, rtol=1e-6, atol=1e-7), case.label

@@ -83,3 +83,38 @@ def test_make_norm():
     assert isinstance(make_norm("rms", 4), RMSNorm)
     with pytest.raises(ValueError):
         make_norm("batch", 4)
+
+
+def test_fused_layer_norm_matches_the_written_out_one():
+    """``LayerNorm(fused=True)`` (F.layer_norm, the training presets' choice) gives the values
+    and gradients of the written-out formula."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 5, 16, dtype=torch.float64, generator=g)
+    for bias in (True, False):
+        a, b = LayerNorm(16, bias=bias).double(), LayerNorm(16, bias=bias, fused=True).double()
+        with torch.no_grad():
+            a.weight.copy_(torch.randn(16, generator=g))
+            b.weight.copy_(a.weight)
+        xa, xb = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        ya, yb = a(xa), b(xb)
+        torch.testing.assert_close(ya, yb)
+        probe = torch.randn(ya.shape, dtype=torch.float64, generator=g)
+        (ya * probe).sum().backward()
+        (yb * probe).sum().backward()
+        torch.testing.assert_close(xa.grad, xb.grad)
+        torch.testing.assert_close(a.weight.grad, b.weight.grad)
+    assert "fused" in repr(b) and "fused" not in repr(a)
+
+
+def test_a_gpt_with_fused_norms_has_the_same_parameters_and_logits():
+    from transformer_ref.models import GPT, GPTConfig
+
+    cfgs = [GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, d_model=16,
+                      norm_impl=impl) for impl in ("scratch", "fused")]
+    torch.manual_seed(0)
+    a = GPT(cfgs[0])
+    b = GPT(cfgs[1])
+    b.load_state_dict(a.state_dict())
+    assert a.state_dict().keys() == b.state_dict().keys()
+    idx = torch.randint(13, (2, 8), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(a(idx), b(idx), rtol=1e-5, atol=1e-5)

@@ -41,6 +41,7 @@ class TrainConfig:
     rope_base: float = 10000.0  # RoPE's theta (pos="rope")
     norm_eps: float | None = None  # None -> 1e-5 (layer) / 1e-6 (rms)
     attn_impl: str = "auto"  # "scratch", "sdpa", or "auto" (= sdpa on CUDA, scratch elsewhere)
+    norm_impl: str = "auto"  # "scratch", "fused" (F.layer_norm), or "auto" (= fused with sdpa)
     # --- optimisation ---
     batch_size: int = 32  # sequences per micro-step *per process*
     grad_accum_steps: int = 1  # micro-steps per optimizer step

@@ -49,6 +49,8 @@ __all__ = [
     "build_model",
     "plan_schedule",
     "Trainer",
+    "train_step",
+    "estimate_loss",
 ]
 
 # Dense bf16 tensor-core peaks (FLOP/s) from the vendors' data sheets, matched by device name.
@@ -218,11 +220,14 @@ def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> torc
     attn = cfg.attn_impl
     if attn == "auto":
         attn = "sdpa" if device.type == "cuda" else "scratch"
+    norm_impl = cfg.norm_impl
+    if norm_impl == "auto":  # PyTorch's kernels where the attention is PyTorch's too
+        norm_impl = "fused" if attn == "sdpa" else "scratch"
     gcfg = GPTConfig(
         vocab_size=vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
         n_head=cfg.n_head, d_model=cfg.d_model, d_ff=cfg.d_ff, dropout=cfg.dropout,
         bias=cfg.bias, norm=cfg.norm, ffn=cfg.ffn, pos=cfg.pos, tie_weights=cfg.tie_weights,
-        attn_impl=attn, rope_base=cfg.rope_base, norm_eps=cfg.norm_eps,
+        attn_impl=attn, rope_base=cfg.rope_base, norm_eps=cfg.norm_eps, norm_impl=norm_impl,
     )
     return GPT(gcfg)
 
@@ -672,3 +677,43 @@ def _enable_tf32() -> None:
 def _append_jsonl(path: Path, rec: dict) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(rec) + "\n")
+
+
+def train_step(model, optimizer, x, y, grad_clip: float) -> float:
+    """One plain step (zero_grad, loss, backward, global-norm clip, step): the given part a
+    run of the learner's own loop uses when the learner's ``train_step`` fails its check.
+
+    >>> m = torch.nn.Linear(3, 5)
+    >>> opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    >>> 0 < train_step(m, opt, torch.randn(2, 3), torch.tensor([0, 4]), 1.0) < 10
+    True
+    """
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(x)
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
+@torch.no_grad()
+def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=None) -> float:
+    """Mean loss over ``eval_iters`` random batches of ``data``, in eval mode (restored after).
+
+    >>> from transformer_ref.models import GPT, GPTConfig
+    >>> m = GPT(GPTConfig(vocab_size=7, block_size=4, n_layer=1, n_head=1, d_model=4))
+    >>> 1.5 < estimate_loss(m, np.arange(50) % 7, 2, 4, 2, torch.Generator().manual_seed(0)) < 2.5
+    True
+    """
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    losses = []
+    for _ in range(eval_iters):
+        x, y = get_batch(data, batch_size, block_size, device, generator)
+        logits = model(x)
+        losses.append(F.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
+                                      y.reshape(-1)).item())
+    model.train(was_training)
+    return sum(losses) / len(losses)

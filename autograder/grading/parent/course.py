@@ -151,10 +151,11 @@ def find_assignments(source_dir: Path) -> dict[str, list[Path]]:
 
 
 def source_ignore(assignment: str):
-    """What the grader never copies from a chapter folder into its course: dot files and the
+    """What the grader never copies from a chapter folder into its course: dot files, the
     chapter's jupytext source ``<assignment>.py`` (the whole solution; nbgrader's autograde
-    copies the source folder's other files into every student's folder)."""
-    return shutil.ignore_patterns(".*", f"{assignment}.py")
+    copies the source folder's other files into every student's folder) and ``figures/``
+    (the diagrams the markdown shows, ``autograder/diagrams.py``: grading runs no markdown)."""
+    return shutil.ignore_patterns(".*", f"{assignment}.py", "figures")
 
 
 def _hash_inputs(paths: list[Path], config: GradeConfig) -> str:

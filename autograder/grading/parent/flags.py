@@ -39,6 +39,11 @@ _FLAG_NAMES = {
     "exec": "exec/eval", "eval": "exec/eval", "compile": "exec/eval",
     "__import__": "builtin obtained by name", "globals": "introspection of globals/closures",
     "vars": "introspection of globals/closures", "get_ipython": "reaches into IPython",
+    # the given answers a later test cell hands the grader (README "One mistake costs one
+    # exercise"): the dict, and the kernel's input history that still holds its text
+    "_given": "reads a test cell's given answers", "In": "reads the kernel's input history",
+    "_ih": "reads the kernel's input history", "_i": "reads the kernel's input history",
+    "_ii": "reads the kernel's input history", "_iii": "reads the kernel's input history",
 }
 _FLAG_MODULES = {
     "inspect": "introspection of frames", "gc": "introspection of frames",
@@ -67,6 +72,8 @@ def _source_flags(source: str) -> set[str]:
     ['operator re-registration (torch.library)']
     >>> _source_flags("def f(x):\\n    return x + 1")
     set()
+    >>> sorted(_source_flags("src = _i7 + _given['softmax']"))
+    ["reads a test cell's given answers", "reads the kernel's input history"]
     """
     tree, transformed = pyast.cell_tree(source)
     if tree is None or not transformed:  # not Python: the kernel reports it
@@ -92,6 +99,8 @@ def _source_flags(source: str) -> set[str]:
                 found.add(_FLAG_ATTRS[node.attr])
         elif isinstance(node, ast.Name) and node.id in _FLAG_NAMES:
             found.add(_FLAG_NAMES[node.id])
+        elif isinstance(node, ast.Name) and re.fullmatch(r"_i\d+", node.id):
+            found.add("reads the kernel's input history")
         elif isinstance(node, ast.Import | ast.ImportFrom):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) \
                 else [node.module or ""]

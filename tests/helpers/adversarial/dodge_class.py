@@ -22,10 +22,10 @@ rewrite_records    correct, except 2.1 ``torch.softmax``, 5.1                  2
                    built-in shows up in)
 rewrite_mutated    correct, except softmax subtracts the max in place          2.1: 0, input
                    (``x -= m``); a last cell clears every ``"mutated"`` in     changed in
-                   the records (the cascade's records of 3.1 included)         place; 3.1: 0,
-                                                                               uses failing
-                                                                               softmax; rest
-                                                                               full
+                   the records (the cascade's records of 3.1 included)         place; rest
+                                                                               full (3.1's
+                                                                               own results
+                                                                               are right)
 filler             correct; a last cell writes up to 4,000 files of 1 MB       full, graded;
                    into ``$COURSE_PROBE_DIR/out`` and as many into the         its share of
                    working folder, stopping at the first OSError               OUT at most
@@ -352,9 +352,9 @@ class DodgeAttackBuilder(ClassBuilder):
         expected["rewrite_mutated"] = dict(full)
         expected["rewrite_mutated"][gid("softmax")] = Row("0", "graded",
                                                           "input changed in place")
-        # 3.1 calls the student's softmax: its records of 2.1's cases show the change
-        expected["rewrite_mutated"][gid("self_attention_unscaled")] = Row(
-            "0", "graded", "uses failing softmax (Exercise 2.1)")
+        # 3.1 calls the student's softmax, whose records of 2.1's cases show the change: 2.1
+        # fails, and 3.1, whose own results are right, keeps its points (one mistake costs
+        # one exercise)
 
         # -- filler: gigabytes into the record folder and the working folder
         put("filler", with_last(self.answered(), FILLER))

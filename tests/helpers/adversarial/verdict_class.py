@@ -176,9 +176,8 @@ class VerdictAttackBuilder(ClassBuilder):
         expected["thread_builtin"] = dict(full)
         expected["thread_builtin"][softmax.grade_id] = Row("0", "graded",
                                                            "used forbidden built-in softmax")
-        # 3.1 calls the student's softmax, which fails 2.1: the cascade names that first
-        expected["thread_builtin"][EX["self_attention_unscaled"].grade_id] = Row(
-            "0", "graded", "uses failing softmax (Exercise 2.1)")
+        # 3.1 calls the student's softmax, which fails 2.1 but returns the given softmax's
+        # values: 3.1's own results are right, and one mistake costs one exercise (full row)
 
         nb = self.answered(lambda gid, src: by_name[gid] if gid == variance.solution_id else src)
         put("near_miss", nb)

@@ -212,11 +212,125 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
     return sample_next_token
 
 
+def adamw(kind=""):
+    """A student's AdamW class; ``kind`` names one slip (``""``: right)."""
+
+    class AdamW(torch.optim.Optimizer):
+        def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                     weight_decay=0.0 if kind == "adam_defaults" else 0.01):
+            super().__init__(params, {"lr": lr, "betas": betas, "eps": eps,
+                                      "weight_decay": weight_decay})
+            self.lr, self.wd, self.n = lr, weight_decay, 0
+
+        def step(self, closure=None):
+            with torch.no_grad():
+                for group in self.param_groups:
+                    lr = self.lr if kind == "lr_once" else group["lr"]
+                    beta1, beta2 = group["betas"]
+                    if kind == "betas_swapped":
+                        beta2, beta1 = group["betas"]
+                    wd = self.wd if kind == "one_decay" else group["weight_decay"]
+                    for p in group["params"]:
+                        if kind == "skip_wrong_ones":
+                            if p.grad is not None:
+                                continue
+                        elif p.grad is None and kind != "no_skip":
+                            continue
+                        st = self.state[p]
+                        if "m" not in st:
+                            st["m"] = torch.ones_like(p) if kind == "m_ones" \
+                                else torch.zeros_like(p)
+                            st["v"] = torch.ones_like(p) if kind == "v_ones" \
+                                else torch.zeros_like(p)
+                            st["k"] = 1 if kind == "count_from_1" else 0
+                        st["k"] += 1
+                        self.n += 1
+                        k = self.n if kind == "shared_count" else st["k"]
+                        grad = p.grad
+                        if kind == "l2":
+                            grad = grad + wd * p
+                        elif kind == "decay_no_lr":
+                            p -= wd * p
+                        elif kind == "decay_grows":
+                            p += lr * wd * p
+                        elif kind == "decay_lr_only":
+                            p *= 1 - lr
+                        elif kind == "decay_divided":
+                            p *= 1 - lr / wd
+                        elif kind not in ("decay_last", "no_decay"):
+                            p -= lr * wd * p
+                        if kind == "m_sum":
+                            st["m"] = beta1 * st["m"] + grad
+                        else:
+                            st["m"] = beta1 * st["m"] + (1 - beta1) * grad
+                        if kind == "v_sum":
+                            st["v"] = beta2 * st["v"] + grad**2
+                        else:
+                            st["v"] = beta2 * st["v"] + (1 - beta2) * grad**2
+                        if kind == "no_correction":
+                            mh, vh = st["m"], st["v"]
+                        else:
+                            mh = st["m"] if kind == "no_m_correction" else (
+                                st["m"] * (1 - beta1**k) if kind == "m_times"
+                                else st["m"] / (1 + beta1**k) if kind == "m_plus"
+                                else st["m"] / (1 - beta1**k))
+                            vh = st["v"] if kind == "no_v_correction" else (
+                                st["v"] * (1 - beta2**k) if kind == "v_times"
+                                else st["v"] / (1 + beta2**k) if kind == "v_plus"
+                                else st["v"] / (1 - beta2**k))
+                        if kind == "eps_in_sqrt":
+                            p -= lr * mh / torch.sqrt(vh + group["eps"])
+                        elif kind == "paper_eps":  # Adam's paper: eps before the correction
+                            step_size = lr * math.sqrt(1 - beta2**k) / (1 - beta1**k)
+                            p -= step_size * st["m"] / (st["v"].sqrt() + group["eps"])
+                        elif kind == "no_sqrt":
+                            p -= lr * mh / (vh + group["eps"])
+                        elif kind == "no_eps":
+                            p -= lr * mh / vh.sqrt()
+                        elif kind == "no_lr":
+                            p -= mh / (vh.sqrt() + group["eps"])
+                        elif kind == "times_root":
+                            p -= lr * mh * (vh.sqrt() + group["eps"])
+                        elif kind == "momentum_sgd":
+                            p -= lr * mh
+                        elif kind == "plus":
+                            p += lr * mh / (vh.sqrt() + group["eps"])
+                        elif kind != "forgot_update":
+                            p -= lr * mh / (vh.sqrt() + group["eps"])
+                        if kind == "decay_last":
+                            p -= lr * wd * p
+
+    return AdamW
+
+
+class AdamWWithoutSuper(torch.optim.Optimizer):
+    """Keeps its own settings and never calls Optimizer.__init__."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        self.params = list(params)
+
+    def step(self, closure=None):
+        return len(self.param_groups)
+
+
+class AdamWWithoutNoGrad(torch.optim.Optimizer):
+    """Forgets torch.no_grad(): the in-place update of a leaf that requires grad fails."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+
+
 GOOD = {
     KEY["get_batch"]: (good_get_batch,),
     KEY["cross_entropy"]: (good_ce,),
     KEY["get_lr"]: (good_lr,),
     KEY["train_step"]: (good_step,),
+    KEY["AdamW"]: (adamw(),),
     KEY["estimate_loss"]: (good_eval,),
     KEY["checkpoint"]: ckpt_fns(),
     KEY["sample_next_token"]: (sampler(),),
@@ -228,6 +342,7 @@ PUBLIC = {
     KEY["cross_entropy"]: TR.check_cross_entropy,
     KEY["get_lr"]: TR.check_get_lr,
     KEY["train_step"]: TR.check_train_step,
+    KEY["AdamW"]: TR.check_AdamW,
     KEY["estimate_loss"]: TR.check_estimate_loss,
     KEY["checkpoint"]: TR.check_checkpoint,
     KEY["sample_next_token"]: TR.check_sample_next_token,
@@ -382,6 +497,54 @@ WRONG = [
      "the norm from each gradient's mean of squares instead of the sum"),
     (KEY["train_step"], (step_hand_norm("nobackward"),),
      "no gradient to clip (loss.backward() missing?)"),
+    (KEY["AdamW"], (adamw("l2"),),
+     "L2 penalty added to the gradient (Adam + L2) instead of decoupled decay"),
+    (KEY["AdamW"], (adamw("no_correction"),), "no bias correction"),
+    (KEY["AdamW"], (adamw("decay_no_lr"),), "weight decay not multiplied by the learning rate"),
+    (KEY["AdamW"], (adamw("eps_in_sqrt"),), "eps inside the square root"),
+    (KEY["AdamW"], (adamw("paper_eps"),), "eps added before the bias correction of v"),
+    (KEY["AdamW"], (adamw("no_sqrt"),), "update divided by v_hat, not its square root"),
+    (KEY["AdamW"], (adamw("one_decay"),),
+     "every group decayed with the constructor's weight_decay (groups ignored)"),
+    (KEY["AdamW"], (adamw("no_decay"),), "no weight decay"),
+    (KEY["AdamW"], (adamw("decay_last"),),
+     "decay applied after the Adam update (to the updated weights)"),
+    (KEY["AdamW"], (adamw("shared_count"),), "one step counter shared by all parameters"),
+    (KEY["AdamW"], (adamw("betas_swapped"),), "beta1 and beta2 swapped"),
+    (KEY["AdamW"], (adamw("adam_defaults"),),
+     "constructor defaults of Adam (weight_decay 0) instead of AdamW's 1e-2"),
+    # a schedule writes group["lr"] between steps
+    (KEY["AdamW"], (adamw("lr_once"),),
+     "learning rate read once in __init__ (a schedule's group['lr'] ignored)"),
+    # parameters without a gradient at some steps
+    (KEY["AdamW"], (adamw("no_skip"),), "a parameter without a gradient (p.grad is None)"),
+    (KEY["AdamW"], (AdamWWithoutNoGrad,), "step() changes the weights with autograd on"),
+    (KEY["AdamW"], (AdamWWithoutSuper,), "super().__init__ not called"),
+    (KEY["AdamW"], (adamw("no_m_correction"),), "bias correction of m left out"),
+    (KEY["AdamW"], (adamw("no_v_correction"),), "bias correction of v left out"),
+    (KEY["AdamW"], (adamw("m_times"),), "m multiplied by 1 - beta1^t instead of divided"),
+    (KEY["AdamW"], (adamw("v_times"),), "v multiplied by 1 - beta2^t instead of divided"),
+    (KEY["AdamW"], (adamw("m_sum"),), "m accumulates g without the factor 1 - beta1"),
+    (KEY["AdamW"], (adamw("v_sum"),), "v accumulates g² without the factor 1 - beta2"),
+    (KEY["AdamW"], (adamw("plus"),), "the step goes up the gradient (the update's sign flipped)"),
+    (KEY["AdamW"], (adamw("decay_grows"),), "weight decay with the wrong sign (the weights grow)"),
+    (KEY["AdamW"], (adamw("no_lr"),), "learning rate left out of the Adam step"),
+    (KEY["AdamW"], (adamw("no_eps"),), "eps left out of the denominator"),
+    (KEY["AdamW"], (adamw("forgot_update"),),
+     "the Adam step never applied (the weights only decay)"),
+    (KEY["AdamW"], (adamw("skip_wrong_ones"),),
+     "no parameter updated (the p.grad is None test inverted?)"),
+    (KEY["AdamW"], (adamw("count_from_1"),), "step count off by one (t = 2 at the first step)"),
+    (KEY["AdamW"], (adamw("m_ones"),), "m started at 1 instead of 0"),
+    (KEY["AdamW"], (adamw("decay_lr_only"),), "decay factor 1 - lr (weight_decay left out)"),
+    (KEY["AdamW"], (adamw("decay_divided"),), "division by a weight decay of 0"),
+    (KEY["AdamW"], (adamw("times_root"),),
+     "the step multiplied by sqrt(v_hat) + eps instead of divided"),
+    (KEY["AdamW"], (adamw("momentum_sgd"),),
+     "the step not divided by sqrt(v_hat) + eps (momentum SGD)"),
+    (KEY["AdamW"], (adamw("m_plus"),), "m corrected by 1 + beta1^t"),
+    (KEY["AdamW"], (adamw("v_plus"),), "v corrected by 1 + beta2^t"),
+    (KEY["AdamW"], (adamw("v_ones"),), "v started at 1 instead of 0"),
     (KEY["estimate_loss"], (eval_fn(eval_mode=False),),
      "forgot model.eval(): dropout is still on"),
     (KEY["estimate_loss"], (eval_fn(reduce="last"),),

@@ -33,6 +33,20 @@ def good_sin(max_len, d_model):
     return pe.float()
 
 
+def good_rope(x, positions, base=10000.0):
+    # one 2x2 rotation per pair, with plain Python trigonometry
+    d = x.shape[-1]
+    out = torch.empty_like(x)
+    for t, m in enumerate(positions.tolist()):
+        for i in range(d // 2):
+            ang = m * base ** (-2 * i / d)
+            c, s = math.cos(ang), math.sin(ang)
+            a, b = x[..., t, 2 * i], x[..., t, 2 * i + 1]
+            out[..., t, 2 * i] = a * c - b * s
+            out[..., t, 2 * i + 1] = a * s + b * c
+    return out
+
+
 def good_dec(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
     T = x.size(1)
     h = x + self_attn(norm1(x), mask=~torch.ones(T, T, dtype=torch.bool).triu(1))
@@ -86,6 +100,7 @@ def make_incremental(gpt, shift=0, use_cache=True, prefix=False, cat=1, one_base
 GOOD = {
     KEY["equivariance_gap"]: good_gap,
     KEY["sinusoidal_encoding"]: good_sin,
+    KEY["apply_rope"]: good_rope,
     KEY["decoder_block"]: good_dec,
     KEY["gpt_logits"]: good_gpt,
     KEY["incremental_logits"]: make_incremental(good_gpt),
@@ -101,6 +116,12 @@ def gap(kind):
             return (fn(x[:, perm]) - fn(x)[:, inv]).abs().max().item()
         if kind == "batch":
             return (fn(x[perm]) - fn(x)[perm]).abs().max().item()
+        if kind == "min":
+            return torch.min(torch.abs(fn(x[:, perm]) - fn(x)[:, perm])).item()
+        if kind == "plus":
+            return (fn(x[:, perm]) + fn(x)[:, perm]).abs().max().item()
+        if kind == "no_diff":
+            return fn(x[:, perm]).abs().max().item()
         return (fn(x[:, perm]) - fn(x)[:, perm]).abs().mean().item()
 
     return f
@@ -156,13 +177,108 @@ def sin_bad_shapes(max_len, d_model):
     return pe
 
 
+def rope(kind):
+    def f(x, positions, base=10000.0):
+        d = x.shape[-1]
+        if kind == "no_base":  # the constant from the paper instead of the argument
+            base = 10000
+        if kind == "float32":  # .float() everywhere, as the default dtype suggests
+            idx = torch.arange(0, d, 2).float()
+            freqs = 1.0 / base ** (idx / d)
+            ang = torch.outer(positions.float(), freqs)
+        else:
+            idx = torch.arange(d // 2, dtype=torch.float64)
+            if kind == "i_over_d":
+                freqs = base ** (-idx / d)
+            elif kind == "inverted":
+                freqs = base ** (2 * idx / d)
+            else:
+                freqs = 1.0 / base ** (2 * idx / d)
+            pos = torch.arange(x.shape[-2]) if kind == "arange" else positions
+            ang = torch.outer(pos.double(), freqs)
+        if kind == "degrees":
+            ang = torch.deg2rad(ang)
+        c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        if kind == "backwards":
+            s = -s
+        if kind == "halves":  # GPT-NeoX / Hugging Face's rotate_half
+            x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+            return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+        even, odd = x[..., ::2], x[..., 1::2]
+        new_even, new_odd = even * c - odd * s, even * s + odd * c
+        if kind == "cat_back":
+            return torch.cat([new_even, new_odd], dim=-1)
+        y = torch.empty_like(x)
+        y[..., ::2], y[..., 1::2] = new_even, new_odd
+        return y
+
+    return f
+
+
+def rope_slips(kind):
+    # slips in a vectorised answer
+    def f(x, positions, base=10000.0):
+        d = x.size(-1)
+        k = torch.arange(1 if kind == "odd" else 0, d, 2, dtype=torch.float64)
+        if kind == "int_arange":
+            k = torch.arange(0, d, 2)  # int64: base ** (-k / d) comes out float32
+        inv_freq = base ** (-k) if kind == "raw" else base ** (-k / d)
+        m = positions.double().unsqueeze(-1)  # (T, 1)
+        if kind == "no_theta":
+            ang = m.repeat(1, len(inv_freq))
+        elif kind == "no_pos":
+            ang = inv_freq.expand(len(positions), -1)
+        else:
+            ang = m * inv_freq
+        c, s = torch.cos(ang).type(x.dtype), torch.sin(ang).type(x.dtype)
+        a, b = x[..., 0::2], x[..., 1::2]
+        if kind == "odd_twice":
+            a, b = x[..., 1::2], x[..., 1::2]
+        elif kind == "even_twice":
+            a, b = x[..., 0::2], x[..., 0::2]
+        if kind in ("a_cos", "b_sin", "a_sin", "b_cos"):  # one factor forgotten
+            f = {"a_cos": (a, b * s, a * s, b * c), "b_sin": (a * c, b, a * s, b * c),
+                 "a_sin": (a * c, b * s, a, b * c), "b_cos": (a * c, b * s, a * s, b)}[kind]
+            return torch.stack([f[0] - f[1], f[2] + f[3]], -1).reshape(x.shape)
+        first = a * c + b * s if kind == "plus" else a * c - b * s
+        if kind == "neg_first":
+            first = b * s - a * c
+        elif kind == "no_b_sin":
+            first = a * c
+        second = a * s - b * c if kind == "minus" else a * s + b * c
+        if kind == "no_b_cos":
+            second = a * s
+        if kind == "no_flatten":
+            return torch.stack([first, second], -1)
+        if kind == "stack_default":
+            return torch.stack([first, second]).flatten(-2)
+        return torch.stack([first, second], -1).reshape(x.shape)
+
+    return f
+
+
+def rope_per_feature(x, positions, base=10000.0):
+    # one angle per feature instead of per pair: (T, d) against (..., T, d/2)
+    d = x.shape[-1]
+    ang = positions.double()[:, None] * base ** (-torch.arange(d, dtype=torch.float64) / d)
+    even, odd = x[..., ::2], x[..., 1::2]
+    return torch.cat([even * ang.cos() - odd * ang.sin(), even * ang.sin() + odd * ang.cos()], -1)
+
+
 def dec(kind):
     def f(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
         T = x.shape[1]
         ones = torch.ones(T, T, dtype=torch.bool)
         # "pytorch": nn.Transformer's convention (True = masked) passed as True = may attend
         mask = {"nomask": None, "triu": ones.triu(), "pytorch": ones.triu(diagonal=1),
-                "float": torch.tril(torch.ones(T, T))}.get(kind, ones.tril())
+                "float": torch.tril(torch.ones(T, T)),
+                "zeros": torch.tril(torch.zeros(T, T, dtype=torch.bool))}.get(kind, ones.tril())
+        if kind in ("minus_self", "minus_cross", "minus_ffn"):
+            x = x - self_attn(norm1(x), mask=mask) if kind == "minus_self" \
+                else x + self_attn(norm1(x), mask=mask)
+            c = cross_attn(norm2(x), memory)
+            x = x - c if kind == "minus_cross" else x + c
+            return x - ffn(norm3(x)) if kind == "minus_ffn" else x + ffn(norm3(x))
         if kind == "post_ln":  # the original paper's Add & Norm
             x = norm1(x + self_attn(x, mask=mask))
             x = norm2(x + cross_attn(x, memory))
@@ -202,12 +318,18 @@ def gpt(kind):
         T = idx.shape[1]
         pos = {"plus1": torch.arange(1, T + 1) + start, "zero": torch.arange(T)}.get(
             kind, torch.arange(start, start + T))
+        if kind == "countdown":
+            pos = torch.arange(start, start - T)
         x = model.wte(idx)
         if kind == "ids":
             x = x + model.wpe(idx)
+        elif kind == "minus":
+            x = x - model.wpe(pos)
         elif kind not in ("after_first", "nopos"):
             x = x + model.wpe(pos)
         for i, blk in enumerate(model.blocks):
+            if kind == "noblocks":
+                break
             x = blk(x, is_causal=kind != "noncausal", cache=None if cache is None else cache[i])
             if kind == "after_first" and i == 0:
                 x = x + model.wpe(pos)
@@ -223,6 +345,11 @@ WRONG = [
     (KEY["equivariance_gap"], gap("batch"), "permuted the batch axis instead of the tokens",
      False),
     (KEY["equivariance_gap"], gap("mean"), "returned the mean difference", False),
+    (KEY["equivariance_gap"], gap("min"), "returned the smallest difference (min instead of max)",
+     False),
+    (KEY["equivariance_gap"], gap("plus"), "the two outputs added instead of subtracted", False),
+    (KEY["equivariance_gap"], gap("no_diff"),
+     "returned max |f(x[:, perm])| (the difference left out)", False),
     (KEY["sinusoidal_encoding"], sin("concat"),
      "sin and cos concatenated instead of interleaved", False),
     (KEY["sinusoidal_encoding"], sin("swap"), "sin and cos swapped", False),
@@ -247,6 +374,49 @@ WRONG = [
      "cosines written into the even columns too (pe[:, 0::2] twice)", False),
     (KEY["sinusoidal_encoding"], sin_bad_shapes,
      "shape mismatch when filling the even/odd columns", False),
+    (KEY["apply_rope"], rope("halves"),
+     "half-split pairing (rotate_half) instead of interleaved pairs", False),
+    (KEY["apply_rope"], rope("cat_back"),
+     "rotated pairs written back as halves (torch.cat) instead of interleaved", False),
+    (KEY["apply_rope"], rope("i_over_d"), "theta exponent i / d_k instead of 2i / d_k", False),
+    (KEY["apply_rope"], rope("inverted"),
+     "theta = base^(+2i/d_k) (frequencies grow instead of shrink)", False),
+    (KEY["apply_rope"], rope("degrees"), "angles taken as degrees", False),
+    (KEY["apply_rope"], rope("backwards"), "rotated the wrong way (sign of sin flipped)",
+     False),
+    (KEY["apply_rope"], rope("arange"),
+     "positions ignored: rows rotated by 0 .. T-1 (the KV cache offset lost)", False),
+    (KEY["apply_rope"], rope("float32"), "angles computed in float32", False),
+    (KEY["apply_rope"], rope("no_base"), "base ignored (10000 always)", False),
+    (KEY["apply_rope"], rope_per_feature,
+     "cos and sin of the wrong shape (one angle per feature, not per pair?)", False),
+    (KEY["apply_rope"], rope_slips("raw"), "theta exponent not divided by d_k", False),
+    (KEY["apply_rope"], rope_slips("neg_first"), "first component negated (b sin - a cos)",
+     False),
+    (KEY["apply_rope"], rope_slips("a_cos"), "cos left out of the a cos term", False),
+    (KEY["apply_rope"], rope_slips("b_sin"), "sin left out of the b sin term", False),
+    (KEY["apply_rope"], rope_slips("a_sin"), "sin left out of the a sin term", False),
+    (KEY["apply_rope"], rope_slips("b_cos"), "cos left out of the b cos term", False),
+    (KEY["apply_rope"], rope_slips("odd_twice"),
+     "both features of a pair read from the odd columns (x[..., 1::2] twice)", False),
+    (KEY["apply_rope"], rope_slips("even_twice"),
+     "both features of a pair read from the even columns (x[..., 0::2] twice)", False),
+    (KEY["apply_rope"], rope_slips("stack_default"),
+     "rotated pairs stacked on axis 0 (torch.stack without dim=-1)", False),
+    (KEY["apply_rope"], rope_slips("no_flatten"),
+     "rotated pairs stacked but not flattened back to (..., T, d_k)", False),
+    (KEY["apply_rope"], rope_slips("int_arange"),
+     "theta computed in float32 (2i without dtype=torch.float64)", False),
+    (KEY["apply_rope"], rope_slips("odd"),
+     "theta exponent from the odd feature index (2i+1)/d_k", False),
+    (KEY["apply_rope"], rope_slips("no_theta"), "theta left out: every pair turns by m radians",
+     False),
+    (KEY["apply_rope"], rope_slips("no_pos"),
+     "positions left out: every row turned as if at position 1", False),
+    (KEY["apply_rope"], rope_slips("plus"), "not a rotation: a cos + b sin in the first component",
+     False),
+    (KEY["apply_rope"], rope_slips("minus"),
+     "not a rotation: a sin - b cos in the second component", False),
     (KEY["decoder_block"], dec("nomask"), "decoder self-attention not causal", False),
     (KEY["decoder_block"], dec("triu"),
      "causal mask upside down (future allowed, past hidden)", False),
@@ -275,6 +445,21 @@ WRONG = [
     (KEY["gpt_logits"], gpt("noncausal"),
      "blocks called without is_causal=True (decoder self-attention not causal)", False),
     (KEY["gpt_logits"], gpt("no_lnf"), "final LayerNorm missing", False),
+    (KEY["gpt_logits"], gpt("minus"), "position embeddings subtracted", False),
+    (KEY["gpt_logits"], gpt("noblocks"), "no block applied (embeddings straight to the head)",
+     False),
+    (KEY["gpt_logits"], gpt("countdown"),
+     "positions counted down (torch.arange(start, start - T))", False),
+    (KEY["decoder_block"], dec("zeros"),
+     "causal mask built from torch.zeros (no key may be attended)", False),
+    (KEY["decoder_block"], dec("minus_self"), "self-attention output subtracted from the stream",
+     False),
+    (KEY["decoder_block"], dec("minus_cross"),
+     "cross-attention output subtracted from the stream", False),
+    (KEY["decoder_block"], dec("minus_ffn"), "feed-forward output subtracted from the stream",
+     False),
+    (KEY["apply_rope"], rope_slips("no_b_sin"), "the b sin term left out", False),
+    (KEY["apply_rope"], rope_slips("no_b_cos"), "the b cos term left out", False),
     (KEY["incremental_logits"], make_incremental(good_gpt, shift=1),
      "KV cache positions off by one", False),
     (KEY["incremental_logits"], make_incremental(good_gpt, use_cache=False),

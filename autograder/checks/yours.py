@@ -1,0 +1,654 @@
+"""Your own parts: later chapters run the functions you wrote in earlier ones.
+
+``load("03_multihead_attention", "multi_head_attention")`` reads *your saved* notebook of
+that chapter (``../03_multihead_attention/03_multihead_attention.ipynb`` from the running
+notebook's folder, or ``./03_multihead_attention.ipynb`` where the notebooks sit side by side,
+as in the student kit), runs its setup cell and your answer cells (the nbgrader ``solution``
+cells: no demonstration, no check cell) in a fresh namespace, then runs each requested
+exercise's *visible* check quietly, the same check its own notebook calls. It prints one line
+per piece and hands back yours when its check passes, else the given implementation::
+
+    ✔ using your multi_head_attention (chapter 03, its checks pass)
+    ✘ your layer_norm fails its check (case 2 of 6: ...): using the given one instead
+    – chapter 04 not found or not saved: using the given layer_norm
+
+A missing notebook, a cell that raises, a function that still raises ``NotImplementedError``:
+the given one, said so. Nothing is fetched.
+
+**Grading stays chapter by chapter.** In a graded kernel (nbgrader's execution, a
+``course-grade`` job or a probe) nothing is read or checked: the given parts are used and the
+loader says so, so a mistake in one chapter never costs points in another. (The cells that
+call the loader are demonstration cells, which grading does not run anyway.)
+
+:class:`YourGPT` is a GPT whose parameters are laid out like ``transformer_ref.GPT``'s (the
+same ``state_dict`` keys and shapes, GPT-2's initialisation) but whose forward pass is made of
+the pieces: your ``gpt_logits`` (06) calls the blocks, each block is your ``pre_ln_block``
+(05) over your ``multi_head_attention`` (03, with your ``scaled_dot_product_attention`` of 01
+inside), your ``layer_norm`` (04) and your ``feed_forward`` (05). :class:`YourRun` trains it
+with chapter 08's loop pieces (``get_batch``, ``get_lr``, ``train_step`` with your
+``cross_entropy`` and clipping, ``estimate_loss`` and ``AdamW``) inside the same time budget
+as the reference trainer (``plan_schedule``).
+
+>>> sorted(CHAPTER_OF)[:3]
+['AdamW', 'cross_entropy', 'estimate_loss']
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import io
+import json
+import math
+import os
+import time
+import types
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from autograder.grading import env as _env
+
+# the exercise of each piece a later chapter can take from an earlier one
+CHAPTER_OF = {
+    "scaled_dot_product_attention": "01_attention",
+    "multi_head_attention": "03_multihead_attention",
+    "layer_norm": "04_layer_norm",
+    "feed_forward": "05_feed_forward_blocks",
+    "pre_ln_block": "05_feed_forward_blocks",
+    "post_ln_block": "05_feed_forward_blocks",
+    "gpt_logits": "06_transformer",
+    "get_batch": "08_training",
+    "cross_entropy": "08_training",
+    "get_lr": "08_training",
+    "train_step": "08_training",
+    "estimate_loss": "08_training",
+    "AdamW": "08_training",
+}
+# the given implementation of each: "module:attribute" (read when needed; in a graded kernel
+# or the student kit the reference of the chapter's own exercises is stubbed)
+GIVEN = {
+    "scaled_dot_product_attention": "transformer_ref.attention:scaled_dot_product_attention",
+    "multi_head_attention": "transformer_ref.mha:multi_head_attention",
+    "layer_norm": "transformer_ref.norms:layer_norm",
+    "feed_forward": "transformer_ref.ffn:feed_forward",
+    "pre_ln_block": "transformer_ref.blocks:pre_ln_block",
+    "post_ln_block": "transformer_ref.blocks:post_ln_block",
+    "gpt_logits": "transformer_ref.models:gpt_logits",
+    "get_batch": "transformer_ref.train.data:get_batch",
+    "cross_entropy": "torch.nn.functional:cross_entropy",
+    "get_lr": "transformer_ref.train.trainer:get_lr",
+    "train_step": "transformer_ref.train.trainer:train_step",
+    "estimate_loss": "transformer_ref.train.trainer:estimate_loss",
+    "AdamW": "torch.optim:AdamW",
+}
+MODEL_PIECES = ("multi_head_attention", "layer_norm", "feed_forward", "pre_ln_block",
+                "gpt_logits")
+LOOP_PIECES = ("get_batch", "cross_entropy", "get_lr", "train_step", "estimate_loss", "AdamW")
+
+
+def graded() -> bool:
+    """True in a graded kernel: nbgrader's execution, a course-grade job or a probe."""
+    return any(os.environ.get(v) for v in ("NBGRADER_EXECUTION", _env.GRADE_JOB,
+                                           _env.PROBE_DIR))
+
+
+# ---------------------------------------------------------------- the given parts
+def _adapt(name: str, fn):
+    """The given ``fn`` called the way the exercise ``name`` is called."""
+    if name == "get_batch":
+        return lambda data, batch_size, block_size, generator=None: fn(
+            data, batch_size, block_size, generator=generator)
+    if name == "cross_entropy":
+        return lambda logits, targets: fn(logits.reshape(-1, logits.shape[-1]),
+                                          targets.reshape(-1))
+    if name == "get_lr":
+        return lambda step, max_lr, min_lr, warmup_iters, max_iters: fn(
+            step, types.SimpleNamespace(learning_rate=max_lr, min_lr=min_lr, lr_decay_iters=None,
+                                        warmup_iters=warmup_iters, max_iters=max_iters))
+    if name == "scaled_dot_product_attention":
+        return lambda q, k, v, mask=None, scale=None: fn(q, k, v, mask=mask, scale=scale)
+    return fn
+
+
+def _stubbed(fn) -> bool:
+    """A reference left out of this kernel or kit (its body only raises)."""
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__init__", None), "__code__",
+                                                    None)
+    return code is not None and "_unavailable" in code.co_names
+
+
+def given(name: str):
+    """The given implementation of the exercise ``name`` (None where it is left out)."""
+    module, _, attr = GIVEN[name].partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        return None
+    return None if _stubbed(fn) else _adapt(name, fn)
+
+
+# ---------------------------------------------------------------- your saved notebooks
+def find_notebook(chapter: str, folder: str | os.PathLike | None = None) -> Path | None:
+    """Your saved notebook of ``chapter`` next to the running one, or None."""
+    here = Path(folder) if folder is not None else Path.cwd()
+    for path in (here.parent / chapter / f"{chapter}.ipynb", here / f"{chapter}.ipynb"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _cells(path: Path) -> list[tuple[str, str]]:
+    """(kind, source) of the setup cell and the answer cells, in order."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else src
+        if meta.get("grade_id") == "setup":
+            out.append(("setup", src))
+        elif meta.get("solution"):
+            out.append(("answer", src))
+    return out
+
+
+def _defined(src: str) -> set[str]:
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _plain(src: str) -> str:
+    """The cell without IPython's line magics and shell escapes (not Python)."""
+    return "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in src.splitlines())
+
+
+def run_answers(path: Path, chapter: str) -> tuple[dict, dict]:
+    """Run the setup and answer cells of the notebook at ``path`` in a fresh namespace:
+    (namespace, {name: why it is unusable} for the names of cells that raised)."""
+    ns: dict = {"__name__": f"yours_{chapter}"}
+    broken: dict = {}
+    printopts = dict(vars(torch._tensor_str.PRINT_OPTS))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for kind, src in _cells(path):
+                try:
+                    exec(compile(_plain(src), f"<your {chapter} {kind} cell>", "exec"), ns)
+                except Exception as e:  # noqa: BLE001 - the learner's cell: say why, go on
+                    why = f"its cell raised {type(e).__name__}: {_short(str(e))}"
+                    if kind == "setup":
+                        raise RuntimeError(f"the setup cell raised {type(e).__name__}") from e
+                    for name in _defined(src):
+                        broken[name] = why
+    finally:
+        vars(torch._tensor_str.PRINT_OPTS).update(printopts)
+    return ns, broken
+
+
+def _short(text: str, limit: int = 90) -> str:
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def check_quietly(chapter: str, name: str, fn) -> str | None:
+    """None when ``fn`` passes the visible check of ``chapter``'s exercise ``name``, else why
+    not (short). The check is the one the chapter's notebook calls; its output is hidden."""
+    from autograder.checks._core import CheckFailed, NotImplementedYet
+
+    try:
+        module = importlib.import_module(f"autograder.checks.{chapter[3:]}")
+    except ImportError:
+        return f"the checks of chapter {chapter[:2]} are not here"
+    check = getattr(module, f"check_{name}", None)
+    if check is None:
+        check = next((getattr(module, a) for a in dir(module)
+                      if a.lower() == f"check_{name}".lower()), None)
+    if check is None:
+        return "it has no check here"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            check(fn)
+    except NotImplementedYet:
+        return "not implemented yet"
+    except NotImplementedError:
+        return "not implemented yet"
+    except CheckFailed as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        named = next((ln for ln in lines if ln.startswith("Likely mistake")), None)
+        return _short(named or (lines[0] if lines else "failed"), 110)
+    except Exception as e:  # noqa: BLE001 - the learner's function raised inside the check
+        return _short(f"{type(e).__name__}: {e}")
+    return None
+
+
+def _fallback(name: str, say, line: str):
+    """The given ``name``, with ``line`` said; where it is left out (the student kit), say
+    that instead of "using the given ..."."""
+    fn = given(name)
+    if fn is None:
+        head = line[: line.rindex(": using the given")]
+        say(f"{head}, and the given {name} is not in this kit: finish it first")
+    else:
+        say(line)
+    return fn
+
+
+def load(chapter: str, *names: str, namespace: dict | None = None, folder=None, say=print,
+         inject: dict | None = None) -> types.SimpleNamespace:
+    """Your functions ``names`` of ``chapter`` where their visible checks pass, else the given
+    ones; one line each says which. ``namespace``: ``{name: function}`` of the running
+    notebook when ``chapter`` is its own chapter (its functions are taken from there, not
+    from the saved file). ``inject``: names set in the chapter's namespace before checking
+    (an earlier chapter's function its code calls). In a graded kernel: the given parts,
+    nothing read.
+    """
+    ch = chapter[:2]
+    out = {}
+    if graded():
+        out["mine"] = []
+        for name in names:
+            out[name] = given(name)
+            say(f"– graded run: using the given {name} (each chapter is graded on its own)")
+        return types.SimpleNamespace(**out)
+    broken: dict = {}
+    yours: list = []
+    out["mine"] = yours  # the names that are yours
+    if namespace is None:
+        path = find_notebook(chapter, folder)
+        if path is None:
+            for name in names:
+                out[name] = _fallback(name, say, f"– chapter {ch} not found or not saved: "
+                                                 f"using the given {name}")
+            return types.SimpleNamespace(**out)
+        try:
+            namespace, broken = run_answers(path, chapter)
+        except Exception as e:  # noqa: BLE001
+            for name in names:
+                out[name] = _fallback(name, say, f"– chapter {ch}: {_short(str(e))}: "
+                                                 f"using the given {name}")
+            return types.SimpleNamespace(**out)
+        namespace.update(inject or {})
+    for name in names:
+        fn = namespace.get(name)
+        if name in broken:
+            problem = broken[name]
+        elif not callable(fn):
+            problem = "not found in the notebook"
+        else:
+            problem = check_quietly(chapter, name, fn)
+        if problem is None:
+            say(f"✔ using your {name} (chapter {ch}, its checks pass)")
+            out[name] = fn
+            yours.append(name)
+        else:
+            out[name] = _fallback(name, say, f"✘ your {name} fails its check ({problem}): "
+                                             "using the given one instead")
+    return types.SimpleNamespace(**out)
+
+
+def model_parts(here: str = "08_training", own: dict | None = None, folder=None,
+                say=print) -> types.SimpleNamespace:
+    """The pieces of the GPT, from your chapters before ``here`` (and ``own``, ``{name:
+    function}`` of the running notebook, for ``here``'s own pieces): attention (01) inside
+    multi-head attention (03), layer norm (04), FFN and the blocks (05), the forward pass
+    (06)."""
+    parts: dict = {}
+    mine = {n: CHAPTER_OF[n] for n in (*MODEL_PIECES, "post_ln_block")}
+    wanted = {ch: [n for n, c in mine.items() if c == ch] for ch in sorted(set(mine.values()))}
+    for chapter, names in wanted.items():
+        if chapter > here:
+            for name in names:  # a later chapter's piece: the given one, said nowhere
+                parts[name] = given(name)
+            continue
+        inject = None
+        if chapter == "03_multihead_attention" and here > "01_attention" and not graded():
+            got = load("01_attention", "scaled_dot_product_attention", folder=folder, say=say)
+            if got.mine:  # chapter 03's given `attention` is chapter 01's answer: use yours
+                inject = {"attention": got.scaled_dot_product_attention}
+        mine_here = (own or {}) if chapter == here else None
+        got = vars(load(chapter, *names, namespace=mine_here, folder=folder, say=say,
+                        inject=inject))
+        parts.setdefault("mine", []).extend(got.pop("mine"))
+        parts.update(got)
+    return types.SimpleNamespace(**parts)
+
+
+def loop_parts(own: dict, say=print) -> types.SimpleNamespace:
+    """Chapter 08's loop pieces from the running notebook (``own``: ``{name: function}``),
+    each checked."""
+    return load("08_training", *LOOP_PIECES, namespace=own, say=say)
+
+
+# ---------------------------------------------------------------- the GPT of your pieces
+def _missing(parts, names) -> list[str]:
+    return [n for n in names if getattr(parts, n, None) is None]
+
+
+class _Positions(nn.Embedding):
+    """``wpe``: a learned ``(block_size, d_model)`` table; positions may come from the CPU."""
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return super().forward(positions.to(self.weight.device))
+
+
+class YourNorm(nn.Module):
+    """LayerNorm's parameters (``weight``, ``bias``); forward: your ``layer_norm``."""
+
+    def __init__(self, d: int, parts, eps: float = 1e-5):
+        super().__init__()
+        self.parts, self.eps = parts, eps
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x):
+        return self.parts.layer_norm(x, self.weight, self.bias, self.eps)
+
+
+class YourFFN(nn.Module):
+    """``w1``, ``w2`` as ``nn.Linear`` (out, in); forward: your ``feed_forward`` with the
+    row-form weights ``w.weight.T``."""
+
+    def __init__(self, d: int, d_ff: int, parts, activation: str = "gelu"):
+        super().__init__()
+        self.parts, self.activation = parts, activation
+        self.w1, self.w2 = nn.Linear(d, d_ff), nn.Linear(d_ff, d)
+
+    def forward(self, x):
+        return self.parts.feed_forward(x, self.w1.weight.T, self.w1.bias, self.w2.weight.T,
+                                       self.w2.bias, self.activation)
+
+
+class YourAttention(nn.Module):
+    """``q_proj, k_proj, v_proj, out_proj`` as ``nn.Linear``; forward: your
+    ``multi_head_attention`` with the row-form weights. Its weights take no bias, so the
+    projections' biases ride along as one more input feature that is always 1 (a row
+    ``b`` under ``W``: ``[x, 1] [W; b] = x W + b``); ``out_proj``'s bias is added after."""
+
+    def __init__(self, d: int, n_head: int, parts):
+        super().__init__()
+        self.parts, self.n_head = parts, n_head
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x_q, x_kv, mask=None, need_weights=False):
+        ws = [lin.weight.T for lin in (self.q_proj, self.k_proj, self.v_proj)]
+        ws = [torch.cat([w, lin.bias[None]], dim=0)
+              for w, lin in zip(ws, (self.q_proj, self.k_proj, self.v_proj))]  # (d + 1, d)
+        one = x_q.new_ones(*x_q.shape[:-1], 1)
+        xq = torch.cat([x_q, one], dim=-1)
+        xkv = xq if x_kv is x_q else torch.cat([x_kv, x_kv.new_ones(*x_kv.shape[:-1], 1)], -1)
+        y = self.parts.multi_head_attention(xq, xkv, *ws, self.out_proj.weight.T, self.n_head,
+                                            mask)
+        return y + self.out_proj.bias
+
+
+class _Cache:
+    """One layer's past: the normalised inputs of the tokens seen (keys and values are
+    recomputed from them by your attention)."""
+
+    def __init__(self):
+        self.h = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.h is None else self.h.shape[1]
+
+    def update(self, h):
+        self.h = h if self.h is None else torch.cat([self.h, h], dim=1)
+        return self.h
+
+
+class YourCache:
+    """``model.init_cache(B)``: one :class:`_Cache` per block; ``length`` = tokens seen."""
+
+    def __init__(self, n_layer: int):
+        self.layers = [_Cache() for _ in range(n_layer)]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+    def __getitem__(self, i):
+        return self.layers[i]
+
+
+_MASKS: dict = {}
+
+
+def _causal(T_q: int, T_k: int, device) -> torch.Tensor:
+    """Keep mask (T_q, T_k): query i (position T_k - T_q + i) sees keys up to itself."""
+    key = (T_q, T_k, str(device))
+    if key not in _MASKS:
+        _MASKS[key] = torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(T_k - T_q)
+    return _MASKS[key]
+
+
+class YourBlock(nn.Module):
+    """``attn, ffn, norm1, norm2`` laid out like ``transformer_ref``'s block; forward: your
+    ``pre_ln_block`` (or ``post_ln_block`` with ``norm_first=False``) over them."""
+
+    def __init__(self, d: int, n_head: int, parts, d_ff: int | None = None,
+                 activation: str = "gelu", norm_first: bool = True, eps: float = 1e-5):
+        super().__init__()
+        self.parts, self.norm_first = parts, norm_first
+        self.attn = YourAttention(d, n_head, parts)
+        self.ffn = YourFFN(d, d_ff or 4 * d, parts, activation)
+        self.norm1, self.norm2 = YourNorm(d, parts, eps), YourNorm(d, parts, eps)
+        self.last_weights = None
+
+    def forward(self, x, is_causal: bool = False, cache=None, mask=None):
+        def attn(h):
+            ctx = h if cache is None else cache.update(h)
+            m = _causal(h.shape[1], ctx.shape[1], h.device) if is_causal else mask
+            return self.attn(h, ctx, m)
+
+        block = self.parts.pre_ln_block if self.norm_first else self.parts.post_ln_block
+        return block(x, attn, self.ffn, self.norm1, self.norm2)
+
+
+class YourGPT(nn.Module):
+    """A GPT made of your pieces, parameters laid out like ``transformer_ref.GPT`` (learned
+    positions, pre-LN, GELU, tied head): ``state_dict``s load into each other.
+
+    ``forward(idx)`` is your ``gpt_logits(idx, self, start, cache)``.
+    """
+
+    def __init__(self, config, parts):
+        super().__init__()
+        missing = _missing(parts, MODEL_PIECES)
+        if missing:
+            raise RuntimeError(f"no {', '.join(missing)} (neither yours nor a given one): "
+                               "finish those exercises first")
+        c = self.config = config
+        self.parts = parts
+        self.wte = nn.Embedding(c.vocab_size, c.d_model)
+        self.wpe = _Positions(c.block_size, c.d_model)
+        self.drop = nn.Dropout(0.0)  # as transformer_ref.GPT has (your gpt_logits may use it)
+        eps = 1e-5 if getattr(c, "norm_eps", None) is None else c.norm_eps
+        self.blocks = nn.ModuleList(
+            YourBlock(c.d_model, c.n_head, parts, getattr(c, "d_ff", None),
+                      getattr(c, "ffn", "gelu"), eps=eps) for _ in range(c.n_layer))
+        self.ln_f = YourNorm(c.d_model, parts, eps)
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied, as GPT-2
+        from transformer_ref.models import GPT
+
+        self.apply(GPT._init_weights)  # GPT-2's initialisation, as transformer_ref.GPT's
+        for blk in self.blocks:
+            nn.init.normal_(blk.attn.out_proj.weight, 0.0, 0.02 / math.sqrt(2 * c.n_layer))
+            nn.init.normal_(blk.ffn.w2.weight, 0.0, 0.02 / math.sqrt(2 * c.n_layer))
+
+    def init_cache(self, batch_size: int) -> YourCache:
+        del batch_size
+        return YourCache(self.config.n_layer)
+
+    def forward(self, idx, cache=None):
+        idx = idx.to(self.wte.weight.device)
+        start = 0 if cache is None else cache.length
+        return self.parts.gpt_logits(idx, self, start, cache)
+
+
+# ---------------------------------------------------------------- training with your loop
+class YourRun:
+    """Train ``model`` with chapter 08's loop pieces ``loop`` on ``data`` (``TokenData``) under
+    ``cfg`` (a ``TrainConfig``): per step your ``get_lr`` sets the rate, your ``get_batch``
+    draws the batch and your ``train_step`` (your ``cross_entropy``, your clipping) steps your
+    ``AdamW`` (decay on matrices only); every ``eval_interval`` steps your ``estimate_loss``
+    on each split. ``fit_to_time`` fits the schedule to a budget like the reference trainer's.
+    """
+
+    def __init__(self, model, loop, data, cfg, device="cpu"):
+        missing = _missing(loop, LOOP_PIECES)
+        if missing:
+            raise RuntimeError(f"no {', '.join(missing)} (neither yours nor a given one): "
+                               "finish those exercises first")
+        self.model, self.loop, self.data, self.cfg = model, loop, data, cfg
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        params = [p for p in model.parameters() if p.requires_grad]
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        self.optimizer = loop.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.step, self.history, self.clock = 0, {"train": [], "eval": []}, time.perf_counter
+        self.seconds = 0.0  # training time so far (evaluations included)
+
+    def lr(self, step: int) -> float:
+        c = self.cfg
+        end = c.lr_decay_iters if c.lr_decay_iters is not None else c.max_iters
+        return self.loop.get_lr(step, c.learning_rate, c.min_lr, c.warmup_iters, end)
+
+    def one_step(self) -> float:
+        c = self.cfg
+        lr = self.lr(self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        x, y = self.loop.get_batch(self.data.train, c.batch_size, c.block_size, generator=self.gen)
+        loss = self.loop.train_step(self.model, self.optimizer, x.to(self.device),
+                                    y.to(self.device), c.grad_clip)
+        self.step += 1
+        self.history["train"].append((self.step, float(loss)))
+        return float(loss)
+
+    def evaluate(self) -> dict:
+        c = self.cfg
+        gen = torch.Generator().manual_seed(c.seed + 1)  # the same batches every time
+        out = {"step": self.step, "seconds": self.seconds}
+        for split in ("train", "val"):
+            out[split] = float(self.loop.estimate_loss(self.model, getattr(self.data, split),
+                                                       c.batch_size, c.block_size, c.eval_iters,
+                                                       gen))
+        meta = getattr(self.data, "meta", None)
+        if meta:
+            out["val_bpb"] = out["val"] / math.log(2) * meta["val_tokens"] / meta["val_bytes"]
+        return out
+
+    def fit_to_time(self, seconds: float, probe_steps: int = 10, reserve: float = 0.1,
+                    extra_seconds_per_eval: float = 0.0) -> dict:
+        """Time ``probe_steps`` steps (after one untimed) and one evaluation here, then set
+        the schedule so that warm-up and decay both fit in ``seconds`` (``plan_schedule``)."""
+        from transformer_ref.train.trainer import plan_schedule
+
+        c = self.cfg
+        t0 = self.clock()
+        n = min(probe_steps + 1, c.max_iters - self.step - 1)
+        if n < 2:
+            return {"cut": False}
+        self.one_step()
+        t1 = self.clock()
+        for _ in range(n - 1):
+            self.one_step()
+        t2 = self.clock()
+        self.evaluate()
+        t3 = self.clock()
+        self.seconds += t2 - t0
+        step_s, eval_s = (t2 - t1) / (n - 1), t3 - t2
+        left = (seconds - (t3 - t0)) * (1.0 - reserve)
+        extra = max(0.0, extra_seconds_per_eval)
+        plan = plan_schedule(c, step_s, max(left, step_s), eval_seconds=eval_s + extra,
+                             done=self.step, fixed_eval_seconds=extra)
+        for key in ("max_iters", "warmup_iters", "lr_decay_iters", "eval_interval", "eval_iters"):
+            setattr(c, key, plan[key])
+        what = ("the whole schedule fits" if not plan["cut"] else
+                f"cut to {plan['max_iters']} steps (warm-up {plan['warmup_iters']}, evaluation "
+                f"every {plan['eval_interval']} on {plan['eval_iters']} batches) so warm-up and "
+                "decay both fit")
+        print(f"measured {step_s:.3f} s per step, {eval_s:.1f} s per evaluation "
+              f"({t3 - t0:.0f} s of the {seconds:.0f} s budget): {what}; the rest should take "
+              f"about {plan['planned_seconds']:.0f} s", flush=True)
+        return plan
+
+    def train(self, num_steps: int | None = None, max_seconds: float | None = None) -> dict:
+        """Train to ``max_iters`` (or ``num_steps`` more, or ``max_seconds``), evaluating every
+        ``eval_interval`` steps and at the end; a progress line every ``progress_seconds``."""
+        c = self.cfg
+        end = c.max_iters if num_steps is None else min(c.max_iters, self.step + num_steps)
+        self.model.train()
+        t_start = t_said = self.clock()
+        start, last_eval, t_tok, n_tok = self.step, None, 0.0, 0
+        while self.step < end:
+            t = self.clock()
+            loss = self.one_step()
+            now = self.clock()
+            self.seconds += now - t
+            t_tok, n_tok = t_tok + now - t, n_tok + c.batch_size * c.block_size
+            out_of_time = max_seconds is not None and now - t_start > max_seconds
+            at_end = self.step == end or out_of_time
+            if c.progress_seconds > 0 and not at_end and now - t_said >= c.progress_seconds:
+                t_said = now
+                done = self.step - start
+                print(f"  step {self.step}/{c.max_iters} (this part ends at {end}): loss "
+                      f"{loss:.3f}, lr {self.lr(self.step - 1):.2e}, {now - t_start:.0f} s in, "
+                      f"~{(now - t_start) / done * (end - self.step):.0f} s to go", flush=True)
+            if self.step % c.eval_interval == 0 or at_end:
+                t = self.clock()
+                last_eval = self.evaluate()
+                self.seconds += self.clock() - t
+                last_eval["seconds"] = self.seconds
+                self.history["eval"].append(last_eval)
+                print(f"step {self.step}: train {last_eval['train']:.4f}, val "
+                      f"{last_eval['val']:.4f}", flush=True)
+            if out_of_time:
+                break
+        return {"steps": self.step - start, "step": self.step, "eval": last_eval,
+                "tokens_per_s": n_tok / t_tok if t_tok else 0.0}
+
+
+@torch.no_grad()
+def attention_weights(model: YourGPT, idx: torch.Tensor, layer: int) -> torch.Tensor:
+    """The attention weights ``(H, T, T)`` of block ``layer`` of ``model`` on ``idx (1, T)``,
+    computed by the attention the model runs (your chapter 01 function where it is used):
+    ``attention(q, k, I)`` with the identity as the values returns the weights themselves."""
+    model.eval()
+    idx = idx.to(model.wte.weight.device)
+    T = idx.shape[1]
+    x = model.wte(idx) + model.wpe(torch.arange(T))
+    for blk in model.blocks[:layer]:
+        x = blk(x, is_causal=True)
+    blk = model.blocks[layer]
+    h = blk.norm1(x)
+    H = blk.attn.n_head
+
+    def heads(lin):  # (1, T, d) -> (1, H, T, d_k)
+        y = lin(h)
+        return y.view(1, T, H, -1).transpose(1, 2)
+
+    fn = getattr(model.parts.multi_head_attention, "__globals__", {}).get("attention")
+    if not callable(fn):
+        from transformer_ref.attention import scaled_dot_product_attention as fn
+    eye = torch.eye(T, device=h.device).expand(1, H, T, T)
+    w = fn(heads(blk.attn.q_proj), heads(blk.attn.k_proj), eye, _causal(T, T, h.device))
+    model.train()
+    return w[0]
