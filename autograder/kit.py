@@ -41,7 +41,8 @@ RELEASE = ROOT / "notebooks"
 
 # check-library modules copied unchanged into the kit (none holds a case or a mistake;
 # ``yours`` loads the learner's earlier answers from their saved notebooks, no answer in it)
-CORE_FILES = ("_core.py", "_symptoms.py", "_names.py", "_codec.py", "_kit.py", "yours.py")
+CORE_FILES = ("_core.py", "_symptoms.py", "_names.py", "_swap.py", "_codec.py", "_kit.py",
+              "yours.py")
 # what the given objects of ``_builders`` that a kit may need hold, in answer terms
 # (chapter, exercise function)
 BUILDER_REVEALS = {

@@ -45,6 +45,7 @@ from torch.overrides import TorchFunctionMode
 
 from autograder.checks import _symptoms
 from autograder.checks._names import calls_name
+from autograder.checks._swap import given_function, swapped
 from autograder.grading.env import PROBE_DIR as _PROBE_VAR
 
 try:  # absent from a graded kernel whose chapter is judged outside it (see _probe)
@@ -778,32 +779,6 @@ def _failing_uses(check: Check, fn, hidden: bool) -> list:
         except CheckFailed:
             found.append((name, get_check(key)))
     return found
-
-
-def given_function(fn, name: str, source: str):
-    """The given ``name`` defined by ``source`` over a copy of ``fn``'s globals (the
-    notebook's imports), so that defining it changes nothing of the student's."""
-    ns = dict(getattr(fn, "student", fn).__globals__)
-    exec(compile(source, f"<the given {name}>", "exec"), ns)  # noqa: S102
-    return ns[name]
-
-
-@contextlib.contextmanager
-def swapped(fn, functions: dict):
-    """``fn``'s global names in ``functions`` ({name: function}) bound to those functions
-    while the block runs, then restored."""
-    space = getattr(fn, "student", fn).__globals__
-    missing = object()
-    old = {name: space.get(name, missing) for name in functions}
-    space.update(functions)
-    try:
-        yield
-    finally:
-        for name, value in old.items():
-            if value is missing:
-                space.pop(name, None)
-            else:
-                space[name] = value
 
 
 def _with_given(fn, sources: dict):

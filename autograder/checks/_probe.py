@@ -31,8 +31,8 @@ import traceback
 import torch
 
 from autograder.checks import _codec
-from autograder.checks._core import given_function, swapped
 from autograder.checks._names import calls_name
+from autograder.checks._swap import given_function, swapped
 from autograder.grading.autograde.records import RECORD_MIME
 
 MAX_RECORD = 64 * 2**20  # bytes; the grader refuses larger records

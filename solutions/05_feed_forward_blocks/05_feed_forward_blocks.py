@@ -187,9 +187,9 @@ with requires("Exercise 1.2 and Exercise 1.1"):
         by_conv_modules = conv2(F.relu(conv1(x.transpose(1, 2)))).transpose(1, 2)
         W1c, W2c = conv1.weight[:, :, 0].T, conv2.weight[:, :, 0].T  # (d, d_ff), (d_ff, d)
         by_matmul = feed_forward(x, W1c, conv1.bias, W2c, conv2.bias)
-        yours = ffn_as_conv1d(x, W1c, conv1.bias, W2c, conv2.bias)
+        got = ffn_as_conv1d(x, W1c, conv1.bias, W2c, conv2.bias)
     print("max |nn.Conv1d - feed_forward| =", (by_conv_modules - by_matmul).abs().max().item())
-    print("max |ffn_as_conv1d - feed_forward| =", (yours - by_matmul).abs().max().item())
+    print("max |ffn_as_conv1d - feed_forward| =", (got - by_matmul).abs().max().item())
 
 
 # %% [markdown]
@@ -430,9 +430,9 @@ with requires("Exercise 2.1, Exercise 2.2 and Exercise 1.1"), torch.no_grad():
         for p in layer.parameters():  # move norms and biases off their 1/0 initial values
             p.add_(0.1 * torch.randn_like(p))
         layer.train()  # (dropout is 0) keeps torch on its plain, non-fused path
-        yours = block(x, *parts_from_torch(layer))
+        got = block(x, *parts_from_torch(layer))
         print(f"norm_first={norm_first!s:5}: max |yours - nn.TransformerEncoderLayer| = "
-              f"{(yours - layer(x)).abs().max().item():.2e}")
+              f"{(got - layer(x)).abs().max().item():.2e}")
 
 
 # %% [markdown]

@@ -42,8 +42,7 @@ _FLAG_NAMES = {
     # the given answers a later test cell hands the grader (README "One mistake costs one
     # exercise"): the dict, and the kernel's input history that still holds its text
     "_given": "reads a test cell's given answers", "In": "reads the kernel's input history",
-    "_ih": "reads the kernel's input history", "_i": "reads the kernel's input history",
-    "_ii": "reads the kernel's input history", "_iii": "reads the kernel's input history",
+    "_ih": "reads the kernel's input history",  # (not _i, _ii: common loop names)
 }
 _FLAG_MODULES = {
     "inspect": "introspection of frames", "gc": "introspection of frames",
