@@ -333,18 +333,6 @@ BPE_TEXT = ("low low low low low lower lower newest newest newest newest newest 
             "widest widest widest")
 
 
-def _merge(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
-    out, i = [], 0
-    while i < len(symbols):
-        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
-            out.append(symbols[i] + symbols[i + 1])
-            i += 2
-        else:
-            out.append(symbols[i])
-            i += 1
-    return tuple(out)
-
-
 def bpe_merges(word: str = "lowest", text: str = BPE_TEXT, num_merges: int = 10) -> str:
     """A word's symbols merging step by step: the merge list learned from ``text`` (left, in
     the order learned) replayed on ``word`` (right), one row per merge that changes it
@@ -355,7 +343,7 @@ def bpe_merges(word: str = "lowest", text: str = BPE_TEXT, num_merges: int = 10)
     eow = bpe.end_of_word
     rows, symbols = [(None, (*word, eow))], (*word, eow)
     for r, pair in enumerate(bpe.merges):
-        merged = _merge(symbols, pair)
+        merged = ClassicBPE._merge(symbols, pair)  # the chapter's own replay step
         if merged != symbols:
             rows.append((r, merged))
             symbols = merged
