@@ -317,3 +317,20 @@ def test_no_second_record_when_the_earlier_function_gives_the_given_results(tmp_
     assert not up.passed, "the in-place softmax fails its own check"
     assert "given" not in rec
     assert _judge.judge(later, rec).passed
+
+
+def test_a_forged_given_part_is_not_read_while_the_earlier_function_passes(tmp_path):
+    """A kernel that adds a "given" part holding right results to the record of a wrong later
+    function, its softmax being right: the grader reads that part only when the earlier
+    function fails its own check, so the later one still fails."""
+    later = get_check(UNSCALED)
+    _probe_dir(tmp_path, [UNSCALED, A01["softmax"].key, A01["dot_product_scores"].key])
+    right = _recorded(tmp_path, UNSCALED, _student("01", UNSCALED, None), None)
+    ns = M._base_namespace(next(e for e in M.exercises(M.notebooks("01")[0])
+                                if e.key == UNSCALED))
+    exec(WRONG_UNSCALED, ns)
+    forged = _recorded(tmp_path, UNSCALED, ns["self_attention_unscaled"], None)
+    forged["given"] = {"names": ["softmax"], "cases": right["cases"], "ops": right["ops"],
+                       "functions": right["functions"], "reference": right["reference"]}
+    v = _judge.judge(later, forged)
+    assert not v.passed and "given" not in v.message, v
