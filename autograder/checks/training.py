@@ -128,6 +128,11 @@ def _gb_variant(kind):
         xy = np.stack(rows)
         if kind == "uint16":
             return torch.from_numpy(xy[:, :-1].copy()), torch.from_numpy(xy[:, 1:].copy())
+        if kind in ("x-uint16", "y-uint16"):
+            x, y = xy[:, :-1].copy(), xy[:, 1:].copy()
+            x = x if kind == "x-uint16" else x.astype(np.int64)
+            y = y if kind == "y-uint16" else y.astype(np.int64)
+            return torch.from_numpy(x), torch.from_numpy(y)
         xy = torch.from_numpy(xy.astype(np.int64))
         x, y = xy[:, :-1], xy[:, 1:]
         if kind == "y=x":
@@ -188,6 +193,17 @@ _GET_BATCH = Check(
                 "len(data) - block_size - 1, so draw torch.randint(len(data) - block_size, ...) "
                 "(randint's upper bound is exclusive).",
                 _gb_variant("whole")),
+        # mutation testing (issue 32): one of the two conversions left out
+        Mistake("x left as the data's uint16 (only y converted to int64)",
+                "x goes through the embedding and y into the loss: both must be int64, so "
+                "convert each slice with .astype(np.int64) (or build both from one int64 "
+                "window).",
+                _gb_variant("x-uint16")),
+        Mistake("y left as the data's uint16 (only x converted to int64)",
+                "cross_entropy wants int64 targets, like the embedding wants int64 inputs: "
+                "convert y's slice with .astype(np.int64) too (or build both from one int64 "
+                "window).",
+                _gb_variant("y-uint16")),
     ),
 )
 check_get_batch = register(_GET_BATCH)
@@ -221,7 +237,10 @@ def _ce_variant(kind):
             logp = z - (m + torch.log(s))
         else:
             m = z.max(-1, keepdim=True).values
-            logp = z - (m + torch.log(torch.exp(z - m).sum(-1, keepdim=True)))
+            shifted = {"plus-m": z + m, "m-minus-z": m - z, "added-back": z}.get(kind, z - m)
+            s = torch.log(torch.exp(shifted).sum(-1, keepdim=True))
+            lse = m if kind == "lse-max" else m - s if kind == "m-minus-log" else m + s
+            logp = z + lse if kind == "z-plus-lse" else z - lse
         picked = logp[torch.arange(t.numel()), t]
         if kind == "sum":
             return -picked.sum()
@@ -322,6 +341,32 @@ _CE = Check(
                 "logsumexp(z) = m + log(sum(exp(z - m))): a sum over the vocabulary; .mean() "
                 "subtracts log(V) from it.",
                 _ce_variant("lse-mean")),
+        # mutation testing (issue 32): the shift's sign, the max added back, the signs
+        # around the log of the sum
+        Mistake("exp(z + m): the max added inside exp instead of subtracted",
+                "logsumexp(z) = m + log(sum(exp(z - m))) with m the row's max: subtract it "
+                "inside exp (every shifted logit <= 0, no overflow), add it back outside.",
+                _ce_variant("plus-m")),
+        Mistake("exp(m - z) instead of exp(z - m)",
+                "The shift subtracts the row's max from every logit, z - m (the largest becomes "
+                "0); m - z flips the sign of every logit.",
+                _ce_variant("m-minus-z")),
+        Mistake("the max added back but never subtracted inside exp",
+                "m + log(sum(exp(z))) counts the max twice: shift first, then add it back, "
+                "m + log(sum(exp(z - m))).",
+                _ce_variant("added-back")),
+        Mistake("m - log(sum(exp(z - m))): the log of the sum subtracted from the max",
+                "logsumexp(z) = m + log(sum(exp(z - m))): the sum is at least exp(0) = 1, so "
+                "the log-sum-exp is at least the max, never below it.",
+                _ce_variant("m-minus-log")),
+        Mistake("the row's max used as the log-sum-exp (the log of the sum left out)",
+                "The max is only the largest term: logsumexp(z) = m + log(sum(exp(z - m))), "
+                "and log p = z - logsumexp(z).",
+                _ce_variant("lse-max")),
+        Mistake("log p = z + logsumexp(z) (the normaliser added instead of subtracted)",
+                "Dividing exp(z) by the sum of the exponentials subtracts its log: "
+                "log p = z - logsumexp(z), which is <= 0.",
+                _ce_variant("z-plus-lse")),
     ),
     forbidden=("cross_entropy", "nll_loss", "log_softmax", "logsumexp", "special_logsumexp",
                "special_log_softmax"),
@@ -336,6 +381,12 @@ def _lr_variant(kind):
         W, D = warmup_iters, max_iters
         if kind == "warm-from-0" and step < W:
             return max_lr * step / W
+        if kind == "warm-flat" and step < W:
+            return max_lr / W
+        if kind == "warm-to-1" and step < W:
+            return (step + 1) / W
+        if kind == "warm-inverted" and step < W:
+            return max_lr * W / (step + 1)
         if kind not in ("no-warmup", "warm-from-0", "no-warmup-branch") and step < W:
             return max_lr * (step + 1) / W
         if step >= D and kind != "no-clamp":
@@ -343,6 +394,8 @@ def _lr_variant(kind):
         r = step / D if kind == "no-warmup" or kind == "from-0" else (step - W) / max(1, D - W)
         if kind == "over-max-iters":
             r = (step - W) / max(1, D)
+        elif kind == "unscaled":
+            r = step - W
         elif kind == "step-over-decay":
             r = step / max(1, D - W)
         if kind == "linear":
@@ -354,6 +407,16 @@ def _lr_variant(kind):
             c = 1 + math.cos(math.pi * r)
         if kind == "half":
             c = math.cos(math.pi * r / 2)
+        if kind == "one-minus":
+            c = 0.5 * (1 - math.cos(math.pi * r))
+        if kind == "no-one":
+            c = 0.5 * math.cos(math.pi * r)
+        if kind == "no-r":
+            c = 0.5 * (1 + math.cos(math.pi))
+        if kind == "no-decay":
+            c = 1.0
+        if kind == "minus":
+            return min_lr - c * (max_lr - min_lr)
         if kind == "to-zero":
             return c * max_lr
         if kind == "amplitude":
@@ -434,6 +497,47 @@ _LR = Check(
                 "r runs from 0 to 1, and the cosine must go through half a period: "
                 "0.5 * (1 + math.cos(math.pi * r)).",
                 _lr_variant("no-pi")),
+        # mutation testing (issue 32): the warm-up's ramp, r's scale, the cosine factor's
+        # parts and the sign of the cosine term
+        Mistake("the warm-up does not ramp (step left out: max_lr / warmup_iters throughout)",
+                "The warm-up rate grows with the step: max_lr * (step + 1) / warmup_iters, "
+                "from max_lr / warmup_iters at step 0 to max_lr at the last warm-up step.",
+                _lr_variant("warm-flat")),
+        Mistake("the warm-up ramps to 1, not to max_lr (max_lr left out)",
+                "(step + 1) / warmup_iters is the fraction of the warm-up done; the rate is that "
+                "fraction of max_lr: max_lr * (step + 1) / warmup_iters.",
+                _lr_variant("warm-to-1")),
+        Mistake("the warm-up fraction upside down (warmup_iters / (step + 1))",
+                "The rate grows during the warm-up: max_lr * (step + 1) / warmup_iters, with "
+                "the step in the numerator, never above max_lr.",
+                _lr_variant("warm-inverted")),
+        Mistake("cosine progress not divided by the decay's length (r = step - warmup_iters)",
+                "r is the fraction of the decay done, from 0 to 1: r = (step - warmup_iters) / "
+                "(max_iters - warmup_iters). A whole number of steps puts cos(pi r) at +1 or -1, "
+                "so the rate jumps between max_lr and min_lr.",
+                _lr_variant("unscaled")),
+        Mistake("no decay after the warm-up (the rate stays at max_lr)",
+                "Between warmup_iters and max_iters the rate falls from max_lr to min_lr: "
+                "min_lr + 0.5 * (1 + cos(pi r)) * (max_lr - min_lr).",
+                _lr_variant("no-decay")),
+        Mistake("the rate drops to min_lr right after the warm-up (cos(pi) without r?)",
+                "The cosine's argument grows with the progress: cos(pi * r), r = (step - "
+                "warmup_iters) / (max_iters - warmup_iters). cos(pi) alone is -1, which makes "
+                "the factor 0.5 * (1 + cos) zero at every step of the decay.",
+                _lr_variant("no-r")),
+        Mistake("1 - cos(pi r) instead of 1 + cos(pi r): the rate rises after the warm-up",
+                "The factor must go from 1 (r = 0) down to 0 (r = 1): 0.5 * (1 + cos(pi r)). "
+                "With 1 - cos the schedule runs backwards, from min_lr up to max_lr.",
+                _lr_variant("one-minus")),
+        Mistake("0.5 * cos(pi r) without the 1 +",
+                "0.5 * cos(pi r) runs from 0.5 to -0.5; shift it up by 1 first, "
+                "0.5 * (1 + cos(pi r)), which runs from 1 to 0.",
+                _lr_variant("no-one")),
+        Mistake("the cosine term subtracted from min_lr (the rate goes below min_lr)",
+                "min_lr is the floor and the cosine term, 0.5 * (1 + cos(pi r)) * "
+                "(max_lr - min_lr), is added to it: min_lr + ..., with max_lr - min_lr in that "
+                "order (it is positive).",
+                _lr_variant("minus")),
     ),
     error_hints=(
         ErrorHint("division by zero without a warm-up",
@@ -517,7 +621,7 @@ def _step_cases():
         ("5 steps, clip 0.5, lr 3e-3", (841, 5, 0.5, 3e-3), False),
         ("overfit one batch: 20 steps, clip 1.0, lr 2e-2 (losses)", (842, 20, 1.0, 2e-2, False),
          True),
-        ("clip far above the gradient norm (no effect)", (843, 3, 1e6, 1e-2), True),
+        ("clip far above the gradient norm (no effect)", (843, 3, 1e6, 1e-2), False),
         # AdamW's first step is lr * g / (|g| + 1e-8), about lr * sign(g) for a gradient
         # near norm 1: the clipping scale grad_clip / (norm + eps) all but cancels. Clipped to
         # 1e-6, each entry is about AdamW's own 1e-8 and the step follows the scale: eps = 1e-3
@@ -721,6 +825,8 @@ def _adamw_variant(kind):
                     else:
                         denom = v_hat.sqrt() + eps
                     update = (1.0 if kind == "no-lr" else lr) * m_hat
+                    if kind == "no-m":
+                        update = lr * _ones_like(m_hat)
                     if kind == "times-denominator":
                         update = update * denom
                     elif kind != "no-denominator":
@@ -872,6 +978,11 @@ _ADAMW = Check(
                 "The step is lr * m_hat / (sqrt(v_hat) + eps): m_hat / sqrt(v_hat) is about "
                 "1 per entry, the learning rate sets its size.",
                 _adamw_probe(_adamw_variant("no-lr"))),
+        Mistake("m_hat left out of the Adam step (lr / (sqrt(v_hat) + eps))",
+                "The step is lr * m_hat / (sqrt(v_hat) + eps): m_hat gives its direction; "
+                "without it every weight moves down at every step, whatever its gradient's "
+                "sign.",
+                _adamw_probe(_adamw_variant("no-m"))),
         Mistake("eps left out of the denominator",
                 "The denominator is sqrt(v_hat) + eps: eps keeps the step finite where v is "
                 "(nearly) 0, and changes it where gradients are as small as eps.",
@@ -986,7 +1097,8 @@ def _eval_wrong(kind):
             model.eval()
         losses = []
         with _no_grad():
-            for _ in range(1 if kind == "one" else eval_iters):
+            n = {"one": 1, "one-more": eval_iters + 1, "one-less": eval_iters - 1}
+            for _ in range(n.get(kind, eval_iters)):
                 x, y = _ref_get_batch(data, batch_size, block_size, generator)
                 logits = model(x)
                 losses.append(_F_ce(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item())
@@ -1073,6 +1185,15 @@ _ESTIMATE = Check(
         Mistake("evaluated one batch only (eval_iters ignored)",
                 "Loop eval_iters times, drawing a new batch each time from the generator.",
                 _eval_wrong("one")),
+        # mutation testing (issue 32): the loop's bounds
+        Mistake("one batch too many (range(eval_iters + 1))",
+                "range(eval_iters) already runs eval_iters times (0 to eval_iters - 1): "
+                "average exactly eval_iters batches.",
+                _eval_wrong("one-more")),
+        Mistake("one batch too few (range(1, eval_iters))",
+                "range(1, eval_iters) runs eval_iters - 1 times: use range(eval_iters), "
+                "which runs eval_iters times.",
+                _eval_wrong("one-less")),
     ),
     error_hints=(
         ErrorHint("no loss collected (the list of losses stays empty)",
@@ -1309,7 +1430,7 @@ def _exact_probs(logits, temperature, top_k, top_p, seed):
 
 def _sample_wrong(kind):
     def f(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-        if temperature == 0:
+        if temperature == 0 or kind == "argmax":
             return logits.argmax(-1, keepdim=True)
         z = logits.float()
         if kind == "times-T":
@@ -1449,6 +1570,12 @@ _SAMPLE = Check(
                 "torch.cumsum(p, dim=-1). Down the batch it passes p after the first row, so "
                 "every later row keeps only its most probable token.",
                 _sample_wrong("cumsum-batch")),
+        # mutation testing (issue 32)
+        Mistake("took the most probable token instead of drawing one (argmax, not a sample)",
+                "Sampling draws each token with its probability: torch.multinomial(torch."
+                "softmax(z, dim=-1), 1, generator=generator). argmax is greedy decoding, only "
+                "for temperature 0.",
+                _sample_wrong("argmax")),
     ),
     error_hints=(
         ErrorHint("temperature 0 divides by zero",
@@ -1459,6 +1586,14 @@ _SAMPLE = Check(
                   "argmax(dim=-1) drops the vocabulary axis: logits.argmax(dim=-1, "
                   "keepdim=True) keeps it, like torch.multinomial(probs, 1) does.",
                   lambda e: _re.search(r"; got \(\d+,\) for B = ", str(e)) is not None),
+        ErrorHint("the greedy ids taken along the batch axis (argmax over dim=0)",
+                  "Each row's token is the argmax over its own vocabulary: "
+                  "logits.argmax(dim=-1, keepdim=True), one id per row, (B, 1).",
+                  lambda e: _re.search(r"; got \(1, \d+\) for B = ", str(e)) is not None),
+        ErrorHint("top_k larger than the vocabulary (k not capped at V)",
+                  "torch.topk refuses k > V; a top_k above the vocabulary size keeps every "
+                  "token: torch.topk(z, min(top_k, z.size(-1)), dim=-1).",
+                  lambda e: "selected index k out of range" in str(e)),
     ),
 )
 _check_sample = register(_SAMPLE)

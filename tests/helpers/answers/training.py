@@ -118,14 +118,14 @@ def step_hand_norm(kind, eps=1e-6):
 
 
 def eval_fn(eval_mode=True, restore=True, no_grad=True, reduce="mean", one=False,
-            collect=True):
+            collect=True, first=0, extra=0):
     def estimate_loss(model, data, batch_size, block_size, eval_iters, generator=None):
         was = model.training
         if eval_mode:
             model.eval()
         losses = []
         with torch.set_grad_enabled(not no_grad):
-            for _ in range(1 if one else eval_iters):
+            for _ in range(1) if one else range(first, eval_iters + extra):
                 x, y = good_get_batch(data, batch_size, block_size, generator)
                 loss = float(good_ce(model(x), y))
                 if collect:
@@ -167,10 +167,11 @@ def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_ob
 
 
 def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=True,
-            fill=-math.inf, keepdim=True, axis=-1, cum_axis=-1):
+            fill=-math.inf, keepdim=True, axis=-1, cum_axis=-1, greedy_axis=-1, cap_k=True,
+            draw=True):
     def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
         if greedy and temperature == 0:
-            return torch.argmax(logits, dim=-1, keepdim=keepdim)
+            return torch.argmax(logits, dim=greedy_axis, keepdim=keepdim)
         z = logits.clone()
 
         def tempered(z):
@@ -181,7 +182,8 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
         if not p_first:
             z = tempered(z)
         if top_k is not None:
-            kth = torch.topk(z, min(top_k, z.size(-1)), largest=k != "smallest").values[:, -1:]
+            kk = min(top_k, z.size(-1)) if cap_k else top_k
+            kth = torch.topk(z, kk, largest=k != "smallest").values[:, -1:]
             keep = z <= kth if k == "smallest" else z > kth if k == "strict" else z >= kth
             if k == "unassigned":
                 z.masked_fill(~keep, fill)  # the result thrown away
@@ -207,6 +209,8 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
                     z = z.scatter(-1, idx, zs.masked_fill(drop, fill))
         if p_first:
             z = tempered(z)
+        if not draw:  # the most probable token every time
+            return z.softmax(axis).argmax(-1, keepdim=True)
         return torch.multinomial(z.softmax(axis), 1, generator=generator)
 
     return sample_next_token
@@ -289,6 +293,8 @@ def adamw(kind=""):
                             p -= lr * mh / vh.sqrt()
                         elif kind == "no_lr":
                             p -= mh / (vh.sqrt() + group["eps"])
+                        elif kind == "no_m":
+                            p -= lr / (vh.sqrt() + group["eps"])
                         elif kind == "times_root":
                             p -= lr * mh * (vh.sqrt() + group["eps"])
                         elif kind == "momentum_sgd":
@@ -350,13 +356,14 @@ PUBLIC = {
 
 
 # ---------------------------------------------------------------- students' wrong answers
-def gb(shift=1, swap=False, high=0, long_x=False, dtype=np.int64, whole=False):
+def gb(shift=1, swap=False, high=0, long_x=False, dtype=np.int64, whole=False, convert="xy"):
     def get_batch(data, batch_size, block_size, generator=None):
         n = len(data) if whole else len(data) - block_size + high
         ix = torch.randint(n, (batch_size,), generator=generator)
-        x = np.stack([data[i : i + block_size + long_x] for i in ix.tolist()]).astype(dtype)
+        x = np.stack([data[i : i + block_size + long_x] for i in ix.tolist()])
         y = np.stack([data[i + shift : i + shift + block_size] for i in ix.tolist()])
-        x, y = torch.from_numpy(x), torch.from_numpy(y.astype(dtype))
+        x = torch.from_numpy(x.astype(dtype) if "x" in convert else x)
+        y = torch.from_numpy(y.astype(dtype) if "y" in convert else y)
         return (y, x) if swap else (x, y)
 
     return get_batch
@@ -387,6 +394,20 @@ def ce(kind):
             s = (e.sum(0, keepdim=True) if kind == "sum0" else e.mean(1, keepdim=True)
                  if kind == "lsemean" else e.sum(1, keepdim=True))
             return -(z - m - torch.log(s))[rows, t].mean()
+        if kind in ("plusm", "mminusz", "addedback", "mminuslog", "lsemax", "zpluslse"):
+            m = z.max(dim=1, keepdim=True).values
+            if kind == "plusm":
+                lse = m + torch.exp(z + m).sum(1, keepdim=True).log()
+            elif kind == "mminusz":
+                lse = m + torch.exp(m - z).sum(1, keepdim=True).log()
+            elif kind == "addedback":
+                lse = m + torch.exp(z).sum(1, keepdim=True).log()
+            elif kind == "mminuslog":
+                lse = m - torch.exp(z - m).sum(1, keepdim=True).log()
+            else:
+                lse = m if kind == "lsemax" else m + torch.exp(z - m).sum(1, keepdim=True).log()
+            logp = z + lse if kind == "zpluslse" else z - lse
+            return -logp[rows, t].mean()
         loss = good_ce(z, t) * len(t) if kind == "sum" else good_ce(z, t)
         return -loss if kind == "sign" else loss
 
@@ -395,6 +416,12 @@ def ce(kind):
 
 def lr(kind):
     def get_lr(step, max_lr, min_lr, warmup_iters, max_iters):
+        if kind == "warmflat" and step < warmup_iters:
+            return max_lr / warmup_iters
+        if kind == "warm1" and step < warmup_iters:
+            return (step + 1) / warmup_iters
+        if kind == "warminv" and step < warmup_iters:
+            return max_lr * warmup_iters / (step + 1)
         if kind not in ("nowarm", "nobranch") and step < warmup_iters:
             return max_lr * (step if kind == "from0" else step + 1) / warmup_iters
         if step > max_iters and kind != "noclamp":
@@ -405,6 +432,8 @@ def lr(kind):
             frac = (step - warmup_iters) / max_iters
         elif kind == "stepdecay":
             frac = step / (max_iters - warmup_iters)
+        elif kind == "unscaled":
+            frac = step - warmup_iters
         else:
             frac = (step - warmup_iters) / (max_iters - warmup_iters)
         if kind == "linear":
@@ -419,6 +448,16 @@ def lr(kind):
             return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * frac))
         if kind == "nopi":
             return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(frac))
+        if kind == "nodecay":
+            return max_lr
+        if kind == "nor":
+            return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi))
+        if kind == "oneminus":
+            return min_lr + (max_lr - min_lr) * (1 - math.cos(math.pi * frac)) / 2
+        if kind == "noone":
+            return min_lr + (max_lr - min_lr) * 0.5 * math.cos(math.pi * frac)
+        if kind == "minus":
+            return min_lr + (min_lr - max_lr) * 0.5 * (1 + math.cos(math.pi * frac))
         return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * frac))
 
     return get_lr
@@ -470,13 +509,45 @@ WRONG = [
     # cosine's progress and its pi
     (KEY["get_batch"], (gb(whole=True),),
      "starts drawn from the whole of data (randint(len(data)))"),
+    (KEY["get_batch"], (gb(convert="y"),),
+     "x left as the data's uint16 (only y converted to int64)"),
+    (KEY["get_batch"], (gb(convert="x"),),
+     "y left as the data's uint16 (only x converted to int64)"),
     (KEY["cross_entropy"], (ce("max0"),), "the max taken over the batch axis (dim=0)"),
     (KEY["cross_entropy"], (ce("sum0"),), "exp(z - m) summed over the batch axis (dim=0)"),
     (KEY["cross_entropy"], (ce("lsemean"),), "mean instead of sum inside the log-sum-exp"),
+    # mutation testing (issue 32): the signs of the shift and around the log of the sum
+    (KEY["cross_entropy"], (ce("plusm"),),
+     "exp(z + m): the max added inside exp instead of subtracted"),
+    (KEY["cross_entropy"], (ce("mminusz"),), "exp(m - z) instead of exp(z - m)"),
+    (KEY["cross_entropy"], (ce("addedback"),),
+     "the max added back but never subtracted inside exp"),
+    (KEY["cross_entropy"], (ce("mminuslog"),),
+     "m - log(sum(exp(z - m))): the log of the sum subtracted from the max"),
+    (KEY["cross_entropy"], (ce("lsemax"),),
+     "the row's max used as the log-sum-exp (the log of the sum left out)"),
+    (KEY["cross_entropy"], (ce("zpluslse"),),
+     "log p = z + logsumexp(z) (the normaliser added instead of subtracted)"),
     (KEY["get_lr"], (lr("overmax"),),
      "cosine progress divided by max_iters, not by the decay's length"),
     (KEY["get_lr"], (lr("stepdecay"),), "cosine progress from step 0 over the decay's length"),
     (KEY["get_lr"], (lr("nopi"),), "cos(r) instead of cos(pi r)"),
+    # mutation testing (issue 32): the warm-up's ramp, r's scale, the cosine factor, the sign
+    (KEY["get_lr"], (lr("warmflat"),),
+     "the warm-up does not ramp (step left out: max_lr / warmup_iters throughout)"),
+    (KEY["get_lr"], (lr("warm1"),), "the warm-up ramps to 1, not to max_lr (max_lr left out)"),
+    (KEY["get_lr"], (lr("warminv"),),
+     "the warm-up fraction upside down (warmup_iters / (step + 1))"),
+    (KEY["get_lr"], (lr("unscaled"),),
+     "cosine progress not divided by the decay's length (r = step - warmup_iters)"),
+    (KEY["get_lr"], (lr("nodecay"),), "no decay after the warm-up (the rate stays at max_lr)"),
+    (KEY["get_lr"], (lr("nor"),),
+     "the rate drops to min_lr right after the warm-up (cos(pi) without r?)"),
+    (KEY["get_lr"], (lr("oneminus"),),
+     "1 - cos(pi r) instead of 1 + cos(pi r): the rate rises after the warm-up"),
+    (KEY["get_lr"], (lr("noone"),), "0.5 * cos(pi r) without the 1 +"),
+    (KEY["get_lr"], (lr("minus"),),
+     "the cosine term subtracted from min_lr (the rate goes below min_lr)"),
     (KEY["train_step"], (step_fn(zero=False),),
      "forgot optimizer.zero_grad(): gradients accumulate across steps"),
     (KEY["train_step"], (step_fn(zero_mid=True),), "zero_grad() between backward() and step()"),
@@ -529,6 +600,8 @@ WRONG = [
     (KEY["AdamW"], (adamw("plus"),), "the step goes up the gradient (the update's sign flipped)"),
     (KEY["AdamW"], (adamw("decay_grows"),), "weight decay with the wrong sign (the weights grow)"),
     (KEY["AdamW"], (adamw("no_lr"),), "learning rate left out of the Adam step"),
+    (KEY["AdamW"], (adamw("no_m"),),
+     "m_hat left out of the Adam step (lr / (sqrt(v_hat) + eps))"),
     (KEY["AdamW"], (adamw("no_eps"),), "eps left out of the denominator"),
     (KEY["AdamW"], (adamw("forgot_update"),),
      "the Adam step never applied (the weights only decay)"),
@@ -556,6 +629,9 @@ WRONG = [
     # mutation testing (issue 18): the losses never appended
     (KEY["estimate_loss"], (eval_fn(collect=False),),
      "no loss collected (the list of losses stays empty)"),
+    # mutation testing (issue 32): the loop's bounds
+    (KEY["estimate_loss"], (eval_fn(extra=1),), "one batch too many (range(eval_iters + 1))"),
+    (KEY["estimate_loss"], (eval_fn(first=1),), "one batch too few (range(1, eval_iters))"),
     (KEY["checkpoint"], ckpt_fns(optimizer=False),
      "saved the model only (AdamW's moments restart at zero)"),
     (KEY["checkpoint"], ckpt_fns(step=False),
@@ -601,6 +677,13 @@ WRONG = [
      "softmax over the batch axis (dim=0) instead of the vocabulary"),
     (KEY["sample_next_token"], (sampler(cum_axis=0),),
      "top-p's cumulative mass summed down the batch (dim=0)"),
+    # mutation testing (issue 32): argmax instead of a draw, the greedy axis, top_k over V
+    (KEY["sample_next_token"], (sampler(draw=False),),
+     "took the most probable token instead of drawing one (argmax, not a sample)"),
+    (KEY["sample_next_token"], (sampler(greedy_axis=0),),
+     "the greedy ids taken along the batch axis (argmax over dim=0)"),
+    (KEY["sample_next_token"], (sampler(cap_k=False),),
+     "top_k larger than the vocabulary (k not capped at V)"),
 ]
 
 
