@@ -104,6 +104,19 @@ def _class_templates(tmp_path_factory):
     """One class template per set of assignments and cell limit for the whole session
     (``helpers.synthetic_class.shared.template``): every test's course-grade run starts from
     it instead of building its own."""
+    import os
+
+    from autograder.grading.env import KERNEL_STORE
+
     import helpers
 
     helpers.TEMPLATES = helpers.session_dir(tmp_path_factory) / "templates"
+    # and one build of each chapter's kernel packages for every class of the session, the
+    # session's templates and the tests' own (course.kernels_dir); course-grade inherits it
+    before = os.environ.get(KERNEL_STORE)
+    os.environ[KERNEL_STORE] = str(helpers.session_dir(tmp_path_factory) / "kernel-store")
+    yield
+    if before is None:
+        os.environ.pop(KERNEL_STORE, None)
+    else:
+        os.environ[KERNEL_STORE] = before

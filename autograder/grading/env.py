@@ -17,6 +17,8 @@ GRADE_JOB = "COURSE_GRADE_JOB"  # a token in every process of one student's job 
 KERNEL_CACHE = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (kernel_package)
 ALEMBIC_HEAD = "COURSE_ALEMBIC_HEAD"  # the gradebook schema's head, looked up once per class
 WARM = "COURSE_WARM"  # "0": no warm grading process (autograde/warm.py): each one started
+# the instructor (or the test suite) -> course-grade's template (parent/course.py)
+KERNEL_STORE = "COURSE_KERNEL_STORE"  # a folder of kernel packages shared by several classes
 
 # the grading process -> the kernels' launcher (sandbox/kernel.py) and the zygote
 KERNEL_PARENT = "COURSE_KERNEL_PARENT"  # the grading process's pid, checked by the launcher
@@ -30,5 +32,6 @@ ZYGOTE_PRELOAD = "COURSE_ZYGOTE_PRELOAD"  # the modules the zygote imports (JSON
 PROBE_DIR = "COURSE_PROBE_DIR"  # the probe's read-only case inputs: hidden checks record only
 KERNEL_IMPORTS = "COURSE_KERNEL_IMPORTS"  # modules a kernel started ahead imports (comma list)
 
-ALL = (SMOKE, VENV, GRADE_PARENT, GRADE_JOB, KERNEL_CACHE, ALEMBIC_HEAD, WARM, KERNEL_PARENT,
+ALL = (SMOKE, VENV, GRADE_PARENT, GRADE_JOB, KERNEL_CACHE, ALEMBIC_HEAD, WARM, KERNEL_STORE,
+       KERNEL_PARENT,
        SANDBOX_SPEC, KERNEL_ZYGOTE, ZYGOTE, ZYGOTE_RO, ZYGOTE_PRELOAD, PROBE_DIR, KERNEL_IMPORTS)

@@ -24,6 +24,7 @@ import nbformat
 
 from ..cells import grade_id, is_test, nbg
 from ..config import GradeConfig
+from ..env import KERNEL_STORE
 from ..mathjax import FEEDBACK_URL, jupyter_path
 from ..nbgrader_patches import ensure_cached_head
 
@@ -213,13 +214,14 @@ def build_template(
     from ..autograde.kernel_package import cache_ready
     from ..sandbox.bwrap import font_cache
 
-    fonts = threading.Thread(target=font_cache, args=(root / "kernels" / "mpl",), daemon=True)
+    kernels = kernels_dir(root)
+    fonts = threading.Thread(target=font_cache, args=(kernels / "mpl",), daemon=True)
     fonts.start()
 
-    missing = [a for a in assignments if not cache_ready(root / "kernels", [
+    missing = [a for a in assignments if not cache_ready(kernels, [
         nbformat.read(p, as_version=4) for p in sorted((root / "source" / a).glob("*.ipynb"))])]
     if missing:
-        proc = subprocess.run([*NBGRADER, "kernel_caches", str(root / "kernels"), *missing],
+        proc = subprocess.run([*NBGRADER, "kernel_caches", str(kernels), *missing],
                               cwd=root, capture_output=True, text=True, env=tool_env())
         if proc.returncode != 0:
             raise SystemExit(
@@ -233,6 +235,21 @@ def build_template(
             rel = nbformat.read(root / "release" / a / p.name, as_version=4)
             info[a].append(describe(a, p.stem, src, rel))
     return root, info
+
+
+def kernels_dir(template: Path) -> Path:
+    """The template's kernel packages and probe inputs (``kernel_package``, each assignment's in
+    a folder named by its content): ``<template>/kernels``. Where ``COURSE_KERNEL_STORE`` names
+    a folder, ``<template>/kernels`` is a link to it, so the classes graded with the same
+    setting share each build (the test suite grades some 40 classes of the same chapters: 47
+    builds of about 2-16 s of CPU each otherwise). Returned resolved: the kernels' specs and
+    mounts name the real folder."""
+    kernels = Path(template) / "kernels"
+    store = os.environ.get(KERNEL_STORE)
+    if store and not kernels.exists() and not kernels.is_symlink():
+        Path(store).mkdir(parents=True, exist_ok=True)
+        kernels.symlink_to(Path(store).resolve(), target_is_directory=True)
+    return kernels.resolve()
 
 
 def make_student_course(template: Path, root: Path, config: GradeConfig) -> None:

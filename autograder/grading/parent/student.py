@@ -29,7 +29,7 @@ from ..cells import grade_id, nbg
 from ..config import GradeConfig
 from ..env import SMOKE
 from ..mathjax import with_path
-from .course import NBGRADER, Notebook, make_student_course, tool_env
+from .course import NBGRADER, Notebook, kernels_dir, make_student_course, tool_env
 from .diagnosis import diagnose
 from .flags import flags as source_flags
 from .runner import LocalRunner
@@ -185,7 +185,7 @@ def grade_student(
     )
     env[SMOKE] = "1"  # notebooks that train (chapter 8) run their smoke size when graded
     env = with_path(env, template / "jupyter")  # feedback pages: MathJax offline (mathjax.py)
-    env[CACHE_VAR] = str(template / "kernels")  # built once per class (kernel_package.prepare)
+    env[CACHE_VAR] = str(kernels_dir(template))  # built once per class (kernel_package.prepare)
     result = StudentResult(sub.student, fingerprint, [], 0.0)
     fatal: dict[str, str] = {}  # notebook -> reason
     restored: dict[str, dict[str, str]] = {}
