@@ -5,6 +5,8 @@
     .venv/bin/python bench/grade_class.py --assignment 01_attention 04_layer_norm
     .venv/bin/python bench/grade_class.py --speedup --assignment 01_attention
     .venv/bin/python bench/grade_class.py --students 10 --workers 2 --peer-rev 8cfdd3e
+    .venv/bin/python bench/grade_class.py --students 100 --workers 2 --dask --flat 10 \
+        --stock-sample 3
 
 Default: builds a class of ``--students`` students, each submitting every notebook of the
 chosen assignments (all chapters by default): student 1 answers everything correctly, student
@@ -23,6 +25,27 @@ CPU seconds (user+sys of every process of the run, the Jupyter kernels included:
 cgroup of its own where the machine allows one, else the waited-for children only, which
 misses kernels that are killed), the per-student figures, the ratio stock/course-grade, and
 ``uptime`` before and after: on a shared machine compare the CPU columns. No assertion.
+
+For a large class (``--students 100 --workers 2 --dask --flat 10 --stock-sample 3``):
+
+- ``--stock-sample K`` grades only the first K students with stock nbgrader (about 220 s each
+  on 2 cores) and prints the ratio per student; ``--no-stock`` none;
+- ``--dask [N]`` grades the same submissions folder again, into its own ``--out``, on a
+  localhost Dask cluster started as the README tells an instructor (``dask scheduler``, N
+  (default 2) ``dask worker ADDRESS --nthreads 1``, their processes in the CPU meter; shut
+  down through the scheduler at the end): its wall and CPU beside the local run's, the ratio,
+  the workers' peak RSS, and the rows of the two grades.csv whose points or status differ;
+- ``--flat K`` first grades the class's first K students alone (a copy of their folders):
+  per-student wall, CPU and disk and the parent's peak memory for K and for the whole class,
+  with the ratio (1.00x: flat), and their rows in both runs compared.
+
+Every course-grade run prints its class time and per student, the course-grade parent's peak
+RSS (its own ``VmHWM`` since exec, written by the process itself at its end: the parent alone,
+not the grading processes or kernels it starts), and ``du`` of its ``--out`` after the
+template and after grading, split into the folders and files named after a student (per
+student) and the rest (once per class: MathJax, gradebook, report, exports, the template's
+kernel packages, rebuilt when ``autograder/`` changes during a run). ``--keep DIR`` works in
+DIR (kept) instead of a temporary folder.
 
 ``--peer-rev REV`` (instead of stock nbgrader): the same class graded by this checkout's
 course-grade and by REV's (a ``git worktree`` of REV with a hard-linked copy of this venv whose
@@ -120,7 +143,9 @@ class ProcWatch:
     meter's cgroup, sampled every second): by role, from the command line. Empty without a
     cgroup."""
 
-    ROLES = (("autograder.grade ", "course-grade"), ("nbgrader_main", "grading process"),
+    ROLES = (("autograder.grade ", "course-grade"), ("run_module('autograder.grade'",
+                                                      "course-grade"),
+             ("nbgrader_main", "grading process"),
              ("sandbox zygote", "kernel zygote (kernels are its forks)"),
              ("sandbox kernel", "kernel launcher"), ("grading.outcap", "kernel"),
              ("grading.limits", "limits launcher"), ("ipykernel", "kernel"))
@@ -202,13 +227,53 @@ def _env(tmp: Path) -> dict:
     return env
 
 
+# course-grade run in this Python process (``python -c _PEAK FILE ARGS...`` is ``python -m
+# autograder.grade ARGS...``), which then writes its own VmHWM (kB) to FILE: the peak resident
+# memory of the parent process alone since its exec (not its children's; not ru_maxrss, which
+# on Linux keeps the forking bench's peak across the exec).
+_PEAK = (
+    "import runpy, sys\n"
+    "peak_file = sys.argv.pop(1)\n"
+    "try:\n"
+    "    runpy.run_module('autograder.grade', run_name='__main__', alter_sys=True)\n"
+    "finally:\n"
+    "    hwm = [ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')]\n"
+    "    open(peak_file, 'w').write(hwm[0] if hwm else '')\n"
+)
+
+
+def du_bytes(*paths: Path) -> int:
+    """Disk used by ``paths`` together (``du -sc``: allocated blocks, a hard-linked file
+    once), in bytes; paths that do not exist count 0."""
+    paths = [str(p) for p in paths if p.exists()]
+    if not paths:
+        return 0
+    r = subprocess.run(["du", "-sc", "--block-size=1", *paths], capture_output=True, text=True)
+    return int(r.stdout.splitlines()[-1].split()[0]) if r.stdout.strip() else 0
+
+
+def student_paths(out: Path, student: str) -> list[Path]:
+    """What ``OUT_DIR`` holds under a student's own name: feedback, submitted and autograded
+    notebooks, the result, the grading folder kept under ``.work/students/``."""
+    return [out / "feedback" / student, out / "submitted" / student,
+            out / "autograded" / student, out / "results" / f"{student}.json",
+            out / ".work" / "students" / student]
+
+
 def run_course_grade(args, meter, tmp, students, assignments, name="course-grade",
-                     env=None, code=None) -> dict:
+                     env=None, code=None, class_dir=None, extra=()) -> dict:
     """``code``: whose course-grade runs (:func:`peer_checkout`'s dict: its Python, working
-    folder and environment); None: this checkout's."""
+    folder and environment); None: this checkout's. ``class_dir``: the submissions (default
+    ``tmp/class``); ``extra``: more course-grade arguments (``--scheduler ADDRESS``).
+
+    Returns the times (``once``, ``grading``: wall s, CPU s), each student's own time, the
+    parent's peak RSS (``peak_kb``), ``OUT_DIR``'s size after the template (``du_once``) and
+    after grading (``du``), in bytes."""
     from autograder.grading.config import GradeConfig
 
     out = tmp / name
+    class_dir = class_dir or tmp / "class"
+    peak_file = tmp / f"{name}.peak"
     env = {**_env(tmp), **(env or {})}
     python, cwd = sys.executable, REPO
     if code is not None:
@@ -223,16 +288,21 @@ def run_course_grade(args, meter, tmp, students, assignments, name="course-grade
         f"Path({str(out / '.work')!r}), GradeConfig(cell_timeout={config.cell_timeout}))\n"
     )
     once = meter.run([python, "-c", build], cwd=cwd, env=env)
-    cmd = [python, "-m", "autograder.grade", str(tmp / "class"), "--out", str(out),
+    du_once = du_bytes(out)
+    cmd = [python, "-c", _PEAK, str(peak_file), str(class_dir), "--out", str(out),
            "--source", str(args.source), "--workers", str(args.workers),
-           "--cell-timeout", args.cell_timeout, "--no-progress", "--assignment", *assignments]
+           "--cell-timeout", args.cell_timeout, "--no-progress", "--assignment", *assignments,
+           *extra]
     cmd += ["--memory", args.memory] if args.memory else []
     with ProcWatch(meter) as seen:
         grading = meter.run(cmd, cwd=cwd, env=env)
     per = {q.stem: json.loads(q.read_text())["seconds"]
            for q in sorted((out / "results").glob("*.json"))}
+    peak = peak_file.read_text().strip() if peak_file.exists() else ""
     return {"once": once, "grading": grading, "per": per, "cells": cell_times(out),
-            "out": out, "seen": seen}
+            "out": out, "seen": seen, "peak_kb": int(peak) if peak else None,
+            "du_once": du_once, "du": du_bytes(out), "n": len(per),
+            "du_students": du_bytes(*(p for s in per for p in student_paths(out, s)))}
 
 
 def cell_times(out: Path) -> dict:
@@ -296,6 +366,100 @@ def run_stock(args, meter, tmp, students, assignments) -> dict:
             "feedback": tuple(feedback)}
 
 
+# ---------------------------------------------------------------- a localhost Dask cluster
+@contextlib.contextmanager
+def dask_cluster(meter: CpuMeter, root: Path, env: dict, workers: int = 2):
+    """A localhost Dask cluster as the README starts one for an instructor: ``dask scheduler``
+    and ``workers`` x ``dask worker ADDRESS --nthreads 1`` (each with its nanny, the default),
+    this venv's ``dask``, in the CPU meter's group (their CPU is counted with the run's) and
+    each in a session of its own. Yields ``{"address", "peak_kb": callable}``; the peak
+    (VmHWM, kB) of each worker process is read while it is still alive. At the end the
+    cluster is shut down through the scheduler (``Client.shutdown``), then any process left
+    is terminated, and killed after 30 s; ``"stopped"`` says how it went."""
+    import signal
+
+    from distributed import Client
+
+    dask = str(Path(sys.executable).with_name("dask"))
+    procs = meter.group / "cgroup.procs" if meter.group else None
+
+    def join():
+        os.setsid()
+        if procs is not None:
+            procs.write_text(str(os.getpid()))
+
+    def start(cmd, name):
+        with open(root / f"{name}.log", "ab") as log:
+            return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log,
+                                    preexec_fn=join)
+
+    root.mkdir(parents=True, exist_ok=True)
+    sched_file = root / "scheduler.json"
+    started = [start([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                      "--no-dashboard", "--scheduler-file", str(sched_file)], "scheduler")]
+    cluster: dict = {"stopped": "not started"}
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            if started[0].poll() is not None:
+                break
+            time.sleep(0.1)
+        if not sched_file.exists():
+            raise SystemExit(f"dask scheduler did not start (see {root / 'scheduler.log'})")
+        address = json.loads(sched_file.read_text())["address"]
+        for i in range(workers):
+            started.append(start([dask, "worker", address, "--nthreads", "1", "--host",
+                                  "127.0.0.1", "--no-dashboard", "--name", f"w{i}",
+                                  "--local-directory", str(root / f"w{i}")], f"worker{i}"))
+        with Client(address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(workers, timeout=120)
+
+        def peak_kb() -> dict:
+            """{worker name: VmHWM kB} of the worker processes (not their nannies)."""
+            out = {}
+            with Client(address, timeout=30, set_as_default=False) as c:
+                names = {a: w.get("name", a) for a, w in
+                         c.scheduler_info(n_workers=-1)["workers"].items()}
+                for addr, pid in c.run(os.getpid).items():
+                    try:
+                        status = Path(f"/proc/{pid}/status").read_text()
+                    except OSError:
+                        continue
+                    hwm = [ln.split()[1] for ln in status.splitlines()
+                           if ln.startswith("VmHWM:")]
+                    out[names.get(addr, addr)] = int(hwm[0]) if hwm else None
+            return out
+
+        cluster.update(address=address, peak_kb=peak_kb)
+        yield cluster
+    finally:
+        how = "shut down through the scheduler"
+        address = cluster.get("address")
+        if address:
+            try:
+                with Client(address, timeout=30, set_as_default=False) as c:
+                    c.shutdown()
+            except Exception as e:  # noqa: BLE001 - said, then the processes are ended below
+                how = f"Client.shutdown failed ({type(e).__name__})"
+        left = []
+        for p in started:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                left.append(p)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        for p in left:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        cluster["stopped"] = how + (f"; {len(left)} process(es) terminated after 30 s"
+                                    if left else "; every process exited by itself")
+
+
 def _print_class(args, meter, students, info, assignments, before, after) -> int:
     """The class line and the uptime around the runs; returns the class size."""
     n, nbs = len(students), sum(len(v) for v in info.values())
@@ -316,8 +480,11 @@ def course_class(args):
     assignments = args.assignment or list(find_assignments(args.source))
     meter = CpuMeter()
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with (contextlib.nullcontext(str(args.keep)) if args.keep
+              else tempfile.TemporaryDirectory()) as tmp:
             tmp = Path(tmp)
+            if args.keep:
+                args.keep.mkdir(parents=True)  # a new folder: never one with a class in it
             _, info = build_template(args.source, assignments, tmp / "describe",
                                      GradeConfig(cell_timeout=60))
             students = build_class(info, tmp / "class", args.students)
@@ -326,37 +493,172 @@ def course_class(args):
         meter.close()
 
 
+def _say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg} ({_uptime()})", file=sys.stderr, flush=True)
+
+
+def diff_rows(a: dict, b: dict, la: str, lb: str, students=None) -> list[str]:
+    """Two runs' :func:`_points` compared (only ``students``' rows when given): a summary line,
+    then each row whose points or status differ (at most 40 of each)."""
+    if students is not None:
+        keep = set(students)
+        a = {k: v for k, v in a.items() if k[0] in keep}
+        b = {k: v for k, v in b.items() if k[0] in keep}
+    pts = [k for k in sorted(set(a) | set(b)) if a.get(k, (None,))[:2] != b.get(k, (None,))[:2]]
+    st = [k for k in sorted(set(a) & set(b)) if a[k][2] != b[k][2]]
+    same = "identical" if not pts and not st and a else "DIFFERENT"
+    lines = [f"{len(a)} rows {la}, {len(b)} rows {lb}; points differ on {len(pts)} row(s), "
+             f"status on {len(st)}: {same}"]
+    lines += [f"  points {'/'.join(k)}: {la} {a.get(k, ('-', '-', '-'))[:2]}, "
+              f"{lb} {b.get(k, ('-', '-', '-'))[:2]}" for k in pts[:40]]
+    lines += [f"  status {'/'.join(k)}: {la} {a[k][2]!r}, {lb} {b[k][2]!r}" for k in st[:40]]
+    return lines
+
+
 def compare_stock(args) -> None:
+    """The class graded by course-grade (``--workers W``), and as asked by stock nbgrader (the
+    whole class, ``--stock-sample K`` of it, or not at all), course-grade on a localhost Dask
+    cluster (``--dask``) and course-grade on the class's first ``--flat K`` students."""
     with course_class(args) as (tmp, meter, info, students, assignments):
+        n = len(students)
+        k_stock = 0 if args.no_stock else min(args.stock_sample or n, n)
+        runs: dict = {}  # label: course-grade run, in the order of the table
         before = _uptime()
-        cg = run_course_grade(args, meter, tmp, students, assignments)
-        st = run_stock(args, meter, tmp, students, assignments)
+        if args.flat and args.flat < n:
+            sub = tmp / f"class-first{args.flat}"
+            for s in students[:args.flat]:
+                shutil.copytree(tmp / "class" / s, sub / s)
+            _say(f"course-grade, the first {args.flat} students")
+            runs[f"local, first {args.flat}"] = run_course_grade(
+                args, meter, tmp, students[:args.flat], assignments,
+                name=f"course-grade-first{args.flat}", class_dir=sub)
+        _say(f"course-grade, {n} students, --workers {args.workers}")
+        cg = runs["local"] = run_course_grade(args, meter, tmp, students, assignments)
+        cluster = None
+        if args.dask:
+            _say(f"course-grade on a localhost Dask cluster ({args.dask} workers x 1 thread)")
+            with dask_cluster(meter, tmp / "dask", _env(tmp), args.dask) as cluster:
+                dk = runs["dask"] = run_course_grade(
+                    args, meter, tmp, students, assignments, name="course-grade-dask",
+                    extra=("--scheduler", cluster["address"]))
+                dk["workers_peak"] = cluster["peak_kb"]()
+        st = None
+        if k_stock:
+            _say(f"stock nbgrader, {k_stock} of {n} students")
+            st = run_stock(args, meter, tmp, students[:k_stock], assignments)
         after = _uptime()
+        points = {label: _points(run["out"]) for label, run in runs.items()}
+    _say("done")
     n = _print_class(args, meter, students, info, assignments, before, after)
-    rows = [
-        ("once per class (template / generate_assignment)", cg["once"], st["once"]),
-        ("grading the class (autograde + feedback)", cg["grading"], st["grading"]),
-        ("per student (grading / students)", tuple(x / n for x in cg["grading"]),
-         tuple(x / n for x in st["grading"])),
-        ("whole run (once + grading)", tuple(a + b for a, b in zip(cg["once"], cg["grading"])),
-         tuple(a + b for a, b in zip(st["once"], st["grading"]))),
-    ]
-    print(f"\n{'':50s} {'course-grade':>19s} {'stock nbgrader':>19s} {'stock/course-grade':>19s}")
-    print(f"{'':50s} {'wall s':>9s} {'CPU s':>9s} {'wall s':>9s} {'CPU s':>9s} "
-          f"{'wall':>9s} {'CPU':>9s}")
-    for label, c, s in rows:
-        print(f"{label:50s} {c[0]:9.1f} {c[1]:9.1f} {s[0]:9.1f} {s[1]:9.1f} "
-              f"{s[0] / c[0]:9.2f} {s[1] / c[1]:9.2f}")
-    print(f"\nstock nbgrader: autograde {st['autograde'][0]:.1f} s wall / "
-          f"{st['autograde'][1]:.1f} s CPU, generate_feedback {st['feedback'][0]:.1f} s wall / "
-          f"{st['feedback'][1]:.1f} s CPU")
-    print("course-grade, each student's own grading time (results/*.json, wall):")
+    if st is not None:
+        _print_stock(cg, st, n, k_stock, students)
+    print("\ncourse-grade, each student's own grading time (results/*.json, wall):")
     for student, s in cg["per"].items():
         print(f"  {student:15s} {s:6.1f} s")
     print("course-grade, kernel time per notebook (all students; wall), its slowest cells:")
     for nb, rows in cg["cells"].items():
         top = ", ".join(f"{cid} {s:.1f}" for s, cid, _ in rows[:3])
         print(f"  {nb:28s} {sum(r[0] for r in rows):6.1f} s  ({top})")
+    _print_runs(args, runs, cluster, points, students)
+
+
+def _print_stock(cg: dict, st: dict, n: int, k: int, students: list[str]) -> None:
+    """course-grade vs stock nbgrader; with a sample (``k`` < ``n``) only per student."""
+    per_c = tuple(x / n for x in cg["grading"])
+    per_s = tuple(x / k for x in st["grading"])
+    rows = [("once per class (template / generate_assignment)", cg["once"], st["once"])]
+    if k == n:
+        rows += [("grading the class (autograde + feedback)", cg["grading"], st["grading"]),
+                 ("per student (grading / students)", per_c, per_s),
+                 ("whole run (once + grading)",
+                  tuple(a + b for a, b in zip(cg["once"], cg["grading"])),
+                  tuple(a + b for a, b in zip(st["once"], st["grading"])))]
+    else:
+        rows += [(f"per student (course-grade: {n}; stock: sample of {k})", per_c, per_s)]
+    head = "stock nbgrader" if k == n else f"stock ({k} of {n})"
+    print(f"\n{'':50s} {'course-grade':>19s} {head:>19s} {'stock/course-grade':>19s}")
+    print(f"{'':50s} {'wall s':>9s} {'CPU s':>9s} {'wall s':>9s} {'CPU s':>9s} "
+          f"{'wall':>9s} {'CPU':>9s}")
+    for label, c, s in rows:
+        print(f"{label:50s} {c[0]:9.1f} {c[1]:9.1f} {s[0]:9.1f} {s[1]:9.1f} "
+              f"{s[0] / c[0]:9.2f} {s[1] / c[1]:9.2f}")
+    print(f"\nstock nbgrader ({k} student(s): {', '.join(students[:k])}): autograde "
+          f"{st['autograde'][0]:.1f} s wall / {st['autograde'][1]:.1f} s CPU, "
+          f"generate_feedback {st['feedback'][0]:.1f} s wall / {st['feedback'][1]:.1f} s CPU")
+    if k < n:
+        own = [cg["per"].get(s, float("nan")) for s in students[:k]]
+        print(f"  the same {k} student(s) in course-grade, their own grading time "
+              f"(results/*.json, wall): {sum(own) / k:.1f} s per student; the class's "
+              f"per-student figure above is its wall / {n}")
+
+
+def _print_runs(args, runs: dict, cluster, points: dict, students: list[str]) -> None:
+    """Each course-grade run: class time, per student, the parent's peak memory, OUT_DIR's
+    size; the Dask run against the local one; the first ``--flat`` students against all."""
+    mb = 2**20
+    print(f"\ncourse-grade runs ({os.cpu_count()} cores): wall and CPU of grading (the "
+          "template apart: templ s); peak = the course-grade parent process's own VmHWM; OUT = "
+          "du of --out after grading: templ (after the template), st = the folders and files "
+          "named after a student, per student; rest = OUT - templ - students (once per class: "
+          "MathJax for the feedback pages, gradebook, report, exports, return zips):")
+    print(f"  {'run':22s} {'students':>8s} {'wall s':>8s} {'CPU s':>8s} {'wall/st':>8s} "
+          f"{'CPU/st':>8s} {'templ s':>8s} {'peak MB':>8s} {'OUT MB':>8s} {'templ MB':>8s} "
+          f"{'MB/st':>8s} {'rest MB':>8s}")
+    for label, r in runs.items():
+        k = max(r["n"], 1)
+        peak = f"{r['peak_kb'] / 1024:8.0f}" if r["peak_kb"] else f"{'?':>8s}"
+        rest = r["du"] - r["du_once"] - r["du_students"]
+        print(f"  {label:22s} {r['n']:8d} {r['grading'][0]:8.1f} {r['grading'][1]:8.1f} "
+              f"{r['grading'][0] / k:8.2f} {r['grading'][1] / k:8.2f} {r['once'][0]:8.1f} "
+              f"{peak} {r['du'] / mb:8.1f} {r['du_once'] / mb:8.1f} "
+              f"{r['du_students'] / k / mb:8.2f} {rest / mb:8.1f}")
+    cg = runs["local"]
+    n = cg["n"]
+    rate = (cg["once"][0] + 100 * cg["grading"][0] / max(n, 1)) / 60
+    print(f"  class of {n}: {(cg['once'][0] + cg['grading'][0]) / 60:.1f} min wall with its "
+          f"template; at this per-student wall, 100 students: about {rate:.1f} min "
+          f"(goal: at most 15 min on 2 cores)")
+    if "dask" in runs:
+        dk = runs["dask"]
+        print(f"\nDask (localhost: dask scheduler + {args.dask} x dask worker --nthreads 1) vs "
+              f"local --workers {args.workers}: wall {dk['grading'][0]:.1f} / "
+              f"{cg['grading'][0]:.1f} s = {dk['grading'][0] / cg['grading'][0]:.2f}x, CPU "
+              f"{dk['grading'][1]:.1f} / {cg['grading'][1]:.1f} s = "
+              f"{dk['grading'][1] / cg['grading'][1]:.2f}x (the cluster's processes in the "
+              "meter, idle ones too)")
+        peaks = ", ".join(f"{w} {v / 1024:.0f} MB" for w, v in sorted(
+            dk.get("workers_peak", {}).items()) if v)
+        print(f"  dask worker processes' peak RSS (VmHWM, read before shutdown): {peaks or '?'}")
+        print(f"  cluster: {cluster['stopped']}")
+        print("  grades.csv, local vs dask (student, notebook, exercise): "
+              + "\n  ".join(diff_rows(points["local"], points["dask"], "local", "dask")))
+    flat = next((lb for lb in runs if lb.startswith("local, first")), None)
+    if flat:
+        f = runs[flat]
+        k = max(f["n"], 1)
+
+        def ratio(big, small):
+            return f"{big / small:.2f}x" if small else "-"
+
+        print(f"\nflat per student: the class of {n} vs its first {k} graded alone "
+              "(1.00x is flat):")
+        print(f"  {'':34s} {f'{n} st':>9s} {f'{k} st':>9s}  {n}/{k}")
+        for what, big, small in (
+                ("wall per student", cg["grading"][0] / n, f["grading"][0] / k),
+                ("CPU per student", cg["grading"][1] / n, f["grading"][1] / k),
+                ("student folders per student (MB)", cg["du_students"] / n / mb,
+                 f["du_students"] / k / mb),
+                ("OUT - template, per student (MB)", (cg["du"] - cg["du_once"]) / n / mb,
+                 (f["du"] - f["du_once"]) / k / mb),
+                ("parent peak RSS (MB, whole run)", (cg["peak_kb"] or 0) / 1024,
+                 (f["peak_kb"] or 0) / 1024)):
+            print(f"  {what:34s} {big:9.2f} {small:9.2f}  {ratio(big, small)}")
+        if n > k:
+            print(f"  {'OUT grows per added student (MB)':34s} "
+                  f"{(cg['du'] - f['du']) / (n - k) / mb:9.2f}  ((OUT {n} - OUT {k}) / {n - k})")
+        print(f"  grades.csv, the first {k} students in both runs: "
+              + "\n  ".join(diff_rows(points["local"], points[flat], f"class of {n}",
+                                      f"class of {k}", students[:k])))
 
 
 # ---------------------------------------------------------------- another revision
@@ -629,8 +931,22 @@ def main() -> None:
                    "REV (a worktree of it), on the same class, side by side")
     p.add_argument("--rounds", type=int, default=1,
                    help="with --peer-rev: rounds, the order alternating (default 1)")
+    p.add_argument("--dask", type=int, nargs="?", const=2, default=0, metavar="N",
+                   help="also grade the class on a localhost Dask cluster (dask scheduler + N "
+                   "dask worker --nthreads 1; N default 2) and compare the rows")
+    p.add_argument("--flat", type=int, default=0, metavar="K",
+                   help="first grade the class's first K students alone: per-student time, "
+                   "disk and the parent's peak memory for K and for the whole class")
+    p.add_argument("--stock-sample", type=int, default=0, metavar="K",
+                   help="stock nbgrader grades only the class's first K students (default: "
+                   "all); the ratio is per student")
+    p.add_argument("--no-stock", action="store_true", help="no stock nbgrader run")
+    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="work in DIR (a new folder, kept: the class and every --out) instead "
+                   "of a temporary folder")
     args = p.parse_args()
     args.source = args.source.resolve()
+    args.keep = args.keep.resolve() if args.keep else None
     if args.speedup:
         return speedup(args)
     if args.peer_rev:
