@@ -44,6 +44,11 @@ SHARED_CLASSES = {
     "nb01-class": ("grading/test_grade_class.py", "slow/test_browser_report.py"),
 }
 _GROUP_OF = {f"tests/{m}": g for g, mods in SHARED_CLASSES.items() for m in mods}
+# Unit modules whose module fixture costs seconds (a trained tokenizer, a gradebook, recorded
+# checks): their tests run on one worker, so that it is built once, not once per worker.
+UNIT_MODULE_GROUPS = ("unit/test_bpe_layouts.py", "unit/test_record_robustness.py",
+                      "unit/test_submission_times.py")
+_GROUP_OF |= {f"tests/{m}": f"tests/{m}" for m in UNIT_MODULE_GROUPS}
 
 
 def tier_of(path: Path) -> str:
@@ -71,12 +76,15 @@ def pytest_collection_modifyitems(config, items):
 
 def group_of(nodeid: str) -> str:
     """The xdist work unit of a test: its shared class's group, its module for the other
-    grading and slow tests, the test itself in the unit tier.
+    grading and slow tests and for :data:`UNIT_MODULE_GROUPS`, the test itself in the rest of
+    the unit tier.
 
     >>> group_of("tests/grading/test_notebook05.py::test_grading_path_proofs")
     'chapters-04'
     >>> group_of("tests/grading/test_limits.py::test_x"), group_of("tests/unit/test_a.py::t")
     ('tests/grading/test_limits.py', 'tests/unit/test_a.py::t')
+    >>> group_of("tests/unit/test_bpe_layouts.py::test_tiktoken_rank_file")
+    'tests/unit/test_bpe_layouts.py'
     """
     module = nodeid.split("::", 1)[0]
     if module in _GROUP_OF:

@@ -142,16 +142,16 @@ def _code_strings(path) -> list[tuple[int, str, str]]:
     docstrings (the function is "" at module level)."""
     import ast
 
-    tree = ast.parse(path.read_text())
+    nodes = list(ast.walk(ast.parse(path.read_text())))  # walked once: 200 files, every test
     docs = {
         id(n.body[0].value)
-        for n in ast.walk(tree)
+        for n in nodes
         if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         and n.body
         and isinstance(n.body[0], ast.Expr)
         and isinstance(n.body[0].value, ast.Constant)
     }
-    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    functions = [n for n in nodes if isinstance(n, ast.FunctionDef)]
 
     def enclosing(line):
         inside = [f for f in functions if f.lineno <= line <= f.end_lineno]
@@ -159,7 +159,7 @@ def _code_strings(path) -> list[tuple[int, str, str]]:
 
     return [
         (n.lineno, enclosing(n.lineno), n.value)
-        for n in ast.walk(tree)
+        for n in nodes
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
     ]
 
@@ -252,9 +252,9 @@ def private_names_in_tests(root=ROOT) -> list[str]:
     modules = {ch.module for ch in table.TABLES.values()}
     out = []
     for path in sorted((root / "tests").rglob("*.py")):
-        tree = ast.parse(path.read_text())
+        nodes = list(ast.walk(ast.parse(path.read_text())))  # walked once, read twice
         aliases = {}  # local name -> chapter module
-        for n in ast.walk(tree):
+        for n in nodes:
             if isinstance(n, ast.ImportFrom) and n.module:
                 for a in n.names:
                     if n.module == "autograder.checks" and a.name in modules:
@@ -267,7 +267,7 @@ def private_names_in_tests(root=ROOT) -> list[str]:
                 for a in n.names:
                     if a.name.rpartition(".")[2] in modules and a.name.startswith("autograder."):
                         aliases[a.asname or a.name] = a.name
-        for n in ast.walk(tree):
+        for n in nodes:
             if (isinstance(n, ast.Attribute) and n.attr.startswith("_")
                     and not n.attr.startswith("__") and ast.unparse(n.value) in aliases):
                 out.append(f"{path.relative_to(root)}:{n.lineno}: {ast.unparse(n)}")

@@ -35,11 +35,11 @@ def _alive(pid: int) -> bool:
 
 def test_runner_kills_the_whole_tree_on_timeout(tmp_path):
     # the child starts a grandchild in a session of its own (as Jupyter starts kernels)
-    # and both loop forever
+    # and both loop forever (asleep: a busy loop took a core from the other tests meanwhile)
     pidfile = tmp_path / "grandchild.pid"
     code = (
         "import subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'while True: pass'], "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time\\nwhile True: time.sleep(1)'], "
         "start_new_session=True)\n"
         f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
         "while True: time.sleep(1)\n"

@@ -12,6 +12,8 @@ from autograder import release
 from autograder.checks._core import registered
 from autograder.grading.cells import nbg as _nbg
 
+from helpers.generation import generate_once
+
 CHAPTERS = release.chapters()
 
 
@@ -48,9 +50,11 @@ def _cells(path):
     return {c.id: c for c in nbformat.read(path, as_version=4).cells}
 
 
-def test_a_one_line_edit_of_a_chapter_source_changes_that_cell_only(tmp_path):
+def test_a_one_line_edit_of_a_chapter_source_changes_that_cell_only(tmp_path, monkeypatch):
     """Edit one solution line and one markdown line of 01's .py: the check sees both generated
     notebooks out of date, and in each exactly the edited cells differ (same ids)."""
+    # the check's generation of the edited source is the one read below: nbgrader runs once
+    runs = generate_once(monkeypatch, tmp_path / "generated")
     name = "01_attention"
     src = tmp_path / "solutions"
     shutil.copytree(release.SOURCE / name, src / name)
@@ -66,6 +70,7 @@ def test_a_one_line_edit_of_a_chapter_source_changes_that_cell_only(tmp_path):
     nb = f"{name}/{name}.ipynb"
     assert release.differences([name], source=src) == [f"solutions/{nb}", f"notebooks/{nb}"]
     release.generate([name], tmp_path / "notebooks", src, src)
+    assert runs == [[name]]
     for kind, edited in (("solutions", 2), ("notebooks", 1)):  # the solution is not released
         old, new = _cells(release.ROOT / kind / nb), _cells(tmp_path / kind / nb)
         assert list(old) == list(new)

@@ -70,6 +70,22 @@ def _canvas(dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _schema_head():
+    """The gradebook schema's head as course-grade passes it to what it starts
+    (``nbgrader_patches.ensure_cached_head``), for this module only: without it nbgrader runs
+    the ``alembic`` command (a second of CPU) for every gradebook made here."""
+    import nbgrader.api
+
+    from autograder.grading.nbgrader_patches import HEAD_VAR, schema_head
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(HEAD_VAR, schema_head())
+        # use_cached_head (below, and the ResultStore's) replaces it: put nbgrader's back after
+        mp.setattr(nbgrader.api, "get_alembic_version", nbgrader.api.get_alembic_version)
+        yield
+
+
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
     """A template course's gradebook: assignment A, notebook A, EXERCISES of 8 points each."""

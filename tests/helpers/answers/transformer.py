@@ -23,14 +23,18 @@ def good_gap(f, x, perm):
 
 
 def good_sin(max_len, d_model):
-    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    # plain Python trigonometry, row by row (lists: a tensor written one element at a time
+    # costs seconds for the 4096-position case)
+    rows = []
     for p in range(max_len):
+        row = []
         for i in range(0, d_model, 2):
             a = p / 10000 ** (i / d_model)
-            pe[p, i] = math.sin(a)
+            row.append(math.sin(a))
             if i + 1 < d_model:
-                pe[p, i + 1] = math.cos(a)
-    return pe.float()
+                row.append(math.cos(a))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64).reshape(max_len, d_model).float()
 
 
 def good_rope(x, positions, base=10000.0):
