@@ -347,10 +347,14 @@ def _variance_cases():
     return tuple(cases)
 
 
-def _dots(d_k, n, rng):
+def _products(d_k, n, rng):
     q = rng.standard_normal((n, d_k))
     k = rng.standard_normal((n, d_k))
-    return (q * k).sum(axis=-1)
+    return q * k  # (n, d_k): row s holds the d_k products of sample s
+
+
+def _dots(d_k, n, rng):
+    return _products(d_k, n, rng).sum(axis=-1)
 
 
 # A statistic's spread across generators is checked from below only (``samples``): the known
@@ -482,6 +486,20 @@ _VARIANCE = Check(
             "returned d_k instead of measuring it",
             "Draw the samples and compute the sample variance; the check wants a measurement.",
             lambda d_k, n, rng: float(d_k),
+        ),
+        # classes of wrong answers the mutation report (python -m bench.mutation) found unnamed
+        Mistake(
+            "summed over the samples, not over the d_k components",
+            "q · k adds up the d_k products of ONE pair: with q, k of shape (n_samples, d_k), "
+            "np.sum(q * k, axis=-1) gives the n_samples dot products whose variance you want. "
+            "Summing over axis 0 adds up the samples instead (d_k sums of n_samples products).",
+            lambda d_k, n, rng: float(np.var(_products(d_k, n, rng).sum(axis=0))),
+        ),
+        Mistake(
+            "averaged the d_k products instead of summing them",
+            "q · k is the SUM of the d_k products q_i k_i (np.sum(q * k, axis=-1)); their mean "
+            "is q · k / d_k, whose variance is d_k / d_k² = 1 / d_k.",
+            lambda d_k, n, rng: float(np.var(_products(d_k, n, rng).mean(axis=-1))),
         ),
     ),
     post=_twin_stage,
@@ -938,6 +956,14 @@ def _col_variant(X, Q, K, V, *, dim=0, transpose_scores=False, scale=1.0, swap_s
     return Y, A
 
 
+def _col_softmax_slip(X, Q, K, V, *, max_dim=0, sum_dim=0, normalise=True):
+    """[S1]'s softmax over i written with one slip: the shift's or the sum's axis, or no sum."""
+    S = (K @ X).T @ (Q @ X)
+    e = torch.exp(S - S.amax(dim=max_dim, keepdim=True))
+    A = e / e.sum(dim=sum_dim, keepdim=True) if normalise else e
+    return (V @ X) @ A, A
+
+
 _COLUMN = Check(
     **table.identity(__name__, "column_form_self_attention"),
     reference_off=True,
@@ -979,6 +1005,26 @@ _COLUMN = Check(
                 (V @ X) @ _naive_softmax_t((K @ X).T @ (Q @ X), dim=0),
                 _naive_softmax_t((K @ X).T @ (Q @ X), dim=0),
             ),
+        ),
+        # classes of wrong answers the mutation report (python -m bench.mutation) found unnamed
+        Mistake(
+            "maximum subtracted over the wrong axis (over j)",
+            "The shift must be one constant per column, along the axis the softmax runs over "
+            "(i, dim=0): S - S.amax(dim=0, keepdim=True). A maximum over j (dim=1) shifts the "
+            "entries of a column by different amounts, which changes the softmax.",
+            lambda X, Q, K, V: _col_softmax_slip(X, Q, K, V, max_dim=1),
+        ),
+        Mistake(
+            "divided by the sum over j instead of over i",
+            "A_ij = exp(s_ij) / sum_k exp(s_kj): divide by the sum over i, "
+            "e.sum(dim=0, keepdim=True), so that every column of A sums to one.",
+            lambda X, Q, K, V: _col_softmax_slip(X, Q, K, V, sum_dim=1),
+        ),
+        Mistake(
+            "weights not normalised (no division by the sum over i)",
+            "exp(s_ij - max) alone is not a softmax: divide by its sum over i, "
+            "A = e / e.sum(dim=0, keepdim=True), so every column of A sums to one.",
+            lambda X, Q, K, V: _col_softmax_slip(X, Q, K, V, normalise=False),
         ),
     ),
     error_hints=(
@@ -1068,6 +1114,21 @@ def _cos_no_eps(q, k, v, mask=None, temperature=1.0, eps=1e-8):
     return _sdpa(q, k, v, mask=mask, scale=1.0 / temperature)
 
 
+def _cos_slip(which: str, *, dim: int = -1, times: bool = False):
+    """Cosine attention with one of the two unit vectors (``which``: "q" or "k") written
+    wrong: its norm taken over the axis ``dim``, or the vector multiplied by its norm."""
+
+    def f(q, k, v, mask=None, temperature=1.0, eps=1e-8):
+        def unit(x, slip):
+            n = x.norm(dim=dim if slip else -1, keepdim=True).clamp_min(eps)
+            return x * n if slip and times else x / n
+
+        return _sdpa(unit(q, which == "q"), unit(k, which == "k"), v, mask=mask,
+                     scale=1.0 / temperature)
+
+    return f
+
+
 _COSINE = Check(
     **table.identity(__name__, "cosine_similarity_attention"),
     uses=table.uses(__name__, "scaled_dot_product_attention"),
@@ -1117,6 +1178,20 @@ _COSINE = Check(
                 q, k, v, mask, temperature, eps, dim=-2
             ),
         ),
+        # one of the two norms over the wrong axis, or a vector multiplied by its norm
+        # (classes of wrong answers the mutation report found unnamed)
+        *(Mistake(
+            "normalised over the wrong axis",
+            "Each vector is one row: take the norm over the last axis (dim=-1, keepdim=True), "
+            "for the queries and for the keys.",
+            _cos_slip(which, dim=-2),
+        ) for which in ("q", "k")),
+        *(Mistake(
+            "multiplied by the norm instead of dividing",
+            "A unit vector is x / |x|: q / q.norm(dim=-1, keepdim=True).clamp_min(eps), and "
+            "the same for k. x * |x| makes long vectors longer instead of unit length.",
+            _cos_slip(which, times=True),
+        ) for which in ("q", "k")),
         Mistake(
             "a zero vector gives nan",
             "|0| = 0 and 0/0 = nan: divide by norm.clamp_min(eps) so a zero vector stays zero.",

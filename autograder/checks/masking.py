@@ -486,6 +486,25 @@ def _masked_additive_as_bool(q, k, v, mask):  # right for boolean masks, inverte
     return _sdpa(q, k, v, mask=mask.bool())
 
 
+def _masked_steps(*, d_k_axis=-1, d_k_power=0.5, inverse_scale=False, max_dim=-1,
+                  max_keepdim=True, sum_dim=-1, sum_keepdim=True, normalise=True):
+    """The exercise's steps with one of them slipped (the scale's d_k, the shift's or the
+    sum's axis or keepdim, or no division by the row sum)."""
+
+    def f(q, k, v, mask):
+        d_k = q.shape[d_k_axis] ** d_k_power
+        s = q @ k.transpose(-2, -1)
+        s = (s * d_k if inverse_scale else s / d_k) + _as_additive(mask, q.dtype)
+        m = s.amax(dim=max_dim, keepdim=max_keepdim)
+        e = torch.exp(s - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
+        if not normalise:
+            return e @ v
+        total = e.sum(dim=sum_dim, keepdim=sum_keepdim)
+        return (e / torch.where(total == 0, torch.ones_like(total), total)) @ v
+
+    return f
+
+
 _MASKED = Check(
     **table.identity(__name__, "masked_attention"),
     uses=table.uses(__name__, "to_additive"),
@@ -541,6 +560,55 @@ _MASKED = Check(
             "no scaling",
             "The scores are q kᵀ / sqrt(d_k), as in chapter 1, before the mask is added.",
             lambda q, k, v, mask: _sdpa(q, k, v, mask=mask, scale=1.0),
+        ),
+        # classes of wrong answers the mutation report (python -m bench.mutation) found unnamed
+        Mistake(
+            "d_k read from the wrong axis",
+            "d_k is the size of the last axis of q (q.shape[-1]); q.shape[-2] is T_q and "
+            "q.shape[0] a batch size.",
+            _masked_steps(d_k_axis=-2),
+        ),
+        Mistake(
+            "divided by d_k instead of sqrt(d_k)",
+            "The variance of q · k is d_k, so its standard deviation is sqrt(d_k): divide the "
+            "scores by math.sqrt(q.shape[-1]).",
+            _masked_steps(d_k_power=1.0),
+        ),
+        Mistake(
+            "multiplied the scores by sqrt(d_k) instead of dividing",
+            "The scores are q kᵀ / sqrt(d_k); multiplying by sqrt(d_k) makes the softmax even "
+            "more peaked.",
+            _masked_steps(inverse_scale=True),
+        ),
+        Mistake(
+            "maximum subtracted over the wrong axis",
+            "Subtract each row's own maximum (amax(dim=-1, keepdim=True)): a per-column shift "
+            "does not cancel in a row's softmax.",
+            _masked_steps(max_dim=-2),
+        ),
+        Mistake(
+            "row maximum without keepdim=True",
+            "scores.amax(dim=-1) has shape (..., T_q) and is subtracted along the keys axis; "
+            "keep the axis (keepdim=True) so each row is shifted by its own maximum.",
+            _masked_steps(max_keepdim=False),
+        ),
+        Mistake(
+            "normalised over the queries (sum over the wrong axis)",
+            "Each query's weights sum to one over the keys: e.sum(dim=-1, keepdim=True).",
+            _masked_steps(sum_dim=-2),
+        ),
+        Mistake(
+            "row sums without keepdim=True",
+            "e.sum(dim=-1) has shape (..., T_q) and divides along the *keys* axis; keep the "
+            "axis (keepdim=True) so each row is divided by its own sum.",
+            _masked_steps(sum_keepdim=False),
+        ),
+        Mistake(
+            "weights not normalised (no division by the row sum)",
+            "After exp(), divide each row by its sum over the keys so the weights sum to one; "
+            "only a fully masked row (sum 0) is divided by 1: "
+            "torch.where(total == 0, torch.ones_like(total), total), not the other way round.",
+            _masked_steps(normalise=False),
         ),
         # issue 32: right outputs, nan gradients (named on a gradient case)
         *(Mistake(_NAN_TO_NUM, _NAN_TO_NUM_WHY,

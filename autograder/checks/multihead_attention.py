@@ -128,6 +128,15 @@ _MSA = Check(
                 [_sdpa(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads]
             ),
         ),
+        Mistake(
+            "passed scale=0 for 'no scaling'",
+            "scale multiplies the scores: scale=0 makes them all 0, so every token attends "
+            "uniformly (each head returns the mean of its values). [S1]'s unscaled heads "
+            "multiply by 1: attention(..., scale=1.0).",
+            lambda X, heads: torch.cat(
+                [_sdpa(X @ a, X @ b, X @ c, scale=0.0) for a, b, c in heads], dim=-1
+            ),
+        ),
     ),
     forbidden=_FORBIDDEN,
     forbidden_hint="Loop over the heads and write each head's attention yourself.",
@@ -180,6 +189,12 @@ _SPLIT = Check(
             "(H, d_k): view(B, T, H, d_k), not (d_k, H).",
             lambda x, H: x.view(x.shape[0], x.shape[1], x.shape[2] // H, H).permute(0, 3, 1, 2),
         ),
+        Mistake(
+            "transposed the wrong pair of axes",
+            "x.view(B, T, H, d_k) has T on axis 1 and H on axis 2: swap exactly those, "
+            ".transpose(1, 2) -> (B, H, T, d_k). Swapping axis 3 (d_k) in scrambles the shape.",
+            lambda x, H: x.view(x.shape[0], x.shape[1], H, x.shape[2] // H).transpose(1, 3),
+        ),
     ),
 )
 check_split_heads = register(_SPLIT)
@@ -228,6 +243,15 @@ _MERGE = Check(
             "Permuting to (B, T, d_k, H) first interleaves the heads' features.",
             lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1),
         ),
+        # transpose(0, 2) or transpose(1, 3) instead of transpose(1, 2)
+        *(Mistake(
+            "transposed the wrong pair of axes",
+            "x is (B, H, T, d_k): bring T next to B by swapping axes 1 and 2, "
+            "x.transpose(1, 2) -> (B, T, H, d_k), then reshape. Another pair (0 and 2, 1 and 3) "
+            "reshapes numbers of other sequences or other features into each row.",
+            fn,
+        ) for fn in (lambda x: x.transpose(0, 2).reshape(x.shape[0], x.shape[2], -1),
+                     lambda x: x.transpose(1, 3).reshape(x.shape[0], x.shape[2], -1))),
     ),
 )
 check_merge_heads = register(_MERGE)
@@ -484,6 +508,18 @@ _COUNT = Check(
             "Four d_model x d_model weight matrices: W_Q, W_K, W_V and the output projection W_O.",
             lambda d, h, bias=True: 3 * d * d + (4 * d if bias else 0),
         ),
+        Mistake(
+            "counted one weight matrix, not four",
+            "W_Q, W_K, W_V and W_O are four d_model x d_model matrices: 4 * d_model * d_model "
+            "weights.",
+            lambda d, h, bias=True: d * d + (4 * d if bias else 0),
+        ),
+        Mistake(
+            "counted each weight matrix as d_model entries",
+            "A projection maps d_model features to d_model features: its weight is a "
+            "d_model x d_model matrix, d_model * d_model entries (only a bias has d_model).",
+            lambda d, h, bias=True: 4 * d + (4 * d if bias else 0),
+        ),
     ),
 )
 check_mha_parameter_count = register(_COUNT)
@@ -548,6 +584,12 @@ _FUSED = Check(
             "W_QKV.shape[1] / 3 is a float; .split needs an int size: W_QKV.shape[1] // 3.",
             lambda e: "must be tuple of ints, not float" in str(e),
         ),
+        ErrorHint(
+            "split size is 0 (3 // width instead of width // 3)",
+            "Each piece is d_model = W_QKV.shape[1] // 3 columns wide; 3 // W_QKV.shape[1] is 0 "
+            "for any width above 3.",
+            lambda e: "split_size can only be 0 if dimension size is 0" in str(e),
+        ),
     ),
 )
 check_fused_qkv = register(_FUSED)
@@ -599,6 +641,15 @@ _WEIGHTS = Check(
             "chunk(3, dim=0), then transpose each block.",
             lambda m: (*(t.T for t in m.in_proj_weight.detach().chunk(3, dim=1)),
                        m.out_proj.weight.detach().T),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(
+            "in_proj_weight split into the wrong number of pieces",
+            "in_proj_weight is [W_Q; W_K; W_V], three blocks of d_model rows: "
+            "W_q, W_k, W_v = m.in_proj_weight.chunk(3, dim=0). Unpacking the tensor itself "
+            "(or chunking into another count) does not give three blocks.",
+            lambda e: "values to unpack (expected 3" in str(e),
         ),
     ),
 )

@@ -292,6 +292,45 @@ HONEST_VARIANCE = {
 VARIANCE_JITTER = {kind: _var_jitter(kind) for kind in ("numpy", "torch", "right spread")}
 
 
+def variance_sum_over_samples(d_k, n_samples, rng):
+    q = rng.standard_normal((n_samples, d_k))
+    k = rng.standard_normal((n_samples, d_k))
+    return float(np.var(np.sum(q * k, axis=0)))
+
+
+def variance_mean_of_products(d_k, n_samples, rng):
+    q = rng.standard_normal((n_samples, d_k))
+    k = rng.standard_normal((n_samples, d_k))
+    return float(np.var(np.mean(q * k, axis=-1)))
+
+
+def column_softmax_slip(max_dim=0, sum_dim=0, normalise=True):
+    def f(X_cols, Q, K, V):
+        S = (K @ X_cols).T @ (Q @ X_cols)
+        e = torch.exp(S - S.max(dim=max_dim, keepdim=True).values)
+        A = e / e.sum(dim=sum_dim, keepdim=True) if normalise else e
+        return V @ X_cols @ A, A
+
+    return f
+
+
+def cosine_one_slip(which, dim=-1, times=False):
+    def f(q, k, v, mask=None, temperature=1.0, eps=1e-8):
+        if which == "q":
+            nq = q.norm(dim=dim, keepdim=True).clamp_min(eps)
+            q_hat = q * nq if times else q / nq
+        else:
+            q_hat = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
+        if which == "k":
+            nk = k.norm(dim=dim, keepdim=True).clamp_min(eps)
+            k_hat = k * nk if times else k / nk
+        else:
+            k_hat = k / k.norm(dim=-1, keepdim=True).clamp_min(eps)
+        return ans.sdpa(q_hat, k_hat, v, mask=mask, scale=1.0 / temperature)
+
+    return f
+
+
 # (check key, wrong implementation, catalogue name expected in the message, graded path only)
 WRONG = [
     # Exercise 1.1
@@ -390,6 +429,11 @@ WRONG = [
     (KEY["score_variance"], _var("scaled"), "scaled the scores by 1/sqrt(d_k)", False),
     (KEY["score_variance"], _var("mean"), "returned the mean", False),
     (KEY["score_variance"], _var("formula"), "returned d_k instead of measuring it", False),
+    # classes of mutants the mutation report found unnamed (issue 32)
+    (KEY["score_variance"], variance_sum_over_samples,
+     "summed over the samples, not over the d_k components", False),
+    (KEY["score_variance"], variance_mean_of_products,
+     "averaged the d_k products instead of summing them", False),
     (
         KEY["score_variance"],
         VARIANCE_JITTER["numpy"],  # (the others: test_checks_attention.py)
@@ -493,6 +537,13 @@ WRONG = [
         "unstable softmax overflowing",
         False,
     ),
+    # classes of mutants the mutation report found unnamed (issue 32)
+    (KEY["column_form_self_attention"], column_softmax_slip(max_dim=1),
+     "maximum subtracted over the wrong axis (over j)", False),
+    (KEY["column_form_self_attention"], column_softmax_slip(sum_dim=1),
+     "divided by the sum over j instead of over i", False),
+    (KEY["column_form_self_attention"], column_softmax_slip(normalise=False),
+     "weights not normalised (no division by the sum over i)", False),
     (
         KEY["column_form_self_attention"],
         lambda X, Q, K, V: column_variant()(X.T, Q, K, V),
@@ -552,6 +603,11 @@ WRONG = [
         "normalised over the wrong axis",
         False,
     ),
+    # one of the two norms slipped (classes of mutants the mutation report found unnamed)
+    *[(KEY["cosine_similarity_attention"], cosine_one_slip(which, **slip), name, False)
+      for which in ("q", "k")
+      for slip, name in [({"dim": -2}, "normalised over the wrong axis"),
+                         ({"times": True}, "multiplied by the norm instead of dividing")]],
     (
         KEY["cosine_similarity_attention"],
         cosine_variant(eps_guard=False),

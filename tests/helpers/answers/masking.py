@@ -311,6 +311,23 @@ def grad_prefix(f, x, t):
 
 
 # (key, wrong implementation, mistake name it must be reported as, only on the graded path)
+def masked_slip(d_k=lambda q: math.sqrt(q.shape[-1]), times=False, max_dim=-1, max_keep=True,
+                sum_dim=-1, sum_keep=True, divide=lambda z: torch.where(z == 0, 1.0, z)):
+    """The exercise's steps written out, with one of them slipped (issue 32: classes of
+    mutants the mutation report found unnamed)."""
+
+    def f(q, k, v, mask):
+        s = q @ k.transpose(-2, -1)
+        s = s * d_k(q) if times else s / d_k(q)
+        s = s.masked_fill(~mask, NEG_INF) if mask.dtype == torch.bool else s + mask
+        m = s.max(dim=max_dim, keepdim=max_keep).values
+        e = torch.exp(s - torch.where(m.isfinite(), m, torch.zeros_like(m)))
+        z = e.sum(dim=sum_dim, keepdim=sum_keep)
+        return e / divide(z) @ v
+
+    return f
+
+
 WRONG = [
     (KEY["causal_mask"], causal_strict, "off-by-one diagonal (a token cannot see itself)",
      False),
@@ -372,6 +389,19 @@ WRONG = [
      "nan_to_num patch (the output is 0, its gradients are still nan)", False),
     (KEY["masked_attention"], masked_nan_to_num_weights,
      "nan_to_num patch (the output is 0, its gradients are still nan)", False),
+    # issue 32: one step of the softmax slipped (classes of mutants the mutation report found)
+    *[(KEY["masked_attention"], masked_slip(**slip), name, False) for slip, name in [
+        ({"d_k": lambda q: math.sqrt(q.shape[-2])}, "d_k read from the wrong axis"),
+        ({"d_k": lambda q: q.shape[-1]}, "divided by d_k instead of sqrt(d_k)"),
+        ({"times": True}, "multiplied the scores by sqrt(d_k) instead of dividing"),
+        ({"max_dim": -2}, "maximum subtracted over the wrong axis"),
+        ({"max_keep": False}, "row maximum without keepdim=True"),
+        ({"sum_dim": -2}, "normalised over the queries (sum over the wrong axis)"),
+        ({"sum_keep": False}, "row sums without keepdim=True"),
+        ({"divide": lambda z: 1.0}, "weights not normalised (no division by the row sum)"),
+        ({"divide": lambda z: torch.where(z == 0, z, torch.ones_like(z))},  # branches swapped
+         "weights not normalised (no division by the row sum)"),
+    ]],
     (KEY["future_leak"], leak_off_by_one, "perturbed token t too (off by one)", False),
     (KEY["future_leak"], leak_all_positions, "compared every position", False),
     (KEY["future_leak"], leak_later_outputs, "compared every position", False),

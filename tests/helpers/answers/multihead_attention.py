@@ -240,6 +240,51 @@ def weights_wrong_axis(m):
     return W_q.T, W_k.T, W_v.T, m.out_proj.weight.detach().T
 
 
+def msa_scale_zero(X, heads):  # "no scaling" read as scale=0
+    return torch.cat([attend(X @ a, X @ b, X @ c, scale=0) for a, b, c in heads], dim=-1)
+
+
+def split_transpose_1_3(x, n_head):
+    B, T, D = x.shape
+    return x.view(B, T, n_head, D // n_head).transpose(1, 3)
+
+
+def merge_transpose_0_2(x):
+    B, H, T, d = x.shape
+    return x.transpose(0, 2).reshape(B, T, H * d)
+
+
+def merge_transpose_1_3(x):
+    B, H, T, d = x.shape
+    return x.transpose(1, 3).reshape(B, T, H * d)
+
+
+def count_one_matrix(d_model, n_head, bias=True):
+    weights = d_model * d_model
+    return weights + (4 * d_model if bias else 0)
+
+
+def count_weight_as_vector(d_model, n_head, bias=True):
+    weights = 4 * d_model
+    return weights + (4 * d_model if bias else 0)
+
+
+def fused_size_upside_down(x, W_QKV):
+    d = 3 // W_QKV.shape[1]
+    q, k, v = (x @ W_QKV).split(d, dim=-1)
+    return q, k, v
+
+
+def weights_unpacked(m):
+    W_q, W_k, W_v = m.in_proj_weight.detach()  # iterates over the 3 d_model rows
+    return W_q.T, W_k.T, W_v.T, m.out_proj.weight.detach().T
+
+
+def weights_chunk_2(m):
+    W_q, W_k, W_v = m.in_proj_weight.detach().chunk(2, dim=0)
+    return W_q.T, W_k.T, W_v.T, m.out_proj.weight.detach().T
+
+
 # (key, wrong implementation, mistake name it must be reported as)
 WRONG = [
     (KEY["msa_loop"], msa_reversed, "heads concatenated in the wrong order"),
@@ -248,6 +293,21 @@ WRONG = [
     (KEY["msa_loop"], msa_stacked, "stacked the heads on a new axis"),
     (KEY["msa_loop"], msa_cat_default_dim,
      "heads concatenated along the first axis (torch.cat without dim=-1)"),
+    # issue 32 (bench.mutation's named share): scale=0, the wrong axes transposed, a weight
+    # matrix miscounted, the split size upside down, in_proj_weight unpacked
+    (KEY["msa_loop"], msa_scale_zero, "passed scale=0 for 'no scaling'"),
+    (KEY["split_heads"], split_transpose_1_3, "transposed the wrong pair of axes"),
+    (KEY["merge_heads"], merge_transpose_0_2, "transposed the wrong pair of axes"),
+    (KEY["merge_heads"], merge_transpose_1_3, "transposed the wrong pair of axes"),
+    (KEY["mha_parameter_count"], count_one_matrix, "counted one weight matrix, not four"),
+    (KEY["mha_parameter_count"], count_weight_as_vector,
+     "counted each weight matrix as d_model entries"),
+    (KEY["fused_qkv"], fused_size_upside_down,
+     "split size is 0 (3 // width instead of width // 3)"),
+    (KEY["weights_from_torch"], weights_unpacked,
+     "in_proj_weight split into the wrong number of pieces"),
+    (KEY["weights_from_torch"], weights_chunk_2,
+     "in_proj_weight split into the wrong number of pieces"),
     (KEY["split_heads"], split_reshape,
      "reshape to heads without transposing (heads mixed across positions)"),
     (KEY["split_heads"], split_no_transpose, "forgot the transpose"),
