@@ -48,14 +48,15 @@ def _act(name):
 
 # ====================================================================== Exercise 1.1
 def _ffn(x, W1, b1, W2, b2, activation="relu", *, where="between", act=None, bias=True):
-    """``bias``: True, False, or which one bias is kept ("b1" / "b2")."""
+    """``bias``: True, False, which one bias is kept ("b1" / "b2"), or which one is
+    subtracted ("-b1" / "-b2")."""
     a = _act(activation) if act is None else act
     if where == "before":
         x = a(x)
-    h = x @ W1 + (b1 if bias in (True, "b1") else 0)
+    h = x @ W1 + (b1 if bias in (True, "b1", "-b2") else -b1 if bias == "-b1" else 0)
     if where in ("between", "both"):
         h = a(h)
-    y = h @ W2 + (b2 if bias in (True, "b2") else 0)
+    y = h @ W2 + (b2 if bias in (True, "b2", "-b1") else -b2 if bias == "-b2" else 0)
     return a(y) if where in ("after", "both") else y
 
 
@@ -163,6 +164,13 @@ _FFN = Check(
             "x W_1 + b_1 and h W_2 + b_2: both linear maps have a bias.",
             _ffn_v(bias=False),
         ),
+        # issue 32 (mutation report): a bias subtracted, in either linear map
+        *(Mistake(
+            "subtracted a bias instead of adding it",
+            "A linear map is x W + b: FFN(x) = act(x W_1 + b_1) W_2 + b_2, both biases added "
+            "(x @ W1 + b1, h @ W2 + b2), not subtracted.",
+            _ffn_v(bias=which),
+        ) for which in ("-b1", "-b2")),
     ),
     error_hints=(_SWAP_HINT,),
     forbidden=("linear",),
@@ -324,6 +332,18 @@ _COUNT = Check(
             lambda d, f, a: float((3 if a == "swiglu" else 2) * d * f
                                   + (3 if a == "swiglu" else 2) * f),
         ),
+        # issue 32 (mutation report): one weight matrix counted as a vector along one side
+        *(Mistake(
+            "a weight matrix counted by one side only (d_model or d_ff, not d_model * d_ff)",
+            "A weight matrix has one entry per (input, output) pair: W_1 (and SwiGLU's W_3) "
+            "has d_model * d_ff weights, W_2 d_ff * d_model. Only the biases are vectors "
+            "(d_ff entries for each expanding map, d_model for W_2).",
+            lambda d, f, a, w_in=w_in, w_out=w_out: float(
+                (2 if a == "swiglu" else 1) * (w_in(d, f) + f) + w_out(d, f) + d),
+        ) for w_in, w_out in (
+            (lambda d, f: d, lambda d, f: d * f), (lambda d, f: f, lambda d, f: d * f),
+            (lambda d, f: d * f, lambda d, f: f), (lambda d, f: d * f, lambda d, f: d),
+        )),
     ),
     reference_off=True,  # transformer_ref is in the kernel for the demos
 )
@@ -506,6 +526,28 @@ def _ffn_on_input(x, attn, ffn, n1, n2, *, pre):
     return n2(h + ffn(x))
 
 
+def _subtracted(x, attn, ffn, n1, n2, *, pre, which):
+    """The block with one sublayer's output subtracted from the residual stream."""
+    a = (lambda h: -attn(h)) if which == "attn" else attn
+    f = (lambda h: -ffn(h)) if which == "ffn" else ffn
+    return (_pre if pre else _post)(x, a, f, n1, n2)
+
+
+def _subtracted_mistakes(pre: bool):
+    first = "x = x + attn(norm1(x))" if pre else "x = norm1(x + attn(x))"
+    second = "x + ffn(norm2(x))" if pre else "norm2(x + ffn(x))"
+    return tuple(
+        Mistake(  # issue 32 (mutation report)
+            "sublayer output subtracted from the residual (x - sublayer)",
+            f"A residual connection *adds* the sublayer's output to its input: {first}, then "
+            f"{second}; x - attn(...) or x - ffn(...) is another function.",
+            lambda x, attn, ffn, n1, n2, which=which: _subtracted(
+                x, attn, ffn, n1, n2, pre=pre, which=which),
+        )
+        for which in ("attn", "ffn")
+    )
+
+
 def _swapped_norms(fn):
     return lambda x, attn, ffn, n1, n2: fn(x, attn, ffn, n2, n1)
 
@@ -562,6 +604,7 @@ _POST = Check(
             "torch.nn.TransformerEncoderLayer).",
             _swapped_norms(_post),
         ),
+        *_subtracted_mistakes(pre=False),
     ),
     forbidden=_BLOCK_FORBIDDEN,
     forbidden_hint="Combine the sublayers you are given (attn, ffn, norm1, norm2).",
@@ -623,6 +666,7 @@ _PRE = Check(
             "norm1 belongs to the attention sublayer, norm2 to the FFN.",
             _swapped_norms(_pre),
         ),
+        *_subtracted_mistakes(pre=True),
     ),
     forbidden=_BLOCK_FORBIDDEN,
     forbidden_hint="Combine the sublayers you are given (attn, ffn, norm1, norm2).",

@@ -73,13 +73,15 @@ def _ln_variant(
 
 def _ln_steps(x, gamma, beta, eps=1e-5, *, mean_dim=-1, var_dim=-1, mean_sum=False,
               var_sum=False, centred_out=True, reversed_centre=False, sd="div",
-              beta_sign=1):
-    """The solution's three lines, each of which one keyword gets wrong (a mutant class)."""
+              beta_sign=1, var_plus=False, out_plus=False, eps_sign=1):
+    """The solution's three lines, each of which one keyword gets wrong (a mutant class).
+    ``var_plus`` / ``out_plus``: x + mean in the variance / in the output; ``eps_sign`` -1:
+    sqrt(var - eps)."""
     mu = x.sum(mean_dim, keepdim=True) if mean_sum else x.mean(mean_dim, keepdim=True)
-    sq = (x - mu) ** 2
+    sq = (x + mu) ** 2 if var_plus else (x - mu) ** 2
     v = sq.sum(var_dim, keepdim=True) if var_sum else sq.mean(var_dim, keepdim=True)
-    c = (mu - x) if reversed_centre else (x - mu) if centred_out else x
-    s = torch.sqrt(v + eps)
+    c = (mu - x) if reversed_centre else (x + mu) if out_plus else (x - mu) if centred_out else x
+    s = torch.sqrt(v + eps) if eps_sign > 0 else torch.sqrt(v - eps)
     y = gamma * c / s if sd == "div" else gamma * c * s if sd == "mul" else gamma * c
     return y + beta if beta_sign > 0 else y - beta
 
@@ -122,6 +124,16 @@ _LN_STEP_MISTAKES = (
      dict(sd="none")),
     ("subtracted beta",
      "LN(x) = gamma * x_hat + beta: beta is added.", dict(beta_sign=-1)),
+    # issue 32 (mutation report): sign slips in the centring and in eps
+    ("x + mean instead of x - mean in the variance",
+     "The variance is the mean of the squared *deviations*: ((x - mean) ** 2).mean(-1, "
+     "keepdims=True); (x + mean)² adds 4·mean² to it (and more).", dict(var_plus=True)),
+    ("x + mean instead of x - mean in the output",
+     "Centre the output: x_hat = (x - mean) / sqrt(var + eps), so each normalised token has "
+     "mean 0.", dict(out_plus=True)),
+    ("eps subtracted (sqrt(var - eps))",
+     "eps keeps the denominator away from 0: sqrt(var + eps). With var - eps a token whose "
+     "variance is below eps even gives nan.", dict(eps_sign=-1)),
 )
 
 
@@ -351,17 +363,25 @@ def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_ga
                 sum_params=True, swap=False, dgamma_from_x=False, beta_axis0=False,
                 sigma="std", divide=True, dgamma_plain=False, mu_dim=-1, var_dim=-1,
                 mu_sum=False, var_sum=False, var_centred=True, xhat_centred=True,
-                xhat_sd="div", path_dim=None, path_sum=None, var_path_sign=-1):
+                xhat_sd="div", path_dim=None, path_sum=None, var_path_sign=-1,
+                var_plus=False, var_squared=True, eps_sign=1, xhat_plus=False,
+                gamma_div=False, mean_path_sign=-1, var_term="full"):
     """``path_dim`` / ``path_sum``: ("mean" or "var", dim) / "mean" or "var": one of dx's two
-    means over another axis, or a sum (the 1/d left out); ``var_path_sign`` +1: the variance
-    term added."""
+    means over another axis, or a sum (the 1/d left out); ``var_path_sign`` /
+    ``mean_path_sign`` +1: that term added; ``var_term``: "full" x_hat * mean(g * x_hat),
+    "mean_g" x_hat * mean(g), "no_mean" x_hat alone, "no_xhat" mean(g * x_hat) alone;
+    ``var_plus`` / ``xhat_plus``: x + mu in the variance / in x_hat; ``var_squared`` False:
+    mean(x - mu); ``eps_sign`` -1: sqrt(var - eps); ``gamma_div``: g = dy / gamma;
+    ``divide`` "mul": dx multiplied by sigma; ``dgamma_plain`` "xhat": dgamma = sum(x_hat)."""
     mu = x.sum(dim=mu_dim, keepdim=True) if mu_sum else x.mean(dim=mu_dim, keepdim=True)
-    sq = (x - mu) ** 2 if var_centred else x**2
+    dev = x + mu if var_plus else x - mu
+    sq = (dev**2 if var_squared else dev) if var_centred else x**2
     var = sq.sum(dim=var_dim, keepdim=True) if var_sum else sq.mean(dim=var_dim, keepdim=True)
-    sigma = {"std": torch.sqrt(var + eps), "no_eps": torch.sqrt(var), "var": var + eps}[sigma]
-    c = x - mu if xhat_centred else x
+    e = eps if eps_sign > 0 else -eps
+    sigma = {"std": torch.sqrt(var + e), "no_eps": torch.sqrt(var), "var": var + e}[sigma]
+    c = x + mu if xhat_plus else x - mu if xhat_centred else x
     xhat = c / sigma if xhat_sd == "div" else c * sigma if xhat_sd == "mul" else c
-    g = dy * gamma if use_gamma else dy
+    g = dy / gamma if gamma_div else dy * gamma if use_gamma else dy
 
     def avg(t, which):
         if path_sum == which:
@@ -371,11 +391,14 @@ def _bw_variant(dy, x, gamma, eps=1e-5, *, mean_path=True, var_path=True, use_ga
 
     dx = g
     if mean_path:
-        dx = dx - avg(g, "mean")
+        dx = dx + mean_path_sign * avg(g, "mean")
     if var_path:
-        dx = dx + var_path_sign * xhat * avg(g * xhat, "var")
-    dx = dx / sigma if divide else dx
-    dgamma = dy if dgamma_plain else dy * (x if dgamma_from_x else xhat)
+        term = {"full": lambda: xhat * avg(g * xhat, "var"), "mean_g": lambda: xhat * avg(g, "var"),
+                "no_mean": lambda: xhat, "no_xhat": lambda: avg(g * xhat, "var")}[var_term]()
+        dx = dx + var_path_sign * term
+    dx = dx * sigma if divide == "mul" else dx / sigma if divide else dx
+    dgamma = (xhat if dgamma_plain == "xhat" else dy if dgamma_plain
+              else dy * (x if dgamma_from_x else xhat))
     dbeta = dy
     lead = tuple(range(x.dim() - 1))
     if sum_params == "axis0":
@@ -562,6 +585,73 @@ _BACKWARD = Check(
                 _bw(sum_params="axis0", beta_axis0=beta_axis0),
             )
             for beta_axis0 in (False, True)  # dbeta summed right, or over axis 0 as well
+        ),
+        # issue 32 (mutation report): sign and factor slips in the recomputed forward pass
+        # and in the derivation's terms
+        Mistake(
+            "x + mu instead of x - mu in the recomputed variance",
+            "sigma = sqrt(mean((x - mu)²) + eps): the squares of the *deviations* from the "
+            "mean, as in the forward pass.",
+            _bw(var_plus=True),
+        ),
+        Mistake(
+            "variance without squaring the deviations in the recomputed forward pass",
+            "sigma = sqrt(mean((x - mu)²) + eps): square the deviations; mean(x - mu) is 0 for "
+            "every token, so sigma becomes sqrt(eps).",
+            _bw(var_squared=False),
+        ),
+        Mistake(
+            "eps subtracted in sigma (sqrt(var - eps))",
+            "The forward pass divides by sigma = sqrt(var + eps); the backward pass must use "
+            "the same sigma.",
+            _bw(eps_sign=-1),
+        ),
+        Mistake(
+            "x_hat from x + mu instead of x - mu",
+            "x_hat = (x - mu) / sigma, as in the forward pass: subtract the mean.",
+            _bw(xhat_plus=True),
+        ),
+        Mistake(
+            "dy divided by gamma instead of multiplied",
+            "y = gamma * x_hat + beta, so by the chain rule the gradient reaching x_hat is "
+            "g = dy * gamma.",
+            _bw(gamma_div=True),
+        ),
+        Mistake(
+            "the mean term's sign flipped (+ mean(g))",
+            "d mu / dx_j = 1/d enters with a minus (x_hat has x - mu): dx = (g - mean(g) "
+            "- x_hat * mean(g * x_hat)) / sigma, both terms subtracted.",
+            _bw(mean_path_sign=1),
+        ),
+        Mistake(
+            "mean(g) instead of mean(g * x_hat) in the variance term",
+            "The gradient through sigma weights g by x_hat before averaging: "
+            "x_hat * (g * x_hat).mean(dim=-1, keepdim=True).",
+            _bw(var_term="mean_g"),
+        ),
+        Mistake(
+            "the variance term without mean(g * x_hat) (x_hat alone)",
+            "The gradient through sigma is x_hat * mean(g * x_hat): x_hat times the "
+            "average of g * x_hat over the token's features, not x_hat by itself.",
+            _bw(var_term="no_mean"),
+        ),
+        Mistake(
+            "the variance term without its x_hat factor",
+            "The gradient through sigma is x_hat * mean(g * x_hat): the average is multiplied "
+            "by x_hat again (each feature's share of the variance).",
+            _bw(var_term="no_xhat"),
+        ),
+        Mistake(
+            "dx multiplied by sigma instead of divided",
+            "x_hat = (x - mu) / sigma, so every path into x carries the factor 1 / sigma: "
+            "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sigma.",
+            _bw(divide="mul"),
+        ),
+        Mistake(
+            "dgamma without dy (the sum of x_hat)",
+            "dgamma is the upstream gradient times what gamma multiplies: sum(dy * x_hat) "
+            "over the tokens, not sum(x_hat).",
+            _bw(dgamma_plain="xhat"),
         ),
     ),
     forbidden=_LN_FORBIDDEN + ("native_layer_norm_backward", "backward", "grad"),

@@ -13,6 +13,7 @@ from autograder.checks import CheckFailed, hidden_check
 from autograder.checks import layer_norm as N
 
 from helpers.answers.layer_norm import (
+    BW_SLIPS,
     CHECKS,
     GOOD,
     KEY,
@@ -23,7 +24,17 @@ from helpers.answers.layer_norm import (
 )
 from helpers.catalogue import (
     assert_mistake_named,
+    assert_not_named_for_the_others,
 )
+
+# catalogue entries added for issue 32 from the mutation report (python -m bench.mutation)
+ISSUE_32 = [
+    *[(KEY[ex], name) for ex in ("layer_norm_np", "layer_norm")
+      for name in ("x + mean instead of x - mean in the variance",
+                   "x + mean instead of x - mean in the output",
+                   "eps subtracted (sqrt(var - eps))")],
+    *[(KEY["layer_norm_backward"], name) for _, name in BW_SLIPS],
+]
 
 
 @pytest.mark.parametrize("key", sorted(GOOD))
@@ -81,3 +92,9 @@ def test_an_unknown_mistake_says_where_and_how_much():
     msg = str(info.value)
     assert "Likely mistake" not in msg and "differs at index" in msg
 
+
+@pytest.mark.parametrize(
+    "key,name", ISSUE_32, ids=[f"{k.split('.', 1)[1]}: {n}" for k, n in ISSUE_32]
+)
+def test_an_issue_32_entry_names_no_other_mistake_of_its_exercise(key, name):
+    assert_not_named_for_the_others(key, name, WRONG)

@@ -91,6 +91,25 @@ def ffn(act_at="mid", act=None, biases=True, transpose=False, swapped=False):
     return f
 
 
+def ffn_minus_bias(which):  # issue 32: one bias subtracted
+    def f(x, W1, b1, W2, b2, activation="relu"):
+        act = F.relu if activation == "relu" else F.gelu
+        h = act(x @ W1 - b1) if which == "b1" else act(x @ W1 + b1)
+        return h @ W2 - b2 if which == "b2" else h @ W2 + b2
+
+    return f
+
+
+def count_matrix_as_vector(which):  # issue 32: a weight matrix counted by one side
+    def f(d_model, d_ff, activation):
+        w1 = {"w1_d": d_model, "w1_f": d_ff}.get(which, d_model * d_ff)
+        w2 = {"w2_d": d_model, "w2_f": d_ff}.get(which, d_ff * d_model)
+        expanding = 2 if activation == "swiglu" else 1
+        return expanding * (w1 + d_ff) + w2 + d_model
+
+    return f
+
+
 def ffn_tanh_gelu(x, W1, b1, W2, b2, activation="relu"):
     h = x @ W1 + b1
     h = F.gelu(h, approximate="tanh") if activation == "gelu" else F.relu(h)
@@ -171,6 +190,12 @@ def post(kind):
             return norm2(h + ffn(x))
         if kind == "only_ffn_line":  # the first line never written
             return norm2(x + ffn(x))
+        if kind == "minus_attn":  # issue 32: the residual written with a minus
+            x = norm1(x - attn(x))
+            return norm2(x + ffn(x))
+        if kind == "minus_ffn":
+            x = norm1(x + attn(x))
+            return norm2(x - ffn(x))
         x = norm2(x + attn(x))  # swapped
         return norm1(x + ffn(x))
 
@@ -199,6 +224,12 @@ def pre(kind):
         if kind == "ffn_input":
             y = x + attn(norm1(x))
             return y + ffn(norm2(x))
+        if kind == "minus_attn":  # issue 32: the residual written with a minus
+            x = x - attn(norm1(x))
+            return x + ffn(norm2(x))
+        if kind == "minus_ffn":
+            x = x + attn(norm1(x))
+            return x - ffn(norm2(x))
         x = x + attn(norm2(x))  # swapped
         return x + ffn(norm1(x))
 
@@ -349,6 +380,16 @@ WRONG = [
     (KEY["pre_ln_block"], pre("ffn_input"),
      "FFN applied to the block input instead of the attention sublayer's output", False),
     (KEY["pre_ln_block"], pre("swapped"), "norm1 and norm2 swapped", False),
+    # issue 32 (mutation report): a bias subtracted; a matrix counted by one side; a residual
+    # written with a minus
+    *[(KEY["feed_forward"], ffn_minus_bias(w), "subtracted a bias instead of adding it", False)
+      for w in ("b1", "b2")],
+    *[(KEY["ffn_param_count"], count_matrix_as_vector(w),
+       "a weight matrix counted by one side only (d_model or d_ff, not d_model * d_ff)", False)
+      for w in ("w1_d", "w1_f", "w2_d", "w2_f")],
+    *[(KEY[block], kind(k), "sublayer output subtracted from the residual (x - sublayer)", False)
+      for block, kind in (("post_ln_block", post), ("pre_ln_block", pre))
+      for k in ("minus_attn", "minus_ffn")],
     (KEY["grad_norm_per_layer"],
      gradnorm("squared"), "returned the squared norm", False),
     (KEY["grad_norm_per_layer"], gradnorm("sum"),

@@ -183,6 +183,46 @@ def rms(center=False, eps_out=False, l2=False, gain=True, dim=-1, no_root=False,
     return f
 
 
+def bw_slip(kind):
+    """Issue 32 (mutation report): the backward pass written out, with one sign or factor
+    slip."""
+    def f(dy, x, gamma, eps=1e-5):
+        mu = x.mean(-1, keepdim=True)
+        dev = x + mu if kind == "var_plus" else x - mu
+        var = (dev.mean(-1, keepdim=True) if kind == "unsquared"
+               else (dev * dev).mean(-1, keepdim=True))
+        std = torch.sqrt(var - eps) if kind == "eps_minus" else torch.sqrt(var + eps)
+        xh = (x + mu) / std if kind == "xhat_plus" else (x - mu) / std
+        g = dy / gamma if kind == "dy_over_gamma" else dy * gamma
+        gm = g.mean(-1, keepdim=True)
+        gxm = (g * xh).mean(-1, keepdim=True)
+        mean_term = -gm if kind == "mean_plus" else gm
+        var_term = {"var_mean_g": xh * gm, "var_no_mean": xh, "var_no_xhat": gxm}.get(
+            kind, xh * gxm)
+        inner = g - mean_term - var_term
+        dx = inner * std if kind == "times_std" else inner / std
+        lead = list(range(x.dim() - 1))
+        dgamma = xh.sum(lead) if kind == "dgamma_no_dy" else (dy * xh).sum(lead)
+        return dx, dgamma, dy.sum(lead)
+
+    return f
+
+
+BW_SLIPS = [
+    ("var_plus", "x + mu instead of x - mu in the recomputed variance"),
+    ("unsquared", "variance without squaring the deviations in the recomputed forward pass"),
+    ("eps_minus", "eps subtracted in sigma (sqrt(var - eps))"),
+    ("xhat_plus", "x_hat from x + mu instead of x - mu"),
+    ("dy_over_gamma", "dy divided by gamma instead of multiplied"),
+    ("mean_plus", "the mean term's sign flipped (+ mean(g))"),
+    ("var_mean_g", "mean(g) instead of mean(g * x_hat) in the variance term"),
+    ("var_no_mean", "the variance term without mean(g * x_hat) (x_hat alone)"),
+    ("var_no_xhat", "the variance term without its x_hat factor"),
+    ("times_std", "dx multiplied by sigma instead of divided"),
+    ("dgamma_no_dy", "dgamma without dy (the sum of x_hat)"),
+]
+
+
 def ln_np_no_keepdims(x, gamma, beta, eps=1e-5):
     return gamma * (x - x.mean(axis=-1)) / np.sqrt(x.var(axis=-1) + eps) + beta
 
@@ -198,7 +238,8 @@ def ln_np_moments(x, gamma, beta, eps=1e-5):
 
 
 def ln_student(lib, mean_axis=-1, var_axis=-1, mean_by_sum=False, var_by_sum=False,
-               centre_out=True, mean_minus_x=False, sd="div", plus_beta=True):
+               centre_out=True, mean_minus_x=False, sd="div", plus_beta=True,
+               var_plus=False, out_plus=False, eps_minus=False):
     """A student's LayerNorm in three lines (numpy or torch), with one mutant-class bug."""
     sqrt = np.sqrt if lib == "np" else torch.sqrt
 
@@ -210,9 +251,10 @@ def ln_student(lib, mean_axis=-1, var_axis=-1, mean_by_sum=False, var_by_sum=Fal
     def f(x, gamma, beta, eps=1e-5):
         mean = red(x, mean_axis, mean_by_sum)
         d = x - mean
-        var = red(d * d, var_axis, var_by_sum)
-        num = (mean - x) if mean_minus_x else d if centre_out else x
-        std = sqrt(var + eps)
+        dv = x + mean if var_plus else d
+        var = red(dv * dv, var_axis, var_by_sum)
+        num = (mean - x) if mean_minus_x else x + mean if out_plus else d if centre_out else x
+        std = sqrt(var - eps) if eps_minus else sqrt(var + eps)
         y = gamma * (num / std if sd == "div" else num * std if sd == "mul" else num)
         return y + beta if plus_beta else y - beta
 
@@ -231,6 +273,10 @@ LN_STEP_NAMES = [  # the mutation report's unnamed classes, now catalogued
     ("multiplied by the standard deviation instead of dividing", dict(sd="mul")),
     ("not divided by the standard deviation", dict(sd="none")),
     ("subtracted beta", dict(plus_beta=False)),
+    # issue 32 (mutation report): sign slips
+    ("x + mean instead of x - mean in the variance", dict(var_plus=True)),
+    ("x + mean instead of x - mean in the output", dict(out_plus=True)),
+    ("eps subtracted (sqrt(var - eps))", dict(eps_minus=True)),
 ]
 
 
@@ -346,6 +392,7 @@ WRONG += [
       for which, arg in (("mean", "g"), ("var", "g * x_hat")) for axis in (-2, 0)],
     (KEY["layer_norm_backward"], bw_recomputed(var_term_sign=1),
      "the variance term's sign flipped (+ x_hat * mean(g * x_hat))", False),
+    *[(KEY["layer_norm_backward"], bw_slip(kind), name, False) for kind, name in BW_SLIPS],
     # Exercise 4.1
     (KEY["rms_norm"],
      rms(center=True), "subtracted the mean (that is LayerNorm, not RMSNorm)",
