@@ -18,6 +18,7 @@ function that edits its input cannot spoil the next case.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections import Counter, defaultdict
 
@@ -246,6 +247,18 @@ def _merge_keeping_only_merged(word, pair):
     return tuple(out)
 
 
+def _merge_second_dropped(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:
+            out.append(word[i])  # the first symbol only: the two never joined
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
 def _merge_first_only(word, pair):
     for i in range(len(word) - 1):
         if (word[i], word[i + 1]) == pair:
@@ -302,6 +315,13 @@ _MERGE = Check(
             "Every symbol that is not part of the pair goes into the result unchanged: "
             "`out.append(word[i]); i += 1` in the else branch.",
             _merge_keeping_only_merged,
+        ),
+        Mistake(  # issue 32
+            "the pair's second symbol dropped (the two never joined)",
+            "A merge replaces the two symbols by one symbol that holds both: "
+            "`out.append(word[i] + word[i + 1])`, then `i += 2`. Appending `word[i]` alone "
+            "loses the second symbol.",
+            _merge_second_dropped,
         ),
         Mistake(
             "the pair never found (the word returned unchanged)",
@@ -613,7 +633,7 @@ def _split_special(text, special_tokens):
 
 
 def _byte_variant(text, vocab_size, special_tokens=(), *, key=None, pretok=True, split=True,
-                  pick=max, n_bytes=256, one_more=False, special_vocab=True):
+                  pick=max, n_bytes=256, one_more=False, special_vocab=True, first_only=False):
     """The naive byte-level loop with one thing changed (for the mistakes below)."""
     key = key or _key_bytes
     special_tokens = list(special_tokens)
@@ -632,7 +652,7 @@ def _byte_variant(text, vocab_size, special_tokens=(), *, key=None, pretok=True,
             break
         a, b = pick(pairs, key=lambda p: key(pairs, vocab, p))
         new = len(vocab)
-        vocab[new] = vocab[a] + vocab[b]
+        vocab[new] = vocab[a] if first_only else vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
         words = {w2: c for w, c in words.items() if len(w2 := _byte_merge(w, a, b, new)) > 1}
     return vocab, merges
@@ -660,6 +680,14 @@ def _key_ids(pairs, vocab, p):
 
 def _key_count(pairs, vocab, p):
     return pairs[p]
+
+
+def _key_first(pairs, vocab, p):
+    return (pairs[p], vocab[p[0]])
+
+
+def _key_second(pairs, vocab, p):
+    return (pairs[p], vocab[p[1]])
 
 
 _ENDOFTEXT = "<|endoftext|>"
@@ -746,6 +774,43 @@ _TRAIN_MISTAKES = (
         "`vocab[len(vocab)] = tok.encode('utf-8')` for each, before the first merge.",
         functools.partial(_byte_variant, special_vocab=False),
     ),
+    Mistake(  # issue 32
+        "ties broken by the first token's bytes only",
+        "Among pairs with the same count, compare both byte strings: "
+        "`(pairs[p], vocab[p[0]], vocab[p[1]])`. With `(pairs[p], vocab[p[0]])` two pairs that "
+        "share their first token still tie, and dict order decides.",
+        functools.partial(_byte_variant, key=_key_first),
+    ),
+    Mistake(  # issue 32
+        "ties broken by the second token's bytes only",
+        "Among pairs with the same count, compare the first token's bytes, then the second's: "
+        "`(pairs[p], vocab[p[0]], vocab[p[1]])`, not `(pairs[p], vocab[p[1]])`.",
+        functools.partial(_byte_variant, key=_key_second),
+    ),
+    Mistake(  # issue 32
+        "the new token's bytes are its first part only (vocab[a])",
+        "A merged token stands for both parts: `vocab[new] = vocab[a] + vocab[b]`. With "
+        "`vocab[a]` the vocabulary is wrong, and every later tie between byte strings too.",
+        functools.partial(_byte_variant, first_only=True),
+    ),
+    Mistake(  # issue 32
+        "vocab_size ignored (merged until no pair was left)",
+        "Stop when the vocabulary reaches vocab_size *or* no pair is left: "
+        "`while len(vocab) < vocab_size` (and `pair_counts` not empty), not only when no "
+        "pair is left (`or` instead of `and`).",
+        lambda text, vocab_size, special_tokens=(): _byte_variant(
+            text, 10**9, special_tokens),
+    ),
+    Mistake(  # issue 32 (was the challenge's "the pair counts never filled in", now shared)
+        "no merge made (the loop stops before its first merge)",
+        "The vocabulary holds only the bytes and the special tokens. Leave the loop when no "
+        "pair is left, `if not pairs: break` (not `if pairs: break`); an incremental trainer "
+        "needs one full count to start from: `pair_counts[pair] = pair_counts.get(pair, 0) + "
+        "freq` for every pair of every word (and `where[pair]`), before the first merge, or "
+        "its loop never runs.",
+        lambda text, vocab_size, special_tokens=(): (
+            _byte_variant(text, 0, special_tokens)[0], []),
+    ),
     Mistake(
         "the merges never recorded (an empty list)",
         "The vocabulary is right but the merges list stays empty: "
@@ -756,9 +821,9 @@ _TRAIN_MISTAKES = (
 )
 
 
-def _fast_without_new_pairs(text, vocab_size, special_tokens=()):
+def _fast_without_new_pairs(text, vocab_size, special_tokens=(), *, new_sign=0):
     """The incremental trainer that subtracts a merged word's old pairs but never adds its
-    new ones."""
+    new ones (``new_sign=-1``: subtracts the new ones too)."""
     special_tokens = list(special_tokens)
     vocab = {i: bytes([i]) for i in range(256)}
     for t in special_tokens:
@@ -786,6 +851,11 @@ def _fast_without_new_pairs(text, vocab_size, special_tokens=()):
                 pair_counts[pair] -= c
                 if pair_counts[pair] == 0:
                     del pair_counts[pair]
+            if new_sign:
+                merged = words[i]
+                for pair in zip(merged, merged[1:]):
+                    pair_counts[pair] = pair_counts.get(pair, 0) + new_sign * c
+                    where.setdefault(pair, set()).add(i)
     return vocab, merges
 
 _TRAIN_NAIVE = Check(
@@ -980,14 +1050,12 @@ _TRAIN_FAST = Check(
             "word in `where[pair]`.",
             _fast_without_new_pairs,
         ),
-        Mistake(
-            "the pair counts never filled in before the loop (no merge made)",
-            "The incremental trainer still needs one full count to start from: for every "
-            "word, `pair_counts[pair] = pair_counts.get(pair, 0) + freq` for each of its "
-            "pairs (and `where[pair]`), before the first merge. With empty counts the loop "
-            "never runs.",
-            lambda text, vocab_size, special_tokens=(): (
-                _byte_variant(text, 0, special_tokens)[0], []),
+        Mistake(  # issue 32
+            "new pairs of a merged word subtracted instead of added",
+            "The merged word's old pairs are subtracted, its new pairs (those with the new "
+            "token) *added*: `pair_counts[pair] = pair_counts.get(pair, 0) + c`; a loop "
+            "copied from the subtraction keeps the wrong sign.",
+            functools.partial(_fast_without_new_pairs, new_sign=-1),
         ),
     ),
     post=_speed_stage,
@@ -1042,7 +1110,7 @@ def _piece_frequency_order(piece, ranks):
     return [ranks[p] for p in parts]
 
 
-def _piece_by_rank(piece, ranks, *, highest=False, rightmost=False):
+def _piece_by_rank(piece, ranks, *, highest=False, rightmost=False, keep_first=False):
     parts = [piece[i : i + 1] for i in range(len(piece))]
     while len(parts) > 1:
         cands = [(ranks[a + b], i) for i, (a, b) in enumerate(zip(parts, parts[1:]))
@@ -1052,7 +1120,10 @@ def _piece_by_rank(piece, ranks, *, highest=False, rightmost=False):
         r = max(c[0] for c in cands) if highest else min(c[0] for c in cands)
         idx = [i for rr, i in cands if rr == r]
         i = idx[-1] if rightmost else idx[0]
-        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+        if keep_first:  # the merged token replaces parts[i + 1] only; parts[i] stays
+            parts[i + 1] = parts[i] + parts[i + 1]
+        else:
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
     return [ranks[p] for p in parts]
 
 
@@ -1156,6 +1227,13 @@ _PIECE = Check(
             "bytes.",
             lambda piece, ranks: _piece_by_rank(piece[:-1], ranks),
         ),
+        Mistake(  # issue 32
+            "the merged pair's first part left in place",
+            "A merge replaces *both* parts by one: `parts[i : i + 2] = [parts[i] + parts[i + "
+            "1]]`. Writing the merged bytes into `parts[i + 1]` without removing `parts[i]` "
+            "leaves the first part in front of the token that contains it.",
+            functools.partial(_piece_by_rank, keep_first=True),
+        ),
     ),
 )
 check_encode_piece = register(_PIECE)
@@ -1163,7 +1241,7 @@ check_encode_piece = register(_PIECE)
 
 # ====================================================================== Exercise 5.2
 def _encode_variant(text, ranks, special_tokens, *, specials=True, pretok=True,
-                    shortest_first=False, special_ids=True):
+                    shortest_first=False, special_ids=True, text_ids=True):
     ids = []
     if specials and special_tokens:
         toks = (sorted(special_tokens, key=len) if shortest_first
@@ -1177,7 +1255,8 @@ def _encode_variant(text, ranks, special_tokens, *, specials=True, pretok=True,
                 ids.append(special_tokens[seg])
             continue
         for p in _pretok(seg) if pretok else ([seg] if seg else []):
-            ids += _piece_by_rank(p.encode(), ranks)
+            if text_ids:
+                ids += _piece_by_rank(p.encode(), ranks)
     return ids
 
 
@@ -1205,6 +1284,13 @@ def _encode_cases():
         _exact(label, (text, tok.ranks, tok.special_ids), tok.encode(text), h)
         for label, text, tok, h in _ENCODE_SPECS
     )
+
+
+def _bad_pattern(e: BaseException) -> bool:
+    """A regular expression that does not compile: ``re.error`` (or ``regex.error``), or a
+    grader's stand-in for one from the kernel's record (its class name and message only)."""
+    return isinstance(e, re.error) or (
+        type(e).__name__ == "error" and " at position " in str(e))  # regex.error too
 
 
 _ENCODE = Check(
@@ -1239,6 +1325,22 @@ _ENCODE = Check(
             "`re.split('(' + alternation + ')', text)`, so the specials stay in the list, and "
             "append `special_tokens[part]` for them.",
             functools.partial(_encode_variant, special_ids=False),
+        ),
+        Mistake(  # issue 32
+            "the pieces' ids never added (only special tokens kept)",
+            "Each pre-token's ids go into the result: `ids.extend(encode_piece(piece.encode("
+            "'utf-8'), ranks))` (or `ids += ...`); `ids + encode_piece(...)` alone builds a "
+            "new list and drops it.",
+            functools.partial(_encode_variant, text_ids=False),
+        ),
+    ),
+    error_hints=(
+        ErrorHint(  # issue 32
+            "the special-token pattern is not a valid regular expression",
+            "Build it as `'(' + '|'.join(re.escape(t) for t in longest_first) + ')'`: both "
+            "parentheses of the capturing group, and every token escaped with `re.escape` (a "
+            "token may hold regex operators such as '(' or '|').",
+            _bad_pattern,
         ),
     ),
 )

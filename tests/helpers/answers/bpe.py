@@ -79,7 +79,8 @@ def good_decode_symbols(symbols):
 
 def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[1]]),
                  pretok=True, split=True, pick=max, n_bytes=256, up_to=False,
-                 add_specials=True, record=True):
+                 add_specials=True, record=True, first_only=False, stop_if_pairs=False,
+                 size_limit=True):
     """A student's naive byte-level trainer, with one thing changeable."""
 
     def train(text, vocab_size, special_tokens=()):
@@ -95,17 +96,23 @@ def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[
             counts.update(pretokenize(seg) if pretok else [seg])
         words = {tuple(s.encode()): c for s, c in counts.items() if s}
         merges = []
-        while len(vocab) < vocab_size or (up_to and len(vocab) == vocab_size):
+        while (len(vocab) < vocab_size or (up_to and len(vocab) == vocab_size)
+               or not size_limit):  # (False: `or` for `and`, vocab_size never stops it)
             pairs = good_count_pairs(words)
+            if stop_if_pairs and pairs:  # (True: `if pairs: break`, the test inverted)
+                break
             if not pairs:
                 break
             a, b = pick(pairs, key=lambda p: key(pairs, vocab, p))
             new = len(vocab)
-            vocab[new] = vocab[a] + vocab[b]
+            vocab[new] = vocab[a] if first_only else vocab[a] + vocab[b]  # (True: + vocab[b] lost)
             if record:  # (False: merges.append forgotten)
                 merges.append((vocab[a], vocab[b]))
             nw = {}
             for w, c in words.items():
+                if a not in w:  # nothing to merge in this word
+                    nw[w] = c
+                    continue
                 out, i = [], 0
                 while i < len(w):
                     if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
@@ -136,20 +143,24 @@ def good_encode_piece(piece, ranks):
 
 
 def text_encoder(*, piece=good_encode_piece, specials=True, pretok=True, longest_first=True,
-                 capture=True):
+                 capture=True, close_group=True, keep_ids=True):
     def encode(text, ranks, special_tokens):
         ids = []
         chunks = [text]
         if special_tokens and specials:
             alt = "|".join(re.escape(t) for t in sorted(special_tokens, key=len,
                                                          reverse=longest_first))
-            chunks = re.split(f"({alt})" if capture else alt, text)
+            group = f"({alt})" if close_group else f"({alt}"  # (False: the `)` forgotten)
+            chunks = re.split(group if capture else alt, text)
         for k, chunk in enumerate(chunks):
             if k % 2 and capture:
                 ids.append(special_tokens[chunk])
             elif pretok:
                 for p in pretokenize(chunk):
-                    ids += piece(p.encode(), ranks)
+                    if keep_ids:
+                        ids += piece(p.encode(), ranks)
+                    else:  # the result computed and dropped
+                        ids + piece(p.encode(), ranks)
             elif chunk:
                 ids += piece(chunk.encode(), ranks)
         return ids
@@ -409,6 +420,30 @@ def piece_without_last_byte(piece, ranks):
     return [ranks[p] for p in parts]
 
 
+def merge_without_joining(word, pair):  # issue 32: the pair's first symbol appended alone
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(word[i])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def piece_first_part_kept(piece, ranks):  # issue 32: parts[i] never removed
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        found = [(ranks[parts[i] + parts[i + 1]], i) for i in range(len(parts) - 1)
+                 if parts[i] + parts[i + 1] in ranks]
+        if not found:
+            break
+        _, i = min(found)
+        parts[i + 1] = parts[i] + parts[i + 1]
+    return [ranks[p] for p in parts]
+
+
 def _once_per_word(wc):
     pairs = Counter()
     for w, c in wc.items():
@@ -469,7 +504,7 @@ WRONG = [
     (KEY["train_bpe_fast"],
      lambda text, vocab_size, special_tokens=(): incremental_trainer(
          text, vocab_size, special_tokens, initial_counts=False),
-     "the pair counts never filled in before the loop (no merge made)", False),
+     "no merge made (the loop stops before its first merge)", False),
     (KEY["encode_piece"], piece_tuple_lookup,
      "pairs looked up as (a, b) tuples (no merge ever found)", False),
     (KEY["encode_piece"], piece_without_last_byte,
@@ -516,6 +551,19 @@ WRONG = [
      "invalid bytes dropped", False),
     (KEY["decode"], lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8"),
      "decode fails on bytes that are not valid UTF-8", False),
+    # issue 32 (mutation testing: the named share)
+    (KEY["merge_pair"], merge_without_joining,
+     "the pair's second symbol dropped (the two never joined)", False),
+    (KEY["encode_piece"], piece_first_part_kept, "the merged pair's first part left in place",
+     False),
+    (KEY["encode"], text_encoder(keep_ids=False),
+     "the pieces' ids never added (only special tokens kept)", False),
+    (KEY["encode"], text_encoder(close_group=False),
+     "the special-token pattern is not a valid regular expression", False),
+    (KEY["train_bpe_fast"],
+     lambda text, vocab_size, special_tokens=(): incremental_trainer(
+         text, vocab_size, special_tokens, new_sign=-1),
+     "new pairs of a merged word subtracted instead of added", False),
 ]
 
 
@@ -537,11 +585,22 @@ for _key in (KEY["train_bpe_naive"], KEY["train_bpe_fast"]):
         (_key, byte_trainer(add_specials=False), "special tokens not added to the vocabulary",
          False),
         (_key, byte_trainer(record=False), "the merges never recorded (an empty list)", False),
+        # issue 32
+        (_key, byte_trainer(key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]])),
+         "ties broken by the first token's bytes only", False),
+        (_key, byte_trainer(key=lambda pairs, vocab, p: (pairs[p], vocab[p[1]])),
+         "ties broken by the second token's bytes only", False),
+        (_key, byte_trainer(first_only=True),
+         "the new token's bytes are its first part only (vocab[a])", False),
+        (_key, byte_trainer(size_limit=False),
+         "vocab_size ignored (merged until no pair was left)", False),
+        (_key, byte_trainer(stop_if_pairs=True),
+         "no merge made (the loop stops before its first merge)", False),
     ]
 
 
 def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True,
-                        initial_counts=True):
+                        initial_counts=True, new_sign=1):
     """A student's incremental trainer: pair counts + pair -> words index, max per merge
     (``add_new_pairs=False``: the merged word's new pairs forgotten; ``initial_counts=False``:
     only the index filled before the loop, the counts left empty)."""
@@ -584,7 +643,7 @@ def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True,
             if not add_new_pairs:
                 continue
             for p in zip(words[i], words[i][1:]):
-                pc[p] += freq[i]
+                pc[p] += new_sign * freq[i]  # (-1: a copy of the subtraction above)
                 where[p].add(i)
     return vocab, merges
 
