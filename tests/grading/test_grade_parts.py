@@ -109,8 +109,16 @@ def test_two_workers_grade_the_student_in_two_lanes_of_one_process(one_student_t
 
 def test_kernel_packages_and_case_inputs_are_built_once_per_class(one_student_two_ways):
     out = one_student_two_ways["2"]["out"]
-    caches = list(out.glob(".work/template-*/kernels/*/spec.json"))
-    assert len(caches) == len(ASSIGNMENTS), caches
+    (template,) = out.glob(".work/template-*")
+    # one build per assignment, named by its sources (the folder may be the session's store,
+    # COURSE_KERNEL_STORE, holding other classes' builds too), and the students' kernels
+    # read their inputs from it: no build of their own
+    caches = [template / "kernels" / kernel_package.cache_key(
+        [nbformat.read(q, as_version=4) for q in sorted((template / "source" / a).glob("*.ipynb"))])
+        / "spec.json" for a in ASSIGNMENTS]
+    assert all(c.exists() for c in caches), caches
+    links = {os.path.realpath(q) for q in out.glob(".work/students/*/.grader/probe/*/in")}
+    assert links and links <= {os.path.realpath(c.parent / "in") for c in caches}, links
     for spec in caches:
         inputs = sorted(p.name for p in (spec.parent / "in").iterdir())
         assert inputs and all(n.endswith(".json") for n in inputs)
