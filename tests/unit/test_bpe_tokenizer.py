@@ -258,3 +258,41 @@ def test_a_piece_that_is_a_token_is_what_the_merge_loop_gives(big_tok):
     assert len(whole) > 300
     for p in sorted(pieces):
         assert merge_loop(big_tok, p) == big_tok._encode_piece(p), p
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_batch_merge_equals_the_one_at_a_time_loop(tok, big_tok, name):
+    # encode() merges a call's new pre-tokens together (_merge_batch) once there are
+    # _batch_min of them; fresh tokenizers with the threshold at 1 (every call batched) and
+    # above any count (never batched) must give tiktoken's ids, so must each piece's batch.
+    text = text_for(name) + TEXTS["unicode"] + TEXTS["emoji"]
+    by_id = BPETokenizer({i: b for i, b in big_tok.vocab.items()}, None, big_tok.special_ids)
+    bytes_only = BPETokenizer({i: bytes([i]) for i in range(256)}, [], {"<|pad|>": 256})
+    for t in (tok, big_tok, by_id, bytes_only):  # merge order from the list, the ids, none
+        expected = as_tiktoken(t).encode(text, allowed_special="all")
+        for batch_min in (1, 10**9):
+            fresh = BPETokenizer(t.vocab, t.merges, t.special_ids)
+            fresh._batch_min = batch_min
+            assert fresh.encode(text) == expected, (name, batch_min)
+    pieces = sorted(set(pretokenize(text_for("shakespeare") + UNICODE + EMOJI)))
+    datas = [p.encode() for p in pieces if p.encode() not in big_tok.ranks]
+    assert len(datas) > 500
+    assert big_tok._merge_batch(datas) == [big_tok._encode_piece(d.decode()) for d in datas]
+    assert big_tok._merge_batch(datas[:1]) == [big_tok._encode_piece(datas[0].decode())]
+    assert big_tok._merge_batch([]) == []
+
+
+def test_batch_merge_duplicate_merge_bytes_and_ties():
+    # (a, bc) and (ab, c) both give b"abc"; "aaaa" has equal-rank pairs (leftmost first)
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = [(b"b", b"c"), (b"a", b"bc"), (b"a", b"b"), (b"ab", b"c"), (b"abc", b"d"),
+              (b"a", b"a"), (b"aa", b"a")]
+    for a, b in merges:
+        vocab[len(vocab)] = a + b
+    t = BPETokenizer(vocab, merges)
+    t._batch_min = 1
+    texts = ["abc", "abcd", "xabcdabc", "abab", "aaaa", "aaaaa", "aaa", "abcabc", "dabc"]
+    for text in texts:
+        assert t.encode(text) == as_tiktoken(t).encode(text), text
+    datas = [x.encode() for x in texts if x.encode() not in t.ranks]
+    assert t._merge_batch(datas) == [t._encode_piece(d.decode()) for d in datas]

@@ -10,7 +10,10 @@ Encoding (identical to ``tiktoken`` built from our ranks, see ``tests/unit/test_
    start from single bytes and repeatedly merge the adjacent pair whose concatenation has
    the lowest rank (merge priority, see below; leftmost on ties), until no adjacent pair is
    a token.
-   Pre-token encodings are cached (a bounded dict), which makes real text fast.
+   Pre-token encodings are cached (a bounded dict), which makes real text fast. The
+   pre-tokens of a call that are not cached yet are encoded together
+   (:meth:`BPETokenizer._merge_batch`: one merge per pre-token per round, on numpy arrays),
+   with the same result as the loop over one pre-token (:meth:`BPETokenizer._encode_piece`).
 
 Parity holds for every character assigned in Unicode 14 (Python 3.11's database). For about
 17,500 code points assigned since (e.g. U+323B0, a CJK ideograph), the ``regex`` package's
@@ -49,8 +52,9 @@ import base64
 import json
 import os
 from collections.abc import Iterable, Iterator
-from itertools import chain
+from itertools import chain, repeat
 
+import numpy as np
 import regex
 
 from transformer_ref.bpe.common import GPT2_PATTERN, gpt2_regex, special_token_regex
@@ -82,19 +86,41 @@ def bytes_to_unicode() -> dict[int, str]:
     return table
 
 
-class _PieceCache(dict):
-    """pre-token (str) -> tuple of ids; computes on a miss; cleared when it grows too big."""
+def _windows(flat: bytes) -> np.ndarray:
+    """``w[j]``: the 7 bytes ``flat[j : j + 7]`` (zero-padded) as one big-endian int64."""
+    b = np.frombuffer(flat + bytes(7), np.uint8).astype(np.int64)
+    w = np.zeros(len(flat), np.int64)
+    for k in range(7):
+        w <<= 8
+        w |= b[k : k + len(flat)]
+    return w
 
-    def __init__(self, encode_piece, max_size: int):
-        super().__init__()
-        self._encode_piece = encode_piece
-        self._max_size = max_size
 
-    def __missing__(self, piece: str) -> tuple[int, ...]:
-        if len(self) >= self._max_size:
-            self.clear()
-        ids = self[piece] = self._encode_piece(piece)
-        return ids
+def _byte_codes(win: np.ndarray, lo: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """A distinct int64 code for each string ``flat[lo : lo + size]`` of 1 to 7 bytes (its
+    bytes big-endian, its length in bits 56-58); longer strings get the code of their first
+    7 bytes (callers look those up otherwise)."""
+    size = np.minimum(size, 7)
+    return (win[lo] >> (8 * (7 - size))) | (size << 56)
+
+
+def _code_table(table: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The codes (sorted, then a sentinel above all) and values of ``table``'s keys of up to
+    7 bytes."""
+    keys = list(table)
+    values = np.fromiter(table.values(), np.int64, len(keys))
+    sizes = np.fromiter(map(len, keys), np.int64, len(keys))
+    short = (sizes <= 7) & (sizes > 0)
+    codes = _byte_codes(_windows(b"".join(keys)), (np.cumsum(sizes) - sizes)[short],
+                        sizes[short])
+    order = np.argsort(codes)
+    return np.append(codes[order], 1 << 62), np.append(values[short][order], -1)
+
+
+def _lookup(codes: np.ndarray, values: np.ndarray, query: np.ndarray, default: int):
+    """``values`` at each ``query`` code in the sorted ``codes``, else ``default``."""
+    at = np.searchsorted(codes, query)
+    return np.where(codes[at] == query, values[at], default)
 
 
 class BPETokenizer:
@@ -176,7 +202,12 @@ class BPETokenizer:
             self._priority = self.ranks  # tiktoken: the rank is the id
         self._special_re = special_token_regex(self.special_tokens)
         self._max_special = max((len(t) for t in self.special_tokens), default=0)
-        self._cache = _PieceCache(self._encode_piece, cache_size)
+        # pre-token (str) -> tuple of ids, filled by ``_ids``; cleared when it grows too big
+        self._cache: dict[str, tuple[int, ...]] = {}
+        self._cache_size = cache_size
+        # (codes, ranks) and (codes, ids) of the short tokens for _merge_batch, made on first use
+        self._tables: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
+        self._no_merge = 0  # a rank above every merge's (set with _tables)
 
     # ------------------------------------------------------------------ other layouts
     @classmethod
@@ -299,10 +330,125 @@ class BPETokenizer:
                 pair_ranks[i] = prio.get(parts[i] + parts[i + 1], _INF)
         return tuple(map(ranks.__getitem__, parts))
 
+    #: fewer new pre-tokens than this in one call are merged one at a time (numpy's per-call
+    #: overhead would dominate); tests set it to 1 to run the batch on every call
+    _batch_min = 64
+
+    def _merge_batch(self, datas: list[bytes]) -> list[tuple[int, ...]]:
+        """``_encode_piece`` for many pre-tokens at once (UTF-8 bytes, none of them a token).
+
+        All pre-tokens' parts lie in one flat array, in order: row 0 is a part's first byte
+        offset in the concatenated bytes (``flat``), row 1 one past its last byte, row 2 its
+        key ``rank * len(flat) + offset``, where ``rank`` is the rank of the pair the part
+        starts (``no`` at a pre-token's last part or where the pair is not a token). The
+        smallest key of a pre-token is then its leftmost lowest-rank pair. Each round merges
+        that pair in every pre-token at once, looks up the (at most two) new pairs' ranks,
+        and drops the pre-tokens with nothing left to merge; the rounds are as many as the
+        most merges in one pre-token. Ranks and ids of strings of up to 7 bytes are looked
+        up in sorted int64 codes (:func:`_byte_codes`), longer ones in the dicts.
+        """
+        if not datas:
+            return []
+        if self._tables is None:
+            self._no_merge = max(self._priority.values(), default=0) + 1
+            self._tables = (_code_table(self._priority), _code_table(self.ranks))
+        (pc, pv), (ic, iv) = self._tables
+        no = self._no_merge
+        flat = b"".join(datas)
+        n = len(flat)
+        if (no + 1) * n >= 1 << 63:  # keys would overflow int64: smaller batches
+            if len(datas) == 1:
+                return [self._encode_piece(datas[0].decode("utf-8"))]
+            half = len(datas) // 2
+            return self._merge_batch(datas[:half]) + self._merge_batch(datas[half:])
+        cut = flat.__getitem__
+        win = _windows(flat)
+
+        def look(codes, values, table, lo, hi, default):
+            size = hi - lo
+            out = _lookup(codes, values, _byte_codes(win, lo, size), default)
+            long = np.flatnonzero(size > 7)
+            if len(long):
+                strings = map(cut, map(slice, lo[long].tolist(), hi[long].tolist()))
+                out[long] = np.fromiter(map(table.get, strings, repeat(default)), np.int64,
+                                        len(long))
+            return out
+
+        def keys_of(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+            return look(pc, pv, self._priority, lo, hi, no) * n + lo
+
+        lens = np.fromiter(map(len, datas), np.int64, len(datas))  # parts per pre-token
+        ends = np.cumsum(lens)  # one past each pre-token's last part
+        part = np.empty((3, n), np.int64)
+        start, stop, key = part
+        start[:] = np.arange(n)
+        stop[:] = start + 1
+        key[:-1] = keys_of(start[:-1], start[:-1] + 2)
+        key[ends - 1] = no * n + start[ends - 1]
+        alive = np.arange(len(datas))  # which pre-token each segment is
+        done = []
+        finish_at = no * n
+        while True:
+            firsts = ends - lens
+            best = np.minimum.reduceat(part[2], firsts)
+            finished = best >= finish_at
+            if finished.any():
+                gone = np.repeat(finished, lens)
+                done.append((alive[finished], lens[finished], part[0, gone], part[1, gone]))
+                more = ~finished
+                part = part[:, ~gone]
+                alive, lens, best = alive[more], lens[more], best[more]
+                if not len(alive):
+                    break
+                ends = np.cumsum(lens)
+                firsts = ends - lens
+            start, stop, key = part
+            i = np.searchsorted(start, best % n)  # the part that starts the pair, one a segment
+            stop[i] = stop[i + 1]
+            right = i + 2 < ends
+            key[i] = no * n + start[i]
+            ir = i[right]
+            key[ir] = keys_of(start[ir], stop[ir + 2])
+            left = i[i > firsts] - 1
+            key[left] = keys_of(start[left], stop[left + 1])
+            keep = np.ones(len(start), bool)
+            keep[i + 1] = False
+            part = part[:, keep]
+            lens = lens - 1
+            ends = ends - np.arange(1, len(lens) + 1)
+        who, n_parts, lo, hi = (np.concatenate(x) for x in zip(*done))
+        ids = look(ic, iv, self.ranks, lo, hi, -1).tolist()
+        out: list[tuple[int, ...]] = [()] * len(datas)
+        pos = 0
+        for w, k in zip(who.tolist(), n_parts.tolist()):
+            out[w] = tuple(ids[pos : pos + k])
+            pos += k
+        return out
+
+    def _ids(self, pieces: list[str]) -> list[int]:
+        """The ids of a list of pre-tokens, through the cache; the pre-tokens not in it yet
+        are encoded first, all together (the cache is cleared first when they would
+        overflow it)."""
+        cache = self._cache
+        try:
+            return list(chain.from_iterable(map(cache.__getitem__, pieces)))
+        except KeyError:
+            pass
+        new = list(set(pieces).difference(cache))
+        if len(cache) + len(new) > self._cache_size:
+            cache.clear()
+        if len(new) < self._batch_min:
+            cache.update(zip(new, map(self._encode_piece, new)))
+        else:
+            datas = [p.encode("utf-8") for p in new]
+            whole = list(map(self.ranks.get, datas))
+            merged = iter(self._merge_batch([d for d, w in zip(datas, whole) if w is None]))
+            cache.update(zip(new, [(w,) if w is not None else next(merged) for w in whole]))
+        return list(chain.from_iterable(map(cache.__getitem__, pieces)))
+
     def _encode_ordinary(self, text: str) -> list[int]:
         """Encode text that contains no special tokens."""
-        pieces = self._pat_for(text).findall(text)
-        return list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
+        return self._ids(self._pat_for(text).findall(text))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (special tokens become their single id).
@@ -333,7 +479,6 @@ class BPETokenizer:
         end offsets are cumulative lengths.
         """
         ids: list[int] = []
-        get = self._cache.__getitem__
         pos = 0
         pat = self._pat_for(buf)
         specials = self._special_re.finditer(buf) if self._special_re is not None else ()
@@ -345,9 +490,9 @@ class BPETokenizer:
                 while keep and end > limit:
                     keep -= 1
                     end -= len(pieces[keep])
-                ids.extend(chain.from_iterable(map(get, pieces[:keep])))
+                ids += self._ids(pieces[:keep])
                 return ids, end
-            ids.extend(chain.from_iterable(map(get, pieces)))
+            ids += self._ids(pieces)
             if m is None or m.end() > limit:
                 return ids, seg_end
             ids.append(self.special_ids[m.group()])
