@@ -12,8 +12,9 @@ Trust. Student code runs in the same kernel *before* the tests and can patch any
   notebook's locked first cell before any student cell runs (``_isclose = torch.isclose``
   ...): a later ``np.allclose = lambda *a, **k: True`` or ``torch.isclose = ...`` changes
   nothing here;
-* expected outputs are computed when the chapter's check module is imported (the same
-  locked cell), so patching torch or ``transformer_ref`` later cannot move the target;
+* in a notebook, expected outputs are computed when the chapter's check module is imported
+  (the same locked cell), so patching torch or ``transformer_ref`` later cannot move the
+  target (elsewhere, where no student code runs first, on first use: ``_Cases``);
 * outputs must be plain ``torch.Tensor`` / ``np.ndarray`` (no subclass can override
   comparisons), inputs are copies (no in-place edits of our data), and comparisons run
   with ``__torch_function__`` disabled (no mode can answer for us);
@@ -32,11 +33,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import random
 import sys
+import threading
 import traceback
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -193,14 +196,105 @@ class ErrorHint:
     matches: Callable[[BaseException], bool]
 
 
+# ---------------------------------------------------------------- cases built on first use
+class _Pending:
+    """A check's cases not built yet: ``build()`` returns them."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable):
+        self.build = build
+
+
+_BUILD_LOCK = threading.RLock()  # one build at a time (a build reseeds the global RNG)
+_get_default_dtype, _set_default_dtype = torch.get_default_dtype, torch.set_default_dtype
+_fork_rng = torch.random.fork_rng
+_inference_mode = torch.inference_mode
+_len_modes = torch._C._len_torch_function_stack
+_pop_mode, _push_mode = torch.overrides._pop_mode, torch.overrides._push_mode
+_np_get_state, _np_set_state = np.random.get_state, np.random.set_state
+_py_getstate, _py_setstate = random.getstate, random.setstate
+
+
+@contextlib.contextmanager
+def _as_at_import():
+    """The state a check module's import computed its cases in, whatever the caller set: no
+    ``TorchFunctionMode`` (a check's guard, a default device), float32 by default, autograd
+    on; the caller's random states (torch, numpy, ``random``) are kept as they were."""
+    modes = [_pop_mode() for _ in range(_len_modes())]
+    dtype = _get_default_dtype()
+    np_state, py_state = _np_get_state(), _py_getstate()
+    try:
+        _set_default_dtype(torch.float32)
+        with _fork_rng(devices=[]), _inference_mode(False), _enable_grad():
+            yield
+    finally:
+        _np_set_state(np_state)
+        _py_setstate(py_state)
+        _set_default_dtype(dtype)
+        for mode in reversed(modes):
+            _push_mode(mode)
+
+
+class _Cases:
+    """``Check.cases``: given a tuple, that tuple; given a function, the tuple it returns,
+    built on the first read (in :func:`_as_at_import`'s state) and kept.
+
+    A chapter's expected values cost seconds (chapter 08 trains tiny GPTs): built on first use,
+    only a process that reads them pays, once. A notebook builds them at registration, in the
+    locked setup cell (see Trust above); :func:`build_cases` builds them all at once (the
+    grader's warm process, before it forks). A case must not depend on another check's build
+    (each seeds what it draws), so the order of the builds does not matter.
+
+    >>> calls = []
+    >>> c = Check("doc.lazy", "Exercise 0.0", "f",
+    ...           cases=lambda: calls.append(1) or (Case("one", (1,), 1, kind="exact"),))
+    >>> calls
+    []
+    >>> [case.label for case in c.cases], [case.label for case in c.cases], calls
+    (['one'], ['one'], [1])
+    """
+
+    def __get__(self, check, owner=None):
+        if check is None:
+            raise AttributeError("cases")  # no class-level default: a required field
+        value = check.__dict__["_cases"]
+        if _type(value) is _Pending:
+            with _BUILD_LOCK:
+                value = check.__dict__["_cases"]
+                if _type(value) is _Pending:
+                    with _as_at_import():
+                        built = tuple(value.build())
+                    check.__dict__["_cases_build"] = value.build  # for fresh_cases
+                    check.__dict__["_cases"] = value = built
+        return value
+
+    def __set__(self, check, value):
+        if "_cases" in check.__dict__:
+            raise FrozenInstanceError("cannot assign to field 'cases'")
+        check.__dict__["_cases"] = _Pending(value) if callable(value) else value
+
+
+def fresh_cases(check: Check) -> tuple | None:
+    """``check``'s cases built again by the function it was given, in the import state, and
+    not kept (None: it was given a tuple). The tests compare them with ``check.cases``."""
+    value = check.__dict__["_cases"]
+    build = value.build if _type(value) is _Pending else check.__dict__.get("_cases_build")
+    if build is None:
+        return None
+    with _BUILD_LOCK, _as_at_import():
+        return tuple(build())
+
+
 @dataclass(frozen=True)
 class Check:
-    """Everything one exercise's check needs, fixed at import time."""
+    """Everything one exercise's check needs, fixed at import time (``cases``: a tuple of
+    :class:`Case`, or a function returning them, called once on first use: :class:`_Cases`)."""
 
     key: str  # registry key, e.g. "attention.softmax"
     exercise: str  # "Exercise 2.1"
     name: str  # the student's function name
-    cases: tuple
+    cases: tuple = _Cases()
     mistakes: tuple = ()
     error_hints: tuple = ()
     forbidden: tuple = ()  # names of torch functions switched off while the check runs
@@ -805,7 +899,11 @@ class _Kept(_Sink):
 
 
 # ---------------------------------------------------------------- running a check
-def _run(check: Check, fn, hidden: bool = False, cascade: bool = True) -> None:
+def _run(
+    check: Check, fn, hidden: bool = False, cascade: bool = True, diagnose: bool = True
+) -> None:
+    # diagnose=False: a failing case's message says what differs but no catalogued mistake is
+    # looked for (the verdict is the same; for callers that need only it: the mutation test)
     __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
     if not callable(fn):
         raise CheckFailed(f"{check.exercise}: pass your function `{check.name}` to the check")
@@ -864,8 +962,8 @@ def _run(check: Check, fn, hidden: bool = False, cascade: bool = True) -> None:
                 problem = _samples_problem(check, fn, case, out)
         if problem:
             body = problem
-            named = _diagnose(check, fn, case, out, cases)
-            if not named and case.kind == "grad":
+            named = _diagnose(check, fn, case, out, cases) if diagnose else ""
+            if diagnose and not named and case.kind == "grad":
                 found = _grad_mistake(check, case, out, tuple(
                     getattr(args[i], "grad", None) for i in case.grad_args))
                 named = f"Likely mistake: {found.name}. {found.explanation}" if found else ""
@@ -983,6 +1081,8 @@ def _make_registry():
             if checks[check.key] is not check:
                 raise KeyError(f"check {check.key!r} is already registered")
         checks[check.key] = check
+        if _in_notebook():  # the locked setup cell, before any student cell (Trust above)
+            check.cases  # noqa: B018 - builds them
 
         def public(fn):
             __tracebackhide__ = True  # noqa: F841
@@ -994,10 +1094,11 @@ def _make_registry():
         )
         return public
 
-    def hidden_check(key: str, fn, given: dict | None = None) -> None:
+    def hidden_check(key: str, fn, given: dict | None = None, diagnose: bool = True) -> None:
         """The graded path: visible and hidden cases of the check registered as ``key``.
         ``given`` ({name: source}): the given implementations of the earlier exercises the
-        function calls, which it is judged with when the student's fail their checks."""
+        function calls, which it is judged with when the student's fail their checks.
+        ``diagnose=False``: the same verdict, no catalogued mistake named (see ``_run``)."""
         __tracebackhide__ = True  # noqa: F841
         if _PROBE_DIR and key not in checks:
             from autograder.checks import _probe  # a graded kernel: record, do not judge
@@ -1010,7 +1111,7 @@ def _make_registry():
             try:
                 with _with_given(fn, {n: given[n] for n, _ in failing}), \
                         contextlib.redirect_stdout(_Sink()):
-                    _run(check, fn, hidden=True)
+                    _run(check, fn, hidden=True, diagnose=diagnose)
             except CheckFailed as e:
                 raise CheckFailed(f"{given_note(check, failing, False)}\n{e}") from None
             print(given_note(check, failing, True))
@@ -1019,16 +1120,28 @@ def _make_registry():
             shown = _Kept()
             try:
                 with contextlib.redirect_stdout(shown):
-                    _run(check, fn, hidden=True, cascade=False)
+                    _run(check, fn, hidden=True, cascade=False, diagnose=diagnose)
             except CheckFailed:
                 pass
             else:
                 print("".join(shown.parts), end="")
                 return
-        _run(check, fn, hidden=True)
+        _run(check, fn, hidden=True, diagnose=diagnose)
 
     def registered() -> tuple:
         return tuple(checks)
+
+    def build_cases(*keys: str) -> int:
+        """Build the cases of the registered checks (all, or those of ``keys``) now, not on
+        first use: a process that forks its workers builds them once for all (``_Cases``).
+        Returns how many checks.
+
+        >>> build_cases() == len(registered())
+        True
+        """
+        for key in keys or tuple(checks):
+            checks[key].cases  # noqa: B018 - builds them
+        return len(keys or checks)
 
     def get_check(key: str) -> Check:
         return checks[key]
@@ -1041,10 +1154,16 @@ def _make_registry():
                 return other.exercise
         return f"`{function_name}`"
 
-    return register, hidden_check, registered, exercise_of, get_check
+    return register, hidden_check, registered, exercise_of, get_check, build_cases
 
 
-register, hidden_check, registered, _exercise_of, get_check = _make_registry()
+def _in_notebook() -> bool:
+    """Whether this process is an IPython kernel or shell (a student's notebook)."""
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    return get_ipython is not None and get_ipython() is not None
+
+
+register, hidden_check, registered, _exercise_of, get_check, build_cases = _make_registry()
 
 
 # ---------------------------------------------------------------- notebook helpers

@@ -1,9 +1,10 @@
 """Checks for notebook 01 (attention), each with its catalogue of known mistakes.
 
 Every check runs the student's function on seeded inputs over several shapes and dtypes
-and compares it with ``transformer_ref`` (expected outputs are computed here, at import,
-before any student code runs). On a mismatch the catalogue below is tried: a mistake whose
-output equals the student's output is named in the message.
+and compares it with ``transformer_ref`` (expected outputs are computed here, on first use;
+in a notebook at import, before any student code runs: ``_core._Cases``). On a mismatch the
+catalogue below is tried: a mistake whose output equals the student's output is named in the
+message.
 
 >>> def softmax(x, axis=-1):  # forgot to subtract the max
 ...     return np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True)
@@ -174,7 +175,7 @@ def _softmax_cases():
 _SOFTMAX = Check(
     **table.identity(__name__, "softmax"),
     reference_off=True,
-    cases=_softmax_cases(),
+    cases=_softmax_cases,
     mistakes=(
         Mistake(
             "unstable softmax overflowing",
@@ -256,7 +257,7 @@ _SELF_ATTN = Check(
     **table.identity(__name__, "self_attention_unscaled"),
     uses=table.uses(__name__, "dot_product_scores", "softmax"),
     reference_off=True,
-    cases=_sa_cases(),
+    cases=_sa_cases,
     mistakes=(
         Mistake(
             "softmax over the wrong axis (over queries)",
@@ -464,7 +465,7 @@ def _twin_stage(fn, hidden: bool) -> str | None:
 _VARIANCE = Check(
     **table.identity(__name__, "score_variance"),
     reference_off=True,
-    cases=_variance_cases(),
+    cases=_variance_cases,
     mistakes=(
         Mistake(
             "returned the standard deviation",
@@ -895,7 +896,7 @@ _TRANSPOSE_HINT = ErrorHint(
 _SDPA = Check(
     **table.identity(__name__, "scaled_dot_product_attention"),
     reference_off=True,
-    cases=_sdpa_cases(),
+    cases=_sdpa_cases,
     mistakes=_SDPA_MISTAKES,
     error_hints=(_TRANSPOSE_HINT,),
     forbidden=(
@@ -967,7 +968,7 @@ def _col_softmax_slip(X, Q, K, V, *, max_dim=0, sum_dim=0, normalise=True):
 _COLUMN = Check(
     **table.identity(__name__, "column_form_self_attention"),
     reference_off=True,
-    cases=_col_cases(),
+    cases=_col_cases,
     mistakes=(
         Mistake(
             "softmax over j instead of over i",
@@ -1133,7 +1134,7 @@ _COSINE = Check(
     **table.identity(__name__, "cosine_similarity_attention"),
     uses=table.uses(__name__, "scaled_dot_product_attention"),
     reference_off=True,
-    cases=_cos_cases(),
+    cases=_cos_cases,
     mistakes=(
         Mistake(
             "normalised only the queries",
@@ -1253,7 +1254,7 @@ def _dominance_cases():
 _DOMINANCE = Check(
     **table.identity(__name__, "self_score_dominance"),
     reference_off=True,
-    cases=_dominance_cases(),
+    cases=_dominance_cases,
     mistakes=(
         Mistake(
             "argmax over the wrong axis",

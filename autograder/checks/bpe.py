@@ -5,9 +5,10 @@ word-level BPE with an
 end-of-word symbol), ``train_bpe_naive`` / ``train_bpe`` (byte-level trainers) and
 ``BPETokenizer`` (encoding by merge rank, identical to ``tiktoken`` built from the same
 ranks). Outputs here are plain Python values (dicts, lists, bytes), compared exactly
-(``kind="exact"``). Expected values are computed at import, before any student cell runs.
-While a check runs, calling into ``transformer_ref`` raises "build it from scratch" (the
-notebook's ``pretokenize`` is a compiled ``regex`` of :data:`GPT2_PATTERN`, not the package's).
+(``kind="exact"``). Expected values are computed on first use (in a notebook at import,
+before any student cell runs: ``_core._Cases``). While a check runs, calling into
+``transformer_ref`` raises "build it from scratch" (the notebook's ``pretokenize`` is a
+compiled ``regex`` of :data:`GPT2_PATTERN`, not the package's).
 Mutable arguments (dicts of counts, ranks, vocabularies) are rebuilt for every call, so a
 function that edits its input cannot spoil the next case.
 
@@ -156,7 +157,7 @@ def _count_cases():
 _COUNT = Check(
     **table.identity(__name__, "count_pairs"),
     reference_off=True,
-    cases=_count_cases(),
+    cases=_count_cases,
     mistakes=(
         Mistake(
             "word frequencies ignored",
@@ -286,7 +287,7 @@ def _merge_cases():
 _MERGE = Check(
     **table.identity(__name__, "merge_pair"),
     reference_off=True,
-    cases=_merge_cases(),
+    cases=_merge_cases,
     mistakes=(
         Mistake(
             "overlapping occurrences merged (a a a became aa aa)",
@@ -397,7 +398,7 @@ _CLASSIC = Check(
     **table.identity(__name__, "train_classic_bpe"),
     uses=table.uses(__name__, "count_pairs", "merge_pair"),
     reference_off=True,
-    cases=_classic_cases(),
+    cases=_classic_cases,
     mistakes=(
         Mistake(
             "ties broken differently (first pair found)",
@@ -455,12 +456,17 @@ check_train_classic_bpe = register(_CLASSIC)
 
 
 # ====================================================================== Exercise 2.4
-_SEED_BPE = ClassicBPE().train(_SEED_TEXT, 10)
-_SAMPLE_BPE = ClassicBPE().train(_SAMPLE, 60)
 # merges b</w>, ab</w>, then ab: 'ab' is ab</w> (and by greedy longest match), but merging the
 # leftmost known pair first gives ab|</w> (issue 32: the two were named alike)
 _AB_TEXT = "abb aab b aba ab"
-_AB_BPE = ClassicBPE().train(_AB_TEXT, 10)
+
+
+@functools.cache
+def _classic_bpes() -> tuple:
+    """The trained BPEs the cases of 2.4 and 2.5 use, trained once on first use: [S4]'s
+    example (10 merges), 60 merges of Shakespeare, 10 merges of ``_AB_TEXT``."""
+    return (ClassicBPE().train(_SEED_TEXT, 10), ClassicBPE().train(_SAMPLE, 60),
+            ClassicBPE().train(_AB_TEXT, 10))
 
 
 def _apply_merges(symbols, merges):
@@ -507,20 +513,21 @@ def _encode_leftmost_pair(word, merges):
 
 
 def _encode_word_cases():
+    seed_bpe, sample_bpe, ab_bpe = _classic_bpes()
     specs = [
-        ("lowest", _SEED_BPE, "[S4]'s example", False),
-        ("newer", _SEED_BPE, "[S4]'s example", False),
-        ("widest", _SEED_BPE, "[S4]'s example", False),
+        ("lowest", seed_bpe, "[S4]'s example", False),
+        ("newer", seed_bpe, "[S4]'s example", False),
+        ("widest", seed_bpe, "[S4]'s example", False),
         # merges: n|est</w>, greedy: ne|st</w>
-        ("nest", _SEED_BPE, "[S4]'s example", False),
+        ("nest", seed_bpe, "[S4]'s example", False),
         # "each one everywhere in the word": a merge that occurs twice (visible, issue 32)
-        ("lowlow", _SEED_BPE, "[S4]'s example", False),
+        ("lowlow", seed_bpe, "[S4]'s example", False),
         # the leftmost known pair first: wrong here, where greedy longest match is right
-        ("ab", _AB_BPE, repr(_AB_TEXT), False),
-        ("slower", _SEED_BPE, "[S4]'s example", True),
-        ("Boatswain", _SAMPLE_BPE, "60 merges of Shakespeare", True),
-        ("mariners", _SAMPLE_BPE, "60 merges of Shakespeare", True),
-        ("z", _SAMPLE_BPE, "60 merges of Shakespeare", True),
+        ("ab", ab_bpe, repr(_AB_TEXT), False),
+        ("slower", seed_bpe, "[S4]'s example", True),
+        ("Boatswain", sample_bpe, "60 merges of Shakespeare", True),
+        ("mariners", sample_bpe, "60 merges of Shakespeare", True),
+        ("z", sample_bpe, "60 merges of Shakespeare", True),
     ]
     return tuple(
         _exact(f"the word {w!r}, merges learned from {src}", (w, list(bpe.merges)),
@@ -533,7 +540,7 @@ _ENCODE_WORD = Check(
     **table.identity(__name__, "encode_word"),
     uses=table.uses(__name__, "merge_pair"),
     reference_off=True,
-    cases=_encode_word_cases(),
+    cases=_encode_word_cases,
     mistakes=(
         Mistake(
             "merges applied in reverse order",
@@ -578,12 +585,13 @@ check_encode_word = register(_ENCODE_WORD)
 
 # ====================================================================== Exercise 2.5
 def _decode_cases():
+    seed_bpe, sample_bpe, _ = _classic_bpes()
     specs = [
-        ("lowest newer", _SEED_BPE, False),
-        ("low low widest", _SEED_BPE, False),
-        ("newest", _SEED_BPE, False),
-        ("Master: Boatswain! Speak to the mariners", _SAMPLE_BPE, True),
-        ("", _SEED_BPE, True),
+        ("lowest newer", seed_bpe, False),
+        ("low low widest", seed_bpe, False),
+        ("newest", seed_bpe, False),
+        ("Master: Boatswain! Speak to the mariners", sample_bpe, True),
+        ("", seed_bpe, True),
     ]
     return tuple(
         _exact(f"the symbols of {text!r}", (bpe.tokenize(text),),
@@ -595,7 +603,7 @@ def _decode_cases():
 _DECODE_SYMBOLS = Check(
     **table.identity(__name__, "decode_symbols"),
     reference_off=True,
-    cases=_decode_cases(),
+    cases=_decode_cases,
     mistakes=(
         Mistake(
             "end-of-word symbol left in the text",
@@ -720,7 +728,7 @@ def _train_cases():
     )
 
 
-_TRAIN_CASES = _train_cases()
+_TRAIN_CASES = functools.cache(_train_cases)  # one build for both checks
 _TRAIN_MISTAKES = (
     Mistake(
         "merged across pre-token boundaries",
@@ -1079,10 +1087,13 @@ def _tok_from_ranks(ranks, special_tokens=()):
     return _Tokenizer({i: b for b, i in ranks.items()}, [], special_tokens)
 
 
-_V1, _M1 = _fast(_SAMPLE, 256 + 200)
-_T1 = _Tokenizer(_V1, _M1)
-_V2, _M2 = _fast(_SAMPLE.replace("\n\n", _ENDOFTEXT), 256 + 1 + 200, [_ENDOFTEXT])
-_T2 = _Tokenizer(_V2, _M2, [_ENDOFTEXT])
+@functools.cache
+def _tokenizers() -> tuple:
+    """The byte-level tokenizers the cases of 3.x use, trained once on first use: 200 merges
+    of Shakespeare, and 200 more with a special token between speeches."""
+    t1 = _Tokenizer(*_fast(_SAMPLE, 256 + 200))
+    v2, m2 = _fast(_SAMPLE.replace("\n\n", _ENDOFTEXT), 256 + 1 + 200, [_ENDOFTEXT])
+    return t1, _Tokenizer(v2, m2, [_ENDOFTEXT])
 
 
 def _piece_ref(piece: bytes, ranks) -> list[int]:
@@ -1152,6 +1163,7 @@ def _piece_single_bytes(piece, ranks):
 
 
 def _piece_cases():
+    t1, _ = _tokenizers()
     r_abc = _hand_ranks(b"bc", b"ab")
     r_aa = _hand_ranks(b"aa")
     r_long = _hand_ranks(b"ab", b"bc", b"abc", b"cd", b"bcd")
@@ -1159,18 +1171,18 @@ def _piece_cases():
         ("b'abc', ranks: bc=256, ab=257", b"abc", r_abc, False),
         ("b'ababc', ranks: bc=256, ab=257", b"ababc", r_abc, False),
         ("b'aaa', ranks: aa=256", b"aaa", r_aa, False),
-        ("b' Boatswain', 200 merges of Shakespeare", b" Boatswain", _T1.ranks, False),
-        ("b' mariners', 200 merges of Shakespeare", b" mariners", _T1.ranks, False),
+        ("b' Boatswain', 200 merges of Shakespeare", b" Boatswain", t1.ranks, False),
+        ("b' mariners', 200 merges of Shakespeare", b" mariners", t1.ranks, False),
         ("b'abcd', ranks: ab, bc, abc, cd, bcd", b"abcd", r_long, False),
         # the leftmost known pair first (aa) is wrong here, greedy longest match is right
         # (issue 32: the two were named alike)
         ("b'aabb', ranks: ab, abb, aabb, aa", b"aabb", _hand_ranks(b"ab", b"abb", b"aabb", b"aa"),
          False),
         ("b'aaaaa', ranks: aa=256", b"aaaaa", r_aa, True),
-        ("b' café' (2-byte é), 200 merges of Shakespeare", " café".encode(), _T1.ranks, True),
+        ("b' café' (2-byte é), 200 merges of Shakespeare", " café".encode(), t1.ranks, True),
         ("b'' (empty)", b"", r_aa, True),
-        ("b'x' (one byte)", b"x", _T1.ranks, True),
-        ("b' thereupon', 200 merges of Shakespeare", b" thereupon", _T1.ranks, True),
+        ("b'x' (one byte)", b"x", t1.ranks, True),
+        ("b' thereupon', 200 merges of Shakespeare", b" thereupon", t1.ranks, True),
         ("b'abc', ranks: ab, abc (ends as one token)", b"abc", _hand_ranks(b"ab", b"abc"), True),
     ]
     return tuple(_exact(label, (p, r), _piece_ref(p, r), h) for label, p, r, h in specs)
@@ -1179,7 +1191,7 @@ def _piece_cases():
 _PIECE = Check(
     **table.identity(__name__, "encode_piece"),
     reference_off=True,
-    cases=_piece_cases(),
+    cases=_piece_cases,
     mistakes=(
         Mistake(
             "merges applied in frequency order instead of rank order",
@@ -1260,29 +1272,31 @@ def _encode_variant(text, ranks, special_tokens, *, specials=True, pretok=True,
     return ids
 
 
-_ENCODE_SPECS = [
-    ("'Boatswain! Here, master: what cheer?'", "Boatswain! Here, master: what cheer?", _T1,
-     False),
-    (f"'Good.{_ENDOFTEXT}Speak to the mariners'", f"Good.{_ENDOFTEXT}Speak to the mariners",
-     _T2, False),
-    ("two lines of Shakespeare", _SAMPLE[200:320], _T1, False),
-    ("'the tea', ranks: b'e '=256 (spans two pre-tokens), b' t'=257", "the tea",
-     _tok_from_ranks(_hand_ranks(b"e ", b" t")), False),
-    ("UTF-8 and emoji", "Größe naïve — 日本語 😀 'tis", _T1, True),
-    ("whitespace runs", "  to be,   or\n\n\nnot  ", _T1, True),
-    (f"'{_ENDOFTEXT}{_ENDOFTEXT}' (two specials in a row)", f"a{_ENDOFTEXT}{_ENDOFTEXT}b", _T2,
-     True),
-    ("'' (empty)", "", _T2, True),
-    # the hint's "build the alternation longest first" (visible, issue 32)
-    ("special tokens '<|end|>' and '<|end|>.' (one starts the other)", "a<|end|>.b<|end|>c",
-     _tok_from_ranks(_hand_ranks(b"ab"), ["<|end|>", "<|end|>."]), False),
-]
+def _encode_specs() -> list:
+    t1, t2 = _tokenizers()
+    return [
+        ("'Boatswain! Here, master: what cheer?'", "Boatswain! Here, master: what cheer?", t1,
+         False),
+        (f"'Good.{_ENDOFTEXT}Speak to the mariners'", f"Good.{_ENDOFTEXT}Speak to the mariners",
+         t2, False),
+        ("two lines of Shakespeare", _SAMPLE[200:320], t1, False),
+        ("'the tea', ranks: b'e '=256 (spans two pre-tokens), b' t'=257", "the tea",
+         _tok_from_ranks(_hand_ranks(b"e ", b" t")), False),
+        ("UTF-8 and emoji", "Größe naïve — 日本語 😀 'tis", t1, True),
+        ("whitespace runs", "  to be,   or\n\n\nnot  ", t1, True),
+        (f"'{_ENDOFTEXT}{_ENDOFTEXT}' (two specials in a row)", f"a{_ENDOFTEXT}{_ENDOFTEXT}b", t2,
+         True),
+        ("'' (empty)", "", t2, True),
+        # the hint's "build the alternation longest first" (visible, issue 32)
+        ("special tokens '<|end|>' and '<|end|>.' (one starts the other)", "a<|end|>.b<|end|>c",
+         _tok_from_ranks(_hand_ranks(b"ab"), ["<|end|>", "<|end|>."]), False),
+    ]
 
 
 def _encode_cases():
     return tuple(
         _exact(label, (text, tok.ranks, tok.special_ids), tok.encode(text), h)
-        for label, text, tok, h in _ENCODE_SPECS
+        for label, text, tok, h in _encode_specs()
     )
 
 
@@ -1297,7 +1311,7 @@ _ENCODE = Check(
     **table.identity(__name__, "encode"),
     uses=table.uses(__name__, "encode_piece"),
     reference_off=True,
-    cases=_encode_cases(),
+    cases=_encode_cases,
     mistakes=(
         Mistake(
             "special tokens split like ordinary text",
@@ -1357,17 +1371,18 @@ def _decode_ignore(ids, vocab):
 
 
 def _decode_cases():
+    t1, t2 = _tokenizers()
     small = {i: bytes([i]) for i in range(256)}
     specs = [
-        ("the ids of 'Boatswain! Here, master'", _T1.encode("Boatswain! Here, master"), _T1,
+        ("the ids of 'Boatswain! Here, master'", t1.encode("Boatswain! Here, master"), t1,
          False),
         ("'naïve café' split inside its 2-byte characters",
          list("naïve café".encode()), _Tokenizer(small, []), False),
-        ("[0xE2, 0x82]: a 3-byte character cut short", [0xE2, 0x82], _T1, False),
-        ("[0xFF, 65]: a byte that never occurs in UTF-8", [0xFF, 65], _T1, True),
-        (f"a special token: 'Good.{_ENDOFTEXT}Speak'", _T2.encode(f"Good.{_ENDOFTEXT}Speak"),
-         _T2, True),
-        ("no ids", [], _T1, True),
+        ("[0xE2, 0x82]: a 3-byte character cut short", [0xE2, 0x82], t1, False),
+        ("[0xFF, 65]: a byte that never occurs in UTF-8", [0xFF, 65], t1, True),
+        (f"a special token: 'Good.{_ENDOFTEXT}Speak'", t2.encode(f"Good.{_ENDOFTEXT}Speak"),
+         t2, True),
+        ("no ids", [], t1, True),
     ]
     return tuple(
         _exact(label, (ids, tok.vocab), tok.decode(ids), h) for label, ids, tok, h in specs
@@ -1377,7 +1392,7 @@ def _decode_cases():
 _DECODE = Check(
     **table.identity(__name__, "decode"),
     reference_off=True,
-    cases=_decode_cases(),
+    cases=_decode_cases,
     mistakes=(
         Mistake(
             "decoded token by token",

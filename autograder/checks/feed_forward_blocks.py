@@ -5,7 +5,8 @@ The block checks hand the student's function sublayers (``attn``, ``ffn``, ``nor
 ``torch.nn.TransformerEncoderLayer``) and compare with that torch layer's own output, for
 ``norm_first=False`` (post-LN) and ``True`` (pre-LN); Exercise 3.1 gets ``_builders``
 encoder blocks with ``transformer_ref.EncoderBlock``'s weights and is compared with
-``transformer_ref``'s gradients. Everything is built here, at import.
+``transformer_ref``'s gradients. Everything is built here, on first use (in a notebook at
+import: ``_core._Cases``).
 
 >>> check_ffn_param_count(lambda d, f, a: (3 if a == "swiglu" else 2) * d * f
 ...     + (2 * f if a == "swiglu" else f) + d)  # doctest: +ELLIPSIS
@@ -98,7 +99,7 @@ _SWAP_HINT = ErrorHint(
 
 _FFN = Check(
     **table.identity(__name__, "feed_forward"),
-    cases=_ffn_cases(),
+    cases=_ffn_cases,
     mistakes=(
         Mistake(
             "activation after the second linear layer",
@@ -210,7 +211,7 @@ _CONV_FORBIDDEN = ("linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm",
 
 _CONV = Check(
     **table.identity(__name__, "ffn_as_conv1d"),
-    cases=_conv_cases(),
+    cases=_conv_cases,
     mistakes=(
         Mistake(
             "activation after the second convolution",
@@ -277,7 +278,7 @@ def _count_cases():
 
 _COUNT = Check(
     **table.identity(__name__, "ffn_param_count"),
-    cases=_count_cases(),
+    cases=_count_cases,
     mistakes=(
         Mistake(
             "forgot the biases",
@@ -378,7 +379,7 @@ def _swiglu_cases():
 
 _SWIGLU = Check(
     **table.identity(__name__, "swiglu_ffn"),
-    cases=_swiglu_cases(),
+    cases=_swiglu_cases,
     mistakes=(
         Mistake(
             "gate on the wrong branch",
@@ -556,7 +557,7 @@ _BLOCK_FORBIDDEN = ("layer_norm", "_transformer_encoder_layer_fwd", "multi_head_
 
 _POST = Check(
     **table.identity(__name__, "post_ln_block"),
-    cases=_block_cases(norm_first=False),
+    cases=lambda: _block_cases(norm_first=False),
     mistakes=(
         Mistake(
             "norm inside the residual branch (that is pre-LN)",
@@ -614,7 +615,7 @@ check_post_ln_block = register(_POST)
 
 _PRE = Check(
     **table.identity(__name__, "pre_ln_block"),
-    cases=_block_cases(norm_first=True),
+    cases=lambda: _block_cases(norm_first=True),
     mistakes=(
         Mistake(
             "residual added after the norm (that is post-LN)",
@@ -744,7 +745,7 @@ def _gn_mistake(**kw):
 
 _GRADNORM = Check(
     **table.identity(__name__, "grad_norm_per_layer"),
-    cases=_gn_cases(),
+    cases=_gn_cases,
     mistakes=(
         Mistake(
             "returned the squared norm",

@@ -1,8 +1,8 @@
 """Checks for notebook 04 (layer normalization), each with its catalogue of known mistakes.
 
 Expected outputs come from ``transformer_ref.layer_norm`` / ``rms_norm`` (tested against
-``torch.nn.LayerNorm`` / ``torch.nn.RMSNorm``) and from autograd, computed here at import,
-before any student code runs.
+``torch.nn.LayerNorm`` / ``torch.nn.RMSNorm``) and from autograd, computed here on first use
+(in a notebook at import, before any student code runs: ``_core._Cases``).
 
 >>> check_rms_norm(transformer_ref.rms_norm)  # doctest: +ELLIPSIS
 ✔ Exercise 4.1 `rms_norm`: all ... cases match the reference.
@@ -328,7 +328,7 @@ _LN_FORBIDDEN = ("layer_norm", "native_layer_norm", "group_norm", "batch_norm", 
 # ====================================================================== Exercise 2.1
 _LN_NP = Check(
     **table.identity(__name__, "layer_norm_np"),
-    cases=_ln_cases(numpy=True),
+    cases=lambda: _ln_cases(numpy=True),
     mistakes=_ln_mistakes(numpy=True),
     error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
     forbidden=_LN_FORBIDDEN,
@@ -339,7 +339,7 @@ check_layer_norm_np = register(_LN_NP)
 # ====================================================================== Exercise 2.2
 _LN = Check(
     **table.identity(__name__, "layer_norm"),
-    cases=_ln_cases(numpy=False),
+    cases=lambda: _ln_cases(numpy=False),
     mistakes=_ln_mistakes(numpy=False),
     error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
     forbidden=_LN_FORBIDDEN,
@@ -436,7 +436,7 @@ def _bw_cases():
 
 _BACKWARD = Check(
     **table.identity(__name__, "layer_norm_backward"),
-    cases=_bw_cases(),
+    cases=_bw_cases,
     mistakes=(
         Mistake(
             "treated the mean and the variance as constants",
@@ -711,7 +711,7 @@ def _rms_cases():
 
 _RMS = Check(
     **table.identity(__name__, "rms_norm"),
-    cases=_rms_cases(),
+    cases=_rms_cases,
     mistakes=(
         Mistake(
             "subtracted the mean (that is LayerNorm, not RMSNorm)",

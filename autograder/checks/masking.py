@@ -3,8 +3,8 @@
 Masks in this course are boolean *keep* masks (True = the query may attend to the key) that
 broadcast to ``(B, H, T_q, T_k)``; [S4]'s additive form puts 0 where kept
 and -inf
-where dropped. Expected outputs are computed here, at import (the notebook's locked first
-cell), from ``transformer_ref``.
+where dropped. Expected outputs are computed here, on first use (in a notebook at import, in its
+locked first cell: ``_core._Cases``), from ``transformer_ref``.
 
 >>> check_causal_mask(transformer_ref.causal_mask)  # doctest: +ELLIPSIS
 ✔ Exercise 1.1 `causal_mask`: all ... cases match the reference.
@@ -54,7 +54,7 @@ def _causal_cases():
 
 _CAUSAL = Check(
     **table.identity(__name__, "causal_mask"),
-    cases=_causal_cases(),
+    cases=_causal_cases,
     mistakes=(
         Mistake(
             "off-by-one diagonal (a token cannot see itself)",
@@ -118,7 +118,7 @@ def _additive_cases():
 
 _ADDITIVE = Check(
     **table.identity(__name__, "to_additive"),
-    cases=_additive_cases(),
+    cases=_additive_cases,
     mistakes=(
         Mistake(
             "mask inverted (-inf where the mask is True)",
@@ -195,7 +195,7 @@ _QUERY_AXIS = (
 
 _LENGTHS = Check(
     **table.identity(__name__, "padding_mask_from_lengths"),
-    cases=_lengths_cases(),
+    cases=_lengths_cases,
     mistakes=(
         Mistake(
             "off-by-one length (<= instead of <)",
@@ -232,7 +232,7 @@ def _ids_cases():
 
 _IDS = Check(
     **table.identity(__name__, "padding_mask_from_ids"),
-    cases=_ids_cases(),
+    cases=_ids_cases,
     mistakes=(
         Mistake(
             "mask inverted (True at the padding)",
@@ -297,7 +297,7 @@ def _dec_variant(ids, pad_id, *, op="and", pad=None, causal=True):
 _DECODER = Check(
     **table.identity(__name__, "decoder_self_attention_mask"),
     uses=table.uses(__name__, "padding_mask_from_ids", "causal_mask"),
-    cases=_decoder_cases(),
+    cases=_decoder_cases,
     mistakes=(
         Mistake(
             "combined the masks with OR instead of AND",
@@ -508,7 +508,7 @@ def _masked_steps(*, d_k_axis=-1, d_k_power=0.5, inverse_scale=False, max_dim=-1
 _MASKED = Check(
     **table.identity(__name__, "masked_attention"),
     uses=table.uses(__name__, "to_additive"),
-    cases=_masked_cases(),
+    cases=_masked_cases,
     mistakes=(
         Mistake(
             "mask applied after the softmax",
@@ -695,7 +695,7 @@ def _leak_variant(f, x, t, delta, *, start, cmp):
 
 _LEAK = Check(
     **table.identity(__name__, "future_leak"),
-    cases=_leak_cases(),
+    cases=_leak_cases,
     mistakes=(
         Mistake(
             "perturbed token t too (off by one)",
@@ -753,7 +753,7 @@ def _grad_of(f, x, pick):
 
 _GRAD = Check(
     **table.identity(__name__, "grad_of_position"),
-    cases=_grad_cases(),
+    cases=_grad_cases,
     mistakes=(
         Mistake(
             "gradient of every output, not of position t",

@@ -3,7 +3,8 @@
 Weights are in the course's row form: ``Q = X W_Q`` with ``W_Q`` of shape
 ``(d_model, H * d_k)``, heads side by side in the columns (head h owns columns
 ``h*d_k .. (h+1)*d_k - 1``). Expected outputs come from ``transformer_ref`` (its
-``MultiHeadAttention`` is tested against ``nn.MultiheadAttention``), computed at import.
+``MultiHeadAttention`` is tested against ``nn.MultiheadAttention``), computed on first use
+(in a notebook at import: ``_core._Cases``).
 
 >>> check_mha_parameter_count(lambda d, h, bias=True: 4 * d * d + (4 * d if bias else 0))
 ... # doctest: +ELLIPSIS
@@ -90,7 +91,7 @@ def _msa_cases():
 
 _MSA = Check(
     **table.identity(__name__, "msa_loop"),
-    cases=_msa_cases(),
+    cases=_msa_cases,
     mistakes=(
         Mistake(
             "heads concatenated in the wrong order",
@@ -168,7 +169,7 @@ def _split_cases():
 
 _SPLIT = Check(
     **table.identity(__name__, "split_heads"),
-    cases=_split_cases(),
+    cases=_split_cases,
     mistakes=(
         Mistake(
             "reshape to heads without transposing (heads mixed across positions)",
@@ -223,7 +224,7 @@ def _merge_cases():
 
 _MERGE = Check(
     **table.identity(__name__, "merge_heads"),
-    cases=_merge_cases(),
+    cases=_merge_cases,
     mistakes=(
         Mistake(
             "reshape without transposing (heads mixed across positions)",
@@ -399,7 +400,7 @@ _TRANSPOSE_WHY = (
 _MHA_CHECK = Check(
     **table.identity(__name__, "multi_head_attention"),
     uses=table.uses(__name__, "split_heads", "merge_heads"),
-    cases=_mha_cases(),
+    cases=_mha_cases,
     mistakes=(
         Mistake(_TRANSPOSE_NAME, _TRANSPOSE_WHY, _mha_no_transpose),
         Mistake(_TRANSPOSE_NAME, _TRANSPOSE_WHY, _mha_no_transpose_split),
@@ -469,7 +470,7 @@ def _count_cases():
 
 _COUNT = Check(
     **table.identity(__name__, "mha_parameter_count"),
-    cases=_count_cases(),
+    cases=_count_cases,
     mistakes=(
         Mistake(
             "a full d_model x d_model projection per head",
@@ -548,7 +549,7 @@ def _fused_cases():
 
 _FUSED = Check(
     **table.identity(__name__, "fused_qkv"),
-    cases=_fused_cases(),
+    cases=_fused_cases,
     mistakes=(
         Mistake(
             "split along the wrong axis",
@@ -622,7 +623,7 @@ def _weights_cases():
 
 _WEIGHTS = Check(
     **table.identity(__name__, "weights_from_torch"),
-    cases=_weights_cases(),
+    cases=_weights_cases,
     mistakes=(
         Mistake(
             "transposed weight convention (W vs Wᵀ)",

@@ -6,8 +6,8 @@ from scratch, compared with ``torch.optim.AdamW`` step by step), ``estimate_loss
 ``save_checkpoint``/``load_checkpoint`` (resume equality) and ``sample_next_token``
 (temperature, top-k, top-p; frequencies with a fixed RNG). Expected values come from
 ``transformer_ref`` (``transformer_ref.train`` and ``transformer_ref.sampling``) and, for
-``AdamW``, from ``torch.optim.AdamW``; they are computed here, at import, before any
-student cell runs.
+``AdamW``, from ``torch.optim.AdamW``; they are computed here, on first use (in a notebook
+at import, before any student cell runs: ``_core._Cases``).
 
 Exercises whose result is a *behaviour* rather than a return value (a training step, an
 optimizer, a resumed run, a sampler) are checked through a *probe*: a small experiment built
@@ -168,7 +168,7 @@ def _gb_cases():
 
 _GET_BATCH = Check(
     **table.identity(__name__, "get_batch"),
-    cases=_gb_cases(),
+    cases=_gb_cases,
     mistakes=(
         Mistake("y not shifted (y = x)",
                 "The target of position t is the *next* token: y = data[i + 1 : i + T + 1].",
@@ -295,7 +295,7 @@ def _ce_cases():
 
 _CE = Check(
     **table.identity(__name__, "cross_entropy"),
-    cases=_ce_cases(),
+    cases=_ce_cases,
     mistakes=(
         Mistake("not stabilised: exp of the raw logits overflows",
                 "exp(1000) is inf in any float type. Subtract each row's max first: "
@@ -446,7 +446,7 @@ def _lr_cases():
 
 _LR = Check(
     **table.identity(__name__, "get_lr"),
-    cases=_lr_cases(),
+    cases=_lr_cases,
     mistakes=(
         Mistake("warm-up starts at 0 (max_lr * step / warmup_iters)",
                 "With step counted from 0, step 0 would get learning rate 0 and waste a step: "
@@ -641,7 +641,7 @@ _TRAIN_STEP = Check(
         f"{'once' if c.args[1] == 1 else f'{c.args[1]} times'} on one "
         f"batch x, y (4, 8) of a tiny GPT (seed {c.args[0]}), AdamW with lr {c.args[3]:g}"),
     uses=table.uses(__name__, "cross_entropy"),
-    cases=_step_cases(),
+    cases=_step_cases,
     mistakes=(
         Mistake("forgot optimizer.zero_grad(): gradients accumulate across steps",
                 ".backward() *adds* into .grad; clear it at the start of every step.",
@@ -891,7 +891,7 @@ def _adamw_call_text(c) -> str:
 _ADAMW = Check(
     **table.identity(__name__, "AdamW"),
     call_text=_adamw_call_text,
-    cases=_adamw_cases(),
+    cases=_adamw_cases,
     mistakes=(
         Mistake("L2 penalty added to the gradient (Adam + L2) instead of decoupled decay",
                 "AdamW decouples the decay from the gradient: shrink the weights directly, "
@@ -1169,7 +1169,7 @@ _ESTIMATE = Check(
         f"eval_iters={c.args[3]}, generator) on a tiny GPT with dropout 0.5 (seed {c.args[0]}),"
         " data 400 random tokens"),
     uses=table.uses(__name__, "get_batch", "cross_entropy"),
-    cases=_eval_cases(),
+    cases=_eval_cases,
     mistakes=(
         Mistake("forgot model.eval(): dropout is still on",
                 "In training mode dropout zeroes activations at random, so the loss is noisy "
@@ -1336,7 +1336,7 @@ _CHECKPOINT = Check(
         f"save_checkpoint(path, model, optimizer, step={c.args[1]}, generator) after "
         f"{c.args[1]} training steps, load_checkpoint(path, model2, optimizer2, generator2) "
         f"into fresh ones, then {c.args[2]} more steps (seed {c.args[0]})"),
-    cases=_ck_cases(),
+    cases=_ck_cases,
     mistakes=(
         Mistake("saved the model only (AdamW's moments restart at zero)",
                 "AdamW keeps two running averages per weight (exp_avg, exp_avg_sq) and a step "
@@ -1513,7 +1513,7 @@ _SAMPLE = Check(
         f"top_p={c.args[3]}, generator) on logits ({c.args[0].shape[0] * _N_DRAWS}, "
         f"{c.args[0].shape[1]}): each of these {c.args[0].shape[0]} rows repeated "
         f"{_N_DRAWS:,} times"),
-    cases=_sample_cases(),
+    cases=_sample_cases,
     mistakes=(
         Mistake("multiplied the logits by the temperature instead of dividing",
                 "p ∝ exp(z / T): a small T sharpens the distribution, a large T flattens it.",

@@ -1,10 +1,11 @@
 """Checks for notebook 06 (the full Transformer), each with its catalogue of known mistakes.
 
 References: ``transformer_ref`` (sinusoidal table, RoPE, multi-head attention, GPT with KV cache)
-and ``torch.nn.TransformerDecoderLayer`` for the decoder block; built here, at import. The
-objects the student's functions get (the ``f`` of Exercise 1.1, the decoder's sublayers, the
-GPT and its KV cache) are ``_builders`` objects holding the same weights: plain data to a
-graded kernel, and no ``transformer_ref`` (nor a model's own forward pass) inside them.
+and ``torch.nn.TransformerDecoderLayer`` for the decoder block; built here, on first use (in
+a notebook at import). The objects the student's functions get (the ``f`` of Exercise 1.1,
+the decoder's sublayers, the GPT and its KV cache) are ``_builders`` objects holding the same
+weights: plain data to a graded kernel, and no ``transformer_ref`` (nor a model's own forward
+pass) inside them.
 
 >>> check_equivariance_gap(lambda f, x, perm: (f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
 ... # doctest: +ELLIPSIS
@@ -125,7 +126,7 @@ def _gap_cases():
 
 _GAP = Check(
     **table.identity(__name__, "equivariance_gap"),
-    cases=_gap_cases(),
+    cases=_gap_cases,
     mistakes=(
         Mistake(
             "permuted the output with the inverse permutation",
@@ -219,7 +220,7 @@ def _sin_cases():
 
 _SIN = Check(
     **table.identity(__name__, "sinusoidal_encoding"),
-    cases=_sin_cases(),
+    cases=_sin_cases,
     mistakes=(
         Mistake(
             "sin and cos concatenated instead of interleaved",
@@ -397,7 +398,7 @@ def _rope_cases():
 
 _ROPE = Check(
     **table.identity(__name__, "apply_rope"),
-    cases=_rope_cases(),
+    cases=_rope_cases,
     mistakes=(
         Mistake(
             "half-split pairing (rotate_half) instead of interleaved pairs",
@@ -658,7 +659,7 @@ def _dec_cases():
 
 _DEC = Check(
     **table.identity(__name__, "decoder_block"),
-    cases=_dec_cases(),
+    cases=_dec_cases,
     mistakes=(
         Mistake(
             "decoder self-attention not causal",
@@ -822,7 +823,7 @@ def _gpt_cases():
 
 _GPT_CHECK = Check(
     **table.identity(__name__, "gpt_logits"),
-    cases=_gpt_cases(),
+    cases=_gpt_cases,
     mistakes=(
         Mistake(
             "positions added after the first block",
@@ -923,7 +924,7 @@ def _inc_cases():
 _INC = Check(
     **table.identity(__name__, "incremental_logits"),
     uses=table.uses(__name__, "gpt_logits"),
-    cases=_inc_cases(),
+    cases=_inc_cases,
     mistakes=(
         Mistake(
             "KV cache positions off by one",

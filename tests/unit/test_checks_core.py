@@ -142,6 +142,24 @@ def test_an_alias_imported_before_the_check_is_switched_off_too():
     assert issubclass(BuildItFromScratch, RuntimeError)
 
 
+def test_without_diagnosis_the_verdict_is_the_same_and_no_mistake_is_named(capsys):
+    """``diagnose=False`` (the mutation test needs only verdicts) skips the catalogue: a
+    catalogued mistake still fails on the same case, its message names nothing; the right
+    answer still passes."""
+
+    def softmax_axis_0(x, axis=-1):  # "softmax over the wrong axis (axis 0)"
+        return np_softmax(x, axis=0)
+
+    with pytest.raises(CheckFailed) as named:
+        hidden_check(KEY["softmax"], softmax_axis_0)
+    with pytest.raises(CheckFailed) as plain:
+        hidden_check(KEY["softmax"], softmax_axis_0, diagnose=False)
+    assert "Likely mistake: softmax over the wrong axis (axis 0)" in str(named.value)
+    assert "Likely mistake" not in str(plain.value)
+    assert str(plain.value).splitlines()[:2] == str(named.value).splitlines()[:2]
+    hidden_check(KEY["softmax"], np_softmax, diagnose=False)
+
+
 # ---------------------------------------------------------------- monkeypatching students
 def test_wrong_answer_fails(capsys):
     with pytest.raises(CheckFailed):
