@@ -11,9 +11,10 @@ changes no result:
 - :func:`share_setenv`: ``nbgrader.utils.setenv`` made safe for two lanes of one grading
   process at once.
 - :func:`share_compiled_templates`: nbconvert's Jinja templates compiled once per process.
+- :func:`share_engines`: one SQLAlchemy engine per gradebook, so its SQL is compiled once.
 
 Each is idempotent, and each is applied by the process that needs it (``course-grade`` for the
-head, ``autograde/nbgrader_main`` for all three).
+head, ``autograde/nbgrader_main`` for all four).
 """
 
 from __future__ import annotations
@@ -176,3 +177,33 @@ def share_compiled_templates() -> None:
 
     _create_environment.shared_cache = cache
     TemplateExporter._create_environment = _create_environment
+
+
+def share_engines() -> None:
+    """One SQLAlchemy engine per gradebook URL in this process, instead of one per ``Gradebook``.
+
+    nbgrader opens the gradebook about six times per notebook it grades (autograde's steps,
+    the feedback's scores; the verdicts and the results once more), each time through a new
+    engine, whose cache of compiled statements starts empty: every query was compiled again
+    each time. With the engine shared, each statement is compiled once per process. Nothing
+    else changes: each ``Gradebook`` still has its own session, and closing it still disposes
+    of the engine's connections (the next one connects again; the statement cache stays). An
+    engine is safe to share between threads (the lanes). Idempotent.
+    """
+    import nbgrader.api
+
+    if getattr(nbgrader.api.create_engine, "shared", False):
+        return
+    create = nbgrader.api.create_engine
+    lock = threading.Lock()
+    engines: dict = {}
+
+    def create_engine(url, **kwargs):
+        key = (str(url), tuple(sorted(kwargs.items())))
+        with lock:
+            if key not in engines:
+                engines[key] = create(url, **kwargs)
+            return engines[key]
+
+    create_engine.shared = True
+    nbgrader.api.create_engine = create_engine

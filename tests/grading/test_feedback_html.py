@@ -153,3 +153,43 @@ print(json.dumps([n_first, len(compiled) - n_first, first == second,
     n_first, n_second, same, as_before = json.loads(out.stdout.strip().splitlines()[-1])
     assert n_first > 0 and n_second == 0  # the second exporter compiled nothing
     assert same and as_before
+
+
+def test_a_warmed_up_process_renders_the_same_page_without_compiling():
+    """``feedback_html.warm_up`` (the warm process, before it forks): the next feedback page
+    compiles no template (its exporter finds them built) and is the page a process that did not
+    warm up renders, cleaned alike. In subprocesses: the warm-up fills process-wide caches."""
+    code = r"""
+import json, sys, jinja2
+from nbconvert.exporters import HTMLExporter
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from nbgrader.converters import GenerateFeedback
+from nbgrader.coursedir import CourseDirectory
+from autograder.grading.autograde import feedback_html
+from autograder.grading.nbgrader_patches import share_compiled_templates
+share_compiled_templates()
+if sys.argv[1] == "warm":
+    feedback_html.warm_up()
+compiled = []
+original = jinja2.Environment.compile
+def counting(self, *a, **k):
+    compiled.append(1)
+    return original(self, *a, **k)
+jinja2.Environment.compile = counting
+nb = new_notebook(metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}},
+                  cells=[new_markdown_cell("# T\n$x^2$ <script>x()</script>", id="m"),
+                         new_code_cell("print(1)", id="c",
+                                       outputs=[new_output("stream", text="1\n")])])
+exporter = HTMLExporter(config=GenerateFeedback(coursedir=CourseDirectory()).config)
+resources = {"nbgrader": {"notebook": "nb", "score": 1, "max_score": 2, "late_penalty": 0}}
+page = feedback_html.clean_page(exporter.from_notebook_node(nb, resources)[0])
+print(json.dumps([len(compiled), page]))
+"""
+    runs = {}
+    for mode in ("cold", "warm"):
+        out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True,
+                             cwd=REPO, timeout=120)
+        assert out.returncode == 0, out.stderr
+        runs[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert runs["cold"][0] > 0 and runs["warm"][0] == 0
+    assert runs["warm"][1] == runs["cold"][1] and "&lt;script&gt;" in runs["warm"][1]

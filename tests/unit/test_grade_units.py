@@ -206,3 +206,26 @@ def test_help():
     assert out.returncode == 0
     for opt in ("--out", "--workers", "--timeout", "--memory", "--assignment", "--cell-timeout"):
         assert opt in out.stdout
+
+
+def test_gradebooks_of_one_url_share_an_engine_and_see_the_same_rows(tmp_path, monkeypatch):
+    """``nbgrader_patches.share_engines``: every ``Gradebook`` of one URL gets the same engine
+    (its compiled statements kept), another URL its own; what one wrote, the next one reads."""
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+
+    from autograder.grading.nbgrader_patches import schema_head, share_engines
+
+    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # put back
+    monkeypatch.setattr(nbgrader.api, "get_alembic_version", schema_head)  # no alembic run
+    share_engines()
+    share_engines()  # idempotent: one layer
+    a, b = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    with Gradebook(a) as gb:
+        gb.add_student("ada")
+        engine = gb.engine
+    with Gradebook(a) as gb:
+        assert gb.engine is engine
+        assert [s.id for s in gb.students] == ["ada"]
+    with Gradebook(b) as gb:
+        assert gb.engine is not engine and gb.students == []

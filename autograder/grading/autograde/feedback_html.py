@@ -83,6 +83,51 @@ def clean_feedback(folder: Path) -> list[Path]:
     return pages
 
 
+def warm_up() -> None:
+    """Render and clean one small feedback page and drop it: what every process's first page
+    builds is then built in this one (the warm process, before it forks the students' grading
+    processes: ``warm.py``): nbconvert's compiled templates
+    (``nbgrader_patches.share_compiled_templates``), the CSS selectors it looks for, Pygments'
+    lexer, bleach's parser and their regular expressions (about 1 s of CPU of the first page
+    of every student). Each is a cache of something built from its own source (a template, a
+    selector, a lexer), never from a page, so no page changes. Nothing happens where it fails
+    (the first page builds them, as before)."""
+    try:
+        from nbconvert.exporters import HTMLExporter
+        from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+        from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+        from nbgrader.converters import GenerateFeedback
+        from nbgrader.coursedir import CourseDirectory
+
+        # nbgrader's own page settings (its feedback template), as generate_feedback has them,
+        # and the feedback's preprocessors that build something (the scores are given below)
+        exporter = HTMLExporter(config=GenerateFeedback(coursedir=CourseDirectory()).config)
+        for preprocessor in (SanitizeOutputs, CSSHTMLHeaderPreprocessor):
+            exporter.register_preprocessor(preprocessor, enabled=True)
+        grade = {"grade": True, "solution": False, "locked": True, "grade_id": "t", "points": 1,
+                 "score": 1}
+        nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                   "language": "python"},
+                                    "language_info": {"name": "python",
+                                                      "pygments_lexer": "ipython3"}})
+        nb.cells = [
+            new_markdown_cell("# A *page*\n\n$x^2$, `x`, [a](https://example.org)\n\n"
+                              "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```"),
+            new_code_cell("def f(x):\n    return x ** 2  # f\n\nprint(f'{f(2)}')",
+                          metadata={"nbgrader": grade}, execution_count=1, outputs=[
+                              new_output("stream", name="stdout", text="4\n"),
+                              new_output("execute_result", execution_count=1,
+                                         data={"text/plain": "4", "text/html": "<b>4</b>"}),
+                              new_output("error", ename="E", evalue="x",
+                                         traceback=["\x1b[0;31mE\x1b[0m: x"])]),
+        ]
+        resources = {"nbgrader": {"notebook": "warm-up", "score": 1, "max_score": 1,
+                                  "late_penalty": 0}}
+        clean_page(exporter.from_notebook_node(nb, resources)[0])
+    except Exception:  # noqa: BLE001 - a head start only
+        pass
+
+
 class SanitizeOutputs(SanitizeHTML):
     """nbconvert's ``SanitizeHTML`` with the course's allow-list, on outputs and raw cells
     (markdown cells: see the module docstring)."""

@@ -9,7 +9,7 @@ inputs (see :func:`build_kernel_caches`).
 
 Before nbgrader's own main runs, the course's changes to nbgrader's and nbconvert's code are
 applied (``nbgrader_patches.py``: the gradebook schema's head from ``COURSE_ALEMBIC_HEAD``,
-templates compiled once, ``setenv`` safe for two lanes).
+templates compiled once, one engine per gradebook, ``setenv`` safe for two lanes).
 """
 
 from __future__ import annotations
@@ -22,7 +22,12 @@ from pathlib import Path
 
 from ..env import KERNEL_ZYGOTE
 from ..gradebook import quiet_sqlalchemy  # noqa: F401 - where the grading code finds it
-from ..nbgrader_patches import share_compiled_templates, share_setenv, use_cached_head
+from ..nbgrader_patches import (
+    share_compiled_templates,
+    share_engines,
+    share_setenv,
+    use_cached_head,
+)
 
 
 def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
@@ -99,6 +104,7 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
         from nbgrader.apps.baseapp import NbGrader
 
         share_compiled_templates()  # each feedback page's exporter: templates compiled once
+        share_engines()  # every gradebook opened here: its statements compiled once
         app = NbGrader()
         app.initialize([])
 

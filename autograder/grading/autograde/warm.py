@@ -5,7 +5,10 @@ import nbgrader, nbconvert, jupyter_client, torch and the chapters' checks befor
 anything: about 5 s of the 7 s of CPU that grading a one-notebook student takes in it. The
 *warm* process imports them once per ``course-grade`` run (once per Dask worker process) and
 waits; each student's grading process is a ``fork`` of it, its libraries loaded, which then
-does exactly what the started process did (``nbgrader_main.student_main``).
+does exactly what the started process did (``nbgrader_main.student_main``). Before it forks it
+also renders one small feedback page (``feedback_html.warm_up``: what every first page built)
+and freezes what it holds out of the garbage collector's sight (``gc.freeze``: no collection
+in a copy walks the inherited objects, nor copies their pages by writing to them).
 
 What the copy does before grading, in the order the started process had it done for it
 (``subprocess.Popen(start_new_session=True)`` then ``sandbox/limits.py``):
@@ -36,6 +39,7 @@ before (:class:`~autograder.grading.parent.runner.LocalRunner`), with a line on 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import selectors
@@ -92,9 +96,19 @@ def serve(path: str, parent: int, assignments: list[str]) -> None:
             importlib.import_module(f"autograder.checks.{table.chapter(a).module}")
         except Exception:  # not a chapter of the table (a test's assignment): not loaded
             pass
+    from autograder.checks._core import build_cases
+
+    build_cases()  # the expected values, built on first use: once here, shared by every fork
+    from .feedback_html import warm_up
+
+    warm_up()  # one page rendered: what every copy's first feedback page would build first
     if threading.active_count() != 1 or len(os.listdir("/proc/self/task")) != 1:
         print("threads running after the imports: cannot fork safely", flush=True)
         sys.exit(1)
+    # what the copies inherit is out of the cyclic garbage collector's sight: a collection in a
+    # copy walks only its own objects, not these (nor writes to their pages: copy-on-write)
+    gc.collect()
+    gc.freeze()
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
