@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import importlib.util
 import inspect
 import json
@@ -23,6 +24,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import nbformat
@@ -166,6 +168,29 @@ def _strings(x, out: set):
             _strings(v, out)
 
 
+_OUTPUTS: dict = {}  # (id(mistake), id(case)) -> (mistake, case, (raised, value))
+
+
+def _mistake_output(m, case):
+    """``_core._mistake_output(m, case)`` (what the kit records for a mistake on a visible
+    case), run once per mistake and case in this process: :func:`hidden_leaks` and
+    :func:`compare_verdicts` both need it, on the same registered checks (their cases are
+    built once). Raises what it raised."""
+    from autograder.checks import _core
+
+    hit = _OUTPUTS.get((id(m), id(case)))
+    if hit is None or hit[0] is not m or hit[1] is not case:
+        try:
+            res = (False, _core._mistake_output(m, case))
+        except Exception as e:  # noqa: BLE001
+            res = (True, e.with_traceback(None))
+        hit = _OUTPUTS[(id(m), id(case))] = (m, case, res)
+    raised, value = hit[2]
+    if raised:
+        raise value
+    return value
+
+
 def hidden_leaks(folder: Path, chapters) -> list[str]:
     """Hidden labels and hidden arrays found in the kit's data (and labels in its code)."""
 
@@ -178,8 +203,6 @@ def hidden_leaks(folder: Path, chapters) -> list[str]:
     code = "\n".join(p.read_text() for p in sorted(folder.rglob("*.py")))
     # what the visible cases of the kit's chapters show anyway (a hidden case may share an
     # input, a mask say, with a visible one, or a label with another check's visible case)
-    from autograder.checks._core import _mistake_output
-
     visible, visible_labels = set(), set()
     for ch in chapters:
         for ex in TABLES[ch].exercises:
@@ -225,11 +248,30 @@ def _source_of(fn) -> str | None:
             return textwrap.dedent(inspect.getsource(fn))
         except (OSError, TypeError):
             return None
-    text = Path(code.co_filename).read_text()
+    text, lambdas, lines = _lambdas_of(code.co_filename)
+    node = lambdas.get(code.co_firstlineno)
+    if node is None:
+        return None
+    body = node.body
+    if lines is None:
+        return ast.get_source_segment(text, body)
+    # the same segment, from the lines it spans only (not the whole file split again)
+    where = types.SimpleNamespace(lineno=1, end_lineno=body.end_lineno - body.lineno + 1,
+                                  col_offset=body.col_offset, end_col_offset=body.end_col_offset)
+    return ast.get_source_segment("".join(lines[body.lineno - 1:body.end_lineno]), where)
+
+
+@functools.cache
+def _lambdas_of(filename: str) -> tuple:
+    """(a source file's text, {line: its first lambda there, in ``ast.walk`` order}, its lines
+    (None where ``str.splitlines`` would split it elsewhere than ``ast`` does)), once per file."""
+    text = Path(filename).read_text()
+    lambdas = {}
     for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno:
-            return ast.get_source_segment(text, node.body)
-    return None
+        if isinstance(node, ast.Lambda):
+            lambdas.setdefault(node.lineno, node)
+    odd = re.search("[\\r\\v\\f\\x1c\\x1d\\x1e\\x85\\u2028\\u2029]", text)
+    return text, lambdas, None if odd else text.splitlines(keepends=True)
 
 
 def _mistake_code(fn) -> list:
@@ -267,10 +309,11 @@ def mistake_sources(folder: Path, chapters) -> list[str]:
             for m in ex.mistakes:
                 for fn in _mistake_code(m.fn):
                     src = _source_of(fn)
-                    if src is None or len(_squash(src)) < 25 or _squash(src) in public:
+                    src = None if src is None else _squash(src)
+                    if src is None or len(src) < 25 or src in public:
                         continue  # (a one-liner the release notebooks show anyway)
                     for where, text in texts.items():
-                        if _squash(src) in text:
+                        if src in text:
                             found.append(f"{ex.key}: mistake {m.name!r} in {where}")
     return found
 
@@ -420,7 +463,7 @@ def _replay_table(check, m) -> dict | None:
         args = c.call() if c.call is not None else c.args
         key = digest(args, c.kwargs)
         try:
-            rec = {"out": _codec.encode(_core._mistake_output(m, c))}
+            rec = {"out": _codec.encode(_mistake_output(m, c))}
             if c.kind == "grad":
                 grads = _core._mistake_grads(m, c)
                 rec.update(grads=[None if g is None else _codec.encode(g) for g in grads],
@@ -436,6 +479,29 @@ def _replay_table(check, m) -> dict | None:
             except Exception:  # noqa: BLE001
                 return None
     return table
+
+
+_REPOSITORY: dict = {}  # (key, the answers' source) -> _repository_verdicts(...)
+
+
+def _repository_verdicts(public, answer, check, kit_mutants) -> tuple[dict, dict]:
+    """({what: verdict} of the repository's check on the answer, its mutant and the mistakes
+    it names, {mistake: its replay table for the kit})."""
+    from autograder.checks import _core
+
+    verdicts = {"answer": _verdict(public, answer),
+                "mutant": _verdict(public, kit_mutants.mutant(answer))}
+    mistakes = {}
+    for m in check.mistakes:
+        v = _verdict(lambda f, c=check: _core._run(c, f), m.fn)
+        if f"Likely mistake: {m.name}." not in v[1]:
+            continue  # the repository's check does not name it on these cases
+        table = _replay_table(check, m)
+        if table is None:
+            continue
+        mistakes[m.name] = table
+        verdicts[f"mistake:{m.name}"] = v
+    return verdicts, mistakes
 
 
 def compare_verdicts(kit_dir: Path, chapters, tmp: Path) -> tuple[dict, dict]:
@@ -461,21 +527,15 @@ def compare_verdicts(kit_dir: Path, chapters, tmp: Path) -> tuple[dict, dict]:
             for ex in TABLES[ch].exercises:
                 if data[ex.key].get("absent"):
                     continue
-                public = getattr(module, f"check_{ex.function}")
-                answer = getattr(answers, ex.function)
-                want[(ex.key, "answer")] = _verdict(public, answer)
-                want[(ex.key, "mutant")] = _verdict(public, kit_mutants.mutant(answer))
-                check = _core.get_check(ex.key)
-                mistakes = {}
-                for m in check.mistakes:
-                    v = _verdict(lambda f, c=check: _core._run(c, f), m.fn)
-                    if f"Likely mistake: {m.name}." not in v[1]:
-                        continue  # the repository's check does not name it on these cases
-                    table = _replay_table(check, m)
-                    if table is None:
-                        continue
-                    mistakes[m.name] = table
-                    want[(ex.key, f"mistake:{m.name}")] = v
+                # the repository's side does not depend on the kit: judged once per process
+                # for these answers (a second kit's test compares with the same verdicts)
+                memo = (ex.key, path.read_text())
+                if memo not in _REPOSITORY:
+                    _REPOSITORY[memo] = _repository_verdicts(
+                        getattr(module, f"check_{ex.function}"),
+                        getattr(answers, ex.function), _core.get_check(ex.key), kit_mutants)
+                verdicts, mistakes = _REPOSITORY[memo]
+                want.update({(ex.key, what): v for what, v in verdicts.items()})
                 plan.append({"module": TABLES[ch].module, "public": f"check_{ex.function}",
                              "key": ex.key, "answers": path.stem, "function": ex.function,
                              "mistakes": mistakes, "wrapped": bool(data[ex.key].get("wrapper"))})
