@@ -524,7 +524,8 @@ class ResultStore:
         plugin = LateSubmissionPlugin(penalty_method=late_penalty)
         with quiet_sqlalchemy(), Gradebook(f"sqlite:///{target}") as gb, \
                 Gradebook(f"sqlite:///{template / 'gradebook.db'}") as tg:
-            _sync_definitions(tg, gb)
+            if not fresh:  # a fresh one is a byte copy of the template's: nothing to sync
+                _sync_definitions(tg, gb)
             for name, when in (due or {}).items():
                 try:
                     gb.find_assignment(name).duedate = _utc_naive(when)
