@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from helpers.synthetic_class import ClassBuilder, matches
@@ -186,7 +187,14 @@ def test_wall_time_limit_is_not_graded(fixture_info, tmp_path):
     from autograder.grading.parent.submissions import Submission
 
     template, nb, work = fixture_info
-    ClassBuilder(nb).build(tmp_path / "class")
+    builder = ClassBuilder(nb)
+    builder.build(tmp_path / "class")
+    # a student whose first answer sleeps past the limit (not past the cell limit): the job
+    # cannot end in time however fast grading gets (a plain correct student's autograde now
+    # can end within 1.5 s, the limit then stopping only its feedback: graded, no page)
+    slow = builder.answered(lambda gid, src: ("import time\ntime.sleep(4)\n" + src
+                                              if gid == builder.first else src))
+    nbformat.write(slow, tmp_path / "class" / "correct" / f"{nb.name}.ipynb")
     sub = Submission("correct", tmp_path / "class" / "correct", tmp_path / "class" / "correct")
     config = GradeConfig(timeout=1.5, cell_timeout=5, memory_mb=2048)
     t0 = time.monotonic()
