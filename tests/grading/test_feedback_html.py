@@ -124,6 +124,17 @@ def test_feedback_keeps_math_figures_and_scores(feedback):
         (f"{g.max_points:g}", "graded") for g in nb.grade_cells]
 
 
+# (in the subprocess scripts below) count the Jinja templates compiled from here on
+COUNT_COMPILES = """
+compiled = []
+original = jinja2.Environment.compile
+def counting(self, *a, **k):
+    compiled.append(1)
+    return original(self, *a, **k)
+jinja2.Environment.compile = counting
+"""
+
+
 def test_templates_are_compiled_once_per_process_and_pages_are_unchanged():
     # a subprocess: the shared cache patches nbconvert for the rest of the process
     code = r"""
@@ -132,12 +143,7 @@ from nbconvert import HTMLExporter
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 nb = new_notebook(cells=[new_markdown_cell("# T\n$x^2$"), new_code_cell("print(1)")])
 plain = HTMLExporter().from_notebook_node(nb)[0]
-compiled = []
-original = jinja2.Environment.compile
-def counting(self, *a, **k):
-    compiled.append(1)
-    return original(self, *a, **k)
-jinja2.Environment.compile = counting
+{count}
 from autograder.grading.nbgrader_patches import share_compiled_templates
 share_compiled_templates(); share_compiled_templates()
 first = HTMLExporter().from_notebook_node(nb)[0]
@@ -146,6 +152,7 @@ second = HTMLExporter().from_notebook_node(nb)[0]
 print(json.dumps([n_first, len(compiled) - n_first, first == second,
                   _strip(first) == _strip(plain)]))
 """
+    code = code.replace("{count}", COUNT_COMPILES.strip("\n"))
     code = code.replace("_strip(", "(lambda s: __import__('re').sub(r'id=\"[^\"]*\"', '', s))(")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=REPO, timeout=120)
@@ -170,12 +177,7 @@ from autograder.grading.nbgrader_patches import share_compiled_templates
 share_compiled_templates()
 if sys.argv[1] == "warm":
     feedback_html.warm_up()
-compiled = []
-original = jinja2.Environment.compile
-def counting(self, *a, **k):
-    compiled.append(1)
-    return original(self, *a, **k)
-jinja2.Environment.compile = counting
+{count}
 nb = new_notebook(metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}},
                   cells=[new_markdown_cell("# T\n$x^2$ <script>x()</script>", id="m"),
                          new_code_cell("print(1)", id="c",
@@ -185,6 +187,7 @@ resources = {"nbgrader": {"notebook": "nb", "score": 1, "max_score": 2, "late_pe
 page = feedback_html.clean_page(exporter.from_notebook_node(nb, resources)[0])
 print(json.dumps([len(compiled), page]))
 """
+    code = code.replace("{count}", COUNT_COMPILES.strip("\n"))
     runs = {}
     for mode in ("cold", "warm"):
         out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True,
