@@ -245,6 +245,12 @@ def test(extra: list) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
+    # Hundreds of Python processes (xdist workers, course-grade, the grading and kernel
+    # processes) import the same modules: each compiles them again where bytecode is not
+    # written (PYTHONDONTWRITEBYTECODE, set in many containers), and pytest's rewritten test
+    # modules are not cached either. Measured in a fresh clone: collecting the unit tier
+    # 10.6-12.4 -> 6.7-7.4 s of CPU per worker; two grading modules 58.3 -> 52.1-54.9 s.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return subprocess.call([py, "-m", "pytest", *pytest_args(extra)], cwd=ROOT, env=env)
 
 
