@@ -1,7 +1,10 @@
 """``course-grade --scheduler``: grading on a real Dask cluster started by the test.
 
 A ``dask scheduler`` and two ``dask worker --nthreads 1`` processes on 127.0.0.1, the small
-fixture assignment (plain Python, seconds per student):
+fixture assignment (plain Python, seconds per student). One scheduler serves the module: its
+first test grades on it before any worker ever joined, then starts the first worker; each
+worker (and the warm grading process it starts) serves every later test, and a worker killed
+by a test is replaced only when a later test needs two:
 
 - the class graded on the cluster has the same rows, CSV and feedback pages as a local run,
   and formgrader sees the same OUT_DIR: the same files under submitted/ and autograded/, the
@@ -82,6 +85,13 @@ class Cluster:
         with Client(self.address, timeout=60) as c:
             c.wait_for_workers(n, timeout=60)
 
+    def ensure_workers(self, n: int) -> None:
+        """At least ``n`` live workers: a test that killed one leaves it to the next test that
+        needs ``n`` to start another (none when it is the module's last)."""
+        while len(self.alive_workers()) < n:
+            self.add_worker()
+        self.wait_for_workers(n)
+
     @staticmethod
     def kill(p: subprocess.Popen) -> None:
         try:
@@ -97,11 +107,10 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """The module's scheduler; its workers start when a test asks (:meth:`Cluster.ensure_workers`).
+    The module's first test grades on it before any worker ever joined, then adds the first."""
     c = Cluster(tmp_path_factory.mktemp("dask"))
     try:
-        c.add_worker()
-        c.add_worker()
-        c.wait_for_workers(2)
         yield c
     finally:
         c.close()
@@ -146,10 +155,56 @@ def _comparable(out: Path) -> dict:
             for s, r in _results(out).items()}
 
 
+def test_no_worker_stops_after_timeout_then_worker_back_finishes(cluster, fixture_nb, tmp_path):
+    expected, class_dir = _class(fixture_nb, tmp_path, KEEP)
+    # a scheduler no worker ever joined: the module's, this being its first test (the worker
+    # it adds stays for the next tests); run after another test, a scheduler of its own
+    own = bool(cluster.workers)
+    if own:
+        (tmp_path / "dask").mkdir()
+    empty = Cluster(tmp_path / "dask") if own else cluster
+    try:
+        out = tmp_path / "out"
+        waiting = f"course-grade: the Dask cluster at {empty.address} has no worker; waiting up to"
+        t0 = time.monotonic()
+        first = subprocess.run(
+            grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", empty.address,
+                      "--scheduler-timeout", "3"),
+            cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert time.monotonic() - t0 < 60, "said and stopped within a minute"
+        assert first.returncode == 1, first.stderr
+        assert f"{waiting} 3 s (--scheduler-timeout)" in first.stderr
+        assert f"had no worker for 3 s (--scheduler-timeout): stopped; {len(KEEP)} student(s) " \
+               "not graded, rerun to grade them" in first.stderr
+        # nothing stored for them: no result, no row of 0, and the next run grades them
+        assert not _results(out)
+        assert not [r for r in read_csv(out / "grades.csv") if r["points"] not in ("", None)]
+
+        second = subprocess.Popen(
+            grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", empty.address,
+                      "--scheduler-timeout", "300"),
+            cwd=REPO, stderr=subprocess.PIPE, text=True)
+        said = []
+        for line in second.stderr:  # the wait is said before the worker comes
+            said.append(line)
+            if line.startswith(waiting):
+                break
+        assert said and said[-1].startswith(f"{waiting} 300 s"), "".join(said)
+        empty.add_worker()
+        rest = second.communicate(timeout=300)[1]
+        assert second.returncode == 0, "".join(said) + rest
+        assert f"a worker joined the Dask cluster at {empty.address}" in rest
+        _check_class(out, fixture_nb, expected)
+    finally:
+        if own:
+            empty.close()
+
+
 @pytest.fixture(scope="module")
 def both_runs(cluster, fixture_nb, tmp_path_factory):
     """The same class graded locally and on the cluster: (expected, local OUT_DIR, Dask's)."""
     tmp_path = tmp_path_factory.mktemp("both")
+    cluster.ensure_workers(2)
     expected, class_dir = _class(fixture_nb, tmp_path, KEEP)
     local, remote = tmp_path / "local", tmp_path / "dask"
     for out, extra in ((local, ("--workers", "2")), (remote, ("--scheduler", cluster.address))):
@@ -243,49 +298,32 @@ def test_unreachable_scheduler_fails_fast(fixture_nb, tmp_path):
     assert not _results(out)
 
 
-def test_no_worker_stops_after_timeout_then_worker_back_finishes(fixture_nb, tmp_path):
-    expected, class_dir = _class(fixture_nb, tmp_path, KEEP)
-    (tmp_path / "dask").mkdir()
-    empty = Cluster(tmp_path / "dask")  # a scheduler, no worker yet
-    try:
-        out = tmp_path / "out"
-        waiting = f"course-grade: the Dask cluster at {empty.address} has no worker; waiting up to"
-        t0 = time.monotonic()
-        first = subprocess.run(
-            grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", empty.address,
-                      "--scheduler-timeout", "3"),
-            cwd=REPO, capture_output=True, text=True, timeout=120)
-        assert time.monotonic() - t0 < 60, "said and stopped within a minute"
-        assert first.returncode == 1, first.stderr
-        assert f"{waiting} 3 s (--scheduler-timeout)" in first.stderr
-        assert f"had no worker for 3 s (--scheduler-timeout): stopped; {len(KEEP)} student(s) " \
-               "not graded, rerun to grade them" in first.stderr
-        # nothing stored for them: no result, no row of 0, and the next run grades them
-        assert not _results(out)
-        assert not [r for r in read_csv(out / "grades.csv") if r["points"] not in ("", None)]
-
-        second = subprocess.Popen(
-            grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", empty.address,
-                      "--scheduler-timeout", "300"),
-            cwd=REPO, stderr=subprocess.PIPE, text=True)
-        said = []
-        for line in second.stderr:  # the wait is said before the worker comes
-            said.append(line)
-            if line.startswith(waiting):
-                break
-        assert said and said[-1].startswith(f"{waiting} 300 s"), "".join(said)
-        empty.add_worker()
-        rest = second.communicate(timeout=300)[1]
-        assert second.returncode == 0, "".join(said) + rest
-        assert f"a worker joined the Dask cluster at {empty.address}" in rest
-        _check_class(out, fixture_nb, expected)
-    finally:
-        empty.close()
+def test_killed_parent_then_rerun_resumes(cluster, fixture_nb, tmp_path):
+    cluster.ensure_workers(2)
+    expected, class_dir = _class(fixture_nb, tmp_path, RESUME_KEEP)
+    out = tmp_path / "out"
+    cmd = grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", cluster.address)
+    first = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while first.poll() is None and len(_results(out)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    before = _results(out)
+    assert 2 <= len(before) < len(RESUME_KEEP), "the kill should land midway"
+    second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert f"{len(before)} student(s) already graded, skipped" in second.stderr
+    after = _results(out)
+    for student, result in before.items():  # not graded again: the same result, same run id
+        assert after[student] == result
+    _check_class(out, fixture_nb, expected)
 
 
 def test_killed_worker_still_grades_everyone_once(cluster, fixture_nb, tmp_path):
     from distributed import Client
 
+    cluster.ensure_workers(2)
     expected, class_dir = _class(fixture_nb, tmp_path, KEEP)
     out = tmp_path / "out"
     cmd = grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", cluster.address)
@@ -308,26 +346,3 @@ def test_killed_worker_still_grades_everyone_once(cluster, fixture_nb, tmp_path)
     assert not [r for r in rows if "grader error" in r["status"]]
     lost_students = {str(k).split("-")[1] for k in lost}  # keys are grade-<student>-<run>
     assert lost_students and lost_students <= set(_results(out))
-    cluster.add_worker()  # back to two for the next test
-    cluster.wait_for_workers(2)
-
-
-def test_killed_parent_then_rerun_resumes(cluster, fixture_nb, tmp_path):
-    expected, class_dir = _class(fixture_nb, tmp_path, RESUME_KEEP)
-    out = tmp_path / "out"
-    cmd = grade_cmd(class_dir, out, SOURCE, *ARGS, "--scheduler", cluster.address)
-    first = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while first.poll() is None and len(_results(out)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    first.send_signal(signal.SIGKILL)
-    first.wait()
-    before = _results(out)
-    assert 2 <= len(before) < len(RESUME_KEEP), "the kill should land midway"
-    second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    assert second.returncode == 0, second.stderr
-    assert f"{len(before)} student(s) already graded, skipped" in second.stderr
-    after = _results(out)
-    for student, result in before.items():  # not graded again: the same result, same run id
-        assert after[student] == result
-    _check_class(out, fixture_nb, expected)
