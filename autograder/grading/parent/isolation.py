@@ -128,6 +128,10 @@ class _Cgroups(Isolation):
         try:
             for ctl, files in self._limits(max(1, lanes)).items():
                 g = self.parents[ctl] / name
+                if g.is_dir():
+                    # left by a course-grade that was killed (SIGKILL runs no clean-up) and had
+                    # this process's pid: nothing of this run is in it yet, so it goes
+                    _remove(g)
                 g.mkdir()
                 groups.append(g)
                 for fname, value in files.items():
