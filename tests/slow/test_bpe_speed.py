@@ -13,6 +13,7 @@ threshold the check itself applies.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -21,23 +22,45 @@ import pytest
 
 from autograder.checks import CheckFailed
 from autograder.checks import bpe as B
+from autograder.checks._judge import case_inputs, judge
 
 from helpers.answers.bpe import CHECKS, KEY, byte_trainer, incremental_trainer
-from helpers.verdict import judged, record
+from helpers.verdict import record
 
 FAST = CHECKS[KEY["train_bpe_fast"]]
 SLOW = "recounting every pair after each merge (not incremental)"  # the challenge's
 WHERE = f"{B.SPEED_CHARS:,} characters"  # of Shakespeare, in the messages
 
 
+@contextlib.contextmanager
+def _busy_cores():
+    """Two processes that keep two cores busy while the block runs (issue 33's margin)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait(timeout=30)
+
+
 @pytest.fixture(scope="module")
 def records(tmp_path_factory) -> dict:
     """The probe's records (case outputs and timed runs) of a right answer and of a
-    naive-speed one, taken once for this module's tests."""
+    naive-speed one, taken once for this module's tests with both cores busy: two CPU hogs
+    run while the grader measures its baseline (the class's case inputs, also kept here)
+    and while the kernel times both answers (``busy``: the hogs ran all along)."""
+    FAST.post.trusted.baseline.cache_clear()  # measured below, under the load
     out = {}
-    for name, fn in (("good", incremental_trainer), ("slow", byte_trainer())):
-        out[name] = record(tmp_path_factory.mktemp(name), FAST, fn)
-    return out
+    with _busy_cores() as hogs:
+        busy = all(hog.poll() is None for hog in hogs)
+        out["inputs"] = case_inputs(FAST)  # the grader's baseline, once per class
+        for name, fn in (("good", incremental_trainer), ("slow", byte_trainer())):
+            out[name] = record(tmp_path_factory.mktemp(name), FAST, fn, out["inputs"])
+        out["busy"] = busy and all(hog.poll() is None for hog in hogs)
+    yield out
+    FAST.post.trusted.baseline.cache_clear()  # not a baseline for the other modules
 
 
 # ---------------------------------------------------------------- in the notebook (in-process)
@@ -52,13 +75,20 @@ def test_challenge_times_the_naive_loop_and_the_trainer_in_turns(monkeypatch, ca
     # A burst of load on the machine while the stage runs: the second and third CPU-time
     # readings take 10x as long. A naive loop timed once, before the student's two runs, makes
     # a correct trainer (5-10x faster here) look at most as fast as it; taken in turns, the
-    # best run of each side is a quiet one.
-    calls = []
+    # best run of each side is a quiet one. (The naive loop's later readings are its first
+    # one, the same text and output, under the burst's factor: not timed a second time.)
+    calls, first = [], []
     real = B.cpu_seconds
 
     def loaded(fn, *args):
-        t, out = real(fn, *args)
-        calls.append("naive" if fn is B.train_bpe_naive else "student")
+        naive = fn is B.train_bpe_naive
+        calls.append("naive" if naive else "student")
+        if naive and first:
+            t, out = first[0]
+        else:
+            t, out = real(fn, *args)
+            if naive:
+                first.append((t, out))
         return t * (10.0 if len(calls) in (2, 3) else 1.0), out
 
     monkeypatch.setattr(B, "cpu_seconds", loaded)
@@ -79,8 +109,6 @@ def test_challenge_names_a_trainer_that_recounts_every_pair():
 
 # ---------------------------------------------------------------- judged outside the kernel
 def test_speed_challenge_judged_from_the_timed_runs(records):
-    from autograder.checks._judge import judge
-
     v = judge(FAST, records["good"])
     assert v.passed and f"speed-up over the naive loop on {WHERE}" in v.message, v.message
     v = judge(FAST, records["slow"])  # right merges, the naive loop: too slow
@@ -100,8 +128,6 @@ def test_speed_is_compared_on_the_kernel_s_own_clock(records):
     # correct trainer is 5-10x faster than the naive loop here). Judged against the naive
     # loop timed by the grader at another moment, it would fail; against the fixed workload
     # timed next to it in the same kernel, it passes.
-    from autograder.checks._judge import judge
-
     rec = records["good"]
     assert all(type(r["cal_s"]) is float and r["cal_s"] > 0 for r in rec["timed"])
     v = judge(FAST, _scaled(rec, 3.0))
@@ -117,8 +143,6 @@ def test_speed_is_compared_on_the_kernel_s_own_clock(records):
 
 
 def test_the_kernel_stops_timing_once_the_speed_up_is_clear(records):
-    from autograder.checks._judge import case_inputs
-
     spec = case_inputs(FAST)["timed"]
     assert spec["runs"] == B.SPEED_PAIRS and spec["enough"] > 0
     per_cal = FAST.post.trusted.baseline()[0]
@@ -132,10 +156,8 @@ def test_the_speed_baseline_is_measured_once_per_class_and_read_from_the_inputs(
     # course-grade judges with the case inputs it wrote (once per class): the naive loop's
     # time in workloads and the timed text are read there, so a student's verdict measures
     # nothing; it is the verdict the grader's own measurement gives
-    from autograder.checks._judge import case_inputs, judge
-
-    # (the module's last use of the grader's baseline before the margin test's own: it is
-    # forgotten below, and the kernel given the inputs written with it)
+    # (the module's last use of the grader's baseline, the one the records were taken with:
+    # it is forgotten below, and the kernel given the inputs written with it)
     inputs = case_inputs(FAST)
     assert inputs["timed"]["per_cal"] == FAST.post.trusted.baseline()[0] > 0
     naive_merges = FAST.post.trusted.baseline()[1]  # the naive loop's, on the timed text
@@ -171,32 +193,16 @@ def test_the_speed_baseline_is_measured_once_per_class_and_read_from_the_inputs(
 
 
 # ---------------------------------------------------------------- the margin (issue 33)
-@pytest.fixture
-def busy_cores():
-    """Two processes that keep two cores busy for the duration of the test."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
-    try:
-        yield hogs
-    finally:
-        for hog in hogs:
-            hog.kill()
-        for hog in hogs:
-            hog.wait(timeout=30)
-
-
-def test_the_margin_holds_with_both_cores_busy(busy_cores):
-    # With both cores busy (the grader's baseline measured under that load too), the
-    # chapter's kind of incremental answer still passes the trusted judgement and a
-    # naive-but-correct one still fails it, named. Their measured speed-ups sit on either
-    # side of the threshold with room to spare (the numbers are in the messages).
-    FAST.post.trusted.baseline.cache_clear()
-    try:
-        assert all(hog.poll() is None for hog in busy_cores)
-        good = judged(FAST, incremental_trainer)
-        slow = judged(FAST, byte_trainer())
-        assert all(hog.poll() is None for hog in busy_cores)  # busy all along
-    finally:
-        FAST.post.trusted.baseline.cache_clear()  # not a baseline for the other tests
+def test_the_margin_holds_with_both_cores_busy(records):
+    # With both cores busy (the module's records: two CPU hogs ran while the grader measured
+    # its baseline and the kernel timed both answers), the chapter's kind of incremental
+    # answer still passes the trusted judgement and a naive-but-correct one still fails it,
+    # named. Their measured speed-ups sit on either side of the threshold with room to spare
+    # (the numbers are in the messages). Judged as course-grade judges, from the case inputs
+    # the class's kernels were given (the baseline measured under that load).
+    assert records["busy"]  # busy all along
+    good = judge(FAST, records["good"], "", records["inputs"])
+    slow = judge(FAST, records["slow"], "", records["inputs"])
     assert good.passed and f"speed-up over the naive loop on {WHERE}" in good.message, \
         good.message
     assert not slow.passed and slow.diagnosis == SLOW, slow.message
