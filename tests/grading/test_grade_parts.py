@@ -184,14 +184,41 @@ def test_course_grade_starts_without_importing_nbgrader():
     assert out == ["[]", "True", "True"], out
 
 
-def test_the_schema_head_read_from_the_scripts_is_alembic_s():
-    from autograder.grading.nbgrader_patches import alembic_head, schema_head
+SETENV_CODE = (  # for test_nbgrader_s_environment_block_is_shared_by_two_lanes
+    "import os, threading\nimport nbgrader.utils as u\n"
+    "from autograder.grading.nbgrader_patches import share_setenv\n"
+    "def overlap():\n"
+    "    a, b = u.setenv(NBGRADER_EXECUTION='autograde'), "
+    "u.setenv(NBGRADER_EXECUTION='autograde')\n"
+    "    a.__enter__(); b.__enter__(); a.__exit__(None, None, None)\n"
+    "    inside = os.environ.get('NBGRADER_EXECUTION')\n"
+    "    try:\n        b.__exit__(None, None, None)\n"
+    "    except KeyError:\n        return inside, 'KeyError'\n"
+    "    return inside, os.environ.get('NBGRADER_EXECUTION')\n"
+    "print(overlap())\nshare_setenv(); share_setenv()\nprint(overlap())\n"
+    "os.environ['NBGRADER_EXECUTION'] = 'before'\nprint(overlap())")
+
+
+@pytest.fixture(scope="module")
+def stock_nbgrader():
+    """One fresh interpreter for the two tests that ask stock nbgrader (saving one start and
+    one import of nbgrader, ~3 s of CPU): first nbgrader's own schema head (``alembic
+    heads``, before anything of ours is imported), then :data:`SETENV_CODE` (nbgrader's
+    ``setenv`` untouched until it patches it: the head's lookup does not use it).
+    (the head, the lines SETENV_CODE printed)"""
     from autograder.grading.parent.course import tool_env
 
     code = ("import nbgrader.api as a\n"  # nbgrader's own question: `alembic heads`
-            "print(a.get_alembic_version())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=tool_env()).stdout.strip()
+            "print(a.get_alembic_version())\n" + SETENV_CODE)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True, env=tool_env()).stdout.strip().splitlines()
+    return out[0], out[1:]
+
+
+def test_the_schema_head_read_from_the_scripts_is_alembic_s(stock_nbgrader):
+    from autograder.grading.nbgrader_patches import alembic_head, schema_head
+
+    out = stock_nbgrader[0]
     assert schema_head() == alembic_head() == out and len(out) == 12, out
 
 
@@ -252,21 +279,10 @@ def test_the_cache_key_follows_the_code(tmp_path):
     assert digest(copy) != digest(exercises.PACKAGE)
 
 
-def test_nbgrader_s_environment_block_is_shared_by_two_lanes():
+def test_nbgrader_s_environment_block_is_shared_by_two_lanes(stock_nbgrader):
     """autograde sets NBGRADER_EXECUTION for the time it runs a notebook; two lanes' blocks
     overlap, and the first to end must neither remove it under the second nor make the
-    second's end fail (nbgrader's own setenv deletes it: KeyError)."""
-    code = ("import os, threading\nimport nbgrader.utils as u\n"
-            "from autograder.grading.nbgrader_patches import share_setenv\n"
-            "def overlap():\n"
-            "    a, b = u.setenv(NBGRADER_EXECUTION='autograde'), "
-            "u.setenv(NBGRADER_EXECUTION='autograde')\n"
-            "    a.__enter__(); b.__enter__(); a.__exit__(None, None, None)\n"
-            "    inside = os.environ.get('NBGRADER_EXECUTION')\n"
-            "    try:\n        b.__exit__(None, None, None)\n"
-            "    except KeyError:\n        return inside, 'KeyError'\n"
-            "    return inside, os.environ.get('NBGRADER_EXECUTION')\n"
-            "print(overlap())\nshare_setenv(); share_setenv()\nprint(overlap())\n"
-            "os.environ['NBGRADER_EXECUTION'] = 'before'\nprint(overlap())")
-    out = _fresh(code).splitlines()
+    second's end fail (nbgrader's own setenv deletes it: KeyError). (SETENV_CODE, run in a
+    fresh interpreter: :func:`stock_nbgrader`.)"""
+    out = stock_nbgrader[1]
     assert out == ["(None, 'KeyError')", "('autograde', None)", "('autograde', 'before')"], out

@@ -20,7 +20,8 @@ import nbformat
 import pytest
 
 from helpers.synthetic_class import ClassBuilder, matches
-from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv
+from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv, seed_template
+from helpers.synthetic_class.shared import template as shared_template
 
 SOURCE = REPO / "tests" / "fixtures" / "solutions"
 ASSIGNMENT = "99_fixture"
@@ -29,12 +30,11 @@ KEEP = {"correct", "wrong", "blank", "missing", "deleted_answer", "stubborn_loop
 
 @pytest.fixture(scope="module")
 def fixture_info(tmp_path_factory):
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.parent.course import build_template
-
-    work = tmp_path_factory.mktemp("fixture-template")
-    template, info = build_template(SOURCE, [ASSIGNMENT], work, GradeConfig(cell_timeout=5))
-    return template, info[ASSIGNMENT][0], work
+    """The session's template of the fixture assignment at this module's cell limit (5 s):
+    built once (``shared.template``), the one this module's course-grade runs start from
+    (``grade_cmd``, :func:`seed_template`); read only."""
+    template, info = shared_template(SOURCE, [ASSIGNMENT], 5)
+    return template, info[ASSIGNMENT][0], tmp_path_factory.mktemp("fixture-work")
 
 
 def _results(out: Path) -> dict[str, dict]:
@@ -216,6 +216,7 @@ def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatc
     (tmp_path / "all" / "correct").rename(tmp_path / "class" / "correct")
     argv = [str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--source", str(SOURCE),
             "--no-progress", "--workers", "1", "--cell-timeout", "5"]
+    seed_template(tmp_path / "class", tmp_path / "out", SOURCE, ("--cell-timeout", "5"))
 
     class Broken:
         name = "broken"

@@ -32,6 +32,7 @@ from autograder.grading.parent.times import UNKNOWN, Timing
 
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv
+from helpers.synthetic_class.shared import template as shared_template
 
 SOURCE = REPO / "tests" / "fixtures" / "solutions"
 ASSIGNMENT = "99_fixture"
@@ -39,11 +40,10 @@ DUE = datetime(2026, 12, 1, 23, 59, tzinfo=timezone(timedelta(hours=1)))
 
 
 @pytest.fixture(scope="module")
-def fixture_template(tmp_path_factory):
-    from autograder.grading.parent.course import build_template
-
-    work = tmp_path_factory.mktemp("term-template")
-    template, info = build_template(SOURCE, [ASSIGNMENT], work, GradeConfig(cell_timeout=10))
+def fixture_template():
+    """The session's template of the fixture assignment at the cell limit of :func:`_grade`'s
+    runs (``shared.template``: built once, and the one those runs start from); read only."""
+    template, info = shared_template(SOURCE, [ASSIGNMENT], 10)
     return template, info[ASSIGNMENT][0]
 
 
@@ -57,6 +57,16 @@ def _nbgrader(out: Path, *args: str) -> subprocess.CompletedProcess:
     """Stock nbgrader, started in OUT (it reads OUT's nbgrader_config.py)."""
     return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=out,
                           capture_output=True, text=True, timeout=120)
+
+
+def _then_export(code: str, folder: Path | None = None) -> str:
+    """Python code: ``code``, then stock ``nbgrader export`` in the same interpreter, started
+    in ``folder`` if given (else where ``code`` ran): what ``python -m nbgrader export`` runs
+    (nbgrader/__main__.py: its app's ``main``, which reads the folder's nbgrader_config.py),
+    without a second interpreter's start and import of nbgrader (~3 s of CPU)."""
+    cd = f"import os; os.chdir({str(folder)!r})\n" if folder is not None else ""
+    return (f"{code}\nimport sys\n{cd}sys.stdout.flush(); sys.argv = ['nbgrader', 'export']\n"
+            "from nbgrader.apps.nbgraderapp import main\nmain()\n")
 
 
 def _formgrader_save(out: Path, cell: str, nb: str, student: str, manual_score,
@@ -126,16 +136,48 @@ def test_names_lms_ids_and_late_penalty_in_gradebook_and_csv(fixture_template, t
     assert {r["due"] for r in rows} == {"2026-12-01T22:59:00+00:00"}
 
 
-def test_nbgrader_export_keeps_not_graded_apart_from_zero(fixture_template, tmp_path):
-    """Stock ``nbgrader export`` in OUT (its config names our plugin): the student whose
-    kernel died has an empty score and needs_manual_grade, the late one 0 after penalty."""
+@pytest.fixture(scope="module")
+def export_and_formgrader(fixture_template, tmp_path_factory):
+    """The two courses of the next two tests (an OUT each, as each test describes), and one
+    interpreter that asks formgrader's API in the second, then runs ``nbgrader export`` in
+    the first (:func:`_then_export`): (export's OUT, formgrader's OUT, the API's answer)."""
+    from autograder.grading.parent.results import publish_student
+
     template, nb = fixture_template
-    out = tmp_path / "out"
+    root = tmp_path_factory.mktemp("export-and-formgrader")
+    # nbgrader export's course: the due date and a late penalty
+    out = root / "export" / "out"
     store, subs = _store_class(out, nb)
     write_course_config(out, GradeConfig(cell_timeout=10), "zero")
     store.write_gradebook(template, list(STUDENTS), subs=subs,
                           due={ASSIGNMENT: DUE}, late_penalty="zero")
-    proc = _nbgrader(out, "export")
+    # formgrader's course: every student's grading folder published
+    fg = root / "formgrader" / "out"
+    store, subs = _store_class(fg, nb)
+    write_course_config(fg, GradeConfig(cell_timeout=10), "zero")
+    for sid in STUDENTS:  # what a student's grading folder holds after nbgrader ran
+        work = root / "formgrader" / "work" / sid
+        for kind in ("submitted", "autograded"):
+            path = work / kind / sid / ASSIGNMENT / f"{nb.name}.ipynb"
+            path.parent.mkdir(parents=True)
+            nbformat.write(nb.release, path)
+        publish_student(work, fg, sid, [ASSIGNMENT])
+    store.write_gradebook(template, list(STUDENTS), subs=subs)  # and timestamp.txt with it
+    code = ("from nbgrader.apps import NbGraderAPI; from nbgrader.apps.baseapp import NbGrader;"
+            "app = NbGrader(); app.initialize([]); api = NbGraderAPI(config=app.config);"
+            f"print('API', sorted(api.get_autograded_students({ASSIGNMENT!r})))")
+    proc = subprocess.run([sys.executable, "-c", _then_export(code, out)], cwd=fg,
+                          capture_output=True, text=True, timeout=120)
+    answer = [line[4:] for line in proc.stdout.splitlines() if line.startswith("API ")]
+    return out, fg, proc, answer
+
+
+def test_nbgrader_export_keeps_not_graded_apart_from_zero(fixture_template,
+                                                          export_and_formgrader):
+    """Stock ``nbgrader export`` in OUT (its config names our plugin): the student whose
+    kernel died has an empty score and needs_manual_grade, the late one 0 after penalty."""
+    _, nb = fixture_template
+    out, _, proc, _ = export_and_formgrader
     assert proc.returncode == 0, proc.stderr
     rows = {r["student_id"]: r for r in read_csv(out / "export.csv")}
     total = f"{sum(g.max_points for g in nb.grade_cells):g}"
@@ -148,32 +190,14 @@ def test_nbgrader_export_keeps_not_graded_apart_from_zero(fixture_template, tmp_
     assert not (out / "grades.csv").exists()  # nbgrader's default name is not ours to take
 
 
-def test_formgrader_counts_every_published_student_as_autograded(fixture_template, tmp_path):
+def test_formgrader_counts_every_published_student_as_autograded(export_and_formgrader):
     """Formgrader lists a submission as autograded only when submitted/.../timestamp.txt
     matches the gradebook's submission time; with and without a known time."""
-    from autograder.grading.parent.results import publish_student
-
-    template, nb = fixture_template
-    out = tmp_path / "out"
-    store, subs = _store_class(out, nb)
-    write_course_config(out, GradeConfig(cell_timeout=10), "zero")
-    for sid in STUDENTS:  # what a student's grading folder holds after nbgrader ran
-        work = tmp_path / "work" / sid
-        for kind in ("submitted", "autograded"):
-            path = work / kind / sid / ASSIGNMENT / f"{nb.name}.ipynb"
-            path.parent.mkdir(parents=True)
-            nbformat.write(nb.release, path)
-        publish_student(work, out, sid, [ASSIGNMENT])
-    store.write_gradebook(template, list(STUDENTS), subs=subs)  # and timestamp.txt with it
+    _, out, proc, answer = export_and_formgrader
     stamps = {sid: (out / "submitted" / sid / ASSIGNMENT / "timestamp.txt") for sid in STUDENTS}
     assert {sid: p.is_file() for sid, p in stamps.items()} == {
         sid: when is not None for sid, (_, _, when, _) in STUDENTS.items()}
-    code = ("from nbgrader.apps import NbGraderAPI; from nbgrader.apps.baseapp import NbGrader;"
-            "app = NbGrader(); app.initialize([]); api = NbGraderAPI(config=app.config);"
-            f"print(sorted(api.get_autograded_students({ASSIGNMENT!r})))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=out, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.stdout.strip() == repr(sorted(STUDENTS)), proc.stderr
+    assert answer == [repr(sorted(STUDENTS))], proc.stderr
 
 
 def test_rewriting_the_gradebook_keeps_manual_scores_and_comments(fixture_template, tmp_path):
@@ -359,23 +383,23 @@ def test_work_never_handed_in_is_no_submission(pair_template, tmp_path):
     # formgrader's own counts: submitted/ folders, and each student's submissions
     code = ("import json; from nbgrader.apps import NbGraderAPI;"
             "from nbgrader.apps.baseapp import NbGrader; app = NbGrader(); app.initialize([]);"
-            "api = NbGraderAPI(config=app.config); print(json.dumps(["
+            "api = NbGraderAPI(config=app.config); print('API', json.dumps(["
             "{a: api.get_assignment(a)['num_submissions'] for a in api.get_source_assignments()},"
             "{a: sorted(s['student'] for s in api.get_submissions(a))"
             " for a in api.get_source_assignments()},"
             "{s: {x['name']: x['submitted'] for x in api.get_student_submissions(s)}"
             " for s in ('bob', 'cy')}]))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=out, capture_output=True,
-                          text=True, timeout=120)
+    # and stock nbgrader export in the same interpreter, after it
+    proc = subprocess.run([sys.executable, "-c", _then_export(code)], cwd=out,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    counts, listed, per_student = json.loads(proc.stdout.splitlines()[-1])
+    counts, listed, per_student = json.loads(next(
+        line[4:] for line in proc.stdout.splitlines() if line.startswith("API ")))
     assert counts == {a: len(who) for a, who in submitted.items()}
     assert listed == submitted
     assert per_student == {"bob": {ASSIGNMENT: True, PAIR: False},
                            "cy": {ASSIGNMENT: False, PAIR: True}}
 
-    proc = _nbgrader(out, "export")
-    assert proc.returncode == 0, proc.stderr
     rows = {(r["assignment"], r["student_id"]): (r["raw_score"], r["score"],
                                                  r["needs_manual_grade"])
             for r in read_csv(out / "export.csv")}
@@ -525,12 +549,15 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     assert "review it" not in proc.stderr
 
 
-def test_regrade_of_an_unknown_student_is_refused(term_class):
+def test_regrade_of_an_unknown_student_is_refused(term_class, capsys):
+    # course-grade's main in this process: the refusal comes at intake, before any grading
+    # (the command's exit status is main's: tests/grading/test_canvas_roster.py runs it)
+    import autograder.grade as grade
+
     root, _, _ = term_class
-    proc = subprocess.run(grade_cmd(root / "class", root / "out-unknown", SOURCE, "--unsandboxed",
-                                    "--regrade", "nobody"), cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 2 and "no such student: nobody" in proc.stderr
+    code = grade.main([str(root / "class"), "--out", str(root / "out-unknown"), "--source",
+                       str(SOURCE), "--no-progress", "--unsandboxed", "--regrade", "nobody"])
+    assert code == 2 and "no such student: nobody" in capsys.readouterr().err
 
 
 def test_feedback_returned_by_name_and_as_moodle_zip(tmp_path):
