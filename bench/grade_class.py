@@ -207,10 +207,20 @@ def build_class(info: dict, dest: Path, n: int) -> list[str]:
     return students
 
 
+_ENVS: dict = {}  # tmp -> _env(tmp): ``alembic --version`` (about 0.8 s of CPU) once per class
+
+
 def _env(tmp: Path) -> dict:
     """nbgrader's environment: this venv's bin first on PATH (nbgrader runs ``alembic`` from
     there). A venv copied from elsewhere may hold an ``alembic`` script whose ``#!`` line
-    points at a Python that is gone: then a bin folder in ``tmp`` gets the same entry point."""
+    points at a Python that is gone: then a bin folder in ``tmp`` gets the same entry point.
+    Worked out once per ``tmp`` (every run of a class asks); a copy each time."""
+    if tmp not in _ENVS:
+        _ENVS[tmp] = _make_env(tmp)
+    return dict(_ENVS[tmp])
+
+
+def _make_env(tmp: Path) -> dict:
     from autograder.grading.parent.course import tool_env
 
     env = dict(tool_env(), COURSE_SMOKE="1", MPLBACKEND="Agg")
