@@ -31,11 +31,5 @@ as the grader reads it), ``assignment_result`` (the typed result the grading pro
 the parent reads), ``gradebook``, ``pyast``, ``background``.
 """
 
-import sys as _sys
-
-# jsonschema (imported by nbformat and nbgrader) compiles 38 lark grammars when it is imported
-# and the optional ``rfc3987_syntax`` is installed (``jupyter-events`` pulls it in), only to
-# offer an ``iri`` format check that no notebook schema uses and that nbformat never asks
-# for: about 1.7 s of CPU in every grading process (the parent, each nbgrader run). A ``None``
-# entry makes jsonschema's guarded import fail and skip that check.
-_sys.modules.setdefault("rfc3987_syntax", None)
+# (jsonschema's rfc3987_syntax grammars are kept out of every grading process by
+# ``autograder/__init__.py``: imported first, as the parent package.)
