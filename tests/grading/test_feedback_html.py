@@ -20,7 +20,7 @@ from autograder.grading.autograde.feedback_html import clean_page
 from autograder.grading.sandbox import bwrap_path
 
 from helpers.synthetic_class import ClassBuilder
-from helpers.synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv
+from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv, run_info
 
 SOURCE = REPO / "tests" / "fixtures" / "solutions"
 ASSIGNMENT = "99_fixture"
@@ -82,7 +82,9 @@ def test_the_test_finds_what_runs():
 @pytest.fixture(scope="module")
 def feedback(tmp_path_factory):
     root = tmp_path_factory.mktemp("feedback-html")
-    info = notebook_info(tmp_path_factory, SOURCE, [ASSIGNMENT])
+    args = ("--workers", "1", "--cell-timeout", "30",
+            *(() if bwrap_path() else ("--unsandboxed",)))
+    info = run_info(SOURCE, [ASSIGNMENT], args)
     nb = info[ASSIGNMENT][0]
     sub = ClassBuilder(nb).answered()
     at = next(i for i, c in enumerate(sub.cells) if c.metadata.get("nbgrader", {})
@@ -91,9 +93,7 @@ def feedback(tmp_path_factory):
     path = root / "class" / "xss" / f"{nb.name}.ipynb"
     path.parent.mkdir(parents=True)
     nbformat.write(sub, path)
-    extra = () if bwrap_path() else ("--unsandboxed",)
-    proc = subprocess.run(grade_cmd(root / "class", root / "out", SOURCE, "--workers", "1",
-                                    "--cell-timeout", "30", *extra),
+    proc = subprocess.run(grade_cmd(root / "class", root / "out", SOURCE, *args),
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     path = next((root / "out" / "feedback" / "xss").rglob(f"{nb.name}.html"))

@@ -27,7 +27,7 @@ from autograder.grading.parent.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 from autograder.grading.sandbox import bwrap_argv, bwrap_path, readonly_paths
 
 from helpers.synthetic_class import ClassBuilder
-from helpers.synthetic_class.shared import REPO, grade_cmd, notebook_info, read_csv
+from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv, run_info
 
 SOURCE = REPO / "tests" / "fixtures" / "solutions"
 ASSIGNMENT = "99_fixture"
@@ -146,7 +146,9 @@ def graded(tmp_path_factory):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one core: nothing to isolate the students from each other with")
     root = tmp_path_factory.mktemp("isolation")
-    info = notebook_info(tmp_path_factory, SOURCE, [ASSIGNMENT])
+    args = ("--workers", "2", "--cell-timeout", "20", "--timeout", str(TIMEOUT), "--memory",
+            "2048", "--tmp", "16")
+    info = run_info(SOURCE, [ASSIGNMENT], args)
     nb = info[ASSIGNMENT][0]
     builder = ClassBuilder(nb)
     first = builder.first
@@ -156,10 +158,8 @@ def graded(tmp_path_factory):
         nbformat.write(builder.answered(lambda gid, src, c=code: c + src if gid == first
                                         else src), path)
     t0 = time.monotonic()
-    proc = subprocess.run(
-        grade_cmd(root / "class", root / "out", SOURCE, "--workers", "2", "--cell-timeout",
-                  "20", "--timeout", str(TIMEOUT), "--memory", "2048", "--tmp", "16"),
-        cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(grade_cmd(root / "class", root / "out", SOURCE, *args),
+                          cwd=REPO, capture_output=True, text=True)
     rows = read_csv(root / "out" / "grades.csv") if proc.returncode == 0 else []
     return {"proc": proc, "rows": rows, "nb": nb, "builder": builder,
             "seconds": time.monotonic() - t0}

@@ -15,6 +15,8 @@ import nbformat
 from autograder import release, selfcheck
 from autograder.checks import table
 
+from helpers.synthetic_class.shared import grade_cmd
+
 EX = table.rows("01_attention")  # {function: exercise row} of the chapter
 
 NAME = "01_attention"
@@ -226,26 +228,10 @@ def test_catalogued_mistakes_graded_by_course_grade_score_zero_and_are_named(tmp
     (tmp_path / "subs" / "mistakes").mkdir(parents=True)
     nbformat.write(nb, tmp_path / "subs" / "mistakes" / f"{NAME}.ipynb")
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autograder.grade",
-            str(tmp_path / "subs"),
-            "--out",
-            str(out),
-            "--no-progress",
-            "--workers",
-            "1",
-            "--cell-timeout",
-            "60",
-            "--timeout",
-            "300",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=420,
-    )
+    # course-grade starts from the session's template of 01 at this cell limit (grade_cmd)
+    args = ("--workers", "1", "--cell-timeout", "60", "--timeout", "300")
+    proc = subprocess.run(grade_cmd(tmp_path / "subs", out, release.SOURCE, *args),
+                          capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "grades.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["student"] == "mistakes"]

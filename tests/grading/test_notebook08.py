@@ -25,7 +25,6 @@ from helpers.chapters import (
     MISTAKES,
     SOURCE,
     check_chapter,
-    executed_chapter,
     graded_chapter_04,
     warnings_in_course_cells,
 )
@@ -46,9 +45,55 @@ def test_grading_path_proofs(graded):
     check_chapter(graded, MISTAKES[ASSIGNMENT])
 
 
+# `course-check` on the solution, run once for the module (the notebook at its smoke size in a
+# fresh kernel: ~45 s of CPU): the executed notebook it ran is what the tests of the executed
+# solution read (``executed``), its report what test_course_check_... reads.
+COURSE_CHECK = """
+import sys
+
+import nbformat
+
+from autograder import selfcheck
+
+run = selfcheck.execute
+
+
+def execute(path, timeout=None):  # what course-check ran, kept for the tests
+    nb = run(path, timeout)
+    nbformat.write(nb, sys.argv[2])
+    return nb
+
+
+selfcheck.execute = execute
+sys.exit(selfcheck.main(sys.argv[1:2]))  # course-check NOTEBOOK (pyproject's entry point)
+"""
+
+
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    return executed_chapter(tmp_path_factory, ASSIGNMENT)
+def course_check(tmp_path_factory):
+    """Issue 18 trial: run as a student runs it (no COURSE_SMOKE in the environment), on a copy
+    of the solution notebook in a folder of its own; returns the finished process and the
+    executed notebook."""
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("course-check")
+    path = folder / f"{ASSIGNMENT}.ipynb"
+    shutil.copy(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", path)
+    ran = tmp_path_factory.mktemp("executed") / f"{ASSIGNMENT}.ipynb"
+    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_SMOKE", "NBGRADER_EXECUTION")}
+    cmd = [sys.executable, "-c", COURSE_CHECK, str(path), str(ran)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    return proc, nbformat.read(ran, as_version=4) if ran.exists() else None
+
+
+@pytest.fixture(scope="module")
+def executed(course_check):
+    """The solution as ``course-check`` ran it (demonstration cells included, smoke size)."""
+    proc, book = course_check
+    assert book is not None, proc.stdout + proc.stderr
+    return book
 
 
 def test_executed_run_is_the_smoke_size(executed):
@@ -122,24 +167,16 @@ def test_course_cells_print_no_warnings(graded, executed):
     assert warnings_in_course_cells(executed) == []
 
 
-# the notebook at its smoke size in a fresh kernel: ~45 s of CPU
-def test_course_check_on_the_solution_lists_every_exercise(tmp_path):
+def test_course_check_on_the_solution_lists_every_exercise(course_check):
     """Issue 18 trial: `course-check` on 08 ran the full CPU training into a cell timeout and
     a ZMQ traceback, with no per-exercise results, unless COURSE_SMOKE=1 was set by hand.
     Run as a student runs it (no COURSE_SMOKE in the environment), on a copy of the solution
     notebook in a folder of its own: every exercise is listed, passed, with its points."""
     import re
-    import shutil
-    import subprocess
-    import sys
 
     from autograder.checks.table import chapter
 
-    path = tmp_path / f"{ASSIGNMENT}.ipynb"
-    shutil.copy(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", path)
-    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_SMOKE", "NBGRADER_EXECUTION")}
-    cmd = [sys.executable, "-m", "autograder.selfcheck", str(path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    proc, _ = course_check
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert "smoke size" in out

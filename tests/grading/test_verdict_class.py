@@ -2,7 +2,9 @@
 
 See ``tests/helpers/adversarial/verdict_class.py`` for the students and what each must get. Every
 CSV row is checked for its exact points and status, the start of its diagnosis, and its
-``flagged`` column; the feedback shows the grader's verdict, not the kernel's.
+``flagged`` column; the feedback shows the grader's verdict, not the kernel's. The class is
+graded in one run with test_dodge_class.py's students (``helpers.adversarial.attention_attacks``:
+the same notebook and limits); these tests read this class's rows.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ import pytest
 
 from autograder.grading.sandbox import bwrap_path
 
-from helpers.adversarial.graded import graded_attack_class, mismatch
-from helpers.adversarial.verdict_class import VerdictAttackBuilder
+from helpers.adversarial.attention_attacks import graded_attention_attacks
+from helpers.adversarial.graded import mismatch
 
 ASSIGNMENT = "01_attention"
 STUDENTS = ["correct", "time_transformer", "getattr_alias", "hex_exec", "torch_library",
@@ -23,15 +25,16 @@ STUDENTS = ["correct", "time_transformer", "getattr_alias", "hex_exec", "torch_l
 def verdict_class(tmp_path_factory):
     if bwrap_path() is None:
         pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
-    return graded_attack_class(tmp_path_factory, "verdict-class", ASSIGNMENT,
-                               VerdictAttackBuilder)
+    return graded_attention_attacks(tmp_path_factory)
 
 
 def test_class_graded_in_the_sandbox(verdict_class):
     assert verdict_class["returncode"] == 0, verdict_class["stderr"]
     assert "runner: bubblewrap sandbox" in verdict_class["stderr"]
-    assert sorted(verdict_class["expected"]) == sorted(STUDENTS)
-    assert {r["student"] for r in verdict_class["rows"]} == set(STUDENTS)
+    assert verdict_class["classes"]["verdict"] == sorted(STUDENTS)
+    # the CSV holds every student of the run (this class's and test_dodge_class's), no other
+    assert set(STUDENTS) <= set(verdict_class["expected"])
+    assert {r["student"] for r in verdict_class["rows"]} == set(verdict_class["expected"])
 
 
 @pytest.mark.parametrize("student", STUDENTS)

@@ -2,17 +2,22 @@
 students each, every CSV row exact.
 
 See ``tests/helpers/adversarial/masking_class.py`` and
-``tests/helpers/adversarial/bpe_class.py`` for the students and what each must get.
+``tests/helpers/adversarial/bpe_class.py`` for the students and what each must get. Both
+classes are graded in one ``course-grade`` run (``--assignment 02_masking 07_bpe``, the same
+limits as each alone): each student hands in its own chapter's notebook only, so its rows of
+the other chapter say the notebook was not handed in, and each chapter's tests read that
+chapter's rows.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from autograder.grading.parent.status import not_submitted
 from autograder.grading.sandbox import bwrap_path
 
 from helpers.adversarial.bpe_class import BpeClassBuilder
-from helpers.adversarial.graded import graded_attack_class, mismatch
+from helpers.adversarial.graded import graded_once, mismatch
 from helpers.adversarial.masking_class import MaskingClassBuilder
 
 CLASSES = {
@@ -20,20 +25,30 @@ CLASSES = {
     "07_bpe": (BpeClassBuilder, ["given_redefined", "reference"]),
 }
 ROWS = [(a, s) for a, (_, students) in CLASSES.items() for s in students]
+ARGS = ("--workers", "2", "--cell-timeout", "60", "--timeout", "600", "--memory", "3072",
+        "--assignment", *sorted(CLASSES))
 
 
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory):
     if bwrap_path() is None:
         pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
-    done = {}
+
+    def build(info, root):
+        expected = {}
+        for assignment, (make, _) in CLASSES.items():
+            rows = make(info[assignment][0]).build_attacks(root / "class")
+            assert not set(rows) & set(expected), "a student in both classes"
+            expected.update(rows)
+        return expected
+
+    whole = graded_once(tmp_path_factory, "verdict-class-02-07", sorted(CLASSES), build, ARGS)
 
     def get(assignment):
-        if assignment not in done:
-            done[assignment] = graded_attack_class(
-                tmp_path_factory, f"verdict-class-{assignment}", assignment,
-                CLASSES[assignment][0])
-        return done[assignment]
+        """The run's record with ``rows``: the CSV rows of ``assignment``'s notebook (every
+        student's), ``all_rows``: the whole CSV."""
+        return dict(whole, all_rows=whole["rows"],
+                    rows=[r for r in whole["rows"] if r["notebook"] == assignment])
 
     return get
 
@@ -43,7 +58,11 @@ def test_class_graded_in_the_sandbox(graded, assignment):
     result = graded(assignment)
     assert result["returncode"] == 0, result["stderr"]
     assert "runner: bubblewrap sandbox" in result["stderr"]
-    assert {r["student"] for r in result["rows"]} == set(CLASSES[assignment][1])
+    # the CSV holds both classes' students, no other; of this chapter's notebook only this
+    # class's students handed one in (the others' rows: not handed in)
+    assert {r["student"] for r in result["all_rows"]} == {s for _, s in ROWS}
+    assert {r["student"] for r in result["rows"] if not not_submitted(r["status"])} == \
+        set(CLASSES[assignment][1])
 
 
 @pytest.mark.parametrize("assignment,student", ROWS)

@@ -25,7 +25,7 @@ from autograder.checks import table
 from autograder.grading.cells import nbg as _nbg
 
 from .synthetic_class import ClassBuilder
-from .synthetic_class.shared import REPO, grade_cmd, graded_dir, notebook_info, read_csv
+from .synthetic_class.shared import REPO, grade_cmd, graded_dir, read_csv, run_info
 
 SOURCE = REPO / "solutions"
 
@@ -237,7 +237,8 @@ def graded_chapter_04(tmp_path_factory, assignment: str) -> dict:
     root.mkdir(exist_ok=True)
     done = root / "result.json"
     if not done.exists():
-        info = notebook_info(tmp_path_factory, SOURCE, list(CHAPTERS_04))
+        args = ("--workers", "2", "--cell-timeout", "120", "--timeout", "900")
+        info = run_info(SOURCE, list(CHAPTERS_04), args)  # the template the run starts from
         cls = root / "class"
         names, grade_cells = {}, {}
         for a in CHAPTERS_04:
@@ -250,7 +251,6 @@ def graded_chapter_04(tmp_path_factory, assignment: str) -> dict:
                 (cls / student).mkdir(parents=True, exist_ok=True)
                 nbformat.write(book, cls / student / f"{nb.name}.ipynb")
         t0 = time.monotonic()
-        args = ("--workers", "2", "--cell-timeout", "120", "--timeout", "900")
         proc = subprocess.run(grade_cmd(cls, root / "out", SOURCE, *args), cwd=REPO,
                               capture_output=True, text=True)
         done.write_text(json.dumps({

@@ -17,7 +17,7 @@ from pathlib import Path
 from autograder.grading.parent.status import STOPPED_NO_RESULT
 
 from .verdict_class import Row
-from helpers.synthetic_class.shared import REPO, grade_cmd, graded_dir, notebook_info, read_csv
+from helpers.synthetic_class.shared import REPO, grade_cmd, graded_dir, read_csv, run_info
 
 SOURCE = REPO / "solutions"
 
@@ -28,7 +28,8 @@ def graded_once(tmp_path_factory, name: str, assignments: list[str], build: Call
     """Build and grade the class once (on this worker: its tests run on it).
 
     ``build(info, root)`` writes the class to ``root / "class"`` (``info``: build_template's
-    per-assignment info, from the session's shared template: ``notebook_info``) and returns
+    per-assignment info, from the session's template this run grades with: ``run_info``) and
+    returns
     {student: {exercise: row}}; ``args`` go to course-grade.
     ``around(run)``, when given, calls ``run()`` (the grading) and returns extra JSON fields
     measured around it (e.g. a server the class must not reach). Returns the JSON record plus
@@ -38,7 +39,7 @@ def graded_once(tmp_path_factory, name: str, assignments: list[str], build: Call
     root.mkdir(exist_ok=True)
     done = root / "result.json"
     if not done.exists():
-        info = notebook_info(tmp_path_factory, source, assignments)
+        info = run_info(source, assignments, args)
         expected = build(info, root)
         record = {}
 

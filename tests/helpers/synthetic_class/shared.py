@@ -55,6 +55,21 @@ def notebook_info(tmp_path_factory, source: Path, assignments) -> dict:
     return template(source, assignments, 60)[1]
 
 
+def _cell_timeout(extra: tuple) -> int:
+    """The cell limit course-grade runs with for these arguments (``--cell-timeout``'s)."""
+    from autograder.grading.config import CELL_TIMEOUT_S
+
+    return int(extra[extra.index("--cell-timeout") + 1]) if "--cell-timeout" in extra \
+        else CELL_TIMEOUT_S
+
+
+def run_info(source: Path, assignments, extra: tuple) -> dict:
+    """``notebook_info`` from the session's template that a course-grade run with the
+    arguments ``extra`` starts from (its cell limit; ``seed_template``): the same notebooks'
+    description, without building a second template (one at 60 s) only to describe them."""
+    return template(source, assignments, _cell_timeout(tuple(extra)))[1]
+
+
 def _graded_assignments(submissions: Path, source: Path, extra: tuple) -> list[str]:
     """The assignments course-grade will grade: ``--assignment``'s, else those whose notebook
     name appears under ``submissions`` (a guess: a wrong one only costs the template's reuse)."""
@@ -77,15 +92,14 @@ def seed_template(submissions: Path, out: Path, source: Path, extra: tuple) -> N
     for it first (its folder is named by a hash of the sources and the cell limit), so a
     test's course-grade run skips building it. The copy's nbgrader_config.py is rewritten for
     its own folder; its kernels' packages stay in the session's folder (read only)."""
-    from autograder.grading.config import CELL_TIMEOUT_S, GradeConfig
+    from autograder.grading.config import GradeConfig
     from autograder.grading.parent.course import write_config
 
     import helpers
 
     if helpers.TEMPLATES is None:
         return
-    cell_timeout = int(extra[extra.index("--cell-timeout") + 1]) if "--cell-timeout" in extra \
-        else CELL_TIMEOUT_S
+    cell_timeout = _cell_timeout(extra)
     assignments = _graded_assignments(submissions, source, extra)
     if not assignments:
         return
@@ -118,7 +132,7 @@ def graded_class(tmp_path_factory, name: str, source: Path, assignment: str,
     root.mkdir(exist_ok=True)
     done = root / "result.json"
     if not done.exists():
-        info = notebook_info(tmp_path_factory, source, [assignment])
+        info = run_info(source, [assignment], args)
         expected = ClassBuilder(info[assignment][0]).build(root / "class", extra)
         t0 = time.monotonic()
         proc = subprocess.run(
