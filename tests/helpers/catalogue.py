@@ -8,11 +8,40 @@ import pytest
 
 from autograder.checks._core import CheckFailed, NotImplementedYet, hidden_check
 
+# hidden_check(key, wrong)'s outcome by (key, wrong): the exception it raised, None if none
+_OUTCOMES: dict = {}
+
+
+def _hidden_outcome(key, wrong):
+    """What ``hidden_check(key, wrong)`` raised (None: nothing), run once per process for each
+    (key, wrong answer): a check is deterministic (its cases and probes are seeded), and the
+    catalogue tests hold one wrong answer's message against several names (its own, and in
+    :func:`assert_not_named_for_the_others` each other entry of its exercise)."""
+    if (key, wrong) not in _OUTCOMES:
+        outcome = None
+        try:
+            hidden_check(key, wrong)
+        except Exception as e:  # kept, and raised again where it is read
+            outcome = e
+        _OUTCOMES[key, wrong] = outcome
+    return _OUTCOMES[key, wrong]
+
+
+def _hidden(key, wrong):
+    """``hidden_check(key, wrong)``, its outcome computed once (:func:`_hidden_outcome`)."""
+    try:
+        hash(wrong)
+    except TypeError:
+        return hidden_check(key, wrong)
+    outcome = _hidden_outcome(key, wrong)
+    if outcome is not None:
+        raise outcome
+
 
 def assert_mistake_named(check, key, wrong, name, public=None, graded=None):
     """``wrong`` fails the graded path (``graded(key, wrong)``, default ``hidden_check``) and,
     when ``public`` is given, the visible check too, each naming ``name``."""
-    graded = graded or hidden_check
+    graded = graded or _hidden
     runs = [lambda f: graded(key, f)] + ([public] if public is not None else [])
     for run in runs:
         with pytest.raises(CheckFailed) as info:
@@ -110,7 +139,7 @@ def assert_not_named_for_the_others(key, name, wrong_rows, graded=None):
     """Catalogue entry ``name`` of check ``key`` names none of the other wrong answers of its
     exercise (``wrong_rows``: a chapter's ``WRONG``): its condition fires on its own mistake
     only."""
-    graded = graded or hidden_check
+    graded = graded or _hidden
     others = [w for w in wrong_rows if w[0] == key and w[2] != name]
     assert others, f"{key}: no other wrong answer to hold {name!r} against"
     for w in others:
