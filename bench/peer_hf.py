@@ -10,9 +10,11 @@ generator per run, seeded alike), the same AdamW groups (``configure_optimizer``
 matrices only; fused on CUDA), the same warm-up + cosine schedule (``get_lr``), gradient
 clipping, precision (bf16 autocast on CUDA) and the same validation batches at every
 evaluation. The loop is one function (:func:`train`), written here, used for both: only the
-model differs. It prints, per model, tokens/s (the last window between evaluations, without
-the evaluation) and the training time to reach the target validation loss, then their ratios
-(course / peer: above 1 means the course's model is faster).
+model differs. It prints, per model, tokens/s (every window between evaluations after the
+first, which holds the compilation and warm-up; evaluations excluded) and the training time to
+reach the target validation loss, then their ratios (course / peer: above 1 means the course's
+model is faster). ``--ablate`` also trains the course's GPT with three separate Q, K, V
+projections (what ``qkv_impl="fused"`` replaced).
 
 Hugging Face's model is configured with ``attn_implementation="sdpa"`` (its default) and
 ``activation_function="gelu"`` (the exact GELU the course uses; GPT-2's own is the tanh
@@ -22,6 +24,7 @@ form). ``transformers`` is a benchmark-only dependency (the ``dev`` extra).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 
@@ -56,12 +59,17 @@ class HFLogits(nn.Module):
 
 
 def build(which: str, cfg, vocab_size: int, device: torch.device) -> nn.Module:
-    """The course's GPT (``"course"``) or the peer (``"hf"``), seeded alike, on ``device``."""
+    """The course's GPT (``"course"``; ``"course-qkv3"``: with three separate Q, K, V
+    projections, the course's form before the fused ``qkv_impl``) or the peer (``"hf"``),
+    seeded alike, on ``device``."""
     from transformer_ref.train.trainer import build_model
 
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, vocab_size, device) if which == "course" else HFLogits(cfg,
-                                                                                     vocab_size)
+    if which == "hf":
+        model = HFLogits(cfg, vocab_size)
+    else:
+        ccfg = dataclasses.replace(cfg, qkv_impl="separate") if which == "course-qkv3" else cfg
+        model = build_model(ccfg, vocab_size, device)
     return model.to(device)
 
 
@@ -74,8 +82,9 @@ def train(model: nn.Module, data, cfg, device: torch.device, compile_: bool,
           target: float, log=print) -> dict:
     """Train ``model`` on ``data`` with ``cfg``'s schedule; evaluate every ``eval_interval``.
 
-    Returns tokens/s of the last window, the training seconds (evaluations excluded) to reach
-    ``target`` (None if not reached), the best validation loss and the curve [(step, val)].
+    Returns tokens/s after the first window (of all of it where there is one window), the
+    training seconds (evaluations excluded) to reach ``target`` (None if not reached), the best
+    validation loss and the curve [(step, val)].
     """
     cuda = device.type == "cuda"
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext()
@@ -105,6 +114,7 @@ def train(model: nn.Module, data, cfg, device: torch.device, compile_: bool,
 
     model.train()
     train_s, window_s, window_steps = 0.0, 0.0, 0
+    steady_steps, steady_s = 0, 0.0  # the windows after the first
     reached, best, curve, tok_s = None, math.inf, [], None
     sync()
     t0 = time.perf_counter()
@@ -128,6 +138,8 @@ def train(model: nn.Module, data, cfg, device: torch.device, compile_: bool,
             dt = time.perf_counter() - t0
             train_s += dt
             window_s = dt
+            if curve:  # not the first window
+                steady_steps, steady_s = steady_steps + window_steps, steady_s + dt
             tok_s = window_steps * B * T / window_s
             val = evaluate()
             best = min(best, val)
@@ -139,17 +151,23 @@ def train(model: nn.Module, data, cfg, device: torch.device, compile_: bool,
             window_steps = 0
             sync()
             t0 = time.perf_counter()
-    return {"tokens_per_s": tok_s, "reached": reached, "best_val": best, "curve": curve,
+    steady = steady_steps * B * T / steady_s if steady_s else tok_s
+    return {"tokens_per_s": steady, "reached": reached, "best_val": best, "curve": curve,
             "train_s": train_s}
 
 
 def compare(cfg, data, device: torch.device, target: float, compile_modes=(False,),
-            log=print) -> dict:
-    """Train the course's GPT and the peer for each compile mode; print and return ratios."""
+            log=print, ablate: bool = False) -> dict:
+    """Train the course's GPT and the peer for each compile mode; print and return ratios.
+
+    ``ablate``: also train the course's GPT with separate Q, K, V projections
+    (``"course-qkv3"``), to show what the fused projection buys.
+    """
     results = {}
+    names = ("course", "course-qkv3", "hf") if ablate else ("course", "hf")
     for compile_ in compile_modes:
         mode = "compiled" if compile_ else "eager"
-        for which in ("course", "hf"):
+        for which in names:
             model = build(which, cfg, data.vocab_size, device)
             log(f"  {which} ({mode}): {n_params(model) / 1e6:.3f}M parameters")
             results[(which, mode)] = train(model, data, cfg, device, compile_, target, log)
@@ -157,6 +175,11 @@ def compare(cfg, data, device: torch.device, target: float, compile_modes=(False
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         ours, peer = results[("course", mode)], results[("hf", mode)]
+        if ablate:
+            qkv3 = results[("course-qkv3", mode)]
+            log(f"  {mode}: tokens/s course with separate Q, K, V "
+                f"{qkv3['tokens_per_s']:,.0f}: ratio to Hugging Face "
+                f"{qkv3['tokens_per_s'] / peer['tokens_per_s']:.2f}x")
         log(f"  {mode}: tokens/s course {ours['tokens_per_s']:,.0f}, "
             f"Hugging Face {peer['tokens_per_s']:,.0f}: "
             f"ratio {ours['tokens_per_s'] / peer['tokens_per_s']:.2f}x")

@@ -165,7 +165,7 @@ def peer(args) -> dict:
           f"{cfg.d_model}, context {cfg.block_size}, vocabulary {data.vocab_size}, batch "
           f"{cfg.batch_size}), {cfg.max_iters} steps, target val {target:.2f}")
     modes = (False, True) if cuda else (bool(args.compile),)
-    return peer_hf.compare(cfg, data, device, target, modes)
+    return peer_hf.compare(cfg, data, device, target, modes, ablate=args.ablate)
 
 
 def main() -> None:
@@ -189,6 +189,8 @@ def main() -> None:
     p.add_argument("--data_dir", default="out/data", help="--run: tokenized corpus cache")
     p.add_argument("--peer", choices=["hf"], default=None,
                    help="train Hugging Face's GPT2LMHeadModel of the same shape beside ours")
+    p.add_argument("--ablate", action="store_true",
+                   help="--peer: also train the course's GPT with separate Q, K, V projections")
     args = p.parse_args()
     args.target_set = args.target is not None
     args.target = 1.50 if args.target is None else args.target

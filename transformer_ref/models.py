@@ -99,6 +99,7 @@ class GPTConfig:
     rope_base: float = 10000.0  # RoPE's theta (pos="rope"): pair i turns at base^(-2i/d_k)
     norm_eps: float | None = None  # every norm's eps; None -> 1e-5 (layer) / 1e-6 (rms)
     norm_impl: str = "scratch"  # "scratch" (transformer_ref.layer_norm) | "fused" (F.layer_norm)
+    qkv_impl: str = "separate"  # "separate" (W_Q, W_K, W_V) | "fused" (one [W_Q; W_K; W_V])
 
 
 class GPT(nn.Module):
@@ -119,7 +120,7 @@ class GPT(nn.Module):
             SelfAttentionBlock(
                 c.d_model, c.n_head, c.d_ff, dropout=c.dropout, activation=c.ffn,
                 norm_first=True, norm=c.norm, bias=c.bias, eps=c.norm_eps, attn_impl=c.attn_impl,
-                fused_norm=c.norm_impl == "fused",
+                fused_norm=c.norm_impl == "fused", fused_qkv=c.qkv_impl == "fused",
             )
             for _ in range(c.n_layer)
         )

@@ -118,3 +118,37 @@ def test_a_gpt_with_fused_norms_has_the_same_parameters_and_logits():
     assert a.state_dict().keys() == b.state_dict().keys()
     idx = torch.randint(13, (2, 8), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(a(idx), b(idx), rtol=1e-5, atol=1e-5)
+
+
+def test_a_gpt_with_a_fused_qkv_projection_computes_the_same_logits():
+    """``qkv_impl="fused"``: one ``[W_Q; W_K; W_V]`` matmul, the same model as three."""
+    from transformer_ref.models import GPT, GPTConfig
+
+    cfgs = [GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, d_model=16,
+                      qkv_impl=impl) for impl in ("separate", "fused")]
+    torch.manual_seed(0)
+    a = GPT(cfgs[0])
+    b = GPT(cfgs[1])
+    sa = a.state_dict()
+    sb = {k: v for k, v in sa.items() if not any(f".{n}_proj." in k for n in "qkv")}
+    for i in range(2):
+        p = f"blocks.{i}.attn."
+        for kind in ("weight", "bias"):
+            sb[p + "qkv_proj." + kind] = torch.cat([sa[p + n + "_proj." + kind] for n in "qkv"])
+    b.load_state_dict(sb)  # strict: exactly b's parameters
+    assert "blocks.0.attn.qkv_proj.weight" in sb and "blocks.0.attn.q_proj.weight" not in sb
+    idx = torch.randint(13, (2, 8), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(a(idx), b(idx), rtol=1e-5, atol=1e-5)
+
+
+def test_the_training_presets_fuse_qkv_with_sdpa_and_keep_three_projections_from_scratch():
+    from transformer_ref.train import preset
+    from transformer_ref.train.trainer import build_model
+
+    cpu = torch.device("cpu")
+    sdpa = build_model(preset("cpu_char"), 11, cpu)  # attn_impl="sdpa"
+    assert sdpa.config.qkv_impl == "fused" and hasattr(sdpa.blocks[0].attn, "qkv_proj")
+    scratch = build_model(preset("cpu_char", attn_impl="scratch"), 11, cpu)
+    assert scratch.config.qkv_impl == "separate" and hasattr(scratch.blocks[0].attn, "q_proj")
+    forced = build_model(preset("cpu_char", qkv_impl="separate"), 11, cpu)
+    assert forced.config.qkv_impl == "separate"

@@ -42,6 +42,7 @@ class TrainConfig:
     norm_eps: float | None = None  # None -> 1e-5 (layer) / 1e-6 (rms)
     attn_impl: str = "auto"  # "scratch", "sdpa", or "auto" (= sdpa on CUDA, scratch elsewhere)
     norm_impl: str = "auto"  # "scratch", "fused" (F.layer_norm), or "auto" (= fused with sdpa)
+    qkv_impl: str = "auto"  # "separate", "fused" (one QKV matmul), or "auto" (= fused with sdpa)
     # --- optimisation ---
     batch_size: int = 32  # sequences per micro-step *per process*
     grad_accum_steps: int = 1  # micro-steps per optimizer step

@@ -223,11 +223,15 @@ def build_model(cfg: TrainConfig, vocab_size: int, device: torch.device) -> torc
     norm_impl = cfg.norm_impl
     if norm_impl == "auto":  # PyTorch's kernels where the attention is PyTorch's too
         norm_impl = "fused" if attn == "sdpa" else "scratch"
+    qkv_impl = cfg.qkv_impl
+    if qkv_impl == "auto":  # one (d, 3d) matmul instead of three (d, d): GPT-2's c_attn
+        qkv_impl = "fused" if attn == "sdpa" else "separate"
     gcfg = GPTConfig(
         vocab_size=vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
         n_head=cfg.n_head, d_model=cfg.d_model, d_ff=cfg.d_ff, dropout=cfg.dropout,
         bias=cfg.bias, norm=cfg.norm, ffn=cfg.ffn, pos=cfg.pos, tie_weights=cfg.tie_weights,
         attn_impl=attn, rope_base=cfg.rope_base, norm_eps=cfg.norm_eps, norm_impl=norm_impl,
+        qkv_impl=qkv_impl,
     )
     return GPT(gcfg)
 
