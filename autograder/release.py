@@ -316,7 +316,9 @@ def generate(
         cmd = [
             sys.executable,
             "-m",
-            "nbgrader",
+            # nbgrader's command, started through the course's entry: importing autograder first
+            # keeps jsonschema's rfc3987 grammars out of the process (autograder/__init__.py)
+            "autograder.grading.autograde.nbgrader_main",
             "generate_assignment",
             "*",  # one nbgrader process for every chapter: much faster
             "--force",
