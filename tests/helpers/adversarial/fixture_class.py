@@ -46,6 +46,8 @@ import nbformat
 
 from helpers.synthetic_class import WRAP_WRONG, ClassBuilder, Expected, _fmt, _wrap
 
+# spins (``pass``): the suite's CPU-bound loop that the cell timeout interrupts (the synthetic
+# class's loops sleep, helpers/synthetic_class LOOP); this class's cell limit is 5 s
 IMPORT_LOOP = """import os
 os.chdir("/tmp")  # the working folder is read-only; '' on sys.path is the cwd
 with open("course_helpers.py", "w") as _f:

@@ -11,7 +11,7 @@ blank                     the release as handed out (zip, nested)         0, gra
 wrong                     every function's output perturbed (renamed      0, graded
                           file, a checkpoint copy that is correct)
 infinite_loop             correct, last answer cell starts ``while True``  that exercise not
-                                                                          graded (cell timeout)
+                          (a loop that sleeps: see ``LOOP``)              graded (cell timeout)
 memory_bomb               correct, last answer cell allocates forever     that exercise not
                                                                           graded (memory)
 monkeypatch               wrong + ``np.allclose = lambda *a, **k: True``  0, graded
@@ -29,7 +29,8 @@ warns                     correct, every function warns and prints to     full m
 ========================  ==============================================  =====================
 
 Options add ``missing`` (no notebook), ``deleted_answer`` (last answer cell removed) and
-``stubborn_loop`` (a loop that ignores SIGINT: only the per-student wall limit stops it).
+``stubborn_loop`` (a loop that ignores SIGINT: the cell timeout's interrupt cannot stop it,
+the kernel is killed).
 """
 
 from __future__ import annotations
@@ -79,8 +80,13 @@ except ImportError:
     pass
 """
 
-LOOP = "while True:\n    pass\n"
-STUBBORN = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
+# The loops sleep: what their rows prove is the wall-clock cell timeout (interrupted, or not
+# interruptible), which a spinning loop only makes cost a core until the limit (30 s in
+# test_grade_class). The CPU-bound loop interrupted at the cell timeout is the fixture class's
+# ``import_loop`` (helpers/adversarial/fixture_class.py, 5 s); test_isolation's hog spins too.
+LOOP = "import time\nwhile True:\n    time.sleep(0.5)\n"
+STUBBORN = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            "while True:\n    time.sleep(0.5)\n")
 BOMB = (
     "def _course_bomb():\n    hog = []\n    while True:\n"
     "        hog.append(b'x' * (64 * 2**20))\n_course_bomb()\n"
