@@ -36,15 +36,30 @@ def _state(pid: int) -> str | None:
         return None
 
 
+def _fds(pid: int) -> set[str]:
+    """What ``pid``'s open fds name. An fd listed, then closed before its link is read, is
+    skipped: the wrapper opens and closes files while Python starts (its imports); on a loaded
+    machine the read often came after the close, and ``_blocked_on`` gave up on the wrapper
+    while it was still starting (state R)."""
+    names = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            names.add(os.readlink(fd))
+        except FileNotFoundError:
+            pass
+    return names
+
+
 def _blocked_on(pid: int, path: Path, seconds: float) -> bool:
     """Whether ``pid`` sleeps in ``open(path)``: the FIFO's wait for a reader (the kernel's
-    ``wait_for_partner``; a kernel that hides wait channels says 0), not yet among its fds."""
+    ``wait_for_partner``; a kernel that hides wait channels says 0), not yet among its fds.
+    False at once when ``pid`` is gone."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             wchan = Path(f"/proc/{pid}/wchan").read_text()
-            fds = {os.readlink(f) for f in Path(f"/proc/{pid}/fd").iterdir()}
-        except OSError:
+            fds = _fds(pid)
+        except OSError:  # its /proc folder is gone
             return False
         if _state(pid) == "S" and wchan in ("wait_for_partner", "0") and str(path) not in fds:
             return True

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -101,6 +104,54 @@ def test_a_cgroup_that_cannot_be_joined_runs_nothing(server, tmp_path):
                            _spec(cgroup_procs=[str(tmp_path / "nope" / "cgroup.procs")]), log)
     assert job.wait(timeout=60) == 1
     assert "cannot join the cgroup" in log_path.read_text()
+
+
+class _Running:
+    """A stand-in for the warm process's ``Popen``: still running (``close`` kills nothing)."""
+
+    def poll(self):
+        return None
+
+    def kill(self):
+        pass
+
+    def wait(self):
+        return None
+
+
+def test_an_exit_line_read_with_the_pid_line_is_the_jobs_status(tmp_path):
+    """A copy that ends at once (above) may have ended before the runner reads the ``pid``
+    line: the warm process has then sent ``exit`` too, and one read gets both. That status is
+    the job's; dropped, the connection's close read as the warm process gone (-9). A stand-in
+    server sends both lines in one write, as a loaded machine had the real one's arrive."""
+    path = str(tmp_path / "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+
+    def answer():
+        conn, _ = listener.accept()
+        with conn:
+            head, fds, _, _ = socket.recv_fds(conn, 4, 1)
+            size, body = struct.unpack("!I", head)[0], b""
+            while len(body) < size:
+                body += conn.recv(size - len(body))
+            for fd in fds:
+                os.close(fd)
+            conn.sendall(b"pid 4242\nexit 1\n")
+
+    server = threading.Thread(target=answer)
+    server.start()
+    w = warm.Warm()
+    w._path, w._proc = path, _Running()
+    try:
+        with open(tmp_path / "grading.log", "ab") as log:
+            job = w.spawn([*MAIN, "ada", "01_attention"], tmp_path, _env("t6"), _spec(), log)
+    finally:
+        server.join(timeout=30)
+        listener.close()
+    assert job is not None and job.pid == 4242
+    assert job.wait(timeout=10) == 1
 
 
 def test_the_warm_process_ends_with_course_grade(tmp_path):

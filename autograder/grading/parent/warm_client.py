@@ -34,9 +34,9 @@ class WarmJob:
     """A forked grading process as :class:`~autograder.grading.parent.runner.LocalRunner`
     uses a ``Popen``: ``pid`` (its process group too), ``wait(timeout)``."""
 
-    def __init__(self, sock: socket.socket, pid: int):
+    def __init__(self, sock: socket.socket, pid: int, buf: bytes = b""):
         self.sock, self.pid, self.returncode = sock, pid, None
-        self._buf = b""
+        self._buf = buf  # what came after the ``pid`` line: the ``exit`` line, when it did
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:
@@ -83,15 +83,18 @@ class Warm:
             body = json.dumps({"argv": argv, "cwd": str(cwd), "env": env, "spec": spec}).encode()
             socket.send_fds(sock, [struct.pack("!I", len(body)) + body], [log.fileno()])
             answer = b""
-            while not answer.endswith(b"\n"):
+            while b"\n" not in answer:
                 chunk = sock.recv(256)
                 if not chunk:
                     break
                 answer += chunk
-            words = answer.decode(errors="replace").split()
+            # a copy that ends at once (a cgroup it cannot join) has its ``exit`` line sent
+            # right after the ``pid`` line: one read may hold both, and the rest is the job's
+            line, _, rest = answer.partition(b"\n")
+            words = line.decode(errors="replace").split()
             if words[:1] != ["pid"]:
-                raise OSError(answer.decode(errors="replace").strip() or "no answer")
-            return WarmJob(sock, int(words[1]))
+                raise OSError(line.decode(errors="replace").strip() or "no answer")
+            return WarmJob(sock, int(words[1]), rest)
         except OSError as e:
             self._give_up(f"could not fork a grading process from it ({e})")
             return None
