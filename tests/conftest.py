@@ -23,6 +23,7 @@ pytest no longer reads), so the groups are named here, where the scheduler can s
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -32,6 +33,13 @@ import pytest
 # format checker builds rfc3987_syntax's grammars on import, 4-6 s of CPU in every process
 # that imports nbformat first; no notebook schema uses that format.
 sys.modules.setdefault("rfc3987_syntax", None)
+# As `bootstrap test` sets them (autograder/bootstrap.py): one BLAS/OpenMP thread per process,
+# for plain `pytest` too. Two xdist workers on two cores each running a kernel with two torch
+# threads spin against each other: 08's solution notebook took 28.6-39.6 s of kernel CPU with
+# two threads, 8.4-8.8 s with one. Set before anything imports torch; inherited by every
+# process a test starts.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "grading", "slow")
