@@ -452,11 +452,18 @@ def _verdict(fn, arg):
 
 def _replay_table(check, m) -> dict | None:
     """What the repository's mistake ``m`` returns on the visible cases, keyed as ``_kit``
-    looks it up (None: it does not run on one of them)."""
+    looks it up (None: it does not run on one of them).
+
+    A statistic's other generators (``case.samples``) are recorded only where ``_core._run``
+    calls the function on them: on the visible cases up to the first that fails, where the
+    output passes (``_samples_problem`` runs after ``_compare``). A kit check that asked for
+    another would get no output (``NotPrecomputed``), and its verdict would differ from the
+    repository's."""
     from autograder.checks import _codec, _core
     from autograder.checks._kit import digest
 
     table = {}
+    failed = False  # a visible case before this one failed: the run stopped there
     for c in check.cases:
         if c.hidden:
             continue
@@ -471,6 +478,14 @@ def _replay_table(check, m) -> dict | None:
         except Exception:  # noqa: BLE001
             return None
         table[key] = rec
+        if failed or c.kind == "grad":
+            continue
+        try:
+            failed = _core._compare(c.expected, _codec.decode(rec["out"]), c) is not None
+        except Exception:  # noqa: BLE001
+            failed = True
+        if failed:  # the check fails here, and calls fn on no other generator
+            continue
         for build in c.samples:  # a statistic's other generators: the check calls fn there
             more = build()
             try:
