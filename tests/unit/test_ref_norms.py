@@ -106,29 +106,26 @@ def test_fused_layer_norm_matches_the_written_out_one():
     assert "fused" in repr(b) and "fused" not in repr(a)
 
 
-def test_a_gpt_with_fused_norms_has_the_same_parameters_and_logits():
+def _two_gpts(field: str, values: tuple[str, str]):
+    """Two small GPTs that differ in ``field`` only, and one batch of token ids."""
     from transformer_ref.models import GPT, GPTConfig
 
-    cfgs = [GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, d_model=16,
-                      norm_impl=impl) for impl in ("scratch", "fused")]
     torch.manual_seed(0)
-    a = GPT(cfgs[0])
-    b = GPT(cfgs[1])
+    a, b = (GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, d_model=16,
+                          **{field: v})) for v in values)
+    return a, b, torch.randint(13, (2, 8), generator=torch.Generator().manual_seed(1))
+
+
+def test_a_gpt_with_fused_norms_has_the_same_parameters_and_logits():
+    a, b, idx = _two_gpts("norm_impl", ("scratch", "fused"))
     b.load_state_dict(a.state_dict())
     assert a.state_dict().keys() == b.state_dict().keys()
-    idx = torch.randint(13, (2, 8), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(a(idx), b(idx), rtol=1e-5, atol=1e-5)
 
 
 def test_a_gpt_with_a_fused_qkv_projection_computes_the_same_logits():
     """``qkv_impl="fused"``: one ``[W_Q; W_K; W_V]`` matmul, the same model as three."""
-    from transformer_ref.models import GPT, GPTConfig
-
-    cfgs = [GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, d_model=16,
-                      qkv_impl=impl) for impl in ("separate", "fused")]
-    torch.manual_seed(0)
-    a = GPT(cfgs[0])
-    b = GPT(cfgs[1])
+    a, b, idx = _two_gpts("qkv_impl", ("separate", "fused"))
     sa = a.state_dict()
     sb = {k: v for k, v in sa.items() if not any(f".{n}_proj." in k for n in "qkv")}
     for i in range(2):
@@ -137,7 +134,6 @@ def test_a_gpt_with_a_fused_qkv_projection_computes_the_same_logits():
             sb[p + "qkv_proj." + kind] = torch.cat([sa[p + n + "_proj." + kind] for n in "qkv"])
     b.load_state_dict(sb)  # strict: exactly b's parameters
     assert "blocks.0.attn.qkv_proj.weight" in sb and "blocks.0.attn.q_proj.weight" not in sb
-    idx = torch.randint(13, (2, 8), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(a(idx), b(idx), rtol=1e-5, atol=1e-5)
 
 
