@@ -113,7 +113,7 @@ def train(model: nn.Module, data, cfg, device: torch.device, compile_: bool,
         return sum(losses) / len(losses)
 
     model.train()
-    train_s, window_s, window_steps = 0.0, 0.0, 0
+    train_s, window_steps = 0.0, 0
     steady_steps, steady_s = 0, 0.0  # the windows after the first
     reached, best, curve, tok_s = None, math.inf, [], None
     sync()
@@ -137,10 +137,9 @@ def train(model: nn.Module, data, cfg, device: torch.device, compile_: bool,
             sync()
             dt = time.perf_counter() - t0
             train_s += dt
-            window_s = dt
             if curve:  # not the first window
                 steady_steps, steady_s = steady_steps + window_steps, steady_s + dt
-            tok_s = window_steps * B * T / window_s
+            tok_s = window_steps * B * T / dt  # this window's
             val = evaluate()
             best = min(best, val)
             curve.append((step + 1, val))
