@@ -275,11 +275,18 @@ def test_batch_merge_equals_the_one_at_a_time_loop(tok, big_tok, name):
             fresh._batch_min = batch_min
             assert fresh.encode(text) == expected, (name, batch_min)
     pieces = sorted(set(pretokenize(text_for("shakespeare") + UNICODE + EMOJI)))
-    datas = [p.encode() for p in pieces if p.encode() not in big_tok.ranks]
-    assert len(datas) > 500
-    assert big_tok._merge_batch(datas) == [big_tok._encode_piece(d.decode()) for d in datas]
-    assert big_tok._merge_batch(datas[:1]) == [big_tok._encode_piece(datas[0].decode())]
-    assert big_tok._merge_batch([]) == []
+    assert sum(p.encode() in big_tok.ranks for p in pieces) > 300 and len(pieces) > 1000
+    assert_batch_is_the_loop(big_tok, pieces)
+    assert [p for p, _ in big_tok._merge_batch(pieces)] == pieces  # in the order given
+    assert_batch_is_the_loop(big_tok, pieces[:1])
+    assert list(big_tok._merge_batch([])) == []
+
+
+def assert_batch_is_the_loop(t: BPETokenizer, pieces: list[str]):
+    """_merge_batch gives each distinct pre-token once, with _encode_piece's ids."""
+    pairs = list(t._merge_batch(pieces))
+    assert sorted(p for p, _ in pairs) == sorted(pieces)
+    assert dict(pairs) == {p: t._encode_piece(p) for p in pieces}
 
 
 def test_batch_merge_duplicate_merge_bytes_and_ties():
@@ -294,5 +301,68 @@ def test_batch_merge_duplicate_merge_bytes_and_ties():
     texts = ["abc", "abcd", "xabcdabc", "abab", "aaaa", "aaaaa", "aaa", "abcabc", "dabc"]
     for text in texts:
         assert t.encode(text) == as_tiktoken(t).encode(text), text
-    datas = [x.encode() for x in texts if x.encode() not in t.ranks]
-    assert t._merge_batch(datas) == [t._encode_piece(d.decode()) for d in datas]
+    assert_batch_is_the_loop(t, texts)
+
+
+def test_batch_merge_tokens_longer_than_7_bytes():
+    # strings of 3 to 7 bytes are looked up by their code, a longer one in the dict when a
+    # merge result of its length (or both of 15 bytes or more) begins with the same 7 bytes:
+    # chains of prefixes up to 22 bytes and "abcdefg" + "XYZ", as ids (tiktoken's ranks) and
+    # as merges
+    word = "abcdefghijklmnopqrstuv"
+    merges = [(word[: k - 1].encode(), word[k - 1].encode()) for k in range(2, len(word) + 1)]
+    merges += [(b"X", b"Y"), (b"XY", b"Z"), (b"abcdefg", b"XYZ")]
+    vocab = {i: bytes([i]) for i in range(256)}
+    for a, b in merges:
+        vocab[len(vocab)] = a + b
+    texts = [word[:k] + tail for k in range(1, len(word) + 1) for tail in ("", "X", "XYZ", "a")]
+    texts += ["abcdefgXYZ", "abcdefgXY", "abcdefgXYZabcdefgXYZ", word * 3]
+    for t in (BPETokenizer(vocab, None), BPETokenizer(vocab, merges)):
+        t._batch_min = 1
+        for text in texts:
+            assert t.encode(text) == as_tiktoken(t).encode(text), text
+        assert_batch_is_the_loop(t, sorted(set(texts)))
+
+
+def test_batch_merge_tokens_outside_the_merges():
+    # a vocab may hold tokens that no merge makes (here "xyz" and "qqqq"): a pre-token that
+    # is one is still that token (found in ranks), as with tiktoken
+    vocab, merges = train_bpe(small_sample(), 300)
+    vocab = {**vocab, len(vocab): b"xyz", len(vocab) + 1: b"qqqq"}
+    t = BPETokenizer(vocab, merges)
+    t._batch_min = 1
+    text = "xyz the xyzxyz, thexyz qqqq qqqqq" + small_sample()[:3000]
+    assert t.encode(text) == as_tiktoken(t).encode(text)
+    assert t.encode("xyz") == [len(vocab) - 2]
+    assert_batch_is_the_loop(t, sorted(set(pretokenize(text))))
+    # as many merges as multi-byte tokens, but a merge makes a single byte: "xy" is still
+    # no merge's result
+    odd = BPETokenizer({**{i: bytes([i]) for i in range(256)}, 256: b"xy"}, [(b"", b"x")])
+    assert_batch_is_the_loop(odd, ["xy", "xyx", "yxy"])
+
+
+def test_batch_merge_splits_batches_whose_keys_would_overflow():
+    # keys are rank << bit_length(batch bytes) | offset in int64: huge ranks (ids, here above
+    # 2**59) make the batch split in halves, down to single pre-tokens (of 8 bytes or more:
+    # merged one at a time)
+    vocab, merges = train_bpe(small_sample(), 400)
+    big = {i if i < 256 else i + 2**59: b for i, b in vocab.items()}
+    t = BPETokenizer(big, None)
+    plain = BPETokenizer(vocab, None)
+    pieces = sorted(set(pretokenize(small_sample())))
+    assert max(map(len, map(str.encode, pieces))) >= 8
+    shift = lambda ids: tuple(i if i < 256 else i - 2**59 for i in ids)
+    pairs = dict(t._merge_batch(pieces))
+    assert {p: shift(ids) for p, ids in pairs.items()} == dict(plain._merge_batch(pieces))
+    assert_batch_is_the_loop(t, pieces)
+
+
+def test_cache_overflow_keeps_the_pieces_of_the_call():
+    # the cache is cleared when a call's new pre-tokens would overflow it; the call's other
+    # (cached) pre-tokens must be encoded again, not lost
+    vocab, merges = train_bpe(small_sample(), 300)
+    for batch_min in (1, 10**9):
+        t = BPETokenizer(vocab, merges, cache_size=6)
+        t._batch_min = batch_min
+        for text in ("the cat", "the dog bird fish", "a b c d e f g h the cat", "the"):
+            assert t.encode(text) == as_tiktoken(t).encode(text), (batch_min, text)
