@@ -530,12 +530,12 @@ class BPETokenizer:
             pass
         # in order of first appearance, which the cache keeps: the frequent pre-tokens come
         # early and close together, and are then found faster (a few % of a warm call)
-        new = list(dict.fromkeys(pieces))
+        new = distinct = list(dict.fromkeys(pieces))
         if cache:
-            new = list(filterfalse(cache.__contains__, new))
+            new = list(filterfalse(cache.__contains__, distinct))
             if len(cache) + len(new) > self._cache_size:
                 cache.clear()
-                new = list(dict.fromkeys(pieces))
+                new = distinct
         if len(new) < self._batch_min:
             cache.update(zip(new, map(self._encode_piece, new)))
         else:
