@@ -7,7 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer_ref.bpe import GPT2_PATTERN, pretokenize
-from transformer_ref.bpe.common import _GPT2_ASCII_RE, GPT2_ASCII_PATTERN, gpt2_regex
+from transformer_ref.bpe.common import (
+    _GPT2_ASCII_RE,
+    GPT2_ASCII_PATTERN,
+    gpt2_ascii_starts,
+    gpt2_regex,
+)
 
 REFERENCE = regex.compile(GPT2_PATTERN)
 ASCII = "".join(map(chr, range(128)))
@@ -56,3 +61,46 @@ def test_mixed_text_cuts_on_the_corpus():
     train = load_shakespeare("train")
     assert not train.isascii()  # (a few em dashes): the mixed path is the one timed
     assert pretokenize(train) == REFERENCE.findall(train)
+
+
+# Long ASCII text is split on arrays (gpt2_ascii_starts), not by the regex: the same pieces.
+def array_split(text: str) -> list[str]:
+    starts = gpt2_ascii_starts(text.encode("ascii")).tolist()
+    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+
+
+# each class, each whitespace character, and every letter a contraction can follow with
+CONTRACTING = "aZ0 \t\n\r\x0b\x0c'sdmtlvre!_\x1c\x7f"
+
+
+def test_array_split_on_every_short_ascii_string():
+    for n in (0, 1, 2):
+        for chars in itertools.product(ASCII, repeat=n):
+            s = "".join(chars)
+            assert array_split(s) == REFERENCE.findall(s), repr(s)
+    for chars in itertools.product(CONTRACTING, repeat=3):
+        s = "".join(chars)
+        assert array_split(s) == REFERENCE.findall(s), repr(s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_array_split_on_random_ascii(text):
+    assert array_split(text) == REFERENCE.findall(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([*CONTRACTING, "'s", "'ll", "'ve", "'re", "'d", " '", "  ",
+                                 "\n ", "don't", " you'll", "'S", "'l", "''"]), max_size=30))
+def test_array_split_on_contractions_and_whitespace_runs(parts):
+    text = "".join(parts)
+    assert array_split(text) == REFERENCE.findall(text)
+
+
+def test_array_split_on_the_corpus():
+    from transformer_ref.corpus import load_shakespeare
+
+    ascii_train = load_shakespeare("train").encode("ascii", "ignore").decode()
+    for text in (load_shakespeare("val"), ascii_train):
+        assert text.isascii() and len(text) > 400_000
+        assert array_split(text) == _GPT2_ASCII_RE.findall(text)

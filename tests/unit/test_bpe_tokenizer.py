@@ -366,3 +366,46 @@ def test_cache_overflow_keeps_the_pieces_of_the_call():
         t._batch_min = batch_min
         for text in ("the cat", "the dog bird fish", "a b c d e f g h the cat", "the"):
             assert t.encode(text) == as_tiktoken(t).encode(text), (batch_min, text)
+
+
+def test_long_ascii_text_is_encoded_on_arrays(tok, big_tok):
+    # ASCII text of _ascii_min characters or more is split on arrays and its distinct
+    # pre-tokens looked up once (_ascii_ids); the ids are tiktoken's, cold and warm
+    val = load_shakespeare("val")
+    assert val.isascii() and len(val) >= BPETokenizer._ascii_min
+    fresh = BPETokenizer(big_tok.vocab, big_tok.merges, big_tok.special_ids)
+    calls = []
+    fresh._ascii_ids = lambda text: calls.append(len(text)) or BPETokenizer._ascii_ids(fresh, text)
+    expected = as_tiktoken(big_tok).encode(val)
+    assert fresh.encode(val) == expected and fresh.encode(val) == expected
+    assert calls == [len(val), len(val)]
+    assert fresh.encode(val[:100]) == as_tiktoken(big_tok).encode(val[:100])
+    assert len(calls) == 2  # a short text goes through the regex
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_array_path_equals_the_regex_path(tok, big_tok, name):
+    # every ASCII text through _ascii_ids (_ascii_min 1): pre-tokens of 1 to 22 bytes, some
+    # longer than 7 (named by their string) and repeated, whitespace runs, contractions
+    word = "abcdefghijklmnopqrstuv"
+    text = text_for(name) + f" {word} {word[:9]} {word[:9]}{word} {word}\t\t\t\t\t\t\t\t\t\tx{word}"
+    text += " abcdefg abcdefh abcdefg"  # 8 bytes each, the same first 7
+    by_id = BPETokenizer({i: b for i, b in big_tok.vocab.items()}, None, big_tok.special_ids)
+    for t in (tok, big_tok, by_id):
+        expected = as_tiktoken(t).encode(text, allowed_special="all")
+        for batch_min in (1, 10**9):
+            fresh = BPETokenizer(t.vocab, t.merges, t.special_ids)
+            fresh._batch_min, fresh._ascii_min = batch_min, 1
+            assert fresh.encode(text) == expected, (name, batch_min)
+            assert fresh.encode(text) == expected, (name, batch_min, "warm")
+
+
+def test_array_path_cache_overflow_and_partly_cached_calls():
+    vocab, merges = train_bpe(small_sample(), 300)
+    for batch_min in (1, 10**9):
+        t = BPETokenizer(vocab, merges, cache_size=6)
+        t._batch_min, t._ascii_min = batch_min, 1
+        for text in ("the cat", "the dog bird fish", "a b c d e f g h the cat", "the",
+                     small_sample()[:5000], "the cat"):
+            assert t.encode(text) == as_tiktoken(t).encode(text), (batch_min, text[:20])
+            assert len(t._cache) <= max(6, len(set(pretokenize(text))))

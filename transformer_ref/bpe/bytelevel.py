@@ -5,12 +5,14 @@ Encoding (identical to ``tiktoken`` built from our ranks, see ``tests/unit/test_
 1. split the text on special tokens (longest match wins where they overlap; a special token
    is always one id and is never split or merged);
 2. split each segment into pre-tokens with :data:`GPT2_PATTERN` (an ASCII segment with its
-   faster standard-library twin ``GPT2_ASCII_PATTERN``, which splits ASCII identically);
+   faster standard-library twin ``GPT2_ASCII_PATTERN``, which splits ASCII identically; a
+   long ASCII segment on numpy arrays, :func:`gpt2_ascii_starts`, again identically);
 3. encode each pre-token's UTF-8 bytes: if the whole piece is a token, that token; otherwise
    start from single bytes and repeatedly merge the adjacent pair whose concatenation has
    the lowest rank (merge priority, see below; leftmost on ties), until no adjacent pair is
    a token.
-   Pre-token encodings are cached (a bounded dict), which makes real text fast. The
+   Pre-token encodings are cached (a bounded dict), which makes real text fast; a long ASCII
+   segment looks up each distinct pre-token once (:meth:`BPETokenizer._ascii_ids`). The
    pre-tokens of a call that are not cached yet are encoded together
    (:meth:`BPETokenizer._merge_batch`: one merge per pre-token per round, on numpy arrays),
    with the same result as the loop over one pre-token (:meth:`BPETokenizer._encode_piece`).
@@ -52,12 +54,17 @@ import base64
 import json
 import os
 from collections.abc import Iterable, Iterator
-from itertools import chain, filterfalse, repeat
+from itertools import chain, count, filterfalse, repeat
 
 import numpy as np
 import regex
 
-from transformer_ref.bpe.common import GPT2_PATTERN, gpt2_regex, special_token_regex
+from transformer_ref.bpe.common import (
+    GPT2_PATTERN,
+    gpt2_ascii_starts,
+    gpt2_regex,
+    special_token_regex,
+)
 from transformer_ref.bpe.train import train_bpe
 
 __all__ = ["BPETokenizer", "bytes_to_unicode"]
@@ -181,6 +188,7 @@ class BPETokenizer:
         self._pat = regex.compile(pattern)
         # pure-ASCII text goes through the faster ``re`` twin of the GPT-2 pattern
         self._pat_for = gpt2_regex if pattern == GPT2_PATTERN else (lambda text: self._pat)
+        self._ascii_split = pattern == GPT2_PATTERN  # long ASCII text: gpt2_ascii_starts
 
         self.special_ids: dict[str, int] = {}
         if isinstance(special_tokens, dict):
@@ -519,6 +527,12 @@ class BPETokenizer:
         where[np.concatenate((rest[order], one))] = np.arange(len(pieces))
         return zip(pieces, map(out.__getitem__, where.tolist()))
 
+    def _encode_new(self, new: list[str]) -> Iterable[tuple[str, tuple[int, ...]]]:
+        """``(piece, ids)`` for pre-tokens not in the cache: together when they are many."""
+        if len(new) < self._batch_min:
+            return zip(new, map(self._encode_piece, new))
+        return self._merge_batch(new)
+
     def _ids(self, pieces: list[str]) -> list[int]:
         """The ids of a list of pre-tokens, through the cache; the pre-tokens not in it yet
         are encoded first, all together (when they would overflow the cache, it is cleared
@@ -536,14 +550,55 @@ class BPETokenizer:
             if len(cache) + len(new) > self._cache_size:
                 cache.clear()
                 new = distinct
-        if len(new) < self._batch_min:
-            cache.update(zip(new, map(self._encode_piece, new)))
-        else:
-            cache.update(self._merge_batch(new))
+        cache.update(self._encode_new(new))
         return list(chain.from_iterable(map(cache.__getitem__, pieces)))
+
+    #: ASCII text at least this long is split on arrays (:meth:`_ascii_ids`)
+    _ascii_min = 1 << 12
+
+    def _ascii_ids(self, text: str) -> list[int]:
+        """:meth:`_ids` of the GPT-2 pre-tokens of ASCII ``text``, found on arrays.
+
+        The pre-tokens are spans (:func:`gpt2_ascii_starts`); a pre-token of up to 7 bytes
+        is named by its code (:func:`_byte_codes`: its bytes and length), a longer one by a
+        code above those, one per distinct string. Each distinct pre-token's ids come from
+        the cache or :meth:`_encode_new`, and are then laid out pre-token by pre-token.
+        """
+        flat = text.encode("ascii")
+        starts = gpt2_ascii_starts(flat)  # (P,)
+        ends = np.append(starts[1:], len(flat))
+        lens = ends - starts
+        codes = _byte_codes(_windows(flat), starts, lens)  # (P,)
+        long = np.flatnonzero(lens > 7)
+        if len(long):
+            strings = map(text.__getitem__, map(slice, starts[long].tolist(), ends[long].tolist()))
+            codes[long] = np.fromiter(map({}.setdefault, strings, count(1 << 62)), np.int64,
+                                      len(long))
+        uniq, which = np.unique(codes, return_inverse=True)  # (D,), (P,): the distinct ones
+        one = np.empty(len(uniq), np.int64)
+        one[which] = np.arange(len(which))  # an occurrence of each
+        distinct = list(map(text.__getitem__, map(slice, starts[one].tolist(), ends[one].tolist())))
+        cache = self._cache
+        tuples = list(map(cache.get, distinct))
+        new = [piece for piece, ids in zip(distinct, tuples) if ids is None]
+        if new:
+            got = dict(self._encode_new(new))
+            if len(cache) + len(got) > self._cache_size:
+                cache.clear()
+            cache.update(got)
+            tuples = list(map(got.get, distinct, tuples))
+        counts = np.fromiter(map(len, tuples), np.int64, len(tuples))  # (D,)
+        ids = np.fromiter(chain.from_iterable(tuples), np.int64, int(counts.sum()))
+        first = np.cumsum(counts) - counts  # of each distinct pre-token's ids in ids
+        counts = counts[which]  # (P,): now per pre-token
+        stops = np.cumsum(counts)
+        at = np.repeat(first[which] - (stops - counts), counts) + np.arange(int(stops[-1]))
+        return ids[at].tolist()
 
     def _encode_ordinary(self, text: str) -> list[int]:
         """Encode text that contains no special tokens."""
+        if self._ascii_split and len(text) >= self._ascii_min and text.isascii():
+            return self._ascii_ids(text)
         return self._ids(self._pat_for(text).findall(text))
 
     def encode(self, text: str) -> list[int]:

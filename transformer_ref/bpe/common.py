@@ -23,12 +23,14 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
+import numpy as np
 import regex
 
 __all__ = [
     "GPT2_PATTERN",
     "GPT2_ASCII_PATTERN",
     "gpt2_regex",
+    "gpt2_ascii_starts",
     "pretokenize",
     "special_token_regex",
     "split_special",
@@ -60,6 +62,55 @@ _GPT2_ASCII_RE = re.compile(GPT2_ASCII_PATTERN)
 def gpt2_regex(text: str):
     """The compiled GPT-2 pre-tokenizer for ``text``: the ASCII twin when ``text`` is ASCII."""
     return _GPT2_ASCII_RE if text.isascii() else _GPT2_RE
+
+
+# The classes GPT-2's pattern sees in ASCII: 0 other (symbols, control characters), 1 letter,
+# 2 digit, 3 whitespace (``_WS``); and the bytes that end a one-letter contraction ('s, 'd, ...)
+_ASCII_CLASS = np.zeros(256, np.int8)
+_ASCII_CLASS[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", np.uint8)] = 1
+_ASCII_CLASS[np.frombuffer(b"0123456789", np.uint8)] = 2
+_ASCII_CLASS[np.frombuffer(b"\t\n\x0b\x0c\r ", np.uint8)] = 3
+_ONE_LETTER = np.zeros(256, bool)
+_ONE_LETTER[np.frombuffer(b"sdmt", np.uint8)] = True
+
+
+def gpt2_ascii_starts(data: bytes) -> np.ndarray:
+    """Where each GPT-2 pre-token of ASCII ``data`` starts: ``findall``'s split, on arrays.
+
+    A pre-token starts where the class (letter, digit, whitespace, other) changes, except:
+
+    * a whitespace run followed by something else keeps its last character apart (``\\s+(?!\\S)``
+      gives the run up to it); that character starts a pre-token, and when it is a space the
+      run after it joins it (`` ?\\p{L}+``, `` ?\\p{N}+``, `` ?[^\\s\\p{L}\\p{N}]+``);
+    * an apostrophe that starts a pre-token and is followed by ``s``, ``d``, ``m``, ``t``, ``ll``,
+      ``ve`` or ``re`` is a contraction: it takes those letters, and the rest of the letters
+      start a new pre-token (``'(?:[sdmt]|ll|ve|re)``, the pattern's first branch).
+
+    Checked against :data:`GPT2_ASCII_PATTERN` on the corpus and on random strings in the tests.
+
+    >>> data = b"I'll go  now's\\n"
+    >>> starts = gpt2_ascii_starts(data).tolist()
+    >>> [data[a:b] for a, b in zip(starts, starts[1:] + [len(data)])]
+    [b'I', b"'ll", b' go', b' ', b' now', b"'s", b'\\n']
+    """
+    n = len(data)
+    b = np.frombuffer(data + b"\0\0", np.uint8)  # two bytes of padding for the look-ahead
+    cls = _ASCII_CLASS[b[:n]]
+    start = np.empty(n, bool)
+    start[:1] = True
+    np.not_equal(cls[1:], cls[:-1], out=start[1:])
+    after = np.flatnonzero(start[1:] & (cls[:-1] == 3)) + 1  # a whitespace run ends before
+    start[after - 1] = True
+    start[after[b[after - 1] == 32]] = False  # a space joins the run after it
+    j = np.flatnonzero((b[:n] == 39) & start)  # apostrophes that start a pre-token
+    x, y = b[j + 1], b[j + 2]
+    two = ((x == 108) & (y == 108)) | ((x == 118) & (y == 101)) | ((x == 114) & (y == 101))
+    one, two = j[_ONE_LETTER[x]], j[two]  # 's 'd 'm 't, and 'll 've 're
+    start[one + 1] = False
+    start[two + 1] = False
+    rest = np.concatenate((one + 2, two + 3))  # the letters after a contraction
+    start[rest[rest < n]] = True
+    return np.flatnonzero(start)
 
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
