@@ -6,12 +6,13 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_ref.bpe import GPT2_PATTERN, pretokenize
+from transformer_ref.bpe import GPT2_PATTERN, common, pretokenize
 from transformer_ref.bpe.common import (
     _GPT2_ASCII_RE,
     GPT2_ASCII_PATTERN,
     gpt2_ascii_starts,
     gpt2_regex,
+    gpt2_starts,
 )
 
 REFERENCE = regex.compile(GPT2_PATTERN)
@@ -104,3 +105,39 @@ def test_array_split_on_the_corpus():
     for text in (load_shakespeare("val"), ascii_train):
         assert text.isascii() and len(text) > 400_000
         assert array_split(text) == _GPT2_ASCII_RE.findall(text)
+
+
+def spans_split(text: str) -> list[str]:
+    data, starts = gpt2_starts(text)
+    cuts = starts.tolist() + [len(data)]
+    return [data[a:b].decode() for a, b in zip(cuts, cuts[1:])]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=MIXED, max_size=80), st.sampled_from([1, 8, common.ARRAY_MIN]))
+def test_spans_of_mixed_text_are_its_pieces(text, array_min):
+    # the ASCII stretches of at least ARRAY_MIN characters are split on arrays, the others by
+    # the regex: with the threshold at 1 or 8, short strings go through both
+    default, common.ARRAY_MIN = common.ARRAY_MIN, array_min
+    try:
+        assert spans_split(text) == REFERENCE.findall(text)
+    finally:
+        common.ARRAY_MIN = default
+
+
+def test_spans_on_the_corpus(monkeypatch):
+    # the ASCII stretches of at least ARRAY_MIN characters, and only those, are split on arrays
+    from transformer_ref.corpus import load_shakespeare
+
+    sizes = []
+
+    def counted(data):
+        sizes.append(len(data))
+        return gpt2_ascii_starts(data)
+
+    monkeypatch.setattr(common, "gpt2_ascii_starts", counted)
+    train = load_shakespeare("train")
+    assert spans_split(train) == pretokenize(train)
+    assert min(sizes) >= common.ARRAY_MIN and sum(sizes) > 0.99 * len(train)
+    sizes.clear()
+    assert spans_split("") == [] and spans_split("—") == ["—"] and sizes == [0]

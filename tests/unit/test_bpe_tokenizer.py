@@ -368,25 +368,36 @@ def test_cache_overflow_keeps_the_pieces_of_the_call():
             assert t.encode(text) == as_tiktoken(t).encode(text), (batch_min, text)
 
 
-def test_long_ascii_text_is_encoded_on_arrays(tok, big_tok):
-    # ASCII text of _ascii_min characters or more is split on arrays and its distinct
-    # pre-tokens looked up once (_ascii_ids); the ids are tiktoken's, cold and warm
-    val = load_shakespeare("val")
-    assert val.isascii() and len(val) >= BPETokenizer._ascii_min
-    fresh = BPETokenizer(big_tok.vocab, big_tok.merges, big_tok.special_ids)
-    calls = []
-    fresh._ascii_ids = lambda text: calls.append(len(text)) or BPETokenizer._ascii_ids(fresh, text)
-    expected = as_tiktoken(big_tok).encode(val)
-    assert fresh.encode(val) == expected and fresh.encode(val) == expected
-    assert calls == [len(val), len(val)]
-    assert fresh.encode(val[:100]) == as_tiktoken(big_tok).encode(val[:100])
-    assert len(calls) == 2  # a short text goes through the regex
+def test_long_text_is_encoded_on_arrays(tok, big_tok):
+    # text of _array_min characters or more is split on arrays (its ASCII stretches) and its
+    # distinct pre-tokens looked up once (_array_ids); the ids are tiktoken's, cold and warm,
+    # for ASCII text (val) and mostly-ASCII text (train, with em dashes)
+    mixed = load_shakespeare("train")[:400_000] + UNICODE + EMOJI
+    for text in (load_shakespeare("val"), mixed):
+        assert len(text) >= BPETokenizer._array_min
+        fresh = BPETokenizer(big_tok.vocab, big_tok.merges, big_tok.special_ids)
+        calls = []
+
+        def counted(t, fresh=fresh, calls=calls):
+            calls.append(len(t))
+            return BPETokenizer._array_ids(fresh, t)
+
+        fresh._array_ids = counted
+        expected = as_tiktoken(big_tok).encode(text)
+        assert fresh.encode(text) == expected and fresh.encode(text) == expected
+        assert calls == [len(text), len(text)]
+        assert fresh.encode(text[:100]) == as_tiktoken(big_tok).encode(text[:100])
+        assert len(calls) == 2  # a short text goes through the regex
+        # and so does long text with more than one non-ASCII byte in 1,024 (too few long
+        # ASCII stretches to pay for the arrays)
+        other = (UNICODE * 50)[: len(text) // 20] + text
+        assert fresh.encode(other) == as_tiktoken(big_tok).encode(other) and len(calls) == 2
 
 
 @pytest.mark.parametrize("name", list(TEXTS))
 def test_array_path_equals_the_regex_path(tok, big_tok, name):
-    # every ASCII text through _ascii_ids (_ascii_min 1): pre-tokens of 1 to 22 bytes, some
-    # longer than 7 (named by their string) and repeated, whitespace runs, contractions
+    # every text through _array_ids (_array_min 1): pre-tokens of 1 to 22 bytes, some longer
+    # than 7 (named by their string) and repeated, whitespace runs, contractions, non-ASCII
     word = "abcdefghijklmnopqrstuv"
     text = text_for(name) + f" {word} {word[:9]} {word[:9]}{word} {word}\t\t\t\t\t\t\t\t\t\tx{word}"
     text += " abcdefg abcdefh abcdefg"  # 8 bytes each, the same first 7
@@ -395,7 +406,7 @@ def test_array_path_equals_the_regex_path(tok, big_tok, name):
         expected = as_tiktoken(t).encode(text, allowed_special="all")
         for batch_min in (1, 10**9):
             fresh = BPETokenizer(t.vocab, t.merges, t.special_ids)
-            fresh._batch_min, fresh._ascii_min = batch_min, 1
+            fresh._batch_min, fresh._array_min = batch_min, 1
             assert fresh.encode(text) == expected, (name, batch_min)
             assert fresh.encode(text) == expected, (name, batch_min, "warm")
 
@@ -404,7 +415,7 @@ def test_array_path_cache_overflow_and_partly_cached_calls():
     vocab, merges = train_bpe(small_sample(), 300)
     for batch_min in (1, 10**9):
         t = BPETokenizer(vocab, merges, cache_size=6)
-        t._batch_min, t._ascii_min = batch_min, 1
+        t._batch_min, t._array_min = batch_min, 1
         for text in ("the cat", "the dog bird fish", "a b c d e f g h the cat", "the",
                      small_sample()[:5000], "the cat"):
             assert t.encode(text) == as_tiktoken(t).encode(text), (batch_min, text[:20])

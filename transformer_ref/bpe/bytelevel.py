@@ -5,14 +5,14 @@ Encoding (identical to ``tiktoken`` built from our ranks, see ``tests/unit/test_
 1. split the text on special tokens (longest match wins where they overlap; a special token
    is always one id and is never split or merged);
 2. split each segment into pre-tokens with :data:`GPT2_PATTERN` (an ASCII segment with its
-   faster standard-library twin ``GPT2_ASCII_PATTERN``, which splits ASCII identically; a
-   long ASCII segment on numpy arrays, :func:`gpt2_ascii_starts`, again identically);
+   faster standard-library twin ``GPT2_ASCII_PATTERN``, which splits ASCII identically; the
+   ASCII stretches of a long segment on numpy arrays, :func:`gpt2_starts`, again identically);
 3. encode each pre-token's UTF-8 bytes: if the whole piece is a token, that token; otherwise
    start from single bytes and repeatedly merge the adjacent pair whose concatenation has
    the lowest rank (merge priority, see below; leftmost on ties), until no adjacent pair is
    a token.
-   Pre-token encodings are cached (a bounded dict), which makes real text fast; a long ASCII
-   segment looks up each distinct pre-token once (:meth:`BPETokenizer._ascii_ids`). The
+   Pre-token encodings are cached (a bounded dict), which makes real text fast; a long
+   segment looks up each distinct pre-token once (:meth:`BPETokenizer._array_ids`). The
    pre-tokens of a call that are not cached yet are encoded together
    (:meth:`BPETokenizer._merge_batch`: one merge per pre-token per round, on numpy arrays),
    with the same result as the loop over one pre-token (:meth:`BPETokenizer._encode_piece`).
@@ -60,9 +60,10 @@ import numpy as np
 import regex
 
 from transformer_ref.bpe.common import (
+    ARRAY_MIN,
     GPT2_PATTERN,
-    gpt2_ascii_starts,
     gpt2_regex,
+    gpt2_starts,
     special_token_regex,
 )
 from transformer_ref.bpe.train import train_bpe
@@ -188,7 +189,7 @@ class BPETokenizer:
         self._pat = regex.compile(pattern)
         # pure-ASCII text goes through the faster ``re`` twin of the GPT-2 pattern
         self._pat_for = gpt2_regex if pattern == GPT2_PATTERN else (lambda text: self._pat)
-        self._ascii_split = pattern == GPT2_PATTERN  # long ASCII text: gpt2_ascii_starts
+        self._array_split = pattern == GPT2_PATTERN  # long text: gpt2_starts
 
         self.special_ids: dict[str, int] = {}
         if isinstance(special_tokens, dict):
@@ -553,31 +554,35 @@ class BPETokenizer:
         cache.update(self._encode_new(new))
         return list(chain.from_iterable(map(cache.__getitem__, pieces)))
 
-    #: ASCII text at least this long is split on arrays (:meth:`_ascii_ids`)
-    _ascii_min = 1 << 12
+    #: text at least this long is split on arrays (:meth:`_array_ids`)
+    _array_min = ARRAY_MIN
 
-    def _ascii_ids(self, text: str) -> list[int]:
-        """:meth:`_ids` of the GPT-2 pre-tokens of ASCII ``text``, found on arrays.
+    def _array_ids(self, text: str) -> list[int]:
+        """:meth:`_ids` of the GPT-2 pre-tokens of ``text``, found on arrays.
 
-        The pre-tokens are spans (:func:`gpt2_ascii_starts`); a pre-token of up to 7 bytes
-        is named by its code (:func:`_byte_codes`: its bytes and length), a longer one by a
-        code above those, one per distinct string. Each distinct pre-token's ids come from
-        the cache or :meth:`_encode_new`, and are then laid out pre-token by pre-token.
+        The pre-tokens are spans of its UTF-8 bytes (:func:`gpt2_starts`); a pre-token of up
+        to 7 bytes is named by its code (:func:`_byte_codes`: its bytes and length), a longer
+        one by a code above those, one per distinct string. Each distinct pre-token's ids
+        come from the cache or :meth:`_encode_new`, and are then laid out pre-token by
+        pre-token.
         """
-        flat = text.encode("ascii")
-        starts = gpt2_ascii_starts(flat)  # (P,)
+        flat, starts = gpt2_starts(text)  # (P,)
         ends = np.append(starts[1:], len(flat))
         lens = ends - starts
         codes = _byte_codes(_windows(flat), starts, lens)  # (P,)
         long = np.flatnonzero(lens > 7)
         if len(long):
-            strings = map(text.__getitem__, map(slice, starts[long].tolist(), ends[long].tolist()))
+            strings = map(flat.__getitem__, map(slice, starts[long].tolist(), ends[long].tolist()))
             codes[long] = np.fromiter(map({}.setdefault, strings, count(1 << 62)), np.int64,
                                       len(long))
         uniq, which = np.unique(codes, return_inverse=True)  # (D,), (P,): the distinct ones
         one = np.empty(len(uniq), np.int64)
         one[which] = np.arange(len(which))  # an occurrence of each
-        distinct = list(map(text.__getitem__, map(slice, starts[one].tolist(), ends[one].tolist())))
+        spans = map(slice, starts[one].tolist(), ends[one].tolist())
+        if len(flat) == len(text):  # ASCII: the offsets are the characters'
+            distinct = list(map(text.__getitem__, spans))
+        else:
+            distinct = list(map(bytes.decode, map(flat.__getitem__, spans)))
         cache = self._cache
         tuples = list(map(cache.get, distinct))
         new = [piece for piece, ids in zip(distinct, tuples) if ids is None]
@@ -596,9 +601,13 @@ class BPETokenizer:
         return ids[at].tolist()
 
     def _encode_ordinary(self, text: str) -> list[int]:
-        """Encode text that contains no special tokens."""
-        if self._ascii_split and len(text) >= self._ascii_min and text.isascii():
-            return self._ascii_ids(text)
+        """Encode text that contains no special tokens: on arrays when it is long and ASCII
+        but for at most one byte in 1,024 (other text has too few long ASCII stretches to
+        pay for the arrays: one accented word a line made a 1 MB text 40% slower, Russian
+        2.6x slower)."""
+        if (self._array_split and len(text) >= self._array_min
+                and len(text.encode("utf-8")) - len(text) <= len(text) >> 10):
+            return self._array_ids(text)
         return self._ids(self._pat_for(text).findall(text))
 
     def encode(self, text: str) -> list[int]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import regex
@@ -31,6 +31,7 @@ __all__ = [
     "GPT2_ASCII_PATTERN",
     "gpt2_regex",
     "gpt2_ascii_starts",
+    "gpt2_starts",
     "pretokenize",
     "special_token_regex",
     "split_special",
@@ -132,6 +133,21 @@ def _cut_after(text: str, lo: int) -> int:
     return len(text) if p == -1 else p
 
 
+def _stretches(text: str) -> Iterator[tuple[int, int, bool]]:
+    """``(start, end, ascii)``: ``text`` cut into ASCII stretches and stretches around the other
+    characters, only before a newline that follows a printable ASCII character (see
+    :func:`pretokenize`)."""
+    pos = 0
+    for m in _NON_ASCII.finditer(text):
+        if m.start() < pos:  # already inside the previous non-ASCII stretch
+            continue
+        start, end = _cut_before(text, pos, m.start()), _cut_after(text, m.end())
+        yield pos, start, True
+        yield start, end, False
+        pos = end
+    yield pos, len(text), True
+
+
 def pretokenize(text: str) -> list[str]:
     """Split ``text`` into GPT-2 pre-tokens; BPE merges never cross their boundaries.
 
@@ -148,16 +164,46 @@ def pretokenize(text: str) -> list[str]:
     if text.isascii():
         return _GPT2_ASCII_RE.findall(text)
     pieces: list[str] = []
-    pos = 0
-    for m in _NON_ASCII.finditer(text):
-        if m.start() < pos:  # already inside the previous non-ASCII stretch
-            continue
-        start, end = _cut_before(text, pos, m.start()), _cut_after(text, m.end())
-        pieces += _GPT2_ASCII_RE.findall(text, pos, start)
-        pieces += _GPT2_RE.findall(text, start, end)
-        pos = end
-    pieces += _GPT2_ASCII_RE.findall(text, pos)
+    for start, end, ascii in _stretches(text):
+        pieces += (_GPT2_ASCII_RE if ascii else _GPT2_RE).findall(text, start, end)
     return pieces
+
+
+#: an ASCII stretch at least this long is split on arrays by :func:`gpt2_starts` (numpy's
+#: per-call overhead is about that of the regex on 1,000 characters)
+ARRAY_MIN = 1 << 10
+
+
+def gpt2_starts(text: str) -> tuple[bytes, np.ndarray]:
+    """``text``'s UTF-8 bytes and the byte offset where each GPT-2 pre-token starts: the
+    pieces of :func:`pretokenize`, as spans. Its long ASCII stretches are split on arrays
+    (:func:`gpt2_ascii_starts`), the others by the regex.
+
+    >>> data, starts = gpt2_starts("Nay,\\n  — my lord!")
+    >>> [data[a:b].decode() for a, b in zip(starts.tolist(), starts[1:].tolist() + [len(data)])]
+    ['Nay', ',', '\\n ', ' —', ' my', ' lord', '!']
+    """
+    data = text.encode("utf-8")
+    if len(data) == len(text):
+        return data, gpt2_ascii_starts(data)
+    parts: list[np.ndarray] = []
+    sizes: list[int] = []  # in bytes, of the pieces split by the regex since the last array
+    at = 0  # where they start in data
+    for start, end, ascii in _stretches(text):
+        if ascii and end - start >= ARRAY_MIN:
+            lens = np.array(sizes, np.int64)
+            parts.append(at + np.cumsum(lens) - lens)
+            at += int(lens.sum())
+            parts.append(gpt2_ascii_starts(data[at : at + end - start]) + at)
+            at += end - start
+            sizes = []
+        elif ascii:  # a character is a byte
+            sizes += map(len, _GPT2_ASCII_RE.findall(text, start, end))
+        else:
+            sizes += map(len, map(str.encode, _GPT2_RE.findall(text, start, end)))
+    lens = np.array(sizes, np.int64)
+    parts.append(at + np.cumsum(lens) - lens)
+    return data, np.concatenate(parts)
 
 
 def special_token_regex(special_tokens: Iterable[str]) -> regex.Pattern | None:
