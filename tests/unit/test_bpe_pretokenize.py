@@ -1,6 +1,7 @@
 """The GPT-2 pre-tokenizer and its ASCII twin (used for speed) split text identically."""
 
 import itertools
+from collections import Counter
 
 import regex
 from hypothesis import given, settings
@@ -10,9 +11,12 @@ from transformer_ref.bpe import GPT2_PATTERN, common, pretokenize
 from transformer_ref.bpe.common import (
     _GPT2_ASCII_RE,
     GPT2_ASCII_PATTERN,
+    count_pretokens,
     gpt2_ascii_starts,
     gpt2_regex,
     gpt2_starts,
+    special_token_regex,
+    split_special,
 )
 
 REFERENCE = regex.compile(GPT2_PATTERN)
@@ -141,3 +145,32 @@ def test_spans_on_the_corpus(monkeypatch):
     assert min(sizes) >= common.ARRAY_MIN and sum(sizes) > 0.99 * len(train)
     sizes.clear()
     assert spans_split("") == [] and spans_split("—") == ["—"] and sizes == [0]
+
+
+def regex_counts(text: str, special_tokens: list[str]) -> Counter:
+    segments = split_special(text, special_token_regex(special_tokens))
+    return Counter(p.encode() for segment in segments for p in pretokenize(segment))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=CONTRACTING + "<|>é", max_size=120), st.sampled_from([1, 8]))
+def test_pretoken_counts_on_arrays_are_the_regex_counts(text, array_min):
+    # count_pretokens (the trainers' first step) counts long, mostly-ASCII segments on arrays
+    default, common.ARRAY_MIN = common.ARRAY_MIN, array_min
+    try:
+        assert count_pretokens(text, ["<|e|>"]) == regex_counts(text, ["<|e|>"])
+    finally:
+        common.ARRAY_MIN = default
+
+
+def test_pretoken_counts_on_the_corpus(monkeypatch):
+    # on arrays for the (mostly ASCII) corpus, by the regex for mostly non-ASCII text
+    from transformer_ref.corpus import load_shakespeare
+
+    split = []
+    monkeypatch.setattr(common, "gpt2_starts", lambda text: split.append(text) or gpt2_starts(text))
+    train = load_shakespeare("train")
+    assert count_pretokens(train) == regex_counts(train, []) and split == [train]
+    assert len(count_pretokens(train)) > 30_000
+    russian = "Привет, как дела? Всё хорошо.\n" * 200
+    assert count_pretokens(russian) == regex_counts(russian, []) and len(split) == 2

@@ -54,7 +54,7 @@ import base64
 import json
 import os
 from collections.abc import Iterable, Iterator
-from itertools import chain, count, filterfalse, repeat
+from itertools import chain, filterfalse, repeat
 
 import numpy as np
 import regex
@@ -62,8 +62,12 @@ import regex
 from transformer_ref.bpe.common import (
     ARRAY_MIN,
     GPT2_PATTERN,
+    _byte_codes,
+    _windows,
+    distinct_pretokens,
     gpt2_regex,
     gpt2_starts,
+    mostly_ascii,
     special_token_regex,
 )
 from transformer_ref.bpe.train import train_bpe
@@ -93,24 +97,6 @@ def bytes_to_unicode() -> dict[int, str]:
             table[b] = chr(256 + shift)
             shift += 1
     return table
-
-
-def _windows(flat: bytes) -> np.ndarray:
-    """``w[j]``: the 7 bytes ``flat[j : j + 7]`` (zero-padded) as one big-endian int64."""
-    eight = np.ndarray((len(flat),), ">u8", flat + bytes(7), 0, (1,))  # flat[j : j + 8]
-    return (eight >> np.uint64(8)).view(np.int64)
-
-
-_SHIFT = np.array([56, 48, 40, 32, 24, 16, 8, 0])  # by length: a 7-byte window's extra bits
-_TAG = np.arange(16) << 56  # by length (15: 15 or more)
-
-
-def _byte_codes(win: np.ndarray, lo: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """An int64 code for each string ``flat[lo : lo + size]`` (``size >= 1``): its first 7
-    bytes big-endian, and its length (15 for 15 bytes or more) in bits 56-59. Distinct for
-    distinct strings of up to 7 bytes; a longer one shares its code with the strings of
-    its length (or of 15 bytes or more) that begin with the same 7 bytes."""
-    return (win[lo] >> _SHIFT.take(size, mode="clip")) | _TAG.take(size, mode="clip")
 
 
 def _slots(codes: np.ndarray, bits: int) -> np.ndarray:
@@ -560,24 +546,12 @@ class BPETokenizer:
     def _array_ids(self, text: str) -> list[int]:
         """:meth:`_ids` of the GPT-2 pre-tokens of ``text``, found on arrays.
 
-        The pre-tokens are spans of its UTF-8 bytes (:func:`gpt2_starts`); a pre-token of up
-        to 7 bytes is named by its code (:func:`_byte_codes`: its bytes and length), a longer
-        one by a code above those, one per distinct string. Each distinct pre-token's ids
-        come from the cache or :meth:`_encode_new`, and are then laid out pre-token by
-        pre-token.
+        The pre-tokens are spans of its UTF-8 bytes (:func:`gpt2_starts`), told apart by
+        :func:`distinct_pretokens`. Each distinct pre-token's ids come from the cache or
+        :meth:`_encode_new`, and are then laid out pre-token by pre-token.
         """
         flat, starts = gpt2_starts(text)  # (P,)
-        ends = np.append(starts[1:], len(flat))
-        lens = ends - starts
-        codes = _byte_codes(_windows(flat), starts, lens)  # (P,)
-        long = np.flatnonzero(lens > 7)
-        if len(long):
-            strings = map(flat.__getitem__, map(slice, starts[long].tolist(), ends[long].tolist()))
-            codes[long] = np.fromiter(map({}.setdefault, strings, count(1 << 62)), np.int64,
-                                      len(long))
-        uniq, which = np.unique(codes, return_inverse=True)  # (D,), (P,): the distinct ones
-        one = np.empty(len(uniq), np.int64)
-        one[which] = np.arange(len(which))  # an occurrence of each
+        ends, which, one = distinct_pretokens(flat, starts)  # (P,), (P,), (D,)
         spans = map(slice, starts[one].tolist(), ends[one].tolist())
         if len(flat) == len(text):  # ASCII: the offsets are the characters'
             distinct = list(map(text.__getitem__, spans))
@@ -601,12 +575,9 @@ class BPETokenizer:
         return ids[at].tolist()
 
     def _encode_ordinary(self, text: str) -> list[int]:
-        """Encode text that contains no special tokens: on arrays when it is long and ASCII
-        but for at most one byte in 1,024 (other text has too few long ASCII stretches to
-        pay for the arrays: one accented word a line made a 1 MB text 40% slower, Russian
-        2.6x slower)."""
-        if (self._array_split and len(text) >= self._array_min
-                and len(text.encode("utf-8")) - len(text) <= len(text) >> 10):
+        """Encode text that contains no special tokens: on arrays when it is long and
+        :func:`mostly_ascii`."""
+        if self._array_split and len(text) >= self._array_min and mostly_ascii(text):
             return self._array_ids(text)
         return self._ids(self._pat_for(text).findall(text))
 
