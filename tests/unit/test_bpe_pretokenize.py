@@ -156,11 +156,12 @@ def regex_counts(text: str, special_tokens: list[str]) -> Counter:
 @given(st.text(alphabet=CONTRACTING + "<|>é", max_size=120), st.sampled_from([1, 8]))
 def test_pretoken_counts_on_arrays_are_the_regex_counts(text, array_min):
     # count_pretokens (the trainers' first step) counts long, mostly-ASCII segments on arrays
-    default, common.ARRAY_MIN = common.ARRAY_MIN, array_min
+    defaults = common.ARRAY_MIN, common.COUNT_ARRAY_MIN
+    common.ARRAY_MIN = common.COUNT_ARRAY_MIN = array_min
     try:
         assert count_pretokens(text, ["<|e|>"]) == regex_counts(text, ["<|e|>"])
     finally:
-        common.ARRAY_MIN = default
+        common.ARRAY_MIN, common.COUNT_ARRAY_MIN = defaults
 
 
 def test_pretoken_counts_on_the_corpus(monkeypatch):

@@ -420,3 +420,14 @@ def test_array_path_cache_overflow_and_partly_cached_calls():
                      small_sample()[:5000], "the cat"):
             assert t.encode(text) == as_tiktoken(t).encode(text), (batch_min, text[:20])
             assert len(t._cache) <= max(6, len(set(pretokenize(text))))
+
+
+def test_long_text_with_another_pattern_keeps_that_pattern(big_tok):
+    # the arrays split as GPT-2's pattern does: a tokenizer with another pattern never uses them
+    pattern = r"\S+|\s+"
+    t = BPETokenizer(big_tok.vocab, big_tok.merges, pattern=pattern)
+    val = load_shakespeare("val")
+    assert len(val) >= t._array_min
+    peer = tiktoken.Encoding(name="words", pat_str=pattern, mergeable_ranks=t.ranks,
+                             special_tokens={})
+    assert t.encode(val) == peer.encode_ordinary(val) != as_tiktoken(big_tok).encode_ordinary(val)
