@@ -5,6 +5,7 @@
     python3 -m autograder.bootstrap test    # set up, then lint (ruff) and run the test suite
     python3 -m autograder.bootstrap test --fast   # the same, the unit tier only (under 2 min)
     python3 -m autograder.bootstrap lab --instructor OUT   # formgrader on course-grade's OUT
+    python3 -m autograder.bootstrap docs    # set up, then build the documentation site
 
 Set-up creates ``.venv`` next to this repository, installs the pinned lock
 (``constraints.txt``) and the course itself (editable). A stamp of the lock, the project
@@ -81,7 +82,7 @@ def setup(force: bool = False) -> None:
     pip = [py, "-m", "pip", "--disable-pip-version-check", "install", "-q"]
     # torch first, from the pinned CPU build: an unpinned torch would pull a multi-GB CUDA build.
     _run(pip + ["-c", ROOT / "constraints.txt", "torch==2.13.0"])
-    _run(pip + ["-c", ROOT / "constraints.txt", "-e", f"{ROOT}[dev]"])
+    _run(pip + ["-c", ROOT / "constraints.txt", "-e", f"{ROOT}[dev,docs]"])
     STAMP.write_text(_stamp_text())
 
 
@@ -254,6 +255,13 @@ def test(extra: list) -> int:
     return subprocess.call([py, "-m", "pytest", *pytest_args(extra)], cwd=ROOT, env=env)
 
 
+def docs(extra: list) -> int:
+    """Build the documentation site into docs/_build/html (``--out DIR`` elsewhere): Sphinx with
+    warnings as errors, then every internal link checked (``autograder/docs.py``)."""
+    setup()
+    return subprocess.call([str(_bin("python")), "-m", "autograder.docs", *extra], cwd=ROOT)
+
+
 def lock(extra: list) -> int:
     """Rewrite constraints.txt from what is installed in .venv (after changing pins)."""
     setup(force=True)
@@ -270,12 +278,12 @@ def lock(extra: list) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m autograder.bootstrap", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("job", choices=["setup", "lab", "test", "lock"])
+    p.add_argument("job", choices=["setup", "lab", "test", "docs", "lock"])
     args, extra = p.parse_known_args(argv)
     if args.job == "setup":
         setup()
         return 0
-    return {"lab": lab, "test": test, "lock": lock}[args.job](extra)
+    return {"lab": lab, "test": test, "docs": docs, "lock": lock}[args.job](extra)
 
 
 if __name__ == "__main__":
