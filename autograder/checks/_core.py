@@ -390,6 +390,22 @@ def _kind_name(x) -> str:
     return f"a {_type(x).__name__}"
 
 
+def _input_dtype(args) -> str | None:
+    """The dtype's name of the first tensor or array among ``args`` (nested too), else None.
+
+    >>> _input_dtype((3, (torch.zeros(2, dtype=torch.int64),), torch.zeros(1)))
+    'int64'
+    """
+    for a in args if _type(args) in (tuple, list) else ():
+        if _type(a) in (_Tensor, _ndarray):
+            return _dtype_name(a)
+        if _type(a) in (tuple, list):
+            found = _input_dtype(a)
+            if found is not None:
+                return found
+    return None
+
+
 def _compare_arrays(expected, got, case: Case, what: str = "the output") -> str | None:
     """None if ``got`` matches ``expected`` (type, shape, dtype, values); else a description."""
     want = _type(expected)
@@ -400,9 +416,14 @@ def _compare_arrays(expected, got, case: Case, what: str = "the output") -> str 
     if tuple(got.shape) != tuple(expected.shape):
         return f"{what} has shape {_fmt_shape(got)}, expected {_fmt_shape(expected)}"
     if got.dtype != expected.dtype:
+        if _input_dtype(case.args) == _dtype_name(expected):
+            return (
+                f"{what} has dtype {_dtype_name(got)} for {_dtype_name(expected)} inputs "
+                f"(keep the input's dtype)"
+            )
         return (
-            f"{what} has dtype {_dtype_name(got)} for {_dtype_name(expected)} inputs "
-            f"(keep the input's dtype)"
+            f"{what} has dtype {_dtype_name(got)}; the exercise asks for "
+            f"{_dtype_name(expected)}"
         )
     rtol, atol = _tol(expected, case)
     with _no_torch_function():

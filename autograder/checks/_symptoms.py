@@ -197,7 +197,8 @@ def _value_symptom(e: torch.Tensor, g: torch.Tensor) -> Symptom | None:
         for i in range(e.dim()):
             for j in range(i + 1, e.dim()):
                 if e.shape[i] == e.shape[j] and (i, j) != (e.dim() - 2, e.dim() - 1):
-                    if _close(g, e.transpose(i, j)):
+                    swapped = e.transpose(i, j)
+                    if _close(g, swapped) and not _close(swapped, e):
                         return SWAPPED_AXES
     both = fe & fg
     if int(both.sum()) < 2:
@@ -277,14 +278,17 @@ def _diagnose(expected, got, kind: str) -> Symptom | None:
             te, tg = _t(e), _t(g)
             if te is None or tg is None:
                 return None
-            if te.shape != tg.shape or not _close(te, tg):
-                return _diagnose(e, g, kind)
+            if _type(e) is not _type(g) or te.shape != tg.shape or te.dtype != tg.dtype \
+                    or not _close(te, tg):
+                return _diagnose(e, g, kind)  # the item the comparison's message is about
         return None
     e, g = _t(expected), _t(got)
-    if e is None or g is None:
-        return None
+    if e is None or g is None or _type(expected) is not _type(got):
+        return None  # the message says which type it should be: nothing to add
     if e.shape != g.shape:
         return _shape_symptom(e, g)
+    if e.dtype != g.dtype:
+        return None  # the message names the dtype: a value symptom would be a guess
     return _value_symptom(e, g)
 
 

@@ -26,6 +26,7 @@ from helpers.answers.training import (
     PUBLIC,
     WRONG,
     eval_fn,
+    gb,
     good_ce,
     lr,
     sampler,
@@ -128,6 +129,18 @@ def test_an_unknown_mistake_says_where_and_how_much():
         TR.check_cross_entropy(lambda z, t: good_ce(z, t) * 1.01)
     msg = str(info.value)
     assert "Likely mistake" not in msg and "differs" in msg
+
+
+def test_a_batch_of_another_dtype_names_the_int64_the_exercise_states():
+    """Issue 49: the data are uint16, the exercise states int64 tensors; the message said
+    "(keep the input's dtype)", which is the mistake itself, not its fix."""
+    import numpy as np
+
+    with pytest.raises(CheckFailed) as info:
+        TR.check_get_batch(gb(dtype=np.int32))
+    msg = str(info.value)
+    assert "has dtype int32; the exercise asks for int64" in msg, msg
+    assert "keep the input's dtype" not in msg and "Likely mistake" not in msg
 
 
 def test_sampler_output_shape_is_checked():

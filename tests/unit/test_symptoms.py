@@ -152,3 +152,47 @@ def test_an_output_scaled_by_a_constant_is_named_by_a_check_without_that_entry()
     with pytest.raises(CheckFailed) as info:
         check_softmax(halved)
     assert "Likely mistake: output scaled by a constant." in str(info.value)
+
+
+# ---------------------------------------------------------------- dtype and type messages
+def test_a_dtype_or_type_difference_gets_no_value_symptom():
+    """Issue 49: a mask of the right values in int64 for bool was named "axes in the wrong
+    order" (its two size-1 axes swapped give it back). The dtype message stands alone."""
+    keep = torch.arange(5)[None, :] < torch.tensor([3, 5])[:, None]
+    mask = keep[:, None, None, :]  # (B, 1, 1, T) bool
+    assert S.diagnose(mask, mask.long(), "allclose") is None
+    assert S.diagnose(X, X.float(), "allclose") is None  # float32 for float64
+    assert S.diagnose(X, X.transpose(0, 1).float(), "allclose") == S.SWAPPED_AXES  # shape first
+    assert S.diagnose(X, X.numpy(), "allclose") is None  # a numpy array for a tensor
+    assert S.diagnose((W, X), (W.float(), -X), "allclose") is None  # item 0's dtype first
+    # ... and swapping two axes of the same size 1 is no swap: a value difference is not one
+    assert S.diagnose(mask.double(), (mask.double() * 2), "allclose") == S.SCALED
+    assert S.diagnose(mask.double(), mask.double().transpose(1, 2) + 1, "allclose") == S.SHIFTED
+
+
+def test_a_dtype_the_exercise_states_is_named_as_such(tmp_path):
+    """Issue 49: "(keep the input's dtype)" only where the output keeps the input's dtype;
+    where the exercise states another (02 Ex 2.1's bool mask from int64 lengths), the message
+    names it, in the kernel and in the grader's verdict, and no "Likely mistake" follows."""
+    from autograder.checks import _judge, table
+
+    from helpers.verdict import record
+
+    check = table.check("02_masking", "padding_mask_from_lengths")
+
+    def int_mask(lengths, T):  # right values, int64 instead of bool
+        return (torch.arange(T)[None, :] < lengths[:, None]).long()[:, None, None, :]
+
+    for message in (_named(check.key, int_mask),
+                    _judge.judge(check, record(tmp_path, check, int_mask)).message):
+        assert "has dtype int64; the exercise asks for bool" in message, message
+        assert "keep the input's dtype" not in message and "Likely mistake" not in message
+
+    from autograder.checks.attention import check_softmax
+
+    with pytest.raises(CheckFailed) as info:  # an output that should keep its input's dtype
+        check_softmax(lambda x, axis=-1: np.exp(x) / np.exp(x).sum(axis, keepdims=True)
+                      if x.dtype == np.float64 else (np.exp(x) / np.exp(x).sum(
+                          axis, keepdims=True)).astype(np.float64))
+    assert "has dtype float64 for float32 inputs (keep the input's dtype)" in str(info.value)
+    assert "Likely mistake" not in str(info.value)
