@@ -369,9 +369,14 @@ def _dots(d_k, n, rng):
 # or layout of its draws (q then k, (n, 2, d_k), a loop over samples, (d_k, n)), numpy or
 # torch, ddof 0 or 1; a number computed from the generator's first draw (a normal, a
 # uniform, an integer, a torch seed) gives the same result twice.
+# The goal also says *from the given generator* (issue 49): on a generator in the same state
+# as the case's own a measurement gives the same number again (one drawn from a new
+# generator, ``np.random.default_rng()``, does not), and on that generator advanced (as a
+# second call finds it) a different one (a number that ignores the generator does not).
 _PCG64_MULT = 0x2360ED051FC65DA44385DF649FCCF645  # numpy's PCG64 (PCG_DEFAULT_MULTIPLIER_128)
 _OTHER_STREAM = 0x9E3779B97F4A7C15F39CC0605CEDC834  # even: inc ^ it is odd, another stream
 _MOD = 1 << 128
+ADVANCE = 1 << 20  # the advanced generator: this many 64-bit outputs later
 
 
 def twin(seed: int) -> np.random.Generator:
@@ -391,6 +396,19 @@ def twin(seed: int) -> np.random.Generator:
     return np.random.Generator(bg)
 
 
+def advanced(seed: int) -> np.random.Generator:
+    """``default_rng(seed)`` after :data:`ADVANCE` outputs, as a later call finds it.
+
+    >>> a = np.random.default_rng(400)
+    >>> _ = a.bit_generator.random_raw(ADVANCE)
+    >>> a.standard_normal() == advanced(400).standard_normal()
+    True
+    """
+    rng = np.random.default_rng(seed)
+    rng.bit_generator.advance(ADVANCE)
+    return rng
+
+
 def _twins_ok(seed: int) -> bool:
     """Whether ``twin(seed)`` shares the first output with ``default_rng(seed)``, none of
     the next four, and so the first standard normal (the ziggurat's fast path: one output)."""
@@ -406,12 +424,17 @@ def _twins_ok(seed: int) -> bool:
 
 # (d_k, n_samples, seed): the first two cases' generators (empty if numpy's PCG64 changed)
 TWINS = tuple((d_k, 20_000, seed) for d_k, seed in ((4, 400), (16, 401)) if _twins_ok(seed))
+# the generators of each seed the stage calls the function on, in this order
+GENERATORS = ("the case's own", "the twin", "the same state again", "advanced")
 
 
 def _twin_args() -> tuple:
-    """Fresh arguments for each pair: ((d_k, n, its generator), (d_k, n, its twin)), ..."""
+    """Fresh arguments for each seed of ``TWINS``: ((d_k, n, its generator), (d_k, n, its
+    twin), (d_k, n, a generator in the same state), (d_k, n, it advanced)), ..."""
     return tuple(
-        ((d_k, n, np.random.default_rng(seed)), (d_k, n, twin(seed))) for d_k, n, seed in TWINS
+        ((d_k, n, np.random.default_rng(seed)), (d_k, n, twin(seed)),
+         (d_k, n, np.random.default_rng(seed)), (d_k, n, advanced(seed)))
+        for d_k, n, seed in TWINS
     )
 
 
@@ -420,6 +443,18 @@ _JITTER_WHY = (
     "The known answer with noise from the generator, like d_k * (1 + 0.02 * "
     "rng.standard_normal()), varies like a measurement but measures nothing: draw the "
     "n_samples pairs (q, k) from the generator and return the sample variance of q · k."
+)
+FRESH = "drew from a new generator instead of the given rng"
+_FRESH_WHY = (
+    "Draw the samples from the generator you are given, `rng.standard_normal(...)`: a new "
+    "one (`np.random.default_rng()`, `np.random.standard_normal`, `torch.randn`) gives other "
+    "numbers on every run, so the same generator state cannot reproduce your result."
+)
+IGNORED = "ignored the given generator (the result does not change when it advances)"
+_IGNORED_WHY = (
+    "Draw the samples from the generator you are given, `rng.standard_normal(...)`: a "
+    "generator that has moved on (as a second call finds it) gives new samples, and a "
+    "measurement of them a new number."
 )
 
 
@@ -431,28 +466,51 @@ def _as_number(x) -> float | None:
     return float(x)
 
 
+def _equal(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
 def _twin_problem(*outs) -> tuple[str, str] | None:
-    """(diagnosis, problem) from the results on the twin generators (pairs in ``TWINS``
-    order), or None: a measurement differs on the two generators of each pair."""
-    for (d_k, n, _), a, b in zip(TWINS, outs[0::2], outs[1::2]):
-        a, b = _as_number(a), _as_number(b)
-        if a is None or b is None:
+    """(diagnosis, problem) from the results on each seed's generators (``GENERATORS`` for
+    each seed of ``TWINS``, in that order), or None: a measurement from the given generator
+    gives the same number on the same state, and differs on the advanced and twin ones."""
+    k = len(GENERATORS)
+    for i, (d_k, n, _) in enumerate(TWINS):
+        nums = [_as_number(x) for x in outs[k * i : k * i + k]]
+        if len(nums) < k or any(x is None for x in nums):
             return ("not a measurement", "on the twin generators the result is not a number")
-        if abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b)):
+        own, twin_, again, later = nums
+        where = f"d_k={d_k}, n_samples={n}"
+        if not _equal(own, again):
+            return (
+                FRESH,
+                f"on two generators in the same state ({where}) your results differ "
+                f"({own:.6g} and {again:.6g}): they do not come from the generator you are "
+                f"given. {_FRESH_WHY}",
+            )
+        if _equal(own, later):
+            return (
+                IGNORED,
+                f"on a generator and the same one advanced ({where}) your results are equal "
+                f"({own:.6g}): they do not depend on its draws. {_IGNORED_WHY}",
+            )
+        if _equal(own, twin_):
             return (
                 _JITTER,
                 f"on two random generators that share their first draw and no later one "
-                f"(d_k={d_k}, n_samples={n}) your results are equal ({a:.6g}): they come from "
+                f"({where}) your results are equal ({own:.6g}): they come from "
                 f"that one draw, while a measurement of {n} pairs differs. {_JITTER_WHY}",
             )
     return None
 
 
 def _twin_stage(fn, hidden: bool) -> str | None:
-    """Exercise 4.1's extra stage, in the kernel: the student's function on each twin pair."""
+    """Exercise 4.1's extra stage, in the kernel: the function on each seed's generators.
+
+    They are ``GENERATORS``: the case's own, its twin, one in the same state, one advanced."""
     outs = []
-    for pair in _twin_args():
-        for args in pair:
+    for group in _twin_args():
+        for args in group:
             case = Case("twin generators", args, None, kind="statistic")
             try:
                 outs.append(_call_guarded(_VARIANCE, fn, case)[1])
@@ -512,8 +570,8 @@ DRIVEN = {
     _VARIANCE.key: Driven(
         extra=tuple(
             (f"twin generators {i + 1} of {len(TWINS)}: d_k={a[0]}, {which}", a)
-            for i, pair in enumerate(_twin_args())  # only ever encoded, never drawn from
-            for which, a in zip(("the case's own", "the twin"), pair)
+            for i, group in enumerate(_twin_args())  # only ever encoded, never drawn from
+            for which, a in zip(GENERATORS, group)
         ),
         post=_twin_problem,
     ),

@@ -27,6 +27,7 @@ from helpers.answers.attention import (
     sdpa_builtin,
     softmax_in_place,
     softmax_torch,
+    variance_fresh_generator,
 )
 from helpers.catalogue import assert_mistake_named
 from helpers.verdict import judged
@@ -173,3 +174,27 @@ def test_twin_generators_share_the_first_draw_only():
         assert a.random() != b.random()
         x, y = a.standard_normal((1000, 4)), b.standard_normal((1000, 4))
         assert abs(np.corrcoef(x.ravel(), y.ravel())[0, 1]) < 0.1  # unrelated streams
+
+
+def test_a_measurement_from_a_new_generator_fails_the_visible_check_and_the_grader():
+    """Issue 49: `np.random.default_rng()` in place of the given `rng` passed both checks.
+    On a generator in the same state as the case's own it gives another number: the notebook's
+    check and the grader's verdict (which decodes each generator from its state) name it."""
+    check = CHECKS[KEY["score_variance"]]
+    with pytest.raises(CheckFailed) as info:
+        A.check_score_variance(variance_fresh_generator)
+    assert f"Likely mistake: {A.FRESH}." in str(info.value)
+    assert "on two generators in the same state" in str(info.value)
+    v = judged(check, variance_fresh_generator)
+    assert not v.passed and v.diagnosis == A.FRESH, v.message
+
+
+def test_the_generators_of_the_stage_are_in_the_states_it_says():
+    assert A.GENERATORS == ("the case's own", "the twin", "the same state again", "advanced")
+    for (_, _, seed), group in zip(A.TWINS, A._twin_args()):
+        own, twin, again, later = (args[2].standard_normal(4) for args in group)
+        assert (own == again).all() and not (own == later).any()
+        assert own[0] == twin[0] and not (own[1:] == twin[1:]).any()
+        moved = np.random.default_rng(seed)  # advanced: as a call that drew ADVANCE outputs
+        moved.bit_generator.random_raw(A.ADVANCE)
+        assert (moved.standard_normal(4) == later).all()

@@ -304,6 +304,20 @@ def variance_mean_of_products(d_k, n_samples, rng):
     return float(np.var(np.mean(q * k, axis=-1)))
 
 
+def variance_fresh_generator(d_k, n_samples, rng):  # issue 49: passed both checks
+    rng = np.random.default_rng()  # a new generator, not the given one
+    q = rng.standard_normal((n_samples, d_k))
+    k = rng.standard_normal((n_samples, d_k))
+    return float(np.var(np.sum(q * k, axis=-1)))
+
+
+def variance_from_the_seed(d_k, n_samples, rng):
+    rng = np.random.default_rng(rng.bit_generator.seed_seq)  # starts over from its seed
+    q = rng.standard_normal((n_samples, d_k))
+    k = rng.standard_normal((n_samples, d_k))
+    return float(np.var(np.sum(q * k, axis=-1)))
+
+
 def column_softmax_slip(max_dim=0, sum_dim=0, normalise=True):
     def f(X_cols, Q, K, V):
         S = (K @ X_cols).T @ (Q @ X_cols)
@@ -440,6 +454,12 @@ WRONG = [
         "returned d_k plus noise instead of measuring it",
         False,
     ),
+    # "from the given random generator" (issue 49): the same state gives the same result,
+    # an advanced one another
+    (KEY["score_variance"], variance_fresh_generator,
+     "drew from a new generator instead of the given rng", False),
+    (KEY["score_variance"], variance_from_the_seed,
+     "ignored the given generator (the result does not change when it advances)", False),
     # Exercise 5.1
     (KEY["scaled_dot_product_attention"], sdpa_scaled(lambda q: 1.0), "no scaling", False),
     (
