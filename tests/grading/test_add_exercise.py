@@ -1,6 +1,8 @@
-"""README's "Adding an exercise (worked example)", followed in a temporary copy of the course.
+"""The contributor guide's "Adding an exercise (worked example)", followed in a temporary copy of
+the course.
 
-The code the guide shows is taken from README itself (its ```python blocks, in order: the
+The code the guide shows is taken from its page itself (``docs/contributing/
+adding-an-exercise.md``; its ```python blocks, in order: the
 check, the table row, the notebook cells) and put where the guide says; then the copy's own
 release command runs and its ``course-grade`` grades a right and a wrong submission of the
 chapter. If the guide goes stale (a step missing, a block that no longer works), this fails.
@@ -22,12 +24,13 @@ from helpers.synthetic_class.shared import read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "04_layer_norm"
-HEADING = "### Adding an exercise (worked example)"
+GUIDE = ROOT / "docs" / "contributing" / "adding-an-exercise.md"
+HEADING = "# Adding an exercise (worked example)"
 
 
 def guide_blocks() -> list[str]:
     """The guide's ```python blocks, dedented, in order."""
-    section = (ROOT / "README.md").read_text().split(HEADING, 1)[1].split("\n### ", 1)[0]
+    section = GUIDE.read_text().split(HEADING + "\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^( *)```python\n(.*?)^\1```$", section, re.M | re.S)
     return [textwrap.dedent(body) for _, body in blocks]
 

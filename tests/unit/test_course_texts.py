@@ -71,9 +71,17 @@ def _texts():
         for path in sorted((ROOT / folder).glob("*/*.ipynb")):
             nb = nbformat.read(path, as_version=4)
             yield path, "\n".join(c.source for c in nb.cells)
-    yield ROOT / "README.md", (ROOT / "README.md").read_text()
+    yield from _docs()
     for path in sorted((ROOT / "autograder" / "checks").glob("*.py")):
         yield path, path.read_text()
+
+
+def _docs():
+    """README.md and the documentation site's own pages (the chapters' copies are built)."""
+    yield ROOT / "README.md", (ROOT / "README.md").read_text()
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        if path.relative_to(ROOT / "docs").parts[0] not in ("_build", "chapters"):
+            yield path, path.read_text()
 
 
 def test_no_seed_numbers_in_what_students_read():
@@ -136,11 +144,12 @@ def test_the_patterns_catch_what_they_are_for():
         "5", "6", "2", "1"]
 
 
-def test_readme_has_the_same_sources_section():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_have_the_same_sources_section():
+    page = (ROOT / "docs" / "reference" / "sources.md").read_text()
     body = _sources_cell()[1].source.split("\n", 1)[1].strip()
-    assert body in readme
-    assert not LONG_FORM.search(readme)
+    assert body in page
+    for path, text in _docs():
+        assert not LONG_FORM.search(text), path
 
 
 def test_chapter_7_helpers_are_given_in_a_locked_cell():
