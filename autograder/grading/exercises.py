@@ -56,6 +56,28 @@ def kernel_imports(notebooks: list[str]) -> list[str]:
                    for m in tables[name].kernel_imports})
 
 
+def chapter_tests() -> dict[str, frozenset[str]]:
+    """{chapter: the grade ids of its test cells}, from the exercise table: which chapter a
+    file holds (a test's id names its function, so no two chapters share one).
+
+    >>> "ex2_1_softmax" in chapter_tests()["01_attention"]
+    True
+    """
+    with _TABLE_LOCK:
+        tables = _table().TABLES
+    return {name: frozenset(e.grade_id for e in ch.exercises) for name, ch in tables.items()}
+
+
+def label(grade_id: str) -> str:
+    """The exercise a test cell grades, as the chapter names it ("Exercise 2.2").
+
+    >>> label("ex2_2_apply_rope"), label("weird")
+    ('Exercise 2.2', 'the exercise weird')
+    """
+    m = re.fullmatch(r"ex(\d+)_(\d+)_\w+", grade_id)
+    return f"Exercise {m[1]}.{m[2]}" if m else f"the exercise {grade_id}"
+
+
 @functools.cache
 def _converted() -> frozenset[str]:
     return frozenset(ch.module for ch in _table().TABLES.values())

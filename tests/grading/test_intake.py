@@ -668,13 +668,13 @@ def test_precheck_uses_the_bounded_reader(tmp_path):
     sparse = tmp_path / "99_fixture.ipynb"
     with open(sparse, "wb") as f:
         f.truncate(100 * 2**30)
-    assert precheck(sparse, nb) == ("99_fixture.ipynb is larger than 32 MB", {}, [])
+    assert precheck(sparse, nb) == ("99_fixture.ipynb is larger than 32 MB", None)
     link = tmp_path / "link.ipynb"
     os.symlink(fixture, link)
-    assert precheck(link, nb) == ("link.ipynb is a symbolic link (not followed)", {}, [])
+    assert precheck(link, nb) == ("link.ipynb is a symbolic link (not followed)", None)
     fifo = tmp_path / "fifo.ipynb"
     os.mkfifo(fifo)
-    assert precheck(fifo, nb) == ("fifo.ipynb is a FIFO", {}, [])  # and it did not hang
+    assert precheck(fifo, nb) == ("fifo.ipynb is a FIFO", None)  # and it did not hang
 
 
 # ---- end to end: the layouts grade to the same rows ------------------------------------------

@@ -124,43 +124,48 @@ def test_describe_maps_tests_to_answer_cells(fixture_nb):
     ]
 
 
+def _facts(reason, built):
+    return reason, built.restored if built else {}, built.missing if built else []
+
+
 def test_precheck(fixture_nb, tmp_path):
     nb, rel = fixture_nb
     p = tmp_path / "nb.ipynb"
     nbformat.write(rel, p)
-    assert precheck(p, nb) == (None, {}, [])
+    assert _facts(*precheck(p, nb)) == (None, {}, [])
     edited = nbformat.read(p, as_version=4)
     edited.cells[4].source = "pass"  # ex1_visible
     del edited.cells[9]  # ex2_hidden
     del edited.cells[7]  # ex2_solution
     nbformat.write(edited, p)
-    assert precheck(p, nb) == (
+    assert _facts(*precheck(p, nb)) == (
         None, {"ex1_visible": "edited", "ex2_hidden": "deleted"}, ["ex2_solution"]
     )
     p.write_text(nbformat.writes(rel)[:300])
-    reason, _, _ = precheck(p, nb)
+    reason, _ = precheck(p, nb)
     assert reason == "invalid notebook file (not valid JSON)"
     p.write_text('{"cells": "not a list", "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
-    reason, _, _ = precheck(p, nb)
+    reason, _ = precheck(p, nb)
     assert reason.startswith("invalid notebook file (") and "JSON" not in reason
 
 
 def test_precheck_names_another_notebook_under_this_ones_name(fixture_nb, tmp_path):
     """A file under the right name holding another notebook (or none of this one's graded
-    cells): a plain reason, not nbgrader's traceback (issue 31, item 6)."""
+    cells): a plain reason, not nbgrader's traceback (issue 31, item 6); the chapter it holds
+    named when the exercise table knows it (issue 47)."""
     nb, rel = fixture_nb
     other = nbformat.read(REPO / "solutions" / "01_attention" / "01_attention.ipynb", 4)
     p = tmp_path / "nb.ipynb"
     nbformat.write(other, p)
-    assert precheck(p, nb) == (f"this file is not {nb.name} (none of its graded cells)", {}, [])
+    assert precheck(p, nb) == (f"this file holds 01_attention, not {nb.name}", None)
     nbformat.write(nbformat.v4.new_notebook(), p)  # empty
-    assert precheck(p, nb)[0] == f"this file is not {nb.name} (none of its graded cells)"
+    assert precheck(p, nb) == (f"this file is not {nb.name} (none of its graded cells)", None)
     one = nbformat.read(p, as_version=4)  # one of its cells is enough to be graded
     one.cells = [c for c in rel.cells if c.metadata.get("nbgrader", {}).get("grade_id")
                  == "ex1_visible"]
     nbformat.write(one, p)
-    reason, restored, _ = precheck(p, nb)
-    assert reason is None and restored["ex2_hidden"] == "deleted"
+    reason, built = precheck(p, nb)
+    assert reason is None and built.restored["ex2_hidden"] == "deleted"
 
 
 def _cell(gid, *, solution=False, grade=False, outputs=()):

@@ -116,4 +116,4 @@ def test_precheck_refuses_the_escaped_flood_before_nbformat(tmp_path, monkeypatc
     p.write_text(head + '"cells": [' + ",".join([CELL] * intake.MAX_CELLS) + "," + tail)
     _nbformat_never_reads(monkeypatch)
     assert precheck(p, nb) == (f"99_fixture.ipynb has more than {intake.MAX_CELLS} cells",
-                               {}, [])
+                               None)

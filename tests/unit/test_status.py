@@ -57,7 +57,7 @@ def test_no_text_of_the_students_sets_a_status():
     # full, a fake "autograde: failed" block are verdicts (0), never a reason not to grade
     assert set(Facts.__dataclass_fields__) == {
         "problem", "stopped", "verdict", "graded", "score", "timed_out", "restored",
-        "answer_missing"}
+        "answer_missing", "absent"}
     assert row_status(Facts(graded=True, score=0.0, verdict={"diagnosis": "raised MemoryError"}))\
         == ("graded", 0.0, "")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nbclient.util import run_sync
+from nbformat import ValidationError
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 
@@ -96,7 +97,13 @@ class QueuedExecute(Execute):
             return None
         if isinstance(data, dict):
             _cut_bundle(data, LimitOutputSize.max_chars)
-        return super().process_message(msg, cell, cell_index)
+        try:
+            return super().process_message(msg, cell, cell_index)
+        except ValidationError:  # the student's output, not the grader's failure: dropped
+            seal = getattr(self, "seal", None)
+            if seal is not None:
+                seal.invalid_output()
+            return None
 
     async def async_start_new_kernel_client(self):
         """nbclient's, with a cap on the size of every message the kernel may send here

@@ -103,6 +103,13 @@ class Seal:
             text = json.dumps({"key": key, "too_large": len(text)})
         _write(path, text)
 
+    def invalid_output(self) -> None:
+        """The running cell displayed an output nbformat rejects: dropped, written down once
+        (nbclient would have raised, and the whole notebook read "grader error")."""
+        what = "displayed an output that is not a valid notebook output (dropped)"
+        if not any(t.get("what") == what for t in self.evidence["tampered"]):
+            self._tampered(what)
+
     def timeout(self, index: int) -> None:
         self.evidence["timeouts"].append(index)
         self._save()

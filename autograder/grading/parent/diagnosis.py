@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 
-from .status import STOPPED_NO_RESULT
+from .status import EARLIER_RELEASE, STOPPED_NO_RESULT
 
 _MISTAKE = re.compile(r"Likely mistake: (.+?)\.(?:\s|$)")
 _RAISED = re.compile(r"your function raised (\w+)")
@@ -51,7 +51,7 @@ FAILURE_KINDS = frozenset({kind for _, kind in _NOT_GRADED + _STOPPED} | {"no re
     "not graded", "lost points", "error", "not implemented", "input changed in place",
     "wrong shape", "wrong dtype", "wrong type", "wrong gradient", "not a measurement",
     "output differs", "output missing", "output too large", "used the reference implementation",
-    "malformed record",
+    "malformed record", "earlier release",
 })
 _FAILURE_PREFIXES = ("raised ", "used forbidden built-in ", "uses failing ")
 
@@ -106,6 +106,8 @@ def diagnose(status: str, points: str, max_points: str, outputs=None) -> str:
     if status.startswith("not graded"):
         reason = status.partition(":")[2].strip()
         return next((kind for key, kind in _NOT_GRADED if key in reason), "not graded")
+    if status.startswith(EARLIER_RELEASE):
+        return "earlier release"
     if status.startswith(STOPPED_NO_RESULT):
         return next((kind for key, kind in _STOPPED if key in status), "no result")
     try:

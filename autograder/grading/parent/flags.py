@@ -15,6 +15,7 @@ from .. import pyast
 from ..cells import nbg as _nbg
 from ..exercises import converted_keys, keys_in, test_cells
 from ..sandbox.policy import module_names, policy_problem
+from .rebuild import NotANotebook, student_cells
 
 # What a submission that tries to get around the grader looks like in its source. Found by
 # reading the source (trusted, in the parent), never by running it; the row says
@@ -119,9 +120,10 @@ def _source_flags(source: str) -> set[str]:
     return found
 
 
-def flags(data: bytes, notebook) -> dict[str, str]:
-    """{test grade_id: ``flagged: <what>``} for a submitted notebook's bytes (``notebook``:
-    course.Notebook); a test with nothing to flag is absent.
+def flags(sent: bytes | list[dict], notebook) -> dict[str, str]:
+    """{test grade_id: ``flagged: <what>``} for a submitted notebook, its bytes or its cells as
+    read (``rebuild.student_cells``; ``notebook``: course.Notebook); a test with nothing to
+    flag is absent.
 
     Student-written code cells are read (not the locked/test cells, whose source nbgrader
     restores). A reason found in an answer cell goes on the tests that grade that answer; a
@@ -130,7 +132,12 @@ def flags(data: bytes, notebook) -> dict[str, str]:
     row, after ``notebook-wide:``. For a notebook judged outside the kernel the source policy
     refuses no cell (``sandbox.policy``): what it would have refused is flagged here.
     """
-    return _flags(data, notebook)
+    if isinstance(sent, bytes):
+        try:
+            sent = student_cells(sent)
+        except NotANotebook:  # not graded anyway (precheck)
+            return {}
+    return _flags(sent, notebook)
 
 
 def _judged_outside(notebook) -> bool:
@@ -138,13 +145,7 @@ def _judged_outside(notebook) -> bool:
     return bool(tests) and len(converted_keys(notebook.source)) == len(tests)
 
 
-def _flags(data: bytes, notebook) -> dict[str, str]:
-    import nbformat
-
-    try:
-        sub = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
-    except Exception:  # noqa: BLE001 - not graded anyway (precheck)
-        return {}
+def _flags(cells: list[dict], notebook) -> dict[str, str]:
     release = {_nbg(c).get("grade_id"): c for c in notebook.release.cells if _nbg(c)}
     tests_of = {}  # answer cell -> the tests that grade it
     for g in notebook.grade_cells:
@@ -158,7 +159,7 @@ def _flags(data: bytes, notebook) -> dict[str, str]:
     per_test: dict[str, list[str]] = {}
     everywhere: list[str] = []
     seen_setup = False
-    for cell in sub.cells:
+    for cell in cells:
         meta = _nbg(cell)
         gid = meta.get("grade_id")
         ref = release.get(gid) if gid is not None else None
@@ -174,12 +175,13 @@ def _flags(data: bytes, notebook) -> dict[str, str]:
             continue  # its source is restored by nbgrader
         if cell.get("cell_type") != "code":
             continue
-        reasons = sorted(_source_flags(cell.source)) + _reference_uses(cell, ref, notebook)
+        source = cell["source"]
+        reasons = sorted(_source_flags(source)) + _reference_uses(source, ref, notebook)
         if protected is not None:
-            problem = policy_problem(cell.source, protected)
+            problem = policy_problem(source, protected)
             if problem:
                 reasons.append(f"reaches into the grader: {problem}")
-        if not seen_setup and cell.source.strip():
+        if not seen_setup and source.strip():
             everywhere.append("a code cell above the setup cell (run after it)")
         tests = tests_of.get(gid, []) if ref is not None else []
         if tests:
@@ -216,7 +218,7 @@ def _reference_names(release) -> tuple[set, set]:
     return names, renamed
 
 
-def _reference_uses(cell, ref, notebook) -> list[str]:
+def _reference_uses(source: str, ref, notebook) -> list[str]:
     """``uses the reference implementation (name)`` for a student cell that uses a name the
     setup cell bound to the reference's training/sampling code: in an answer cell any of them,
     elsewhere (a cell the release does not have verbatim) a ``reference_...`` name."""
@@ -224,10 +226,10 @@ def _reference_uses(cell, ref, notebook) -> list[str]:
     if not names:
         return []
     answer = ref is not None and bool(_nbg(ref).get("solution"))
-    if not answer and any(cell.source == c.source for c in notebook.release.cells):
+    if not answer and any(source == c.source for c in notebook.release.cells):
         return []
     try:
-        tree = pyast.parse(cell.source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return []
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & (names if answer

@@ -28,6 +28,8 @@ The rules:
 >>> status, points, flag = row_status(Facts(stopped={"cell": 4, "why": "ended the kernel"}))
 >>> status, points
 ('graded (no result: your code ended the kernel in cell 5)', 0.0)
+>>> row_status(Facts(graded=True, score=1.0, absent="Exercise 2.2"))[:2]
+('graded (this notebook is from an earlier release: Exercise 2.2 is not in it)', 0.0)
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from dataclasses import dataclass
 # an exercise without a record scores 0: "graded (no result: your code <why> in cell <n>)"
 STOPPED_RECORDED = "graded (from its record; the notebook stopped later)"
 STOPPED_NO_RESULT = "graded (no result: your code "
+# a notebook from an earlier release of its chapter: an exercise added since scores 0
+EARLIER_RELEASE = "graded (this notebook is from an earlier release: "
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,9 @@ class Facts:
       exercise's test cell (None: nbgrader recorded none);
     - ``timed_out``: a cell of this exercise was interrupted at the cell timeout;
     - ``restored``: ``"edited"``, ``"deleted"`` or ``"flags changed"`` when nbgrader restored
-      the test cell; ``answer_missing``: the id of a deleted answer cell of the exercise.
+      the test cell; ``answer_missing``: the id of a deleted answer cell of the exercise;
+    - ``absent``: the exercise's label when the file holds none of its cells (a notebook from
+      an earlier release of the chapter: ``rebuild.Rebuilt.absent``).
     """
 
     problem: str = ""
@@ -62,6 +68,7 @@ class Facts:
     timed_out: bool = False
     restored: str = ""
     answer_missing: str = ""
+    absent: str = ""
 
 
 def row_status(f: Facts, cell_timeout: float = 0) -> tuple[str, float | None, str]:
@@ -75,6 +82,8 @@ def row_status(f: Facts, cell_timeout: float = 0) -> tuple[str, float | None, st
     stop = f.stopped if isinstance(f.stopped, dict) else None
     if f.problem and not stop:
         return f"not graded: {f.problem}", None, ""
+    if f.absent:  # the release's stub stood in for it: nothing of the student's to score
+        return f"{EARLIER_RELEASE}{f.absent} is not in it)", 0.0, ""
     if stop:
         cell = _cell(stop.get("cell"))
         why = str(stop.get("why", "stopped the kernel"))

@@ -21,22 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbformat.reader import NotJSONError
 
 from ..assignment_result import AssignmentResult, NotebookResult
 from ..autograde.kernel_package import CACHE_VAR
-from ..cells import grade_id, nbg
 from ..config import GradeConfig
 from ..env import SMOKE
+from ..exercises import chapter_tests, label
 from ..mathjax import with_path
 from .course import NBGRADER, Notebook, kernels_dir, make_student_course, tool_env
 from .diagnosis import diagnose
 from .flags import flags as source_flags
+from .rebuild import NotANotebook, Rebuilt, rebuild
 from .runner import LocalRunner
 from .status import STOPPED_RECORDED, Facts, row_status  # noqa: F401 - STOPPED_RECORDED: tests
 from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
-
-_FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
 
 
 @dataclass
@@ -55,69 +53,22 @@ class StudentResult:
 # ---- checks on the submitted file (parent side, before anything runs) -----------------------
 
 
-def precheck(path: Path, nb: Notebook) -> tuple[str | None, dict[str, str], list[str]]:
-    """(fatal reason or None, {test grade_id: 'edited'|'deleted'}, [missing answer cell ids])."""
+def precheck(path: Path, nb: Notebook) -> tuple[str | None, Rebuilt | None]:
+    """(why the file cannot be graded, or None; the notebook to grade, rebuilt from the
+    release: ``rebuild.py``). Only the grader's own findings refuse a file: it is over a cap,
+    unreadable, not a notebook, or holds none of this notebook's graded cells."""
     try:  # bounded: a link, special file or over-cap notebook is refused before parsing
         data = read_notebook_bytes(path)
     except IntakeProblem as e:
-        return str(e), {}, []
+        return str(e), None
     except OSError as e:
-        return f"cannot read the notebook ({e.strerror})", {}, []
+        return f"cannot read the notebook ({e.strerror})", None
+    answers = {g.grade_id: g.solution_ids for g in nb.grade_cells}
+    others = {name: ids for name, ids in chapter_tests().items() if name != nb.name}
     try:
-        sub = nbformat.reads(data.decode("utf-8"), as_version=4)
-        nbformat.validate(sub)
-    except (NotJSONError, UnicodeDecodeError):
-        return "invalid notebook file (not valid JSON)", {}, []
-    except Exception as e:  # schema errors, unreadable files
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return f"invalid notebook file ({type(e).__name__}: {first[:100]})", {}, []
-    cells = {}
-    for c in sub.cells:
-        gid = grade_id(c)
-        if gid is not None and gid not in cells:
-            cells[gid] = c
-    restored = {}
-    release = {nbg(c).get("grade_id"): nbg(c) for c in nb.release.cells if nbg(c)}
-    for gid, src in nb.release_tests.items():
-        c = cells.get(gid)
-        if c is None:
-            restored[gid] = "deleted"
-        elif any(nbg(c).get(k) != release[gid].get(k) for k in _FLAGS):
-            restored[gid] = "flags changed"  # put back by restore_locked_metadata
-        elif c.source != src or c.cell_type != "code":
-            restored[gid] = "edited"
-    if not any(gid in cells for gid in release if gid):
-        # another notebook under this one's name (or an empty one): nothing of it to grade
-        return f"this file is not {nb.name} (none of its graded cells)", {}, []
-    missing = [s for s in nb.solution_ids if s not in cells]
-    return None, restored, missing
-
-
-def restore_locked_metadata(data: bytes, nb: Notebook, dest: Path) -> None:
-    """Copy the submission to ``dest`` with the release's nbgrader flags on its locked and test
-    cells (a test cell turned into an answer or a plain cell would make nbgrader fail the whole
-    notebook; with its flags back nbgrader restores its source and grades it)."""
-    sub = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
-    release = {nbg(c).get("grade_id"): c for c in nb.release.cells
-               if nbg(c).get("locked") or nbg(c).get("grade")}
-    changed = False
-    for c in sub.cells:
-        gid = nbg(c).get("grade_id")
-        ref = release.get(gid)
-        if ref is not None and nbg(c) != nbg(ref):
-            c.metadata["nbgrader"] = dict(nbg(ref))
-            if c.cell_type != ref.cell_type:
-                c.cell_type = ref.cell_type
-                if ref.cell_type == "code":
-                    c.outputs, c.execution_count = [], None
-                else:
-                    c.pop("outputs", None)
-                    c.pop("execution_count", None)
-            changed = True
-    if changed:
-        nbformat.write(sub, dest)
-    else:
-        dest.write_bytes(data)
+        return None, rebuild(data, nb.release, answers, nb.name, others)
+    except NotANotebook as e:
+        return str(e), None
 
 
 # ---- the grader's own evidence, read after the run (parent side) -------------------------
@@ -188,8 +139,7 @@ def grade_student(
     env[CACHE_VAR] = str(kernels_dir(template))  # built once per class (kernel_package.prepare)
     result = StudentResult(sub.student, fingerprint, [], 0.0)
     fatal: dict[str, str] = {}  # notebook -> reason
-    restored: dict[str, dict[str, str]] = {}
-    missing: dict[str, list[str]] = {}
+    built: dict[str, Rebuilt] = {}  # notebook -> what is graded
     flagged: dict[str, dict[str, str]] = {}  # notebook -> {test: "flagged: ..."}
     to_run = []
     to_flag = []  # (notebook, submitted bytes): flagged while the grading process runs
@@ -203,13 +153,13 @@ def grade_student(
             if path is None:
                 fatal[nb.name] = note
                 continue
-            reason, restored[nb.name], missing[nb.name] = precheck(path, nb)
+            reason, rebuilt = precheck(path, nb)
             if reason:
                 fatal[nb.name] = reason
-            else:  # the checked bytes, not the path again (it may have been swapped)
-                data = read_notebook_bytes(path)
-                restore_locked_metadata(data, nb, dest / f"{nb.name}.ipynb")
-                to_flag.append((nb, data))
+            else:  # the notebook rebuilt from the release, never the file as sent
+                nbformat.write(rebuilt.notebook, dest / f"{nb.name}.ipynb")
+                built[nb.name] = rebuilt
+                to_flag.append((nb, rebuilt.sent))
         if any(nb.name not in fatal for nb in notebooks):
             to_run.append(assignment)
     lanes = split_assignments(to_run, info, parts)
@@ -218,15 +168,14 @@ def grade_student(
         # second of this process's CPU per student) are found while it runs
         run = pool.submit(_run_nbgrader, runner, root, lanes, sub.student, info, fatal,
                           config, env, start) if lanes else None
-        for nb, data in to_flag:
-            flagged[nb.name] = source_flags(data, nb)
+        for nb, sent in to_flag:
+            flagged[nb.name] = source_flags(sent, nb)
         if run is not None:
             run.result()  # an error of the grader itself is raised here, as before
     for assignment, notebooks in info.items():
         for nb in notebooks:
             result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
-                                 restored.get(nb.name, {}), missing.get(nb.name, []), config,
-                                 flagged.get(nb.name, {}))
+                                 built.get(nb.name), config, flagged.get(nb.name, {}))
     for assignment, notebooks in info.items():
         for nb in notebooks:
             html = root / "feedback" / sub.student / assignment / f"{nb.name}.html"
@@ -306,10 +255,13 @@ def log_of(student: str) -> str:
     return f".work/students/{student}/logs/grading.log"
 
 
-def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, config,
+def _rows(root, student, assignment, nb: Notebook, fatal, built: Rebuilt | None, config,
           flagged=None):
     """The rows of one notebook: :func:`status.row_status` of each exercise's facts."""
     flagged = flagged or {}
+    restored = built.restored if built is not None else {}
+    missing = built.missing if built is not None else []
+    absent = built.absent if built is not None else []
     result = AssignmentResult.read(root, assignment) if fatal is None else None
     mine = result.notebooks.get(nb.name) if result is not None else None
     problem = fatal or ""
@@ -329,6 +281,7 @@ def _rows(root, student, assignment, nb: Notebook, fatal, restored, missing, con
             problem=problem, stopped=mine.stopped, verdict=verdict, graded=mine.graded,
             score=mine.scores.get(gc.grade_id), timed_out=gc.grade_id in mine.timeouts,
             restored=restored.get(gc.grade_id, ""),
+            absent=label(gc.grade_id) if gc.grade_id in absent else "",
             answer_missing=next((s for s in gc.solution_ids if s in missing), ""))
         status, points, flag = row_status(facts, config.cell_timeout)
         graded = points is not None

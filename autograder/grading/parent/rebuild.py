@@ -1,0 +1,210 @@
+"""The notebook that is graded: rebuilt from the release, never the student's file as sent.
+
+Of a submitted notebook only the student's *sources* travel: the source of each answer cell,
+and the cells the student added, as plain cells. Everything else comes from the release the
+class was given: the locked and test cells (source, type, nbgrader metadata), the answer cells'
+type and metadata, cell ids, nbformat 4. No output, no notebook or cell metadata of the
+student's survives. So nothing in a file's format (nbformat 3 or 4), metadata (nbgrader flags
+put on an answer cell, a duplicated test cell, a cell id) or outputs (an output nbformat would
+not validate, 300,000 empty ones) can reach nbgrader, which is what turned such notebooks into
+"not graded" before.
+
+The order is the student's: their cells as they left them, a release cell they deleted put
+back just before the release cell that follows it. A notebook from an earlier release of the chapter
+(an exercise added since) gets the new exercise's cells from the release, and its rows say
+so (:attr:`Rebuilt.absent`).
+
+>>> release = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+...     _demo_cell("code", "raise NotImplementedError", "ex1_solution", solution=True),
+...     _demo_cell("code", "check(f)", "ex1_f", grade=True)]}
+>>> sent = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+...     _demo_cell("code", "def f(): return 1", "ex1_solution", grade=True, points=9),
+...     {"cell_type": "code", "source": ["print(", "f())"], "metadata": {}, "outputs": [
+...         {"output_type": "display_data", "data": {"text/plain": 5}, "metadata": {}}]}]}
+>>> nb = rebuild(json.dumps(sent).encode(), nbformat.from_dict(release),
+...               {"ex1_f": ["ex1_solution"]}, "demo")
+>>> [(c.source, c.metadata.get("nbgrader", {}).get("grade")) for c in nb.notebook.cells]
+[('def f(): return 1', False), ('print(f())', None), ('check(f)', True)]
+>>> nb.restored, nb.missing, nb.absent
+({'ex1_f': 'deleted'}, [], [])
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+
+import nbformat
+
+from ..cells import grade_id, is_answer, is_test, nbg
+
+_FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
+
+
+class NotANotebook(Exception):
+    """The file is not a notebook of this chapter: the row's reason (``not graded: ...``)."""
+
+
+@dataclass
+class Rebuilt:
+    """A submission rebuilt from the release, and what the rebuilding found.
+
+    - ``notebook``: what nbgrader grades (nbformat 4, valid, no outputs);
+    - ``restored``: {test grade id: "edited" | "deleted" | "flags changed"}, the test cells the
+      student changed (the release's are graded);
+    - ``missing``: the answer cells the student deleted (the release's stub stands in);
+    - ``absent``: the tests of exercises of which the file holds no cell at all, answer or test:
+      a notebook from an earlier release of the chapter;
+    - ``sent``: the submitted cells as read, ``{cell_type, source, metadata}`` (the static
+      flags read them: ``flags.py``).
+    """
+
+    notebook: nbformat.NotebookNode
+    sent: list[dict]  # the submitted cells as read (:func:`student_cells`), for the flags
+    restored: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+
+
+def rebuild(data: bytes, release, answers_of: dict[str, list[str]], name: str = "",
+            others: dict[str, set[str]] | None = None) -> Rebuilt:
+    """The notebook ``name`` to grade, from a submission's bytes and the chapter's ``release``.
+
+    ``answers_of`` maps each test's grade id to its exercise's answer cells' ids;
+    ``others`` maps the class's other notebooks to their test grade ids, to name the chapter a
+    file holds when it holds none of this one's. Raises :class:`NotANotebook` when the bytes
+    are not a notebook (not JSON, no list of cells) or hold none of the chapter's graded cells.
+    """
+    cells = student_cells(data)
+    ours = {grade_id(c): c for c in release.cells if grade_id(c) is not None and nbg(c)}
+    sent_ids = {grade_id(c) for c in cells}
+    tests = [g for g, c in ours.items() if is_test(c)]
+    if not any(g in sent_ids for g in tests) and not any(
+            g in sent_ids for g, c in ours.items() if is_answer(c)):
+        held = [other for other, ids in sorted((others or {}).items()) if ids & sent_ids]
+        if held:
+            raise NotANotebook(f"this file holds {held[0]}, not {name}")
+        raise NotANotebook(f"this file is not {name} (none of its graded cells)")
+
+    out = Rebuilt(nbformat.v4.new_notebook(metadata=copy.deepcopy(release.metadata)), cells)
+    out.notebook.nbformat_minor = release.nbformat_minor
+    placed: dict[str, int] = {}  # release grade id -> its index in the output
+    taken = {c.get("id") for c in release.cells}
+    for k, cell in enumerate(cells):
+        gid = grade_id(cell)
+        ref = ours.get(gid)
+        if ref is not None and gid not in placed:
+            placed[gid] = len(out.notebook.cells)
+            new = copy.deepcopy(ref)
+            if is_answer(ref):
+                new.source = cell["source"]
+            elif is_test(ref):
+                changed = "flags changed" if any(
+                    nbg(cell).get(f) != nbg(ref).get(f) for f in _FLAGS) else "edited" if (
+                    cell["source"] != ref.source or cell.get("cell_type") != "code") else ""
+                if changed:
+                    out.restored[gid] = changed
+            out.notebook.cells.append(new)
+        else:  # the student's own cell (or a second copy of a release cell): plain
+            out.notebook.cells.append(_plain(cell, _fresh_id(k, taken)))
+    # the release cells the file lacks, each just before the release cell that follows it (so
+    # after the cells the student added behind the one before it)
+    at = len(out.notebook.cells)
+    for c in reversed(release.cells):
+        gid = grade_id(c)
+        if gid not in ours:
+            continue
+        if gid not in placed:
+            out.notebook.cells.insert(at, copy.deepcopy(c))
+            placed = {g: i + (i >= at) for g, i in placed.items()}
+            if is_test(c):
+                out.restored[gid] = "deleted"
+            elif is_answer(c):
+                out.missing.insert(0, gid)
+        at = placed.setdefault(gid, at)
+    out.absent = [t for t in tests if answers_of.get(t) and _gone(t, answers_of, out)]
+    if out.absent:  # an earlier release: its test cells differ from this one's by release
+        out.restored = {g: why for g, why in out.restored.items() if why != "edited"}
+    nbformat.validate(out.notebook)  # ours: the release's cells and plain sources
+    return out
+
+
+def _gone(test: str, answers_of: dict[str, list[str]], out: Rebuilt) -> bool:
+    """The file holds no cell of ``test``'s exercise: no answer cell and no test cell of it
+    (the tests that grade the same answers are the same exercise)."""
+    mine = set(answers_of[test])
+    return mine <= set(out.missing) and all(
+        out.restored.get(t) == "deleted" for t, a in answers_of.items() if mine & set(a))
+
+
+def student_cells(data: bytes) -> list[dict]:
+    """The cells of a submitted notebook as plain dicts ``{cell_type, source, metadata}``:
+    nbformat 4's ``cells``, or the cells of nbformat 3's ``worksheets`` (a code cell's source
+    in ``input``, a heading cell as a Markdown heading); nothing else of the file is read.
+
+    >>> student_cells(b'{"worksheets": [{"cells": [{"cell_type": "heading", "level": 2,'
+    ...                b' "source": "Hi"}, {"cell_type": "code", "input": ["x", "=1"]}]}]}')
+    [{'cell_type': 'markdown', 'source': '## Hi', 'metadata': {}}, {'cell_type': 'code', \
+'source': 'x=1', 'metadata': {}}]
+    """
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise NotANotebook("invalid notebook file (not valid JSON)") from None
+    raw = doc.get("cells") if isinstance(doc, dict) else None
+    if raw is None and isinstance(doc, dict) and isinstance(doc.get("worksheets"), list):
+        raw = [c for s in doc["worksheets"] if isinstance(s, dict)
+               for c in (s.get("cells") if isinstance(s.get("cells"), list) else [])]
+    if not isinstance(raw, list):
+        raise NotANotebook("invalid notebook file (not an object with a list of cells)")
+    cells = []
+    for c in raw:
+        if not isinstance(c, dict):
+            continue
+        kind = c.get("cell_type")
+        text = _text(c.get("input", c.get("source")) if kind == "code" else c.get("source"))
+        if kind == "heading":
+            level = c.get("level") if type(c.get("level")) is int else 1
+            kind, text = "markdown", "#" * min(max(level, 1), 6) + " " + text
+        meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
+        cells.append({"cell_type": kind if kind in ("code", "markdown", "raw") else "raw",
+                      "source": text, "metadata": meta})
+    return cells
+
+
+def _text(source) -> str:
+    if isinstance(source, str):
+        return source
+    if isinstance(source, list) and all(isinstance(s, str) for s in source):
+        return "".join(source)
+    return ""
+
+
+def _plain(cell: dict, cell_id: str):
+    """A student's own cell: its type and source, nothing else."""
+    kind = cell["cell_type"]
+    if kind == "code":
+        return nbformat.v4.new_code_cell(cell["source"], id=cell_id)
+    if kind == "markdown":
+        return nbformat.v4.new_markdown_cell(cell["source"], id=cell_id)
+    return nbformat.v4.new_raw_cell(cell["source"], id=cell_id)
+
+
+def _fresh_id(k: int, taken: set) -> str:
+    """An id for the student's k-th cell that no release cell has."""
+    cid = f"student-{k}"
+    while cid in taken:
+        cid += "x"
+    return cid
+
+
+def _demo_cell(kind, source, gid, **flags):
+    """A cell with nbgrader metadata (the module's example)."""
+    meta = {"grade_id": gid, "solution": False, "grade": False, "locked": False, **flags}
+    if meta["grade"]:
+        meta["locked"] = True
+    cell = {"cell_type": kind, "source": source, "metadata": {"nbgrader": meta}, "id": gid}
+    if kind == "code":
+        cell.update(outputs=[], execution_count=None)
+    return cell
