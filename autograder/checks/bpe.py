@@ -260,6 +260,12 @@ def _merge_second_dropped(word, pair):
     return tuple(out)
 
 
+def _merge_as_text(word, pair):
+    """The word as one string, the pair replaced in it: a pair's text also matches the end
+    and start of longer symbols ("es t" holds "s t")."""
+    return tuple(" ".join(word).replace(f"{pair[0]} {pair[1]}", pair[0] + pair[1]).split(" "))
+
+
 def _merge_first_only(word, pair):
     for i in range(len(word) - 1):
         if (word[i], word[i + 1]) == pair:
@@ -275,6 +281,9 @@ def _merge_cases():
         (("n", "e", "w", "es", "t", EOW), ("es", "t"), False),
         # "every occurrence": the one at the end of the word too (visible, issue 32)
         (("w", "i", "d", "e", "s", "t", EOW), ("t", EOW), False),
+        # a pair is two whole symbols: the letters "s t" across "es", "t" are none (issue 49)
+        (("n", "e", "w", "es", "t", EOW), ("s", "t"), False),
+        (("lo", "w", "e", "r", EOW), ("o", "w"), True),
         (("a", "a", "a", "a", "a", EOW), ("a", "a"), True),
         (("l", "o", "w", EOW), ("o", "l"), True),
         (("x", EOW), ("a", "b"), True),
@@ -323,6 +332,14 @@ _MERGE = Check(
             "`out.append(word[i] + word[i + 1])`, then `i += 2`. Appending `word[i]` alone "
             "loses the second symbol.",
             _merge_second_dropped,
+        ),
+        Mistake(  # issue 49
+            "merged by string replacement (joined across symbols)",
+            "Compare whole symbols, `(word[i], word[i + 1]) == pair`. In the word joined into "
+            "one string the pair's text also matches inside longer symbols: with pair "
+            "('s', 't'), 'n e w es t' becomes 'n e w est', joining 'es' and 't', which are "
+            "not the pair.",
+            _merge_as_text,
         ),
         Mistake(
             "the pair never found (the word returned unchanged)",
@@ -718,6 +735,9 @@ _TRAIN_SPECS = [
     ("Shakespeare with a special token between speeches, 150 merges",
      _SAMPLE.replace("\n\n", _ENDOFTEXT), 256 + 1 + 150, (_ENDOFTEXT,), True),
     ("numbers and whitespace runs", "in 1599,  2024 and   2025\n\n\n 1599 2024", 270, (), True),
+    # the goal's "or no pair is left", with merges before it (issue 49)
+    ("'the cat sat on the mat' (runs out of pairs before vocab_size)",
+     "the cat sat on the mat", 320, (), True),
 ]
 
 
@@ -829,9 +849,11 @@ _TRAIN_MISTAKES = (
 )
 
 
-def _fast_without_new_pairs(text, vocab_size, special_tokens=(), *, new_sign=0):
+def _fast_variant(text, vocab_size, special_tokens=(), *, new_sign=0, drop_zero=True):
     """The incremental trainer that subtracts a merged word's old pairs but never adds its
-    new ones (``new_sign=-1``: subtracts the new ones too)."""
+    new ones (``new_sign=-1``: subtracts the new ones too; ``1``: adds them, as it should);
+    ``drop_zero=False``: a pair whose count reaches 0 stays in the counts, so once every
+    real pair is merged ``max`` goes on picking dead ones."""
     special_tokens = list(special_tokens)
     vocab = {i: bytes([i]) for i in range(256)}
     for t in special_tokens:
@@ -852,12 +874,12 @@ def _fast_without_new_pairs(text, vocab_size, special_tokens=(), *, new_sign=0):
         new = len(vocab)
         vocab[new] = vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
-        for i in where.pop((a, b)):
+        for i in where.pop((a, b), ()):
             old, c = words[i], freqs[i]
             words[i] = _byte_merge(old, a, b, new)
             for pair in zip(old, old[1:]):
                 pair_counts[pair] -= c
-                if pair_counts[pair] == 0:
+                if pair_counts[pair] == 0 and drop_zero:
                     del pair_counts[pair]
             if new_sign:
                 merged = words[i]
@@ -1056,14 +1078,22 @@ _TRAIN_FAST = Check(
             "of the merged word (those with the new token): `for pair in zip(merged, "
             "merged[1:]): pair_counts[pair] = pair_counts.get(pair, 0) + c`, and record the "
             "word in `where[pair]`.",
-            _fast_without_new_pairs,
+            _fast_variant,
         ),
         Mistake(  # issue 32
             "new pairs of a merged word subtracted instead of added",
             "The merged word's old pairs are subtracted, its new pairs (those with the new "
             "token) *added*: `pair_counts[pair] = pair_counts.get(pair, 0) + c`; a loop "
             "copied from the subtraction keeps the wrong sign.",
-            functools.partial(_fast_without_new_pairs, new_sign=-1),
+            functools.partial(_fast_variant, new_sign=-1),
+        ),
+        Mistake(  # issue 49
+            "pairs whose count reached 0 kept (dead pairs merged after the real ones)",
+            "Delete a pair from `pair_counts` when its count reaches 0 (`if pair_counts[pair] "
+            "== 0: del pair_counts[pair]`). Kept, it stays a candidate of `max`: once every "
+            "pair that still occurs is merged, the loop goes on merging pairs that occur "
+            "nowhere, where the naive loop stops.",
+            functools.partial(_fast_variant, new_sign=1, drop_zero=False),
         ),
     ),
     post=_speed_stage,

@@ -195,6 +195,9 @@ with requires("Exercise 2.1"):
 # first two `a` are used, the third has no partner. Counting saw two pairs; merging can use
 # only one of them.
 #
+# A pair is two whole symbols side by side: `('n','e','w','es','t')` holds no pair
+# `('s','t')`, although its letters spell `st`, and merging that pair leaves it unchanged.
+#
 # <details><summary>Hint</summary>
 #
 # Walk with an index `i`. If `(word[i], word[i+1]) == pair`, append `word[i] + word[i+1]` and

@@ -142,3 +142,22 @@ def test_leftmost_pair_and_greedy_longest_match_differ_on_a_visible_case(key, na
     apart = [c for c in check.cases if not c.hidden
              and leftmost.fn(*c.args) != c.expected == greedy.fn(*c.args)]
     assert apart
+
+
+def test_the_byte_level_trainers_have_cases_that_run_out_of_pairs_before_vocab_size():
+    """Issue 49: "stop when the vocabulary reaches vocab_size *or* no pair is left". A trainer
+    that keeps pairs whose count reached 0 goes on merging them: cases whose vocabulary
+    stays below vocab_size (visible and hidden) show it."""
+    for key in (KEY["train_bpe_naive"], KEY["train_bpe_fast"]):
+        short = [c for c in CHECKS[key].cases if len(c.expected[0]) < c.args[1]]
+        assert any(not c.hidden and c.expected[1] for c in short), key  # merges, then none
+        assert any(c.hidden and len(c.expected[1]) > 5 for c in short), key
+
+
+def test_merge_pair_has_cases_whose_pair_text_spans_a_longer_symbol():
+    """Issue 49: merging by string replacement joins across multi-character symbols; a
+    visible and a hidden case have the pair's letters across a symbol boundary."""
+    spans = [c for c in CHECKS[KEY["merge_pair"]].cases
+             if f"{c.args[1][0]} {c.args[1][1]}" in " ".join(c.args[0])
+             and c.args[1] not in zip(c.args[0], c.args[0][1:])]
+    assert any(not c.hidden for c in spans) and any(c.hidden for c in spans)

@@ -232,6 +232,11 @@ def merge_first_only(word, pair):
     return word
 
 
+def merge_by_replace(word, pair):  # issue 49: passed both checks
+    text = " ".join(word).replace(pair[0] + " " + pair[1], pair[0] + pair[1])
+    return tuple(text.split())
+
+
 def encode_first_only(word, merges):
     s = (*word, EOW)
     for p in merges:
@@ -468,6 +473,8 @@ WRONG = [
      False),
     (KEY["merge_pair"], merge_from_right, "merged from the right", False),
     (KEY["merge_pair"], merge_first_only, "only the first occurrence merged", False),
+    (KEY["merge_pair"], merge_by_replace, "merged by string replacement (joined across symbols)",
+     False),
     # mutation testing (issue 18): off-by-one bounds, a result not kept, EOW deleted, the
     # specials' order and ids, bytes joined with spaces
     (KEY["count_pairs"], count_without_last, "the last pair of each word not counted", False),
@@ -564,6 +571,10 @@ WRONG = [
      lambda text, vocab_size, special_tokens=(): incremental_trainer(
          text, vocab_size, special_tokens, new_sign=-1),
      "new pairs of a merged word subtracted instead of added", False),
+    (KEY["train_bpe_fast"],  # issue 49: passed both checks
+     lambda text, vocab_size, special_tokens=(): incremental_trainer(
+         text, vocab_size, special_tokens, drop_zero=False),
+     "pairs whose count reached 0 kept (dead pairs merged after the real ones)", False),
 ]
 
 
@@ -600,10 +611,12 @@ for _key in (KEY["train_bpe_naive"], KEY["train_bpe_fast"]):
 
 
 def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True,
-                        initial_counts=True, new_sign=1):
+                        initial_counts=True, new_sign=1, drop_zero=True):
     """A student's incremental trainer: pair counts + pair -> words index, max per merge
     (``add_new_pairs=False``: the merged word's new pairs forgotten; ``initial_counts=False``:
-    only the index filled before the loop, the counts left empty)."""
+    only the index filled before the loop, the counts left empty; ``drop_zero=False``: a
+    pair whose count reaches 0 kept, and ``where.pop`` given a default so that merging it
+    again does not raise)."""
     vocab = {i: bytes([i]) for i in range(256)}
     for t in special_tokens:
         vocab[len(vocab)] = t.encode()
@@ -625,7 +638,7 @@ def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True,
         new = len(vocab)
         vocab[new] = vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
-        for i in where.pop((a, b)):
+        for i in where.pop((a, b)) if drop_zero else where.pop((a, b), ()):
             old = words[i]
             out, j = [], 0
             while j < len(old):
@@ -638,7 +651,7 @@ def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True,
             words[i] = tuple(out)
             for p in zip(old, old[1:]):
                 pc[p] -= freq[i]
-                if not pc[p]:
+                if not pc[p] and drop_zero:
                     del pc[p]
             if not add_new_pairs:
                 continue
