@@ -9,7 +9,7 @@ exercise's *visible* check quietly, the same check its own notebook calls. It pr
 per piece and hands back yours when its check passes, else the given implementation::
 
     ✔ using your multi_head_attention (chapter 03, its checks pass)
-    ✘ your layer_norm fails its check (case 2 of 6: ...): using the given one instead
+    ✘ your layer_norm (chapter 04) fails its check (...): using the given one instead
     – chapter 04 not found or not saved: using the given layer_norm
 
 A missing notebook, a cell that raises, a function that still raises ``NotImplementedError``:
@@ -294,8 +294,8 @@ def load(chapter: str, *names: str, namespace: dict | None = None, folder=None, 
             out[name] = fn
             yours.append(name)
         else:
-            out[name] = _fallback(name, say, f"✘ your {name} fails its check ({problem}): "
-                                             "using the given one instead")
+            out[name] = _fallback(name, say, f"✘ your {name} (chapter {ch}) fails its check "
+                                             f"({problem}): using the given one instead")
     return types.SimpleNamespace(**out)
 
 

@@ -76,7 +76,8 @@ def test_a_failing_piece_falls_back_to_the_given_one_and_says_why(here):
     _notebook(here.parent / "04_layer_norm" / "04_layer_norm.ipynb", UNBIASED)
     lines = []
     got = _load(here, lines)
-    assert len(lines) == 1 and lines[0].startswith("✘ your layer_norm fails its check (")
+    assert len(lines) == 1
+    assert lines[0].startswith("✘ your layer_norm (chapter 04) fails its check (")
     assert lines[0].endswith("): using the given one instead")
     assert got.mine == []
     x, g, b = _x()
@@ -107,7 +108,8 @@ def test_an_unfinished_or_raising_answer_falls_back(here, answer, why):
     _notebook(here.parent / "04_layer_norm" / "04_layer_norm.ipynb", answer)
     lines = []
     _load(here, lines)
-    assert lines == [f"✘ your layer_norm fails its check {why}: using the given one instead"]
+    assert lines == [
+        f"✘ your layer_norm (chapter 04) fails its check {why}: using the given one instead"]
 
 
 def test_demo_cells_are_not_run(here):
