@@ -112,6 +112,10 @@ def summarize(nb) -> tuple[list[Result], list[str]]:
                 detail = _short(e.get("evalue", "")) or e.get("ename", "error")
                 if e.get("ename") not in ("CheckFailed", "AssertionError"):
                     detail = f"{e.get('ename')}: {detail}"
+                missing = ex.undefined(f"{e.get('ename')}: {e.get('evalue', '')}") if ex else None
+                if missing:
+                    detail = (f"define `{missing}` first: run the answer cell of {ex.label} "
+                              f"above ({detail})")
                 found[gid] = Result(gid, label, pts, FAILED, detail)
         elif errs:
             where = exercise_label(meta["grade_id"]) if meta.get("grade_id") else f"cell {i}"

@@ -34,6 +34,7 @@ import contextlib
 import math
 import os
 import random
+import re
 import sys
 import threading
 import traceback
@@ -68,6 +69,7 @@ __all__ = [
     "hidden_check",
     "requires",
     "install_notebook_display",
+    "undefined_message",
 ]
 
 # ---------------------------------------------------------------- trusted bindings
@@ -1125,6 +1127,7 @@ def _make_registry():
             _run(check, fn, hidden=False)
 
         public.__name__ = public.__qualname__ = f"check_{check.name}"
+        public.check_key = check.key  # which exercise a test cell's call is (undefined_message)
         public.__doc__ = (
             f"Run the visible check of {check.exercise}: ``check_{check.name}({check.name})``."
         )
@@ -1182,6 +1185,12 @@ def _make_registry():
     def get_check(key: str) -> Check:
         return checks[key]
 
+    def find_check(key) -> Check | None:
+        return checks.get(key) if _type(key) is str else None
+
+    def checks_named(name: str) -> list:
+        return [c for c in checks.values() if c.name == name]
+
     def exercise_of(check: Check, function_name: str) -> str:
         """The exercise of this chapter that asks for ``function_name`` (else the name)."""
         chapter = check.key.split(".")[0]
@@ -1190,7 +1199,8 @@ def _make_registry():
                 return other.exercise
         return f"`{function_name}`"
 
-    return register, hidden_check, registered, exercise_of, get_check, build_cases
+    return (register, hidden_check, registered, exercise_of, get_check, build_cases, find_check,
+            checks_named)
 
 
 def _in_notebook() -> bool:
@@ -1199,7 +1209,8 @@ def _in_notebook() -> bool:
     return get_ipython is not None and get_ipython() is not None
 
 
-register, hidden_check, registered, _exercise_of, get_check, build_cases = _make_registry()
+(register, hidden_check, registered, _exercise_of, get_check, build_cases, _find_check,
+ _checks_named) = _make_registry()
 
 
 # ---------------------------------------------------------------- notebook helpers
@@ -1217,12 +1228,58 @@ def requires(exercise: str):
         print(f"(Finish {exercise} first: this cell uses it. Then run this cell again.)")
 
 
+_CHECK_CALL = re.compile(r"\b(check_\w+)\s*\(([^()]*)\)")
+
+
+def undefined_message(name, line: str = "", names: dict | None = None) -> str | None:
+    """What to say when ``name`` is not defined and it is an exercise's function: the test
+    cell's ``check_softmax(softmax)`` (``line``, read with the notebook's ``names``) or any
+    cell that calls ``softmax``. None for any other name.
+
+    >>> from autograder.checks.attention import check_softmax
+    >>> undefined_message("softmax", "check_softmax(softmax)", {"check_softmax": check_softmax})
+    'define `softmax` first: run the answer cell of Exercise 2.1 above'
+    >>> undefined_message("sofmax") is None
+    True
+    """
+    if _type(name) is not str:
+        return None
+    names = names if _type(names) is dict else {}
+    found = None
+    for m in _CHECK_CALL.finditer(line or ""):  # a test cell: the check it calls says which
+        if re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", m.group(2)):
+            found = _find_check(getattr(names.get(m.group(1)), "check_key", None))
+            if found is not None:
+                break
+    if found is None:
+        named = _checks_named(name)
+        mine = [c for c in named
+                if getattr(names.get(f"check_{c.name}"), "check_key", None) == c.key]
+        # the notebook's own exercise; else the one exercise of that name (none if several)
+        found = mine[0] if mine else named[0] if _len(named) == 1 else None
+    if found is None:
+        return None
+    return f"define `{name}` first: run the answer cell of {found.exercise} above"
+
+
 def _show_check_failure(shell, etype, value, tb, tb_offset=None):
-    """IPython handler: a failed check shows its message, not a traceback wall.
+    """IPython handler: a failed check shows its message, not a traceback wall; a name that
+    is an exercise's function and was never defined says which answer cell to run.
 
     It still publishes an *error* output (``_showtraceback``), which is what makes nbgrader
     score the test cell 0 and the notebook front-end mark the cell as failed.
     """
+    if not issubclass(etype, CheckFailed):  # a NameError
+        frames = traceback.extract_tb(tb) if tb is not None else []
+        line = frames[-1].line if frames else ""
+        text = undefined_message(getattr(value, "name", None), line,
+                                 getattr(shell, "user_ns", None))
+        if text is None:  # any other name: IPython's own traceback
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return None
+        stb = [f"✘ {etype.__name__}: {text} ({value})"]
+        shell._showtraceback(etype, value, stb)
+        return stb
     mark = "…" if issubclass(etype, NotImplementedYet) else "✘"
     stb = [f"{mark} {etype.__name__}: {value}"]
     shell._showtraceback(etype, value, stb)
@@ -1230,12 +1287,14 @@ def _show_check_failure(shell, etype, value, tb, tb_offset=None):
 
 
 def install_notebook_display() -> bool:
-    """In IPython, show CheckFailed as its message only. Returns whether it was installed."""
+    """In IPython, show CheckFailed as its message only, and an exercise's function that was
+    never defined as what to run (:func:`undefined_message`). Returns whether it was
+    installed."""
     get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
     shell = get_ipython() if get_ipython else None
     if shell is None:
         return False
-    shell.set_custom_exc((CheckFailed,), _show_check_failure)
+    shell.set_custom_exc((CheckFailed, NameError), _show_check_failure)
     return True
 
 

@@ -293,6 +293,15 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
     head = f"{check.exercise} `{check.name}`"
     if record is None or type(record) is not dict:
         why = f" (the test cell stopped with {cell_error})" if cell_error else ""
+        missing = _undefined_function(check, cell_error)
+        if missing:
+            return Verdict(
+                False,
+                f"✘ {head}: no result was recorded: `{missing}` is not defined when the test "
+                f"cell runs: define it in the answer cell of {check.exercise}, under that "
+                f"name{why}.",
+                "output missing",
+            )
         return Verdict(
             False,
             f"✘ {head}: no result was recorded: the test cell did not run your function to "
@@ -451,6 +460,20 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
             return Verdict(False, f"✘ {head}: every case matches, but {problem}", diagnosis)
         text += f"\n  {info}"
     return Verdict(True, text)
+
+
+def _undefined_function(check: Check, cell_error: str) -> str | None:
+    """The function of ``check``'s exercise that ``cell_error`` says was never defined.
+
+    >>> from autograder.checks.table import check
+    >>> _undefined_function(check("01_attention", "softmax"), "NameError: name 'np' is not defined")
+    """
+    from autograder.checks import table
+
+    try:
+        return table.by_key(check.key).undefined(cell_error)
+    except KeyError:  # a check the table does not list (a test's own)
+        return None
 
 
 # the string fields of a case's record, each with the most characters the probe writes

@@ -32,6 +32,7 @@ the generated notebooks agree with this table.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 
 
@@ -65,6 +66,17 @@ class Exercise:
     @property
     def label(self) -> str:
         return f"Exercise {self.number}"
+
+    def undefined(self, error: str) -> str | None:
+        """The function of this exercise that ``error`` (``"NameError: name 'f' is not
+        defined"``, as a cell's error output reads) says was never defined: its answer cell
+        did not run, or defines another name.
+
+        >>> exercise("01_attention", "2.1").undefined("NameError: name 'softmax' is not defined")
+        'softmax'
+        """
+        m = re.fullmatch(r"NameError: name '(\w+)' is not defined", str(error).strip())
+        return m.group(1) if m and m.group(1) in (self.arguments or (self.function,)) else None
 
     def declaration(self):
         """The registered ``Check`` (cases, mistakes) of this exercise."""

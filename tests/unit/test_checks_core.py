@@ -108,6 +108,63 @@ def test_notebook_display_publishes_an_error_output_with_the_message_only():
     assert stb == ["✘ CheckFailed: Exercise 2.1 `softmax` fails on x"]
 
 
+def _name_error(tmp_path, cell: str, names: dict):
+    """(type, value, traceback) of running ``cell`` as a notebook cell would (its lines
+    readable, as IPython's cell files are) in ``names``: the NameError it raises."""
+    path = tmp_path / "cell.py"
+    path.write_text(cell)
+    try:
+        exec(compile(cell, str(path), "exec"), names)
+    except NameError as e:
+        return type(e), e, e.__traceback__
+    raise AssertionError("the cell ran")
+
+
+class _Shell:
+    def __init__(self, names):
+        self.user_ns, self.published, self.default = names, [], []
+
+    def _showtraceback(self, etype, value, stb):
+        self.published.append((etype, stb))
+
+    def showtraceback(self, exc_tuple, tb_offset=None):
+        self.default.append(exc_tuple[0])
+
+
+def test_a_skipped_answer_cell_says_which_answer_cell_to_run(tmp_path):
+    """Issue 49: a test cell whose function was never defined (its answer cell skipped) said
+    only `NameError: name 'softmax' is not defined`. It says which cell to run, still as an
+    error output (nbgrader scores the cell 0); the grader's verdict says it too."""
+    from autograder.checks import _judge
+    from autograder.checks.training import check_checkpoint
+
+    for cell, names, name, exercise in (
+        ("check_softmax(softmax)\n", {"check_softmax": attention.check_softmax},
+         "softmax", "Exercise 2.1"),
+        # a check of two functions (08 Ex 5.1): the call on the failing line says which
+        ("x = 1\ncheck_checkpoint(save_checkpoint, load_checkpoint)\n",
+         {"check_checkpoint": check_checkpoint}, "save_checkpoint", "Exercise 5.1"),
+        # a demo cell that calls it
+        ("out = softmax([1.0, 2.0])\n", {}, "softmax", "Exercise 2.1"),
+    ):
+        shell = _Shell(names)
+        etype, value, tb = _name_error(tmp_path, cell, names)
+        stb = _core._show_check_failure(shell, etype, value, tb)
+        assert shell.published == [(NameError, stb)] and not shell.default
+        assert stb == [f"✘ NameError: define `{name}` first: run the answer cell of "
+                       f"{exercise} above (name '{name}' is not defined)"]
+    shell = _Shell({})  # any other name: IPython's own traceback
+    assert _core._show_check_failure(shell, *_name_error(tmp_path, "np.zeros(2)\n", {})) is None
+    assert shell.default == [NameError] and not shell.published
+    softmax = table.check("01_attention", "softmax")
+    verdict = _judge.judge(softmax, None, "NameError: name 'softmax' is not defined")
+    assert not verdict.passed and verdict.diagnosis == "output missing"
+    assert "`softmax` is not defined when the test cell runs: define it in the answer cell " \
+        "of Exercise 2.1" in verdict.message
+    other = _judge.judge(softmax, None, "NameError: name 'np' is not defined")
+    assert "did not run your function to the end" in other.message
+
+
 # ---------------------------------------------------------------- the built-in guard
 @pytest.mark.parametrize(
     "use",

@@ -243,6 +243,28 @@ def test_course_check_summary_is_the_tables():
     assert results[-1].status == selfcheck.FAILED and "not in this notebook" in results[-1].detail
 
 
+def test_course_check_says_which_answer_cell_to_run_when_a_function_was_never_defined():
+    """Issue 49: a skipped answer cell made its check read a bare NameError."""
+    from autograder import selfcheck
+
+    chapter = "04_layer_norm"
+    nb = nbformat.read(release.RELEASE / chapter / f"{chapter}.ipynb", as_version=4)
+    ex = table.exercise(chapter, "2.2")
+    cell = next(c for c in nb.cells if nbg(c).get("grade_id") == ex.grade_id)
+    cell.outputs = [nbformat.v4.new_output(
+        "error", ename="NameError", evalue="name 'layer_norm' is not defined", traceback=[])]
+    other = next(c for c in nb.cells if nbg(c).get("grade_id") == table.exercise(
+        chapter, "4.1").grade_id)
+    other.outputs = [nbformat.v4.new_output(
+        "error", ename="NameError", evalue="name 'np' is not defined", traceback=[])]
+    results = {r.grade_id: r for r in selfcheck.summarize(nb)[0]}
+    assert results[ex.grade_id].status == selfcheck.FAILED
+    assert results[ex.grade_id].detail.startswith(
+        "define `layer_norm` first: run the answer cell of Exercise 2.2 above (NameError: ")
+    assert results[other.metadata["nbgrader"]["grade_id"]].detail == (
+        "NameError: name 'np' is not defined")
+
+
 def private_names_in_tests(root=ROOT) -> list[str]:
     """Where a test names a private attribute (``_name``) of a chapter's check module
     (``from autograder.checks.masking import _MASKED``, ``M._MASKED`` with ``M`` the module):
