@@ -191,8 +191,10 @@ def test_a_measurement_from_a_new_generator_fails_the_visible_check_and_the_grad
 
 def test_the_generators_of_the_stage_are_in_the_states_it_says():
     assert A.GENERATORS == ("the case's own", "the twin", "the same state again", "advanced")
-    for (_, _, seed), group in zip(A.TWINS, A._twin_args()):
-        own, twin, again, later = (args[2].standard_normal(4) for args in group)
+    for _, _, seed in A.TWINS:
+        own, twin, again, later = (g.standard_normal(4) for g in (
+            np.random.default_rng(seed), A.twin(seed), np.random.default_rng(seed),
+            A.advanced(seed)))
         assert (own == again).all() and not (own == later).any()
         assert own[0] == twin[0] and not (own[1:] == twin[1:]).any()
         moved = np.random.default_rng(seed)  # advanced: as a call that drew ADVANCE outputs
