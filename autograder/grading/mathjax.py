@@ -7,10 +7,12 @@ URL). On a machine without the network the maths of every page stays raw ``$...$
 from a Jupyter server at ``/static/jupyter_server_mathjax/``. This module points the pages at a
 local copy instead of the CDN:
 
-- **feedback pages** (``OUT_DIR/feedback/<student>/<assignment>/<nb>.html``, and the same
-  depth under ``return/``) load ``../../../mathjax/MathJax.js``: :func:`publish` copies MathJax
-  to ``OUT_DIR/mathjax`` once per class; the grading process renders the pages with
-  :func:`jupyter_path` (``FEEDBACK_URL``) on its ``JUPYTER_PATH``;
+- **feedback pages** (``OUT_DIR/feedback/<student>/<assignment>/<nb>.html``, and their
+  copies under ``return/``) load no MathJax at all: their maths is MathML, written when the
+  page is made (``autograde/offline_page.py``), so that a page returned through the LMS and
+  opened on its own shows it. The grading process renders them with :func:`jupyter_path`
+  (``FEEDBACK_URL``, None: an empty macro) on its ``JUPYTER_PATH``. (:func:`publish`, which
+  copied MathJax to ``OUT_DIR/mathjax`` for them, is no longer needed by any page);
 - **formgrader** (``bootstrap lab --instructor``) loads the server's own copy
   (``SERVER_URL``), with :func:`jupyter_path` of that URL on the server's ``JUPYTER_PATH``.
 
@@ -27,7 +29,7 @@ import shutil
 from pathlib import Path
 
 CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"  # a configuration the package ships
-FEEDBACK_URL = f"../../../mathjax/MathJax.js?config={CONFIG}"  # from feedback/<s>/<a>/
+FEEDBACK_URL = None  # feedback pages: no MathJax, their maths is MathML (offline_page.py)
 SERVER_URL = f"/static/jupyter_server_mathjax/MathJax.js?config={CONFIG}"
 
 # The macro nbconvert's templates import (``{% from 'mathjax.html.j2' import mathjax %}``): the
@@ -59,16 +61,21 @@ def static_dir() -> Path | None:
     return folder if (folder / "MathJax.js").is_file() else None
 
 
-def macro(url: str) -> str:
-    """The ``mathjax.html.j2`` whose macro loads MathJax from ``url``.
+def macro(url: str | None) -> str:
+    """The ``mathjax.html.j2`` whose macro loads MathJax from ``url`` (None: a macro that
+    writes nothing).
 
     >>> 'src="{{ url }}"' in macro("x.js") and 'url="x.js"' in macro("x.js")
     True
+    >>> macro(None)
+    '{%- macro mathjax(url=None) -%}{%- endmacro %}\\n'
     """
+    if url is None:
+        return "{%- macro mathjax(url=None) -%}{%- endmacro %}\n"
     return MACRO.replace('url="URL"', f'url="{url}"')
 
 
-def jupyter_path(url: str, folder: Path) -> Path:
+def jupyter_path(url: str | None, folder: Path) -> Path:
     """A Jupyter data folder under ``folder`` whose ``nbconvert/templates/base/mathjax.html.j2``
     loads MathJax from ``url`` (written once); put it first on ``JUPYTER_PATH``."""
     base = Path(folder) / "nbconvert" / "templates" / "base"

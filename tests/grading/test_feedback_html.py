@@ -1,7 +1,8 @@
 """Feedback pages are sanitised (issue 14, item 7): no script, no event handler, no
 ``javascript:`` URL from the student reaches the instructor's browser, by the three routes of
-the issue (``<script>`` in a markdown cell, ``_repr_html_``, ``_repr_javascript_``), while the
-page keeps its math, its figures and the check messages."""
+the issue (``<script>`` in a markdown cell, ``_repr_html_``, ``_repr_javascript_``) and by the
+LaTeX a student's markdown holds (issue 48, item 7: the maths becomes MathML at grading time),
+while the page keeps its math (MathML, no MathJax), its figures and the check messages."""
 
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ PNG = base64.b64encode(bytes.fromhex(
 MARKDOWN = (
     "## My notes $x^2$\n\n<script>window.PWNED_MD = 1</script>\n\n"
     "<img src=x onerror=\"window.PWNED_IMG = 1\">\n\n[a link](javascript:window.PWNED_LINK=1)\n"
-    "\n<iframe srcdoc=\"<script>parent.PWNED_FRAME=1</script>\"></iframe>\n"
+    "\n<iframe srcdoc=\"<script>parent.PWNED_FRAME=1</script>\"></iframe>\n\n"
+    "Maths: $\\text{<script>window.PWNED_TEX = 1</script>}$, "
+    "$\\href{javascript:window.PWNED_HREF=1}{x}$, $\\style{x:y}{\\text{<img src=x "
+    "onerror=\"window.PWNED_MML=1\">}}$\n"
 )
 OUTPUTS = (
     "class _Html:\n"
@@ -48,7 +52,7 @@ OUTPUTS = (
     "display(_Html(), _Js(), _Png())\n"
 )
 ROUTES = ("PWNED_MD", "PWNED_IMG", "PWNED_LINK", "PWNED_FRAME", "PWNED_HOVER", "PWNED_HTML",
-          "PWNED_JS")
+          "PWNED_JS", "PWNED_TEX", "PWNED_HREF", "PWNED_MML")
 
 
 def _runs_something(body: str) -> list[str]:
@@ -111,13 +115,13 @@ def test_student_content_in_feedback_runs_nothing(feedback):
 
 def test_feedback_keeps_math_figures_and_scores(feedback):
     page = feedback["page"]
-    head = page.split("<body", 1)[0]
-    assert "MathJax" in head and "<script" in head  # the template's own scripts stay
-    # MathJax from OUT_DIR/mathjax (the installed package's copy), never a CDN (issue 31)
-    src = re.search(r'<script src="([^"]*MathJax\.js[^"]*)"', head)[1]
-    assert "cdnjs" not in page and src == mathjax.FEEDBACK_URL
-    assert (feedback["path"].parent / src.split("?")[0]).resolve().is_file()
-    assert "$x^2$" in page
+    head, body = page.split("<body", 1)
+    # no MathJax, no script at all: the maths is MathML, written when the page was made
+    # (issue 48 item 7: a page opened on its own, from the LMS, shows it)
+    assert "<script" not in head and "MathJax" not in page and mathjax.FEEDBACK_URL is None
+    assert "$x^2$" not in page
+    assert "<math display=\"inline\"><mrow><msup><mi>x</mi><mn>2</mn></msup></mrow></math>" in body
+    assert "\\text{&lt;script&gt;window.PWNED_TEX" in body  # no safe MathML: shown as text
     assert f"data:image/png;base64,{PNG}" in page.replace("\n", "")
     nb = feedback["nb"]
     assert [(r["points"], r["status"]) for r in feedback["rows"]] == [

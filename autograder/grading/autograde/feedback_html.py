@@ -14,8 +14,9 @@ from the same allow-list (:data:`TAGS`, :func:`allowed_attribute`, bleach's HTML
   ``iframe``, ``object``, ``style``, ``noscript`` ...) are escaped into visible text, event
   handlers and ``srcdoc`` are dropped, URLs keep only ``http``, ``https``, ``mailto``, page
   anchors and raster ``data:image`` (the output figures). The ``<head>`` is the template's own
-  (the notebook's file name, styles, MathJax and its configuration) and is kept as written,
-  so math still renders.
+  (the notebook's file name, styles) and is kept as written. Then the cleaned body's maths
+  becomes MathML and the chapter's diagrams are embedded (``offline_page.py``: a page opened
+  from a download folder, with nothing beside it, shows both).
 
 >>> clean_page('<head><script>mathjax()</script></head><body>'
 ...            '<p onclick="x()"><a href=" JaVa&#x73;cript:x()">a</a> $x^2$</p></body>')
@@ -65,21 +66,34 @@ def _cleaner():
 _BODY = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
 
 
-def clean_page(page: str) -> str:
-    """The page with its body cleaned (see the module docstring); the head is kept."""
+def clean_page(page: str, offline: dict[str, str] | None = None) -> str:
+    """The page with its body cleaned (see the module docstring); the head is kept. With
+    ``offline`` (the chapter's figures, ``{file name: SVG text}``), the cleaned body then gets
+    its maths as MathML and those figures embedded (``offline_page.finish``: a page that
+    opens on its own)."""
     start = _BODY.search(page)
     if start is None:  # not a page the template wrote: clean all of it
         return _cleaner().clean(page)
     end = page.lower().rfind("</body>")
     end = end if end >= start.end() else len(page)
-    return page[:start.end()] + _cleaner().clean(page[start.end():end]) + page[end:]
+    body = _cleaner().clean(page[start.end():end])
+    if offline is not None:
+        from .offline_page import finish
+
+        body = finish(body, offline)
+    return page[:start.end()] + body + page[end:]
 
 
 def clean_feedback(folder: Path) -> list[Path]:
-    """Clean every ``*.html`` page under ``folder`` in place; returns the pages."""
+    """Clean every ``*.html`` page under ``folder`` (``feedback/<student>/<assignment>``) in
+    place, its maths as MathML and the assignment's diagrams (``autograder/diagrams.py``)
+    embedded; returns the pages."""
+    from autograder.diagrams import figures
+
+    drawn = figures(Path(folder).name)
     pages = sorted(folder.rglob("*.html"))
     for page in pages:
-        page.write_text(clean_page(page.read_text(encoding="utf-8")), encoding="utf-8")
+        page.write_text(clean_page(page.read_text(encoding="utf-8"), drawn), encoding="utf-8")
     return pages
 
 
@@ -88,10 +102,11 @@ def warm_up() -> None:
     builds is then built in this one (the warm process, before it forks the students' grading
     processes: ``warm.py``): nbconvert's compiled templates
     (``nbgrader_patches.share_compiled_templates``), the CSS selectors it looks for, Pygments'
-    lexer, bleach's parser and their regular expressions (about 1 s of CPU of the first page
-    of every student). Each is a cache of something built from its own source (a template, a
-    selector, a lexer), never from a page, so no page changes. Nothing happens where it fails
-    (the first page builds them, as before)."""
+    lexer, bleach's parser, the MathML converter (``offline_page``) and their regular
+    expressions (about 1 s of CPU of the first page of every student). Each is a cache of
+    something built from its own source (a template, a selector, a lexer), never from a page,
+    so no page changes. Nothing happens where it fails (the first page builds them, as
+    before)."""
     try:
         from nbconvert.exporters import HTMLExporter
         from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
@@ -123,7 +138,10 @@ def warm_up() -> None:
         ]
         resources = {"nbgrader": {"notebook": "warm-up", "score": 1, "max_score": 1,
                                   "late_penalty": 0}}
-        clean_page(exporter.from_notebook_node(nb, resources)[0])
+        clean_page(exporter.from_notebook_node(nb, resources)[0], {})
+        from .offline_page import warm_up as offline_warm_up
+
+        offline_warm_up()
     except Exception:  # noqa: BLE001 - a head start only
         pass
 
