@@ -173,8 +173,8 @@ def attention(highlight_mask: bool = False) -> str:
     c.text(620, 166, "causal M, T = 4: query t", 12, anchor="start", fill=MUTED)
     c.text(620, 182, "(row) sees keys ≤ t (columns);", 12, anchor="start", fill=MUTED)
     c.text(620, 198, "grey: −∞, weight 0", 12, anchor="start", fill=MUTED)
-    c.text(530, 290, "Rows are tokens (X ∈ ℝ^{n×d}, Q = XW_{Q}); every matrix after S has one "
-           "row per query and one column per key.", 13, fill=MUTED)
+    c.text(530, 290, "Rows are tokens (X ∈ ℝ^{n×d}, Q = XW_{Q}); S to A have one row per query "
+           "and one column per key, Y one row per query.", 13, fill=MUTED)
     return c.svg()
 
 

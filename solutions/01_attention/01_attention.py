@@ -394,7 +394,9 @@ with requires("Exercise 4.1 and Exercise 2.1"):
 #
 # ![Scaled dot-product attention: Q and K give the scores QKᵀ, scaled by 1/√d_k, masked, a softmax over the keys, times V](figures/attention.svg)
 #
-# *Scaled dot-product attention step by step, with the shape after each step (the mask is optional).*
+# *Scaled dot-product attention step by step (the mask is optional): the scores and weights
+# are $T_q \times T_k$, one row per query and one column per key; the output $Y = AV$ is
+# $T_q \times d_v$, one row per query.*
 #
 # **Masks.** The survey [S4] writes the causal mask as an *additive* matrix $M$: for the query at
 # position 2 of a 4-token sequence the row is $[0, 0, -\infty, -\infty]$ — adding $-\infty$

@@ -69,10 +69,10 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #    $1/\sigma$). The intended term is the mean $\mu_k = \frac{1}{d}\sum_j x_{kj}$.
 # 2. **A scalar gain.** $\gamma \in \mathbb{R}$ scales every feature alike, while $\beta \in
 #    \mathbb{R}^d$ is a vector. In `torch.nn.LayerNorm(d)` both are vectors of length $d$
-#    (`weight` and `bias`), one scale and one shift **per feature**; the seed's scalar is the
+#    (`weight` and `bias`), one scale and one shift **per feature**; [S1]'s scalar is the
 #    special case $\gamma\,\mathbf{1}$.
 #
-# The seed also leaves two details open that matter for matching PyTorch: the variance is the
+# [S1] also leaves two details open that matter for matching PyTorch: the variance is the
 # **biased** one (divide by $d$, not $d-1$), and a small $\varepsilon$ goes **inside** the square
 # root so a token with equal features does not give $0/0$.
 #

@@ -169,3 +169,30 @@ def test_trial_text_fixes():
     assert "no better than chance" not in text("08_training")  # a loss above log V is worse
     ch6 = text("06_transformer")
     assert "returns an empty `KVCache`" in ch6 and "no `len()`" in ch6
+
+
+SEED_AS_SOURCE = re.compile(r"\b[Tt]he\s+seed(?:'s)?\b(?!\s+(?:of|for|value|number)\b)")
+
+
+def test_no_chapter_calls_a_source_the_seed():
+    """Issue 49: chapter 04 said "the seed's scalar" of [S1]; the course names its five
+    sources [S1]-[S5], and "seed" is no name of them."""
+    assert SEED_AS_SOURCE.search("the seed's scalar") and SEED_AS_SOURCE.search("The seed also")
+    assert not SEED_AS_SOURCE.search("the seed of the generator")
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p, text in _chapters()
+             for m in SEED_AS_SOURCE.finditer(text)]
+    assert not found, "\n".join(found)
+
+
+def test_chapter_1_attention_caption_states_each_shape_the_figure_shows():
+    """Issue 49: the figure said every matrix after S has one column per key, which Y = AV
+    (T_q × d_v) has not; the caption promised a shape after each step."""
+    from autograder import diagrams
+
+    svg = diagrams.attention()
+    assert "every matrix after S" not in svg and "Y one row per query" in svg
+    nb = nbformat.read(ROOT / "notebooks/01_attention/01_attention.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if "figures/attention.svg" in c.source]
+    caption = cell.source.split("figures/attention.svg)", 1)[1].strip().split("\n\n")[0]
+    assert r"$Y = AV$ is" in caption and r"$T_q \times d_v$" in caption
+    assert r"$T_q \times T_k$" in caption and "after each step" not in caption
