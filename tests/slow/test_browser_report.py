@@ -134,3 +134,59 @@ def test_report_of_a_class_in_chromium(tmp_path_factory, tmp_path):
     out = _class_with_mistakes(tmp_path_factory, tmp_path)
     ARTIFACTS.mkdir(exist_ok=True)
     _check_report(_read_report(chromium, out / "report.html", ARTIFACTS / "report-class.png"))
+
+
+def _read_alone(chromium: str, page_path, screenshot) -> dict:
+    """What Chromium, scripts off, shows of ``page_path``: its MathML, its images, and every
+    URL the page asked for."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True,
+                                     args=CHROMIUM_FLAGS)
+        try:
+            context = browser.new_context(java_script_enabled=False,
+                                          viewport={"width": 1300, "height": 1000})
+            page = context.new_page()
+            asked: list[str] = []
+            page.on("request", lambda r: asked.append(r.url))
+            page.goto(page_path.as_uri())
+            page.wait_for_load_state("load")
+            page.screenshot(path=str(screenshot), full_page=False)
+            return {
+                "asked": asked,
+                "maths": page.eval_on_selector_all(
+                    "math", "els => els.map(e => [e.namespaceURI, "
+                    "e.getBoundingClientRect().width, e.getBoundingClientRect().height])"),
+                "images": page.eval_on_selector_all(
+                    "img", "els => els.map(e => [e.src.slice(0, 26), e.complete, "
+                    "e.naturalWidth])"),
+                "raw": page.evaluate("() => (document.body.innerText.match("
+                                     "/\\$[^$\\s][^$]*\\\\[a-z]+[^$]*\\$/g) || []).length"),
+            }
+        finally:
+            browser.close()
+
+
+def test_a_returned_feedback_page_opens_on_its_own(tmp_path_factory, tmp_path):
+    """Issue 48 item 7: a page given back through the LMS (``OUT_DIR/return/``), opened from a
+    folder with nothing beside it and scripts off, shows its maths (MathML, laid out) and the
+    chapter's diagram (an image that loaded), and asks for no file but itself."""
+    chromium = _chromium()
+    base = graded_class(tmp_path_factory, "nb01-class", SOURCE, ASSIGNMENT, ARGS)
+    assert base["returncode"] == 0, base["stderr"]
+    pages = sorted((base["out"] / "return").glob(f"*/{ASSIGNMENT}/{ASSIGNMENT}.html"))
+    assert pages
+    alone = tmp_path / "Downloads"
+    alone.mkdir()
+    shutil.copyfile(pages[0], alone / pages[0].name)
+    ARTIFACTS.mkdir(exist_ok=True)
+    seen = _read_alone(chromium, alone / pages[0].name, ARTIFACTS / "feedback-returned.png")
+    assert seen["asked"] == [(alone / pages[0].name).as_uri()], seen["asked"]
+    maths = seen["maths"]
+    assert len(maths) > 50, len(maths)
+    assert all(ns == "http://www.w3.org/1998/Math/MathML" for ns, _, _ in maths)
+    assert sum(w > 0 and h > 0 for _, w, h in maths) > 50  # laid out, not raw text
+    assert seen["raw"] == 0  # no $...\command...$ left as text
+    figures = [i for i in seen["images"] if i[0] == "data:image/svg+xml;base64,"]
+    assert figures and all(done and width > 0 for _, done, width in figures), seen["images"]
