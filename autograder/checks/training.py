@@ -1403,6 +1403,7 @@ def _freq_probe(sample_fn):
         return _freq_output(logits, drive(logits, temperature, top_k, top_p, seed))
 
     sample_next_token.__name__ = "sample_next_token"
+    sample_next_token.student = sample_fn  # (the stage after the cases drives it again)
     return sample_next_token
 
 
@@ -1506,6 +1507,38 @@ def _sample_cases():
     return tuple(cases)
 
 
+# "drawn with torch.multinomial(probs, 1, generator=generator)" (issue 49): frequencies
+# alone cannot tell the given generator from another one (the global one, a new one), so
+# after the cases the function draws twice with generators in the same state: the same draws.
+_SAME_STATE = (_Z6, 1.0, None, None, 872)
+_SAME_DRAWS = tuple((f"after the cases: a generator seeded 872, {which}", _SAME_STATE)
+                    for which in ("once", "again in the same state"))
+NOT_GIVEN = "drew without the given generator"
+_NOT_GIVEN_WHY = (
+    "Draw with the generator you are given, `torch.multinomial(probs, 1, "
+    "generator=generator)`: without it torch draws from its global generator (or a new "
+    "one), so a generator in the same state cannot reproduce your tokens (a sampling run "
+    "cannot be repeated, nor a checkpoint resumed).")
+
+
+def _same_draws_problem(first, again) -> tuple[str, str] | None:
+    """(diagnosis, problem) from the driver's two records on generators in the same state
+    (``_SAME_DRAWS``), or None: the draws of the given generator are the same twice."""
+    a, b = (_freq_output(_SAME_STATE[0], x) for x in (first, again))
+    if torch.equal(a, b):
+        return None
+    return (NOT_GIVEN,
+            "on two generators in the same state (seeded 872, temperature 1) your tokens "
+            f"differ: {_NOT_GIVEN_WHY}")
+
+
+def _sample_post(probe, hidden):
+    """After the cases: the draws on two generators in the same state are the same."""
+    drive = _drivers.sample_next_token(probe.student)
+    found = _same_draws_problem(*(drive(*args) for _, args in _SAME_DRAWS))
+    return f"{found[1]}\n  Likely mistake: {found[0]}." if found else None
+
+
 _SAMPLE = Check(
     **table.identity(__name__, "sample_next_token"),
     call_text=lambda c: (
@@ -1595,6 +1628,7 @@ _SAMPLE = Check(
                   "token: torch.topk(z, min(top_k, z.size(-1)), dim=-1).",
                   lambda e: "selected index k out of range" in str(e)),
     ),
+    post=_sample_post,
 )
 _check_sample = register(_SAMPLE)
 
@@ -1626,6 +1660,7 @@ DRIVEN = {
         output=lambda case, raw: _resume_output(case.args[0], case.args[2], raw),
         reference=_REFERENCE),
     _KEY["sample_next_token"]: Driven(output=lambda case, raw: _freq_output(case.args[0], raw),
+                                      extra=_SAME_DRAWS, post=_same_draws_problem,
                                       reference=_REFERENCE),
 }
 _PROBES = {

@@ -287,3 +287,20 @@ def test_load_that_swaps_the_parameters_scores_zero(tmp_path, solutions, how):
     assert not v.passed and v.diagnosis == "parameters replaced, not loaded in place", v.message
     with pytest.raises(CheckFailed, match="parameters replaced, not loaded in place"):
         _run(check, training.probe(K["checkpoint"], save, load), hidden=True)
+
+
+def test_a_sampler_that_ignores_the_given_generator_fails_kernel_and_grader(tmp_path):
+    """Issue 49: `torch.multinomial(probs, 1)` (torch's global generator) gives the right
+    frequencies and passed; drawn twice with generators in the same state it draws other
+    tokens. The notebook's visible check and the grader's verdict name it."""
+    from helpers.answers.training import sampler
+
+    wrong = sampler(given=False)
+    check = get_check(K["sample_next_token"])
+    v = judge(check, _record(tmp_path, K["sample_next_token"], wrong))
+    assert not v.passed and v.diagnosis == training.NOT_GIVEN, v.message
+    assert "on two generators in the same state" in v.message
+    with pytest.raises(CheckFailed) as info:
+        training.check_sample_next_token(wrong)
+    assert f"Likely mistake: {training.NOT_GIVEN}." in str(info.value)
+    assert judge(check, _record(tmp_path, K["sample_next_token"], sampler())).passed

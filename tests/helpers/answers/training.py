@@ -168,7 +168,7 @@ def ckpt_fns(optimizer=True, step=True, generator=True, gen_object=False, opt_ob
 
 def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=True,
             fill=-math.inf, keepdim=True, axis=-1, cum_axis=-1, greedy_axis=-1, cap_k=True,
-            draw=True):
+            draw=True, given=True):
     def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
         if greedy and temperature == 0:
             return torch.argmax(logits, dim=greedy_axis, keepdim=keepdim)
@@ -211,6 +211,8 @@ def sampler(temp="divide", k="largest", p="exclusive", p_first=False, greedy=Tru
             z = tempered(z)
         if not draw:  # the most probable token every time
             return z.softmax(axis).argmax(-1, keepdim=True)
+        if not given:  # (False: torch's global generator, not the given one)
+            return torch.multinomial(z.softmax(axis), 1)
         return torch.multinomial(z.softmax(axis), 1, generator=generator)
 
     return sample_next_token
@@ -647,6 +649,8 @@ WRONG = [
     (KEY["checkpoint"], ckpt_fns(weights=False), "the model's weights were not loaded"),
     (KEY["checkpoint"], ckpt_fns(write=False),
      "nothing was written to path (torch.save missing?)"),
+    # "drawn with torch.multinomial(probs, 1, generator=generator)" (issue 49: passed both)
+    (KEY["sample_next_token"], (sampler(given=False),), "drew without the given generator"),
     (KEY["sample_next_token"], (sampler(temp="multiply"),),
      "multiplied the logits by the temperature instead of dividing"),
     (KEY["sample_next_token"], (sampler(temp="ignore"),), "temperature ignored"),
