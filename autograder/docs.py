@@ -182,8 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=OUT,
                    help="where the HTML goes (default: docs/_build/html)")
+    p.add_argument("--source", type=Path, default=DOCS,
+                   help="the Sphinx project (default: docs/, this course's site)")
     args = p.parse_args(argv)
-    return build(args.out.resolve())
+    return build(args.out.resolve(), args.source.resolve())
 
 
 if __name__ == "__main__":

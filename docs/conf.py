@@ -42,8 +42,11 @@ html_static_path: list[str] = []
 html_last_updated_fmt = None
 html_show_sourcelink = False
 html_copy_source = False
+html_show_copyright = False
 
-# MathJax 2.7 from the installed package (copied into _static/mathjax by setup() below)
+# MathJax 2.7 from the installed package (copied into _static/mathjax by setup() below). The
+# package ships only the STIX-Web fonts: MathJax's default, TeX, would fetch a fontdata.js that
+# is not there and fail on a prime ("Math Processing Error" on $\mathbb{R}^{d'\times d}$).
 mathjax_path = f"mathjax/MathJax.js?config={mathjax.CONFIG}"
 # MyST marks its pages tex2jax_ignore and its maths class "math" (MathJax 3's names): MathJax 2
 # is told the same, so only the maths is typeset
@@ -53,6 +56,8 @@ mathjax2_config = {
                 "processEscapes": True, "processEnvironments": True,
                 "ignoreClass": "tex2jax_ignore|mathjax_ignore",
                 "processClass": "tex2jax_process|mathjax_process|math|output_area"},
+    "HTML-CSS": {"availableFonts": ["STIX-Web"], "preferredFont": "STIX-Web",
+                 "webFont": "STIX-Web", "imageFont": None},
     "messageStyle": "none",
 }
 
