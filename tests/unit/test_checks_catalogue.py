@@ -12,6 +12,7 @@ gets wrong.
 
 import dataclasses
 import importlib
+import re
 
 import pytest
 
@@ -137,3 +138,97 @@ def test_the_walk_finds_a_stated_requirement_left_to_a_hidden_case():
     assert not {(key, m.name) for m in check.mistakes if visible_cases_pass(check, m)}
     with pytest.raises(CheckFailed, match="Likely mistake: a fully masked row gives nan"):
         check_scaled_dot_product_attention(sdpa_torch_softmax)  # the check agrees with the walk
+
+
+# ---------------------------------------------------------------- requirements the texts state
+# Issue 49: three requirements the texts state passed both checks. The words below, wherever an
+# exercise's text (goal, hint, docstring) says them, state a requirement; each (chapter,
+# exercise, words) has a wrong answer that breaks it, written as a student would, and what
+# the notebook's (visible) check says of it.
+STATED_WORDS = (r"from the given (?:random )?generator", r"generator=generator",
+                r"replays your generator", r"in place", r"does not modify",
+                r"exactly\W+the same", r"keeps? the input's dtype", r"two whole symbols")
+
+
+def _wrong_for_stated():
+    """{(chapter, exercise, words): (the wrong answer's arguments to the visible check, what
+    its message says)}; built on use (the answers import the chapters' checks)."""
+    import numpy as np
+
+    from autograder.checks import attention, training
+
+    from helpers.answers import attention as A1
+    from helpers.answers import bpe as A7
+    from helpers.answers import layer_norm as A4
+    from helpers.answers import training as A8
+    from helpers.answers import transformer as A6
+
+    def ev_own_batches(model, data, batch_size, block_size, eval_iters, generator=None):
+        return A8.good_eval(model, data, batch_size, block_size, eval_iters, None)
+
+    def gb_global(data, batch_size, block_size, generator=None):
+        return A8.good_get_batch(data, batch_size, block_size, None)  # torch's own generator
+
+    def sm(x, axis=-1):
+        return A1.ans.np_softmax(x.astype(np.float64), axis=axis)
+
+    def ln(x, gamma, beta, eps=1e-5):
+        return A4.good_ln_np(x.astype(np.float64), gamma, beta, eps)
+
+    fast = A7.incremental_trainer
+    named = "Likely mistake: {}."
+    return {
+        ("01_attention", "2.1", r"does not modify"): (
+            (A1.softmax_in_place,), "changed its input in place"),
+        ("01_attention", "2.1", r"keeps? the input's dtype"): (
+            (sm,), "for float32 inputs (keep the input's dtype)"),
+        ("01_attention", "4.1", r"from the given (?:random )?generator"): (
+            (A1.variance_fresh_generator,), named.format(attention.FRESH)),
+        ("04_layer_norm", "2.1", r"keeps? the input's dtype"): (
+            (ln,), "for float32 inputs (keep the input's dtype)"),
+        ("06_transformer", "5.1", r"in place"): (
+            (A6.make_incremental(A6.good_gpt, use_cache=False),),
+            named.format("no cache passed (each token sees only itself)")),
+        ("07_bpe", "2.2", r"two whole symbols"): (
+            (A7.merge_by_replace,),
+            named.format("merged by string replacement (joined across symbols)")),
+        ("07_bpe", "4.1", r"exactly\W+the same"): (
+            (lambda text, vocab_size, special_tokens=(): fast(text, vocab_size, special_tokens,
+                                                              drop_zero=False),),
+            named.format("pairs whose count reached 0 kept (dead pairs merged after the real "
+                         "ones)")),
+        # the batches of torch's own generator: other windows than the given one draws
+        ("08_training", "1.1", r"generator=generator"): ((gb_global,), "differs at index"),
+        ("08_training", "1.1", r"replays your generator"): ((gb_global,), "differs at index"),
+        ("08_training", "4.1", r"generator=generator"): ((ev_own_batches,), "the result is"),
+        ("08_training", "5.1", r"in place"): (
+            A8.ckpt_fns(assign=True), named.format("parameters replaced, not loaded in place")),
+        ("08_training", "6.1", r"generator=generator"): (
+            (A8.sampler(given=False),), named.format(training.NOT_GIVEN)),
+    }
+
+
+def _stated():
+    return {(ch, e.number, w) for ch in CHAPTERS for e in table.chapter(ch).exercises
+            for w in STATED_WORDS if re.search(w, exercise_text(ch, e.number))}
+
+
+def test_every_requirement_the_texts_state_has_a_wrong_answer_the_visible_check_fails():
+    """The walk: each (exercise, words) the texts state is listed, and only those."""
+    listed = set(_wrong_for_stated())
+    assert _stated() == listed, (
+        f"stated, with no wrong answer listed: {sorted(_stated() - listed)}; "
+        f"listed, not stated: {sorted(listed - _stated())}")
+
+
+@pytest.mark.parametrize("entry", sorted(_stated()), ids=lambda e: f"{e[0]} {e[1]}: {e[2]}")
+def test_a_stated_requirement_broken_fails_the_visible_check(entry):
+    chapter, number, _ = entry
+    args, says = _wrong_for_stated()[entry]
+    ex = table.exercise(chapter, number)
+    public = getattr(importlib.import_module(f"autograder.checks.{ex.module}"),
+                     f"check_{ex.function}")
+    with pytest.raises(CheckFailed) as info:
+        public(*args)
+    assert says in str(info.value), str(info.value)
+    assert str(info.value).startswith(ex.label)
