@@ -50,7 +50,8 @@ SHARED_CLASSES = {
     "chapters-04": ("grading/test_notebook04.py", "grading/test_notebook05.py",
                     "grading/test_notebook06.py", "grading/test_notebook08.py"),
     "nb01-class": ("grading/test_grade_class.py", "slow/test_browser_report.py"),
-    "attention-attacks": ("grading/test_verdict_class.py", "grading/test_dodge_class.py"),
+    "attention-attacks": ("grading/test_verdict_class.py", "grading/test_dodge_class.py",
+                          "grading/test_odd_files.py"),
 }
 _GROUP_OF = {f"tests/{m}": g for g, mods in SHARED_CLASSES.items() for m in mods}
 # Unit modules whose module fixture costs seconds (a trained tokenizer, a gradebook, recorded

@@ -16,6 +16,7 @@ from helpers.chapters import (
     MISTAKES,
     SOURCE,
     check_chapter,
+    check_earlier_release,
     executed_chapter,
     graded_chapter_04,
     warnings_in_course_cells,
@@ -31,6 +32,11 @@ def graded(tmp_path_factory):
 
 def test_grading_path_proofs(graded):
     check_chapter(graded, MISTAKES[ASSIGNMENT])
+
+
+def test_earlier_release_graded_on_its_own_exercises(graded):
+    """The chapter as released before Exercise 2.2 was added (issue 47)."""
+    check_earlier_release(graded, "2.2")
 
 
 @pytest.fixture(scope="module")

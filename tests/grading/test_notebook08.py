@@ -25,6 +25,7 @@ from helpers.chapters import (
     MISTAKES,
     SOURCE,
     check_chapter,
+    check_earlier_release,
     graded_chapter_04,
     warnings_in_course_cells,
 )
@@ -43,6 +44,11 @@ def graded(tmp_path_factory):
 
 def test_grading_path_proofs(graded):
     check_chapter(graded, MISTAKES[ASSIGNMENT])
+
+
+def test_earlier_release_graded_on_its_own_exercises(graded):
+    """The chapter as released before Exercise 3.3 was added (issue 47)."""
+    check_earlier_release(graded, "3.3")
 
 
 # `course-check` on the solution, run once for the module (the notebook at its smoke size in a

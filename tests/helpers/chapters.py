@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -221,6 +222,10 @@ def _edit(gid, old, new):
 # The chapters whose tests share one ``course-grade`` run (one template, one class).
 CHAPTERS_04 = ("04_layer_norm", "05_feed_forward_blocks", "06_transformer", "08_training")
 STUDENTS = ("solution", "release", "mistake")
+# hands in, for the chapters that have one, the notebook of an earlier release (its answers
+# right): graded on the exercises it has (tests/helpers/earlier_releases.py)
+EARLIER_STUDENT = "earlier_release"
+EARLIER = REPO / "tests" / "fixtures" / "earlier_releases"
 
 
 def graded_chapter_04(tmp_path_factory, assignment: str) -> dict:
@@ -250,6 +255,10 @@ def graded_chapter_04(tmp_path_factory, assignment: str) -> dict:
                                                 builder.answered(_edit(gid, old, new)))):
                 (cls / student).mkdir(parents=True, exist_ok=True)
                 nbformat.write(book, cls / student / f"{nb.name}.ipynb")
+            earlier = EARLIER / f"{nb.name}.ipynb"  # the chapter's release before its newest
+            if earlier.exists():  # exercise, answered (issue 47)
+                (cls / EARLIER_STUDENT).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(earlier, cls / EARLIER_STUDENT / earlier.name)
         t0 = time.monotonic()
         proc = subprocess.run(grade_cmd(cls, root / "out", SOURCE, *args), cwd=REPO,
                               capture_output=True, text=True)
@@ -311,6 +320,23 @@ def executed_chapter(tmp_path_factory, assignment: str, which: str = "solution")
         nbformat.write(nb, root / "tmp.ipynb")
         (root / "tmp.ipynb").rename(done)
     return nbformat.read(done, as_version=4)
+
+
+def check_earlier_release(result: dict, added: str) -> None:
+    """The earlier release's notebook (its answers right) keeps full marks on every exercise it
+    has; ``added`` (the exercise added since, e.g. "2.2") scores 0 and its row says why. Its
+    rows are never "not graded" (nbgrader used to fail on the missing cells: KeyError)."""
+    assert result["returncode"] == 0, result["stderr"]
+    rows = result["rows"][EARLIER_STUDENT]
+    new = table.exercise(result["assignment"], added).grade_id
+    assert sorted(rows) == sorted(result["grade_cells"])
+    for gid, r in rows.items():
+        if gid == new:
+            assert (r["points"], r["status"], r["diagnosis"]) == (
+                "0", f"graded (not in this notebook: Exercise {added}; an earlier release of "
+                "the chapter, or its cells deleted)", "earlier release"), r
+        else:
+            assert (r["status"], r["points"]) == ("graded", r["max_points"]), r
 
 
 def check_chapter(result: dict, mistake: tuple, max_seconds: float = 120.0) -> None:

@@ -80,12 +80,12 @@ def rebuild(data: bytes, release, answers_of: dict[str, list[str]], name: str = 
     ours = {grade_id(c): c for c in release.cells if grade_id(c) is not None and nbg(c)}
     sent_ids = {grade_id(c) for c in cells}
     tests = [g for g, c in ours.items() if is_test(c)]
-    if not any(g in sent_ids for g in tests) and not any(
-            g in sent_ids for g, c in ours.items() if is_answer(c)):
+    if not any(g in sent_ids for g in tests):  # answer ids are shared by chapters, tests not
         held = [other for other, ids in sorted((others or {}).items()) if ids & sent_ids]
         if held:
             raise NotANotebook(f"this file holds {held[0]}, not {name}")
-        raise NotANotebook(f"this file is not {name} (none of its graded cells)")
+        if not any(g in sent_ids for g, c in ours.items() if is_answer(c)):
+            raise NotANotebook(f"this file is not {name} (none of its graded cells)")
 
     out = Rebuilt(nbformat.v4.new_notebook(metadata=copy.deepcopy(release.metadata)), cells)
     out.notebook.nbformat_minor = release.nbformat_minor
@@ -168,6 +168,10 @@ def student_cells(data: bytes) -> list[dict]:
             level = c.get("level") if type(c.get("level")) is int else 1
             kind, text = "markdown", "#" * min(max(level, 1), 6) + " " + text
         meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
+        if isinstance(meta.get("nbgrader"), dict) and not isinstance(
+                meta["nbgrader"].get("grade_id", ""), str):  # a list or dict as a cell's id
+            meta = {**meta, "nbgrader": {k: v for k, v in meta["nbgrader"].items()
+                                         if k != "grade_id"}}
         cells.append({"cell_type": kind if kind in ("code", "markdown", "raw") else "raw",
                       "source": text, "metadata": meta})
     return cells

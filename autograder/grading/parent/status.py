@@ -28,8 +28,8 @@ The rules:
 >>> status, points, flag = row_status(Facts(stopped={"cell": 4, "why": "ended the kernel"}))
 >>> status, points
 ('graded (no result: your code ended the kernel in cell 5)', 0.0)
->>> row_status(Facts(graded=True, score=1.0, absent="Exercise 2.2"))[:2]
-('graded (this notebook is from an earlier release: Exercise 2.2 is not in it)', 0.0)
+>>> row_status(Facts(graded=True, score=1.0, absent="Exercise 2.2"))[0]
+'graded (not in this notebook: Exercise 2.2; an earlier release of the chapter, or its cells deleted)'
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from dataclasses import dataclass
 # an exercise without a record scores 0: "graded (no result: your code <why> in cell <n>)"
 STOPPED_RECORDED = "graded (from its record; the notebook stopped later)"
 STOPPED_NO_RESULT = "graded (no result: your code "
-# a notebook from an earlier release of its chapter: an exercise added since scores 0
-EARLIER_RELEASE = "graded (this notebook is from an earlier release: "
+# an exercise of which the file holds no cell: a notebook from an earlier release of its
+# chapter (the exercise was added since), or its cells deleted; it scores 0
+EARLIER_RELEASE = "graded (not in this notebook: "
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ def row_status(f: Facts, cell_timeout: float = 0) -> tuple[str, float | None, st
     if f.problem and not stop:
         return f"not graded: {f.problem}", None, ""
     if f.absent:  # the release's stub stood in for it: nothing of the student's to score
-        return f"{EARLIER_RELEASE}{f.absent} is not in it)", 0.0, ""
+        return (f"{EARLIER_RELEASE}{f.absent}; an earlier release of the chapter, or its "
+                "cells deleted)", 0.0, "")
     if stop:
         cell = _cell(stop.get("cell"))
         why = str(stop.get("why", "stopped the kernel"))

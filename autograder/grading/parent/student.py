@@ -293,7 +293,7 @@ def _rows(root, student, assignment, nb: Notebook, fatal, built: Rebuilt | None,
             "max_points": _fmt(gc.max_points),
             "status": status,
         }
-        if graded and verdict is not None and not flag:  # the verdict says what went wrong
+        if graded and verdict is not None and not flag and not facts.absent:  # the verdict's
             row["diagnosis"] = str(verdict.get("diagnosis", ""))
         else:
             errors = [{"output_type": "error", "ename": e[0], "evalue": e[1]}

@@ -1,0 +1,42 @@
+"""Issue 47's odd files for notebook 01 (``helpers.adversarial.odd_files``), graded in the
+attention attacks' run: each row exact (points, status, the start of its diagnosis, its flag).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder.grading.sandbox import bwrap_path
+
+from helpers.adversarial.attention_attacks import graded_attention_attacks
+from helpers.adversarial.dodge_class import mismatch
+
+STUDENTS = ["answer_meta", "v3_duplicate", "mimebundle", "missing_exercise",
+            "another_chapter"]
+
+
+@pytest.fixture(scope="session")
+def odd_class(tmp_path_factory):
+    if bwrap_path() is None:
+        pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
+    return graded_attention_attacks(tmp_path_factory)
+
+
+def test_the_class_is_these_students(odd_class):
+    assert odd_class["returncode"] == 0, odd_class["stderr"]
+    assert odd_class["classes"]["odd"] == sorted(STUDENTS)
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_every_row_exact(odd_class, student):
+    rows = {r["exercise"]: r for r in odd_class["rows"] if r["student"] == student}
+    expected = odd_class["expected"][student]
+    assert sorted(rows) == sorted(expected)
+    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
+    assert not wrong, wrong
+
+
+def test_no_grader_error_anywhere(odd_class):
+    """Nothing a student's file holds makes nbgrader fail: no row of any of the three
+    classes reads "grader error"."""
+    assert not [r for r in odd_class["rows"] if "grader error" in r["status"]]
