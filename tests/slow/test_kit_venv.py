@@ -5,8 +5,10 @@ this environment's ``site-packages``, which gives it numpy, torch, ipykernel and
 path named in a ``.pth`` file is added as it is, its own ``.pth`` files are not read, so the
 editable install of the course (a finder installed by a ``.pth``) stays out: the test first
 shows that ``autograder`` cannot be imported there. Then ``pip install`` of the kit's folder
-(offline, no build isolation), and chapter 04's release notebook is run by nbclient inside
-that environment twice: filled in with the solution's answers (every check passes) and with
+(offline, no build isolation, its pinned dependencies resolved: each must be the version this
+environment has, the course's lock, or pip finds nothing to install offline and fails; a kit
+whose torch pin is changed does fail), and chapter 04's release notebook is run by nbclient
+inside that environment twice: filled in with the solution's answers (every check passes) and with
 one catalogued mistake (its check fails and names it).
 """
 
@@ -75,7 +77,7 @@ def fresh(tmp_path_factory):
                            capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named 'autograder'" in probe.stderr
     inst = subprocess.run(
-        [str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation",
+        [str(py), "-m", "pip", "install", "--no-index", "--no-build-isolation",
          "--quiet", str(built)],
         cwd=root, capture_output=True, text=True,
     )
@@ -124,3 +126,21 @@ def test_a_catalogued_mistake_fails_its_check_with_its_name(fresh):
     assert bad["error"] is not None and named in bad["error"] + bad["text"], bad
     others = [r for g, r in results.items() if g not in (grade_id, None)]
     assert any(r["error"] is None and "✔" in r["text"] for r in others), others
+
+
+def test_the_pins_are_enforced_offline(fresh, tmp_path):
+    """The install above resolved the kit's pins against this environment: the same kit with
+    another torch pin finds nothing offline and fails, naming torch."""
+    import shutil
+
+    root, py, built = fresh
+    other = tmp_path / "kit"
+    shutil.copytree(built, other)
+    pyproject = other / "pyproject.toml"
+    assert '"torch==2.13.0"' in pyproject.read_text()
+    pyproject.write_text(pyproject.read_text().replace('"torch==2.13.0"', '"torch==2.12.99"'))
+    proc = subprocess.run(
+        [str(py), "-m", "pip", "install", "--dry-run", "--no-index", "--no-build-isolation",
+         str(other)], cwd=root, capture_output=True, text=True)
+    assert proc.returncode != 0, proc.stdout
+    assert "depends on torch==2.12.99" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
