@@ -8,7 +8,9 @@ the copy grades only the three new students (the others are already graded) and 
 the report for all 14. In the browser: every plot is an inline SVG shown at its size with
 visible bars, the mistakes table ranks the mistake two students made first and
 names them, and the not-graded table names its students. Screenshot:
-``test-artifacts/report-class.png``.
+``test-artifacts/report-class.png``. And one student's returned feedback page
+(``OUT_DIR/return/``), alone in an empty folder, scripts off: its maths is MathML and its
+diagram loads, with no file beside it (issue 48 item 7; ``test-artifacts/feedback-returned.png``).
 """
 
 from __future__ import annotations
