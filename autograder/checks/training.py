@@ -1533,7 +1533,9 @@ def _same_draws_problem(first, again) -> tuple[str, str] | None:
 
 
 def _sample_post(probe, hidden):
-    """After the cases: the draws on two generators in the same state are the same."""
+    """Exercise 6.1's extra stage, in the kernel: the same draws on two generators in one state.
+
+    (The kit, which does not run it, names the stage by this first line.)"""
     drive = _drivers.sample_next_token(probe.student)
     found = _same_draws_problem(*(drive(*args) for _, args in _SAME_DRAWS))
     return f"{found[1]}\n  Likely mistake: {found[0]}." if found else None
