@@ -27,7 +27,10 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
   submitted_at, due, late_by (how late, ``late (marked by Canvas)``, or ``submission time
   unknown``: no penalty), late_penalty (nbgrader's, per notebook), review (the autograded
   score changed under a manual score: shown until the score is saved or resolved in
-  formgrader), sis_id (with ``--roster``);
+  formgrader), sis_id (with ``--roster``), kind (what the row is, as data: ``graded``,
+  ``test restored``, ``answer missing``, ``not in notebook``, ``from record``, ``stopped``
+  (these have points), ``not submitted``, ``refused``, ``timed out``, ``grader error``,
+  ``course cell``, ``no grade``: ``grading/parent/status.py``'s ``Kind``);
 - ``OUT_DIR/report.html``: the class report (score distributions, mistakes ranked by how many
   students made them, not-graded reasons, slowest students), rewritten after every student;
 - ``OUT_DIR/exports/<assignment>.canvas.csv`` and ``.moodle.csv``: one total per student for
@@ -61,6 +64,7 @@ import uuid
 from pathlib import Path
 
 from .grading.config import ISOLATION, GradeConfig
+from .grading.parent.status import row_kind
 from .grading.parent.times import CSV_FORMAT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -425,7 +429,7 @@ def _main(args) -> int:
     write_returns(out, results, students)
     bad = sum(
         1 for sid in students for row in results.get(sid, {}).get("rows", [])
-        if row["status"].startswith("not graded")
+        if not row_kind(row).graded
     )
     runner = make_runner(config).name
     print(

@@ -148,13 +148,14 @@ def test_the_rows_diagnosis_names_the_cascade_as_a_failure_kind():
     not the earlier exercise's own mistake quoted under it; the report counts it as a
     failure kind, not as a catalogued mistake of this exercise."""
     from autograder.grading.parent.diagnosis import diagnose, is_failure_kind
+    from autograder.grading.parent.status import Kind
 
     try:
         hidden_check(UNSCALED,
                      _student("01", UNSCALED, "softmax"))
     except CheckFailed as e:
         msg = str(e)
-    d = diagnose("graded", "0", "2", [{"output_type": "error", "ename": "CheckFailed",
+    d = diagnose(Kind.GRADED, "0", "2", [{"output_type": "error", "ename": "CheckFailed",
                                         "evalue": msg}])
     assert d == "uses failing softmax (Exercise 2.1)" and is_failure_kind(d)
 

@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from hypothesis import strategies as st
 
+from autograder.checks import table
 from autograder.grading.cells import grade_id, nbg
 from autograder.grading.parent.course import describe
 from autograder.grading.parent.rebuild import NotANotebook, rebuild
@@ -25,7 +26,8 @@ GRADED = [c for c in RELEASE.cells if nbg(c)]
 IDS = [grade_id(c) for c in GRADED]
 ANSWERS = {g.grade_id: g.solution_ids
            for g in describe("01_attention", "01_attention", SOLVED, RELEASE).grade_cells}
-OTHERS = {"02_masking": {"ex1_1_causal_mask"}}
+MASK = table.rows("02_masking")["causal_mask"].grade_id  # a test of another chapter
+OTHERS = {"02_masking": {MASK}}
 
 junk = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=5),
                  st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3),
@@ -49,7 +51,7 @@ output = st.one_of(
     (b'{"cells": {}}', "invalid notebook file (not an object with a list of cells)"),
     (b'{"cells": []}', "this file is not 01_attention (none of its graded cells)"),
     (json.dumps({"cells": [{"cell_type": "code", "source": "", "metadata": {"nbgrader": {
-        "grade_id": "ex1_1_causal_mask", "grade": True}}}]}).encode(),
+        "grade_id": MASK, "grade": True}}}]}).encode(),
      "this file holds 02_masking, not 01_attention"),
 ])
 def test_what_is_not_this_notebook(text, why):
@@ -71,6 +73,7 @@ def test_a_student_cell_keeps_its_place_and_a_deleted_test_goes_before_the_next_
     test = [grade_id(c) for c in cells].index(gid)
     # after the student's cell and the plain cells that followed it, just before the next
     # exercise's answer cell
-    assert at < test and grade_id(cells[test + 1]) == "ex2_1_solution"
+    assert at < test and grade_id(cells[test + 1]) == table.rows("01_attention")[
+        "softmax"].solution_id
     assert not any(nbg(c) for c in cells[at:test])
     assert got.restored == {gid: "deleted"} and got.missing == [] and got.absent == []

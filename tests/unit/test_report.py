@@ -13,6 +13,7 @@ import pytest
 from autograder.grading.parent.diagnosis import diagnose
 from autograder.grading.parent.exports import write_exports
 from autograder.grading.parent.report import rank_mistakes, render, write_report
+from autograder.grading.parent.status import Kind
 
 
 def _err(ename, evalue):
@@ -20,39 +21,45 @@ def _err(ename, evalue):
             {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": []}]
 
 
-@pytest.mark.parametrize("status, points, outputs, expected", [
-    ("graded", "2", [], ""),
-    ("graded", "0", _err("CheckFailed", "Exercise 2.1 `softmax` fails on case 3:\n  output "
+@pytest.mark.parametrize("kind, points, outputs, expected", [
+    (Kind.GRADED, "2", [], ""),
+    (Kind.GRADED, "0", _err("CheckFailed", "Exercise 2.1 `softmax` fails on case 3:\n  output "
                          "differs\n  Likely mistake: unstable softmax overflowing. np.exp(1000) "
                          "is inf."), "unstable softmax overflowing"),
-    ("graded", "0", _err("CheckFailed", "x fails:\n  your function raised ValueError: bad\n  "
+    (Kind.GRADED, "0", _err("CheckFailed", "x fails:\n  your function raised ValueError: bad\n  "
                          "Likely mistake: scores transposed (K Qᵀ). Row i..."),
      "scores transposed (K Qᵀ)"),
-    ("graded", "0", _err("NotImplementedYet", "Exercise 1.1 `f` is not implemented yet."),
+    (Kind.GRADED, "0", _err("NotImplementedYet", "Exercise 1.1 `f` is not implemented yet."),
      "not implemented"),
-    ("graded", "0", _err("CheckFailed", "x fails on y:\n  your function raised ValueError: "
+    (Kind.GRADED, "0", _err("CheckFailed", "x fails on y:\n  your function raised ValueError: "
                          "shapes"), "raised ValueError"),
-    ("graded", "0", _err("CheckFailed", "x fails on y:\n  the result has shape (2, 3), "
+    (Kind.GRADED, "0", _err("CheckFailed", "x fails on y:\n  the result has shape (2, 3), "
                          "expected (3, 2)"), "wrong shape"),
-    ("graded", "0", _err("CheckFailed", "x fails on y:\n  the result differs at [0, 1]"),
+    (Kind.GRADED, "0", _err("CheckFailed", "x fails on y:\n  the result differs at [0, 1]"),
      "output differs"),
-    ("graded", "0", _err("AssertionError", ""), "output differs"),
-    ("graded", "0", _err("NameError", "name 'f' is not defined"), "raised NameError"),
-    ("graded (test cell restored: edited)", "0", _err("AssertionError", ""), "output differs"),
-    ("graded", "0", [], "lost points"),
-    ("not graded: a cell of this exercise ran over 30 s", "", [], "timeout"),
-    ("not graded: time limit of 900 s for the student exceeded", "", [], "timeout"),
-    ("not graded: memory limit of 3072 MB exceeded", "", [], "memory limit"),
-    ("not graded: the kernel died while running the notebook (exit, crash or signal)", "", [],
-     "kernel died"),
-    ("not graded: invalid notebook file (not valid JSON)", "", [], "invalid notebook"),
-    ("not graded: no 01_attention.ipynb in the submission", "", [], "notebook missing"),
-    ("not graded: answer cell ex2_solution missing from the submission", "", [],
-     "answer cell missing"),
-    ("not graded: something new", "", [], "not graded"),
+    (Kind.GRADED, "0", _err("AssertionError", ""), "output differs"),
+    (Kind.GRADED, "0", _err("NameError", "name 'f' is not defined"), "raised NameError"),
+    (Kind.TEST_RESTORED, "0", _err("AssertionError", ""), "output differs"),
+    (Kind.GRADED, "0", [], "lost points"),
+    (Kind.TIMED_OUT, "", [], "timeout"),
+    (Kind.COURSE_CELL, "", [], "kernel died"),
+    (Kind.REFUSED, "", [], "invalid notebook"),
+    (Kind.NOT_SUBMITTED, "", [], "notebook missing"),
+    (Kind.GRADER_ERROR, "", [], "grader error"),
+    (Kind.NO_GRADE, "", [], "not graded"),
+    (Kind.NOT_IN_NOTEBOOK, "0", [], "earlier release"),
+    (Kind.ANSWER_MISSING, "0", _err("NameError", "name 'f' is not defined"), "raised NameError"),
 ])
-def test_diagnose(status, points, outputs, expected):
-    assert diagnose(status, points, "2", outputs) == expected
+def test_diagnose(kind, points, outputs, expected):
+    assert diagnose(kind, points, "2", outputs) == expected
+
+
+@pytest.mark.parametrize("why, expected", [
+    ("ended the kernel", "ended the kernel"), ("flooded its output", "output flood"),
+    ("ran past the cell timeout and could not be interrupted", "could not be interrupted"),
+    ("something else", "no result")])
+def test_diagnose_a_stopped_notebook(why, expected):
+    assert diagnose(Kind.STOPPED, "0", "2", [], why=why) == expected
 
 
 def _row(student, ex, points, status="graded", diagnosis="", notebook="01_attention"):

@@ -11,7 +11,14 @@ import pytest
 from autograder.checks import table
 from autograder.grading.assignment_result import AssignmentResult, NotebookResult, exercises_of
 from autograder.grading.autograde.records import Seal, read_evidence, records_dir
-from autograder.grading.parent.status import STOPPED_NO_RESULT, STOPPED_RECORDED, Facts, row_status
+from autograder.grading.parent.status import (
+    STOPPED_NO_RESULT,
+    STOPPED_RECORDED,
+    Facts,
+    Kind,
+    row_kind,
+    row_status,
+)
 
 SOFTMAX = table.check("01_attention", "softmax").key
 OTHER = table.check("01_attention", "scaled_dot_product_attention").key
@@ -22,9 +29,10 @@ UNRECORDED = {"points": 0.0, "passed": False, "recorded": False, "stopped": True
 
 @pytest.mark.parametrize(("facts", "want"), [
     # not graded: only the grader's own evidence
-    (Facts(problem="no 01_attention.ipynb in the submission"),
+    (Facts(problem="no 01_attention.ipynb in the submission", problem_kind=Kind.NOT_SUBMITTED),
      ("not graded: no 01_attention.ipynb in the submission", None, "")),
-    (Facts(problem="time limit of 900 s for the student exceeded", graded=True, score=2.0),
+    (Facts(problem="time limit of 900 s for the student exceeded", graded=True, score=2.0,
+           problem_kind=Kind.TIMED_OUT),
      ("not graded: time limit of 900 s for the student exceeded", None, "")),
     (Facts(graded=True, score=2.0, timed_out=True),
      ("not graded: a cell of this exercise ran over 60 s", None, "")),
@@ -49,17 +57,39 @@ UNRECORDED = {"points": 0.0, "passed": False, "recorded": False, "stopped": True
     (Facts(graded=True, score=2.0), ("graded", 2.0, "")),
 ])
 def test_each_branch(facts, want):
-    assert row_status(facts, cell_timeout=60) == want
+    got = row_status(facts, cell_timeout=60)
+    assert got[:3] == want
+    # the kind says the same as the words: points exactly where the kind is graded, and read
+    # back from the words alone (a result of an older course-grade) it is the same kind
+    assert got.kind.graded == (got.points is not None)
+    assert row_kind({"status": got.status}) is got.kind
+
+
+@pytest.mark.parametrize(("facts", "kind"), [
+    (Facts(problem="no 01_attention.ipynb in the submission", problem_kind=Kind.NOT_SUBMITTED),
+     Kind.NOT_SUBMITTED),
+    (Facts(problem="time limit", problem_kind=Kind.TIMED_OUT, graded=True), Kind.TIMED_OUT),
+    (Facts(problem="a.ipynb is a FIFO"), Kind.REFUSED),
+    (Facts(graded=True, score=0.0, absent="Exercise 2.2"), Kind.NOT_IN_NOTEBOOK),
+    (Facts(stopped=KERNEL_ENDED, verdict=RECORDED), Kind.FROM_RECORD),
+    (Facts(stopped=KERNEL_ENDED, verdict=UNRECORDED), Kind.STOPPED),
+])
+def test_the_kind_comes_from_the_facts_not_the_words(facts, kind):
+    """A problem's kind is the grader's own (it knows which check found it): a reason whose
+    words look like another kind's is still its own kind."""
+    assert row_status(facts).kind is kind
+    disguised = Facts(problem="no 01_attention.ipynb in the submission")  # e.g. a file's name
+    assert row_status(disguised).kind is Kind.REFUSED
 
 
 def test_no_text_of_the_students_sets_a_status():
     # what a cell raised or printed is not a fact the function takes: a MemoryError, a disk
     # full, a fake "autograde: failed" block are verdicts (0), never a reason not to grade
     assert set(Facts.__dataclass_fields__) == {
-        "problem", "stopped", "verdict", "graded", "score", "timed_out", "restored",
-        "answer_missing", "absent"}
+        "problem", "problem_kind", "stopped", "verdict", "graded", "score", "timed_out",
+        "restored", "answer_missing", "absent"}
     assert row_status(Facts(graded=True, score=0.0, verdict={"diagnosis": "raised MemoryError"}))\
-        == ("graded", 0.0, "")
+        [:3] == ("graded", 0.0, "")
 
 
 def test_seal_accepts_one_record_per_key_from_its_own_test_cell(tmp_path):

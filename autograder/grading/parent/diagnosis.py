@@ -1,6 +1,6 @@
 """What went wrong in an exercise that lost points: the ``diagnosis`` of a grades row.
 
-One function, :func:`diagnose`, turns a row's status and points plus the outputs of its test
+One function, :func:`diagnose`, turns a row's kind and points plus the outputs of its test
 cell into a short label: ``""`` at full marks, the name of the catalogued mistake the check
 library recognised (``"mask inverted"``, from the check's "Likely mistake: X." line), a
 general symptom it recognised in the output (``"transposed output"``, same line), or a
@@ -17,41 +17,37 @@ from __future__ import annotations
 import functools
 import re
 
-from .status import EARLIER_RELEASE, STOPPED_NO_RESULT
+from .status import Kind
 
 _MISTAKE = re.compile(r"Likely mistake: (.+?)\.(?:\s|$)")
 _RAISED = re.compile(r"your function raised (\w+)")
 _USES = re.compile(r"uses your `([^`]+)` \((Exercise [0-9.]+)\), which fails its check")
 
-# not-graded reasons (student.py's statuses) -> failure kind, first match wins
-_NOT_GRADED = [
-    ("ran over", "timeout"),
-    ("time limit", "timeout"),
-    ("memory limit", "memory limit"),
-    ("kernel died", "kernel died"),
-    ("output flood", "output flood"),
-    ("invalid notebook", "invalid notebook"),
-    ("answer cell", "answer cell missing"),
-    ("in the submission", "notebook missing"),
-    ("could not be unpacked", "notebook missing"),
-    ("grader error", "grader error"),
-    ("kernel stopped", "kernel died"),
-]
-_STOPPED = [  # the student's code stopped the notebook (status.STOPPED_NO_RESULT): what it did
-    ("ended the kernel", "ended the kernel"),
-    ("flooded its output", "output flood"),
-    ("could not be interrupted", "could not be interrupted"),
-]
+# rows without the check's verdict: their kind (``status.Kind``) -> the failure kind
+_OF_KIND = {
+    Kind.NOT_SUBMITTED: "notebook missing",
+    Kind.REFUSED: "invalid notebook",
+    Kind.TIMED_OUT: "timeout",
+    Kind.GRADER_ERROR: "grader error",
+    Kind.COURSE_CELL: "kernel died",
+    Kind.NO_GRADE: "not graded",
+    Kind.NOT_IN_NOTEBOOK: "earlier release",
+}
+_STOPPED = {  # the student's code stopped the notebook (records.Seal.stopped's why)
+    "ended the kernel": "ended the kernel",
+    "flooded its output": "output flood",
+    "ran past the cell timeout and could not be interrupted": "could not be interrupted",
+}
 
 
 # The failure kinds (generic: what kind of thing went wrong) that diagnose() and the trusted
 # verdict (autograder/checks/_judge.py, the chapters' timed stages) write; any other diagnosis
 # is the name of a mistake the check library catalogues (a Mistake or an ErrorHint).
-FAILURE_KINDS = frozenset({kind for _, kind in _NOT_GRADED + _STOPPED} | {"no result",
+FAILURE_KINDS = frozenset(set(_OF_KIND.values()) | set(_STOPPED.values()) | {"no result",
     "not graded", "lost points", "error", "not implemented", "input changed in place",
     "wrong shape", "wrong dtype", "wrong type", "wrong gradient", "not a measurement",
     "output differs", "output missing", "output too large", "used the reference implementation",
-    "malformed record", "earlier release",
+    "malformed record",
 })
 _FAILURE_PREFIXES = ("raised ", "used forbidden built-in ", "uses failing ")
 
@@ -96,20 +92,20 @@ def _errors(outputs) -> list[tuple[str, str]]:
     ]
 
 
-def diagnose(status: str, points: str, max_points: str, outputs=None) -> str:
-    """The diagnosis of one exercise from its row and its test cell's outputs.
+def diagnose(kind: Kind, points: str, max_points: str, outputs=None, why: str = "") -> str:
+    """The diagnosis of one exercise from its row's kind and points, its test cell's outputs
+    and, for a notebook the student's code stopped, what it did (``why``).
 
-    >>> diagnose("graded", "0", "2", [{"output_type": "error", "ename": "CheckFailed",
+    >>> diagnose(Kind.GRADED, "0", "2", [{"output_type": "error", "ename": "CheckFailed",
     ...     "evalue": "... fails on ...\\n  Likely mistake: mask inverted. Use ..."}])
     'mask inverted'
+    >>> diagnose(Kind.TIMED_OUT, "", "2"), diagnose(Kind.STOPPED, "0", "2", why="ended the kernel")
+    ('timeout', 'ended the kernel')
     """
-    if status.startswith("not graded"):
-        reason = status.partition(":")[2].strip()
-        return next((kind for key, kind in _NOT_GRADED if key in reason), "not graded")
-    if status.startswith(EARLIER_RELEASE):
-        return "earlier release"
-    if status.startswith(STOPPED_NO_RESULT):
-        return next((kind for key, kind in _STOPPED if key in status), "no result")
+    if kind in _OF_KIND:
+        return _OF_KIND[kind]
+    if kind is Kind.STOPPED:
+        return _STOPPED.get(why, "no result")
     try:
         if float(points) >= float(max_points):
             return ""

@@ -33,6 +33,8 @@ import io
 import os
 from pathlib import Path
 
+from .status import row_kind
+
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_COLUMNS = ["Full name", "User ID"]
 
@@ -64,18 +66,17 @@ def total(rows: list[dict]) -> str:
     extra credit) minus the notebooks' ``late_penalty``, at least 0; '' when a row is not
     graded and the instructor has not scored it by hand (``manual_points``).
 
-    >>> total([{"points": "1", "status": "graded"}, {"points": "0.5", "status": "graded"}])
+    >>> total([{"points": "1", "kind": "graded"}, {"points": "0.5", "kind": "graded"}])
     '1.5'
-    >>> total([{"points": "1", "status": "graded"}, {"points": "", "status": "not graded: x"}])
+    >>> total([{"points": "1", "kind": "graded"}, {"points": "", "kind": "grader error"}])
     ''
-    >>> total([{"points": "1", "status": "graded"},
-    ...        {"points": "2", "status": "not graded: x", "manual_points": "2"}])
+    >>> total([{"points": "1", "kind": "graded"},
+    ...        {"points": "2", "kind": "grader error", "manual_points": "2"}])
     '3'
-    >>> total([{"notebook": "a", "points": "3", "status": "graded", "late_penalty": "3"}])
+    >>> total([{"notebook": "a", "points": "3", "kind": "graded", "late_penalty": "3"}])
     '0'
     """
-    decided = [str(r.get("status", "")).startswith("graded") or r.get("manual_points") not in
-               (None, "") for r in rows]
+    decided = [row_kind(r).graded or r.get("manual_points") not in (None, "") for r in rows]
     if not rows or not all(decided):
         return ""
     penalty = {}

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .diagnosis import kind_of
 from .exports import total
+from .status import row_kind
 from .times import MARKED, UNKNOWN, late_summary
 
 SLOWEST = 10  # students listed in "slowest students"
@@ -158,7 +159,7 @@ def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) ->
             sid = str(r.get("student", ""))
             total_max[sid] += _num(r.get("max_points")) or 0.0
             p = _num(r.get("points"))
-            if str(r.get("status", "")).startswith("not graded") or p is None:
+            if not row_kind(r).graded or p is None:
                 not_graded += 1
                 incomplete.add(sid)
             else:
@@ -207,7 +208,7 @@ def rank_mistakes(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
     exercises: dict[str, set[str]] = defaultdict(set)
     for r in rows:
         d = str(r.get("diagnosis", "") or "")
-        if not d or str(r.get("status", "")).startswith("not graded"):
+        if not d or not row_kind(r).graded:
             continue
         students[d].add(str(r.get("student", "")))
         exercises[d].add(str(r.get("exercise", "")))
@@ -252,9 +253,8 @@ def _mistakes(rows: list[dict], names: dict[str, str], late: bool = False) -> st
 def _not_graded(rows: list[dict], names: dict[str, str]) -> str:
     reasons: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for r in rows:
-        status = str(r.get("status", ""))
-        if status.startswith("not graded"):
-            reason = status.partition(":")[2].strip() or status
+        if not row_kind(r).graded:
+            reason = str(r.get("status", ""))
             reasons[reason][str(r.get("student", ""))].add(str(r.get("exercise", "")))
     if not reasons:
         return "<h3>Not graded</h3><p class=muted>Every exercise was graded.</p>"

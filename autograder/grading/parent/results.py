@@ -46,7 +46,7 @@ from pathlib import Path
 
 from ..gradebook import quiet_sqlalchemy
 from .exports import cell as csv_cell
-from .status import not_submitted
+from .status import Kind, row_kind
 from .times import Timing, lateness
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be
@@ -54,7 +54,7 @@ from .times import Timing, lateness
 COLUMNS = [
     "student", "notebook", "exercise", "points", "max_points", "status", "diagnosis",
     "name", "lms_id", "auto_points", "manual_points", "extra_credit", "comment",
-    "flagged", "submitted_at", "due", "late_by", "late_penalty", "review", "sis_id",
+    "flagged", "submitted_at", "due", "late_by", "late_penalty", "review", "sis_id", "kind",
 ]
 EXCHANGE = "exchange"  # nbgrader's exchange, inside OUT_DIR (nothing outside it is written)
 
@@ -292,6 +292,8 @@ class ResultStore:
                 r = json.loads(p.read_text())
             except (OSError, ValueError):
                 continue  # an unfinished write never has the final name; be safe anyway
+            for row in r.get("rows", []):  # a result of an older course-grade: its kinds
+                row["kind"] = row_kind(row).value
             results[r["student"]] = r
         return results
 
@@ -471,7 +473,7 @@ class ResultStore:
                 due = gb["due"].get(assignment)
                 out["due"] = due.isoformat() if due else ""
                 out["late_by"], seconds = lateness(when, due)
-                if not_submitted(row["status"]):  # the time of the rest of the submission
+                if row["kind"] == Kind.NOT_SUBMITTED:  # the time of the rest of the submission
                     when, out["late_by"], seconds = Timing(), "", 0.0
                 out["submitted_at"] = when.at.isoformat() if when.at else ""
                 out["late_penalty"] = _fmt(gb["penalty"].get((sid, nb))) if seconds > 0 else ""
@@ -550,7 +552,7 @@ class ResultStore:
                         by_assignment.setdefault(assignment, []).append(row)
                 seen = set()
                 for assignment, rows in by_assignment.items():
-                    if all(not_submitted(row["status"]) for row in rows) and \
+                    if all(row_kind(row) is Kind.NOT_SUBMITTED for row in rows) and \
                             _remove_unsubmitted(gb, self.out, assignment, sid):
                         continue
                     seen.add(assignment)
@@ -580,7 +582,7 @@ class ResultStore:
                         elif grade.manual_score is None:  # formgrader's own rule, and
                             # a notebook not handed in has nothing to grade by hand
                             grade.needs_manual_grade = auto is None and \
-                                not not_submitted(row["status"])
+                                row_kind(row) is not Kind.NOT_SUBMITTED
                         # else: the flag of a manual score is the instructor's, left as it is
                 gb.db.commit()
                 for assignment in seen:  # nbgrader's own late penalty, as AssignLatePenalties

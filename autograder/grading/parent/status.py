@@ -23,18 +23,20 @@ The rules:
   cell back; ``graded (answer cell X missing)`` when the student deleted the answer cell (the
   test still ran: what the function does elsewhere in the notebook is graded).
 
->>> row_status(Facts(graded=True, score=2.0))
+>>> row_status(Facts(graded=True, score=2.0))[:3]
 ('graded', 2.0, '')
->>> status, points, flag = row_status(Facts(stopped={"cell": 4, "why": "ended the kernel"}))
+>>> status, points, flag, kind = row_status(Facts(stopped={"cell": 4, "why": "ended the kernel"}))
 >>> status, points
 ('graded (no result: your code ended the kernel in cell 5)', 0.0)
->>> row_status(Facts(graded=True, score=1.0, absent="Exercise 2.2"))[0]
-'graded (not in this notebook: Exercise 2.2; an earlier release of the chapter, or its cells deleted)'
+>>> row_status(Facts(graded=True, score=1.0, absent="Exercise 2.2")).points
+0.0
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import NamedTuple
 
 # A notebook whose run stopped keeps the verdicts its test cells recorded before it stopped;
 # an exercise without a record scores 0: "graded (no result: your code <why> in cell <n>)"
@@ -45,11 +47,40 @@ STOPPED_NO_RESULT = "graded (no result: your code "
 EARLIER_RELEASE = "graded (not in this notebook: "
 
 
+class Kind(StrEnum):
+    """What a row is, as data: the exports, the report, the gradebook and the summary read
+    this, never the status's words (which are for people: :func:`row_status`)."""
+
+    GRADED = "graded"
+    TEST_RESTORED = "test restored"  # graded; nbgrader put the test cell back
+    ANSWER_MISSING = "answer missing"  # graded; the answer cell was deleted
+    NOT_IN_NOTEBOOK = "not in notebook"  # 0: no cell of the exercise (an earlier release)
+    FROM_RECORD = "from record"  # the notebook stopped later; scored from its sealed record
+    STOPPED = "stopped"  # 0: the student's code stopped the notebook before its record
+    NOT_SUBMITTED = "not submitted"  # no file of the notebook's name: nothing to grade
+    REFUSED = "refused"  # not graded: the file is unreadable, not a notebook, over a cap
+    TIMED_OUT = "timed out"  # not graded: a limit the grader enforced
+    GRADER_ERROR = "grader error"  # not graded: the grader itself failed
+    COURSE_CELL = "course cell"  # not graded: the kernel stopped before the student's code
+    NO_GRADE = "no grade"  # not graded: nbgrader recorded none
+
+    @property
+    def graded(self) -> bool:
+        """The row has points (a number, 0 included)."""
+        return self in _GRADED
+
+
+_GRADED = {Kind.GRADED, Kind.TEST_RESTORED, Kind.ANSWER_MISSING, Kind.NOT_IN_NOTEBOOK,
+           Kind.FROM_RECORD, Kind.STOPPED}
+
+
 @dataclass(frozen=True)
 class Facts:
     """What decides one exercise's row.
 
-    - ``problem``: why the notebook could not be graded, as the grader found it ("" if none);
+    - ``problem``: why the notebook could not be graded, as the grader found it ("" if none),
+      and ``problem_kind`` what kind of reason it is (the grader's own: it knows which check
+      found it);
     - ``stopped``: ``NotebookResult.stopped`` (``{"cell", "why", "course_cell"}``) or None;
     - ``verdict``: the exercise's trusted verdict, if it has one;
     - ``graded``: nbgrader scored the notebook; ``score``: the gradebook's points for the
@@ -62,6 +93,7 @@ class Facts:
     """
 
     problem: str = ""
+    problem_kind: Kind = Kind.REFUSED
     stopped: dict | None = None
     verdict: dict | None = None
     graded: bool = False
@@ -72,52 +104,83 @@ class Facts:
     absent: str = ""
 
 
-def row_status(f: Facts, cell_timeout: float = 0) -> tuple[str, float | None, str]:
-    """(status, points or None when not graded, flag text or "") of one row.
+class RowStatus(NamedTuple):
+    """What :func:`row_status` decides: the row's words, points, flag and kind."""
 
-    >>> row_status(Facts(problem="invalid notebook file (not valid JSON)"))
+    status: str
+    points: float | None
+    flag: str
+    kind: Kind
+
+
+def row_status(f: Facts, cell_timeout: float = 0) -> RowStatus:
+    """(status, points or None when not graded, flag text or "", kind) of one row.
+
+    >>> row_status(Facts(problem="invalid notebook file (not valid JSON)"))[:3]
     ('not graded: invalid notebook file (not valid JSON)', None, '')
-    >>> row_status(Facts(graded=True, score=1.0, timed_out=True), cell_timeout=60)
-    ('not graded: a cell of this exercise ran over 60 s', None, '')
+    >>> row_status(Facts(graded=True, score=1.0, timed_out=True), cell_timeout=60).kind
+    <Kind.TIMED_OUT: 'timed out'>
     """
     stop = f.stopped if isinstance(f.stopped, dict) else None
     if f.problem and not stop:
-        return f"not graded: {f.problem}", None, ""
+        return RowStatus(f"not graded: {f.problem}", None, "", f.problem_kind)
     if f.absent:  # the release's stub stood in for it: nothing of the student's to score
-        return (f"{EARLIER_RELEASE}{f.absent}; an earlier release of the chapter, or its "
-                "cells deleted)", 0.0, "")
+        return RowStatus(f"{EARLIER_RELEASE}{f.absent}; an earlier release of the chapter, or "
+                         "its cells deleted)", 0.0, "", Kind.NOT_IN_NOTEBOOK)
     if stop:
         cell = _cell(stop.get("cell"))
         why = str(stop.get("why", "stopped the kernel"))
         if stop.get("course_cell"):
-            return (f"not graded: the kernel stopped in the course's own cell {cell}, before "
-                    "any of the student's code ran", None, "")
+            return RowStatus(f"not graded: the kernel stopped in the course's own cell {cell}, "
+                             "before any of the student's code ran", None, "", Kind.COURSE_CELL)
         if f.verdict and f.verdict.get("recorded") is True:
-            return STOPPED_RECORDED, float(f.verdict.get("points", 0.0)), ""
-        return (f"{STOPPED_NO_RESULT}{why} in cell {cell})", 0.0,
-                f"stopped the notebook: your code {why} in cell {cell}")
+            return RowStatus(STOPPED_RECORDED, float(f.verdict.get("points", 0.0)), "",
+                             Kind.FROM_RECORD)
+        return RowStatus(f"{STOPPED_NO_RESULT}{why} in cell {cell})", 0.0,
+                         f"stopped the notebook: your code {why} in cell {cell}", Kind.STOPPED)
     if f.timed_out:
-        return f"not graded: a cell of this exercise ran over {cell_timeout:g} s", None, ""
+        return RowStatus(f"not graded: a cell of this exercise ran over {cell_timeout:g} s",
+                         None, "", Kind.TIMED_OUT)
     if not f.graded or f.score is None:
-        return "not graded: no grade recorded by nbgrader", None, ""
+        return RowStatus("not graded: no grade recorded by nbgrader", None, "", Kind.NO_GRADE)
     if f.answer_missing:
-        return f"graded (answer cell {f.answer_missing} missing)", f.score, ""
+        return RowStatus(f"graded (answer cell {f.answer_missing} missing)", f.score, "",
+                         Kind.ANSWER_MISSING)
     if f.restored:
-        return f"graded (test cell restored: {f.restored})", f.score, ""
-    return "graded", f.score, ""
+        return RowStatus(f"graded (test cell restored: {f.restored})", f.score, "",
+                         Kind.TEST_RESTORED)
+    return RowStatus("graded", f.score, "", Kind.GRADED)
 
 
-def not_submitted(status: str) -> bool:
-    """The row's notebook was never handed in: intake found no file of its name
-    (``submissions.find_notebook``). Nothing to grade, so not a 0 and nothing to grade by hand
-    either; a notebook handed in but not graded (unreadable, a grader error) is not this.
+def row_kind(row: dict) -> Kind:
+    """A stored row's kind. Rows written before rows carried one (results of an older
+    course-grade in the output folder, kept as the class's ledger) have theirs read once from
+    the words this module wrote then; nothing else reads a status's words.
 
-    >>> not_submitted("not graded: no 01_attention.ipynb in the submission")
-    True
-    >>> not_submitted("not graded: grader error (boom)"), not_submitted("graded")
-    (False, False)
+    >>> row_kind({"kind": "not submitted"}), row_kind({"status": "graded (test cell restored: x)"})
+    (<Kind.NOT_SUBMITTED: 'not submitted'>, <Kind.TEST_RESTORED: 'test restored'>)
     """
-    return status.startswith("not graded: no ") and status.endswith(".ipynb in the submission")
+    try:
+        return Kind(row.get("kind"))
+    except ValueError:
+        pass
+    status = str(row.get("status", ""))
+    if status.startswith("not graded: no ") and status.endswith(".ipynb in the submission"):
+        return Kind.NOT_SUBMITTED
+    for words, kind in _LEGACY:
+        if status.startswith(words):
+            return kind
+    return Kind.GRADED if status == "graded" else Kind.REFUSED
+
+
+_LEGACY = [("not graded: no grade recorded", Kind.NO_GRADE),
+           ("not graded: grader error", Kind.GRADER_ERROR),
+           ("not graded: time limit", Kind.TIMED_OUT),
+           ("not graded: a cell of this exercise ran over", Kind.TIMED_OUT),
+           ("not graded: the kernel stopped in the course's own cell", Kind.COURSE_CELL),
+           (STOPPED_RECORDED, Kind.FROM_RECORD), (STOPPED_NO_RESULT, Kind.STOPPED),
+           ("graded (answer cell", Kind.ANSWER_MISSING),
+           ("graded (test cell restored", Kind.TEST_RESTORED)]
 
 
 def _cell(index) -> str:

@@ -33,8 +33,8 @@ from .diagnosis import diagnose
 from .flags import flags as source_flags
 from .rebuild import NotANotebook, Rebuilt, rebuild
 from .runner import LocalRunner
-from .status import STOPPED_RECORDED, Facts, row_status  # noqa: F401 - STOPPED_RECORDED: tests
-from .submissions import IntakeProblem, Submission, find_notebook, read_notebook_bytes
+from .status import STOPPED_RECORDED, Facts, Kind, row_status  # noqa: F401 - STOPPED_RECORDED: tests
+from .submissions import IntakeProblem, Submission, find_notebook, missing, read_notebook_bytes
 
 
 @dataclass
@@ -79,11 +79,12 @@ def failed_result(sub: Submission, info: dict[str, list[Notebook]], error: str):
 
     Its fingerprint matches nothing, so the next run grades the student again.
     """
-    status = row_status(Facts(problem=f"grader error ({error})"))[0]
+    status, _, _, kind = row_status(Facts(problem=f"grader error ({error})",
+                                          problem_kind=Kind.GRADER_ERROR))
     rows = [
         {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
          "max_points": _fmt(g.max_points), "status": status, "diagnosis": "grader error",
-         "flagged": ""}
+         "flagged": "", "kind": kind.value}
         for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
     ]
     return StudentResult(sub.student, "grader-error", rows, 0.0)
@@ -114,11 +115,11 @@ def grade_student(
     start = time.monotonic()
     shutil.rmtree(out / "feedback" / sub.student, ignore_errors=True)  # from an older grading
     if getattr(sub, "problem", ""):  # intake could not use this entry: nothing to run
-        status = row_status(Facts(problem=sub.problem))[0]
+        status, _, _, kind = row_status(Facts(problem=sub.problem))
         rows = [
             {"student": sub.student, "notebook": nb.name, "exercise": g.grade_id, "points": "",
-             "max_points": _fmt(g.max_points), "status": status,
-             "diagnosis": diagnose(status, "", "")}
+             "max_points": _fmt(g.max_points), "status": status, "kind": kind.value,
+             "diagnosis": diagnose(kind, "", "")}
             for notebooks in info.values() for nb in notebooks for g in nb.grade_cells
         ]
         return StudentResult(sub.student, fingerprint, rows, 0.0)
@@ -138,7 +139,7 @@ def grade_student(
     env = with_path(env, template / "jupyter")  # feedback pages: MathJax offline (mathjax.py)
     env[CACHE_VAR] = str(kernels_dir(template))  # built once per class (kernel_package.prepare)
     result = StudentResult(sub.student, fingerprint, [], 0.0)
-    fatal: dict[str, str] = {}  # notebook -> reason
+    fatal: dict[str, tuple[str, Kind]] = {}  # notebook -> reason, its kind
     built: dict[str, Rebuilt] = {}  # notebook -> what is graded
     flagged: dict[str, dict[str, str]] = {}  # notebook -> {test: "flagged: ..."}
     to_run = []
@@ -151,11 +152,12 @@ def grade_student(
             if note and path is not None:
                 result.notes.append(f"{nb.name}: {note}")
             if path is None:
-                fatal[nb.name] = note
+                fatal[nb.name] = note, (Kind.NOT_SUBMITTED if note == missing(nb.name)
+                                        else Kind.REFUSED)
                 continue
             reason, rebuilt = precheck(path, nb)
             if reason:
-                fatal[nb.name] = reason
+                fatal[nb.name] = reason, Kind.REFUSED
             else:  # the notebook rebuilt from the release, never the file as sent
                 nbformat.write(rebuilt.notebook, dest / f"{nb.name}.ipynb")
                 built[nb.name] = rebuilt
@@ -236,13 +238,15 @@ def _run_nbgrader(runner, root, lanes, student, info, fatal, config, env, start)
                 fatal[nb.name] = _no_result(run, config)
 
 
-def _no_result(run, config: GradeConfig) -> str:
+def _no_result(run, config: GradeConfig) -> tuple[str, Kind]:
     """Why an assignment has no result file, from what the runner saw of the process."""
     if run.timed_out:
-        return f"time limit of {config.timeout:g} s for the student exceeded"
+        return f"time limit of {config.timeout:g} s for the student exceeded", Kind.TIMED_OUT
     if run.returncode is not None and run.returncode < 0:
-        return f"grader error (the grading process was killed by signal {-run.returncode})"
-    return f"grader error (the grading process ended without a result, exit {run.returncode})"
+        return (f"grader error (the grading process was killed by signal {-run.returncode})",
+                Kind.GRADER_ERROR)
+    return (f"grader error (the grading process ended without a result, exit "
+            f"{run.returncode})", Kind.GRADER_ERROR)
 
 
 def log_of(student: str) -> str:
@@ -264,12 +268,12 @@ def _rows(root, student, assignment, nb: Notebook, fatal, built: Rebuilt | None,
     absent = built.absent if built is not None else []
     result = AssignmentResult.read(root, assignment) if fatal is None else None
     mine = result.notebooks.get(nb.name) if result is not None else None
-    problem = fatal or ""
+    problem, kind = fatal or ("", Kind.REFUSED)
     if not problem and mine is None:
-        problem = f"grader error (no result for {nb.name})"
+        problem, kind = f"grader error (no result for {nb.name})", Kind.GRADER_ERROR
     if not problem and result.error and not (mine.stopped or mine.graded):
-        problem = f"grader error ({result.error})"[:300]
-    if problem.startswith("grader error"):  # the traceback is in the log: say where
+        problem, kind = f"grader error ({result.error})"[:300], Kind.GRADER_ERROR
+    if kind is Kind.GRADER_ERROR:  # the traceback is in the log: say where
         problem += f"; log: {log_of(student)}"
     mine = mine or NotebookResult()
     wide = _tamper_flag(mine.tampered)
@@ -278,27 +282,30 @@ def _rows(root, student, assignment, nb: Notebook, fatal, built: Rebuilt | None,
         verdict = mine.verdicts.get(gc.grade_id)
         verdict = verdict if type(verdict) is dict else None
         facts = Facts(
-            problem=problem, stopped=mine.stopped, verdict=verdict, graded=mine.graded,
+            problem=problem, problem_kind=kind, stopped=mine.stopped, verdict=verdict,
+            graded=mine.graded,
             score=mine.scores.get(gc.grade_id), timed_out=gc.grade_id in mine.timeouts,
             restored=restored.get(gc.grade_id, ""),
             absent=label(gc.grade_id) if gc.grade_id in absent else "",
             answer_missing=next((s for s in gc.solution_ids if s in missing), ""))
-        status, points, flag = row_status(facts, config.cell_timeout)
-        graded = points is not None
+        status, points, flag, row_kind = row_status(facts, config.cell_timeout)
         row = {
             "student": student,
             "notebook": nb.name,
             "exercise": gc.grade_id,
-            "points": _fmt(points) if graded else "",
+            "points": _fmt(points) if row_kind.graded else "",
             "max_points": _fmt(gc.max_points),
             "status": status,
+            "kind": row_kind.value,
         }
-        if graded and verdict is not None and not flag and not facts.absent:  # the verdict's
+        if row_kind in (Kind.GRADED, Kind.TEST_RESTORED, Kind.ANSWER_MISSING, Kind.FROM_RECORD) \
+                and verdict is not None:  # the verdict says what went wrong
             row["diagnosis"] = str(verdict.get("diagnosis", ""))
         else:
             errors = [{"output_type": "error", "ename": e[0], "evalue": e[1]}
                       for e in mine.errors.get(gc.grade_id, []) if type(e) is list and len(e) == 2]
-            row["diagnosis"] = diagnose(status, row["points"], row["max_points"], errors)
+            row["diagnosis"] = diagnose(row_kind, row["points"], row["max_points"], errors,
+                                        why=str((mine.stopped or {}).get("why", "")))
         row["flagged"] = _join_flags(flagged.get(gc.grade_id, ""), flag, wide)
         rows.append(row)
     return rows

@@ -479,7 +479,12 @@ def find_notebook(sub: Submission, name: str) -> tuple[Path | None, str]:
                 return None, f"{rel} is {what}"
             note = "" if len(group) == 1 else f"{len(group)} candidates, took {path.name}"
             return path, note
-    return None, f"no {name}.ipynb in the submission"
+    return None, missing(name)
+
+
+def missing(name: str) -> str:
+    """find_notebook's note for a notebook of which the submission holds no file."""
+    return f"no {name}.ipynb in the submission"
 
 
 def canvas_names(sub: Submission, notebooks: dict[str, list[str]]) -> dict[str, str]:
