@@ -117,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="submission times you trust (e.g. from the LMS's submission list): "
                    f"{CSV_FORMAT}. These win over nbgrader's timestamp.txt and Canvas's LATE "
                    "mark (the time is then compared with the due date)")
+    p.add_argument("--resolve-duplicates", action="store_true",
+                   help="an LMS user found twice with different files (two downloads, or a "
+                   "download and a copy edited after unpacking): grade the newest Canvas "
+                   "upload, else the unpacked copy; without it neither is graded and both "
+                   "are listed")
     p.add_argument("--roster", type=Path, default=None, metavar="FILE",
                    help="Canvas's gradebook export (Grades, Export; columns Student, ID, SIS "
                    "User ID, ...): its names ('Lovelace, Ada') and SIS ids replace the "
@@ -259,9 +264,10 @@ def _hold_interrupts() -> None:
 
 
 def _refuse(submissions: Path, out: Path | None) -> None:
-    """Raise :class:`UsageError` for a SUBMISSIONS_DIR that holds more than students' work:
-    the course repository or a course-grade output (a tester pointed course-grade at the
-    folder above the download and got the repository as a student), or the OUT_DIR itself."""
+    """Raise :class:`UsageError` for a SUBMISSIONS_DIR that is no submissions folder: the
+    course repository or a course-grade output, or the OUT_DIR inside it. An entry of it that
+    looks like either is one student's folder (the console says so): what a student's folder
+    holds never stops the class."""
     from .grading.parent.submissions import not_submissions
 
     if found := not_submissions(submissions):
@@ -465,7 +471,7 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
     from .grading.parent.submissions import discover
     from .grading.parent.times import from_nbgrader
 
-    subs, problems = discover(submissions, unpack_dir)
+    subs, problems = discover(submissions, unpack_dir, resolve=args.resolve_duplicates)
     for msg in problems:
         print(f"course-grade: {msg}", file=sys.stderr)
     from_nbgrader(submissions, subs)

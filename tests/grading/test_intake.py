@@ -272,19 +272,18 @@ DOWNLOADS = {"canvas": (_canvas_zip_layout, "submissions.zip"),
              "moodle": (lambda d: _moodle_layout(d, zipped=True), "Course-Assignment 1-123.zip")}
 
 
-@pytest.mark.parametrize("unpacked", ["next_to_it", "in_a_folder"])
 @pytest.mark.parametrize("lms", sorted(DOWNLOADS))
-def test_a_download_next_to_its_unpacked_copy_is_graded_once_under_its_own_ids(
-        tmp_path, lms, unpacked):
-    """A tester left an LMS download's zip next to its unpacked files (or the folder it was
-    unpacked into): each student is one Submission, with the id and notebooks it has when the
-    zip is alone, taken from the unpacked copy; one message names the copies skipped."""
+def test_a_download_next_to_its_unpacked_copy_is_graded_once_under_its_own_ids(tmp_path, lms):
+    """A tester left an LMS download's zip next to its unpacked files: each student is one
+    Submission, with the id and notebooks it has when the zip is alone, taken from the
+    unpacked copy; one message names the copies skipped."""
+    unpacked = "next_to_it"
     make, zip_name = DOWNLOADS[lms]
     make(tmp_path / "alone")
     alone, _ = discover(tmp_path / "alone", tmp_path / "u0")
     subs = tmp_path / "subs"
     make(subs)
-    into = subs if unpacked == "next_to_it" else subs / Path(zip_name).stem
+    into = subs
     with zipfile.ZipFile(subs / zip_name) as zf:
         zf.extractall(into)
     found, msgs = discover(subs, tmp_path / "u1")
@@ -304,8 +303,10 @@ def test_a_download_next_to_its_unpacked_copy_is_graded_once_under_its_own_ids(
 def test_the_same_canvas_user_twice_with_other_files_is_graded_once_from_the_newer_upload(
         tmp_path):
     """A later download's zip next to the unpacked first one: José uploaded again in between
-    (a higher Canvas upload number); he is graded once, from the newer upload, and the
-    console says so; the others are the same in both and are taken once."""
+    (a higher Canvas upload number). Two different submissions of one user are never
+    resolved silently (issue 47): without --resolve-duplicates neither is graded and the
+    console names both; with it he is graded once, from the newer upload, and the console
+    says so. The others are the same in both and are taken once."""
     subs = tmp_path / "subs"
     _canvas_layout(subs)
     later = "submissions (1).zip"
@@ -315,15 +316,22 @@ def test_the_same_canvas_user_twice_with_other_files_is_graded_once_from_the_new
                 zf.writestr(fname, text)
         for nb in NOTEBOOKS:
             zf.writestr(f"nunezjose_1001_5009_{nb}.ipynb", f"newer {nb}")
-    found, msgs = discover(subs, tmp_path / "u")
+    found, msgs = discover(subs, tmp_path / "u0")
+    assert [s.student for s in found] == ["nunezjose_1001", "ивановамария_1002", "李娜_1003"]
+    why = (f"two different submissions of LMS user 1001, in {later} and in the submissions "
+           "folder: remove one, or grade the newest with --resolve-duplicates")
+    assert (found[0].problem, found[0].path) == (why, None)
+    assert not found[1].problem and not found[2].problem
+    assert [m for m in msgs if m.endswith(f": {why}")]
+    found, msgs = discover(subs, tmp_path / "u", resolve=True)
     assert [s.student for s in found] == ["nunezjose_1001", "ивановамария_1002", "李娜_1003"]
     jose = found[0]
     assert [find_notebook(jose, nb)[0].read_text() for nb in NOTEBOOKS] == [
         "newer 01_attention", "newer 02_masking"]
     assert msgs == [
         f"nunezjose_1001 (LMS id 1001) is in {later} and in the submissions folder with "
-        f"different files: graded those in {later} (the newer Canvas upload), skipped the "
-        "others",
+        f"different files: graded those in {later} (the newer Canvas upload, "
+        "--resolve-duplicates), skipped the others",
         f"{later}: skipped 2 student(s) already in the submissions folder (the same LMS ids, "
         "the same files): ивановамария_1002, 李娜_1003"]
 
@@ -339,15 +347,83 @@ def test_the_same_moodle_user_twice_with_other_files_is_graded_from_the_unpacked
         zf.extractall(subs)
     edited = subs / "李娜_2003_assignsubmission_file_" / "01_attention.ipynb"
     edited.write_text("edited")
-    found, msgs = discover(subs, tmp_path / "u")
+    assert discover(subs, tmp_path / "u0")[0][2].problem.startswith(
+        "two different submissions of LMS user 2003")
+    found, msgs = discover(subs, tmp_path / "u", resolve=True)
     assert [s.student for s in found] == ["José_Núñez_2001", "Мария_Иванова_2002", "李娜_2003"]
     assert find_notebook(found[2], "01_attention")[0].read_text() == "edited"
     assert msgs == [
         f"李娜_2003 (LMS id 2003) is in the submissions folder and in {zip_name} with different "
-        "files: graded those in the submissions folder (unpacked files before a zip), skipped "
-        "the others",
+        "files: graded those in the submissions folder (unpacked files before a zip, "
+        "--resolve-duplicates), skipped the others",
         f"{zip_name}: skipped 2 student(s) already in the submissions folder (the same LMS "
         "ids, the same files): José_Núñez_2001, Мария_Иванова_2002"]
+
+
+def test_a_students_folder_or_zip_is_theirs_whatever_its_files_are_called(tmp_path):
+    """Issue 47: mallory's folder held ``turingalan_1002_9999_01_attention.ipynb`` (blank) and
+    ``mallorym_1003_9999_01_attention.ipynb`` beside a Canvas download where Turing (user
+    1002) handed in his work; it was read as a newer Canvas download, Turing's rows came from
+    mallory's blank file and mallory had no row. LMS names are read only at the top of
+    SUBMISSIONS or in a zip named as the LMS names its download: mallory's folder (or zip) is
+    mallory's, and Turing's work is Turing's."""
+    for packed in (False, True):
+        subs = tmp_path / f"subs{packed}"
+        subs.mkdir()
+        (subs / "turingalan_1002_5001_01_attention.ipynb").write_text("turing's work")
+        fake = {"turingalan_1002_9999_01_attention.ipynb": "blank",
+                "mallorym_1003_9999_01_attention.ipynb": "mallory's work"}
+        if packed:
+            with zipfile.ZipFile(subs / "mallory.zip", "w") as zf:
+                for name, text in fake.items():
+                    zf.writestr(name, text)
+        else:
+            (subs / "mallory").mkdir()
+            for name, text in fake.items():
+                (subs / "mallory" / name).write_text(text)
+        found, msgs = discover(subs, tmp_path / f"u{packed}")
+        by_id = {s.student: s for s in found}
+        assert sorted(by_id) == ["mallory", "turingalan_1002"]
+        turing = by_id["turingalan_1002"]
+        assert (turing.lms_id, turing.problem) == ("1002", "")
+        assert find_notebook(turing, "01_attention")[0].read_text() == "turing's work"
+        assert by_id["mallory"].lms_id == "" and not by_id["mallory"].problem
+        assert len(msgs) == 1 and msgs[0].startswith("mallory")
+        assert "graded as one student's" in msgs[0]
+
+
+def test_an_unpacked_download_in_a_folder_is_one_folder_and_the_console_says_so(tmp_path):
+    """An LMS download unpacked into a folder of SUBMISSIONS is read as one student's folder
+    (its names could be anyone's): the console says how to pass it."""
+    subs = tmp_path / "subs"
+    _canvas_layout(subs / "canvas_01")
+    found, msgs = discover(subs, tmp_path / "u")
+    assert [s.student for s in found] == ["canvas_01"]
+    assert msgs == ["canvas_01/ holds files named as an LMS download names them: graded as one "
+                    "student's folder (an LMS download is read only at the top of SUBMISSIONS, "
+                    "or as its zip under the LMS's own name)"]
+
+
+def test_unpacking_never_replaces_the_students_own_files(tmp_path):
+    """Issue 47: ``01_attention.ipynb`` beside ``01_attention.ipynb.zip`` in one folder gave 8
+    rows "not graded: cannot read (NotADirectoryError)": the zip was unpacked into a folder
+    named like the notebook. The zip goes to a folder of a free name; both notebooks stay."""
+    subs = tmp_path / "subs"
+    (subs / "ann").mkdir(parents=True)
+    (subs / "ann" / "01_attention.ipynb").write_text("top")
+    with zipfile.ZipFile(subs / "ann" / "01_attention.ipynb.zip", "w") as zf:
+        zf.writestr("01_attention.ipynb", "zipped")
+    (ann,), msgs = discover(subs, tmp_path / "u")
+    assert (ann.problem, msgs) == ("", [])
+    assert find_notebook(ann, "01_attention")[0].read_text() == "top"  # the shallowest
+    assert (ann.path / "01_attention.ipynb (zip)" / "01_attention.ipynb").read_text() == "zipped"
+    canvas = tmp_path / "canvas"  # the same in a Canvas file group
+    canvas.mkdir()
+    (canvas / "ann_1001_5001_01_attention.ipynb").write_text("top")
+    with zipfile.ZipFile(canvas / "ann_1001_5001_01_attention.ipynb.zip", "w") as zf:
+        zf.writestr("01_attention.ipynb", "zipped")
+    (ann,), _ = discover(canvas, tmp_path / "u2")
+    assert ann.problem == "" and find_notebook(ann, "01_attention")[0].read_text() == "top"
 
 
 def test_ids_do_not_depend_on_what_else_lies_in_the_folder(tmp_path):

@@ -123,37 +123,46 @@ def _named_repository(folder: Path) -> None:
     (folder / "pyproject.toml").write_text('[project]\nname = "transformers-from-scratch"\n')
 
 
-REFUSED = {
-    "the folder is an output": ("", _output,
-                                "it is a course-grade output (results/, grades.csv)"),
-    "an output among the students": ("out", _output, "its folder out is a course-grade output "
-                                     "(results/, grades.csv)"),
-    "a run's first second": ("o", _started_output, "its folder o is a course-grade output "
-                             "(.work/)"),
-    "the repository among the students": (
-        "course", _repository, "its folder course is the course repository (autograder/, "
-        "solutions/)"),
-    "a repository named by pyproject": (
-        "tfs", _named_repository, "its folder tfs is the course repository (pyproject.toml "
-        "naming transformers-from-scratch)"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(REFUSED))
-def test_a_folder_holding_the_course_or_an_output_is_refused(tmp_path, capsys, case):
-    entry, make, found = REFUSED[case]
+def test_a_submissions_folder_that_is_an_output_is_refused(tmp_path, capsys):
     subs, out = tmp_path / "subs", tmp_path / "graded"
     (subs / "ann").mkdir(parents=True)
     (subs / "ann" / "99_fixture.ipynb").write_text(NB)
-    make(subs / entry if entry else subs)
+    _output(subs)
     for extra in ([], ["--dry-run"]):
         rc, stdout, stderr = _run(capsys, subs, "--out", out, "--source", FIXTURE, *extra)
         assert (rc, stdout) == (2, [])
         assert stderr == [
-            f"course-grade: refusing to grade {subs}: {found}. Pass the folder that holds only "
-            "the students' submissions (the LMS download, a folder or .zip per student) as "
-            "SUBMISSIONS_DIR, and the output folder as --out"]
+            f"course-grade: refusing to grade {subs}: it is a course-grade output (results/, "
+            "grades.csv). Pass the folder that holds only the students' submissions (the LMS "
+            "download, a folder or .zip per student) as SUBMISSIONS_DIR, and the output folder "
+            "as --out"]
         assert not out.exists()
+
+
+ENTRIES = {  # an entry of SUBMISSIONS that looks like what is refused as SUBMISSIONS itself
+    "out": (_output, "a course-grade output (results/, grades.csv)"),
+    "o": (_started_output, "a course-grade output (.work/)"),
+    "course": (_repository, "the course repository (autograder/, solutions/)"),
+    "tfs": (_named_repository, "the course repository (pyproject.toml naming "
+            "transformers-from-scratch)"),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+def test_an_entry_that_looks_like_an_output_or_the_course_is_one_students_folder(
+        tmp_path, capsys, entry):
+    """Issue 47: one student's folder holding an empty results/ and a grades.csv made
+    course-grade refuse the whole class. What an entry holds never stops the class: it is
+    that student's folder, and the console says what it looks like."""
+    make, looks = ENTRIES[entry]
+    subs = tmp_path / "subs"
+    (subs / "ann").mkdir(parents=True)
+    (subs / "ann" / "99_fixture.ipynb").write_text(NB)
+    make(subs / entry)
+    rc, stdout, stderr = _run(capsys, subs, "--source", FIXTURE, "--dry-run")
+    assert rc == 0, stderr
+    assert f"course-grade: {entry}/ looks like {looks}: graded as one student's folder" in stderr
+    assert any(line.split()[:1] == [entry] for line in stdout), stdout
 
 
 def test_the_repository_itself_and_an_out_inside_the_submissions_are_refused(tmp_path, capsys):

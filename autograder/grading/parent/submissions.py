@@ -39,6 +39,7 @@ id is never the one changed.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -65,6 +66,9 @@ _CANVAS = re.compile(r"^(?P<name>.+?)_(?P<late>late_)?(?P<uid>\d+)_(?P<subid>\d+
                      re.IGNORECASE)
 _MOODLE_DIR = re.compile(r"^(?P<name>.+)_(?P<uid>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
 _MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<uid>\d+)_assignsubmission_file_(?P<file>.+)$")
+# the names Canvas ("submissions.zip") and Moodle ("<course>-<assignment>-<id>.zip") give their
+# downloads (a browser adds " (1)" to a second copy): only a zip so named is read as one
+_DOWNLOAD_ZIP = re.compile(r"^(submissions|.+-\d+)( \(\d+\))?\.zip$", re.IGNORECASE)
 # what operating systems, editors and version control leave next to the submissions
 _DEBRIS = {".DS_Store", "__MACOSX", ".ipynb_checkpoints", ".git", "Thumbs.db", "desktop.ini",
            ".directory", ".localized"}
@@ -567,24 +571,12 @@ def _foreign(folder: Path) -> str:
 
 
 def not_submissions(folder: Path) -> list[str]:
-    """What in ``folder`` is no student's work: this course's repository or a course-grade
-    output, as the folder itself or as one of its entries; one line each, [] when none is.
-    A tester who pointed course-grade at the folder above them got 14 "students", the
-    course repository among them. A folder Moodle named is a student's, whatever the student
-    uploaded into it, and is not looked into.
+    """Why ``folder`` is no submissions folder: it is this course's repository or a
+    course-grade output; [] when it is not. Only the folder the instructor named is refused:
+    an entry in it that looks like either is a student's entry, graded as such, and the
+    console says so (:func:`_classify`): what one student's folder holds never stops the class.
     """
-    found = [f"it is {what}"] if (what := _foreign(folder)) else []
-    try:
-        names = sorted(n for n in os.listdir(folder) if not _MOODLE_DIR.match(n))
-    except OSError:
-        names = []
-    for nm in names:
-        try:
-            if stat.S_ISDIR(os.lstat(folder / nm).st_mode) and (what := _foreign(folder / nm)):
-                found.append(f"its folder {_display(nm)} is {what}")
-        except OSError:
-            continue
-    return found
+    return [f"it is {what}"] if (what := _foreign(folder)) else []
 
 
 # ---- the layouts -----------------------------------------------------------------------------
@@ -624,9 +616,9 @@ def _bundle_kind(zip_path: Path) -> str:
 
 
 def _download_folder(folder: Path) -> bool:
-    """Whether a folder is an unpacked LMS download rather than one student's folder: every
-    entry is named as Canvas or Moodle name a student's files, and they name two students or
-    more (a folder of one student's Canvas files stays that student's, as it always was)."""
+    """Whether a folder looks like an unpacked LMS download: every entry is named as Canvas or
+    Moodle name a student's files, and they name two students or more. It is still one
+    student's folder (its names are the student's to choose); the console says so."""
     try:
         names = [n for n in os.listdir(folder) if n not in _DEBRIS]
         kinds = {n: stat.S_ISDIR(os.lstat(folder / n).st_mode) for n in names}
@@ -680,12 +672,22 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
                 name=_display(m["name"]), lms_id=m["uid"]))
             e.files.append(p)
             e.late = e.late or bool(m["late"])
-        elif is_dir and depth == 0 and _download_folder(p):
-            nested += _classify(p, bundle_dir, messages, depth + 1, via=f"{nm}/")
         elif is_dir:
+            if depth == 0 and (what := _foreign(p)):
+                messages.append(f"{nm}/ looks like {what}: graded as one student's folder")
+            if depth == 0 and _download_folder(p):
+                messages.append(f"{nm}/ holds files named as an LMS download names them: graded "
+                                "as one student's folder (an LMS download is read only at the "
+                                "top of SUBMISSIONS, or as its zip under the LMS's own name)")
             entries.append(_Entry("folder", student_id(nm), p, name=_display(nm)))
         elif is_reg and nm.lower().endswith(".zip"):
             kind = _bundle_kind(p) if depth == 0 else ""
+            if kind and not _DOWNLOAD_ZIP.match(nm):
+                messages.append(f"{nm} holds files named as a {kind.title()} download names them, "
+                                "but the zip is not named as the LMS names its download "
+                                "(submissions.zip, <course>-<assignment>-<id>.zip): graded as "
+                                "one student's zip")
+                kind = ""
             if kind:
                 dest = bundle_dir / student_id(stem)
                 try:
@@ -764,14 +766,17 @@ def _listed(ids: list[str], most: int = 10) -> str:
     return ", ".join(ids[:most]) + more
 
 
-def _one_per_student(entries: list[_Entry], messages: list[str]) -> list[_Entry]:
+def _one_per_student(entries: list[_Entry], messages: list[str],
+                     resolve: bool = False) -> list[_Entry]:
     """``entries`` less the second copies of an LMS user: one Canvas or Moodle id found twice
     (an LMS download's zip and its unpacked files, two downloads) is one student, graded once.
 
-    The copy kept: the newest Canvas upload, else the unpacked files at the top of the folder,
-    else an unpacked download's folder, else the first zip by name. A message says what was
-    skipped: one line per download for copies with the same files, one per student where
-    the files differ.
+    Copies with the same files are one submission: the unpacked one is kept. Copies whose
+    files differ are two submissions, and neither replaces the other silently: without
+    ``resolve`` (``--resolve-duplicates``) the student is not graded and the console lists
+    both; with it the newest Canvas upload is graded, else the unpacked files at the top of
+    the folder, else the first zip by name. A message says what was skipped: one line per
+    download for copies with the same files, one per student where the files differ.
     """
     groups: dict[tuple[str, str], list[_Entry]] = {}
     for e in entries:
@@ -789,6 +794,12 @@ def _one_per_student(entries: list[_Entry], messages: list[str]) -> list[_Entry]
             if _contents(e) == files:
                 same.setdefault((e.via, kept.via), []).append(kept.base)
                 continue
+            if not resolve:
+                kept.problem = kept.problem or (
+                    f"two different submissions of LMS user {kept.lms_id}, in "
+                    f"{_where(kept.via)} and in {_where(e.via)}: remove one, or grade the "
+                    "newest with --resolve-duplicates")
+                continue
             why = ("the newer Canvas upload" if _upload(kept) > _upload(e) else
                    "unpacked files before a zip" if _rank(kept) < _rank(e) == 2 else
                    "the folder's own files first" if _rank(kept) < _rank(e) else
@@ -796,7 +807,7 @@ def _one_per_student(entries: list[_Entry], messages: list[str]) -> list[_Entry]
             messages.append(
                 f"{kept.base} (LMS id {kept.lms_id}) is in {_where(kept.via)} and in "
                 f"{_where(e.via)} with different files: graded those in {_where(kept.via)} "
-                f"({why}), skipped the others")
+                f"({why}, --resolve-duplicates), skipped the others")
     for (via, kept_via), ids in sorted(same.items()):
         messages.append(f"{_where(via)}: skipped {len(ids)} student(s) already in "
                         f"{_where(kept_via)} (the same LMS ids, the same files): "
@@ -878,9 +889,24 @@ def _folder_with_zips(folder: Path, dest: Path, sub: Submission) -> Path:
             _mirror(p, dest / rel)
     for p, _ in zips:
         rel = p.relative_to(folder)
-        sub.links += [(rel.parent / rel.stem / n).as_posix()
-                      for n in _safe_unzip(p, dest / rel.parent / rel.stem)]
+        into = rel.parent / _free(dest / rel.parent, rel.stem)
+        sub.links += [(into / n).as_posix() for n in _safe_unzip(p, dest / into)]
     return dest
+
+
+def _free(folder: Path, name: str) -> str:
+    """The name of the folder a zip is unpacked into, in ``folder``: the zip's own stem, else
+    ``<stem> (zip)``, ``<stem> (zip 2)``, ...: never the name of a file or folder already there
+    (a notebook ``01_attention.ipynb`` beside ``01_attention.ipynb.zip``, the folder the
+    student unpacked it into: unpacking never replaces the student's own files).
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); (d / "a.ipynb").mkdir()
+    >>> _free(d, "a.ipynb"), _free(d, "b")
+    ('a.ipynb (zip)', 'b')
+    """
+    names = itertools.chain([name, f"{name} (zip)"],
+                            (f"{name} (zip {k})" for k in itertools.count(2)))
+    return next(n for n in names if not os.path.lexists(folder / n))
 
 
 def _gather(e: _Entry, sub: Submission) -> None:
@@ -898,7 +924,7 @@ def _gather(e: _Entry, sub: Submission) -> None:
             best[fname] = (n, src)
     for fname, (_, src) in sorted(best.items()):
         if fname.lower().endswith(".zip"):
-            taken = Path(fname).stem
+            taken = _free(sub.path, Path(fname).stem)
             sub.links += _safe_unzip(src, sub.path / taken)
         elif fname.lower().endswith(".ipynb") and "/" not in fname:
             taken = fname
@@ -911,8 +937,11 @@ def _gather(e: _Entry, sub: Submission) -> None:
                 sub.late_files.add(taken)
 
 
-def discover(submissions_dir: Path, unpack_dir: Path) -> tuple[list[Submission], list[str]]:
-    """One Submission for every entry of ``submissions_dir``, sorted by id, and messages.
+def discover(submissions_dir: Path, unpack_dir: Path,
+             resolve: bool = False) -> tuple[list[Submission], list[str]]:
+    """One Submission for every entry of ``submissions_dir``, sorted by id, and messages
+    (``resolve``: which of two different submissions of one LMS user is graded,
+    :func:`_one_per_student`).
 
     Never raises for an entry: what cannot be read becomes a Submission with ``problem``.
     The messages (for the console) name each problem, each skipped debris entry and each
@@ -921,7 +950,7 @@ def discover(submissions_dir: Path, unpack_dir: Path) -> tuple[list[Submission],
     messages: list[str] = []
     unpack_dir.mkdir(parents=True, exist_ok=True)
     entries = _one_per_student(_classify(submissions_dir, unpack_dir / ".lms", messages),
-                               messages)
+                               messages, resolve)
     subs = []
     for e, sid in zip(entries, _unique_ids(entries)):
         try:
