@@ -826,7 +826,7 @@ with requires("Exercise 5.1"):
 #   with $W_Q = \mathbf{W}_q^\top$.
 # - **Quoted** (chapter 1, section 3 and Exercise 3.1): its formula,
 #
-#   $$\mathbf{y}_i = \sum_{j=1}^{N} \frac{\exp(\mathbf{q}_i^T \mathbf{k}_j)}{\sum_{k=1}^{N} \exp(\mathbf{q}_i^T \mathbf{k}_k)}\mathbf{v}_j, \qquad \mathbf{q}_i = \mathbf{W}_q \mathbf{x}_i,\; \mathbf{k}_i = \mathbf{W}_k \mathbf{x}_i,\; \mathbf{v}_i = \mathbf{W}_v \mathbf{x}_i .
+#   $$\mathbf{y}_i = \sum_{j=1}^{N} \frac{\exp(\mathbf{q}_i^T \mathbf{k}_j)}{\sum_{k=1}^{N} \exp(\mathbf{q}_i^T \mathbf{k}_k)}\mathbf{v}_j, \qquad \mathbf{q}_i = \mathbf{W}_q \mathbf{x}_i,\; \mathbf{k}_i = \mathbf{W}_k \mathbf{x}_i,\; \mathbf{v}_i = \mathbf{W}_v \mathbf{x}_i .$$
 #
 # ### [S4] the survey: encoder-decoder, additive mask, BPE
 #

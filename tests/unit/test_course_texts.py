@@ -196,3 +196,17 @@ def test_chapter_1_attention_caption_states_each_shape_the_figure_shows():
     caption = cell.source.split("figures/attention.svg)", 1)[1].strip().split("\n\n")[0]
     assert r"$Y = AV$ is" in caption and r"$T_q \times d_v$" in caption
     assert r"$T_q \times T_k$" in caption and "after each step" not in caption
+
+
+def test_every_display_formula_is_closed():
+    """Issue 49: [S3]'s formula in chapter 1's Sources opened ``$$`` and never closed it, so
+    JupyterLab and the site showed raw LaTeX. Every Markdown cell of every chapter, and every
+    docs page, holds an even number of ``$$``."""
+    odd = []
+    for path in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        odd += [f"{path.name} cell {i}" for i, c in enumerate(nb.cells)
+                if c.cell_type == "markdown" and c.source.count("$$") % 2]
+    odd += [str(p.relative_to(ROOT)) for p in sorted((ROOT / "docs").rglob("*.md"))
+            if "_build" not in p.parts and p.read_text().count("$$") % 2]
+    assert odd == []
