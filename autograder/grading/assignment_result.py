@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .cells import is_answer, is_test, nbg
+from .cells import is_answer, is_locked, is_test, nbg
 
 
 @dataclass
@@ -34,7 +34,10 @@ class NotebookResult:
       ``verdict.judge_records``: then each has ``stopped`` and ``recorded``);
     - ``errors``: {test grade_id: [[ename, evalue], ...]} of the test cell's error outputs, for
       the diagnosis of a cell nbgrader scored itself (never for a status);
-    - ``timeouts``: test grade_ids whose exercise had a cell interrupted at the cell timeout;
+    - ``timeouts``: test grade_ids whose test cell (the course's code, calling the student's)
+      was interrupted at the cell timeout;
+    - ``student_timeouts``: test grade_ids whose exercise had a cell the student wrote (an
+      answer cell, a cell they added) interrupted at the cell timeout: the student's doing;
     - ``stopped``: where the run stopped, ``{"cell", "why", "course_cell"}`` (``course_cell``:
       it stopped in a cell of the course before any student code ran), or None;
     - ``tampered``: records sent outside their test cell, or twice (``records.Seal``).
@@ -45,6 +48,7 @@ class NotebookResult:
     verdicts: dict[str, dict] = field(default_factory=dict)
     errors: dict[str, list] = field(default_factory=dict)
     timeouts: list[str] = field(default_factory=list)
+    student_timeouts: list[str] = field(default_factory=list)
     stopped: dict | None = None
     tampered: list[dict] = field(default_factory=list)
 
@@ -76,6 +80,23 @@ class AssignmentResult:
             return cls(**data, notebooks=notebooks)
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None
+
+
+def timeouts_of(cells: list, indices) -> tuple[list[str], list[str]]:
+    """(the exercises whose course cell, and those whose student-written cell, was interrupted
+    at the cell timeout), from the seal's cell indexes: a test or locked cell is the course's;
+    an answer cell or a cell the student added is the student's.
+
+    >>> T, A = {"grade": True, "locked": True}, {"solution": True}
+    >>> def c(meta, gid=None):
+    ...     return {"cell_type": "code", "metadata": {"nbgrader": {**meta, "grade_id": gid}}}
+    >>> nb = [c(A), c(T, "t1"), c(A), c({}), c(T, "t2")]
+    >>> timeouts_of(nb, [1, 3]), timeouts_of(nb, [0, 99, "x"])
+    ((['t1'], ['t2']), ([], ['t1']))
+    """
+    over = [i for i in indices if type(i) is int and 0 <= i < len(cells)]
+    course = [i for i in over if is_locked(cells[i])]
+    return exercises_of(cells, course), exercises_of(cells, [i for i in over if i not in course])
 
 
 def result_path(root: Path, assignment: str) -> Path:

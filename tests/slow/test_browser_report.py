@@ -125,9 +125,9 @@ def _check_report(seen: dict) -> None:
     assert kinds["not implemented"] == "failure kind", mistakes  # the blank student
     assert "transposed" in named["scores transposed (K Qᵀ)"][1], mistakes
     assert "blank" in named["not implemented"][1]
-    for student in ("invalid_json", "infinite_loop"):  # the grader's own evidence
-        assert student in seen["not_graded"]
-    assert "os_exit" not in seen["not_graded"]  # its code ended its kernel: 0, not excused
+    assert "invalid_json" in seen["not_graded"]  # the grader's own evidence
+    for student in ("os_exit", "infinite_loop"):  # its code ended its kernel, or ran over in
+        assert student not in seen["not_graded"]  # its own cell: 0, not excused (issue 47)
     assert "ended the kernel" in named and "os_exit" in named["ended the kernel"][1], mistakes
 
 

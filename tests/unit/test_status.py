@@ -36,6 +36,10 @@ UNRECORDED = {"points": 0.0, "passed": False, "recorded": False, "stopped": True
      ("not graded: time limit of 900 s for the student exceeded", None, "")),
     (Facts(graded=True, score=2.0, timed_out=True),
      ("not graded: a cell of this exercise ran over 60 s", None, "")),
+    # the student's own cell ran over: their doing, scored as the test cell ran, flagged
+    (Facts(graded=True, score=0.0, student_timed_out=True),
+     ("graded", 0.0, "your code in a cell of this exercise ran over the cell limit of 60 s "
+      "and was interrupted")),
     (Facts(graded=False), ("not graded: no grade recorded by nbgrader", None, "")),
     (Facts(graded=True, score=None), ("not graded: no grade recorded by nbgrader", None, "")),
     (Facts(stopped={"cell": 0, "why": "ended the kernel", "course_cell": True}),
@@ -87,7 +91,7 @@ def test_no_text_of_the_students_sets_a_status():
     # full, a fake "autograde: failed" block are verdicts (0), never a reason not to grade
     assert set(Facts.__dataclass_fields__) == {
         "problem", "problem_kind", "stopped", "verdict", "graded", "score", "timed_out",
-        "restored", "answer_missing", "absent"}
+        "student_timed_out", "restored", "answer_missing", "absent"}
     assert row_status(Facts(graded=True, score=0.0, verdict={"diagnosis": "raised MemoryError"}))\
         [:3] == ("graded", 0.0, "")
 

@@ -276,7 +276,7 @@ def _notebook_results(root: Path, student: str, assignment: str, sources: list,
     the run's evidence (``records.Seal``), each exercise named by its test cells."""
     import nbformat
 
-    from ..assignment_result import NotebookResult, exercises_of
+    from ..assignment_result import NotebookResult, timeouts_of
     from ..cells import grade_id, is_test
     from .records import read_evidence
 
@@ -292,7 +292,8 @@ def _notebook_results(root: Path, student: str, assignment: str, sources: list,
             executed = nbformat.read(done, as_version=4)
             nb.graded = True
             nb.scores = _scores(root, assignment, name, student)
-            nb.timeouts = exercises_of(executed.cells, evidence.get("timeouts", []))
+            nb.timeouts, nb.student_timeouts = timeouts_of(executed.cells,
+                                                           evidence.get("timeouts", []))
             nb.errors = {grade_id(c): [[str(o.get("ename", ""))[:100],
                                         str(o.get("evalue", ""))[:2000]]
                                        for o in c.get("outputs", [])

@@ -85,7 +85,9 @@ class Facts:
     - ``verdict``: the exercise's trusted verdict, if it has one;
     - ``graded``: nbgrader scored the notebook; ``score``: the gradebook's points for the
       exercise's test cell (None: nbgrader recorded none);
-    - ``timed_out``: a cell of this exercise was interrupted at the cell timeout;
+    - ``timed_out``: the exercise's test cell (the course's code) was interrupted at the cell
+      timeout; ``student_timed_out``: a cell the student wrote was (their doing: the
+      exercise is scored as its test cell ran after the interrupt, and flagged);
     - ``restored``: ``"edited"``, ``"deleted"`` or ``"flags changed"`` when nbgrader restored
       the test cell; ``answer_missing``: the id of a deleted answer cell of the exercise;
     - ``absent``: the exercise's label when the file holds none of its cells (a notebook from
@@ -99,6 +101,7 @@ class Facts:
     graded: bool = False
     score: float | None = None
     timed_out: bool = False
+    student_timed_out: bool = False
     restored: str = ""
     answer_missing: str = ""
     absent: str = ""
@@ -143,13 +146,15 @@ def row_status(f: Facts, cell_timeout: float = 0) -> RowStatus:
                          None, "", Kind.TIMED_OUT)
     if not f.graded or f.score is None:
         return RowStatus("not graded: no grade recorded by nbgrader", None, "", Kind.NO_GRADE)
+    flag = (f"your code in a cell of this exercise ran over the cell limit of "
+            f"{cell_timeout:g} s and was interrupted") if f.student_timed_out else ""
     if f.answer_missing:
-        return RowStatus(f"graded (answer cell {f.answer_missing} missing)", f.score, "",
+        return RowStatus(f"graded (answer cell {f.answer_missing} missing)", f.score, flag,
                          Kind.ANSWER_MISSING)
     if f.restored:
-        return RowStatus(f"graded (test cell restored: {f.restored})", f.score, "",
+        return RowStatus(f"graded (test cell restored: {f.restored})", f.score, flag,
                          Kind.TEST_RESTORED)
-    return RowStatus("graded", f.score, "", Kind.GRADED)
+    return RowStatus("graded", f.score, flag, Kind.GRADED)
 
 
 def row_kind(row: dict) -> Kind:

@@ -285,6 +285,7 @@ def _rows(root, student, assignment, nb: Notebook, fatal, built: Rebuilt | None,
             problem=problem, problem_kind=kind, stopped=mine.stopped, verdict=verdict,
             graded=mine.graded,
             score=mine.scores.get(gc.grade_id), timed_out=gc.grade_id in mine.timeouts,
+            student_timed_out=gc.grade_id in mine.student_timeouts,
             restored=restored.get(gc.grade_id, ""),
             absent=label(gc.grade_id) if gc.grade_id in absent else "",
             answer_missing=next((s for s in gc.solution_ids if s in missing), ""))

@@ -113,7 +113,9 @@ class FixtureAttackBuilder(ClassBuilder):
         put("import_loop", self.answered(lambda g, s: IMPORT_LOOP + s if g == self.last else s))
         exp["import_loop"] = self.expect(
             lambda g: Expected(_fmt(g.max_points), "graded"),
-            {t: Expected("", "not graded: a cell of this exercise ran over") for t in last_tests})
+            # the loop is the student's own cell: interrupted, the exercise scores as its test
+            # cell ran after it (0: the function was never defined), flagged (issue 47)
+            {t: Expected("0", "graded") for t in last_tests})
 
         put("huge_stdout", first_with(HUGE_STDOUT))
         exp["huge_stdout"] = dict(full)

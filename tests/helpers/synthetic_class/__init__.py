@@ -10,8 +10,9 @@ correct                   solution code in every answer cell              full m
 blank                     the release as handed out (zip, nested)         0, graded
 wrong                     every function's output perturbed (renamed      0, graded
                           file, a checkpoint copy that is correct)
-infinite_loop             correct, last answer cell starts ``while True``  that exercise not
-                          (a loop that sleeps: see ``LOOP``)              graded (cell timeout)
+infinite_loop             correct, last answer cell starts ``while True``  that exercise 0,
+                          (a loop that sleeps: see ``LOOP``)              flagged (its own cell
+                                                                          ran over)
 memory_bomb               correct, last answer cell allocates forever     that exercise not
                                                                           graded (memory)
 monkeypatch               wrong + ``np.allclose = lambda *a, **k: True``  0, graded
@@ -172,11 +173,6 @@ class ClassBuilder:
         def stopped(why):  # the student's code stopped the notebook: 0 where no record
             return lambda g: Expected("0", f"{STOPPED_NO_RESULT}{why} in cell")
 
-        def last_is(reason):
-            return self.expect(
-                full, {t: Expected("", f"not graded: {reason}") for t in last_tests}
-            )
-
         def prefix_last(code):
             return self.answered(lambda gid, src: code + src if gid == self.last else src)
 
@@ -207,7 +203,10 @@ class ClassBuilder:
         class_["wrong"] = self.expect(zero)
 
         put("infinite_loop", prefix_last(LOOP))
-        class_["infinite_loop"] = last_is("a cell of this exercise ran over")
+        # the student's own answer cell ran over: interrupted, the exercise scores as its test
+        # cell ran after it (0), flagged: not "not graded" (issue 47)
+        class_["infinite_loop"] = self.expect(full, {t: Expected("0", "graded")
+                                                     for t in last_tests})
 
         # the MemoryError the bomb meets is an exception of the student's code, not a limit
         # the grader saw (a student may raise one too): the exercise scores 0
