@@ -1221,11 +1221,18 @@ def requires(exercise: str):
     >>> with requires("Exercise 9.9"):
     ...     raise NotImplementedError()
     (Finish Exercise 9.9 first: this cell uses it. Then run this cell again.)
+
+    A part an earlier chapter should provide that is neither the student's nor given
+    (``yours.Unfinished``, in the student kit) names its own exercise; the cell is skipped.
     """
     try:
         yield
-    except NotImplementedError:
-        print(f"(Finish {exercise} first: this cell uses it. Then run this cell again.)")
+    except NotImplementedError as e:
+        finish = getattr(e, "finish", None)
+        if _type(finish) is str:
+            print(f"(This cell is skipped: {finish}. Then run this cell again.)")
+        else:
+            print(f"(Finish {exercise} first: this cell uses it. Then run this cell again.)")
 
 
 _CHECK_CALL = re.compile(r"\b(check_\w+)\s*\(([^()]*)\)")

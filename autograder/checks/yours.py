@@ -13,7 +13,14 @@ per piece and hands back yours when its check passes, else the given implementat
     – chapter 04 not found or not saved: using the given layer_norm
 
 A missing notebook, a cell that raises, a function that still raises ``NotImplementedError``:
-the given one, said so. Nothing is fetched.
+the given one, said so. Nothing is fetched. Where no visible check of a piece can run (the
+kit leaves it out), yours is used and the line says it is unchecked; it never says "its checks
+pass" unless a check ran and passed.
+
+**Nothing given, nothing crashes.** The student kit holds no given part for its own chapters'
+exercises. Where neither yours nor a given one is usable, the part is a stand-in that raises
+:class:`Unfinished` (a ``NotImplementedError``) naming the exercise to finish; the demo cells
+run inside ``requires(...)``, which prints that instead of a traceback and skips the cell.
 
 **Grading stays chapter by chapter.** In a graded kernel (nbgrader's execution, a
 ``course-grade`` job or a probe) nothing is read or checked: the given parts are used and the
@@ -113,6 +120,42 @@ def _adapt(name: str, fn):
     return fn
 
 
+class Unfinished(NotImplementedError):
+    """A part that is neither yours (usable) nor given here: ``finish`` says which exercise to
+    finish (``requires`` prints it and skips the demo cell)."""
+
+    def __init__(self, finish: str):
+        super().__init__(finish)
+        self.finish = finish
+
+
+def exercise_label(chapter: str, name: str) -> str:
+    """``"04 Exercise 2.1 (`layer_norm`)"``: the exercise of ``chapter`` that asks for ``name``,
+    read from its visible check (in the repository and in the kit alike)."""
+    check, _ = visible_check(chapter, name)
+    label = getattr(check, "exercise", None)
+    if label is None and check is not None:
+        from autograder.checks._core import _find_check
+
+        found = _find_check(getattr(check, "check_key", None))
+        label = found.exercise if found is not None else None
+    return f"{chapter[:2]} {label} (`{name}`)" if label else f"chapter {chapter[:2]}'s `{name}`"
+
+
+def unfinished_part(name: str, chapter: str | None = None):
+    """The stand-in for a part that is neither yours nor given: calling it (or building a
+    model or run that needs it) raises :class:`Unfinished` naming the exercise."""
+    finish = (f"finish {exercise_label(chapter or CHAPTER_OF[name], name)} first: neither your "
+              "answer nor a given one is usable here")
+
+    def part(*args, **kwargs):
+        raise Unfinished(finish)
+
+    part.__name__ = part.__qualname__ = name
+    part.unfinished = finish
+    return part
+
+
 def _stubbed(fn) -> bool:
     """A reference left out of this kernel or kit (its body only raises)."""
     code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__init__", None), "__code__",
@@ -203,21 +246,32 @@ def _short(text: str, limit: int = 90) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def check_quietly(chapter: str, name: str, fn) -> str | None:
-    """None when ``fn`` passes the visible check of ``chapter``'s exercise ``name``, else why
-    not (short). The check is the one the chapter's notebook calls; its output is hidden."""
-    from autograder.checks._core import CheckFailed, NotImplementedYet
-
+def visible_check(chapter: str, name: str):
+    """(the visible check the chapter's notebook calls for ``name``, or None; why none runs
+    here, or None). The kit's stand-in for a check it leaves out (``absent``) is none."""
     try:
         module = importlib.import_module(f"autograder.checks.{chapter[3:]}")
     except ImportError:
-        return f"the checks of chapter {chapter[:2]} are not here"
+        return None, f"the checks of chapter {chapter[:2]} are not here"
     check = getattr(module, f"check_{name}", None)
     if check is None:
         check = next((getattr(module, a) for a in dir(module)
                       if a.lower() == f"check_{name}".lower()), None)
     if check is None:
-        return "it has no check here"
+        return None, "it has no check here"
+    if getattr(check, "absent", None):
+        return check, "its visible check is not in this kit"
+    return check, None
+
+
+def check_quietly(chapter: str, name: str, fn) -> str | None:
+    """None when ``fn`` passes the visible check of ``chapter``'s exercise ``name``, else why
+    not (short). The check is the one the chapter's notebook calls; its output is hidden."""
+    from autograder.checks._core import CheckFailed, NotImplementedYet
+
+    check, none = visible_check(chapter, name)
+    if none is not None:
+        return none
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             check(fn)
@@ -234,15 +288,18 @@ def check_quietly(chapter: str, name: str, fn) -> str | None:
     return None
 
 
-def _fallback(name: str, say, line: str):
+def _fallback(name: str, say, line: str, chapter: str | None = None):
     """The given ``name``, with ``line`` said; where it is left out (the student kit), say
-    that instead of "using the given ..."."""
+    which exercise to finish instead of "using the given ...", and hand back the stand-in
+    that raises :class:`Unfinished` (:func:`unfinished_part`)."""
     fn = given(name)
     if fn is None:
         head = line[: line.rindex(": using the given")]
-        say(f"{head}, and the given {name} is not in this kit: finish it first")
-    else:
-        say(line)
+        chapter = chapter or CHAPTER_OF[name]
+        say(f"{head}, and the given {name} is not in this kit: finish "
+            f"{exercise_label(chapter, name)} first (demos that need it are skipped)")
+        return unfinished_part(name, chapter)
+    say(line)
     return fn
 
 
@@ -271,31 +328,38 @@ def load(chapter: str, *names: str, namespace: dict | None = None, folder=None, 
         if path is None:
             for name in names:
                 out[name] = _fallback(name, say, f"– chapter {ch} not found or not saved: "
-                                                 f"using the given {name}")
+                                                 f"using the given {name}", chapter)
             return types.SimpleNamespace(**out)
         try:
             namespace, broken = run_answers(path, chapter)
         except Exception as e:  # noqa: BLE001
             for name in names:
                 out[name] = _fallback(name, say, f"– chapter {ch}: {_short(str(e))}: "
-                                                 f"using the given {name}")
+                                                 f"using the given {name}", chapter)
             return types.SimpleNamespace(**out)
         namespace.update(inject or {})
     for name in names:
         fn = namespace.get(name)
+        unchecked = None
         if name in broken:
             problem = broken[name]
         elif not callable(fn):
             problem = "not found in the notebook"
         else:
-            problem = check_quietly(chapter, name, fn)
-        if problem is None:
+            unchecked = visible_check(chapter, name)[1]
+            problem = None if unchecked else check_quietly(chapter, name, fn)
+        if unchecked is not None:  # no check can run: yours, said to be unchecked
+            say(f"– using your {name} (chapter {ch}) unchecked: {unchecked}")
+            out[name] = fn
+            yours.append(name)
+        elif problem is None:
             say(f"✔ using your {name} (chapter {ch}, its checks pass)")
             out[name] = fn
             yours.append(name)
         else:
             out[name] = _fallback(name, say, f"✘ your {name} (chapter {ch}) fails its check "
-                                             f"({problem}): using the given one instead")
+                                             f"({problem}): using the given one instead",
+                                  chapter)
     return types.SimpleNamespace(**out)
 
 
@@ -311,7 +375,7 @@ def model_parts(here: str = "08_training", own: dict | None = None, folder=None,
     for chapter, names in wanted.items():
         if chapter > here:
             for name in names:  # a later chapter's piece: the given one, said nowhere
-                parts[name] = given(name)
+                parts[name] = given(name) or unfinished_part(name, chapter)
             continue
         inject = None
         if chapter == "03_multihead_attention" and here > "01_attention" and not graded():
@@ -334,7 +398,18 @@ def loop_parts(own: dict, say=print) -> types.SimpleNamespace:
 
 # ---------------------------------------------------------------- the GPT of your pieces
 def _missing(parts, names) -> list[str]:
-    return [n for n in names if getattr(parts, n, None) is None]
+    return [n for n in names if getattr(parts, n, None) is None
+            or getattr(getattr(parts, n), "unfinished", None)]
+
+
+def _need(parts, names) -> None:
+    """Raise :class:`Unfinished` naming the exercises of the parts of ``names`` that are
+    neither yours nor given (a demo cell's ``requires`` says so and skips the cell)."""
+    missing = _missing(parts, names)
+    if missing:
+        labels = [exercise_label(CHAPTER_OF[n], n) for n in missing]
+        raise Unfinished(f"finish {', '.join(labels)} first: neither your answer nor a given "
+                         "one is usable here")
 
 
 class _Positions(nn.Embedding):
@@ -467,10 +542,7 @@ class YourGPT(nn.Module):
 
     def __init__(self, config, parts):
         super().__init__()
-        missing = _missing(parts, MODEL_PIECES)
-        if missing:
-            raise RuntimeError(f"no {', '.join(missing)} (neither yours nor a given one): "
-                               "finish those exercises first")
+        _need(parts, MODEL_PIECES)
         c = self.config = config
         self.parts = parts
         self.wte = nn.Embedding(c.vocab_size, c.d_model)
@@ -510,10 +582,7 @@ class YourRun:
     """
 
     def __init__(self, model, loop, data, cfg, device="cpu"):
-        missing = _missing(loop, LOOP_PIECES)
-        if missing:
-            raise RuntimeError(f"no {', '.join(missing)} (neither yours nor a given one): "
-                               "finish those exercises first")
+        _need(loop, LOOP_PIECES)
         self.model, self.loop, self.data, self.cfg = model, loop, data, cfg
         self.device = torch.device(device)
         self.model.to(self.device)

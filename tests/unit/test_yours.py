@@ -5,12 +5,14 @@ kernel reads nothing. ``YourGPT`` is laid out like ``transformer_ref.GPT``."""
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 import numpy as np
 import pytest
 import torch
 
-from autograder.checks import table, yours
+from autograder.checks import requires, table, yours
 from transformer_ref.models import GPT, GPTConfig
 from transformer_ref.norms import layer_norm as ref_layer_norm
 
@@ -189,14 +191,43 @@ def test_your_run_trains_with_the_loop_pieces_and_fits_the_budget():
     assert summary["eval"]["val"] < first / 2  # a periodic sequence is easy to learn
 
 
-def test_where_the_given_part_is_left_out_the_line_says_so(here, monkeypatch):
-    # the student kit: the reference of the kit's own exercises is stubbed
+def test_where_the_given_part_is_left_out_the_line_says_so(here, monkeypatch, capsys):
+    # the student kit: the reference of the kit's own exercises is stubbed (issue 49 item 3)
+    others = _given_parts()
     monkeypatch.setattr(yours, "given", lambda name: None)
     lines = []
     got = _load(here, lines)
+    label = f"04 {EX.label} (`layer_norm`)"
     assert lines == ["– chapter 04 not found or not saved, and the given layer_norm is not in "
-                     "this kit: finish it first"]
-    assert got.layer_norm is None
-    with pytest.raises(RuntimeError, match="layer_norm.*neither yours nor a given one"):
-        yours.YourGPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, d_model=4),
-                      got)
+                     f"this kit: finish {label} first (demos that need it are skipped)"]
+    # a stand-in that names the exercise, not None (05's demos call it: a TypeError before)
+    with pytest.raises(yours.Unfinished, match=re.escape(f"finish {label} first")):
+        got.layer_norm(*_x())
+    others.layer_norm = got.layer_norm  # every other part given: only 04 is named
+    config = GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, d_model=4)
+    with pytest.raises(yours.Unfinished, match=re.escape(f"finish {label} first")):
+        yours.YourGPT(config, others)
+    # a demo cell runs inside `requires`: one line, the exercise named, no traceback
+    with requires("Exercise 4.1"):
+        yours.YourGPT(config, others)
+    assert capsys.readouterr().out == (f"(This cell is skipped: finish {label} first: neither "
+                                       "your answer nor a given one is usable here. Then run "
+                                       "this cell again.)\n")
+
+
+def test_a_piece_whose_check_is_not_in_the_kit_is_said_unchecked(here, monkeypatch):
+    """The kit's stand-in for a check it leaves out prints a note and raises nothing: the
+    loader must not read that as "its checks pass" (08's train_step, issue 49 item 3)."""
+    from autograder.checks import _kit
+    from autograder.checks import layer_norm as checks
+
+    _notebook(here.parent / "04_layer_norm" / "04_layer_norm.ipynb", "def layer_norm(x, g, b, "
+              "eps=1e-5):\n    return x\n")  # wrong: a real check would fail it
+    monkeypatch.setattr(checks, "check_layer_norm",
+                        _kit._absent("layer_norm", EX.label, "left out for the test"))
+    lines = []
+    got = _load(here, lines)
+    assert lines == ["– using your layer_norm (chapter 04) unchecked: its visible check is not "
+                     "in this kit"]
+    assert got.mine == ["layer_norm"]
+    assert not any("checks pass" in line for line in lines)
