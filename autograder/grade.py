@@ -194,7 +194,7 @@ def _pick_assignments(args, available, subs) -> list[str]:
         return args.assignment
     picked = []
     for a, paths in available.items():
-        if any(find_notebook(s, p.stem)[0] for s in subs for p in paths):
+        if any(find_notebook(s, p.stem, a)[0] for s in subs for p in paths):
             picked.append(a)
     return picked
 
@@ -356,7 +356,7 @@ def _main(args) -> int:
     run_id = uuid.uuid4().hex[:8]
     todo, prints = [], {}
     for s in subs:
-        paths = [find_notebook(s, nb.name)[0] for a in assignments for nb in info[a]]
+        paths = [find_notebook(s, nb.name, a)[0] for a in assignments for nb in info[a]]
         prints[s.student] = f"{template.name}:{fingerprint(paths, s.problem)}"
         if args.force or s.student in args.regrade or \
                 done.get(s.student, {}).get("fingerprint") != prints[s.student]:
@@ -536,9 +536,10 @@ def _roster(subs, notebooks: dict[str, list[str]]) -> list[str]:
     from .grading.parent.submissions import find_notebook
 
     wanted = [nb for nbs in notebooks.values() for nb in nbs]
+    of = {nb: a for a, nbs in notebooks.items() for nb in nbs}
     rows = [("student", "name", "notebooks found", "submission time")]
     for s in subs:
-        have = [nb for nb in wanted if not s.problem and find_notebook(s, nb)[0]]
+        have = [nb for nb in wanted if not s.problem and find_notebook(s, nb, of[nb])[0]]
         missing = [nb for nb in wanted if nb not in have]
         found = ", ".join(have) or "none"
         if s.problem:

@@ -324,6 +324,34 @@ def test_nbgrader_collected_timestamps_are_used(tmp_path, template):
         assert gb.find_submission(A, "bob").timestamp == datetime(2026, 11, 21, 8, 30)
 
 
+def test_in_nbgrader_layout_a_notebook_comes_only_from_its_assignments_folder(tmp_path):
+    """Issue 47: a student who missed 01 put 01_attention.ipynb into their on-time 02
+    submission; it was graded 16/16 with 'submission time unknown'. In nbgrader's
+    submitted/, assignment A's notebook is taken only from <student>/A/ (whose timestamp.txt
+    is A's time); the same folders elsewhere are a student's own and searched as before."""
+    from autograder.grading.parent.submissions import find_notebook
+
+    for course in (True, False):
+        root = tmp_path / f"course{course}"
+        late = root / "submitted" / "ann" / "02_masking"
+        late.mkdir(parents=True)
+        if course:
+            (root / "nbgrader_config.py").write_text("")
+        (late / "timestamp.txt").write_text("2026-11-20 22:00:00 UTC")
+        for nb in (A, "02_masking"):
+            (late / f"{nb}.ipynb").write_text(_nb("ann"))
+        subs, _ = discover(root / "submitted", tmp_path / f"u{course}")
+        from_nbgrader(root / "submitted", subs)
+        (ann,) = subs
+        assert ann.per_assignment is course
+        assert find_notebook(ann, "02_masking", "02_masking")[0] == ann.path / "02_masking" / \
+            "02_masking.ipynb"
+        found, note = find_notebook(ann, A, A)
+        assert (found is None) is course, (found, note)
+        if course:
+            assert note == f"no {A}.ipynb in the submission"
+
+
 def test_a_copy_of_submitted_outside_a_course_is_not_trusted(tmp_path):
     submitted = _nbgrader_course(tmp_path / "course")
     (tmp_path / "course" / "nbgrader_config.py").unlink()  # a folder named so, no course

@@ -148,7 +148,7 @@ def grade_student(
         dest = root / "submitted" / sub.student / assignment
         dest.mkdir(parents=True)
         for nb in notebooks:
-            path, note = find_notebook(sub, nb.name)
+            path, note = find_notebook(sub, nb.name, assignment)
             if note and path is not None:
                 result.notes.append(f"{nb.name}: {note}")
             if path is None:

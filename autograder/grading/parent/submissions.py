@@ -97,6 +97,9 @@ class Submission:
     # assignment ("" = every assignment) -> tz-aware time, from a trusted source only (times.py)
     times: dict[str, datetime] = field(default_factory=dict)
     time_source: str = ""  # "nbgrader timestamp.txt" / "--submitted-at"; "" when unknown
+    # a student folder of nbgrader's submitted/ (times.from_nbgrader): assignment A's notebooks
+    # come only from <student>/A/, the folder whose timestamp.txt is A's time
+    per_assignment: bool = False
 
 
 class IntakeProblem(Exception):
@@ -456,8 +459,12 @@ def _candidates(sub: Submission) -> list[tuple[Path, os.stat_result]]:
                     if name.lower().endswith(".ipynb")]
 
 
-def find_notebook(sub: Submission, name: str) -> tuple[Path | None, str]:
-    """The submission's notebook for notebook id ``name`` and a note on how it was chosen.
+def find_notebook(sub: Submission, name: str,
+                  assignment: str = "") -> tuple[Path | None, str]:
+    """The submission's notebook for notebook id ``name`` (of ``assignment``) and a note on
+    how it was chosen. In nbgrader's layout (``sub.per_assignment``) a notebook of assignment
+    A is taken only from the student's ``A/`` folder: a notebook of A put into another
+    assignment's submission (on time) is not A's.
 
     When the chosen file is a link or a special file (also a link entry of a zip), the path is
     None and the note says so: it is never followed.
@@ -467,6 +474,8 @@ def find_notebook(sub: Submission, name: str) -> tuple[Path | None, str]:
     if sub.path is None:
         return None, "the submission could not be unpacked"
     cands = _candidates(sub)
+    if sub.per_assignment and assignment:
+        cands = [(p, st) for p, st in cands if p.relative_to(sub.path).parts[0] == assignment]
     stem = {p: p.name[: -len(".ipynb")] for p, _ in cands}
     exact = [(p, st) for p, st in cands if stem[p] == name]
     loose = [(p, st) for p, st in cands if name in stem[p] and stem[p] != name]
@@ -498,7 +507,7 @@ def canvas_names(sub: Submission, notebooks: dict[str, list[str]]) -> dict[str, 
     found = {}
     for a, nbs in notebooks.items():
         for nb in nbs:
-            path = find_notebook(sub, nb)[0] if sub.canvas_files and sub.path else None
+            path = find_notebook(sub, nb, a)[0] if sub.canvas_files and sub.path else None
             if path is not None and (
                     prefix := sub.canvas_files.get(path.relative_to(sub.path).parts[0])):
                 found[a] = prefix

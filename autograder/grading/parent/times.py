@@ -82,14 +82,17 @@ def _is_dir(path: Path) -> bool:
 
 def from_nbgrader(submissions_dir: Path, subs: list[Submission]) -> int:
     """Give each student folder of an nbgrader ``submitted/`` its assignments' times, read from
-    ``<student>/<assignment>/timestamp.txt`` (exactly there: one deeper is the student's);
-    returns how many were read. Nothing is read from any other layout."""
+    ``<student>/<assignment>/timestamp.txt`` (exactly there: one deeper is the student's), and
+    mark it ``per_assignment`` (an assignment's notebooks then come only from its own folder:
+    ``submissions.find_notebook``); returns how many times were read. Nothing is read from any
+    other layout."""
     if not is_nbgrader_submitted(submissions_dir):
         return 0
     found = 0
     for sub in subs:
         if sub.problem or sub.origin.parent != submissions_dir or not _is_dir(sub.origin):
             continue  # a zip or a stray file is not nbgrader's
+        sub.per_assignment = True  # nbgrader collected it: one <assignment>/ per assignment
         try:
             entries = sorted(os.listdir(sub.origin))
         except OSError:
@@ -237,7 +240,7 @@ def timings(subs: list[Submission], notebooks: dict[str, list[str]]
             marked = False
             if sub.late_files and sub.path is not None:
                 for nb in nbs:
-                    path = find_notebook(sub, nb)[0]
+                    path = find_notebook(sub, nb, a)[0]
                     if path is not None and \
                             path.relative_to(sub.path).parts[0] in sub.late_files:
                         marked = True
