@@ -50,6 +50,11 @@ UNRECORDED = {"points": 0.0, "passed": False, "recorded": False, "stopped": True
     (Facts(stopped=KERNEL_ENDED, verdict=UNRECORDED),
      (f"{STOPPED_NO_RESULT}ended the kernel in cell 7)", 0.0,
       "stopped the notebook: your code ended the kernel in cell 7")),
+    # nbgrader failed after the student's code ran (nbgrader_main.stop_of): no cell to name
+    (Facts(stopped={"cell": None, "why": "left a notebook nbgrader could not finish (x)"},
+           problem="grader error (x)"),
+     (f"{STOPPED_NO_RESULT}left a notebook nbgrader could not finish (x))", 0.0,
+      "stopped the notebook: your code left a notebook nbgrader could not finish (x)")),
     (Facts(stopped={"cell": 2, "why": "flooded its output"}, problem="nbgrader failed"),
      (f"{STOPPED_NO_RESULT}flooded its output in cell 3)", 0.0,
       "stopped the notebook: your code flooded its output in cell 3")),

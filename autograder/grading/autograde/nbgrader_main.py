@@ -256,7 +256,8 @@ def _grade_one(api, root: Path, student: str, assignment: str, sources: list, ar
             out.error = f"judging the records failed: {type(e).__name__}: {e}"
     try:
         out.notebooks = _notebook_results(root, student, assignment, sources, verdicts,
-                                          graded=out.autograde == "ok")
+                                          graded=out.autograde == "ok",
+                                          error="" if ran["success"] else out.error)
     except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
         out.autograde, out.error = "failed", f"reading the grades failed: {type(e).__name__}: {e}"
     out.write(root)
@@ -270,8 +271,30 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def stop_of(evidence: dict, graded: bool, error: str) -> dict | None:
+    """Where a notebook's run stopped, for the rows (``NotebookResult.stopped``): the seal's
+    own stop; else, where nbgrader failed after the student's code had run, that failure
+    (nothing nbgrader or nbconvert does after the student's code ran makes a notebook "not
+    graded": its recorded exercises keep their verdicts, the rest score 0, flagged); else None.
+
+    >>> stop_of({"stopped": {"cell": 3, "why": "ended the kernel"}}, False, "x")["why"]
+    'ended the kernel'
+    >>> stop_of({"student_ran": True}, False, "KeyError: 'grade_id'")["why"]
+    "left a notebook nbgrader could not finish (KeyError: 'grade_id')"
+    >>> stop_of({"student_ran": True}, True, ""), stop_of({}, False, "boom")
+    (None, None)
+    >>> stop_of({"student_ran": True}, False, "")  # not nbgrader's failure: the grader's own
+    """
+    if evidence.get("stopped"):
+        return evidence["stopped"]
+    if graded or not error or evidence.get("student_ran") is not True:
+        return None
+    return {"cell": None, "why": f"left a notebook nbgrader could not finish ({error[:200]})",
+            "course_cell": False}
+
+
 def _notebook_results(root: Path, student: str, assignment: str, sources: list,
-                      verdicts: dict, graded: bool) -> dict:
+                      verdicts: dict, graded: bool, error: str = "") -> dict:
     """{notebook: NotebookResult} of one assignment: the gradebook's points, the verdicts and
     the run's evidence (``records.Seal``), each exercise named by its test cells."""
     import nbformat
@@ -285,7 +308,7 @@ def _notebook_results(root: Path, student: str, assignment: str, sources: list,
     for name in names:
         evidence = read_evidence(root, assignment, name)
         nb = NotebookResult(verdicts=verdicts.get(name, {}),
-                            stopped=evidence.get("stopped"),
+                            stopped=stop_of(evidence, graded, error),
                             tampered=list(evidence.get("tampered", [])))
         done = root / "autograded" / student / assignment / f"{name}.ipynb"
         if graded and done.exists():

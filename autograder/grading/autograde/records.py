@@ -80,7 +80,10 @@ class Seal:
         setup cell)."""
         self.cell, self.grade_id, self.keys, self.seen = index, grade_id, list(keys), set()
         self.course_cell = course and not self.student_ran
-        self.student_ran = self.student_ran or not course
+        if not course and not self.student_ran:  # written once: the student's code has run
+            self.student_ran = True
+            self.evidence["student_ran"] = True
+            self._save()
 
     def end_cell(self) -> None:
         self.cell, self.grade_id, self.keys, self.seen = None, None, [], set()

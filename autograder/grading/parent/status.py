@@ -139,8 +139,9 @@ def row_status(f: Facts, cell_timeout: float = 0) -> RowStatus:
         if f.verdict and f.verdict.get("recorded") is True:
             return RowStatus(STOPPED_RECORDED, float(f.verdict.get("points", 0.0)), "",
                              Kind.FROM_RECORD)
-        return RowStatus(f"{STOPPED_NO_RESULT}{why} in cell {cell})", 0.0,
-                         f"stopped the notebook: your code {why} in cell {cell}", Kind.STOPPED)
+        where = f" in cell {cell}" if cell != "?" else ""
+        return RowStatus(f"{STOPPED_NO_RESULT}{why}{where})", 0.0,
+                         f"stopped the notebook: your code {why}{where}", Kind.STOPPED)
     if f.timed_out:
         return RowStatus(f"not graded: a cell of this exercise ran over {cell_timeout:g} s",
                          None, "", Kind.TIMED_OUT)
