@@ -10,9 +10,10 @@ from autograder.grading.sandbox import bwrap_path
 
 from helpers.adversarial.attention_attacks import graded_attention_attacks
 from helpers.adversarial.dodge_class import mismatch
+from helpers.adversarial.odd_files import OUTPUT_SLACK
 
 STUDENTS = ["answer_meta", "v3_duplicate", "mimebundle", "missing_exercise",
-            "another_chapter"]
+            "another_chapter", "interleaved"]
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +35,15 @@ def test_every_row_exact(odd_class, student):
     assert sorted(rows) == sorted(expected)
     wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
     assert not wrong, wrong
+
+
+def test_outputs_are_budgeted_per_notebook(odd_class):
+    """Issue 47: fifty cells interleaving stdout and stderr turned a 100 kB notebook into
+    659 MB under OUT (132 MB in each copy). A submission leaves at most 5 MB plus twice its
+    own size there (all its copies: autograded, feedback, return, the grading folder)."""
+    sent = (odd_class["class"] / "interleaved" / "01_attention.ipynb").stat().st_size
+    share = odd_class["shares"]["interleaved"]
+    assert share <= OUTPUT_SLACK + 2 * sent, f"{share / 2**20:.1f} MB under OUT"
 
 
 def test_no_grader_error_anywhere(odd_class):

@@ -24,8 +24,10 @@ course folders' ``nbgrader_config.py`` (``course.write_config``) sets them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import nbformat
 from nbclient.util import run_sync
 from nbformat import ValidationError
 from nbgrader import utils
@@ -189,11 +191,46 @@ class LimitOutputSize(NbGraderPreprocessor):
     """
 
     max_chars = 20_000
+    # the outputs of the student's cells, all of them together (a test cell's are the course's
+    # and each is cut like any output): fifty cells interleaving stdout and stderr made a
+    # 100 kB notebook 132 MB in each of its copies (autograded, feedback, return)
+    max_notebook_chars = 500_000
 
-    def __init__(self, max_chars: int | None = None, **kw):
+    def __init__(self, max_chars: int | None = None, max_notebook_chars: int | None = None,
+                 **kw):
         super().__init__(**kw)
         if max_chars is not None:
             self.max_chars = max_chars
+        if max_notebook_chars is not None:
+            self.max_notebook_chars = max_notebook_chars
+
+    def preprocess(self, nb, resources):
+        """Each output cut (:meth:`preprocess_cell`), then the student's cells' outputs kept
+        up to :attr:`max_notebook_chars` in all, a note where the rest was dropped.
+
+        >>> from nbformat.v4 import new_code_cell, new_notebook, new_output
+        >>> out = lambda: new_output("stream", name="stdout", text="x" * 50)
+        >>> nb = new_notebook(cells=[new_code_cell(outputs=[out(), out()]) for _ in range(3)])
+        >>> nb, _ = LimitOutputSize(max_notebook_chars=200).preprocess(nb, {})
+        >>> [len(c.outputs) for c in nb.cells], nb.cells[1].outputs[-1].text[:38]
+        ([2, 1, 1], '[course-grade: 2 more outputs not kept')
+        """
+        kept = 0
+        for index, cell in enumerate(nb.cells):
+            cell, resources = self.preprocess_cell(cell, resources, index)
+            if cell.get("cell_type") != "code" or utils.is_grade(cell):
+                continue
+            outputs = cell.get("outputs", [])
+            for k, out in enumerate(outputs):
+                kept += len(json.dumps(out))
+                if kept > self.max_notebook_chars:
+                    cell.outputs = outputs[:k] + [nbformat.v4.new_output(
+                        "stream", name="stdout",
+                        text=f"[course-grade: {len(outputs) - k} more outputs not kept: the "
+                             f"notebook's outputs are over {self.max_notebook_chars:,} "
+                             "characters]\n")]
+                    break
+        return nb, resources
 
     def _cut(self, text: str) -> str:
         return cut_text(text, self.max_chars)

@@ -23,6 +23,11 @@ missing_exercise   the cells of Exercise 4.1 (answer and test) deleted         4
                                                                                rest full
 another_chapter    notebook 02's release under 01's name                       not graded:
                                                                                holds 02_masking
+interleaved        50 added cells, each printing 3,000 lines to stdout and     full, graded;
+                   stderr in turn (a new output at every switch)               its share of
+                                                                               OUT at most
+                                                                               5 MB + twice
+                                                                               its size
 =================  ==========================================================  ================
 """
 
@@ -52,6 +57,9 @@ class _Odd:
 _Odd()
 '''
 DROPPED = "displayed an output that is not a valid notebook output (dropped)"
+INTERLEAVED = ("import sys\nfor _i in range(3000):\n    print('o' * 60)\n"
+               "    print('e' * 60, file=sys.stderr)\n")
+OUTPUT_SLACK = 5 * 2**20  # what a submission may leave in OUT, besides twice its own size
 
 
 class OddFileBuilder(ClassBuilder):
@@ -100,6 +108,10 @@ class OddFileBuilder(ClassBuilder):
             "0", "graded (not in this notebook: Exercise 4.1; an earlier release of the "
             "chapter, or its cells deleted)", "earlier release", "")
         put("missing_exercise", missing, rows)
+
+        loud = self.answered()
+        loud.cells += [nbformat.v4.new_code_cell(INTERLEAVED) for _ in range(50)]
+        put("interleaved", loud, dict(full))
 
         other = nbformat.read(REPO / "notebooks" / "02_masking" / "02_masking.ipynb", 4)
         put("another_chapter", other,
