@@ -4,8 +4,9 @@ Every student but ``another_chapter`` hands in notebook 01 with the solution ans
 file the student's editor (or the student) made odd. (Each oddity of ``answer_meta`` alone
 made a notebook "not graded"; they share a student to keep the run short, and
 tests/slow/test_rebuild_fuzz.py mixes them on 300 files.) The grader grades a notebook rebuilt
-from the release (``autograder/grading/parent/rebuild.py``), so each is graded on its answers:
-16/16. Before the rebuild (77cec29) every one of them read ``not graded`` on all 8 rows.
+from the release (``autograder/grading/parent/rebuild.py``), so each is graded on its answers.
+Issue 47 reports ``answer_meta``'s oddities, ``v3_duplicate`` and ``mimebundle`` as "not
+graded" on all 8 rows at 77cec29, and ``interleaved``'s kind of notebook as 659 MB under OUT.
 
 =================  ==========================================================  ================
 student            the file                                                    expected
