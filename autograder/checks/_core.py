@@ -1223,7 +1223,9 @@ def requires(exercise: str):
     (Finish Exercise 9.9 first: this cell uses it. Then run this cell again.)
 
     A part an earlier chapter should provide that is neither the student's nor given
-    (``yours.Unfinished``, in the student kit) names its own exercise; the cell is skipped.
+    (``yours.Unfinished``, in the student kit) names its own exercise; the reference code the
+    student kit leaves out (``ReferenceUnavailable``: it is an exercise's answer) says so. In
+    both cases the cell is skipped with one line, no traceback.
     """
     try:
         yield
@@ -1233,6 +1235,12 @@ def requires(exercise: str):
             print(f"(This cell is skipped: {finish}. Then run this cell again.)")
         else:
             print(f"(Finish {exercise} first: this cell uses it. Then run this cell again.)")
+    except RuntimeError as e:
+        if _type(e).__name__ != "ReferenceUnavailable":  # grading/autograde/reference.py's
+            raise
+        what = str(e).split(" ")[0]
+        print(f"(This cell is skipped: it runs {what}, the course's reference answer to an "
+              "exercise of this kit, which the kit leaves out.)")
 
 
 _CHECK_CALL = re.compile(r"\b(check_\w+)\s*\(([^()]*)\)")

@@ -396,16 +396,26 @@ def loop_parts(own: dict, say=print) -> types.SimpleNamespace:
     return load("08_training", *LOOP_PIECES, namespace=own, say=say)
 
 
+def built(obj, what: str):
+    """``obj``, built by an earlier demo cell; where that cell was skipped (``obj`` is None),
+    raise :class:`Unfinished` saying so (this cell's ``requires`` skips it too)."""
+    if obj is None:
+        raise Unfinished(f"{what} was not built (its cell above was skipped and says why)")
+    return obj
+
+
 # ---------------------------------------------------------------- the GPT of your pieces
 def _missing(parts, names) -> list[str]:
     return [n for n in names if getattr(parts, n, None) is None
             or getattr(getattr(parts, n), "unfinished", None)]
 
 
-def _need(parts, names) -> None:
+def need(parts, names, built: bool = False) -> None:
     """Raise :class:`Unfinished` naming the exercises of the parts of ``names`` that are
-    neither yours nor given (a demo cell's ``requires`` says so and skips the cell)."""
-    missing = _missing(parts, names)
+    neither yours nor given (a demo cell's ``requires`` says so and skips the cell).
+    ``built``: only for absent parts; a stand-in raises when the object built runs it."""
+    missing = [n for n in names if getattr(parts, n, None) is None] if built else _missing(
+        parts, names)
     if missing:
         labels = [exercise_label(CHAPTER_OF[n], n) for n in missing]
         raise Unfinished(f"finish {', '.join(labels)} first: neither your answer nor a given "
@@ -542,7 +552,7 @@ class YourGPT(nn.Module):
 
     def __init__(self, config, parts):
         super().__init__()
-        _need(parts, MODEL_PIECES)
+        need(parts, MODEL_PIECES, built=True)  # a stand-in raises when it runs
         c = self.config = config
         self.parts = parts
         self.wte = nn.Embedding(c.vocab_size, c.d_model)
@@ -582,7 +592,7 @@ class YourRun:
     """
 
     def __init__(self, model, loop, data, cfg, device="cpu"):
-        _need(loop, LOOP_PIECES)
+        need(loop, LOOP_PIECES)
         self.model, self.loop, self.data, self.cfg = model, loop, data, cfg
         self.device = torch.device(device)
         self.model.to(self.device)
@@ -721,3 +731,30 @@ def attention_weights(model: YourGPT, idx: torch.Tensor, layer: int) -> torch.Te
     w = fn(heads(blk.attn.q_proj), heads(blk.attn.k_proj), eye, _causal(T, T, h.device))
     model.train()
     return w[0]
+
+
+MAX_TICKS = 20  # tick labels per axis of an attention map, at most
+
+
+def plot_attention(w: torch.Tensor, tokens: list[str], layer: int):
+    """Small multiples: one panel per head of the weights ``w (H, T, T)`` of layer ``layer``
+    (numbered from 1, as chapter 06's maps), one colour scale (0 to 1) with its colour bar,
+    at most :data:`MAX_TICKS` token labels per axis. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    H, T = w.shape[0], w.shape[-1]
+    every = max(1, math.ceil(T / MAX_TICKS))
+    ticks = list(range(0, T, every))
+    shown = ["␣" if t == " " else t for t in tokens]  # a space, visible
+    fig, axes = plt.subplots(1, H, figsize=(3.4 * H + 1.0, 3.8), squeeze=False,
+                             constrained_layout=True)
+    for h, ax in enumerate(axes[0]):
+        image = ax.imshow(w[h].detach().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.set_xticks(ticks, [shown[i] for i in ticks], fontsize=8)
+        ax.set_yticks(ticks, [shown[i] for i in ticks], fontsize=8)
+        ax.set_title(f"layer {layer}, head {h + 1}", fontsize=10)
+        ax.set_xlabel("key (the character read)", fontsize=8)
+        if h == 0:
+            ax.set_ylabel("query (the current character)", fontsize=8)
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="attention weight")
+    return fig

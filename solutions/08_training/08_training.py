@@ -406,6 +406,7 @@ del _given
 # single batch. If this loss does not fall towards 0, something in the step is broken.
 
 # %% tags=["demo"]
+model = None  # the memorising model, built below
 with requires("Exercise 3.2 and Exercise 1.1"):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=32, n_layer=2, n_head=2,
@@ -618,7 +619,8 @@ del _given
 # %% tags=["demo"]
 with requires("Exercise 4.1 and Exercise 3.2"):
     for split in ("train", "val"):
-        loss = estimate_loss(model, getattr(data, split), 8, 32, 5, torch.Generator().manual_seed(3))
+        loss = estimate_loss(yours.built(model, "the memorising model of section 3"),
+                             getattr(data, split), 8, 32, 5, torch.Generator().manual_seed(3))
         print(f"{split}: {loss:.3f}")
 
 
@@ -817,7 +819,10 @@ with requires("Exercise 6.1"):
 # your `train_step` (your `cross_entropy`, your clipping) steps your `AdamW` (decay on matrices
 # only), and your `estimate_loss` evaluates. A piece that fails its check is replaced by the
 # given one, and the line above the run says so (`✘ your layer_norm fails its check ...:
-# using the given one instead`): the run always works, and you see which parts are yours.
+# using the given one instead`): the run works, and you see which parts are yours. In the
+# student kit the given parts of the kit's own exercises are left out: there a part that is
+# neither yours nor given stops this cell with one line naming the exercise to finish
+# (`This cell is skipped: finish 04 Exercise 2.2 ...`), and the cells that use the run skip too.
 # We train in chunks and sample after each one with **your** sampler (the reference one until
 # Exercise 6.1 passes), to watch the text take shape.
 #
@@ -865,35 +870,39 @@ loop = yours.loop_parts(dict(get_batch=get_batch, cross_entropy=cross_entropy, g
                              train_step=train_step, estimate_loss=estimate_loss, AdamW=AdamW))
 cfg.device = str(DEVICE)
 your_cfg = dataclasses.replace(cfg)  # the reference trainer below gets its own copy of cfg
-torch.manual_seed(your_cfg.seed)
-your_model = yours.YourGPT(GPTConfig(vocab_size=data.vocab_size, block_size=cfg.block_size,
-                                     n_layer=cfg.n_layer, n_head=cfg.n_head,
-                                     d_model=cfg.d_model, d_ff=cfg.d_ff), parts)
-run = yours.YourRun(your_model, loop, data, your_cfg, DEVICE)
-print(f"{sum(p.numel() for p in your_model.parameters()) / 1e6:.2f} M parameters, "
-      f"{cfg.tokens_per_step:,} tokens per step, float32")
 samples, n_sample = [], (40 if SMOKE else 240)
-t0 = time.perf_counter()
-generate_text(your_model, "\n", 10)  # what sampling after each chunk costs, per token
-per_token = (time.perf_counter() - t0) / 10
-run.fit_to_time(MAX_SECONDS - (time.perf_counter() - t0), probe_steps=3 if SMOKE else 10,
-                extra_seconds_per_eval=n_sample * per_token)  # may shorten the run
-# one chunk per evaluation: train to the next multiple of eval_interval, then sample
-chunk_ends = [*range(your_cfg.eval_interval, your_cfg.max_iters, your_cfg.eval_interval),
-              your_cfg.max_iters]
-for end in [e for e in chunk_ends if e > run.step]:
-    left = MAX_SECONDS - (time.perf_counter() - t0)
-    summary = run.train(num_steps=end - run.step, max_seconds=max(left, 1))
-    ev = summary["eval"]
-    text = generate_text(your_model, "\n", n_sample)
-    samples.append((run.step, ev["val"], text))
-    print(f"--- step {run.step} ({time.perf_counter() - t0:.0f} s): train {ev['train']:.3f}, "
-          f"val {ev['val']:.3f} ({ev['val_bpb']:.3f} bits/byte) ---\n{text}\n")
-    if run.step >= your_cfg.max_iters or time.perf_counter() - t0 >= MAX_SECONDS:
-        break
-elapsed = time.perf_counter() - t0
-print(f"your {RUN} run: {run.step} steps in {elapsed:.0f} s, final train {ev['train']:.4f}, "
-      f"val {ev['val']:.4f}, {summary['tokens_per_s']:,.0f} tokens/s")
+your_model = run = None  # built below when every part is usable (yours or given)
+with requires("the exercises named above"):
+    yours.need(parts, yours.MODEL_PIECES)  # else: which exercise to finish, and this cell stops
+    yours.need(loop, yours.LOOP_PIECES)
+    torch.manual_seed(your_cfg.seed)
+    your_model = yours.YourGPT(GPTConfig(vocab_size=data.vocab_size, block_size=cfg.block_size,
+                                         n_layer=cfg.n_layer, n_head=cfg.n_head,
+                                         d_model=cfg.d_model, d_ff=cfg.d_ff), parts)
+    run = yours.YourRun(your_model, loop, data, your_cfg, DEVICE)
+    print(f"{sum(p.numel() for p in your_model.parameters()) / 1e6:.2f} M parameters, "
+          f"{cfg.tokens_per_step:,} tokens per step, float32")
+    t0 = time.perf_counter()
+    generate_text(your_model, "\n", 10)  # what sampling after each chunk costs, per token
+    per_token = (time.perf_counter() - t0) / 10
+    run.fit_to_time(MAX_SECONDS - (time.perf_counter() - t0), probe_steps=3 if SMOKE else 10,
+                    extra_seconds_per_eval=n_sample * per_token)  # may shorten the run
+    # one chunk per evaluation: train to the next multiple of eval_interval, then sample
+    chunk_ends = [*range(your_cfg.eval_interval, your_cfg.max_iters, your_cfg.eval_interval),
+                  your_cfg.max_iters]
+    for end in [e for e in chunk_ends if e > run.step]:
+        left = MAX_SECONDS - (time.perf_counter() - t0)
+        summary = run.train(num_steps=end - run.step, max_seconds=max(left, 1))
+        ev = summary["eval"]
+        text = generate_text(your_model, "\n", n_sample)
+        samples.append((run.step, ev["val"], text))
+        print(f"--- step {run.step} ({time.perf_counter() - t0:.0f} s): train {ev['train']:.3f}, "
+              f"val {ev['val']:.3f} ({ev['val_bpb']:.3f} bits/byte) ---\n{text}\n")
+        if run.step >= your_cfg.max_iters or time.perf_counter() - t0 >= MAX_SECONDS:
+            break
+    elapsed = time.perf_counter() - t0
+    print(f"your {RUN} run: {run.step} steps in {elapsed:.0f} s, final train {ev['train']:.4f}, "
+          f"val {ev['val']:.4f}, {summary['tokens_per_s']:,.0f} tokens/s")
 
 # %% [markdown]
 # **The reference beside it.** `transformer_ref.train.Trainer` runs the same configuration with
@@ -906,14 +915,16 @@ print(f"your {RUN} run: {run.step} steps in {elapsed:.0f} s, final train {ev['tr
 
 # %% tags=["demo"]
 REF_SECONDS = MAX_SECONDS if RUN != "cpu" else MAX_SECONDS / 2
-trainer = Trainer(cfg, data=data)
-t_ref = time.perf_counter()
-trainer.fit_to_time(REF_SECONDS, probe_steps=3 if SMOKE else 10)
-ref_summary = trainer.train(max_seconds=max(REF_SECONDS - (time.perf_counter() - t_ref), 1))
-ref_seconds = time.perf_counter() - t_ref
-print(f"reference {RUN} run: {trainer.step} steps in {ref_seconds:.0f} s, final val "
-      f"{ref_summary['eval']['val']:.4f}, {ref_summary['tokens_per_s']:,.0f} tokens/s"
-      + (f", MFU {100 * ref_summary['mfu']:.1f}%" if ref_summary["mfu"] else ""))
+trainer = None  # the student kit of chapter 06 has no reference GPT: then this cell is skipped
+with requires("the exercises of this chapter"):
+    trainer = Trainer(cfg, data=data)
+    t_ref = time.perf_counter()
+    trainer.fit_to_time(REF_SECONDS, probe_steps=3 if SMOKE else 10)
+    ref_summary = trainer.train(max_seconds=max(REF_SECONDS - (time.perf_counter() - t_ref), 1))
+    ref_seconds = time.perf_counter() - t_ref
+    print(f"reference {RUN} run: {trainer.step} steps in {ref_seconds:.0f} s, final val "
+          f"{ref_summary['eval']['val']:.4f}, {ref_summary['tokens_per_s']:,.0f} tokens/s"
+          + (f", MFU {100 * ref_summary['mfu']:.1f}%" if ref_summary["mfu"] else ""))
 
 # %% [markdown]
 # **Look.** One plot, both runs, against training time: the per-step training loss (a moving
@@ -925,25 +936,33 @@ def smooth(values, w):
     return np.convolve(values, np.ones(w) / w, "valid") if w > 1 else np.asarray(values)
 
 
-fig, ax = plt.subplots(figsize=(9, 4))
-runs = [("yours", run.history["train"], run.history["eval"], run.seconds / run.step, "C0"),
-        ("reference", trainer.history["train"], trainer.history["eval"],
-         ref_seconds / trainer.step, "C1")]
-for name, train_hist, evals, per_step, color in runs:
-    steps_, losses_ = zip(*train_hist)
-    w = max(1, len(losses_) // 30)
-    ax.plot(np.asarray(steps_[w - 1:]) * per_step, smooth(losses_, w), color=color, alpha=0.5,
-            label=f"{name}: train ({w}-step mean)")
-    ax.plot([e["step"] * per_step for e in evals], [e["val"] for e in evals], "o-", color=color,
-            label=f"{name}: validation (final {evals[-1]['val']:.3f})")
-ax.axhline(math.log(data.vocab_size), color="gray", ls=":", label="log V (chance)")
-ax.set_xlabel("training time (s)"); ax.set_ylabel("cross-entropy (nats / char)")
-ax.set_title(f"{RUN} run: your GPT and loop vs transformer_ref's Trainer"); ax.legend(fontsize=8)
-plt.tight_layout(); plt.show()
-print(f"yours: val {run.history['eval'][-1]['val']:.3f} after {run.step} steps; reference: "
-      f"val {trainer.history['eval'][-1]['val']:.3f} after {trainer.step} steps")
+runs = []  # the runs above that trained (a skipped cell trained nothing)
+if run is not None and run.history["eval"]:
+    runs.append(("yours", run.history["train"], run.history["eval"], run.seconds / run.step,
+                 "C0"))
+if trainer is not None and trainer.history["eval"]:
+    runs.append(("reference", trainer.history["train"], trainer.history["eval"],
+                 ref_seconds / trainer.step, "C1"))
+if not runs:
+    print("(This cell is skipped: neither run above trained; their cells say why.)")
+else:
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for name, train_hist, evals, per_step, color in runs:
+        steps_, losses_ = zip(*train_hist)
+        w = max(1, len(losses_) // 30)
+        ax.plot(np.asarray(steps_[w - 1:]) * per_step, smooth(losses_, w), color=color,
+                alpha=0.5, label=f"{name}: train ({w}-step mean)")
+        ax.plot([e["step"] * per_step for e in evals], [e["val"] for e in evals], "o-",
+                color=color, label=f"{name}: validation (final {evals[-1]['val']:.3f})")
+    ax.axhline(math.log(data.vocab_size), color="gray", ls=":", label="log V (chance)")
+    ax.set_xlabel("training time (s)"); ax.set_ylabel("cross-entropy (nats / char)")
+    ax.set_title(f"{RUN} run: " + " vs ".join(name for name, *_ in runs)); ax.legend(fontsize=8)
+    plt.tight_layout(); plt.show()
+    print("; ".join(f"{name}: val {evals[-1]['val']:.3f} after {evals[-1]['step']} steps"
+                    for name, _, evals, *_ in runs))
 for step, val, text in samples:
     print(f"[step {step}, val {val:.2f}] {text[:120]!r}")
+
 
 # %% [markdown]
 # **Look: what a head of your model learned.** The attention weights of each head of your
@@ -952,18 +971,16 @@ for step, val, text in samples:
 # some look one or two characters back, some at the start of the current word or at the
 # previous space — unlike the random weights of chapter 3. They are computed with the
 # attention your model runs (`yours.attention_weights`: your attention with the identity as
-# values returns its weights).
+# values returns its weights). One panel per head, numbered as in chapter 06 (layer 1 is the
+# first), one colour scale from 0 to 1 (the bar on the right), every few characters labelled.
 
 # %% tags=["demo"]
 line = "ROMEO:\nBut soft, what light through yonder window breaks?"[:cfg.block_size]
-w = yours.attention_weights(your_model, torch.tensor([tok.encode(line)]), layer=cfg.n_layer - 1)
-fig, axes = plt.subplots(1, w.shape[0], figsize=(4.2 * w.shape[0], 4.4))
-labels = [repr(ch)[1:-1] for ch in line]
-for h, ax in enumerate(np.atleast_1d(axes)):
-    ax.imshow(w[h].cpu().numpy(), cmap="viridis")
-    ax.set_xticks(range(len(line)), labels, fontsize=5); ax.set_yticks(range(len(line)), labels, fontsize=5)
-    ax.set_title(f"block {cfg.n_layer - 1}, head {h}")
-plt.tight_layout(); plt.show()
+with requires("the exercises named in section 7"):
+    w = yours.attention_weights(yours.built(your_model, "your GPT of section 7"),
+                                torch.tensor([tok.encode(line)]), layer=cfg.n_layer - 1)
+    yours.plot_attention(w, [repr(ch)[1:-1] for ch in line], layer=cfg.n_layer)  # (H, T, T)
+    plt.show()
 
 
 # %% [markdown]
@@ -1028,11 +1045,12 @@ def data_batch(gen):
 
 n_steps = {"smoke": 2, "cpu": 5, "gpu": 30}[RUN]
 peak = peak_flops_for(DEVICE)
-for impl in ("scratch", "sdpa"):
-    tok_s, fpt = measure(impl, n_steps)
-    achieved = fpt * tok_s
-    mfu = f"MFU {100 * achieved / peak:.1f}%" if peak else "MFU n/a (no known peak for this device)"
-    print(f"{impl:8s} attention: {tok_s:12,.0f} tokens/s, {achieved / 1e9:8.2f} GFLOP/s achieved, {mfu}")
+with requires("the exercises of this chapter"):
+    for impl in ("scratch", "sdpa"):
+        tok_s, fpt = measure(impl, n_steps)
+        achieved = fpt * tok_s
+        mfu = f"MFU {100 * achieved / peak:.1f}%" if peak else "MFU n/a (no known peak for this device)"
+        print(f"{impl:8s} attention: {tok_s:12,.0f} tokens/s, {achieved / 1e9:8.2f} GFLOP/s achieved, {mfu}")
 if DEVICE.type == "cuda":
     print("GPU:", torch.cuda.get_device_name(), f"peak {peak / 1e12:.0f} TFLOP/s" if peak else "")
 

@@ -626,3 +626,53 @@ def install_problems(folder: Path) -> list[str]:
     if (folder / "constraints.txt").read_bytes() != (REPO / "constraints.txt").read_bytes():
         problems.append("constraints.txt is not the course's lock")
     return problems
+
+
+_EXECUTE = r"""
+import json, sys
+import nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+nb.cells.append(nbformat.v4.new_code_cell(
+    "import autograder, pathlib\n"
+    "print('autograder from', pathlib.Path(autograder.__file__).resolve().parent.parent)"))
+NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+               resources={"metadata": {"path": sys.argv[2]}}).execute()
+out = []
+for c in nb.cells:
+    if c.cell_type != "code":
+        continue
+    text = "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
+    error = next((o.ename + ": " + o.evalue for o in c.outputs if o.output_type == "error"), None)
+    out.append({"text": text, "error": error})
+print(json.dumps(out))
+"""
+
+
+def run_later_chapters(kit_dir: Path, chapters, failing: str) -> dict:
+    """Execute ``chapters``' notebooks in the kit at ``kit_dir`` (its folder first on the
+    kernel's path), every chapter's answers saved beside them (``helpers.chapters``'s
+    filled release) except ``failing``'s, saved with its catalogued mistake; smoke-sized
+    (``COURSE_SMOKE=1``). ``{chapter: [{"text", "error"} per code cell]}``; the last cell
+    prints where ``autograder`` came from."""
+    from helpers.chapters import MISTAKES, filled_release
+
+    for ch in TABLES:
+        nb = filled_release(ch)
+        if ch == failing:
+            gid, old, new = MISTAKES[ch][:3]
+            (cell,) = [c for c in nb.cells
+                       if c.metadata.get("nbgrader", {}).get("grade_id") == gid]
+            assert old in cell.source
+            cell.source = cell.source.replace(old, new)
+        nbformat.write(nb, kit_dir / f"{ch}.ipynb")
+    env = {**os.environ, "PYTHONPATH": str(kit_dir), "COURSE_SMOKE": "1", "MPLBACKEND": "Agg",
+           "OMP_NUM_THREADS": "1"}
+    out = {}
+    for ch in chapters:
+        proc = subprocess.run([sys.executable, "-c", _EXECUTE, str(kit_dir / f"{ch}.ipynb"),
+                               str(kit_dir)], cwd=kit_dir, env=env, capture_output=True,
+                              text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[ch] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out

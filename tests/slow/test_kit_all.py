@@ -111,3 +111,33 @@ def test_given_code_that_passes_a_visible_check_is_listed(built, tmp_path):
         if f["given"].startswith(prefix):
             part = re.match(r"\w+", f["given"][len(prefix):])[0]
             assert (f["chapter"], f["function"]) in kit.BUILDER_REVEALS.get(part, ()), f
+
+
+LATER = ["05_feed_forward_blocks", "06_transformer", "08_training"]
+
+
+def test_a_failing_04_blocks_no_later_chapter(built, tmp_path):
+    """Issue 49 item 3: in the whole course's kit (no given part for its own chapters), a
+    student whose 04 fails its check (the catalogued unbiased variance) and whose other
+    chapters are right runs 05, 06 and 08 to the end, in the kit alone: no cell raises; each
+    says which exercise to finish where it needs layer_norm, and the demos that need the
+    reference code the kit leaves out skip with one line; no loader line says "its checks
+    pass" for a piece whose visible check the kit does not hold."""
+    copy = tmp_path / "kit"
+    shutil.copytree(built, copy)
+    outputs = kit_support.run_later_chapters(copy, LATER, failing="04_layer_norm")
+    absent = set()
+    for ch in CHAPTERS:
+        absent |= {(ch[:2], d["name"]) for d in json.loads(
+            (copy / "autograder" / "checks" / "kit_data" / f"{TABLES[ch].module}.json")
+            .read_text())["checks"] if d.get("absent")}
+    finish = f"finish 04 {table.rows('04_layer_norm')['layer_norm'].label} (`layer_norm`) first"
+    for ch in LATER:
+        cells = outputs[ch]
+        assert cells[-1]["text"].strip() == f"autograder from {copy.resolve()}", cells[-1]
+        assert [c for c in cells if c["error"]] == [], ch
+        text = "".join(c["text"] for c in cells)
+        assert f"(This cell is skipped: {finish}" in text, ch
+        assert "your layer_norm (chapter 04) fails its check" in text, ch
+        passed = set(re.findall(r"✔ using your (\w+) \(chapter (\d\d), its checks pass\)", text))
+        assert passed and not {(c, n) for n, c in passed} & absent, (ch, passed)

@@ -205,11 +205,12 @@ def test_where_the_given_part_is_left_out_the_line_says_so(here, monkeypatch, ca
         got.layer_norm(*_x())
     others.layer_norm = got.layer_norm  # every other part given: only 04 is named
     config = GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, d_model=4)
+    model = yours.YourGPT(config, others)  # built; running it needs layer_norm
     with pytest.raises(yours.Unfinished, match=re.escape(f"finish {label} first")):
-        yours.YourGPT(config, others)
+        model(torch.zeros(1, 3, dtype=torch.long))
     # a demo cell runs inside `requires`: one line, the exercise named, no traceback
     with requires("Exercise 4.1"):
-        yours.YourGPT(config, others)
+        model(torch.zeros(1, 3, dtype=torch.long))
     assert capsys.readouterr().out == (f"(This cell is skipped: finish {label} first: neither "
                                        "your answer nor a given one is usable here. Then run "
                                        "this cell again.)\n")
@@ -231,3 +232,43 @@ def test_a_piece_whose_check_is_not_in_the_kit_is_said_unchecked(here, monkeypat
                      "in this kit"]
     assert got.mine == ["layer_norm"]
     assert not any("checks pass" in line for line in lines)
+
+
+def test_reference_code_the_kit_leaves_out_skips_a_demo_cell(capsys):
+    """The kit's stubbed reference raises ``ReferenceUnavailable`` (a RuntimeError made by
+    grading/autograde/reference.py): a demo cell inside ``requires`` says so in one line;
+    any other error still raises."""
+    class ReferenceUnavailable(RuntimeError):
+        pass
+
+    with requires("Exercise 1.1"):
+        raise ReferenceUnavailable("transformer_ref.mha.MultiHeadAttention.__init__ is the "
+                                   "course's reference implementation ...")
+    assert capsys.readouterr().out == (
+        "(This cell is skipped: it runs transformer_ref.mha.MultiHeadAttention.__init__, the "
+        "course's reference answer to an exercise of this kit, which the kit leaves out.)\n")
+    with pytest.raises(RuntimeError, match="a real bug"), requires("Exercise 1.1"):
+        raise RuntimeError("a real bug")
+    with requires("Exercise 1.1"):  # a cell whose earlier cell was skipped
+        yours.built(None, "your GPT of section 7")
+    assert "skipped: your GPT of section 7 was not built" in capsys.readouterr().out
+
+
+def test_attention_maps_are_small_multiples_with_a_colour_bar():
+    """08's attention maps (issue 49 item 5): one panel per head named as 06 names them
+    ("layer 2, head 1"), one 0-1 scale with a colour bar, at most 20 labels per axis even for
+    a 58-character line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    w = torch.rand(3, 58, 58).softmax(-1)
+    fig = yours.plot_attention(w, [chr(97 + i % 26) for i in range(58)], layer=2)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [f"layer 2, head {h}" for h in (1, 2, 3)]
+    bars = [ax for ax in fig.axes if ax not in panels]
+    assert len(bars) == 1 and bars[0].get_ylabel() == "attention weight"  # the colour bar
+    for ax in panels:
+        assert 10 <= len(ax.get_xticklabels()) <= yours.MAX_TICKS
+        assert 10 <= len(ax.get_yticklabels()) <= yours.MAX_TICKS
+        assert all(t.get_fontsize() >= 8 for t in ax.get_xticklabels())
+        assert ax.images[0].get_clim() == (0.0, 1.0)
