@@ -107,6 +107,27 @@ def test_challenge_names_a_trainer_that_recounts_every_pair():
     assert f"faster (the challenge asks for at least {B.SPEED_MIN_RATIO:g}x)" in msg
 
 
+def test_a_naive_speed_trainer_is_stopped_after_one_run(monkeypatch, capsys):
+    """Issue 49 item 5: the wrong-answer path took four pairs of full runs (45-50 s); the
+    trainer's run is stopped once it can no longer be SPEED_STOP_RATIO x faster than the
+    naive loop it was paired with, and the stage says first that it is timing."""
+    calls = []
+    real = B.cpu_seconds
+
+    def counted(fn, *args):
+        calls.append("naive" if fn is B.train_bpe_naive else "student")
+        return real(fn, *args)
+
+    monkeypatch.setattr(B, "cpu_seconds", counted)
+    with pytest.raises(CheckFailed) as info:
+        B.check_train_bpe_fast(byte_trainer())
+    assert calls == ["naive", "student"], calls  # one pair, the trainer's run stopped
+    msg = str(info.value)
+    assert "it was stopped after" in msg and f"Likely mistake: {SLOW}" in msg, msg
+    assert f"faster (the challenge asks for at least {B.SPEED_MIN_RATIO:g}x)" in msg
+    assert f"timing it against the naive loop on {WHERE}" in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------- judged outside the kernel
 def test_speed_challenge_judged_from_the_timed_runs(records):
     v = judge(FAST, records["good"])
