@@ -813,6 +813,7 @@ def _readme(chapters, absent, notes, dropped_hints, revealed, held, pins) -> str
         "The kit holds no answers: no solutions, no hidden cases, no reference implementation "
         "of the exercises of these chapters (a function of `transformer_ref` that is one says "
         "so when called).", "",
+        *_later_chapters(chapters),
     ]
     if absent or notes or dropped_hints:
         lines += ["## What the kit's checks do not do", ""]
@@ -839,6 +840,28 @@ def _readme(chapters, absent, notes, dropped_hints, revealed, held, pins) -> str
                   "one kit per chapter as the deadlines pass:", "",
                   *[f"- {r}." for r in revealed], ""]
     return "\n".join(lines)
+
+
+def _later_chapters(chapters) -> list[str]:
+    """README lines: what a later chapter does with the earlier ones (``checks/yours.py``)."""
+    from autograder.checks.yours import CHAPTER_OF
+
+    if not any(c in chapters for c in set(CHAPTER_OF.values())) or len(chapters) < 2:
+        return []
+    return [
+        "## Later chapters run your earlier answers", "",
+        "Some demonstration cells load your functions from your *saved* notebooks of earlier "
+        "chapters (save them first). Each loaded function prints one line: `✔ using your ... "
+        "(its checks pass)` only when its visible check ran and passed; `– using your ... "
+        "unchecked` where the kit has no visible check of it; `✘ your ... fails its check` "
+        "otherwise. The course's given implementation of an exercise of this kit is not "
+        "here, so a part that is neither yours (passing) nor given cannot run: the cells that "
+        "need it print one line, `` (This cell is skipped: finish 04 Exercise 2.2 "
+        "(`layer_norm`) first ...) ``, and the rest of the notebook runs. A demonstration on "
+        "the course's reference code of this kit's exercises is skipped the same way. An "
+        "unfinished chapter does not block you: finish the exercise named, save that "
+        "notebook, and run the cell again.", "",
+    ]
 
 
 def _copy_figures(src: Path, dest: Path) -> None:

@@ -524,6 +524,7 @@ with requires("Exercise 4.1"):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     x_val, y_val = reversal_batch(1000, torch.Generator().manual_seed(123))
     losses, t0, cpu0 = [], time.perf_counter(), time.process_time()
+    said = t0  # a line at least every 5 s, so a slow machine shows progress
     for step in range(1, 401):
         x, y = reversal_batch(128)
         logits = gpt_logits(x, model)[:, N_DIGITS:]  # (B, 6, V): the answer positions
@@ -534,9 +535,13 @@ with requires("Exercise 4.1"):
         losses.append(loss.item())
         if step % 25 == 0:
             acc = exact_match(model, x_val, y_val)
-            print(f"step {step:3d}  loss {loss.item():.4f}  exact match {acc:.1%}")
+            print(f"step {step:3d}  loss {loss.item():.4f}  exact match {acc:.1%}", flush=True)
+            said = time.perf_counter()
             if acc >= 0.99:
                 break
+        elif time.perf_counter() - said >= 5:
+            print(f"step {step:3d}  loss {loss.item():.4f}", flush=True)
+            said = time.perf_counter()
     print(f"trained in {time.perf_counter() - t0:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU, "
           f"{sum(p.numel() for p in model.parameters()):,} parameters")
     plt.figure(figsize=(5, 2.5)); plt.semilogy(losses); plt.xlabel("step"); plt.ylabel("loss")

@@ -413,7 +413,12 @@ with requires("Exercise 3.2 and Exercise 1.1"):
                           d_model=64))
     opt = configure_optimizer(model, 0.0, 3e-3, (0.9, 0.99))
     x, y = get_batch(data.train, 4, 32, generator=torch.Generator().manual_seed(2))
-    losses = [train_step(model, opt, x, y, grad_clip=1.0) for _ in range(40 if SMOKE else 150)]
+    losses, said = [], time.perf_counter()
+    for step in range(40 if SMOKE else 150):
+        losses.append(train_step(model, opt, x, y, grad_clip=1.0))
+        if time.perf_counter() - said >= 5:  # a slow machine shows progress
+            print(f"  step {step + 1}: loss {losses[-1]:.3f}", flush=True)
+            said = time.perf_counter()
     print("loss on the same batch, every 10 steps:", np.round(losses[::10], 3))
 
 
@@ -1047,6 +1052,7 @@ n_steps = {"smoke": 2, "cpu": 5, "gpu": 30}[RUN]
 peak = peak_flops_for(DEVICE)
 with requires("the exercises of this chapter"):
     for impl in ("scratch", "sdpa"):
+        print(f"measuring {impl} attention ({n_steps} + 2 steps) ...", flush=True)
         tok_s, fpt = measure(impl, n_steps)
         achieved = fpt * tok_s
         mfu = f"MFU {100 * achieved / peak:.1f}%" if peak else "MFU n/a (no known peak for this device)"

@@ -132,6 +132,7 @@ def test_a_failing_04_blocks_no_later_chapter(built, tmp_path):
             (copy / "autograder" / "checks" / "kit_data" / f"{TABLES[ch].module}.json")
             .read_text())["checks"] if d.get("absent")}
     finish = f"finish 04 {table.rows('04_layer_norm')['layer_norm'].label} (`layer_norm`) first"
+    assert f"(This cell is skipped: {finish}" in (copy / "README.md").read_text()  # the text
     for ch in LATER:
         cells = outputs[ch]
         assert cells[-1]["text"].strip() == f"autograder from {copy.resolve()}", cells[-1]
