@@ -4,6 +4,7 @@ attention attacks' run: each row exact (points, status, the start of its diagnos
 
 from __future__ import annotations
 
+import nbformat
 import pytest
 
 from autograder.grading.sandbox import bwrap_path
@@ -13,7 +14,7 @@ from helpers.adversarial.dodge_class import mismatch
 from helpers.adversarial.odd_files import OUTPUT_SLACK
 
 STUDENTS = ["answer_meta", "v3_duplicate", "mimebundle", "missing_exercise",
-            "another_chapter", "interleaved"]
+            "another_chapter", "interleaved", "history"]
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +45,20 @@ def test_outputs_are_budgeted_per_notebook(odd_class):
     sent = (odd_class["class"] / "interleaved" / "01_attention.ipynb").stat().st_size
     share = odd_class["shares"]["interleaved"]
     assert share <= OUTPUT_SLACK + 2 * sent, f"{share / 2**20:.1f} MB under OUT"
+
+
+def test_the_hidden_tests_never_reach_the_kernels_history(odd_class):
+    """Issue 47: a last cell that read the kernel's input history printed the restored hidden
+    test cells (the given reference implementations included) onto the feedback page. Test
+    cells are not stored in the history: the cell finds nothing, and the page holds no hidden
+    check."""
+    out = odd_class["out"]
+    book = nbformat.read(out / "autograded" / "history" / "01_attention" / "01_attention.ipynb",
+                         as_version=4)
+    printed = "".join(o.get("text", "") for o in book.cells[-1].get("outputs", []))
+    assert printed.strip() == "HISTORY []", printed
+    page = (out / "feedback" / "history" / "01_attention" / "01_attention.html").read_text()
+    assert "_hidden_check" not in page and "BEGIN HIDDEN" not in page
 
 
 def test_no_grader_error_anywhere(odd_class):

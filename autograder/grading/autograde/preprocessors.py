@@ -127,6 +127,16 @@ class QueuedExecute(Execute):
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)  # what setup_kernel calls
 
+    async def async_execute_cell(self, cell, cell_index, execution_count=None,
+                                 store_history=True):
+        """nbclient's, except that a test cell is not stored in the kernel's input history:
+        its hidden part (the hidden cases' calls, the given earlier solutions) never reaches
+        ``In``, ``_ih`` or a later cell's view of them (issue 47)."""
+        return await super().async_execute_cell(
+            cell, cell_index, execution_count, store_history and not utils.is_grade(cell))
+
+    execute_cell = run_sync(async_execute_cell)  # what preprocess_cell calls
+
     async def _async_handle_timeout(self, timeout, cell=None):
         seal = getattr(self, "seal", None)
         if seal is not None and seal.cell is not None:

@@ -24,6 +24,9 @@ missing_exercise   the cells of Exercise 4.1 (answer and test) deleted         4
                                                                                rest full
 another_chapter    notebook 02's release under 01's name                       not graded:
                                                                                holds 02_masking
+history            a last cell prints every entry of the kernel's input        full, flagged
+                   history that holds a hidden check (``In``): none does       (reads the
+                   (test cells are not stored there)                           history)
 interleaved        50 added cells, each printing 3,000 lines to stdout and     full, graded;
                    stderr in turn (a new output at every switch)               its share of
                                                                                OUT at most
@@ -60,6 +63,7 @@ _Odd()
 DROPPED = "displayed an output that is not a valid notebook output (dropped)"
 INTERLEAVED = ("import sys\nfor _i in range(3000):\n    print('o' * 60)\n"
                "    print('e' * 60, file=sys.stderr)\n")
+PEEK = "print('HISTORY', [s for s in In if '_hidden_check' in s or 'BEGIN HIDDEN' in s])"
 OUTPUT_SLACK = 5 * 2**20  # what a submission may leave in OUT, besides twice its own size
 
 
@@ -109,6 +113,11 @@ class OddFileBuilder(ClassBuilder):
             "0", "graded (not in this notebook: Exercise 4.1; an earlier release of the "
             "chapter, or its cells deleted)", "earlier release", "")
         put("missing_exercise", missing, rows)
+
+        peek = self.answered()
+        peek.cells.append(nbformat.v4.new_code_cell(PEEK))
+        put("history", peek, {g: Row(r.points, r.status, "", "reads the kernel's input history")
+                              for g, r in full.items()})
 
         loud = self.answered()
         loud.cells += [nbformat.v4.new_code_cell(INTERLEAVED) for _ in range(50)]
