@@ -13,7 +13,9 @@ optimizer and generator states, the sampled token ids. A driver compares and dec
   it into a verdict in its own process (``training.DRIVEN``, ``_judge``).
 
 This module holds no expected value and none of the chapter's reference implementations (it
-builds the model the exercises train with, ``transformer_ref.models.GPT``, and an AdamW).
+builds the model the exercises train with, :class:`TinyLM`, and an AdamW). The model is made of
+``torch.nn`` modules alone, no chapter's answer (issue 49 item 3): a student kit that leaves
+out the reference GPT (chapter 06's answer) still runs these experiments.
 
 >>> ids = sample_next_token(lambda z, **kw: z.argmax(-1, keepdim=True))(
 ...     torch.zeros(1, 3), 1.0, None, None, 0)
@@ -32,8 +34,6 @@ import tempfile
 import numpy as np
 import torch
 
-from transformer_ref.models import GPT, GPTConfig
-
 __all__ = ["probe", "graded"]
 
 N_DRAWS = 40_000  # draws per row of logits in the sampler experiment
@@ -48,6 +48,7 @@ _is_grad_enabled = torch.is_grad_enabled
 _AdamW = torch.optim.AdamW
 _mkdtemp, _rmtree, _join = tempfile.mkdtemp, shutil.rmtree, os.path.join
 _deepcopy = copy.deepcopy
+_arange = torch.arange
 
 
 def tokens(seed: int, n: int, vocab: int) -> np.ndarray:
@@ -59,15 +60,43 @@ def gen(seed: int) -> torch.Generator:
     return _Gen().manual_seed(seed)
 
 
-def tiny_gpt(seed: int, vocab: int = 13, dropout: float = 0.0) -> GPT:
+class TinyLM(torch.nn.Module):
+    """A tiny next-token model of ``torch.nn`` modules, called as the course's GPT is
+    (``model(idx (B, T)) -> logits (B, T, vocab)``), with its kinds of parameter (embeddings,
+    linear weights and biases, a LayerNorm's gain and bias) and dropout: token and position
+    embeddings, one residual MLP (GELU) per position, a final LayerNorm and a linear head.
+    It has no attention (a position sees its own token): what a training loop's check needs,
+    and no chapter's answer.
+
+    >>> tuple(tiny_lm(0)(torch.zeros(2, 8, dtype=torch.long)).shape)
+    (2, 8, 13)
+    """
+
+    def __init__(self, vocab: int = 13, block_size: int = 8, d: int = 16,
+                 dropout: float = 0.0):
+        super().__init__()
+        self.block_size = block_size
+        self.wte = torch.nn.Embedding(vocab, d)
+        self.wpe = torch.nn.Embedding(block_size, d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * d, d))
+        self.drop = torch.nn.Dropout(dropout)
+        self.ln = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.drop(self.wte(idx) + self.wpe(_arange(idx.shape[1])))
+        x = x + self.drop(self.mlp(x))
+        return self.head(self.ln(x))
+
+
+def tiny_lm(seed: int, vocab: int = 13, dropout: float = 0.0) -> TinyLM:
     _manual_seed(seed)
-    cfg = GPTConfig(vocab_size=vocab, block_size=8, n_layer=1, n_head=2, d_model=16,
-                    dropout=dropout, attn_impl="scratch")
-    return GPT(cfg)
+    return TinyLM(vocab, dropout=dropout)
 
 
 def tiny_params(seed: int, vocab: int = 13, d: int = 16) -> torch.nn.Module:
-    """The parameter kinds of a tiny GPT, built from ``torch.nn`` alone (an embedding, a
+    """The parameter kinds of a tiny model, built from ``torch.nn`` alone (an embedding, a
     LayerNorm's gain and bias, linear weights with and without bias): what an optimizer
     check steps. It needs nothing of ``transformer_ref``, so it runs in a student kit whose
     reference GPT is left out."""
@@ -97,12 +126,12 @@ def _weights(model) -> torch.Tensor:
 # ---------------------------------------------------------------- Exercise 3.2
 def train_step(step_fn):
     """``run(seed, n_steps, grad_clip, lr, weights=True)``: ``n_steps`` calls of ``step_fn`` on
-    one batch of a tiny GPT -> {"losses": what each call returned, "weights": the parameters
+    one batch of a tiny model -> {"losses": what each call returned, "weights": the parameters
     after the last step, flattened (None when not asked)}."""
 
     def run(seed, n_steps, grad_clip, lr, weights=True):
         with _enable_grad():  # the diagnosis runs mistakes under no_grad
-            model = tiny_gpt(seed)
+            model = tiny_lm(seed)
             opt = make_optimizer(model, 0.1, lr, (0.9, 0.99))
             g = gen(seed + 1)
             x = _randint(13, (4, 8), generator=g)
@@ -126,7 +155,7 @@ ADAMW_LAYOUTS = ("groups", "list", "defaults", "schedule", "no_grad")
 def adamw(opt_cls):
     """``run(seed, n_steps, lr, betas, eps, weight_decay, layout, grad_scale, lrs)``: an
     optimizer ``opt_cls(...)`` (``torch.optim.AdamW``'s constructor) over the parameters of
-    :func:`tiny_params` (a tiny GPT's kinds of parameter), given seeded random gradients
+    :func:`tiny_params` (a tiny model's kinds of parameter), given seeded random gradients
     (standard normal times ``grad_scale``) for ``n_steps`` calls of ``step()`` ->
     {"weights": the parameters after each step, flattened, ``(n_steps, P)``; "torch_adam":
     whether torch's own Adam code ran}.
@@ -190,7 +219,7 @@ def adamw(opt_cls):
 
 # ---------------------------------------------------------------- Exercise 4.1
 def estimate_loss(eval_fn):
-    """``run(seed, batch_size, block_size, eval_iters)``: what ``eval_fn`` returns for a tiny GPT
+    """``run(seed, batch_size, block_size, eval_iters)``: what ``eval_fn`` returns for a tiny model
     with dropout 0.5 on random tokens; ``run("after", seed)``: the model's mode after a call
     in training mode and after one in eval mode, and whether autograd was on in the forward
     passes (plain booleans)."""
@@ -199,7 +228,7 @@ def estimate_loss(eval_fn):
         if seed == "after":
             return _after(eval_fn, *rest)
         batch_size, block_size, eval_iters = rest
-        model = tiny_gpt(seed, dropout=0.5)
+        model = tiny_lm(seed, dropout=0.5)
         data = tokens(seed + 1, 400, 13)
         _manual_seed(seed + 2)  # dropout, if (wrongly) left on, draws from here
         return eval_fn(model, data, batch_size, block_size, eval_iters, gen(seed + 3))
@@ -209,7 +238,7 @@ def estimate_loss(eval_fn):
 
 
 def _after(eval_fn, seed: int) -> dict:
-    model = tiny_gpt(seed, dropout=0.5)
+    model = tiny_lm(seed, dropout=0.5)
     seen: list = []
     model.register_forward_hook(lambda m, i, o: seen.append(bool(_is_grad_enabled())))
     model.train()
@@ -224,14 +253,14 @@ def _after(eval_fn, seed: int) -> dict:
 # ---------------------------------------------------------------- Exercise 5.1
 def checkpoint(save_fn, load_fn):
     """``run(seed, state)``: load ``state`` (a training state: {"model", "optimizer",
-    "generator", "step"}) into a tiny GPT, its AdamW and a generator, ``save_fn`` them, then
+    "generator", "step"}) into a tiny model, its AdamW and a generator, ``save_fn`` them, then
     ``load_fn`` into a *different* model, optimizer and generator -> {"step": what load_fn
     returned, "model", "optimizer", "generator": the restored states, "in_place": whether the
     model kept its parameter objects (and the optimizer holds them)}."""
 
     def run(seed, state):
         state = _deepcopy(state)  # the student's code gets its own tensors, never ours
-        model = tiny_gpt(seed)
+        model = tiny_lm(seed)
         opt = make_optimizer(model, 0.1, 1e-2, (0.9, 0.99))
         g = _Gen()
         model.load_state_dict(state["model"])
@@ -241,7 +270,7 @@ def checkpoint(save_fn, load_fn):
         try:
             path = _join(tmp, "ckpt.pt")
             save_fn(path, model, opt, state["step"], g)
-            model2 = tiny_gpt(seed + 100)  # other weights, fresh optimizer, other generator
+            model2 = tiny_lm(seed + 100)  # other weights, fresh optimizer, other generator
             opt2 = make_optimizer(model2, 0.1, 1e-2, (0.9, 0.99))
             gen2 = gen(seed + 200)
             params = list(model2.parameters())

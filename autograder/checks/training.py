@@ -89,7 +89,7 @@ def _ref_get_lr(step, max_lr, min_lr, warmup_iters, max_iters):
     return _ref_get_lr_cfg(step, cfg)
 
 
-_tokens, _gen, _tiny_gpt = _drivers.tokens, _drivers.gen, _drivers.tiny_gpt
+_tokens, _gen, _tiny_lm = _drivers.tokens, _drivers.gen, _drivers.tiny_lm
 _ref_optimizer = _drivers.make_optimizer  # transformer_ref's configure_optimizer on the CPU
 # Calls into these parts of transformer_ref (the chapter's reference) while a graded function
 # runs make it score 0 in course-grade (recorded in the kernel: best-effort, see README).
@@ -550,7 +550,7 @@ check_get_lr = register(_LR)
 
 # ====================================================================== Exercise 3.2
 def _step_probe(step_fn):
-    """Run ``step_fn`` ``n`` times on one batch of a tiny GPT; return (losses, weights)."""
+    """Run ``step_fn`` ``n`` times on one batch of a tiny model; return (losses, weights)."""
     drive = _drivers.train_step(step_fn)
 
     def train_step(seed, n_steps, grad_clip, lr, weights=True):
@@ -639,7 +639,7 @@ _TRAIN_STEP = Check(
     call_text=lambda c: (
         f"train_step(model, optimizer, x, y, grad_clip={c.args[2]:g}) "
         f"{'once' if c.args[1] == 1 else f'{c.args[1]} times'} on one "
-        f"batch x, y (4, 8) of a tiny GPT (seed {c.args[0]}), AdamW with lr {c.args[3]:g}"),
+        f"batch x, y (4, 8) of a tiny model (seed {c.args[0]}), AdamW with lr {c.args[3]:g}"),
     uses=table.uses(__name__, "cross_entropy"),
     cases=_step_cases,
     mistakes=(
@@ -703,8 +703,8 @@ _check_train_step = register(_TRAIN_STEP)
 # The four checks of this chapter that take seconds: what their visible cases run and how long
 # that took on an idle 2-core CPU (rounded up). Each says so before it starts (issue 32 item 8).
 _LONG = {
-    "train_step": ("training steps of a tiny GPT, compared with the reference's", 3),
-    "estimate_loss": ("evaluations of a tiny GPT with dropout", 1),
+    "train_step": ("training steps of a tiny language model, compared with the reference's", 3),
+    "estimate_loss": ("evaluations of a tiny language model with dropout", 1),
     "save_checkpoint": ("train, save, restore into fresh objects, train on", 2),
     "sample_next_token": ("tens of thousands of draws per setting, compared by frequency", 5),
 }
@@ -1067,7 +1067,7 @@ def check_AdamW(AdamW):  # noqa: N802,N803 - named after the exercise's class
 
 # ====================================================================== Exercise 4.1
 def _eval_probe(eval_fn):
-    """Evaluate a tiny GPT with dropout 0.5 on random tokens with ``eval_fn``."""
+    """Evaluate a tiny language model with dropout 0.5 on random tokens with ``eval_fn``."""
     drive = _drivers.estimate_loss(eval_fn)
 
     def estimate_loss(seed, batch_size, block_size, eval_iters):
@@ -1166,7 +1166,7 @@ _ESTIMATE = Check(
     **table.identity(__name__, "estimate_loss"),
     call_text=lambda c: (
         f"estimate_loss(model, data, batch_size={c.args[1]}, block_size={c.args[2]}, "
-        f"eval_iters={c.args[3]}, generator) on a tiny GPT with dropout 0.5 (seed {c.args[0]}),"
+        f"eval_iters={c.args[3]}, generator) on a tiny model with dropout 0.5 (seed {c.args[0]}),"
         " data 400 random tokens"),
     uses=table.uses(__name__, "get_batch", "cross_entropy"),
     cases=_eval_cases,
@@ -1236,7 +1236,7 @@ def _pretrain(seed: int, k: int) -> dict:
     """The training state after ``k`` reference steps (plain data: what the driver loads)."""
     with _enable_grad():
         data = _tokens(seed, 600, 13)
-        model = _tiny_gpt(seed)
+        model = _tiny_lm(seed)
         opt = _ref_optimizer(model, 0.1, 1e-2, (0.9, 0.99))
         gen = _gen(seed + 1)
         for step in range(k):
@@ -1264,7 +1264,7 @@ def _resume_output(seed: int, n: int, raw) -> tuple:
                         f"{_type_name(step)}")
     with _enable_grad():
         data = _tokens(seed, 600, 13)
-        model2 = _tiny_gpt(seed + 100)
+        model2 = _tiny_lm(seed + 100)
         opt2 = _ref_optimizer(model2, 0.1, 1e-2, (0.9, 0.99))
         gen2 = _Gen()
         model2.load_state_dict(raw["model"])

@@ -19,11 +19,13 @@
 # there is not — and measure how fast it learns (tokens/s, MFU).
 #
 # **Builds on:** chapter 6 (the GPT: `forward(idx (B, T)) -> logits (B, T, V)`) and chapter 7
-# (tokenizers). The exercises' checks use the course's reference GPT, `transformer_ref.models.GPT`;
-# the training run of section 7 trains **your own GPT** (your chapter 1–6 answers, read from your
-# saved notebooks) with **your own loop** from this notebook, the reference trainer beside it. A
-# piece that is missing or fails its check is replaced by the given one, and the run says so, so
-# an unfinished chapter does not block you.
+# (tokenizers). The checks of the loop's exercises run your functions on a tiny model made of
+# `torch.nn` modules (no chapter's answer, so they run in every student kit); the training run
+# of section 7 trains **your own GPT** (your chapter 1–6 answers, read from your saved
+# notebooks) with **your own loop** from this notebook, the reference trainer beside it. A
+# piece that is missing or fails its check is replaced by the given one, and the run says so;
+# where there is no given one (the student kit), the cells that need it say which exercise to
+# finish and are skipped. An unfinished chapter does not block you.
 #
 # **Time:** about 2 hours (8 exercises, ~95 minutes of coding) plus the training run: on a CPU
 # its length is fitted to 8 minutes of training; on one H100 GPU it took 2 minutes.

