@@ -63,7 +63,8 @@ _Odd()
 DROPPED = "displayed an output that is not a valid notebook output (dropped)"
 INTERLEAVED = ("import sys\nfor _i in range(3000):\n    print('o' * 60)\n"
                "    print('e' * 60, file=sys.stderr)\n")
-PEEK = "print('HISTORY', [s for s in In if '_hidden_check' in s or 'BEGIN HIDDEN' in s])"
+PEEK = ("marks = ['_hidden' + '_check', 'BEGIN ' + 'HIDDEN']  # not in this cell's own text\n"
+        "print('HISTORY', [s for s in In if any(m in s for m in marks)])")
 OUTPUT_SLACK = 5 * 2**20  # what a submission may leave in OUT, besides twice its own size
 
 
