@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.grading.parent.status import not_submitted
+from autograder.grading.parent.status import Kind, row_kind
 from autograder.grading.sandbox import bwrap_path
 
 from helpers.adversarial.bpe_class import BpeClassBuilder
@@ -61,7 +61,7 @@ def test_class_graded_in_the_sandbox(graded, assignment):
     # the CSV holds both classes' students, no other; of this chapter's notebook only this
     # class's students handed one in (the others' rows: not handed in)
     assert {r["student"] for r in result["all_rows"]} == {s for _, s in ROWS}
-    assert {r["student"] for r in result["rows"] if not not_submitted(r["status"])} == \
+    assert {r["student"] for r in result["rows"] if row_kind(r) is not Kind.NOT_SUBMITTED} == \
         set(CLASSES[assignment][1])
 
 

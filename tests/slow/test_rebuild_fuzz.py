@@ -19,21 +19,10 @@ import nbformat
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from autograder.checks import table
 from autograder.grading.cells import grade_id, is_answer, nbg
-from autograder.grading.parent.course import describe
 from autograder.grading.parent.rebuild import NotANotebook, rebuild, student_cells
 
-from helpers.chapters import REPO
-
-RELEASE = nbformat.read(REPO / "notebooks" / "01_attention" / "01_attention.ipynb", 4)
-SOLVED = nbformat.read(REPO / "solutions" / "01_attention" / "01_attention.ipynb", 4)
-GRADED = [c for c in RELEASE.cells if nbg(c)]
-IDS = [grade_id(c) for c in GRADED]
-ANSWERS = {g.grade_id: g.solution_ids
-           for g in describe("01_attention", "01_attention", SOLVED, RELEASE).grade_cells}
-MASK = table.rows("02_masking")["causal_mask"].grade_id  # a test of another chapter
-OTHERS = {"02_masking": {MASK}}
+from helpers.rebuild01 import ANSWERS, GRADED, IDS, OTHERS, RELEASE, SOLVED
 
 junk = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=5),
                  st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3),

@@ -11,38 +11,12 @@ import json
 
 import nbformat
 import pytest
-from hypothesis import strategies as st
 
 from autograder.checks import table
 from autograder.grading.cells import grade_id, nbg
-from autograder.grading.parent.course import describe
 from autograder.grading.parent.rebuild import NotANotebook, rebuild
 
-from helpers.chapters import REPO
-
-RELEASE = nbformat.read(REPO / "notebooks" / "01_attention" / "01_attention.ipynb", 4)
-SOLVED = nbformat.read(REPO / "solutions" / "01_attention" / "01_attention.ipynb", 4)
-GRADED = [c for c in RELEASE.cells if nbg(c)]
-IDS = [grade_id(c) for c in GRADED]
-ANSWERS = {g.grade_id: g.solution_ids
-           for g in describe("01_attention", "01_attention", SOLVED, RELEASE).grade_cells}
-MASK = table.rows("02_masking")["causal_mask"].grade_id  # a test of another chapter
-OTHERS = {"02_masking": {MASK}}
-
-junk = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=5),
-                 st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3),
-                                                                      st.integers(), max_size=2))
-nbgrader_meta = st.one_of(
-    junk,
-    st.fixed_dictionaries({}, optional={
-        "grade": st.booleans(), "solution": st.booleans(), "locked": st.booleans(),
-        "points": st.one_of(st.integers(-1, 9), st.text(max_size=2)),
-        "grade_id": st.one_of(st.sampled_from(IDS + ["setup", "x"]), junk),
-        "schema_version": st.integers(0, 9)}))
-output = st.one_of(
-    st.just({"output_type": "display_data", "data": {"text/plain": 5}, "metadata": {}}),
-    st.just({"output_type": "stream", "name": "stdout", "text": "hi"}),
-    st.just({"output_type": "error"}), junk)
+from helpers.rebuild01 import ANSWERS, MASK, OTHERS, RELEASE
 
 
 @pytest.mark.parametrize("text, why", [
