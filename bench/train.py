@@ -17,6 +17,12 @@ and the first lent GPU only has to run it::
     python bench/train.py --run                 # CUDA: gpu_char; CPU: a ~1-minute tiny run
     python bench/train.py --run --max_iters 40 --compile --dtype bfloat16   # CPU, GPU path
 
+``--expect 200,400,800`` trains the ``cpu_char`` preset with the whole schedule (warm-up and
+cosine decay) fitted to each number of steps, as notebook 08 fits it to a short budget, and
+prints the final validation loss of each: the "loss to expect" the notebook quotes::
+
+    python bench/train.py --expect 200,400,800 --threads 1
+
 ``--peer hf`` trains the course's GPT and Hugging Face's ``GPT2LMHeadModel`` of the same shape
 on the same batches, one after the other, and prints tokens/s, the time to a validation loss
 and their ratios (``bench/peer_hf.py``)::
@@ -138,6 +144,34 @@ def run(args) -> dict:
     return {"tokens_per_s": steady, "mfu": mfu[-1], "reached": reached, "best_val": best}
 
 
+def expect(args) -> dict:
+    """``--expect N,...``: final val of ``cpu_char`` with its schedule fitted to N steps."""
+    from transformer_ref.train import Trainer, preset
+    from transformer_ref.train.data import prepare_data
+    from transformer_ref.train.trainer import plan_schedule
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    base = preset("cpu_char", data_dir=args.data_dir, progress=False, plot=False,
+                  sample_tokens=0, checkpoint=False, device="cpu")
+    data = prepare_data(base.data, base.data_dir, bpe_vocab_size=base.bpe_vocab_size)
+    out = {}
+    for n in (int(v) for v in args.expect.split(",")):
+        # the plan of a machine that has time for exactly n steps (1 s a step, n s)
+        plan = plan_schedule(base, 1.0, float(n))
+        cfg = preset("cpu_char", **{k: plan[k] for k in ("max_iters", "warmup_iters",
+                                                         "lr_decay_iters")},
+                     data_dir=args.data_dir, out_dir=args.out_dir, progress=False, plot=False,
+                     sample_tokens=0, checkpoint=False, device="cpu",
+                     eval_interval=plan["max_iters"])
+        t0 = time.perf_counter()
+        summary = Trainer(cfg, data=data).train()
+        out[n] = summary["eval"]["val"]
+        print(f"{cfg.max_iters} steps (warm-up {cfg.warmup_iters}): val {out[n]:.3f}, "
+              f"{time.perf_counter() - t0:.0f} s, {torch.get_num_threads()} threads", flush=True)
+    return out
+
+
 def peer(args) -> dict:
     """``--peer hf``: the course's GPT and Hugging Face's GPT-2, same shape, same batches."""
     try:
@@ -191,9 +225,14 @@ def main() -> None:
                    help="train Hugging Face's GPT2LMHeadModel of the same shape beside ours")
     p.add_argument("--ablate", action="store_true",
                    help="--peer: also train the course's GPT with separate Q, K, V projections")
+    p.add_argument("--expect", default=None,
+                   help="steps,steps,...: cpu_char's final val with the schedule fitted to each")
     args = p.parse_args()
     args.target_set = args.target is not None
     args.target = 1.50 if args.target is None else args.target
+    if args.expect:
+        expect(args)
+        return
     if args.peer:
         peer(args)
         return

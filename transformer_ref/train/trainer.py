@@ -25,6 +25,7 @@ how CI runs the GPU code path without a GPU (``tests/slow/test_train_gpu_path.py
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import os
@@ -262,7 +263,9 @@ class Trainer:
 
     ``Trainer(cfg).train()`` prepares the data, builds the GPT and runs ``cfg.max_iters``
     steps; ``data`` and ``model`` may be passed in instead (tests, notebooks). With
-    ``cfg.init_from == "resume"`` the state is loaded from ``out_dir/ckpt.pt``.
+    ``cfg.init_from == "resume"`` the state is loaded from ``out_dir/ckpt.pt``. The trainer
+    works on its own copy, ``self.cfg``: :meth:`fit_to_time` changes that copy, never the
+    caller's ``cfg`` (notebook 08 hands the same ``cfg`` to your run and to this trainer).
     """
 
     def __init__(
@@ -271,7 +274,7 @@ class Trainer:
         data: TokenData | None = None,
         model: torch.nn.Module | None = None,
     ):
-        self.cfg = cfg
+        self.cfg = cfg = copy.deepcopy(cfg)  # fitted to a budget below: never the caller's
         # --- processes and device ---
         # launched by torchrun (it sets RANK and WORLD_SIZE) with more than one process
         self.ddp = "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", 1)) > 1

@@ -1,0 +1,196 @@
+"""A training run held to a time budget, its schedule re-fitted after every chunk.
+
+Notebook 08 trains for ``MAX_SECONDS`` on whatever machine the learner has, and a laptop's
+speed changes while it trains (another program starts, the fan throttles the clock). So the
+run is cut into chunks of about ``chunk_seconds`` and after each one the schedule is planned
+again from the time a step took *in that chunk* and the time left (:func:`refit`): the run
+gets as many steps as still fit, the warm-up keeps its share of the run until it is over (then
+it is frozen), and the cosine always ends at ``min_lr`` on the run's last step. Every chunk
+ends with a progress line and the caller's ``after_chunk`` (a checkpoint). Evaluations come at
+``n_evals`` evenly spaced points of the re-fitted run, the last one at its end.
+
+>>> base = TrainConfig(max_iters=3000, warmup_iters=100)
+>>> refit(base, done=0, warmup_iters=100, step_seconds=0.5, seconds_left=300.0)
+{'max_iters': 600, 'warmup_iters': 20}
+>>> refit(base, done=400, warmup_iters=20, step_seconds=1.0, seconds_left=50.0)  # slowed down
+{'max_iters': 450, 'warmup_iters': 20}
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from transformer_ref.train.config import TrainConfig
+from transformer_ref.train.trainer import plan_schedule
+
+__all__ = ["refit", "fit_run", "EXPECTED_VAL", "expected_val", "outlook"]
+
+
+def refit(base: TrainConfig, done: int, warmup_iters: int, step_seconds: float,
+          seconds_left: float) -> dict:
+    """The schedule for a run with ``done`` steps behind it and ``seconds_left`` of training
+    time (evaluations already taken out) at ``step_seconds`` a step.
+
+    ``max_iters``: ``done`` plus the steps that fit, at most ``base.max_iters``, at least
+    ``done`` (no time left: the run ends here). ``warmup_iters``: while the run is still in its
+    warm-up (``done < warmup_iters``), ``base``'s share of the new length (but not below
+    ``done``: a warm-up that the shorter run has already passed ends now); once it is over it
+    is kept, so the rate never drops back into a warm-up.
+    """
+    if step_seconds <= 0:
+        raise ValueError(f"step_seconds must be > 0, got {step_seconds}")
+    fit = math.floor(max(0.0, seconds_left) / step_seconds)
+    total = max(done, min(base.max_iters, done + fit))
+    warm = warmup_iters
+    if done < warmup_iters and base.warmup_iters > 0:
+        share = max(1, round(base.warmup_iters * total / base.max_iters))
+        warm = max(done, share)
+    warm = min(warm, max(0, total - 1)) if total > done else warm  # the cosine gets a step
+    return {"max_iters": total, "warmup_iters": warm}
+
+
+def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = None,
+            chunk_seconds: float = 10.0, reserve: float = 0.05, extra_seconds_per_eval: float = 0.0,
+            probe_steps: int = 5, after_chunk: Callable | None = None,
+            after_eval: Callable | None = None, say: Callable = print,
+            clock: Callable[[], float] = time.perf_counter) -> dict:
+    """Train ``run`` for about ``seconds`` (from this call), re-fitting its schedule after every
+    chunk so that warm-up and decay both complete in the budget.
+
+    ``run`` has a ``cfg`` of its own (``max_iters``, ``warmup_iters``, ``lr_decay_iters`` and
+    ``eval_iters`` are set on it), ``step``, ``one_step() -> loss`` and ``evaluate() -> dict``
+    (``"train"``, ``"val"``); ``base`` (never changed) gives the longest run and the warm-up's
+    share. ``say`` gets a line before the first step is timed, after the timing, before each
+    evaluation and after every chunk. ``after_eval(evaluation)`` runs after each evaluation
+    (the notebook samples text: count that time in ``extra_seconds_per_eval``),
+    ``after_chunk(run)`` after every chunk (a checkpoint). Returns a summary with the
+    evaluations, the schedules it planned (``plans``) and the seconds taken.
+    """
+    cfg, t0 = run.cfg, clock()
+    say(f"timing the first steps on this machine (budget {seconds:.0f} s) ...")
+    run.one_step()  # the first step allocates: not timed
+    t1, n_timed = clock(), 0
+    while True:
+        loss = run.one_step()
+        n_timed += 1
+        if n_timed >= probe_steps or clock() - t1 >= chunk_seconds:
+            break
+    step_s = max((clock() - t1) / n_timed, 1e-9)
+    say(f"  {run.step} steps: {step_s:.3f} s a step (the first took {t1 - t0:.1f} s); "
+        f"timing one evaluation ...")
+    te = clock()
+    evals = [_evaluated(run)]
+    eval_s = clock() - te + max(0.0, extra_seconds_per_eval)
+    if n_evals is None:
+        n_evals = max(1, math.ceil(base.max_iters / max(1, base.eval_interval)))
+    budget = seconds * (1.0 - reserve)
+    # fewer batches per evaluation (and fewer evaluations) where they would eat the budget
+    plan = plan_schedule(base, step_s, max(step_s, budget - (clock() - t0)),
+                         eval_seconds=eval_s, done=run.step,
+                         fixed_eval_seconds=max(0.0, extra_seconds_per_eval))
+    cfg.eval_iters = plan["eval_iters"]
+    eval_s = plan["eval_seconds"]
+    n_evals = min(n_evals, math.ceil(plan["max_iters"] / plan["eval_interval"]))
+    warm, done_evals, plans = base.warmup_iters, 0, []
+
+    def replan() -> None:
+        nonlocal warm
+        left = budget - (clock() - t0) - max(1, n_evals - done_evals) * eval_s
+        new = refit(base, run.step, warm, step_s, left)
+        cfg.max_iters, cfg.warmup_iters, cfg.lr_decay_iters = new["max_iters"], new[
+            "warmup_iters"], None
+        warm = new["warmup_iters"]
+        plans.append({"step": run.step, **new, "step_seconds": step_s})
+
+    replan()
+    p = plans[0]
+    say(f"plan: {p['max_iters']} steps (warm-up {p['warmup_iters']}), {n_evals} evaluations "
+        f"on {cfg.eval_iters} batches, re-planned every ~{chunk_seconds:.0f} s")
+    while run.step < cfg.max_iters:
+        next_eval = math.ceil((done_evals + 1) * cfg.max_iters / n_evals)
+        next_eval = max(run.step + 1, min(cfg.max_iters, next_eval))
+        steps = max(1, min(next_eval - run.step, math.floor(chunk_seconds / step_s)))
+        tc = clock()
+        for _ in range(steps):
+            loss = run.one_step()
+        step_s = max((clock() - tc) / steps, 1e-9)
+        if run.step >= next_eval:
+            te = clock()
+            evals.append(_evaluated(run, say, after_eval))
+            done_evals += 1
+            eval_s = clock() - te
+        if after_chunk is not None:
+            after_chunk(run)
+        replan()
+        say(f"  step {run.step}/{cfg.max_iters}: loss {loss:.3f}, {clock() - t0:.0f} s of "
+            f"{seconds:.0f} s, ~{(cfg.max_iters - run.step) * step_s:.0f} s of steps to go")
+    if evals[-1]["step"] != run.step:  # the run ended between evaluation points
+        evals.append(_evaluated(run, say, after_eval))
+        if after_chunk is not None:
+            after_chunk(run)
+    return {"evals": evals, "plans": plans, "seconds": clock() - t0, "step": run.step,
+            "eval": evals[-1]}
+
+
+def _evaluated(run, say=None, after_eval=None) -> dict:
+    if say is not None:
+        say(f"evaluating at step {run.step} ...")
+    out = dict(run.evaluate())
+    out.setdefault("step", run.step)
+    history = getattr(run, "history", None)
+    if isinstance(history, dict):
+        history.setdefault("eval", []).append(out)
+    if after_eval is not None:
+        after_eval(out)
+    return out
+
+
+# Final validation loss (nats per character) of the ``cpu_char`` model with the whole schedule
+# fitted to this many steps: ``python bench/train.py --expect 150,300,600,1200 --threads 1``
+# (the reference trainer; your GPT computes the same function). 1512: notebook 08's recorded
+# run of your GPT (docs/benchmarks.md).
+EXPECTED_VAL = {150: 2.507, 1512: 1.693}
+
+
+def expected_val(steps: int, table: dict | None = None) -> float:
+    """The loss to expect after a run of ``steps`` (linear in log steps between the table's
+    rows, the end rows beyond them).
+
+    >>> expected_val(200, {100: 2.5, 400: 2.1})
+    2.3
+    """
+    table = EXPECTED_VAL if table is None else table
+    xs = sorted(table)
+    if steps <= xs[0]:
+        return table[xs[0]]
+    if steps >= xs[-1]:
+        return table[xs[-1]]
+    hi = next(x for x in xs if x >= steps)
+    lo = xs[xs.index(hi) - 1]
+    r = (math.log(steps) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    return round(table[lo] + r * (table[hi] - table[lo]), 3)
+
+
+def outlook(steps: int, step_seconds: float, seconds: float, weak: float = 2.1,
+            table: dict | None = None) -> str:
+    """Words for the learner: the loss this run can reach and, for a weak one, what would help.
+
+    >>> print(outlook(1500, 0.2, 480, table={100: 2.6, 1500: 1.7}))
+    about 1500 steps fit: expect a validation loss near 1.70 (chance is 4.26)
+    """
+    val = expected_val(steps, table)
+    text = f"about {steps} steps fit: expect a validation loss near {val:.2f} (chance is 4.26)"
+    if val <= weak:
+        return text
+    target = next((n for n in sorted(table or EXPECTED_VAL)
+                   if expected_val(n, table) <= weak), None)
+    need = "" if target is None else (
+        f": about {math.ceil(target * step_seconds / 60)} min of steps on this machine reach "
+        f"{weak:.1f}")
+    return (f"{text}.\nThat is a weak model: its samples will be mostly made-up words. What "
+            f"would help: a GPU (the gpu run reaches 1.5 in about a minute), more time "
+            f"(MAX_SECONDS, at the top of the chapter, is {seconds:.0f} s{need}), a smaller "
+            "model (fewer layers or a narrower d_model: more steps in the same time), and "
+            "closing the other programs that use the CPU")
