@@ -1150,12 +1150,15 @@ def _make_registry():
         """The graded path: visible and hidden cases of the check registered as ``key``.
         ``given`` ({name: source}): the given implementations of the earlier exercises the
         function calls, which it is judged with when the student's fail their checks.
-        ``diagnose=False``: the same verdict, no catalogued mistake named (see ``_run``)."""
+        ``diagnose=False``: the same verdict, no catalogued mistake named (see ``_run``).
+        In a graded kernel ``key`` ends in ``#<seal>``: the running test cell's secret, which
+        its record must carry (``grading/autograde/records.py``)."""
         __tracebackhide__ = True  # noqa: F841
+        key, _, seal = key.partition("#")
         if _PROBE_DIR and key not in checks:
             from autograder.checks import _probe  # a graded kernel: record, do not judge
 
-            _probe.run(_PROBE_DIR, key, fn, given=given)
+            _probe.run(_PROBE_DIR, key, fn, given=given, seal=seal or None)
             return
         check = checks[key]
         failing = _failing_uses(check, fn, True) if check.uses else []

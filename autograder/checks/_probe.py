@@ -13,8 +13,12 @@ grader decides "built with a forbidden built-in". The grader compares all of it 
 values it computes itself, in a process where no student code runs (``_judge``).
 
 Nothing here is trusted: the student's code can patch this module or send a record itself.
-The grader accepts one record per key, only from the key's own test cell (a second one makes
-the key's record malformed: 0), so a forged record gains nothing over what *its* code returns.
+The grader accepts one record per key, only from the key's own test cell and only with that
+cell's seal (a secret the grader writes into the cell as the kernel runs it), and only if the
+cell then ends normally; a second sealed record makes the key's record malformed: 0. So a
+record forged before the test cell is refused, and one forged during it (the seal read from
+the running cell) must also stop the probe's own record without ending the cell in an error:
+best-effort (``docs/reference/guarantees.md``).
 """
 
 from __future__ import annotations
@@ -154,7 +158,9 @@ def _call(fn, spec: dict, args_enc, names: set | None = None, ref: set | None = 
     except NotImplementedError as e:
         rec.update(status="not_implemented", **_exception(e))
         return rec
-    except Exception as e:  # noqa: BLE001 - the student's code raised: that is the record
+    except KeyboardInterrupt:  # the grader's interrupt at the cell timeout: the cell stops
+        raise
+    except BaseException as e:  # noqa: BLE001 - the student's code raised (SystemExit too)
         rec.update(status="raised", **_exception(e))
         return rec
     finally:
@@ -349,7 +355,8 @@ def _given(probe_dir: str, spec: dict, fn, uses: dict, given: dict | None) -> di
     return found
 
 
-def run(probe_dir: str, key: str, fn, sink=None, given: dict | None = None) -> None:
+def run(probe_dir: str, key: str, fn, sink=None, given: dict | None = None,
+        seal: str | None = None) -> None:
     """Record ``fn`` on every case of ``key`` (visible and hidden) and send the record
     (:func:`send`, or ``sink(text)``: the tests judge records without a kernel).
 
@@ -357,12 +364,13 @@ def run(probe_dir: str, key: str, fn, sink=None, given: dict | None = None) -> N
     calls. Where the student's earlier function differs from the given one, ``fn`` is also
     recorded with the given one in its place (``record["given"]``), so that the grader can
     judge this exercise on its own when the earlier one fails its check (one mistake costs
-    one exercise)."""
+    one exercise). ``seal``: the running test cell's secret, sent right after the key."""
     with open(os.path.join(probe_dir, "in", f"{key}.json")) as f:
         spec = json.load(f)
     uses = _earlier(probe_dir, spec, fn) if spec.get("uses") else {}
     cases, ops, names, ref = _record_cases(fn, spec)
-    record = {"key": key, "cases": cases, "ops": ops, "functions": sorted(names),
+    head = {"key": key, "seal": seal} if seal else {"key": key}
+    record = {**head, "cases": cases, "ops": ops, "functions": sorted(names),
               "reference": sorted(ref or ())[:1000],  # (08: the model's own calls too)
               "uses": uses}
     if spec.get("timed") and all(c["status"] == "ok" for c in cases):
@@ -378,7 +386,7 @@ def run(probe_dir: str, key: str, fn, sink=None, given: dict | None = None) -> N
         record["given"] = other
     text = json.dumps(record, separators=(",", ":"))
     if len(text) > MAX_RECORD:
-        text = json.dumps({"key": key, "too_large": len(text)})
+        text = json.dumps({**head, "too_large": len(text)}, separators=(",", ":"))
     (sink or send)(text)
     print(
         f"(course-grade recorded what `{spec['name']}` returns on {len(cases)} cases; "

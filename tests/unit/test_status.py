@@ -114,7 +114,7 @@ def test_seal_accepts_one_record_per_key_from_its_own_test_cell(tmp_path):
     assert not (tmp_path / f"{SOFTMAX}.json").exists()
     seal.start_cell(4, "test_softmax", [SOFTMAX])
     seal.record(json.dumps({"key": OTHER, "cases": []}))  # another cell's key
-    seal.record(text)
+    seal.record(json.dumps({"key": SOFTMAX, "seal": seal.secret, "cases": []}))  # the cell's
     seal.end_cell()
     assert json.loads((tmp_path / f"{SOFTMAX}.json").read_text())["cases"] == []
     seal.start_cell(9, None, [])
@@ -128,8 +128,8 @@ def test_seal_accepts_one_record_per_key_from_its_own_test_cell(tmp_path):
 def test_seal_a_second_record_in_one_cell_makes_the_key_malformed(tmp_path):
     seal = Seal(tmp_path, "nb")
     seal.start_cell(4, "test_softmax", [SOFTMAX])
-    seal.record(json.dumps({"key": SOFTMAX, "cases": ["forged"]}))
-    seal.record(json.dumps({"key": SOFTMAX, "cases": []}))
+    seal.record(json.dumps({"key": SOFTMAX, "seal": seal.secret, "cases": ["forged"]}))
+    seal.record(json.dumps({"key": SOFTMAX, "seal": seal.secret, "cases": []}))
     seal.end_cell()
     assert json.loads((tmp_path / f"{SOFTMAX}.json").read_text())["malformed"]
     assert "second record" in seal.evidence["tampered"][0]["what"]

@@ -54,9 +54,12 @@ class QueuedExecute(Execute):
             return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell, resources, index):
-        """Run one cell; the records its test cell sends are sealed (``records.py``), and a
-        run that stops here is written down with the reason nbclient saw."""
+        """Run one cell; the records its test cell sends are sealed (``records.py``: the kernel
+        runs the cell with its seal, :func:`records.with_seal`; the notebook keeps the course's
+        source), and a run that stops here is written down with the reason nbclient saw."""
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+        from .records import with_seal
 
         seal = getattr(self, "seal", None)
         if seal is None or cell.cell_type != "code" or not cell.source.strip():
@@ -69,6 +72,9 @@ class QueuedExecute(Execute):
         meta = cell.metadata.get("nbgrader", {})
         course = bool(meta.get("locked")) and not meta.get("grade") and not meta.get("solution")
         seal.start_cell(index, meta.get("grade_id"), keys, course=course)
+        source = cell.source
+        if seal.secret is not None:
+            cell.source = with_seal(source, seal.secret)
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
@@ -81,7 +87,17 @@ class QueuedExecute(Execute):
                          if index in seal.evidence["timeouts"] else "flooded its output")
             raise
         finally:
+            cell.source = source
             seal.end_cell()
+
+    def on_cell_executed(self, **kwargs):
+        """nbgrader's, then the seal learns how the cell ended (its execute reply): a test cell
+        that ends in an error after its record was sent loses the record (``records.py``)."""
+        super().on_cell_executed(**kwargs)
+        seal = getattr(self, "seal", None)
+        content = (kwargs.get("execute_reply") or {}).get("content") or {}
+        if seal is not None:
+            seal.cell_ended(str(content.get("status", "")), str(content.get("ename", "")))
 
     def process_message(self, msg, cell, cell_index):
         """nbclient's, except that a record (:data:`records.RECORD_MIME`) goes to the seal, never

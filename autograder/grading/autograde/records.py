@@ -7,8 +7,18 @@ cell's outputs and hands it to :class:`Seal`, which accepts a record only
 
 - while a test cell runs that calls the record's key (``exercises.keys_in`` of its source, which
   nbgrader restored from the source notebook),
-- once per key: a second record of a key in the same cell (the student's function sending a
-  forged one before the probe's) makes the key's record ``malformed``: it scores 0.
+- carrying that cell's *seal*: a secret drawn here when the cell starts (:func:`with_seal`
+  writes it into the cell's hidden call as the kernel runs it; the notebook keeps the
+  course's source). No code that ran before the test cell can know it: a record composed
+  earlier, sent by a thread an answer cell started, or by a function that does not read the
+  running cell, is refused and written down (``tampered``),
+- once per key: a second sealed record of a key in the same cell (code that read the seal
+  while the cell ran, then the probe's own) makes the key's record ``malformed``: it scores 0,
+- from a cell that then ends normally: a test cell that ends in an error (``KeyboardInterrupt``:
+  the probe records what else the student's function raises, so only something that stops
+  the probe itself gets here), at the cell timeout, or with the kernel gone, after its record
+  was accepted, had that record sent by something other than the probe's last step: it
+  becomes ``malformed`` (0) and the cell is written down as ``tampered``.
 
 An accepted record is written at once to ``.grader/records/<assignment>/<key>.json``, a folder
 no kernel can see (the sandbox mounts only the probe's read-only inputs), so no later cell can
@@ -33,6 +43,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 from pathlib import Path
 
 RECORD_MIME = "application/vnd.course-record+json"
@@ -53,11 +65,14 @@ class Seal:
     >>> import tempfile; d = Path(tempfile.mkdtemp())
     >>> s = Seal(d, "nb")
     >>> s.start_cell(3, "test_a", ["ch.f"])
-    >>> s.record('{"key": "ch.f", "cases": []}')
+    >>> s.record('{"key": "ch.f", "cases": []}')  # without the cell's seal: refused
+    >>> s.record(json.dumps({"key": "ch.f", "seal": s.secret, "cases": []}))
     >>> s.end_cell()
     >>> s.record('{"key": "ch.f", "cases": []}')  # a later cell: dropped, written down
-    >>> json.loads((d / "ch.f.json").read_text())["key"], s.evidence["tampered"][0]["cell"]
-    ('ch.f', None)
+    >>> json.loads((d / "ch.f.json").read_text())["key"]
+    'ch.f'
+    >>> [t["cell"] for t in s.evidence["tampered"]]
+    [3, None]
     """
 
     def __init__(self, folder: Path, notebook: str):
@@ -68,6 +83,7 @@ class Seal:
         self.grade_id: str | None = None
         self.keys: list[str] = []
         self.seen: set[str] = set()
+        self.secret: str | None = None  # the running test cell's seal (the module's doc)
         self.course_cell = False  # the running cell is the course's, and no student code ran
         self.student_ran = False
         self.evidence: dict = {"timeouts": [], "stopped": None, "tampered": []}
@@ -77,8 +93,9 @@ class Seal:
                    course: bool = False) -> None:
         """A cell starts: ``keys`` are the records it may send (none for a cell that is not a
         test cell); ``course``: a locked cell of the course that calls no student code (the
-        setup cell)."""
+        setup cell). A cell with ``keys`` gets a fresh :attr:`secret`: its records' seal."""
         self.cell, self.grade_id, self.keys, self.seen = index, grade_id, list(keys), set()
+        self.secret = secrets.token_hex(16) if self.keys else None
         self.course_cell = course and not self.student_ran
         if not course and not self.student_ran:  # written once: the student's code has run
             self.student_ran = True
@@ -87,14 +104,18 @@ class Seal:
 
     def end_cell(self) -> None:
         self.cell, self.grade_id, self.keys, self.seen = None, None, [], set()
+        self.secret = None
 
     def record(self, text) -> None:
         """One record message's payload, as the kernel sent it."""
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
-        key = _key_of(text) if isinstance(text, str) else None
+        key, seal = _head_of(text) if isinstance(text, str) else (None, None)
         if key is None or key not in self.keys:
             self._tampered(f"sent a grader record outside its test cell ({key or 'no key'})")
+            return
+        if seal is None or not secrets.compare_digest(seal, self.secret or ""):
+            self._tampered(f"sent a grader record without its test cell's seal ({key})")
             return
         path = self.folder / f"{key}.json"
         if key in self.seen:
@@ -105,6 +126,22 @@ class Seal:
         if len(text) > MAX_RECORD:
             text = json.dumps({"key": key, "too_large": len(text)})
         _write(path, text)
+
+    def cell_ended(self, status: str, ename: str = "") -> None:
+        """The running cell's execute reply came (``status`` "ok" or "error"; ``ename``: the
+        error's name, ``CellTimeoutError`` for nbclient's own reply at the cell timeout). A
+        test cell that did not end "ok" after a record of it was accepted loses that record."""
+        if status != "ok":
+            self._unsealed(f"ended in {str(ename)[:80] or 'an error'}")
+
+    def _unsealed(self, how: str) -> None:
+        """Make each record accepted in the running cell ``malformed`` (0) and write the cell
+        down: it ``how`` (ended in KeyboardInterrupt, stopped ...) after its record was sent."""
+        for key in sorted(self.seen):
+            _write(self.folder / f"{key}.json", json.dumps(
+                {"key": key, "malformed": f"its test cell {how} after the record was sent"}))
+            self._tampered(f"the test cell of {key} {how} after its record was sent")
+        self.seen = set()
 
     def invalid_output(self) -> None:
         """The running cell displayed an output nbformat rejects: dropped, written down once
@@ -124,6 +161,7 @@ class Seal:
             self.evidence["stopped"] = {"cell": index, "why": why,
                                         "course_cell": self.course_cell}
             self._save()
+        self._unsealed(f"stopped ({why})")
 
     def _tampered(self, what: str) -> None:
         self.evidence["tampered"].append({"cell": self.cell, "grade_id": self.grade_id,
@@ -144,22 +182,47 @@ def read_evidence(root: Path, assignment: str, notebook: str) -> dict:
     return data if type(data) is dict else {}
 
 
-def _key_of(text: str) -> str | None:
-    """The ``"key"`` of a record's text, found without parsing all of it (the judge parses it,
-    bounded: ``records.read_record``).
+_SEAL = re.compile(r'\s*,\s*"seal"\s*:\s*"([0-9a-f]{1,64})"')
 
-    >>> _key_of('{"key":"attention.softmax","cases":[]}'), _key_of('[1]')
-    ('attention.softmax', None)
+
+def _head_of(text: str) -> tuple[str | None, str | None]:
+    """The ``"key"`` of a record's text and the ``"seal"`` right after it, found without
+    parsing all of it (the judge parses it, bounded: ``records.read_record``).
+
+    >>> _head_of('{"key":"attention.softmax","seal":"0f3a","cases":[]}')
+    ('attention.softmax', '0f3a')
+    >>> _head_of('{"key": "attention.softmax", "cases": []}'), _head_of('[1]')
+    (('attention.softmax', None), (None, None))
     """
-    head = text[:300].lstrip()
-    prefix = '{"key":'
-    if not head.replace(" ", "").startswith(prefix):
-        return None
+    head = text[:400].lstrip()
+    if not head.replace(" ", "").startswith('{"key":'):
+        return None, None
+    rest = head.split(":", 1)[1].lstrip()
     try:
-        value, _ = json.JSONDecoder().raw_decode(head.split(":", 1)[1].lstrip())
+        value, end = json.JSONDecoder().raw_decode(rest)
     except ValueError:
-        return None
-    return value if type(value) is str and len(value) < 200 else None
+        return None, None
+    if type(value) is not str or len(value) >= 200:
+        return None, None
+    seal = _SEAL.match(rest, end)
+    return value, seal.group(1) if seal else None
+
+
+def with_seal(source: str, secret: str) -> str:
+    """A test cell's source as the kernel runs it: each hidden check's key carries the cell's
+    seal after a ``#`` (``_core.hidden_check`` takes it off and hands it to the probe). Only
+    the key's text grows: every line keeps its number.
+
+    >>> with_seal('_hidden_check("attention.softmax", softmax)', "ab12")
+    '_hidden_check("attention.softmax#ab12", softmax)'
+    """
+    from ..exercises import HIDDEN_CALL
+
+    def sealed(m: re.Match) -> str:
+        cut = m.end(1) - m.start()
+        return m.group(0)[:cut] + f"#{secret}" + m.group(0)[cut:]
+
+    return HIDDEN_CALL.sub(sealed, source)
 
 
 def _write(path: Path, text: str) -> None:

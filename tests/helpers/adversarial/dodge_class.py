@@ -48,8 +48,8 @@ malformed_records  unsolved, except: 1.1 raises an exception whose type's      0
                    refuses such a name), 2.1 returns ``10 ** 4000``, 4.1
                    returns a list nested 200,000 deep
 forged_record      unsolved; softmax displays ``application/vnd.course-        0, graded,
-                   record+json`` records claiming success (one with            flagged (a
-                   ``"cases": NaN``), returns None                             second record)
+                   record+json`` records claiming success (one with            flagged (no
+                   ``"cases": NaN``), returns None                             seal)
 hidden_cells       unsolved + 250,000 markdown cells whose key is written      not graded
                    ``"cell\\u005ftype"`` in the raw JSON (~18 MB)              ("... cells")
                                                                                or 0 graded; in
@@ -390,10 +390,11 @@ class DodgeAttackBuilder(ClassBuilder):
         # -- forged_record: records published as display_data by the student's softmax
         key = table.check("01_attention", "softmax").key
         put("forged_record", unsolved({sol("softmax"): lambda s: FORGED.replace("@KEY@", key)}))
-        # the seal takes one record per key from its test cell: a second one makes the key's
-        # record malformed, and the attempt is flagged on every row
+        # the seal takes a record only with its test cell's seal, which the forger cannot know:
+        # both are refused, the probe's own record judged (None: 0), the attempt flagged on
+        # every row (issue 47 item 4; before it, a second record made the key's malformed)
         expected["forged_record"] = zeros(attacked={gid("softmax")},
-                                          flag="sent a second record for")
+                                          flag="sent a grader record without its test cell's seal")
 
         # -- hidden_cells: 250,000 cells the raw bytes do not show as cells
         put("hidden_cells", hidden_cells_text(self.release()))
