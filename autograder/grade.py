@@ -54,6 +54,7 @@ unknown amount: the late penalty applies). Never a file's or zip entry's time, n
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -102,10 +103,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--source", type=Path, default=ROOT / "solutions",
                    help="nbgrader source notebooks, one folder per assignment (default: the "
                    "course's solutions/)")
-    p.add_argument("--force", action="store_true", help="grade students already graded again")
+    p.add_argument("--force", action="store_true",
+                   help="grade again every notebook in SUBMISSIONS_DIR (of the assignments "
+                   "graded); results of notebooks not in it are kept")
     p.add_argument("--prune", action="store_true",
-                   help="remove from OUT_DIR the students graded earlier whose submissions are "
-                   "not in SUBMISSIONS_DIR (without it they are kept: OUT_DIR is the class)")
+                   help="remove from OUT_DIR what is not in SUBMISSIONS_DIR: the students "
+                   "graded earlier who are not in it, and the earlier results of the "
+                   "assignments graded now whose notebooks are not in it (without it both are "
+                   "kept: OUT_DIR is the class's ledger); with --dry-run --out: list them")
+    p.add_argument("--regrade-exercise", nargs="+", default=[],
+                   metavar="ASSIGNMENT:EXERCISE",
+                   help="grade one exercise again across the class (e.g. 02_masking:ex2_1, "
+                   "02_masking:2.1 or the test cell's id): every notebook of the assignment in "
+                   "SUBMISSIONS_DIR is run again and only that exercise's rows change; "
+                   "changes.csv logs them")
     p.add_argument("--regrade", nargs="+", default=[], metavar="STUDENT",
                    help="grade these students again (their student ids, as in grades.csv); "
                    "manual scores and comments stay")
@@ -199,14 +210,17 @@ def _pick_assignments(args, available, subs) -> list[str]:
     return picked
 
 
-def _write_outputs(store, students, info, people, report, final=False) -> list[dict]:
-    """grades.csv, the class report (``report``: a ReportWriter) and the LMS exports, all
-    from the stored results; returns grades.csv's rows."""
+def _write_outputs(store, students, notebooks, people, report, final=False,
+                   log=None) -> list[dict]:
+    """grades.csv, the class report (``report``: a ReportWriter) and the LMS exports of
+    ``notebooks`` ({assignment: [notebook]}), all from the stored results; ``log(rows)``
+    runs before the report (the change log it shows); returns grades.csv's rows."""
     from .grading.parent.exports import write_exports
 
     rows = store.final_rows(students)
     store.write_csv(students, rows=rows)
-    notebooks = {a: [nb.name for nb in nbs] for a, nbs in info.items()}
+    if log is not None:
+        log(rows)
     report.write(students, force=final, rows=rows, notebooks=notebooks)  # the exports' totals
     # the exports total grades.csv's final points (manual scores, extra credit, late penalty)
     results: dict[str, dict] = {}
@@ -287,6 +301,7 @@ def _main(args) -> int:
 
     from .grading.mathjax import publish as publish_mathjax
     from .grading.nbgrader_patches import warm as nbgrader_warm
+    from .grading.parent import ledger
     from .grading.parent.course import build_template, find_assignments
     from .grading.parent.dispatch import ClusterError, Dispatcher, publish_remote
     from .grading.parent.isolation import isolation
@@ -301,7 +316,7 @@ def _main(args) -> int:
     )
     from .grading.parent.runner import kill_all
     from .grading.parent.student import grade_student, to_json
-    from .grading.parent.submissions import find_notebook, fingerprint, intake_facts
+    from .grading.parent.submissions import find_notebook, fingerprint, intake_facts, missing
     from .grading.parent.times import late_summary, timings
 
     if not args.submissions.is_dir():
@@ -352,66 +367,114 @@ def _main(args) -> int:
     write_course_config(out, config, args.late_penalty)
     publish_source(template, out, assignments)
     publish_mathjax(out)  # the feedback pages' maths, offline (grading/mathjax.py)
+    exercises = _regrade_exercises(args.regrade_exercise, info, assignments)
+    before = _read_grades(out)  # grades.csv as the last run left it (the change log's "old")
     done = store.load()
     run_id = uuid.uuid4().hex[:8]
-    todo, prints = [], {}
+    # every assignment OUT_DIR holds: this run's, and those graded by earlier runs
+    notebooks = {a: [p.stem for p in available[a]] for a in available
+                 if a in assignments or (out / "source" / a).is_dir()}
+    graders = {a: ledger.grader_print(sorted((template / "source" / a).glob("*.ipynb")))
+               for a in assignments}
+    present, plans, prints = {}, {}, {}
     for s in subs:
-        paths = [find_notebook(s, nb.name, a)[0] for a in assignments for nb in info[a]]
-        prints[s.student] = f"{template.name}:{fingerprint(paths, s.problem)}"
-        if args.force or s.student in args.regrade or \
-                done.get(s.student, {}).get("fingerprint") != prints[s.student]:
-            todo.append(s)
+        found = {a: [find_notebook(s, nb.name, a) for nb in info[a]] for a in assignments}
+        prints[s.student] = f"{template.name}:" + fingerprint(
+            [p for a in assignments for p, _ in found[a]], s.problem)
+        stored = done.get(s.student)
+        earlier = ledger.graded_before(stored, notebooks)
+        present[s.student] = {  # None: nothing of it here (an entry intake could not use
+            # counts for the assignments it never graded: it replaces no earlier result)
+            a: fingerprint([p for p, _ in ps], s.problem)
+            if any(p is not None or note != missing(nb.name) for (p, note), nb in
+                   zip(ps, info[a])) and not (s.problem and a in earlier) else None
+            for a, ps in found.items()}
+        legacy = bool(stored) and "ledger" not in stored and \
+            stored.get("fingerprint") == prints[s.student]
+        plans[s.student] = ledger.plan(
+            present[s.student], stored, graders, notebooks=notebooks, force=args.force,
+            regrade=s.student in args.regrade, exercises=frozenset(exercises),
+            legacy=legacy, prune=args.prune)
+    todo = [s for s in subs if plans[s.student].grade]
     skipped = len(subs) - len(todo)
     if skipped:
         print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
     # OUT_DIR is the class: students graded earlier and absent from this folder (a late
     # submission downloaded on its own) keep their rows, exports and returns
     absent = sorted(set(done) - {s.student for s in subs})
+    pruned = set()
     if absent and args.prune:
         for msg in store.prune(absent):
             print(f"course-grade: {msg}", file=sys.stderr)
         print(f"course-grade: --prune: removed {len(absent)} student(s) not in this folder: "
               f"{', '.join(absent)}", file=sys.stderr)
-        absent = []
+        pruned, absent = set(absent), []
     elif absent:
         print(f"course-grade: kept {len(absent)} student(s) graded earlier whose submissions "
               f"are not in this folder ({', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}"
               "); --prune removes them", file=sys.stderr)
+    for line in _ledger_summary(plans):
+        print(f"course-grade: {line}", file=sys.stderr)
     students = [s.student for s in subs] + absent
     people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
     by_id = {s.student: s for s in subs}
     # the CSV's comment column: formgrader's comments on the answer cells a test grades
     store.exercises = {(nb.name, g.grade_id): g.solution_ids
                        for a in assignments for nb in info[a] for g in nb.grade_cells}
-    store.assignment_of = {nb.name: a for a in assignments for nb in info[a]}
-    timing = timings(subs, {a: [nb.name for nb in info[a]] for a in assignments})
-    store.people = intake_facts(subs, {a: [nb.name for nb in info[a]] for a in assignments})
+    store.assignment_of = {nb: a for a, nbs in notebooks.items() for nb in nbs}
+    # this run's submission times and Canvas names count for the notebooks in this folder
+    timing = {sid: {a: t for a, t in ts.items() if present[sid][a] is not None}
+              for sid, ts in timings(subs, {a: notebooks[a] for a in assignments}).items()}
+    store.people = intake_facts(subs, {a: notebooks[a] for a in assignments})
     store.record_timing(timing)  # a time (or roster name) given now counts for those graded before
     report = ReportWriter(out)
-    _write_outputs(store, students, info, people, report, final=True)
+    logged = []
+
+    def log(rows: list[dict], old: list[dict], cause) -> None:  # what changed, and why
+        logged.extend(lines := ledger.changes(old, rows, cause, store.assignment_of,
+                                              ledger.now(), run_id))
+        ledger.append(out, lines)
+
+    start = _write_outputs(  # what changed since the last run: formgrader's, --prune's
+        store, students, notebooks, people, report, final=True, log=lambda rows: log(
+            rows, before, lambda sid, a: ledger.PRUNE if sid in pruned else ledger.BETWEEN))
     bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
                file=sys.stderr)
     if todo:
         nbgrader_warm()  # nbgrader's gradebook code loads, for the gradebook written after them
     # fewer students than workers: each student's assignments are split over the idle ones
     parts = max(1, workers // max(1, len(todo)))
+    staging = work / "staged"  # a student's new files, until they replace only what was graded
+    (staging / ".work").mkdir(parents=True, exist_ok=True)
+
+    def only(s):  # the student's assignments this run grades
+        return {a: info[a] for a in assignments if a in plans[s.student].grade}
+
     try:
         for _, r, remote in dispatcher.run(
             todo,
-            lambda s: grade_student(s, info, template, work, out, config, prints[s.student],
-                                    make_runner(config), parts=parts),
-            lambda s: (info, template, config, prints[s.student]),
+            lambda s: grade_student(s, only(s), template, work, staging, config,
+                                    prints[s.student], make_runner(config), parts=parts),
+            lambda s: (only(s), template, config, prints[s.student]),
             info,
         ):
             r.notes.append(f"run {run_id}")
             s = by_id[r.student]
             r.name, r.lms_id = getattr(s, "name", ""), getattr(s, "lms_id", "")
+            graded = list(plans[r.student].grade)
             if remote is not None:  # graded elsewhere: its pages and notebooks came as data
-                publish_remote(out, r.student, assignments, remote)
+                publish_remote(staging, r.student, graded, remote)
             else:
-                publish_student(work / "students" / r.student, out, r.student, assignments)
-            store.save(to_json(r), r.student, timing[r.student])  # the commit point
-            _write_outputs(store, students, info, people, report)
+                publish_student(work / "students" / r.student, staging, r.student, graded)
+            ledger.publish(staging, out, r.student, graded)
+            result = ledger.merge(
+                store.read(r.student), json.loads(to_json(r)), plans[r.student].grade,
+                notebooks, {a: {"submission": present[r.student][a], "grader": graders[a]}
+                            for a in graded if present[r.student][a] is not None},
+                only={a: exercises[a] for a, why in plans[r.student].grade.items()
+                      if why == ledger.EXERCISE})
+            store.save(json.dumps(result, indent=1), r.student, timing[r.student])  # commit
+            _write_outputs(store, students, notebooks, people, report)
             bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
             bar.update()
     except KeyboardInterrupt:  # (a second one during this clean-up: _run's one line)
@@ -430,7 +493,10 @@ def _main(args) -> int:
     for msg in store.write_gradebook(template, students, subs=by_id, due=due_args,
                                      late_penalty=args.late_penalty):
         print(f"course-grade: {msg}", file=sys.stderr)
-    rows = _write_outputs(store, students, info, people, report, final=True)
+    rows = _write_outputs(  # and what this run changed
+        store, students, notebooks, people, report, final=True, log=lambda rows: log(
+            rows, start, lambda sid, a: plans[sid].grade[a] if a in plans.get(
+                sid, ledger.Plan()).grade else ledger.PENALTY))
     results = store.load()
     write_returns(out, results, students)
     bad = sum(
@@ -446,10 +512,69 @@ def _main(args) -> int:
         f"{out / 'grades.csv'}",
         file=sys.stderr,
     )
+    print(f"course-grade: run {run_id}: {len(logged)} grade change(s) appended to "
+          f"{out / ledger.CHANGES}", file=sys.stderr)
     for line in late_summary(rows):
         print(f"course-grade: {line}", file=sys.stderr)
     return 0
 
+
+def _read_grades(out: Path) -> list[dict]:
+    """OUT_DIR/grades.csv's rows as the last run wrote them (none when there is none)."""
+    import csv
+
+    try:
+        with open(out / "grades.csv", encoding="utf-8", newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def _regrade_exercises(specs: list[str], info: dict, assignments: list[str]) -> dict:
+    """``--regrade-exercise``'s ``ASSIGNMENT:EXERCISE`` items as {assignment: {test cell id}}
+    (:func:`ledger.exercise_ids`); raises :class:`UsageError` for what names nothing."""
+    from .grading.parent import ledger
+
+    found: dict[str, set[str]] = {}
+    for spec in specs:
+        a, sep, name = spec.partition(":")
+        if not sep or a not in info:
+            raise UsageError(_no_such("--regrade-exercise", "assignment graded here",
+                                      [a or spec], assignments, "those graded here are")
+                             + " (ASSIGNMENT:EXERCISE, e.g. 02_masking:ex2_1)")
+        ids = [g.grade_id for nb in info[a] for g in nb.grade_cells]
+        if not (hit := ledger.exercise_ids(name, ids)):
+            raise UsageError(_no_such("--regrade-exercise", f"exercise of {a}", [name], ids,
+                                      "its exercises are"))
+        found.setdefault(a, set()).update(hit)
+    return found
+
+
+def _ledger_summary(plans: dict) -> list[str]:
+    """The console's lines on what the ledger kept and why it grades (:func:`ledger.plan`)."""
+    from collections import Counter
+
+    from .grading.parent import ledger
+
+    why = Counter(w for p in plans.values() for w in p.grade.values())
+    kept = sum(len(p.keep) for p in plans.values())
+    unknown = sum(len(p.unknown) for p in plans.values())
+    stale_kept = sum(len(p.stale_kept) for p in plans.values())
+    lines = []
+    if kept:
+        lines.append(f"kept {kept} earlier result(s) of notebooks not in this folder "
+                     "(--prune removes them)")
+    if why[ledger.STALE]:
+        lines.append(f"{why[ledger.STALE]} result(s) graded with other checks or another "
+                     "release: graded again")
+    if unknown:
+        lines.append(f"{unknown} result(s) graded before course-grade kept the checks' "
+                     "fingerprint: not graded again (--force or --regrade-exercise to)")
+    if stale_kept:
+        lines.append(f"{stale_kept} kept result(s) graded with other checks (or named by "
+                     "--regrade-exercise) have no notebook in this folder: not graded again; "
+                     "grade the folder that holds them")
+    return lines
 
 def _submitted_at(path: Path, subs) -> list[str]:
     """Apply the instructor's ``--submitted-at`` CSV to ``subs``; returns the console's
@@ -515,10 +640,29 @@ def _dry_run(args, submissions: Path, available: dict, due: dict) -> int:
               "nothing written")
         for line in _roster(subs, {a: [p.stem for p in available[a]] for a in assignments}):
             print(line)
+        if args.prune and args.out is not None:
+            for line in _prune_preview(args.out.resolve(), subs, assignments, available):
+                print(line)
     if not assignments:
         print(f"course-grade: {NO_ASSIGNMENT}", file=sys.stderr)
         return 2
     return 0
+
+
+def _prune_preview(out: Path, subs, assignments: list[str], available: dict) -> list[str]:
+    """``--prune --dry-run --out OUT_DIR``: what ``--prune`` would remove from OUT_DIR
+    (:func:`ledger.prune_plan`); nothing is read but its results."""
+    from .grading.parent import ledger
+    from .grading.parent.report import load_results
+    from .grading.parent.submissions import find_notebook, missing
+
+    notebooks = {a: [p.stem for p in available[a]] for a in available}
+    present = {s.student: {a: "here" if any(
+        (found := find_notebook(s, nb, a))[0] is not None or found[1] != missing(nb)
+        for nb in notebooks[a]) else None for a in assignments} for s in subs}
+    gone = ledger.prune_plan(load_results(out), present, assignments, notebooks)
+    return [f"--prune would remove from {out}: {len(gone)} result(s)"] + \
+        [f"  {line}" for line in gone]
 
 
 def _time_source(sub) -> str:

@@ -13,9 +13,11 @@ end), so a run stopped midway leaves a report of the students graded so far. Per
 - late work: each late student's lateness, late penalty and total before and after it (the
   total plot counts the penalty too, as the LMS exports do);
 
-and, for the class, how many were late or have no known submission time, a table of totals (one
-row per student: each assignment's total as the exports compute it, :func:`exports.total`, the
-class total and the student's lateness), and the slowest students (``StudentResult.seconds``).
+and, for the class, the grades the last run changed (its lines of the change log,
+``OUT_DIR/changes.csv``: ``ledger.py``), how many were late or have no known submission time,
+a table of totals (one row per student: each assignment's total as the exports compute it,
+:func:`exports.total`, the class total and the student's lateness), and the slowest students
+(``StudentResult.seconds``).
 Every piece of text that comes from a submission or a result file (ids, names, statuses,
 diagnoses) is escaped. Given grades.csv's rows (course-grade
 passes them), the report shows what grades.csv and the exports show: final points (manual
@@ -385,13 +387,37 @@ def _slowest(results: dict[str, dict], names: dict[str, str]) -> str:
     return "\n".join(out)
 
 
+def _changes(lines: list[dict], names: dict[str, str]) -> str:
+    """The grades the last run changed: its lines of the change log (``ledger.changes``).
+
+    >>> "1 -&gt; 2" in _changes([{"run": "r1", "when": "t", "student": "s", "assignment": "a",
+    ...     "exercise": "e", "cause": "checks changed", "old": "1", "new": "2"}], {})
+    True
+    """
+    if not lines:
+        return "<h2>Changes</h2><p class=muted>The change log (changes.csv) is empty.</p>"
+    head = (f"<h2>Changes made by the last run</h2><p>Run {_esc(lines[-1]['run'])} "
+            f"({_esc(lines[-1]['when'])}) changed {len(lines)} grade(s); every run's are in "
+            "changes.csv.</p>")
+    out = [head, "<table class=changes><tr><th>student</th><th>assignment</th>"
+           "<th>exercise</th><th>old -&gt; new</th><th>cause</th></tr>"]
+    out += [f"<tr><td>{_who(c['student'], names.get(c['student'], ''))}</td>"
+            f"<td>{_esc(c['assignment'])}</td><td>{_esc(c['exercise'])}</td>"
+            f"<td>{_esc(c['old'] or 'none')} -&gt; {_esc(c['new'] or 'none')}</td>"
+            f"<td>{_esc(c['cause'])}</td></tr>" for c in lines]
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def render(results: dict[str, dict], students: list[str] | None = None,
            rows: list[dict] | None = None,
-           notebooks: dict[str, list[str]] | None = None) -> str:
+           notebooks: dict[str, list[str]] | None = None,
+           changes: list[dict] | None = None) -> str:
     """The report's HTML for ``results`` ({student: result dict}); ``students``: the class;
     ``rows``: grades.csv's rows (final points, lateness, late penalties), else the results';
     ``notebooks``: {assignment: [notebook]} as the exports total them (else each notebook is
-    an assignment of its own)."""
+    an assignment of its own); ``changes``: the last run's lines of the change log (none:
+    no section)."""
     if students is not None:
         results = {s: results[s] for s in students if s in results}
     names = {sid: str(r.get("name", "") or "") for sid, r in results.items()}
@@ -420,6 +446,7 @@ def render(results: dict[str, dict], students: list[str] | None = None,
             *(f"<p class=lateness>{_esc(line)}.</p>" for line in late_summary(rows)),
             *body,
             _totals(rows, names, notebooks),
+            _changes(changes, names) if changes is not None else "",
             _slowest(results, names) if results else "",
             "</body></html>\n",
         ]
@@ -431,8 +458,10 @@ def write_report(out: Path, students: list[str] | None = None,
                  notebooks: dict[str, list[str]] | None = None) -> Path:
     """Rebuild ``out/report.html`` from ``out/results`` (and grades.csv's ``rows``, when
     given; ``notebooks`` as in :func:`render`) atomically; returns its path."""
+    from .ledger import last_run
+
     path = out / "report.html"
-    text = render(load_results(out), students, rows, notebooks)
+    text = render(load_results(out), students, rows, notebooks, last_run(out))
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)

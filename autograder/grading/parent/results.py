@@ -332,11 +332,29 @@ class ResultStore:
         entry for the student (a roster given on a later run renames them)."""
         if timing is not None or student in self.people:
             r = json.loads(result_json)
-            if timing is not None:
-                r["timing"] = {a: t.as_json() for a, t in sorted(timing.items())}
-            r.update(self.people.get(student, {}))
+            r.update(self._facts(r, student, timing))
             result_json = json.dumps(r, indent=1)
         _atomic_write(self.dir / f"{student}.json", result_json)
+
+    def _facts(self, r: dict, student: str, timing: dict[str, Timing] | None) -> dict:
+        """What :meth:`save` writes into the result ``r``: :attr:`people`'s entry, and
+        ``timing``; both added to what ``r`` holds of the assignments this run does not
+        name (OUT_DIR is the ledger: an assignment graded earlier keeps its time and Canvas
+        name when its notebook is not in this run's folder)."""
+        facts = dict(self.people.get(student, {}))
+        if "canvas" in facts:
+            facts["canvas"] = {**(r.get("canvas") or {}), **facts["canvas"]}
+        if timing is not None:
+            facts["timing"] = dict(sorted({**(r.get("timing") or {}), **{
+                a: t.as_json() for a, t in timing.items()}}.items()))
+        return facts
+
+    def read(self, student: str) -> dict | None:
+        """The stored result of ``student`` (None when there is none)."""
+        try:
+            return json.loads((self.dir / f"{student}.json").read_text())
+        except (OSError, ValueError):
+            return None
 
     def record_timing(self, timing: dict[str, dict[str, Timing]]) -> None:
         """Keep this run's submission times ({student: {assignment: Timing}}) in the stored
@@ -344,9 +362,8 @@ class ResultStore:
         for students graded before, and a student absent from a later run keeps theirs; so do
         :attr:`people`'s names and ids (``--roster``)."""
         for sid, r in self.load().items():
-            if sid in timing and (r.get("timing") != {
-                    a: t.as_json() for a, t in sorted(timing[sid].items())} or any(
-                    r.get(k) != v for k, v in self.people.get(sid, {}).items())):
+            if sid in timing and any(r.get(k) != v for k, v in
+                                     self._facts(r, sid, timing[sid]).items()):
                 self.save(json.dumps(r, indent=1), sid, timing[sid])
 
     def _read_reviews(self) -> dict[tuple[str, str, str], dict]:

@@ -1,0 +1,332 @@
+"""The output folder as the class's ledger: what a run grades, keeps and logs.
+
+A run adds and updates only what it graded. For each student and assignment :func:`plan`
+decides from this run's folder and the stored result (``results/<student>.json``):
+
+- a notebook in this folder is graded when it is new, its bytes changed, the checks it was
+  graded with changed (*stale*: its ``grader`` fingerprint, :func:`grader_print`, differs),
+  or an option asks (``--force``, ``--regrade``, ``--regrade-exercise``);
+- a notebook missing from this folder keeps its last result (rows, feedback, submission time,
+  Canvas name): a per-assignment download never erases an earlier assignment. Only where no
+  earlier run graded one is it the "not submitted" row;
+- a result written before fingerprints were kept has an *unknown* grader fingerprint: it is
+  not regraded unless an option asks (the run says how many).
+
+:func:`merge` puts a student's new rows into the stored result; every change of a grade is a
+line appended to ``OUT_DIR/changes.csv`` (:func:`changes`, :func:`append`; never rewritten).
+
+>>> plan({"a": "h1"}, {"ledger": {"a": {"submission": "h1", "grader": "g0"}}}, {"a": "g1"}).grade
+{'a': 'checks changed'}
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .exports import cell, total
+from .status import Kind, row_kind
+
+CHECKS = Path(__file__).resolve().parents[2] / "checks"  # the check code and exercise table
+CHANGES = "changes.csv"
+CHANGE_COLUMNS = ["when", "run", "cause", "student", "assignment", "notebook", "exercise",
+                  "old", "new"]
+# why an assignment is graded: a change's cause (words: a cell starting "-" reads as a formula)
+NEW, ABSENT, CHANGED, STALE = ("new submission", "not submitted", "submission changed",
+                               "checks changed")
+FORCE, REGRADE, EXERCISE, PRUNE = ("option --force", "option --regrade",
+                                   "option --regrade-exercise", "option --prune")
+BETWEEN = "between runs (formgrader: manual score, extra credit)"
+PENALTY = "late penalty (--due, --submitted-at, --late-penalty)"
+
+
+def grader_print(notebooks: list[Path], checks: Path = CHECKS) -> str:
+    """What decides an assignment's grades, hashed: its source notebooks (the release and the
+    hidden tests are made from them) and every file of the check code (``autograder/checks/``,
+    the exercise table included). A result whose print differs is stale."""
+    h = hashlib.sha256()
+    files = sorted(notebooks) + sorted(p for p in checks.rglob("*.py")
+                                       if "__pycache__" not in p.parts)
+    for p in files:
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Plan:
+    """One student's run: ``grade`` {assignment: why}, ``keep`` the assignments kept from an
+    earlier run (no notebook of them in this folder), ``unknown`` those graded before
+    fingerprints were kept (not regraded), ``stale_kept`` the kept ones whose checks changed
+    or that ``--regrade-exercise`` names (their notebooks are not here to grade again)."""
+
+    grade: dict[str, str] = field(default_factory=dict)
+    keep: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    stale_kept: list[str] = field(default_factory=list)
+
+
+def graded_before(stored: dict | None, notebooks: dict[str, list[str]]) -> set[str]:
+    """The assignments of which ``stored`` (a result) holds rows other than "not submitted".
+
+    >>> graded_before({"rows": [{"notebook": "n1", "kind": "graded"},
+    ...                         {"notebook": "n2", "kind": "not submitted"}]},
+    ...               {"a1": ["n1"], "a2": ["n2"]})
+    {'a1'}
+    """
+    of = {nb: a for a, nbs in notebooks.items() for nb in nbs}
+    return {of[row["notebook"]] for row in (stored or {}).get("rows", [])
+            if row.get("notebook") in of and row_kind(row) is not Kind.NOT_SUBMITTED}
+
+
+def plan(present: dict[str, str | None], stored: dict | None, graders: dict[str, str], *,
+         notebooks: dict[str, list[str]] | None = None, force: bool = False,
+         regrade: bool = False, exercises: frozenset[str] = frozenset(),
+         legacy: bool = False, prune: bool = False) -> Plan:
+    """What to do with one student: ``present`` {assignment: this folder's fingerprint of its
+    notebooks, None when none of them is here}; ``stored`` the student's result (None: never
+    graded); ``graders`` {assignment: :func:`grader_print`}; ``notebooks`` {assignment:
+    [notebook]}; ``exercises`` the assignments ``--regrade-exercise`` names; ``legacy``: the
+    result predates per-assignment fingerprints and its whole-submission fingerprint matches
+    this folder (its assignments are unchanged, their checks unknown); ``prune``: a result
+    kept of a notebook not in this folder is replaced by the "not submitted" rows.
+
+    >>> p = plan({"a1": None, "a2": "h2"}, {"rows": [{"notebook": "a1", "kind": "graded"}]},
+    ...          {"a1": "g", "a2": "g"}, notebooks={"a1": ["a1"], "a2": ["a2"]})
+    >>> p.grade, p.keep
+    ({'a2': 'new submission'}, ['a1'])
+    """
+    stored = stored or {}
+    kept = graded_before(stored, notebooks or {a: [a] for a in present})
+    ledger = stored.get("ledger") or {}
+    had = {row.get("notebook") for row in stored.get("rows", [])}
+    p = Plan()
+    for a, h in present.items():
+        entry = ledger.get(a)
+        if h is None:  # nothing of it in this folder
+            if a in kept and prune:
+                p.grade[a] = PRUNE
+            elif a in kept:
+                p.keep.append(a)
+                if a in exercises or (entry and entry.get("grader") != graders.get(a)):
+                    p.stale_kept.append(a)
+            elif not any(nb in had for nb in (notebooks or {a: [a]})[a]):
+                p.grade[a] = ABSENT  # its "not submitted" rows, the first time
+            continue
+        why = ""
+        if force or regrade:
+            why = FORCE if force else REGRADE
+        elif entry is None and legacy:
+            p.unknown.append(a)
+            why = EXERCISE if a in exercises else ""
+        elif entry is None:
+            why = CHANGED if a in kept else NEW
+        elif entry.get("submission") != h:
+            why = CHANGED
+        elif entry.get("grader") != graders.get(a):
+            why = STALE
+        elif a in exercises:
+            why = EXERCISE
+        if why:
+            p.grade[a] = why
+    return p
+
+
+def merge(old: dict | None, new: dict, grade: dict[str, str], notebooks: dict[str, list[str]],
+          prints: dict[str, dict], only: dict[str, set[str]] | None = None) -> dict:
+    """The student's stored result after this run: ``new`` (this run's result of the
+    assignments in ``grade``) put into ``old``. Rows, feedback pages, submission times and
+    Canvas names of the other assignments are ``old``'s; ``only`` {assignment: test cell ids}
+    takes just those exercises' rows from ``new`` (``--regrade-exercise``, where nothing else
+    asked for the assignment). ``prints`` {assignment: {"submission", "grader"}} is kept as
+    the result's ``ledger``, except after an error of the grader (graded again next run).
+
+    >>> old = {"rows": [{"notebook": "a1", "exercise": "e", "points": "2"}], "feedback": [
+    ...     "feedback/s/a1/a1.html"], "timing": {"a1": {"at": "x"}}}
+    >>> new = {"rows": [{"notebook": "a2", "exercise": "e", "points": "1"}], "feedback": []}
+    >>> m = merge(old, new, {"a2": NEW}, {"a1": ["a1"], "a2": ["a2"]}, {})
+    >>> [r["notebook"] for r in m["rows"]], m["feedback"], m["timing"]
+    (['a1', 'a2'], ['feedback/s/a1/a1.html'], {'a1': {'at': 'x'}})
+    """
+    old = old or {}
+    only = only or {}
+    of = {nb: a for a, nbs in notebooks.items() for nb in nbs}
+
+    def theirs(row: dict) -> bool:  # is this row new's to give?
+        a = of.get(row.get("notebook"), row.get("notebook"))
+        return a in grade and (a not in only or row.get("exercise") in only[a])
+
+    fresh = {(r["notebook"], r["exercise"]): r for r in new.get("rows", []) if theirs(r)}
+    rows = [fresh.pop((r["notebook"], r["exercise"]), r) if theirs(r) else r
+            for r in old.get("rows", [])]
+    rows += list(fresh.values())
+    order = {nb: i for i, nb in enumerate(of)}
+    rows.sort(key=lambda r: order.get(r.get("notebook"), len(order)))  # stable: cell order
+    result = {**old, **{k: v for k, v in new.items() if k != "rows"}, "rows": rows}
+    whole = {a for a in grade if a not in only}
+    result["feedback"] = [p for p in old.get("feedback", []) if _assignment(p) not in whole] + \
+        [p for p in new.get("feedback", []) if _assignment(p) in grade]
+    result["feedback"] = list(dict.fromkeys(result["feedback"]))
+    for key in ("timing", "canvas"):  # this run's say only for what it graded
+        kept = {a: v for a, v in (old.get(key) or {}).items() if a not in whole}
+        result[key] = {**kept, **{a: v for a, v in (new.get(key) or {}).items() if a in grade}}
+    ledger = dict(old.get("ledger") or {})
+    for a in whole:
+        if new.get("fingerprint") == "grader-error":
+            ledger.pop(a, None)
+        elif a in prints:
+            ledger[a] = prints[a]
+    result["ledger"] = ledger
+    return result
+
+
+def publish(staging: Path, out: Path, student: str, assignments: list[str]) -> None:
+    """Move a student's graded files of ``assignments`` from ``staging`` (where this run's
+    grading put them: ``feedback/``, ``submitted/``, ``autograded/``) into OUT_DIR, replacing
+    only those assignments' folders: the student's other assignments keep theirs."""
+    import shutil
+
+    for kind in ("feedback", "submitted", "autograded"):
+        for a in assignments:
+            dest, src = out / kind / student / a, staging / kind / student / a
+            shutil.rmtree(dest, ignore_errors=True)
+            if src.is_dir():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(src, dest)
+        shutil.rmtree(staging / kind / student, ignore_errors=True)
+
+
+def exercise_ids(name: str, grade_ids: list[str]) -> list[str]:
+    """The test cells ``--regrade-exercise ASSIGNMENT:name`` names, among the assignment's
+    ``grade_ids`` (the exercise table's ``ex<N>_<M>_<function>``): the id itself, ``ex2_1``,
+    ``2.1``, ``Exercise 2.1`` or the function's name.
+
+    >>> ids = ["ex2_1_causal_mask", "ex2_2_apply_mask"]
+    >>> [exercise_ids(x, ids) for x in ("ex2_1", "2.2", "Exercise 2.1", "apply_mask", "3.1")]
+    [['ex2_1_causal_mask'], ['ex2_2_apply_mask'], ['ex2_1_causal_mask'], ['ex2_2_apply_mask'], []]
+    """
+    from ..exercises import label
+
+    want = name.strip()
+    number = want.removeprefix("Exercise ").strip()
+    return [g for g in grade_ids
+            if want in (g, g.split("_", 2)[-1]) or g.startswith(f"{want}_")
+            or label(g) == f"Exercise {number}"]
+
+
+def _assignment(rel: str) -> str:
+    """The assignment of a feedback page ``feedback/<student>/<assignment>/<nb>.html``."""
+    parts = Path(rel).parts
+    return parts[2] if len(parts) == 4 else ""
+
+
+def prune_plan(stored: dict[str, dict], present: dict[str, dict[str, str | None]],
+               assignments: list[str], notebooks: dict[str, list[str]]) -> list[str]:
+    """What ``--prune`` removes, one line each: the students graded earlier who are not in
+    this folder, and, of the assignments this run grades, the kept results of notebooks not
+    in this folder (they become "not submitted").
+
+    >>> prune_plan({"ann": {}, "bo": {"rows": [{"notebook": "a1", "kind": "graded"}]}},
+    ...            {"bo": {"a1": None}}, ["a1"], {"a1": ["a1"]})
+    ['ann (every result)', 'bo a1']
+    """
+    lines = [f"{sid} (every result)" for sid in sorted(set(stored) - set(present))]
+    for sid in sorted(set(stored) & set(present)):
+        kept = graded_before(stored[sid], notebooks)
+        lines += [f"{sid} {a}" for a in assignments
+                  if a in kept and present[sid].get(a, None) is None]
+    return lines
+
+
+# ---- the change log ---------------------------------------------------------------------------
+
+
+def _value(row: dict | None) -> str:
+    if row is None:
+        return ""
+    if row.get("points", "") != "":
+        return str(row["points"])
+    return "not submitted" if row_kind(row) is Kind.NOT_SUBMITTED else "not graded"
+
+
+def changes(before: list[dict], after: list[dict], cause, assignment_of: dict[str, str],
+            when: str = "", run: str = "") -> list[dict]:
+    """The change log's lines between two sets of grades.csv rows: each exercise whose final
+    points (or graded state) changed, and each assignment total (:func:`exports.total`) that
+    changed. ``cause(student, assignment)`` says what caused it.
+
+    >>> b = [{"student": "s", "notebook": "n", "exercise": "e", "points": "1", "kind": "graded"}]
+    >>> a = [{**b[0], "points": "2"}]
+    >>> [(c["exercise"], c["old"], c["new"]) for c in changes(b, a, lambda s, x: "x", {})]
+    [('e', '1', '2'), ('total', '1', '2')]
+    """
+    def index(rows):
+        return {(r["student"], r["notebook"], r["exercise"]): r for r in rows}
+
+    def totals(rows):
+        found: dict[tuple[str, str], list[dict]] = {}
+        for r in rows:
+            found.setdefault((r["student"], assignment_of.get(r["notebook"], r["notebook"])),
+                             []).append(r)
+        return {k: total(v) for k, v in found.items()}
+
+    old, new = index(before), index(after)
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        o, n = _value(old.get(key)), _value(new.get(key))
+        if o != n:
+            sid, nb, ex = key
+            a = assignment_of.get(nb, nb)
+            lines.append(_line(when, run, cause(sid, a), sid, a, nb, ex, o, n))
+    t_old, t_new = totals(before), totals(after)
+    for sid, a in sorted(set(t_old) | set(t_new)):
+        o, n = t_old.get((sid, a)), t_new.get((sid, a))
+        if o != n:
+            lines.append(_line(when, run, cause(sid, a), sid, a, "", "total",
+                               "" if o is None else o or "none", "" if n is None else n or "none"))
+    return lines
+
+
+def _line(*values: str) -> dict:
+    return dict(zip(CHANGE_COLUMNS, values, strict=True))
+
+
+def now() -> str:
+    """The change log's ``when``: UTC, to the second."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def append(out: Path, lines: list[dict]) -> Path:
+    """Append ``lines`` to ``OUT_DIR/changes.csv`` (its header written once); never rewritten."""
+    path = out / CHANGES
+    if not lines:
+        return path
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CHANGE_COLUMNS, lineterminator="\n")
+    if not path.exists() or path.stat().st_size == 0:
+        w.writeheader()
+    w.writerows({k: cell(v) for k, v in line.items()} for line in lines)
+    with open(path, "a", encoding="utf-8", newline="") as f:
+        f.write(buf.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def read(out: Path) -> list[dict]:
+    """Every line of ``OUT_DIR/changes.csv`` (none when there is no log)."""
+    try:
+        with open(out / CHANGES, encoding="utf-8", newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def last_run(out: Path) -> list[dict]:
+    """The change log's lines of its last run."""
+    lines = read(out)
+    return [line for line in lines if line["run"] == lines[-1]["run"]] if lines else []
