@@ -15,6 +15,7 @@ from .. import pyast
 from ..cells import nbg as _nbg
 from ..exercises import converted_keys, keys_in, test_cells
 from ..sandbox.policy import module_names, policy_problem
+from . import routes
 from .rebuild import NotANotebook, student_cells
 
 # What a submission that tries to get around the grader looks like in its source. Found by
@@ -65,8 +66,10 @@ def _folded(node) -> str | None:
     return None
 
 
-def _source_flags(source: str) -> set[str]:
-    """Reasons to flag one student-written cell (an allowed cell magic's body included).
+def _source_flags(source: str, modules: set[str] = frozenset()) -> set[str]:
+    """Reasons to flag one student-written cell (an allowed cell magic's body included);
+    ``modules``: the names the notebook's imports bind to modules (``routes.route_flags``:
+    the routes around "from scratch" and "in place").
 
     >>> sorted(_source_flags("import torch\\ntorch.library.Library('aten', 'IMPL')"))
     ['operator re-registration (torch.library)']
@@ -78,7 +81,7 @@ def _source_flags(source: str) -> set[str]:
     tree, transformed = pyast.cell_tree(source)
     if tree is None or not transformed:  # not Python: the kernel reports it
         return set()
-    found = set()
+    found = routes.route_flags(tree, modules)
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in ("getattr", "setattr") \
@@ -116,7 +119,7 @@ def _source_flags(source: str) -> set[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "run_cell_magic" and len(node.args) >= 3 \
                 and isinstance(node.args[2], ast.Constant) and isinstance(node.args[2].value, str):
-            found |= _source_flags(node.args[2].value)  # the body of %%time and friends
+            found |= _source_flags(node.args[2].value, modules)  # %%time's body
     return found
 
 
@@ -156,6 +159,7 @@ def _flags(cells: list[dict], notebook) -> dict[str, str]:
     # modules and the names the locked cells import (the checks): rebinding a helper a given
     # cell defines (chapter 07's pretoken_counts) is the student's own business
     protected = module_names(locked) if _judged_outside(notebook) else None
+    modules = _modules(locked + [c["source"] for c in cells if c.get("cell_type") == "code"])
     per_test: dict[str, list[str]] = {}
     everywhere: list[str] = []
     seen_setup = False
@@ -176,7 +180,7 @@ def _flags(cells: list[dict], notebook) -> dict[str, str]:
         if cell.get("cell_type") != "code":
             continue
         source = cell["source"]
-        reasons = sorted(_source_flags(source)) + _reference_uses(source, ref, notebook)
+        reasons = sorted(_source_flags(source, modules)) + _reference_uses(source, ref, notebook)
         if protected is not None:
             problem = policy_problem(source, protected)
             if problem:
@@ -198,6 +202,16 @@ def _flags(cells: list[dict], notebook) -> dict[str, str]:
         if parts:
             out[g.grade_id] = f"flagged: {'; '.join(parts)}"[:400]
     return out
+
+
+def _modules(sources: list[str]) -> set[str]:
+    """The names the imports of ``sources`` (cells) bind to modules (``routes``)."""
+    names: set[str] = set()
+    for source in sources:
+        tree, _ = pyast.cell_tree(source)
+        if tree is not None:
+            names |= routes.module_names(tree)
+    return names
 
 
 def _reference_names(release) -> tuple[set, set]:
