@@ -660,3 +660,10 @@ def incremental_trainer(text, vocab_size, special_tokens=(), add_new_pairs=True,
                 where[p].add(i)
     return vocab, merges
 
+# catalogue entries added for issue 32 (a class of 51 single-mistake students): each named
+# "greedy longest match" before, whose outputs it shares on most inputs
+ISSUE_32 = [
+    (KEY["encode_word"], "merged the leftmost known pair first instead of the merges in order"),
+    (KEY["encode_piece"], "merged the leftmost known pair first instead of the lowest rank"),
+]
+

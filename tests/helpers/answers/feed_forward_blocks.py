@@ -406,3 +406,17 @@ WRONG = [
      False),
 ]
 
+# catalogue entries added for issue 32 (a class of 51 single-mistake students): each
+# names no other mistake of its exercise
+ISSUE_32 = [
+    (KEY["ffn_as_conv1d"],
+     "conv1d kernel made with reshape instead of a transpose (its weights scrambled)"),
+    (KEY["ffn_param_count"], "forgot W_3's bias (SwiGLU's gate)"),
+    # from the mutation report
+    (KEY["feed_forward"], "subtracted a bias instead of adding it"),
+    (KEY["ffn_param_count"],
+     "a weight matrix counted by one side only (d_model or d_ff, not d_model * d_ff)"),
+    (KEY["post_ln_block"], "sublayer output subtracted from the residual (x - sublayer)"),
+    (KEY["pre_ln_block"], "sublayer output subtracted from the residual (x - sublayer)"),
+]
+

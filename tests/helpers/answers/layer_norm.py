@@ -413,3 +413,13 @@ WRONG += [
      "treated gamma as a scalar (the lecture notes [S1])", False),
 ]
 
+# catalogue entries added for issue 32 from the mutation report (python -m bench.mutation):
+# each names no other mistake of its exercise
+ISSUE_32 = [
+    *[(KEY[ex], name) for ex in ("layer_norm_np", "layer_norm")
+      for name in ("x + mean instead of x - mean in the variance",
+                   "x + mean instead of x - mean in the output",
+                   "eps subtracted (sqrt(var - eps))")],
+    *[(KEY["layer_norm_backward"], name) for _, name in BW_SLIPS],
+]
+

@@ -328,6 +328,9 @@ def masked_slip(d_k=lambda q: math.sqrt(q.shape[-1]), times=False, max_dim=-1, m
     return f
 
 
+NAN_TO_NUM = "nan_to_num patch (the output is 0, its gradients are still nan)"
+RIGHT_PADDING = "assumed right padding (kept the first n positions, n = the real tokens)"
+
 WRONG = [
     (KEY["causal_mask"], causal_strict, "off-by-one diagonal (a token cannot see itself)",
      False),
@@ -360,8 +363,7 @@ WRONG = [
     (KEY["padding_mask_from_ids"], ids_2d, "mask not broadcast over heads", False),
     (KEY["padding_mask_from_ids"], ids_3d,
      "mask not broadcast over heads (batch lined up with heads)", False),
-    (KEY["padding_mask_from_ids"], ids_right_padded,
-     "assumed right padding (kept the first n positions, n = the real tokens)", False),
+    (KEY["padding_mask_from_ids"], ids_right_padded, RIGHT_PADDING, False),
     (KEY["decoder_self_attention_mask"], decoder_or,
      "combined the masks with OR instead of AND", False),
     (KEY["decoder_self_attention_mask"], decoder_query_axis,
@@ -385,10 +387,8 @@ WRONG = [
      False),
     (KEY["masked_attention"], masked_unsqueeze_heads, "mask not broadcast over heads", False),
     # issue 32: right outputs, nan gradients
-    (KEY["masked_attention"], masked_nan_to_num_output,
-     "nan_to_num patch (the output is 0, its gradients are still nan)", False),
-    (KEY["masked_attention"], masked_nan_to_num_weights,
-     "nan_to_num patch (the output is 0, its gradients are still nan)", False),
+    (KEY["masked_attention"], masked_nan_to_num_output, NAN_TO_NUM, False),
+    (KEY["masked_attention"], masked_nan_to_num_weights, NAN_TO_NUM, False),
     # issue 32: one step of the softmax slipped (classes of mutants the mutation report found)
     *[(KEY["masked_attention"], masked_slip(**slip), name, False) for slip, name in [
         ({"d_k": lambda q: math.sqrt(q.shape[-2])}, "d_k read from the wrong axis"),
@@ -412,3 +412,6 @@ WRONG = [
     (KEY["grad_of_position"], grad_prefix, "gradient of the positions up to t", False),
 ]
 
+# catalogue entries added for issue 32 (a class of 51 single-mistake students): each names no
+# other mistake of its exercise
+ISSUE_32 = [(KEY["padding_mask_from_ids"], RIGHT_PADDING), (KEY["masked_attention"], NAN_TO_NUM)]

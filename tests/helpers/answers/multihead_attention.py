@@ -364,3 +364,10 @@ WRONG = [
      weights_wrong_axis, "split in_proj_weight along the wrong axis"),
 ]
 
+# catalogue entries added or corrected for issue 32 (a class of 51 single-mistake students):
+# each names no other mistake of its exercise
+ISSUE_32 = [
+    (KEY["multi_head_attention"], "keys and values projected from x_q instead of x_kv"),
+    (KEY["fused_qkv"],
+     "split(3) cut pieces of 3 columns (its argument is the piece size, not the count)"),
+]
