@@ -28,7 +28,8 @@
 # finish and are skipped. An unfinished chapter does not block you.
 #
 # **Time:** about 2 hours (8 exercises, ~95 minutes of coding) plus the training run: on a CPU
-# its length is fitted to 8 minutes of training; on one H100 GPU it took 2 minutes.
+# it is fitted to `MAX_SECONDS`, 8 minutes unless you change it at the top (a quarter more
+# if you continue it); on one H100 GPU it took 2 minutes.
 #
 # **Points: 20 in total** — Ex 1.1 (2), 2.1 (2), 3.1 (2), 3.2 (3), 3.3 (3), 4.1 (2), 5.1 (3), 6.1 (3).
 #
@@ -71,6 +72,12 @@ from transformer_ref.train.trainer import get_lr as reference_get_lr
 
 torch.set_printoptions(precision=4, sci_mode=False)
 
+# %% tags=["demo"]
+# Your setting: the training run's time budget in seconds (section 7). None: 8 minutes on a
+# CPU, 4 on a GPU. More time trains a better model: section 7 says what loss to expect from
+# the time you give it, and what would help.
+MAX_SECONDS = None
+
 # %% [markdown]
 # ## 0. Which run: GPU, CPU, or a smoke test
 #
@@ -95,18 +102,23 @@ if RUN == "smoke":
     DEVICE = torch.device("cpu")
 OUT = Path(os.environ.get("COURSE_OUT", Path(tempfile.gettempdir()) / "course-08-training"))
 common = dict(data_dir=str(OUT / "data"), out_dir=str(OUT / RUN), progress=False, plot=False,
-              progress_seconds=10)  # a plain line every ~10 s while a chunk trains
+              progress_seconds=10, device=str(DEVICE))  # a line every ~10 s while it trains
 if RUN == "gpu":
     cfg = preset("gpu_char", **common)  # bf16 autocast, TF32, torch.compile, SDPA attention
-    MAX_SECONDS = 240
+    default_seconds = 240
 elif RUN == "cpu":
     cfg = preset("cpu_char", **common)
-    MAX_SECONDS = 8 * 60  # on a slow laptop the run is shortened to fit (section 7)
+    default_seconds = 8 * 60  # on a slow laptop the run is shortened to fit (section 7)
 else:
     cfg = preset("cpu_smoke", max_iters=20, eval_interval=10, eval_iters=1, **common)
-    MAX_SECONDS = 30
+    default_seconds = 30
+# the budget: your setting at the top (or COURSE_MAX_SECONDS), else the run's default; the
+# smoke run always keeps its 30 s
+chosen = globals().get("MAX_SECONDS") or os.environ.get("COURSE_MAX_SECONDS")
+MAX_SECONDS = default_seconds if SMOKE or not chosen else float(chosen)
 print(f"run: {RUN} on {DEVICE}  |  {cfg.n_layer} layers, d_model {cfg.d_model}, "
-      f"context {cfg.block_size}, batch {cfg.batch_size}, {cfg.max_iters} steps")
+      f"context {cfg.block_size}, batch {cfg.batch_size}, at most {cfg.max_iters} steps in "
+      f"{MAX_SECONDS:.0f} s")
 
 # %% [markdown]
 # ## 1. From text to batches
@@ -830,19 +842,29 @@ with requires("Exercise 6.1"):
 # student kit the given parts of the kit's own exercises are left out: there a part that is
 # neither yours nor given stops this cell with one line naming the exercise to finish
 # (`This cell is skipped: finish 04 Exercise 2.2 ...`), and the cells that use the run skip too.
-# We train in chunks and sample after each one with **your** sampler (the reference one until
-# Exercise 6.1 passes), to watch the text take shape.
+# It trains in chunks and samples after each evaluation with **your** sampler (the reference
+# one until Exercise 6.1 passes), to watch the text take shape.
 #
-# **The time budget.** First `run.fit_to_time(...)` times ten steps, one evaluation and
-# (passed in by this cell) the sampling after each chunk, on *this* machine. If the whole schedule would not fit in the budget, it shortens
-# it: fewer steps, with the warm-up, the cosine decay and the evaluation interval shrunk in
-# proportion (and fewer batches per evaluation if evaluating would take over a quarter of the
-# budget). A slow machine then trains a shorter run that still completes its warm-up and its
-# decay to `min_lr`. It is not cut off in the middle of its warm-up. Inside each chunk a line
-# every ~10 s shows the step, the loss and the time left in that chunk.
+# **The time budget.** The run trains for `MAX_SECONDS` (your setting at the top of the
+# chapter) whatever this machine's speed. It first times a few steps and one evaluation (a
+# line before the timing and one after it), plans the schedule from them and says what loss
+# to expect in that time (measured with `python bench/train.py --expect ...`) and, for a weak
+# model, what would help. Then it trains in chunks of about 10 s. After each chunk it prints a
+# line, saves your model with **your** `save_checkpoint` (Exercise 5.1), and plans the
+# schedule again from the time that chunk took and the time left: when another program slows
+# the machine down, the run gets fewer steps, and when it speeds up, more. The warm-up keeps
+# its share of the run until it is over and is then fixed; the cosine always ends at
+# `min_lr` on the run's last step. So warm-up and decay both complete within the budget,
+# instead of a run that stops in its warm-up or in the middle of its decay. Six times in the
+# run (the last at its end) your `estimate_loss` evaluates it and your sampler writes a few
+# lines. (`transformer_ref.train.budget.fit_run` does the planning; `refit` is its rule.)
 
 # %% tags=["demo"]
 import dataclasses
+
+from transformer_ref.train.budget import fit_run, outlook
+
+CKPT = OUT / RUN / "your-gpt.pt"  # your model, saved with your save_checkpoint every chunk
 
 
 def pick_sampler():
@@ -869,47 +891,72 @@ def generate_text(model, prompt, n_tokens, temperature=0.8, top_k=None, top_p=No
     return tok.decode(idx[0, len(prompt):].tolist())
 
 
-SAMPLER = pick_sampler()
+def build_run():
+    # A fresh GPT of your pieces and a run of your loop on its own copy of cfg: (model, run).
+    yours.need(parts, yours.MODEL_PIECES)  # else: which exercise to finish; the cell stops
+    yours.need(loop, yours.LOOP_PIECES)
+    torch.manual_seed(cfg.seed)
+    model = yours.YourGPT(GPTConfig(vocab_size=data.vocab_size, block_size=cfg.block_size,
+                                    n_layer=cfg.n_layer, n_head=cfg.n_head,
+                                    d_model=cfg.d_model, d_ff=cfg.d_ff), parts)
+    return model, yours.YourRun(model, loop, data, dataclasses.replace(cfg), DEVICE)
+
+
+def save_your_model(run):
+    # After every chunk: your save_checkpoint (Exercise 5.1), while it is finished.
+    global SAVE
+    if SAVE is not None:
+        try:
+            SAVE(CKPT, run.model, run.optimizer, run.step, run.gen)
+        except NotImplementedError:
+            print("(Exercise 5.1 is not finished: your model is not saved.)")
+            SAVE = None
+
+
+def say(line):
+    print(line, flush=True)
+
+
+SAMPLER, SAVE = pick_sampler(), save_checkpoint
+CKPT.parent.mkdir(parents=True, exist_ok=True)
 print("Your GPT, from your saved notebooks of chapters 01-06:")
 parts = yours.model_parts("08_training")
 print("Your training loop, from this notebook:")
 loop = yours.loop_parts(dict(get_batch=get_batch, cross_entropy=cross_entropy, get_lr=get_lr,
                              train_step=train_step, estimate_loss=estimate_loss, AdamW=AdamW))
-cfg.device = str(DEVICE)
-your_cfg = dataclasses.replace(cfg)  # the reference trainer below gets its own copy of cfg
+
+# %% tags=["demo"]
 samples, n_sample = [], (40 if SMOKE else 240)
 your_model = run = None  # built below when every part is usable (yours or given)
 with requires("the exercises named above"):
-    yours.need(parts, yours.MODEL_PIECES)  # else: which exercise to finish, and this cell stops
-    yours.need(loop, yours.LOOP_PIECES)
-    torch.manual_seed(your_cfg.seed)
-    your_model = yours.YourGPT(GPTConfig(vocab_size=data.vocab_size, block_size=cfg.block_size,
-                                         n_layer=cfg.n_layer, n_head=cfg.n_head,
-                                         d_model=cfg.d_model, d_ff=cfg.d_ff), parts)
-    run = yours.YourRun(your_model, loop, data, your_cfg, DEVICE)
+    your_model, run = build_run()
     print(f"{sum(p.numel() for p in your_model.parameters()) / 1e6:.2f} M parameters, "
-          f"{cfg.tokens_per_step:,} tokens per step, float32")
+          f"{cfg.tokens_per_step:,} tokens per step, float32; timing the sampling ...",
+          flush=True)
     t0 = time.perf_counter()
-    generate_text(your_model, "\n", 10)  # what sampling after each chunk costs, per token
+    generate_text(your_model, "\n", 10)  # what sampling after each evaluation costs, per token
     per_token = (time.perf_counter() - t0) / 10
-    run.fit_to_time(MAX_SECONDS - (time.perf_counter() - t0), probe_steps=3 if SMOKE else 10,
-                    extra_seconds_per_eval=n_sample * per_token)  # may shorten the run
-    # one chunk per evaluation: train to the next multiple of eval_interval, then sample
-    chunk_ends = [*range(your_cfg.eval_interval, your_cfg.max_iters, your_cfg.eval_interval),
-                  your_cfg.max_iters]
-    for end in [e for e in chunk_ends if e > run.step]:
-        left = MAX_SECONDS - (time.perf_counter() - t0)
-        summary = run.train(num_steps=end - run.step, max_seconds=max(left, 1))
-        ev = summary["eval"]
+
+    def after_eval(ev):  # your sampler writes after each evaluation
         text = generate_text(your_model, "\n", n_sample)
         samples.append((run.step, ev["val"], text))
-        print(f"--- step {run.step} ({time.perf_counter() - t0:.0f} s): train {ev['train']:.3f}, "
-              f"val {ev['val']:.3f} ({ev['val_bpb']:.3f} bits/byte) ---\n{text}\n")
-        if run.step >= your_cfg.max_iters or time.perf_counter() - t0 >= MAX_SECONDS:
-            break
-    elapsed = time.perf_counter() - t0
-    print(f"your {RUN} run: {run.step} steps in {elapsed:.0f} s, final train {ev['train']:.4f}, "
-          f"val {ev['val']:.4f}, {summary['tokens_per_s']:,.0f} tokens/s")
+        say(f"--- step {run.step} ({time.perf_counter() - t0:.0f} s): train {ev['train']:.3f}, "
+            f"val {ev['val']:.3f} ({ev['val_bpb']:.3f} bits/byte) ---\n{text}\n")
+
+    def after_plan(plan):  # in words: what this budget can reach on this machine
+        if RUN == "cpu":
+            say(outlook(plan["max_iters"], plan["step_seconds"], MAX_SECONDS))
+
+    fitted = fit_run(run, cfg, MAX_SECONDS - (time.perf_counter() - t0),
+                     probe_steps=3 if SMOKE else 5, extra_seconds_per_eval=n_sample * per_token,
+                     after_eval=after_eval, after_chunk=save_your_model, after_plan=after_plan,
+                     say=say)
+    run.seconds, ev, rc = fitted["seconds"], fitted["eval"], run.cfg
+    print(f"your {RUN} run: {run.step} steps in {time.perf_counter() - t0:.0f} s, final train "
+          f"{ev['train']:.4f}, val {ev['val']:.4f}, "
+          f"{rc.tokens_per_step / fitted['plans'][-1]['step_seconds']:,.0f} tokens/s; warm-up "
+          f"({rc.warmup_iters} steps) and decay to {rc.min_lr:g} complete"
+          + (f"; saved to {CKPT}" if SAVE is not None else ""))
 
 # %% [markdown]
 # **The reference beside it.** `transformer_ref.train.Trainer` runs the same configuration with
@@ -988,6 +1035,45 @@ with requires("the exercises named in section 7"):
                                 torch.tensor([tok.encode(line)]), layer=cfg.n_layer - 1)
     yours.plot_attention(w, [repr(ch)[1:-1] for ch in line], layer=cfg.n_layer)  # (H, T, T)
     plt.show()
+
+
+# %% [markdown]
+# **Continue training.** Your model was saved after every chunk, so it outlives the kernel.
+# This cell loads the last checkpoint into a fresh GPT of your pieces with **your**
+# `load_checkpoint` (Exercise 5.1) and trains it for `CONTINUE_SECONDS` more, re-planned the
+# same way. The longer schedule starts where the cosine of a run planned that long from the
+# start would be now, so the rate first rises a little from `min_lr` (a warm restart, as in
+# SGDR, Loshchilov & Hutter 2017) and decays to `min_lr` again at the end. Run it again for
+# more. After a restart of the kernel, run the cells above except the two training runs,
+# then this one.
+
+# %% tags=["demo"]
+CONTINUE_SECONDS = 10 if SMOKE else MAX_SECONDS / 4
+with requires("the exercises named in section 7"):
+    yours.built(CKPT if CKPT.exists() else None, "your saved model (section 7's run)")
+    your_model, run = build_run()
+    step = load_checkpoint(CKPT, run.model, run.optimizer, run.gen)  # your Exercise 5.1
+    run.step = int(step)
+    print(f"loaded your GPT at step {run.step} from {CKPT} with your load_checkpoint")
+    more = dataclasses.replace(cfg, max_iters=run.step + cfg.max_iters,
+                               warmup_iters=min(cfg.warmup_iters, run.step))
+    t0 = time.perf_counter()
+    fitted = fit_run(run, more, CONTINUE_SECONDS, n_evals=1, probe_steps=3 if SMOKE else 5,
+                     after_chunk=save_your_model, say=say)
+    ev = fitted["eval"]
+    print(f"continued to step {run.step} in {time.perf_counter() - t0:.0f} s: train "
+          f"{ev['train']:.4f}, val {ev['val']:.4f}")
+
+# %% [markdown]
+# **Talk to your model.** Write the start of a scene in `PROMPT`; your GPT goes on from it,
+# one character at a time, with your sampler. Try a speaker's name in capitals and a colon,
+# a lower `temperature` (safer, more repetitive) or a higher one.
+
+# %% tags=["demo"]
+PROMPT = "ROMEO:\nWhat light is this"
+with requires("the exercises named in section 7"):
+    model = yours.built(your_model, "your GPT of section 7")
+    print(PROMPT + generate_text(model, PROMPT, 60 if SMOKE else 400, temperature=0.8, seed=1))
 
 
 # %% [markdown]

@@ -54,7 +54,8 @@ def refit(base: TrainConfig, done: int, warmup_iters: int, step_seconds: float,
 def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = None,
             chunk_seconds: float = 10.0, reserve: float = 0.05, extra_seconds_per_eval: float = 0.0,
             probe_steps: int = 5, after_chunk: Callable | None = None,
-            after_eval: Callable | None = None, say: Callable = print,
+            after_eval: Callable | None = None, after_plan: Callable | None = None,
+            say: Callable = print,
             clock: Callable[[], float] = time.perf_counter) -> dict:
     """Train ``run`` for about ``seconds`` (from this call), re-fitting its schedule after every
     chunk so that warm-up and decay both complete in the budget.
@@ -65,7 +66,8 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     share. ``say`` gets a line before the first step is timed, after the timing, before each
     evaluation and after every chunk. ``after_eval(evaluation)`` runs after each evaluation
     (the notebook samples text: count that time in ``extra_seconds_per_eval``),
-    ``after_chunk(run)`` after every chunk (a checkpoint). Returns a summary with the
+    ``after_chunk(run)`` after every chunk (a checkpoint), ``after_plan(plan)`` once, with
+    the first plan (``max_iters``, ``warmup_iters``, ``step_seconds``). Returns a summary with the
     evaluations, the schedules it planned (``plans``) and the seconds taken.
     """
     cfg, t0 = run.cfg, clock()
@@ -78,7 +80,7 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
         if n_timed >= probe_steps or clock() - t1 >= chunk_seconds:
             break
     step_s = max((clock() - t1) / n_timed, 1e-9)
-    say(f"  {run.step} steps: {step_s:.3f} s a step (the first took {t1 - t0:.1f} s); "
+    say(f"  {step_s:.3f} s a step ({n_timed} timed; the first took {t1 - t0:.1f} s); "
         f"timing one evaluation ...")
     te = clock()
     evals = [_evaluated(run)]
@@ -106,8 +108,11 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
 
     replan()
     p = plans[0]
-    say(f"plan: {p['max_iters']} steps (warm-up {p['warmup_iters']}), {n_evals} evaluations "
-        f"on {cfg.eval_iters} batches, re-planned every ~{chunk_seconds:.0f} s")
+    say(f"plan: {p['max_iters']} steps (warm-up {p['warmup_iters']}), {n_evals} "
+        f"evaluation{'s' * (n_evals > 1)} on {cfg.eval_iters} batches, re-planned every "
+        f"~{chunk_seconds:.0f} s")
+    if after_plan is not None:
+        after_plan(p)
     while run.step < cfg.max_iters:
         next_eval = math.ceil((done_evals + 1) * cfg.max_iters / n_evals)
         next_eval = max(run.step + 1, min(cfg.max_iters, next_eval))
