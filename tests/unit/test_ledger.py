@@ -1,0 +1,282 @@
+"""The output folder as the class's ledger (issue 48, items 1 and 4): what a run grades, keeps
+and logs (``grading/parent/ledger.py``), on hand-made results and real Canvas "Download
+Submissions" file names downloaded one assignment at a time (no grading: the course-grade run
+of the same is in tests/grading/test_grade_term.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.grading.exercises import chapter_tests, label
+from autograder.grading.parent import ledger
+from autograder.grading.parent.report import render
+from autograder.grading.parent.results import ResultStore, write_returns
+from autograder.grading.parent.submissions import discover, intake_facts
+from autograder.grading.parent.times import Timing, timings
+
+A1, A2 = "01_attention", "02_masking"
+NOTEBOOKS = {A1: [A1], A2: [A2]}
+G = {A1: "g1", A2: "g2"}  # the checks' fingerprints of this run
+
+
+def _rows(student: str, nb: str, points: dict[str, str], kind: str = "graded") -> list[dict]:
+    return [{"student": student, "notebook": nb, "exercise": ex, "points": p,
+             "max_points": "2", "status": kind, "kind": kind} for ex, p in points.items()]
+
+
+def _stored(ledger_: dict, rows: list[dict]) -> dict:
+    return {"student": "ada", "fingerprint": "t:x", "rows": rows, "ledger": ledger_}
+
+
+GRADED_A1 = _stored({A1: {"submission": "h1", "grader": "g1"}},
+                    _rows("ada", A1, {"e1": "2", "e2": "0"}))
+
+
+@pytest.mark.parametrize("present, stored, options, grade, keep", [
+    # the first run: what is here is new; what is not here gets its "not submitted" rows
+    ({A1: "h1", A2: None}, None, {}, {A1: ledger.NEW, A2: ledger.ABSENT}, []),
+    # the issue's Canvas 02 download: 01 graded before and not here is kept, not erased
+    ({A1: None, A2: "h2"}, GRADED_A1, {}, {A2: ledger.NEW}, [A1]),
+    # ... also with --force (it grades again only what is here) and --regrade
+    ({A1: None, A2: "h2"}, GRADED_A1, {"force": True}, {A2: ledger.FORCE}, [A1]),
+    ({A1: None, A2: "h2"}, GRADED_A1, {"regrade": True}, {A2: ledger.REGRADE}, [A1]),
+    # --prune: what is not here goes back to "not submitted"
+    ({A1: None, A2: "h2"}, GRADED_A1, {"prune": True}, {A1: ledger.PRUNE, A2: ledger.NEW},
+     []),
+    # the same bytes and checks: nothing to do; other bytes or other checks: graded again
+    ({A1: "h1"}, GRADED_A1, {}, {}, []),
+    ({A1: "h1b"}, GRADED_A1, {}, {A1: ledger.CHANGED}, []),
+    ({A1: "h1"}, {**GRADED_A1, "ledger": {A1: {"submission": "h1", "grader": "old"}}}, {},
+     {A1: ledger.STALE}, []),
+    ({A1: "h1"}, GRADED_A1, {"exercises": frozenset({A1})}, {A1: ledger.EXERCISE}, []),
+    # "not submitted" before and still not here: nothing to do
+    ({A1: None}, _stored({}, _rows("ada", A1, {"e1": ""}, "not submitted")), {}, {}, []),
+    # handed in after it was missing: new
+    ({A1: "h1"}, _stored({}, _rows("ada", A1, {"e1": ""}, "not submitted")), {},
+     {A1: ledger.NEW}, []),
+    # after a grader error no fingerprint is kept: graded again
+    ({A1: "h1"}, _stored({}, _rows("ada", A1, {"e1": ""}, "grader error")), {},
+     {A1: ledger.CHANGED}, []),
+])
+def test_plan_grades_what_is_new_changed_stale_or_asked_for_and_keeps_the_rest(
+        present, stored, options, grade, keep):
+    p = ledger.plan(present, stored, G, notebooks=NOTEBOOKS, **options)
+    assert (p.grade, p.keep) == (grade, keep)
+
+
+def test_results_from_before_fingerprints_are_not_regraded_unless_asked():
+    """A result written before per-assignment fingerprints (``legacy``: its whole-submission
+    fingerprint matches this folder): unchanged, its checks unknown, said, not regraded."""
+    old = {"student": "ada", "fingerprint": "t:x", "rows": _rows("ada", A1, {"e1": "2"})}
+    p = ledger.plan({A1: "h1"}, old, G, notebooks=NOTEBOOKS, legacy=True)
+    assert (p.grade, p.unknown) == ({}, [A1])
+    p = ledger.plan({A1: "h1"}, old, G, notebooks=NOTEBOOKS, legacy=True,
+                    exercises=frozenset({A1}))
+    assert p.grade == {A1: ledger.EXERCISE}
+    p = ledger.plan({A1: "h1"}, old, G, notebooks=NOTEBOOKS)  # it does not match: changed
+    assert p.grade == {A1: ledger.CHANGED}
+
+
+def test_kept_results_graded_with_other_checks_are_said():
+    stale = {**GRADED_A1, "ledger": {A1: {"submission": "h1", "grader": "old"}}}
+    p = ledger.plan({A1: None, A2: "h2"}, stale, G, notebooks=NOTEBOOKS)
+    assert (p.keep, p.stale_kept) == ([A1], [A1])
+
+
+def test_merge_keeps_the_other_assignments_rows_pages_times_and_canvas_names():
+    old = {**GRADED_A1, "feedback": [f"feedback/ada/{A1}/{A1}.html"],
+           "timing": {A1: {"at": "2026-12-01T10:00:00+00:00", "marked_late": False}},
+           "canvas": {A1: "lovelaceada_1001_5000"}, "notes": ["run r1"]}
+    new = {"student": "ada", "fingerprint": "t:y", "seconds": 3.0, "notes": ["run r2"],
+           "rows": _rows("ada", A2, {"e1": "1"}), "feedback": [f"feedback/ada/{A2}/{A2}.html"]}
+    merged = ledger.merge(old, new, {A2: ledger.NEW}, NOTEBOOKS,
+                          {A2: {"submission": "h2", "grader": "g2"}})
+    assert [(r["notebook"], r["exercise"], r["points"]) for r in merged["rows"]] == [
+        (A1, "e1", "2"), (A1, "e2", "0"), (A2, "e1", "1")]
+    assert merged["feedback"] == [f"feedback/ada/{A1}/{A1}.html", f"feedback/ada/{A2}/{A2}.html"]
+    assert merged["timing"] == old["timing"] and merged["canvas"] == old["canvas"]
+    assert merged["ledger"] == {A1: {"submission": "h1", "grader": "g1"},
+                                A2: {"submission": "h2", "grader": "g2"}}
+    assert merged["notes"] == ["run r2"] and merged["fingerprint"] == "t:y"
+    # the same assignment graded again replaces its own rows, pages and time only
+    again = ledger.merge(merged, {**new, "rows": _rows("ada", A2, {"e1": "2"})},
+                         {A2: ledger.FORCE}, NOTEBOOKS, {A2: {"submission": "h2",
+                                                             "grader": "g2"}})
+    assert [r["points"] for r in again["rows"]] == ["2", "0", "2"]
+
+
+def test_merge_of_one_exercise_takes_only_its_rows():
+    new = {"rows": _rows("ada", A1, {"e1": "0", "e2": "2"}), "feedback": []}
+    merged = ledger.merge(GRADED_A1, new, {A1: ledger.EXERCISE}, NOTEBOOKS, {},
+                          only={A1: {"e2"}})
+    assert [(r["exercise"], r["points"]) for r in merged["rows"]] == [("e1", "2"), ("e2", "2")]
+    assert merged["ledger"] == GRADED_A1["ledger"]  # the rest was not graded again
+
+
+def test_a_grader_error_keeps_no_fingerprint():
+    new = {"fingerprint": "grader-error", "rows": _rows("ada", A1, {"e1": ""}, "grader error")}
+    merged = ledger.merge(GRADED_A1, new, {A1: ledger.CHANGED}, NOTEBOOKS,
+                          {A1: {"submission": "h9", "grader": "g1"}})
+    assert merged["ledger"] == {}
+    assert ledger.plan({A1: "h9"}, merged, G, notebooks=NOTEBOOKS).grade == {A1: ledger.CHANGED}
+
+
+def test_the_checks_fingerprint_follows_the_notebook_and_the_check_code(tmp_path):
+    checks = tmp_path / "checks"
+    shutil.copytree(ledger.CHECKS, checks, ignore=shutil.ignore_patterns("__pycache__"))
+    nb = tmp_path / f"{A1}.ipynb"
+    nb.write_text("{}")
+    first = ledger.grader_print([nb], checks)
+    assert ledger.grader_print([nb], checks) == first
+    (checks / "__pycache__").mkdir(exist_ok=True)
+    (checks / "__pycache__" / "x.py").write_text("# not the check code")
+    assert ledger.grader_print([nb], checks) == first
+    table = checks / "table.py"
+    table.write_text(table.read_text() + "\n# a fix\n")
+    assert ledger.grader_print([nb], checks) != first
+    shutil.copyfile(ledger.CHECKS / "table.py", table)
+    assert ledger.grader_print([nb], checks) == first
+    nb.write_text('{"cells": []}')
+    assert ledger.grader_print([nb], checks) != first
+
+
+def test_an_exercise_is_named_as_the_table_names_it():
+    """``--regrade-exercise 02_masking:ex2_1`` (or ``2.1``, ``Exercise 2.1``, the test cell's
+    id or the function's name) names one test cell of the exercise table's chapter."""
+    ids = sorted(chapter_tests()[A2])
+    target = [g for g in ids if label(g) == "Exercise 2.1"]
+    assert len(target) == 1
+    function = target[0].split("_", 2)[2]
+    for name in ("ex2_1", "2.1", "Exercise 2.1", target[0], function):
+        assert ledger.exercise_ids(name, ids) == target, name
+    assert ledger.exercise_ids("ex9_9", ids) == []
+
+
+def test_the_change_log_is_appended_and_the_report_shows_the_last_run(tmp_path):
+    before = _rows("ada", A1, {"e1": "2", "e2": "0"})
+    after = _rows("ada", A1, {"e1": "2", "e2": "2"}) + _rows("bo", A1, {"e1": ""},
+                                                              "not submitted")
+    cause = {("ada", A1): ledger.STALE, ("bo", A1): ledger.ABSENT}
+    lines = ledger.changes(before, after, lambda s, a: cause[s, a], {A1: A1}, "t1", "r1")
+    assert [[c[k] for k in ("cause", "student", "exercise", "old", "new")] for c in lines] == [
+        [ledger.STALE, "ada", "e2", "0", "2"],
+        [ledger.ABSENT, "bo", "e1", "", "not submitted"],
+        [ledger.STALE, "ada", "total", "2", "4"],
+        [ledger.ABSENT, "bo", "total", "", "none"]]
+    ledger.append(tmp_path, lines)
+    first = (tmp_path / ledger.CHANGES).read_bytes()
+    again = ledger.changes(after, before, lambda s, a: ledger.BETWEEN, {A1: A1}, "t2", "r2")
+    ledger.append(tmp_path, again)
+    ledger.append(tmp_path, [])  # nothing changed: nothing written
+    text = (tmp_path / ledger.CHANGES).read_bytes()
+    assert text.startswith(first) and text.count(b"when,run,") == 1  # appended, one header
+    assert [c["run"] for c in ledger.read(tmp_path)] == ["r1"] * 4 + ["r2"] * 4
+    assert ledger.last_run(tmp_path) == [{k: str(v) for k, v in c.items()} for c in again]
+    page = render({}, changes=ledger.last_run(tmp_path))
+    assert "Run r2 (t2) changed 4 grade(s)" in page and "2 -&gt; 0" in page
+
+
+def test_prune_lists_absent_students_and_kept_results_of_the_assignments_graded():
+    stored = {"ada": GRADED_A1, "bo": GRADED_A1,
+              "cy": _stored({}, _rows("cy", A1, {"e1": ""}, "not submitted"))}
+    present = {"bo": {A1: None, A2: "h2"}, "cy": {A1: None, A2: "h"}}
+    assert ledger.prune_plan(stored, present, [A1, A2], NOTEBOOKS) == [
+        "ada (every result)", f"bo {A1}"]
+    assert ledger.prune_plan(stored, present, [A2], NOTEBOOKS) == ["ada (every result)"]
+
+
+# ---- real Canvas downloads, one assignment at a time ------------------------------------------
+
+
+def _nb(text: str) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell(f"# {text}", id="c1"))
+    return nbformat.writes(nb)
+
+
+def _download(folder: Path, files: list[str]) -> list:
+    folder.mkdir(parents=True)
+    for name in files:
+        (folder / name).write_text(_nb(name))
+    return discover(folder, folder.parent / f"unpacked-{folder.name}")[0]
+
+
+def _run(store: ResultStore, subs, graded: dict[str, str], out: Path) -> dict[str, dict]:
+    """What course-grade does with one download, each notebook scoring ``graded``'s points:
+    plan, merge the new rows and pages into the stored results, save with this intake's
+    times and names, write the returns; returns the plans."""
+    from autograder.grading.parent.submissions import find_notebook
+
+    store.people = intake_facts(subs, NOTEBOOKS)
+    plans = {}
+    for s in subs:
+        present = {a: ("h" if find_notebook(s, a, a)[0] else None) for a in NOTEBOOKS}
+        plans[s.student] = p = ledger.plan(present, store.read(s.student), G,
+                                           notebooks=NOTEBOOKS)
+        new = {"student": s.student, "fingerprint": "t:x", "rows": [], "feedback": [],
+               "name": s.name, "lms_id": s.lms_id}
+        for a in p.grade:
+            kind = "graded" if present[a] else "not submitted"
+            new["rows"] += _rows(s.student, a, {"e1": graded[a] if present[a] else ""}, kind)
+            if present[a]:
+                rel = f"feedback/{s.student}/{a}/{a}.html"
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                (out / rel).write_text(f"{s.student} {a}")
+                new["feedback"].append(rel)
+        merged = ledger.merge(store.read(s.student), new, p.grade, NOTEBOOKS, {
+            a: {"submission": "h", "grader": G[a]} for a in p.grade if present[a]})
+        timing = timings([s], NOTEBOOKS)[s.student]
+        store.save(json.dumps(merged), s.student, {a: t for a, t in timing.items()
+                                                    if present[a]})
+    write_returns(out, store.load(), sorted(store.load()))
+    return plans
+
+
+def test_canvas_downloads_one_assignment_at_a_time_keep_the_earlier_one(tmp_path):
+    """Canvas's 01 download (Ada, and Babbage marked LATE), then its 02 download (Ada only):
+    Ada's 01 keeps its rows, page, LATE mark and Canvas name (the re-upload zip of 01 still
+    holds her page under the 01 download's name), Babbage is kept whole."""
+    out = tmp_path / "out"
+    store = ResultStore(out)
+    first = _download(tmp_path / "canvas_01", ["lovelaceada_1001_5000_01_attention.ipynb",
+                                               "babbagecharles_LATE_1002_5001_01_attention.ipynb"])
+    plans = _run(store, first, {A1: "2"}, out)
+    assert {s: p.grade for s, p in plans.items()} == {
+        "babbagecharles_1002": {A1: ledger.NEW, A2: ledger.ABSENT},
+        "lovelaceada_1001": {A1: ledger.NEW, A2: ledger.ABSENT}}
+    second = _download(tmp_path / "canvas_02", ["lovelaceada_1001_6000_02_masking.ipynb"])
+    plans = _run(store, second, {A2: "1"}, out)
+    assert (plans["lovelaceada_1001"].grade, plans["lovelaceada_1001"].keep) == (
+        {A2: ledger.NEW}, [A1])
+    rows = {(r["student"], r["notebook"]): (r["points"], r["late_by"])
+            for r in store.final_rows()}
+    assert rows == {("babbagecharles_1002", A1): ("2", "late (marked by Canvas)"),
+                    ("babbagecharles_1002", A2): ("", ""),
+                    ("lovelaceada_1001", A1): ("2", ""), ("lovelaceada_1001", A2): ("1", "")}
+    ada = store.read("lovelaceada_1001")
+    assert ada["canvas"] == {A1: "lovelaceada_1001_5000", A2: "lovelaceada_1001_6000"}
+    assert store.read("babbagecharles_1002")["timing"][A1]["marked_late"] is True
+    with zipfile.ZipFile(out / "return" / "canvas" / f"{A1}.zip") as z:
+        assert sorted(z.namelist()) == ["babbagecharles_LATE_1002_5001_01_attention.html",
+                                        "lovelaceada_1001_5000_01_attention.html"]
+    with zipfile.ZipFile(out / "return" / "canvas" / f"{A2}.zip") as z:
+        assert z.namelist() == ["lovelaceada_1001_6000_02_masking.html"]
+        assert z.read(z.namelist()[0]) == b"lovelaceada_1001 02_masking"
+
+
+def test_save_keeps_the_times_and_canvas_names_of_assignments_this_run_does_not_name(tmp_path):
+    store = ResultStore(tmp_path)
+    store.people = {"ada": {"name": "Ada", "canvas": {A1: "ada_1_5"}}}
+    store.save(json.dumps({"student": "ada", "rows": []}), "ada", {A1: Timing(None, True)})
+    store.people = {"ada": {"name": "Ada L.", "canvas": {A2: "ada_1_6"}}}
+    store.save(json.dumps(store.read("ada")), "ada", {A2: Timing()})
+    r = store.read("ada")
+    assert (r["name"], r["canvas"]) == ("Ada L.", {A1: "ada_1_5", A2: "ada_1_6"})
+    assert r["timing"] == {A1: {"at": "", "marked_late": True},
+                           A2: {"at": "", "marked_late": False}}
