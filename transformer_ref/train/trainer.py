@@ -500,6 +500,8 @@ class Trainer:
                         lr_decay_iters=cfg.lr_decay_iters, eval_interval=cfg.eval_interval,
                         eval_iters=cfg.eval_iters, cut=False, step_seconds=None,
                         eval_seconds=None, seconds=seconds, planned_seconds=None)
+        if verbose and self.master:  # the timing takes a while on a slow machine: say so first
+            print(f"timing {n} steps and one evaluation on this machine ...", flush=True)
         self.raw_model.train()
         self.train_step()
         self._flush_losses()  # waits for the device
