@@ -238,10 +238,13 @@ def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatc
 
 def test_a_partial_folder_keeps_the_class_and_prune_removes_on_purpose(fixture_info, tmp_path,
                                                                       capsys):
-    """OUT_DIR is the class (issue 31, item 3): a rerun on a folder holding one late student's
-    one notebook keeps every other student's rows, exports, returns and gradebook entries, and
-    every assignment graded before (with the same template: nothing rebuilt), and says how
-    many students it kept; ``--prune`` removes them on purpose."""
+    """OUT_DIR is the class's ledger (issue 31, item 3; issue 48, item 1): a rerun on a folder
+    holding one late student's one notebook keeps every other student's rows, exports,
+    returns and gradebook entries, and that student's other notebook (graded before, not in
+    this folder), with the same template (nothing rebuilt), grading nothing; it says how many
+    students and results it kept. ``--prune --dry-run`` lists what ``--prune`` removes, which
+    then removes them on purpose: the absent student, and the late one's other notebook
+    (now "not submitted"), each logged in changes.csv."""
     import shutil
 
     from nbgrader.api import Gradebook
@@ -262,43 +265,58 @@ def test_a_partial_folder_keeps_the_class_and_prune_removes_on_purpose(fixture_i
         shutil.copyfile(found, full / name / "98_copy.ipynb")
     out = tmp_path / "out"
 
-    def run(folder: Path, *extra: str) -> tuple[list[dict], str]:
+    def run(folder: Path, *extra: str) -> tuple[list[dict], str, str]:
         capsys.readouterr()
         assert grade.main([str(folder), "--out", str(out), "--source", str(source),
                            "--no-progress", "--workers", "2", "--cell-timeout", "5",
                            *extra]) == 0
-        return read_csv(out / "grades.csv"), capsys.readouterr().err
+        stdout, stderr = capsys.readouterr()
+        if "--dry-run" in extra:
+            return [], stdout, stderr
+        return read_csv(out / "grades.csv"), stdout, stderr
 
     def table(rows):
         return {(r["student"], r["notebook"], r["exercise"]): (r["points"], r["status"])
                 for r in rows}
 
-    rows, _ = run(full)
+    rows, _, _ = run(full)
     assert {(r["student"], r["notebook"]) for r in rows} == {
         (s, n) for s in ("correct", "wrong") for n in ("98_copy", ASSIGNMENT)}
     before = table(rows)
+    results = _results(out)
     templates = sorted(p.name for p in (out / ".work").glob("template-*"))
     late.mkdir()  # the late one, downloaded on its own: one notebook
     (late / "wrong").mkdir()
     (full / "wrong" / f"{ASSIGNMENT}.ipynb").rename(late / "wrong" / f"{ASSIGNMENT}.ipynb")
-    rows, err = run(late)
-    after = table(rows)
-    assert {k: v for k, v in after.items() if k[:2] != ("wrong", "98_copy")} == \
-        {k: v for k, v in before.items() if k[:2] != ("wrong", "98_copy")}
-    # the late student is graded from the new folder: its other notebook is not there (a
-    # student's notebooks are graded together, from one folder)
-    assert {v[1] for k, v in after.items() if k[:2] == ("wrong", "98_copy")} == {
-        "not graded: no 98_copy.ipynb in the submission"}, after
+    rows, _, err = run(late)
+    assert table(rows) == before and _results(out) == results  # nothing graded, nothing lost
     assert "kept 1 student(s) graded earlier whose submissions are not in this folder " \
         "(correct); --prune removes them" in err
+    assert "kept 1 earlier result(s) of notebooks not in this folder" in err
     assert sorted(p.name for p in (out / ".work").glob("template-*")) == templates
     assert (out / "feedback" / "correct").is_dir()
+    assert (out / "feedback" / "wrong" / "98_copy" / "98_copy.html").is_file()
     assert any(p.name.endswith("(correct)") or p.name == "correct"
                for p in (out / "return").iterdir())
-    rows, err = run(late, "--prune")
+    log = (out / "changes.csv").read_bytes()
+    _, stdout, _ = run(late, "--prune", "--dry-run")
+    assert stdout.splitlines()[-3:] == [f"--prune would remove from {out}: 2 result(s)",
+                                        "  correct (every result)", "  wrong 98_copy"]
+    rows, _, err = run(late, "--prune")
     assert {r["student"] for r in rows} == {"wrong"}
     assert "--prune: removed 1 student(s) not in this folder: correct" in err
+    assert {v[1] for k, v in table(rows).items() if k[:2] == ("wrong", "98_copy")} == {
+        "not graded: no 98_copy.ipynb in the submission"}
+    assert not (out / "feedback" / "wrong" / "98_copy").exists()
     assert not (out / "results" / "correct.json").exists()
     assert not (out / "feedback" / "correct").exists()
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
         assert [s.id for s in gb.students] == ["wrong"]
+    text = (out / "changes.csv").read_bytes()
+    assert text.startswith(log)  # appended to, never rewritten
+    pruned = [line for line in read_csv(out / "changes.csv")[log.count(b"\n") - 1:]
+              if line["exercise"] == "total"]
+    assert sorted((c["student"], c["assignment"], c["cause"], c["new"]) for c in pruned) == [
+        ("correct", "98_copy", "option --prune", ""),
+        ("correct", ASSIGNMENT, "option --prune", ""),
+        ("wrong", "98_copy", "option --prune", "none")]
