@@ -938,10 +938,11 @@ with requires("the exercises named above"):
     per_token = (time.perf_counter() - t0) / 10
 
     def after_eval(ev):  # your sampler writes after each evaluation
+        say(f"--- step {run.step} ({time.perf_counter() - t0:.0f} s): train {ev['train']:.3f}, "
+            f"val {ev['val']:.3f} ({ev['val_bpb']:.3f} bits/byte); your model writes: ---")
         text = generate_text(your_model, "\n", n_sample)
         samples.append((run.step, ev["val"], text))
-        say(f"--- step {run.step} ({time.perf_counter() - t0:.0f} s): train {ev['train']:.3f}, "
-            f"val {ev['val']:.3f} ({ev['val_bpb']:.3f} bits/byte) ---\n{text}\n")
+        say(f"{text}\n")
 
     def after_plan(plan):  # in words: what this budget can reach on this machine
         if RUN == "cpu":
