@@ -415,7 +415,7 @@ def _main(args) -> int:
               "); --prune removes them", file=sys.stderr)
     for line in _ledger_summary(plans):
         print(f"course-grade: {line}", file=sys.stderr)
-    students = [s.student for s in subs] + absent
+    students = sorted([s.student for s in subs] + absent)  # the exports: the same order each run
     people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
     by_id = {s.student: s for s in subs}
     # the CSV's comment column: formgrader's comments on the answer cells a test grades

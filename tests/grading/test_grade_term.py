@@ -549,6 +549,109 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     assert "review it" not in proc.stderr
 
 
+# ---- end to end: Canvas downloads one assignment at a time (issue 48, item 1) --------------
+COPY = "98_copy"  # a second assignment: the fixture's notebook under another name
+
+
+def _changes_of_last_run(out: Path) -> list[tuple]:
+    from autograder.grading.parent.ledger import last_run
+
+    return sorted((c["cause"], c["student"], c["assignment"], c["exercise"], c["old"],
+                   c["new"]) for c in last_run(out))
+
+
+def test_canvas_downloads_one_assignment_at_a_time_keep_every_earlier_grade(fixture_template,
+                                                                           tmp_path):
+    """Canvas's download of the fixture (Ada right, Babbage wrong), then of 98_copy (Ada's
+    only), then ``--force --assignment 98_copy`` on it: every row of the first download stays
+    as it was graded (Babbage's result file byte for byte), with its feedback page, its
+    Canvas re-upload zip and its exports; each run appends its own grade changes to
+    changes.csv (the second: Ada's 98_copy; the third: none)."""
+    import shutil
+
+    from autograder.grading.sandbox import bwrap_path
+
+    _, nb = fixture_template
+    source = tmp_path / "source"
+    shutil.copytree(SOURCE / ASSIGNMENT, source / ASSIGNMENT)
+    (source / COPY).mkdir()
+    shutil.copyfile(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", source / COPY / f"{COPY}.ipynb")
+    builder = ClassBuilder(nb)
+    ada, babbage = "lovelaceada_1001", "babbagecharles_1002"
+    downloads = {  # Canvas's file names: <name>_<user id>_<submission id>_<file>
+        ASSIGNMENT: {f"lovelaceada_1001_5000_{ASSIGNMENT}.ipynb": builder.answered(),
+                     f"babbagecharles_1002_5001_{ASSIGNMENT}.ipynb": builder.wrong()},
+        COPY: {f"lovelaceada_1001_6000_{COPY}.ipynb": builder.answered()}}
+    for a, files in downloads.items():
+        (tmp_path / a).mkdir()
+        for name, notebook in files.items():
+            nbformat.write(notebook, tmp_path / a / name)
+    out = tmp_path / "out"
+    sandbox = () if bwrap_path() else ("--unsandboxed",)
+
+    def run(a: str, *extra: str) -> str:
+        args = ("--workers", "1", "--cell-timeout", "10", "--timeout", "120", *sandbox, *extra)
+        proc = subprocess.run(grade_cmd(tmp_path / a, out, source, *args), cwd=REPO,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stderr
+
+    def rows() -> list[tuple]:
+        return [(r["student"], r["notebook"], r["exercise"], r["points"], r["kind"])
+                for r in read_csv(out / "grades.csv")]
+
+    def graded(student: str, notebook: str, right: bool) -> list[tuple]:
+        return [(student, notebook, g.grade_id, f"{g.max_points:g}" if right else "0",
+                 "graded") for g in nb.grade_cells]
+
+    def first_assignment() -> dict[str, bytes]:  # what the second run must leave as it is
+        return {p: (out / p).read_bytes() for p in (
+            f"return/canvas/{ASSIGNMENT}.zip", f"exports/{ASSIGNMENT}.canvas.csv",
+            f"exports/{ASSIGNMENT}.moodle.csv", f"feedback/{ada}/{ASSIGNMENT}/{ASSIGNMENT}.html",
+            f"feedback/{babbage}/{ASSIGNMENT}/{ASSIGNMENT}.html", f"results/{babbage}.json")}
+
+    total = f"{sum(g.max_points for g in nb.grade_cells):g}"
+    run(ASSIGNMENT)
+    first = graded(babbage, ASSIGNMENT, False) + graded(ada, ASSIGNMENT, True)
+    assert rows() == first
+    assert _changes_of_last_run(out) == sorted(
+        [("new submission", s, ASSIGNMENT, ex, "", p) for s, _, ex, p, _ in first]
+        + [("new submission", babbage, ASSIGNMENT, "total", "", "0"),
+           ("new submission", ada, ASSIGNMENT, "total", "", total)])
+    kept = first_assignment()
+    log = (out / "changes.csv").read_bytes()
+    with zipfile.ZipFile(out / "return" / "canvas" / f"{ASSIGNMENT}.zip") as z:
+        assert sorted(z.namelist()) == [f"babbagecharles_1002_5001_{ASSIGNMENT}.html",
+                                        f"lovelaceada_1001_5000_{ASSIGNMENT}.html"]
+
+    err = run(COPY)
+    assert rows() == first[:len(nb.grade_cells)] + graded(ada, COPY, True) + \
+        graded(ada, ASSIGNMENT, True)  # not "not graded: no 99_fixture.ipynb"
+    assert f"kept 1 student(s) graded earlier whose submissions are not in this folder " \
+        f"({babbage})" in err and "kept 1 earlier result(s) of notebooks not in this" in err
+    assert first_assignment() == kept
+    assert (out / "changes.csv").read_bytes().startswith(log)  # appended, never rewritten
+    assert _changes_of_last_run(out) == sorted(
+        [("new submission", ada, COPY, g.grade_id, "", f"{g.max_points:g}")
+         for g in nb.grade_cells] + [("new submission", ada, COPY, "total", "", total)])
+    with zipfile.ZipFile(out / "return" / "canvas" / f"{COPY}.zip") as z:
+        assert z.namelist() == [f"lovelaceada_1001_6000_{COPY}.html"]
+    assert read_csv(out / "exports" / f"{COPY}.canvas.csv")[0][COPY] == total
+
+    log = (out / "changes.csv").read_bytes()
+    ada_result = json.loads((out / "results" / f"{ada}.json").read_text())
+    err = run(COPY, "--force", "--assignment", COPY)
+    assert rows() == first[:len(nb.grade_cells)] + graded(ada, COPY, True) + \
+        graded(ada, ASSIGNMENT, True)
+    assert first_assignment() == kept and (out / "changes.csv").read_bytes() == log
+    assert "0 grade change(s) appended" in err
+    again = json.loads((out / "results" / f"{ada}.json").read_text())
+    assert again["notes"] != ada_result["notes"]  # graded again (a new run id) ...
+    assert again["ledger"][ASSIGNMENT] == ada_result["ledger"][ASSIGNMENT]  # ... 98_copy only
+    assert [r for r in again["rows"] if r["notebook"] == ASSIGNMENT] == \
+        [r for r in ada_result["rows"] if r["notebook"] == ASSIGNMENT]
+
+
 def test_regrade_of_an_unknown_student_is_refused(term_class, capsys):
     # course-grade's main in this process: the refusal comes at intake, before any grading
     # (the command's exit status is main's: tests/grading/test_canvas_roster.py runs it)
