@@ -58,7 +58,10 @@ class Driven:
     of (it may raise ValueError/TypeError: the student's result is unusable); ``extra``:
     ``(label, args)`` more driver calls recorded for ``post(raw)`` -> ``(diagnosis, problem)``
     or None, judged after every case matched; ``reference``: parts of ``transformer_ref``
-    (paths below it, prefixes) whose functions must not run while the student's code runs.
+    (paths below it, prefixes) whose functions must not run while the student's code runs;
+    ``redraw(case, args, out)`` -> ``(diagnosis, problem)`` or None, judged last: each case's
+    output against the grader's own computation from the same fresh arguments
+    (``case.call()``: 01's measurement re-drawn from the case's own generator).
     """
 
     args: Callable | None = None
@@ -66,6 +69,7 @@ class Driven:
     extra: tuple = ()
     post: Callable | None = None
     reference: tuple = ()
+    redraw: Callable | None = None
 
 
 # what a graded kernel's stand-in for a reference implementation raises
@@ -447,6 +451,11 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
         if found:
             return Verdict(False, f"✘ {head}: {found[1]}\n  Likely mistake: {found[0]}.",
                            found[0])
+    if driven is not None and driven.redraw is not None:
+        found = _redraw_problem(driven, cases, recs)
+        if found:
+            return Verdict(False, f"✘ {head}: {found[1]}\n  Likely mistake: {found[0]}.",
+                           found[0])
     n_hidden = sum(c.hidden for c in cases)
     extra = f" ({n_hidden} of them hidden)" if n_hidden else ""
     text = f"✔ {head}: all {len(cases)} cases match the reference{extra}."
@@ -618,6 +627,20 @@ def _cascade(check: Check, record: dict, cell_error: str = "",
     name, upstream, v = failing[0]
     message = cascade_message(check, name, upstream, v.message)
     return Verdict(False, message, f"uses failing {name} ({upstream.exercise})")
+
+
+def _redraw_problem(driven: Driven, cases, recs: dict) -> tuple[str, str] | None:
+    """``driven.redraw`` on each case built from fresh arguments (``case.call``), from its
+    record (every case matched already)."""
+    for case in cases:
+        r = recs.get(case.label) or {}
+        if case.call is None or r.get("status") != "ok":
+            continue
+        out, bad = _decode(r.get("out"))
+        found = ("output missing", bad) if bad else driven.redraw(case, case.call(), out)
+        if found:
+            return found
+    return None
 
 
 def _samples_problem(case: Case, r: dict, first, driven: Driven | None = None) -> str | None:

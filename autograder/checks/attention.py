@@ -18,6 +18,8 @@ Likely mistake: unstable softmax overflowing.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 
 import numpy as np
@@ -345,6 +347,8 @@ def _variance_cases():
                 spread=d_k * math.sqrt((2 + 6 / d_k) / n),
             )
         )
+    for case in cases:  # the grader's own measurements, once (the warm process: every fork)
+        _HINT[_state(*case.call())] = list(itertools.islice(redrawn(*case.call()), 4))
     return tuple(cases)
 
 
@@ -504,10 +508,74 @@ def _twin_problem(*outs) -> tuple[str, str] | None:
     return None
 
 
-def _twin_stage(fn, hidden: bool) -> str | None:
-    """Exercise 4.1's extra stage, in the kernel: the function on each seed's generators.
+# The exercise prescribes the measurement: n_samples pairs (q, k) drawn from the given
+# generator, the sample variance of their dot products. So the grader draws the same numbers
+# from each case's own generator and measures too (issue 47): the student's result must be
+# that measurement up to rounding. A jitter of the known answer, d_k * (1 + 0.02 *
+# rng.standard_normal(4).mean()), spreads and depends on many draws like a measurement, but
+# is not this one. Every honest layout of the 2 x n_samples x d_k draws counts (q then k,
+# pairs, a loop over samples, (d_k, n)), as float64 or float32 draws, with np.var's ddof 0
+# or 1 or the mean of squares (the mean is 0).
+REDRAWN = "not the variance of the pairs drawn from the given generator"
+_REDRAWN_WHY = (
+    "Draw q and k from the generator you are given, n_samples x d_k standard normals each "
+    "(`rng.standard_normal((n_samples, d_k))`), and nothing else from it, then return the "
+    "sample variance of the n_samples dot products: the grader draws the same numbers from "
+    "the same generator and measures them too."
+)
+REDRAW_RTOL = 1e-4  # float32 sums round at 1e-5; two honest measurements differ by ~2%
+_LAYOUTS = ((0, 1, 2), (1, 0, 2), (0, 2, 1), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+_HINT: dict = {}  # (d_k, n, a case's generator state) -> the hint's layout's values
 
-    They are ``GENERATORS``: the case's own, its twin, one in the same state, one advanced."""
+
+def _state(d_k: int, n: int, rng: np.random.Generator) -> tuple:
+    return d_k, n, repr(rng.bit_generator.state)
+
+
+def redrawn(d_k: int, n: int, rng: np.random.Generator):
+    """The variances of q · k a measurement of ``n`` pairs drawn from ``rng`` can give, the
+    hint's first: the ``2 * n * d_k`` standard normals ``rng`` gives next (float64, then
+    float32) laid out as (pair, sample, component) in each order, then np.var with ddof 0
+    and 1, and the mean of squares over n and n - 1. ``rng`` itself is not advanced.
+
+    >>> rng = np.random.default_rng(5)
+    >>> q, k = rng.standard_normal((100, 3)), rng.standard_normal((100, 3))
+    >>> next(redrawn(3, 100, np.random.default_rng(5))) == float(np.var((q * k).sum(-1)))
+    True
+    """
+    yield from _HINT.get(_state(d_k, n, rng), ())  # a case's, measured with the cases
+    dims = (2, n, d_k)
+    for dtype in (np.float64, np.float32):
+        draws = copy.deepcopy(rng).standard_normal(2 * n * d_k, dtype=dtype)
+        for axes in _LAYOUTS:
+            x = draws.reshape([dims[a] for a in axes]).transpose(np.argsort(axes))
+            dots = (x[0].astype(np.float64) * x[1]).sum(-1)  # (n,): one q · k per pair
+            squares = float(np.dot(dots, dots))
+            yield float(np.var(dots))
+            yield float(np.var(dots, ddof=1))
+            yield squares / n
+            yield squares / max(n - 1, 1)
+
+
+def redraw_problem(case: Case, args: tuple, out) -> tuple[str, str] | None:
+    """(diagnosis, problem) when ``out`` (the result on ``args``, the case's own generator)
+    is not the measurement :func:`redrawn` re-draws, else None."""
+    got = _as_number(out)
+    d_k, n, rng = args
+    if got is None or any(abs(got - v) <= REDRAW_RTOL * max(1.0, abs(v))
+                          for v in redrawn(d_k, n, rng)):
+        return None
+    mine = next(redrawn(d_k, n, rng))
+    where = f"the hidden case “{case.label}”" if case.hidden else f"d_k={d_k}, n_samples={n}"
+    return (REDRAWN, f"on {where} the grader drew the same {2 * n * d_k:,} numbers from the "
+            f"generator you were given and measured Var(q · k) = {mine:.6g}; your function "
+            f"returned {got:.6g}. {_REDRAWN_WHY}")
+
+
+def _twin_stage(fn, hidden: bool) -> str | None:
+    """Exercise 4.1's extra stage, in the kernel: the function on each seed's generators
+    (``GENERATORS``: the case's own, its twin, one in the same state, one advanced), then on
+    each case's generators again, against the grader's own measurement (:func:`redrawn`)."""
     outs = []
     for group in _twin_args():
         for args in group:
@@ -516,8 +584,23 @@ def _twin_stage(fn, hidden: bool) -> str | None:
                 outs.append(_call_guarded(_VARIANCE, fn, case)[1])
             except Exception as e:
                 return f"on the twin generators your function raised {type(e).__name__}: {e}"
-    found = _twin_problem(*outs)
+    found = _twin_problem(*outs) or _redraw_stage(fn, hidden)
     return f"{found[1]}\n  Likely mistake: {found[0]}." if found else None
+
+
+def _redraw_stage(fn, hidden: bool) -> tuple[str, str] | None:
+    """The function on each case's own generator, against the grader's own measurement
+    (:func:`redraw_problem`); the hidden cases too when ``hidden``."""
+    for case in _VARIANCE.cases if hidden else (c for c in _VARIANCE.cases if not c.hidden):
+        try:
+            out = _call_guarded(_VARIANCE, fn, case)[1]
+        except Exception as e:
+            return "raised " + type(e).__name__, \
+                f"on {case.label} your function raised {type(e).__name__}: {e}"
+        found = redraw_problem(case, case.call(), out)
+        if found:
+            return found
+    return None
 
 
 _VARIANCE = Check(
@@ -574,6 +657,7 @@ DRIVEN = {
             for which, a in zip(GENERATORS, group)
         ),
         post=_twin_problem,
+        redraw=redraw_problem,
     ),
 }
 
