@@ -2,8 +2,9 @@
 06 transformer): the probe runs the student's function in-process on inputs decoded from the
 grader's JSON (objects rebuilt by ``_builders``), the judge sees only the record it wrote.
 
-Every answer and catalogued mistake of the chapter's check tests (``test_checks_<ch>.py``)
-goes through that path here: the answers must pass, each mistake must be named.
+What is their own is here (builders, built-ins and the reference seen, the kernel's package);
+every right answer and catalogued mistake goes through that path in
+``test_verdict_chapters.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from autograder.checks import _builders, _codec, table
 from autograder.checks._judge import judge
 from autograder.grading.autograde import kernel_package
 
-import helpers.answers.feed_forward_blocks as T05
 import helpers.answers.multihead_attention as T03
 import helpers.answers.transformer as T06
 from helpers.verdict import record
@@ -62,23 +62,6 @@ def test_a_recorded_output_that_describes_an_object_is_not_built(tmp_path):
 
 
 # ---------------------------------------------------------------- chapter 03 (mha)
-@pytest.mark.parametrize("key", sorted(T03.GOOD))
-def test_mha_answers_pass_from_records(tmp_path, key):
-    check = T03.CHECKS[key]
-    v = _judged(tmp_path, check, T03.GOOD[key])
-    assert v.passed, v.message
-    blank = _judged(tmp_path, check, lambda *a, **k: (_ for _ in ()).throw(NotImplementedError))
-    assert blank.diagnosis == "not implemented"
-
-
-@pytest.mark.parametrize("key,wrong,name", T03.WRONG,
-                         ids=[f"{w[0].split('.', 1)[1]}: {w[2]}" for w in T03.WRONG])
-def test_mha_mistakes_named_from_records(tmp_path, key, wrong, name):
-    v = _judged(tmp_path, T03.CHECKS[key], wrong)
-    assert not v.passed and v.diagnosis == name, v.message
-    assert f"Likely mistake: {name}." in v.message
-
-
 def test_mha_builtin_attention_seen_at_the_operator_level(tmp_path):
     def builtin(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
         q, k, v = (T03.good_split(t, n_head) for t in (x_q @ W_Q, x_kv @ W_K, x_kv @ W_V))
@@ -90,29 +73,6 @@ def test_mha_builtin_attention_seen_at_the_operator_level(tmp_path):
 
 
 # ---------------------------------------------------------------- chapters 05 and 06
-CHAPTERS = {"feed_forward_blocks": T05, "transformer": T06}
-GOOD = [(ch, key) for ch, T in CHAPTERS.items() for key in sorted(T.GOOD)]
-WRONG = [(ch, *w[:3]) for ch, T in CHAPTERS.items() for w in T.WRONG]
-
-
-@pytest.mark.parametrize("chapter,key", GOOD, ids=[k for _, k in GOOD])
-def test_block_and_model_answers_pass_from_records(tmp_path, chapter, key):
-    T = CHAPTERS[chapter]
-    check = T.CHECKS[key]
-    v = _judged(tmp_path, check, T.GOOD[key])
-    assert v.passed, v.message
-    blank = _judged(tmp_path, check, lambda *a, **k: (_ for _ in ()).throw(NotImplementedError))
-    assert blank.diagnosis == "not implemented"
-
-
-@pytest.mark.parametrize("chapter,key,wrong,name", WRONG,
-                         ids=[f"{w[1]}: {w[3]}" for w in WRONG])
-def test_block_and_model_mistakes_named_from_records(tmp_path, chapter, key, wrong, name):
-    v = _judged(tmp_path, CHAPTERS[chapter].CHECKS[key], wrong)
-    assert not v.passed and v.diagnosis == name, v.message
-    assert f"Likely mistake: {name}." in v.message
-
-
 def test_the_reference_implementation_in_the_kernel_scores_zero(tmp_path):
     import threading
 
