@@ -5,8 +5,9 @@
                  [--regrade STUDENT ...] [--due ASSIGNMENT=DATE ...] [--submitted-at FILE]
                  [--late-penalty none|zero] [--unsandboxed] [--scheduler ADDRESS]
                  [--scheduler-timeout S] [--roster FILE] [--prune]
+                 [--regrade-exercise ASSIGNMENT:EXERCISE ...]
     course-grade SUBMISSIONS_DIR --dry-run [--assignment NAME ...] [--submitted-at FILE]
-                 [--roster FILE]
+                 [--roster FILE] [--prune --out OUT_DIR]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
 found inside by name at any depth. For each student, in parallel (``--workers``, default: the
@@ -40,9 +41,23 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
   ``OUT_DIR/return/``: the feedback per student name, and as Moodle's feedback zip;
 - ``OUT_DIR/gradebook.db``: the class's nbgrader gradebook, updated in place (manual scores,
   extra credit and comments entered in formgrader are never overwritten);
-  ``OUT_DIR/results/``: one file per finished student. Rerunning after an interruption grades
-  only the students not finished or whose submission changed (``--regrade`` names students
-  to grade again, ``--force`` grades everyone again).
+  ``OUT_DIR/results/``: one file per finished student;
+- ``OUT_DIR/changes.csv``: the change log, appended to and never rewritten: one line per
+  change of a grade (an exercise's final points, or an assignment's total), with when, the
+  run, its cause (``new submission``, ``submission changed``, ``checks changed``, ``option
+  --force``, ``option --regrade-exercise``, ``option --prune``, a late penalty, or a score
+  entered in formgrader between runs), the student, assignment, exercise and old -> new; the
+  report shows the last run's.
+
+OUT_DIR is the class's ledger (``grading/parent/ledger.py``): a run grades only what is new
+in SUBMISSIONS_DIR, changed, or stale (graded with other checks: each result keeps a
+fingerprint of the release notebook and ``autograder/checks/``), or what an option names
+(``--regrade`` students, ``--force`` every notebook in the folder, ``--regrade-exercise`` one
+exercise across the class). A notebook or student missing from SUBMISSIONS_DIR keeps its last
+result (rows, feedback, gradebook entry, returns, exports): an LMS download of one assignment
+never erases another; a killed run resumes where it stopped. Only ``--prune`` removes
+(``--prune --dry-run --out OUT_DIR`` lists what it would). Results written before the
+fingerprints were kept are not graded again unless an option asks (the run says how many).
 
 Submission times come only from trusted sources (``grading/parent/times.py``): nbgrader's own
 ``timestamp.txt`` when SUBMISSIONS_DIR is a course's ``submitted/`` folder filled by ``nbgrader
