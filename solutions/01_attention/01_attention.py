@@ -322,7 +322,9 @@ with requires("Exercise 3.1"):
 #
 # **Goal:** draw `n_samples` pairs $(q, k)$ of standard-normal vectors of dimension `d_k` from
 # the given random generator and return the sample variance of $q\cdot k$ as a Python float.
-# The check expects a *measurement*: close to, but not exactly, $d_k$.
+# The check expects a *measurement*: close to, but not exactly, $d_k$. It draws the same
+# numbers from the same generator and measures them too, so take exactly your samples from
+# `rng` (2 × `n_samples` × `d_k` standard normals) and nothing else.
 #
 # <details><summary>Hint</summary>
 #
