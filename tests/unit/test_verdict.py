@@ -25,6 +25,7 @@ from autograder.checks._judge import judge
 from autograder.grading.autograde import kernel_package, records
 from autograder.grading.parent import flags as source_flags
 
+from helpers.answer_sets import solutions
 from helpers.verdict import record
 
 KEY = table.keys("01_attention")  # {function: check key}
@@ -41,13 +42,7 @@ def _record(tmp_path, check, fn) -> dict:
 
 
 def _solution(name: str):
-    nb = nbformat.read(REPO / "solutions/01_attention/01_attention.ipynb", as_version=4)
-    ns: dict = {}
-    exec("import math\nimport numpy as np\nimport torch", ns)
-    for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("solution"):
-            exec(c.source, ns)
-    return ns[name]
+    return solutions("01_attention")[name]
 
 
 # ---------------------------------------------------------------- codec
@@ -221,20 +216,10 @@ def test_registry_lookup():
 
 
 # ---------------------------------------------------------------- chapter 04 (norms)
-def _norms_solutions() -> dict:
-    nb = nbformat.read(REPO / "solutions/04_layer_norm/04_layer_norm.ipynb", as_version=4)
-    ns: dict = {}
-    exec("import math\nimport numpy as np\nimport torch", ns)
-    for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("solution"):
-            exec(c.source, ns)
-    return ns
-
-
 def test_norms_solutions_pass_from_records(tmp_path):
     import autograder.checks.layer_norm  # noqa: F401 (registers)
 
-    ns = _norms_solutions()
+    ns = solutions("04_layer_norm")
     for key in table.keys("04_layer_norm").values():
         check = get_check(key)
         v = judge(check, _record(tmp_path, check, ns[check.name]))
@@ -245,7 +230,7 @@ def test_autograd_in_a_from_scratch_backward_is_seen(tmp_path):
     import autograder.checks.layer_norm  # noqa: F401 (registers)
 
     check = table.check("04_layer_norm", "layer_norm_backward")
-    layer_norm = _norms_solutions()["layer_norm"]
+    layer_norm = solutions("04_layer_norm")["layer_norm"]
 
     def by_autograd(dy, x, gamma, eps=1e-5):
         x = x.clone().requires_grad_(True)
