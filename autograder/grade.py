@@ -391,9 +391,10 @@ def _main(args) -> int:
                  if a in assignments or (out / "source" / a).is_dir()}
     graders = {a: ledger.grader_print(sorted((template / "source" / a).glob("*.ipynb")))
                for a in assignments}
-    present, plans, prints = {}, {}, {}
+    present, plans, prints, found_of = {}, {}, {}, {}
     for s in subs:
-        found = {a: [find_notebook(s, nb.name, a) for nb in info[a]] for a in assignments}
+        found_of[s.student] = found = {a: [find_notebook(s, nb.name, a) for nb in info[a]]
+                                       for a in assignments}
         prints[s.student] = f"{template.name}:" + fingerprint(
             [p for a in assignments for p, _ in found[a]], s.problem)
         stored = done.get(s.student)
@@ -410,10 +411,6 @@ def _main(args) -> int:
             present[s.student], stored, graders, notebooks=notebooks, force=args.force,
             regrade=s.student in args.regrade, exercises=frozenset(exercises),
             legacy=legacy, prune=args.prune)
-    todo = [s for s in subs if plans[s.student].grade]
-    skipped = len(subs) - len(todo)
-    if skipped:
-        print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
     # OUT_DIR is the class: students graded earlier and absent from this folder (a late
     # submission downloaded on its own) keep their rows, exports and returns
     absent = sorted(set(done) - {s.student for s in subs})
@@ -428,7 +425,15 @@ def _main(args) -> int:
         print(f"course-grade: kept {len(absent)} student(s) graded earlier whose submissions "
               f"are not in this folder ({', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}"
               "); --prune removes them", file=sys.stderr)
-    for line in _ledger_summary(plans):
+    # kept results graded with other checks (or named by --regrade-exercise): from OUT_DIR
+    grading, kept_prints = _regrade_kept(out, work, subs, absent, done, plans, found_of,
+                                         notebooks, graders, exercises)
+    todo = [grading.get(s.student, s) for s in subs if plans[s.student].grade] + \
+        [grading[sid] for sid in absent if sid in grading]
+    skipped = len(subs) + len(absent) - len(todo)
+    if skipped:
+        print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
+    for line in _ledger_summary(plans, {s.student for s in subs}):
         print(f"course-grade: {line}", file=sys.stderr)
     students = sorted([s.student for s in subs] + absent)  # the exports: the same order each run
     people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
@@ -469,12 +474,13 @@ def _main(args) -> int:
         for _, r, remote in dispatcher.run(
             todo,
             lambda s: grade_student(s, only(s), template, work, staging, config,
-                                    prints[s.student], make_runner(config), parts=parts),
-            lambda s: (only(s), template, config, prints[s.student]),
+                                    prints.get(s.student, "ledger"), make_runner(config),
+                                    parts=parts),
+            lambda s: (only(s), template, config, prints.get(s.student, "ledger")),
             info,
         ):
             r.notes.append(f"run {run_id}")
-            s = by_id[r.student]
+            s = by_id.get(r.student) or grading[r.student]
             r.name, r.lms_id = getattr(s, "name", ""), getattr(s, "lms_id", "")
             graded = list(plans[r.student].grade)
             if remote is not None:  # graded elsewhere: its pages and notebooks came as data
@@ -484,11 +490,13 @@ def _main(args) -> int:
             ledger.publish(staging, out, r.student, graded)
             result = ledger.merge(
                 store.read(r.student), json.loads(to_json(r)), plans[r.student].grade,
-                notebooks, {a: {"submission": present[r.student][a], "grader": graders[a]}
-                            for a in graded if present[r.student][a] is not None},
+                notebooks, {**{a: {"submission": h, "grader": graders[a]}
+                               for a, h in present.get(r.student, {}).items()
+                               if a in graded and h is not None},
+                            **kept_prints.get(r.student, {})},
                 only={a: exercises[a] for a, why in plans[r.student].grade.items()
                       if why == ledger.EXERCISE})
-            store.save(json.dumps(result, indent=1), r.student, timing[r.student])  # commit
+            store.save(json.dumps(result, indent=1), r.student, timing.get(r.student))  # commit
             _write_outputs(store, students, notebooks, people, report)
             bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
             bar.update()
@@ -565,14 +573,62 @@ def _regrade_exercises(specs: list[str], info: dict, assignments: list[str]) -> 
     return found
 
 
-def _ledger_summary(plans: dict) -> list[str]:
-    """The console's lines on what the ledger kept and why it grades (:func:`ledger.plan`)."""
+def _regrade_kept(out: Path, work: Path, subs: list, absent: list[str], done: dict,
+                  plans: dict, found_of: dict, notebooks: dict, graders: dict,
+                  exercises: dict) -> tuple[dict, dict]:
+    """Grade again, from the notebooks OUT_DIR keeps (``ledger.from_ledger``), the kept
+    results of notebooks not in this folder that are stale or named by
+    ``--regrade-exercise``: their plans updated; returns ({student: the Submission to grade
+    instead, a folder of the notebooks to grade}, {student: {assignment: the fingerprints
+    to keep}}). A student with a file this folder's intake refused is left as it is."""
+    from .grading.parent import ledger
+    from .grading.parent.submissions import Submission, missing
+
+    grading, prints = {}, {}
+    by_id = {s.student: s for s in subs}
+    for sid in [*by_id, *absent]:
+        p = plans.get(sid) or ledger.plan(  # absent from this folder: nothing of it here
+            {a: None for a in graders}, done.get(sid), graders, notebooks=notebooks,
+            exercises=frozenset(exercises))
+        sub, stored = by_id.get(sid), done.get(sid) or {}
+        if not p.stale_kept or (sub is not None and sub.problem):
+            continue
+        if sub is None:  # only its kept results: no "not submitted" rows added
+            p.grade = {}
+            plans[sid] = p
+        here, refused = {}, False
+        for a in p.grade:
+            for (path, note), nb in zip(found_of[sid][a], notebooks[a]):
+                refused |= path is None and note != missing(nb)
+                if path is not None:
+                    here.setdefault(a, {})[nb] = path
+        folder = work / "ledger" / sid
+        if refused or not (got := ledger.from_ledger(out, folder, sid, list(p.stale_kept),
+                                                      notebooks, here)):
+            continue
+        for a in got:
+            entry = (stored.get("ledger") or {}).get(a) or {}
+            p.grade[a] = ledger.STALE if entry.get("grader") != graders[a] else ledger.EXERCISE
+            p.keep.remove(a)
+            p.stale_kept.remove(a)
+            prints.setdefault(sid, {})[a] = {"submission": entry.get("submission"),
+                                             "grader": graders[a]}
+        who = sub or Submission(student=sid, path=None, origin=folder,
+                                name=stored.get("name", ""), lms_id=stored.get("lms_id", ""))
+        grading[sid] = Submission(student=sid, path=folder, origin=folder, name=who.name,
+                                  lms_id=who.lms_id, lms=who.lms, per_assignment=True)
+    return grading, prints
+
+
+def _ledger_summary(plans: dict, here: set[str]) -> list[str]:
+    """The console's lines on what the ledger kept of the students ``here`` (absent ones are
+    said on their own) and why it grades (:func:`ledger.plan`)."""
     from collections import Counter
 
     from .grading.parent import ledger
 
     why = Counter(w for p in plans.values() for w in p.grade.values())
-    kept = sum(len(p.keep) for p in plans.values())
+    kept = sum(len(p.keep) for sid, p in plans.items() if sid in here)
     unknown = sum(len(p.unknown) for p in plans.values())
     stale_kept = sum(len(p.stale_kept) for p in plans.values())
     lines = []
@@ -587,8 +643,8 @@ def _ledger_summary(plans: dict) -> list[str]:
                      "fingerprint: not graded again (--force or --regrade-exercise to)")
     if stale_kept:
         lines.append(f"{stale_kept} kept result(s) graded with other checks (or named by "
-                     "--regrade-exercise) have no notebook in this folder: not graded again; "
-                     "grade the folder that holds them")
+                     "--regrade-exercise) have no notebook in OUT_DIR/submitted/, or a file of "
+                     "this folder was refused: not graded again")
     return lines
 
 def _submitted_at(path: Path, subs) -> list[str]:

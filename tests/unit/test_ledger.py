@@ -280,3 +280,44 @@ def test_save_keeps_the_times_and_canvas_names_of_assignments_this_run_does_not_
     assert (r["name"], r["canvas"]) == ("Ada L.", {A1: "ada_1_5", A2: "ada_1_6"})
     assert r["timing"] == {A1: {"at": "", "marked_late": True},
                            A2: {"at": "", "marked_late": False}}
+
+
+def test_stale_kept_results_are_graded_again_from_the_notebooks_out_dir_keeps(tmp_path):
+    """After a check fix, a run on week 2's download grades again the week-1 notebooks it
+    keeps (``OUT_DIR/submitted/``, the grader's own rebuilt copy), each from a folder in
+    nbgrader's per-assignment layout, with this folder's notebooks beside them; the kept
+    notebooks' fingerprints stay theirs. A student whose copy is gone is said, not graded."""
+    from autograder.grade import _ledger_summary, _regrade_kept
+    from autograder.grading.parent.submissions import Submission, find_notebook
+
+    out, work = tmp_path / "out", tmp_path / "out" / ".work"
+    stale = {A1: {"submission": "h1", "grader": "old"}}
+    done = {sid: {**_stored(stale, _rows(sid, A1, {"e1": "2"})), "student": sid,
+                  "name": sid.title()} for sid in ("ada", "bo", "cy")}
+    for sid in ("ada", "bo"):  # cy's copy is gone
+        (out / "submitted" / sid / A1).mkdir(parents=True)
+        (out / "submitted" / sid / A1 / f"{A1}.ipynb").write_text(_nb(f"{sid} {A1}"))
+    week2 = tmp_path / "week2" / "ada"
+    week2.mkdir(parents=True)
+    (week2 / f"ada_{A2}.ipynb").write_text(_nb(f"ada {A2}"))
+    ada = Submission(student="ada", path=week2, origin=week2, name="Ada", lms="canvas")
+    found = {"ada": {a: [find_notebook(ada, a, a)] for a in NOTEBOOKS}}
+    plans = {"ada": ledger.plan({A1: None, A2: "h2"}, done["ada"], G, notebooks=NOTEBOOKS)}
+    assert (plans["ada"].grade, plans["ada"].stale_kept) == ({A2: ledger.NEW}, [A1])
+    grading, prints = _regrade_kept(out, work, [ada], ["bo", "cy"], done, plans, found,
+                                    NOTEBOOKS, G, {})
+    assert sorted(grading) == ["ada", "bo"]
+    assert {sid: p.grade for sid, p in plans.items()} == {
+        "ada": {A2: ledger.NEW, A1: ledger.STALE}, "bo": {A1: ledger.STALE}, "cy": {}}
+    assert prints == {sid: {A1: {"submission": "h1", "grader": "g1"}} for sid in ("ada", "bo")}
+    for sid, notebooks in (("ada", [A1, A2]), ("bo", [A1])):
+        sub = grading[sid]
+        assert (sub.name, sub.per_assignment) == (done[sid]["name"] if sid == "bo" else "Ada",
+                                                  True)
+        for a in notebooks:
+            path, _ = find_notebook(sub, a, a)
+            assert path.read_text() == _nb(f"{sid} {a}") and path.parent.name == a
+    assert find_notebook(grading["bo"], A2, A2)[0] is None  # no "not submitted" rows for bo
+    assert plans["cy"].stale_kept == [A1]
+    assert any("1 kept result(s) graded with other checks" in line
+               for line in _ledger_summary(plans, {"ada"}))

@@ -139,11 +139,13 @@ def plan(present: dict[str, str | None], stored: dict | None, graders: dict[str,
 def merge(old: dict | None, new: dict, grade: dict[str, str], notebooks: dict[str, list[str]],
           prints: dict[str, dict], only: dict[str, set[str]] | None = None) -> dict:
     """The student's stored result after this run: ``new`` (this run's result of the
-    assignments in ``grade``) put into ``old``. Rows, feedback pages, submission times and
-    Canvas names of the other assignments are ``old``'s; ``only`` {assignment: test cell ids}
-    takes just those exercises' rows from ``new`` (``--regrade-exercise``, where nothing else
-    asked for the assignment). ``prints`` {assignment: {"submission", "grader"}} is kept as
-    the result's ``ledger``, except after an error of the grader (graded again next run).
+    assignments in ``grade``) put into ``old``. Rows and feedback pages of the other
+    assignments are ``old``'s; ``only`` {assignment: test cell ids} takes just those
+    exercises' rows from ``new`` (``--regrade-exercise``, where nothing else asked for the
+    assignment). Submission times and Canvas names stay ``old``'s (a kept notebook graded
+    again from OUT_DIR keeps its own; ``ResultStore.save`` adds those of the notebooks in this
+    run's folder). ``prints`` {assignment: {"submission", "grader"}} is kept as the result's
+    ``ledger``, except after an error of the grader (graded again next run).
 
     >>> old = {"rows": [{"notebook": "a1", "exercise": "e", "points": "2"}], "feedback": [
     ...     "feedback/s/a1/a1.html"], "timing": {"a1": {"at": "x"}}}
@@ -171,9 +173,9 @@ def merge(old: dict | None, new: dict, grade: dict[str, str], notebooks: dict[st
     result["feedback"] = [p for p in old.get("feedback", []) if _assignment(p) not in whole] + \
         [p for p in new.get("feedback", []) if _assignment(p) in grade]
     result["feedback"] = list(dict.fromkeys(result["feedback"]))
-    for key in ("timing", "canvas"):  # this run's say only for what it graded
-        kept = {a: v for a, v in (old.get(key) or {}).items() if a not in whole}
-        result[key] = {**kept, **{a: v for a, v in (new.get(key) or {}).items() if a in grade}}
+    for key in ("timing", "canvas"):  # kept: ResultStore.save adds this folder's over them
+        result[key] = {**(old.get(key) or {}),
+                       **{a: v for a, v in (new.get(key) or {}).items() if a in grade}}
     ledger = dict(old.get("ledger") or {})
     for a in whole:
         if new.get("fingerprint") == "grader-error":
@@ -198,6 +200,34 @@ def publish(staging: Path, out: Path, student: str, assignments: list[str]) -> N
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(src, dest)
         shutil.rmtree(staging / kind / student, ignore_errors=True)
+
+
+def from_ledger(out: Path, folder: Path, student: str, kept: list[str],
+                notebooks: dict[str, list[str]], here: dict[str, dict[str, Path]]) -> list[str]:
+    """Lay out in ``folder`` (made afresh) what a student's regrade reads, one
+    ``<assignment>/<notebook>.ipynb`` each (nbgrader's per-assignment layout): of the ``kept``
+    assignments the notebook last graded, from ``OUT_DIR/submitted/<student>/<assignment>/``
+    (the grader's own copy, rebuilt from the release: nothing the student sent but its
+    answers), and of the others the files ``here`` ({assignment: {notebook: path}}) found in
+    this run's folder. Returns the ``kept`` assignments OUT_DIR holds a notebook of."""
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+    found = []
+    for a in kept:
+        src = out / "submitted" / student / a
+        names = [nb for nb in notebooks.get(a, []) if (src / f"{nb}.ipynb").is_file()]
+        for nb in names:
+            (folder / a).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / f"{nb}.ipynb", folder / a / f"{nb}.ipynb")
+        if names:
+            found.append(a)
+    for a, paths in here.items():
+        for nb, path in paths.items():
+            (folder / a).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, folder / a / f"{nb}.ipynb")
+    folder.mkdir(parents=True, exist_ok=True)
+    return found
 
 
 def exercise_ids(name: str, grade_ids: list[str]) -> list[str]:
