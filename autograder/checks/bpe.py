@@ -28,6 +28,7 @@ import regex
 from autograder.checks import table
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, _compare_exact, register
 from transformer_ref.bpe import BPETokenizer, ClassicBPE, pretokenize, train_bpe, train_bpe_naive
+from transformer_ref.bpe.common import merge
 from transformer_ref.corpus import load_shakespeare, small_sample
 
 __all__ = [
@@ -51,6 +52,7 @@ EOW = "</w>"  # the end-of-word symbol (the survey [S4] writes "_")
 
 # Trusted references, bound before any student cell runs.
 _classic_merge = ClassicBPE._merge
+_merge = merge  # the one BPE merge: symbols (joined) and ids (the new token's id)
 _naive = train_bpe_naive
 _fast = train_bpe
 _pretok = pretokenize
@@ -202,16 +204,29 @@ check_count_pairs = register(_COUNT)
 
 
 # ====================================================================== Exercise 2.2
-def _merge_overlapping(word, pair):
-    out, i = [], 0
-    while i < len(word):
-        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:
-            out.append(word[i] + word[i + 1])
-            i += 1  # steps one symbol only: the second symbol is used twice
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
+def _merge_slipped(*, step=2, end=1, keep_rest=True, join=True):
+    """The left-to-right merge with one slip (the mistakes below): ``step=1``, one symbol on
+    after a match (the second symbol used twice); ``end=2``, the scan stops before the last
+    pair; ``keep_rest=False``, the other symbols never appended; ``join=False``, the pair's
+    first symbol appended alone.
+
+    >>> _merge_slipped(step=1)(("a", "a", "a"), ("a", "a"))
+    ('aa', 'aa', 'a')
+    """
+
+    def merge_pair(word, pair):
+        out, i = [], 0
+        while i < len(word):
+            if i < len(word) - end and (word[i], word[i + 1]) == pair:
+                out.append(word[i] + word[i + 1] if join else word[i])
+                i += step
+            else:
+                if keep_rest:
+                    out.append(word[i])
+                i += 1
+        return tuple(out)
+
+    return merge_pair
 
 
 def _merge_right_to_left_fixed(word, pair):
@@ -224,41 +239,6 @@ def _merge_right_to_left_fixed(word, pair):
             out.append(word[i])
             i -= 1
     return tuple(reversed(out))
-
-
-def _merge_not_at_end(word, pair):
-    out, i = [], 0
-    while i < len(word):
-        if i < len(word) - 2 and (word[i], word[i + 1]) == pair:
-            out.append(word[i] + word[i + 1])
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
-
-
-def _merge_keeping_only_merged(word, pair):
-    out, i = [], 0
-    while i < len(word):
-        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:
-            out.append(word[i] + word[i + 1])
-            i += 2
-        else:
-            i += 1  # the symbol is skipped, never appended
-    return tuple(out)
-
-
-def _merge_second_dropped(word, pair):
-    out, i = [], 0
-    while i < len(word):
-        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:
-            out.append(word[i])  # the first symbol only: the two never joined
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
 
 
 def _merge_as_text(word, pair):
@@ -303,7 +283,7 @@ _MERGE = Check(
             "overlapping occurrences merged (a a a became aa aa)",
             "After merging the pair at positions i, i+1, continue at i+2: a symbol can belong "
             "to one merged pair only, so (a, a, a) becomes (aa, a).",
-            _merge_overlapping,
+            _merge_slipped(step=1),
         ),
         Mistake(
             "merged from the right",
@@ -319,20 +299,20 @@ _MERGE = Check(
             "the pair at the end of the word never merged",
             "The last pair starts at i = len(word) - 2: test `i < len(word) - 1` (there is a "
             "next symbol), not `i < len(word) - 2`, or a pair such as (t, </w>) is never merged.",
-            _merge_not_at_end,
+            _merge_slipped(end=2),
         ),
         Mistake(
             "only the merged symbols kept (the others never appended)",
             "Every symbol that is not part of the pair goes into the result unchanged: "
             "`out.append(word[i]); i += 1` in the else branch.",
-            _merge_keeping_only_merged,
+            _merge_slipped(keep_rest=False),
         ),
         Mistake(  # issue 32
             "the pair's second symbol dropped (the two never joined)",
             "A merge replaces the two symbols by one symbol that holds both: "
             "`out.append(word[i] + word[i + 1])`, then `i += 2`. Appending `word[i]` alone "
             "loses the second symbol.",
-            _merge_second_dropped,
+            _merge_slipped(join=False),
         ),
         Mistake(  # issue 49
             "merged by string replacement (joined across symbols)",
@@ -680,20 +660,8 @@ def _byte_variant(text, vocab_size, special_tokens=(), *, key=None, pretok=True,
         new = len(vocab)
         vocab[new] = vocab[a] if first_only else vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
-        words = {w2: c for w, c in words.items() if len(w2 := _byte_merge(w, a, b, new)) > 1}
+        words = {w2: c for w, c in words.items() if len(w2 := _merge(w, (a, b), new)) > 1}
     return vocab, merges
-
-
-def _byte_merge(word, a, b, new):
-    out, i = [], 0
-    while i < len(word):
-        if i < len(word) - 1 and word[i] == a and word[i + 1] == b:
-            out.append(new)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
 
 
 def _key_bytes(pairs, vocab, p):
@@ -877,7 +845,7 @@ def _fast_variant(text, vocab_size, special_tokens=(), *, new_sign=0, drop_zero=
         merges.append((vocab[a], vocab[b]))
         for i in where.pop((a, b), ()):
             old, c = words[i], freqs[i]
-            words[i] = _byte_merge(old, a, b, new)
+            words[i] = _merge(old, (a, b), new)
             for pair in zip(old, old[1:]):
                 pair_counts[pair] -= c
                 if pair_counts[pair] == 0 and drop_zero:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
+from transformer_ref.bpe.common import merge
+
 __all__ = ["ClassicBPE"]
 
 
@@ -64,15 +66,7 @@ class ClassicBPE:
 
     @staticmethod
     def _merge(word: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
-        out, i = [], 0
-        while i < len(word):
-            if i < len(word) - 1 and (word[i], word[i + 1]) == pair:
-                out.append(word[i] + word[i + 1])
-                i += 2
-            else:
-                out.append(word[i])
-                i += 1
-        return tuple(out)
+        return merge(word, pair, pair[0] + pair[1])
 
     def encode(self, word: str) -> list[str]:
         """Symbols of one word: apply the merges in the order they were learned.

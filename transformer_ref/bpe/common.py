@@ -12,7 +12,7 @@ For example with ``count(b"a", b"b") == count(b"c", b"d")``, ``(b"c", b"d")`` is
 
 >>> pretokenize("Hello, world!  It's 2024.")
 ['Hello', ',', ' world', '!', ' ', ' It', "'s", ' 2024', '.']
->>> merge_word((1, 2, 1, 2, 2), 1, 2, 9)
+>>> merge((1, 2, 1, 2, 2), (1, 2), 9)
 (9, 9, 2)
 """
 
@@ -43,7 +43,7 @@ __all__ = [
     "read_input",
     "count_pretokens",
     "initial_vocab",
-    "merge_word",
+    "merge",
     "pair_key",
 ]
 
@@ -358,9 +358,16 @@ def check_vocab_size(vocab_size: int, special_tokens) -> None:
         raise ValueError(f"duplicate special tokens: {special_tokens}")
 
 
-def merge_word(word: tuple[int, ...], a: int, b: int, new: int) -> tuple[int, ...]:
-    """Replace each occurrence of the pair ``(a, b)`` in ``word``, scanning left to right."""
-    out = []
+def merge(word: tuple, pair: tuple, new) -> tuple:
+    """Replace each occurrence of ``pair`` in ``word`` by ``new``, scanning left to right (an
+    occurrence never overlaps the one before). The one BPE merge of the package: the byte-level
+    trainers' (ids, ``new`` the merged token's id) and :class:`ClassicBPE`'s (symbols, ``new``
+    the joined string); the checks of chapter 07 take their expected values from it.
+
+    >>> merge(("a", "a", "a", "</w>"), ("a", "a"), "aa")
+    ('aa', 'a', '</w>')
+    """
+    (a, b), out = pair, []
     i, n = 0, len(word)
     while i < n:
         if i < n - 1 and word[i] == a and word[i + 1] == b:

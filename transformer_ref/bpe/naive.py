@@ -20,7 +20,7 @@ from transformer_ref.bpe.common import (
     check_vocab_size,
     count_pretokens,
     initial_vocab,
-    merge_word,
+    merge,
     pair_key,
     read_input,
 )
@@ -57,7 +57,7 @@ def train_bpe_naive(
         merged = {}
         for word, c in words.items():
             if a in word:  # cheap filter before the scan
-                word = merge_word(word, a, b, new)
+                word = merge(word, (a, b), new)
             if len(word) > 1:
                 merged[word] = c
         words = merged

@@ -30,16 +30,35 @@ def good_count_pairs(word_counts):
     return pairs  # a defaultdict is accepted
 
 
-def good_merge_pair(word, pair):
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-            out.append(word[i] + word[i + 1])
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
+def merger(*, last=1, keep_rest=True, join=True, joined_compare=False):
+    """A student's merge ``merge_pair(word, pair, new=None)`` (``new``: what replaces the pair,
+    default the two symbols joined; the byte-level trainer passes the new token's id), with one
+    thing changeable: ``last=2``, the scan stops one pair early; ``keep_rest=False``, the other
+    symbols never appended; ``join=False``, the pair's first symbol appended alone;
+    ``joined_compare``, the joined symbols compared with the pair (a str with a tuple)."""
+
+    def merge_pair(word, pair, new=None):
+        out, i = [], 0
+        while i < len(word):
+            here = tuple(word[i : i + 2])
+            if joined_compare:  # a str compared with the tuple: never equal
+                here = "".join(here)
+            if i + last < len(word) and here == pair:
+                if not join:
+                    out.append(word[i])
+                else:
+                    out.append(word[i] + word[i + 1] if new is None else new)
+                i += 2
+            else:
+                if keep_rest:
+                    out.append(word[i])
+                i += 1
+        return tuple(out)
+
+    return merge_pair
+
+
+good_merge_pair = merger()
 
 
 def classic_trainer(*, pick=lambda p: max(p, key=lambda k: (p[k], k)), stop=True, eow=True,
@@ -110,18 +129,7 @@ def byte_trainer(*, key=lambda pairs, vocab, p: (pairs[p], vocab[p[0]], vocab[p[
                 merges.append((vocab[a], vocab[b]))
             nw = {}
             for w, c in words.items():
-                if a not in w:  # nothing to merge in this word
-                    nw[w] = c
-                    continue
-                out, i = [], 0
-                while i < len(w):
-                    if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
-                        out.append(new)
-                        i += 2
-                    else:
-                        out.append(w[i])
-                        i += 1
-                nw[tuple(out)] = c
+                nw[good_merge_pair(w, (a, b), new) if a in w else w] = c
             words = nw
         return vocab, merges
 
@@ -343,18 +351,6 @@ def count_without_last(word_counts):
     return pairs
 
 
-def merge_not_at_end(word, pair):
-    out, i = [], 0
-    while i < len(word):
-        if i < len(word) - 2 and (word[i], word[i + 1]) == pair:
-            out.append(word[i] + word[i + 1])
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
-
-
 def encode_result_dropped(word, merges):
     s = (*word, EOW)
     for p in merges:
@@ -376,29 +372,6 @@ def count_not_stored(word_counts):
         for p in zip(w, w[1:]):
             pairs.get(p, 0) + c  # computed, never assigned
     return pairs
-
-
-def merge_drops_the_rest(word, pair):
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-            out.append(word[i] + word[i + 1])
-            i += 2
-        else:
-            i += 1  # forgot out.append(word[i])
-    return tuple(out)
-
-
-def merge_compares_joined(word, pair):
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and word[i] + word[i + 1] == pair:  # a str against a tuple
-            out.append(word[i] + word[i + 1])
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
 
 
 def piece_tuple_lookup(piece, ranks):
@@ -423,18 +396,6 @@ def piece_without_last_byte(piece, ranks):
         _, i = min(found)
         parts[i : i + 2] = [parts[i] + parts[i + 1]]
     return [ranks[p] for p in parts]
-
-
-def merge_without_joining(word, pair):  # issue 32: the pair's first symbol appended alone
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-            out.append(word[i])
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
 
 
 def piece_first_part_kept(piece, ranks):  # issue 32: parts[i] never removed
@@ -478,7 +439,7 @@ WRONG = [
     # mutation testing (issue 18): off-by-one bounds, a result not kept, EOW deleted, the
     # specials' order and ids, bytes joined with spaces
     (KEY["count_pairs"], count_without_last, "the last pair of each word not counted", False),
-    (KEY["merge_pair"], merge_not_at_end, "the pair at the end of the word never merged",
+    (KEY["merge_pair"], merger(last=2), "the pair at the end of the word never merged",
      False),
     (KEY["encode_word"], encode_result_dropped,
      "merge_pair's result not kept (the merges never change the symbols)", False),
@@ -502,9 +463,9 @@ WRONG = [
      "each symbol paired with itself (zip(word, word))", False),
     (KEY["count_pairs"], count_not_stored, "the counts never stored (the dict stays empty)",
      False),
-    (KEY["merge_pair"], merge_drops_the_rest,
+    (KEY["merge_pair"], merger(keep_rest=False),
      "only the merged symbols kept (the others never appended)", False),
-    (KEY["merge_pair"], merge_compares_joined,
+    (KEY["merge_pair"], merger(joined_compare=True),
      "the pair never found (the word returned unchanged)", False),
     (KEY["train_classic_bpe"], classic_trainer(record=False),
      "the merges never recorded (an empty list)", False),
@@ -559,7 +520,7 @@ WRONG = [
     (KEY["decode"], lambda ids, v: b"".join(v[i] for i in ids).decode("utf-8"),
      "decode fails on bytes that are not valid UTF-8", False),
     # issue 32 (mutation testing: the named share)
-    (KEY["merge_pair"], merge_without_joining,
+    (KEY["merge_pair"], merger(join=False),  # issue 32
      "the pair's second symbol dropped (the two never joined)", False),
     (KEY["encode_piece"], piece_first_part_kept, "the merged pair's first part left in place",
      False),
