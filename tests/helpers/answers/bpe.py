@@ -38,21 +38,19 @@ def merger(*, last=1, keep_rest=True, join=True, joined_compare=False):
     ``joined_compare``, the joined symbols compared with the pair (a str with a tuple)."""
 
     def merge_pair(word, pair, new=None):
-        out, i = [], 0
-        while i < len(word):
-            here = tuple(word[i : i + 2])
-            if joined_compare:  # a str compared with the tuple: never equal
-                here = "".join(here)
-            if i + last < len(word) and here == pair:
-                if not join:
-                    out.append(word[i])
-                else:
-                    out.append(word[i] + word[i + 1] if new is None else new)
-                i += 2
-            else:
-                if keep_rest:
-                    out.append(word[i])
-                i += 1
+        out, skip = [], False
+        for i, symbol in enumerate(word):
+            if skip:  # the second symbol of the pair just merged
+                skip = False
+                continue
+            after = word[i + 1] if i + last < len(word) else None
+            here = symbol + after if joined_compare and after else (symbol, after)
+            if after is not None and here == pair:
+                joined = symbol + after if new is None else new
+                out.append(joined if join else symbol)
+                skip = True
+            elif keep_rest:
+                out.append(symbol)
         return tuple(out)
 
     return merge_pair
