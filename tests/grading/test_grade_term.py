@@ -566,7 +566,8 @@ def test_canvas_downloads_one_assignment_at_a_time_keep_every_earlier_grade(fixt
     only), then ``--force --assignment 98_copy`` on it: every row of the first download stays
     as it was graded (Babbage's result file byte for byte), with its feedback page, its
     Canvas re-upload zip and its exports; each run appends its own grade changes to
-    changes.csv (the second: Ada's 98_copy; the third: none)."""
+    changes.csv (the second: Ada's 98_copy; the third: none). Then a result graded with
+    checks since fixed is graded again from the notebook OUT keeps (issue 48, item 4)."""
     import shutil
 
     from autograder.grading.sandbox import bwrap_path
@@ -650,6 +651,34 @@ def test_canvas_downloads_one_assignment_at_a_time_keep_every_earlier_grade(fixt
     assert again["ledger"][ASSIGNMENT] == ada_result["ledger"][ASSIGNMENT]  # ... 98_copy only
     assert [r for r in again["rows"] if r["notebook"] == ASSIGNMENT] == \
         [r for r in ada_result["rows"] if r["notebook"] == ASSIGNMENT]
+
+    # a check fixed after week 1 (Babbage's result says its checks passed his wrong answer
+    # to the first exercise): week 2's folder again, which holds nothing of his; his kept
+    # notebook (OUT/submitted/) is graded again with today's checks, and the log says why
+    path = out / "results" / f"{babbage}.json"
+    stale = json.loads(path.read_text())
+    stale["ledger"][ASSIGNMENT]["grader"] = "the checks before the fix"
+    g0 = nb.grade_cells[0]
+    stale["rows"][0]["points"] = f"{g0.max_points:g}"
+    path.write_text(json.dumps(stale))
+    err = run(COPY)
+    assert "1 result(s) graded with other checks or another release: graded again" in err
+    assert rows() == first[:len(nb.grade_cells)] + graded(ada, COPY, True) + \
+        graded(ada, ASSIGNMENT, True)
+    assert _changes_of_last_run(out) == [
+        ("between runs (formgrader: manual score, extra credit)", babbage, ASSIGNMENT,
+         g0.grade_id, "0", f"{g0.max_points:g}"),
+        ("between runs (formgrader: manual score, extra credit)", babbage, ASSIGNMENT,
+         "total", "0", f"{g0.max_points:g}"),
+        ("checks changed", babbage, ASSIGNMENT, g0.grade_id, f"{g0.max_points:g}", "0"),
+        ("checks changed", babbage, ASSIGNMENT, "total", f"{g0.max_points:g}", "0")]
+    fixed = json.loads(path.read_text())
+    assert fixed["ledger"][ASSIGNMENT] == {**stale["ledger"][ASSIGNMENT],
+                                           "grader": again["ledger"][ASSIGNMENT]["grader"]}
+    assert fixed["canvas"] == stale["canvas"] and fixed["notes"] != stale["notes"]
+    with zipfile.ZipFile(out / "return" / "canvas" / f"{ASSIGNMENT}.zip") as z:
+        assert sorted(z.namelist()) == [f"babbagecharles_1002_5001_{ASSIGNMENT}.html",
+                                        f"lovelaceada_1001_5000_{ASSIGNMENT}.html"]
 
 
 def test_regrade_of_an_unknown_student_is_refused(term_class, capsys):
