@@ -440,7 +440,10 @@ def _main(args) -> int:
     by_id = {s.student: s for s in subs}
     # the CSV's comment column: formgrader's comments on the answer cells a test grades
     store.exercises = {(nb.name, g.grade_id): g.solution_ids
-                       for a in assignments for nb in info[a] for g in nb.grade_cells}
+                       for nbs in [*_described(out, {a: n for a, n in notebooks.items()
+                                                      if a not in info}).values(),
+                                   *info.values()]
+                       for nb in nbs for g in nb.grade_cells}
     store.assignment_of = {nb: a for a, nbs in notebooks.items() for nb in nbs}
     # this run's submission times and Canvas names count for the notebooks in this folder
     timing = {sid: {a: t for a, t in ts.items() if present[sid][a] is not None}
@@ -540,6 +543,24 @@ def _main(args) -> int:
     for line in late_summary(rows):
         print(f"course-grade: {line}", file=sys.stderr)
     return 0
+
+
+def _described(out: Path, notebooks: dict[str, list[str]]) -> dict[str, list]:
+    """{assignment: [course.Notebook]} of the source notebooks OUT_DIR holds (an assignment
+    an earlier run graded: its rows' comments in grades.csv when ``--assignment`` leaves it
+    out of this run)."""
+    import nbformat
+
+    from .grading.parent.course import describe
+
+    found: dict[str, list] = {}
+    for a, names in notebooks.items():
+        for name in names:
+            path = out / "source" / a / f"{name}.ipynb"
+            if path.is_file():
+                source = nbformat.read(path, as_version=4)
+                found.setdefault(a, []).append(describe(a, name, source, source))
+    return found
 
 
 def _read_grades(out: Path) -> list[dict]:

@@ -321,3 +321,20 @@ def test_stale_kept_results_are_graded_again_from_the_notebooks_out_dir_keeps(tm
     assert plans["cy"].stale_kept == [A1]
     assert any("1 kept result(s) graded with other checks" in line
                for line in _ledger_summary(plans, {"ada"}))
+
+
+def test_a_kept_assignment_left_out_of_the_run_keeps_its_comments_column(tmp_path):
+    """With ``--assignment 02_masking``, 01's rows still get formgrader's comments in
+    grades.csv: its test cells and the answer cells they grade are read from the source
+    notebook OUT_DIR keeps (``source/01_attention/``)."""
+    from autograder.grade import _described
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "solutions" / "99_fixture"
+    (tmp_path / "source" / A1).mkdir(parents=True)
+    shutil.copyfile(fixture / "99_fixture.ipynb", tmp_path / "source" / A1 / f"{A1}.ipynb")
+    nb = nbformat.read(fixture / "99_fixture.ipynb", as_version=4)
+    tests = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+             if c.metadata.get("nbgrader", {}).get("grade")]
+    (described,) = _described(tmp_path, {A1: [A1], A2: [A2]})[A1]  # no 02 in OUT: none
+    assert [g.grade_id for g in described.grade_cells] == tests
+    assert all(g.solution_ids for g in described.grade_cells)
