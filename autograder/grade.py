@@ -142,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--submitted-at", type=Path, default=None, metavar="FILE",
                    help="submission times you trust (e.g. from the LMS's submission list): "
                    f"{CSV_FORMAT}. These win over nbgrader's timestamp.txt and Canvas's LATE "
-                   "mark (the time is then compared with the due date)")
+                   "mark (the time is then compared with the due date). Kept in "
+                   "OUT_DIR/settings.json: later runs read the file again without the option")
     p.add_argument("--resolve-duplicates", action="store_true",
                    help="an LMS user found twice with different files (two downloads, or a "
                    "download and a copy edited after unpacking): grade the newest Canvas "
@@ -151,12 +152,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--roster", type=Path, default=None, metavar="FILE",
                    help="Canvas's gradebook export (Grades, Export; columns Student, ID, SIS "
                    "User ID, ...): its names ('Lovelace, Ada') and SIS ids replace the "
-                   "download's, matched by Canvas user id; ids it lacks are reported")
-    p.add_argument("--late-penalty", choices=["none", "zero"], default="zero",
+                   "download's, matched by Canvas user id; ids it lacks are reported. Kept in "
+                   "OUT_DIR/settings.json: later runs read the file again without the option")
+    p.add_argument("--late-penalty", choices=["none", "zero"], default=None,
                    help="nbgrader's late-submission penalty for a notebook submitted after "
                    "its due date, or marked LATE by Canvas: 'zero' (the notebook scores 0) or "
-                   "'none' (lateness only shown); default: %(default)s. A submission with no "
-                   "known time gets none")
+                   "'none' (lateness only shown); default: the one OUT_DIR/settings.json "
+                   "keeps from an earlier run, else zero. A submission with no known time "
+                   "gets none")
     p.add_argument("--unsandboxed", action="store_true",
                    help="run students' code without the bubblewrap sandbox (it can then read "
                    "solutions/ and other students' work); without this flag grading refuses "
@@ -316,7 +319,7 @@ def _main(args) -> int:
 
     from .grading.mathjax import publish as publish_mathjax
     from .grading.nbgrader_patches import warm as nbgrader_warm
-    from .grading.parent import ledger
+    from .grading.parent import ledger, settings
     from .grading.parent.course import build_template, find_assignments
     from .grading.parent.dispatch import ClusterError, Dispatcher, publish_remote
     from .grading.parent.isolation import isolation
@@ -352,8 +355,9 @@ def _main(args) -> int:
     if unknown := [a for a in due_args if a not in available]:
         raise UsageError(_no_such("--due", "assignment", unknown, list(available),
                                   f"the assignments in {args.source} are"))
+    kept = _settings(args)
     if args.dry_run:
-        return _dry_run(args, submissions, available, due_args)
+        return _dry_run(args, submissions, available, due_args, kept)
     config = GradeConfig.from_args(args)
     try:
         make_runner(config)
@@ -376,6 +380,7 @@ def _main(args) -> int:
     if not assignments:
         print(f"course-grade: {NO_ASSIGNMENT}", file=sys.stderr)
         return 2
+    settings.write(out, args.class_settings)  # what was given, now or before: the class's
     template, info = build_template(args.source.resolve(), assignments, work, config)
     workers = config.workers
     store = ResultStore(out)
@@ -668,6 +673,26 @@ def _ledger_summary(plans: dict, here: set[str]) -> list[str]:
                      "this folder was refused: not graded again")
     return lines
 
+def _settings(args) -> list[str]:
+    """Put the class's kept settings (``grading/parent/settings.py``) into ``args`` where an
+    option is left out; say each one used (stderr) and return them."""
+    from .grading.parent import settings
+
+    stored = settings.read(args.out.resolve()) if args.out is not None else {}
+    given = {"late_penalty": args.late_penalty, "roster": args.roster,
+             "submitted_at": args.submitted_at}
+    resolved, kept = settings.resolve(given, stored)
+    args.class_settings = {k: v for k, v in resolved.items()
+                           if given[k] is not None or k in stored}
+    args.late_penalty = resolved["late_penalty"]
+    for key in ("roster", "submitted_at"):
+        setattr(args, key, Path(resolved[key]) if resolved[key] is not None else None)
+    for line in kept:
+        print(f"course-grade: {line}: kept from an earlier run ({settings.SETTINGS}); give "
+              "the option to change it", file=sys.stderr)
+    return kept
+
+
 def _submitted_at(path: Path, subs) -> list[str]:
     """Apply the instructor's ``--submitted-at`` CSV to ``subs``; returns the console's
     messages, raises ValueError (the line and the format expected) on a malformed file."""
@@ -722,7 +747,7 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
     return subs, assignments
 
 
-def _dry_run(args, submissions: Path, available: dict, due: dict) -> int:
+def _dry_run(args, submissions: Path, available: dict, due: dict, kept=()) -> int:
     """``--dry-run``: the roster on stdout, intake's messages on stderr; nothing graded and
     nothing written (zips are unpacked into a temporary folder, removed after)."""
     with tempfile.TemporaryDirectory(prefix="course-grade-dry-run-") as tmp:
@@ -732,6 +757,9 @@ def _dry_run(args, submissions: Path, available: dict, due: dict) -> int:
               "nothing written")
         for line in _roster(subs, {a: [p.stem for p in available[a]] for a in assignments}):
             print(line)
+        print(f"settings: --late-penalty {args.late_penalty}, --roster {args.roster or 'none'}"
+              f", --submitted-at {args.submitted_at or 'none'}"
+              + (f" (kept: {'; '.join(kept)})" if kept else ""))
         if args.prune and args.out is not None:
             for line in _prune_preview(args.out.resolve(), subs, assignments, available):
                 print(line)

@@ -621,6 +621,7 @@ def test_canvas_downloads_one_assignment_at_a_time_keep_every_earlier_grade(fixt
            ("new submission", ada, ASSIGNMENT, "total", "", total)])
     kept = first_assignment()
     log = (out / "changes.csv").read_bytes()
+    assert json.loads((out / "settings.json").read_text()) == {}  # no option given: none kept
     with zipfile.ZipFile(out / "return" / "canvas" / f"{ASSIGNMENT}.zip") as z:
         assert sorted(z.namelist()) == [f"babbagecharles_1002_5001_{ASSIGNMENT}.html",
                                         f"lovelaceada_1001_5000_{ASSIGNMENT}.html"]

@@ -53,6 +53,8 @@ def test_dry_run_prints_the_roster_and_writes_nothing(tmp_path, capsys, monkeypa
     assert rc == 0, stderr
     assert stdout[0] == (f"course-grade --dry-run: 5 student(s) in {subs}; assignments: "
                          "99_fixture; nothing graded, nothing written")
+    assert stdout[-1] == f"settings: --late-penalty zero, --roster none, --submitted-at {times}"
+    stdout = stdout[:-1]
     assert [line.split() for line in stdout[1:]] == [
         ["student", "name", "notebooks", "found", "submission", "time"],
         ["José_Núñez", "José", "Núñez", "none", "unknown", "(no", "late", "penalty)"],
@@ -83,14 +85,14 @@ def test_dry_run_needs_no_out_and_shows_nbgraders_times(tmp_path, capsys):
         "2026-11-20 14:03:00.250000 UTC")
     rc, stdout, _ = _run(capsys, course / "submitted", "--source", FIXTURE, "--dry-run")
     assert rc == 0
-    assert stdout[-1].split() == ["ann", "ann", "99_fixture", "nbgrader", "timestamp.txt"]
+    assert stdout[-2].split() == ["ann", "ann", "99_fixture", "nbgrader", "timestamp.txt"]
 
 
 def test_dry_run_without_any_notebook_still_shows_the_roster(tmp_path, capsys):
     (tmp_path / "subs" / "ann").mkdir(parents=True)
     rc, stdout, stderr = _run(capsys, tmp_path / "subs", "--source", FIXTURE, "--dry-run")
     assert rc == 2
-    assert stdout[-1].split() == ["ann", "ann", "none", "unknown", "(no", "late", "penalty)"]
+    assert stdout[-2].split() == ["ann", "ann", "none", "unknown", "(no", "late", "penalty)"]
     assert stderr == ["course-grade: no assignment notebook found in the submissions"]
 
 
@@ -191,7 +193,7 @@ def test_a_students_own_files_named_like_an_output_are_no_output(tmp_path, capsy
     _output(moodle)
     _repository(moodle)
     rc, stdout, _ = _run(capsys, subs, "--source", FIXTURE, "--dry-run")
-    assert rc == 0 and [line.split()[0] for line in stdout[2:]] == ["Cy_Ng_2001", "ann", "bo"]
+    assert rc == 0 and [line.split()[0] for line in stdout[2:-1]] == ["Cy_Ng_2001", "ann", "bo"]
 
 
 # ---- option errors ---------------------------------------------------------------------------
@@ -221,3 +223,32 @@ def test_option_errors_name_the_option_and_the_way_out(tmp_path, capsys):
         rc, _, stderr = _run(capsys, subs, "--out", out, "--unsandboxed", *args)
         assert (rc, stderr) == (2, [f"course-grade: {message}"]), args
         assert not out.exists() or args[0] == "--regrade", args  # refused before any write
+
+
+def test_the_class_settings_are_kept_in_the_output_folder(tmp_path, capsys):
+    """``--late-penalty``, ``--roster`` and ``--submitted-at`` given once are the class's
+    (OUT_DIR/settings.json): a later run that leaves them out uses them and says so, and
+    ``--dry-run --out`` shows them; an option given again changes the kept one."""
+    from autograder.grading.parent.settings import SETTINGS, write
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "ann").mkdir(parents=True)
+    (subs / "ann" / "99_fixture.ipynb").write_text(NB)
+    times = tmp_path / "times.csv"
+    times.write_text("student,submitted_at\nann,2026-12-01T22:10:00+01:00\n")
+    out.mkdir()
+    write(out, {"late_penalty": "none", "roster": None, "submitted_at": times})
+    rc, stdout, stderr = _run(capsys, subs, "--out", out, "--source", FIXTURE, "--dry-run")
+    assert rc == 0, stderr
+    assert stdout[-2].split()[-2:] == ["--submitted-at", "times.csv"]  # read again
+    assert stdout[-1] == (f"settings: --late-penalty none, --roster none, --submitted-at "
+                          f"{times} (kept: --late-penalty none; --submitted-at {times})")
+    assert f"course-grade: --submitted-at {times}: kept from an earlier run ({SETTINGS}); " \
+        "give the option to change it" in stderr
+    rc, stdout, stderr = _run(capsys, subs, "--out", out, "--source", FIXTURE, "--dry-run",
+                              "--late-penalty", "zero")
+    assert stdout[-1].startswith("settings: --late-penalty zero, ") and "--late-penalty" \
+        not in stdout[-1].split("(kept: ")[1]
+    times.unlink()  # a kept file that is gone: said, as a file given on the command line
+    rc, _, stderr = _run(capsys, subs, "--out", out, "--source", FIXTURE, "--dry-run")
+    assert rc == 2 and "times.csv" in stderr[-1]
