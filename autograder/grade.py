@@ -435,7 +435,7 @@ def _main(args) -> int:
                                          notebooks, graders, exercises)
     todo = [grading.get(s.student, s) for s in subs if plans[s.student].grade] + \
         [grading[sid] for sid in absent if sid in grading]
-    skipped = len(subs) + len(absent) - len(todo)
+    skipped = sum(not plans[s.student].grade for s in subs)  # (absent ones: said above)
     if skipped:
         print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
     for line in _ledger_summary(plans, {s.student for s in subs}):
