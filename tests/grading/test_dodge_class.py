@@ -21,6 +21,8 @@ from helpers.adversarial.dodge_class import FILLER_SLACK, HIDDEN_SECONDS, mismat
 STUDENTS = ["correct", "rewrite_records", "rewrite_mutated", "filler", "fake_log_block",
             "raise_memory", "exit_kernel", "display_flood", "malformed_records",
             "forged_record", "hidden_cells", "jitter_stat"]
+# issue 47's routes around the record channel and "from scratch" (helpers.adversarial.route_class)
+ROUTE_STUDENTS = ["forged_interrupt", "probe_routes"]
 
 
 @pytest.fixture(scope="session")
@@ -34,12 +36,13 @@ def test_class_graded_in_the_sandbox(dodge_class):
     assert dodge_class["returncode"] == 0, dodge_class["stderr"]
     assert "runner: bubblewrap sandbox" in dodge_class["stderr"]
     assert dodge_class["classes"]["dodge"] == sorted(STUDENTS)
+    assert dodge_class["classes"]["routes"] == sorted(ROUTE_STUDENTS)
     # the CSV holds every student of the run (this class's and test_verdict_class's), no other
     assert set(STUDENTS) <= set(dodge_class["expected"])
     assert {r["student"] for r in dodge_class["rows"]} == set(dodge_class["expected"])
 
 
-@pytest.mark.parametrize("student", STUDENTS)
+@pytest.mark.parametrize("student", STUDENTS + ROUTE_STUDENTS)
 def test_every_row_exact(dodge_class, student):
     rows = {r["exercise"]: r for r in dodge_class["rows"] if r["student"] == student}
     expected = dodge_class["expected"][student]

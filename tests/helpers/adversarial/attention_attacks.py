@@ -1,7 +1,8 @@
 """Notebook 01's three attack classes graded in one ``course-grade`` run: issue 14's students
 (:mod:`.verdict_class`, read by tests/grading/test_verdict_class.py), issue 30's
-(:mod:`.dodge_class`, read by tests/grading/test_dodge_class.py) and issue 47's odd files
-(:mod:`.odd_files`, read by tests/grading/test_odd_files.py).
+(:mod:`.dodge_class`, read by tests/grading/test_dodge_class.py), issue 47's odd files
+(:mod:`.odd_files`, read by tests/grading/test_odd_files.py) and issue 47's routes around the
+record channel and "from scratch" (:mod:`.route_class`, read by test_dodge_class.py).
 
 The two classes grade the same notebook with the same limits, so one run of both saves a
 run's fixed cost (the parent, the warm grading process, the template: about 8 s of CPU) and
@@ -26,6 +27,7 @@ from pathlib import Path
 from .dodge_class import DodgeAttackBuilder, Row
 from .graded import graded_once
 from .odd_files import OddFileBuilder
+from .route_class import RouteAttackBuilder
 from .verdict_class import VerdictAttackBuilder
 from helpers.synthetic_class.shared import graded_dir
 
@@ -94,8 +96,11 @@ def graded_attention_attacks(tmp_path_factory) -> dict:
         verdict = VerdictAttackBuilder(nb).build_attacks(root / "class")
         dodge = DodgeAttackBuilder(nb).build_attacks(root / "class")
         odd = OddFileBuilder(nb).build_attacks(root / "class")
-        classes.update(verdict=sorted(verdict), dodge=sorted(dodge), odd=sorted(odd))
+        routes = RouteAttackBuilder(nb).build_attacks(root / "class")
+        classes.update(verdict=sorted(verdict), dodge=sorted(dodge), odd=sorted(odd),
+                       routes=sorted(routes))
         assert not set(odd) & (set(verdict) | set(dodge))
+        assert not set(routes) & (set(verdict) | set(dodge) | set(odd))
         # the one student both write: the same notebook (the solution answers) and the same
         # rows, so one copy is graded for both
         both = set(verdict) & set(dodge)
@@ -106,6 +111,7 @@ def graded_attention_attacks(tmp_path_factory) -> dict:
         rows = {s: {g: Row(**r.__dict__) for g, r in e.items()} for s, e in verdict.items()}
         rows.update(dodge)
         rows.update(odd)
+        rows.update(routes)
         return rows
 
     return graded_once(tmp_path_factory, NAME, [ASSIGNMENT], build, ARGS, row=Row,
