@@ -25,7 +25,11 @@ writes, byte for byte reproducibly:
 
 Edit the ``.py`` (or the ``.ipynb`` in JupyterLab, paired with the ``.py`` by
 ``solutions/jupytext.toml``, see README), then run this command and commit the ``.py``, both
-notebooks and both ``figures/`` folders.
+notebooks and both ``figures/`` folders. This command never writes the ``.py``: what the exercise
+table states there (headings, points, grade ids, each test cell's visible check) it compares,
+and ``--check`` names the lines to change; a test cell's hidden part (its hidden check and the
+given earlier answers) is written into the notebooks only, and a ``.py`` test cell that holds
+one (a paired save) must hold what the release writes.
 """
 
 from __future__ import annotations
@@ -112,11 +116,13 @@ def _points(n: int) -> str:
     return f"{n} point{'s' if n != 1 else ''}"
 
 
-def render_test_cell(chapter, ex, given: dict | None = None) -> tuple[dict, str]:
+def render_test_cell(chapter, ex, given: dict | None = None,
+                     hidden: bool = True) -> tuple[dict, str]:
     """(nbgrader metadata, source) of the test cell of ``ex`` (a row of ``chapter``'s table).
     ``given`` ({function: source}): the answers of the earlier exercises ``ex``'s function
     calls (its check's ``uses``), written into the hidden part: the graded function is judged
-    with them in place of the student's when those fail their own checks.
+    with them in place of the student's when those fail their own checks. ``hidden=False``:
+    the visible check only (a chapter source's test cell).
 
     >>> from autograder.checks.table import TABLES, exercise
     >>> print(render_test_cell(TABLES["01_attention"], exercise("01_attention", "2.1"))[1])
@@ -134,6 +140,17 @@ def render_test_cell(chapter, ex, given: dict | None = None) -> tuple[dict, str]
         lines.append(f"check_{ex.function}({ex.function}_functions)")
     else:
         lines.append(f"check_{ex.function}({ex.function})")
+    meta = {
+        "grade": True,
+        "grade_id": ex.grade_id,
+        "locked": True,
+        "points": ex.points,
+        "schema_version": 3,
+        "solution": False,
+        "task": False,
+    }
+    if not hidden:
+        return meta, "\n".join(lines)
     lines += [
         "### BEGIN HIDDEN TESTS",
         "from autograder.checks._core import hidden_check as _hidden_check",
@@ -155,15 +172,6 @@ def render_test_cell(chapter, ex, given: dict | None = None) -> tuple[dict, str]
     if given:
         lines.append("del _given")
     lines.append("### END HIDDEN TESTS")
-    meta = {
-        "grade": True,
-        "grade_id": ex.grade_id,
-        "locked": True,
-        "points": ex.points,
-        "schema_version": 3,
-        "solution": False,
-        "task": False,
-    }
     return meta, "\n".join(lines)
 
 
@@ -180,13 +188,18 @@ _SUMMARY = re.compile(r"\*\*Points: \d+ in total\*\*(?:(?!\n\n).)*", re.S)
 _SUMMARY_ITEM = re.compile(r"(\d+\.\d+) \((\d+)")
 
 
-def fill_from_table(nb: nbformat.NotebookNode, name: str) -> None:
+HIDDEN_PART = "### BEGIN HIDDEN TESTS"
+
+
+def fill_from_table(nb: nbformat.NotebookNode, name: str, hidden: bool = True) -> None:
     """Write what the exercise table states into chapter ``name``'s notebook, in place.
 
     Test cells (the cells with nbgrader ``"grade": true``, in order, one per row), the grade
     id of each exercise's answer cell (the one ``"solution": true`` cell before its test
     cell), the exercise headings (``### Exercise N.M ...``) and the first cell's points summary
     (``**Points: T in total** — Ex 1.1 (P), ...``). A chapter without a table is left as is.
+    ``hidden=False`` (a chapter source's text): a test cell gets its hidden part only where it
+    has one already.
     """
     from autograder.checks.table import TABLES
 
@@ -220,7 +233,8 @@ def fill_from_table(nb: nbformat.NotebookNode, name: str) -> None:
               for cells, ex in zip(answers, chapter.exercises)}
     for cell, ex in zip(tests, chapter.exercises):
         given = {n: solved[n] for n, _ in _uses(ex) if n in solved}
-        cell.metadata["nbgrader"], cell.source = render_test_cell(chapter, ex, given)
+        cell.metadata["nbgrader"], cell.source = render_test_cell(
+            chapter, ex, given, hidden or HIDDEN_PART in cell.source)
     seen = []
 
     def head(m):
@@ -255,13 +269,35 @@ def _uses(ex) -> tuple:
         return ()
 
 
-def source_text(path: Path, name: str) -> str:
-    """The chapter source with what the exercise table states filled in."""
+def source_text(path: Path, name: str, hidden: bool = False) -> str:
+    """The chapter source with what the exercise table states filled in: what the ``.py``
+    must read (``hidden=False``), or the text the notebooks are generated from (``True``:
+    every test cell with its hidden part)."""
     jupytext = _jupytext()
     nb = jupytext.read(path, fmt="py:percent")
-    fill_from_table(nb, name)
+    fill_from_table(nb, name, hidden)
     nb.metadata["jupytext"] = dict(_PY_FORMAT)
     return jupytext.writes(nb, fmt="py:percent")
+
+
+def source_problems(path: Path, name: str) -> list[str]:
+    """What the chapter source ``path`` says otherwise than the exercise table: one line per
+    changed line (``line N: write '...'``), none when it holds what the table states.
+
+    >>> source_problems(chapter_source("02_masking"), "02_masking")
+    []
+    """
+    import difflib
+
+    text, want = path.read_text(), source_text(path, name)
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+            None, text.splitlines(), want.splitlines(), autojunk=False).get_opcodes():
+        if tag != "equal":
+            where = f"line {i1 + 1}" + (f"-{i2}" if i2 > i1 + 1 else "")
+            new = " / ".join(want.splitlines()[j1:j2])
+            out.append(f"{where}: {f'write {new[:160]!r}' if new else 'delete'}")
+    return out
 
 
 def read_chapter(path: Path, text: str | None = None) -> nbformat.NotebookNode:
@@ -284,16 +320,15 @@ def generate(
     release_dir: Path = RELEASE,
     solutions_dir: Path = SOURCE,
     source: Path = SOURCE,
-    write_sources: bool = True,
 ) -> None:
     """Write ``solutions_dir/<name>/<name>.ipynb`` and ``figures/``, and ``release_dir/<name>/``,
     for each chapter.
 
-    First the exercise table (``autograder/checks/table.py``) is filled into the source
-    ``source/<name>/<name>.py`` (rewritten if that changes it and ``write_sources``). The
-    notebooks are built from it in a temporary nbgrader course (the chapter's other files, if
-    any, go with them; the ``.py`` source never does), with the chapter's diagrams drawn afresh
-    into its ``figures/`` (``autograder/diagrams.py``; the committed copies are not read).
+    The notebooks are built from the source ``source/<name>/<name>.py`` with the exercise table
+    (``autograder/checks/table.py``) filled in, in memory (the ``.py`` is only read), in a
+    temporary nbgrader course (the chapter's other files, if any, go with them; the ``.py``
+    source never does), with the chapter's diagrams drawn afresh into its ``figures/``
+    (``autograder/diagrams.py``; the committed copies are not read).
     """
     release_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
@@ -309,10 +344,8 @@ def generate(
             )
             diagrams.write(name, folder / FIGURES)  # drawn now, never the committed copies
             py = chapter_source(name, source)
-            text = source_text(py, name)
-            if write_sources and text != py.read_text():
-                py.write_text(text)  # the table's test cells, headings and points
-            nbformat.write(read_chapter(py, text), folder / f"{name}.ipynb")
+            nbformat.write(read_chapter(py, source_text(py, name, hidden=True)),
+                           folder / f"{name}.ipynb")
         cmd = [
             sys.executable,
             "-m",
@@ -362,13 +395,11 @@ def differences(names: list[str], source: Path = SOURCE) -> list[str]:
     out = []
     with tempfile.TemporaryDirectory(prefix="course-release-check-") as tmp:
         fresh_rel, fresh_sol = Path(tmp) / "release", Path(tmp) / "solutions"
-        generate(names, fresh_rel, fresh_sol, source, write_sources=False)
+        generate(names, fresh_rel, fresh_sol, source)
         for name in names:
             py = chapter_source(name, source)
-            if source_text(py, name) != py.read_text():
-                out.append(
-                    f"{py.relative_to(source.parent)} (differs from autograder/checks/table.py)"
-                )
+            out += [f"{py.relative_to(source.parent)} {p} (autograder/checks/table.py states it)"
+                    for p in source_problems(py, name)]
             nb = Path(name) / f"{name}.ipynb"
             a, b = fresh_sol / nb, SOURCE / nb
             if not (b.exists() and filecmp.cmp(a, b, shallow=False)):
@@ -415,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         for d in diff:
             print(f"out of date: {d}")
         if diff:
-            print("run `python -m autograder.release` and commit solutions/ and notebooks/")
+            print("edit the chapter sources as said; run `python -m autograder.release` and "
+                  "commit solutions/ and notebooks/")
             return 1
         print(f"solutions/*.ipynb and notebooks/ match a fresh generation ({', '.join(names)})")
         return 0

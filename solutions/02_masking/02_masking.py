@@ -104,10 +104,6 @@ def causal_mask(T):
 # %% nbgrader={"grade": true, "grade_id": "ex1_1_causal_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 1.1 (1 point)
 check_causal_mask(causal_mask)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("masking.causal_mask", causal_mask)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### The additive form (the survey [S4])
@@ -156,10 +152,6 @@ def to_additive(mask, dtype=torch.float32):
 # %% nbgrader={"grade": true, "grade_id": "ex1_2_to_additive", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 1.2 (1 point)
 check_to_additive(to_additive)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("masking.to_additive", to_additive)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Your causal mask for 4 tokens, its additive form, [S4]'s row for position 2,
@@ -231,10 +223,6 @@ def padding_mask_from_lengths(lengths, T):
 # %% nbgrader={"grade": true, "grade_id": "ex2_1_padding_mask_from_lengths", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.1 (1 point)
 check_padding_mask_from_lengths(padding_mask_from_lengths)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("masking.padding_mask_from_lengths", padding_mask_from_lengths)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Exercise 2.2 — padding mask from token ids  *(1 point, ~5 min)*
@@ -262,10 +250,6 @@ def padding_mask_from_ids(ids, pad_id):
 # %% nbgrader={"grade": true, "grade_id": "ex2_2_padding_mask_from_ids", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.2 (1 point)
 check_padding_mask_from_ids(padding_mask_from_ids)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("masking.padding_mask_from_ids", padding_mask_from_ids)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: the silent broadcasting bug.** Two sequences, two heads ($B = H = 2$). A mask of shape
@@ -326,16 +310,6 @@ def decoder_self_attention_mask(ids, pad_id):
 # %% nbgrader={"grade": true, "grade_id": "ex2_3_decoder_self_attention_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.3 (1 point)
 check_decoder_self_attention_mask(decoder_self_attention_mask)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-# the given earlier functions, in place of yours if they fail their checks
-_given = {
-    'padding_mask_from_ids': 'def padding_mask_from_ids(ids, pad_id):\n    """Key padding keep mask from a padded batch: M[b, 0, 0, j] = (ids[b, j] != pad_id).\n\n    ids: (B, T) int tensor, pad_id: int  ->  (B, 1, 1, T) torch.bool\n    Example: padding_mask_from_ids(torch.tensor([[5, 0]]), 0)[0, 0, 0] -> [True, False]\n    """\n    return (ids != pad_id)[:, None, None, :]  # (B, 1, 1, T)',
-    'causal_mask': 'def causal_mask(T):\n    """Boolean causal keep mask: M[i, j] = (j <= i).\n\n    T: int  ->  (T, T) torch.bool, True = query i may attend to key j\n    Example: causal_mask(2) -> [[True, False], [True, True]]\n    """\n    return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T), diagonal kept',
-}
-_hidden_check("masking.decoder_self_attention_mask", decoder_self_attention_mask, given=_given)
-del _given
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: the masks.** One right-padded and one left-padded sequence (pad id 0). Yellow = may
@@ -436,15 +410,6 @@ def masked_attention(q, k, v, mask):
 # %% nbgrader={"grade": true, "grade_id": "ex3_1_masked_attention", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 3.1 (3 points)
 check_masked_attention(masked_attention)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-# the given earlier functions, in place of yours if they fail their checks
-_given = {
-    'to_additive': 'def to_additive(mask, dtype=torch.float32):\n    """[S4]\'s additive mask: 0 where mask is True, -inf where it is False.\n\n    mask: torch.bool, any shape  ->  same shape, `dtype`\n    Example: to_additive(torch.tensor([True, False])) -> [0., -inf]\n    """\n    return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, float("-inf"))',
-}
-_hidden_check("masking.masked_attention", masked_attention, given=_given)
-del _given
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: attention maps before and after masking.** The same queries and keys for the
@@ -525,10 +490,6 @@ def future_leak(f, x, t, delta):
 # %% nbgrader={"grade": true, "grade_id": "ex4_1_future_leak", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 4.1 (1 point)
 check_future_leak(future_leak)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("masking.future_leak", future_leak)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Your `masked_attention` as a layer, with and without the causal mask, and with a
@@ -594,10 +555,6 @@ def grad_of_position(f, x, t):
 # %% nbgrader={"grade": true, "grade_id": "ex4_2_grad_of_position", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 4.2 (1 point)
 check_grad_of_position(grad_of_position)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("masking.grad_of_position", grad_of_position)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** For each output position $t$ (rows), the size $\lVert \partial y_t / \partial x_j\rVert$

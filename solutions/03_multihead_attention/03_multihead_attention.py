@@ -122,10 +122,6 @@ def msa_loop(X, heads):
 # %% nbgrader={"grade": true, "grade_id": "ex1_1_msa_loop", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 1.1 (2 points)
 check_msa_loop(msa_loop)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("multihead_attention.msa_loop", msa_loop)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 2. All heads at once: split and merge
@@ -179,10 +175,6 @@ def split_heads(x, n_head):
 # %% nbgrader={"grade": true, "grade_id": "ex2_1_split_heads", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.1 (1 point)
 check_split_heads(split_heads)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("multihead_attention.split_heads", split_heads)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Exercise 2.2 — merge the heads  *(1 point, ~5 min)*
@@ -211,10 +203,6 @@ def merge_heads(x):
 # %% nbgrader={"grade": true, "grade_id": "ex2_2_merge_heads", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.2 (1 point)
 check_merge_heads(merge_heads)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("multihead_attention.merge_heads", merge_heads)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: the batched version equals the loop.** Put the heads' matrices side by side, split,
@@ -303,16 +291,6 @@ def multi_head_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask=None):
 # %% nbgrader={"grade": true, "grade_id": "ex3_1_multi_head_attention", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 3.1 (4 points)
 check_multi_head_attention(multi_head_attention)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-# the given earlier functions, in place of yours if they fail their checks
-_given = {
-    'split_heads': 'def split_heads(x, n_head):\n    """(B, T, d_model) -> (B, H, T, d_k): head h gets features h*d_k .. (h+1)*d_k - 1.\n\n    Example: x = torch.arange(4.).view(1, 1, 4), n_head=2 -> [[[[0, 1]], [[2, 3]]]]\n    """\n    B, T, d_model = x.shape\n    return x.view(B, T, n_head, d_model // n_head).transpose(1, 2)  # (B, H, T, d_k)',
-    'merge_heads': 'def merge_heads(x):\n    """(B, H, T, d_k) -> (B, T, H * d_k): the heads concatenated along the features.\n\n    Example: merge_heads(split_heads(x, n_head)) == x\n    """\n    B, H, T, d_k = x.shape\n    return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, H*d_k)',
-}
-_hidden_check("multihead_attention.multi_head_attention", multi_head_attention, given=_given)
-del _given
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: attention maps per head.** Six tokens, four heads, causal mask. Each head has its own
@@ -374,10 +352,6 @@ def mha_parameter_count(d_model, n_head, bias=True):
 # %% nbgrader={"grade": true, "grade_id": "ex3_2_mha_parameter_count", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 3.2 (1 point)
 check_mha_parameter_count(mha_parameter_count)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("multihead_attention.mha_parameter_count", mha_parameter_count)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### A fused QKV projection
@@ -414,10 +388,6 @@ def fused_qkv(x, W_QKV):
 # %% nbgrader={"grade": true, "grade_id": "ex3_3_fused_qkv", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 3.3 (1 point)
 check_fused_qkv(fused_qkv)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("multihead_attention.fused_qkv", fused_qkv)
-### END HIDDEN TESTS
 
 # %% tags=["demo"]
 with requires("Exercise 3.3 and Exercise 3.2"):
@@ -509,10 +479,6 @@ def weights_from_torch(m):
 # %% nbgrader={"grade": true, "grade_id": "ex5_1_weights_from_torch", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 5.1 (2 points)
 check_weights_from_torch(weights_from_torch)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("multihead_attention.weights_from_torch", weights_from_torch)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: the same numbers as PyTorch.** Self-attention, cross-attention, and a causal mask

@@ -135,10 +135,6 @@ def layer_norm_np(x, gamma, beta, eps=1e-5):
 # %% nbgrader={"grade": true, "grade_id": "ex2_1_layer_norm_np", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.1 (2 points)
 check_layer_norm_np(layer_norm_np)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("layer_norm.layer_norm_np", layer_norm_np)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Three tokens on very different scales come out on the same scale: every row of
@@ -185,10 +181,6 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 # %% nbgrader={"grade": true, "grade_id": "ex2_2_layer_norm", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.2 (2 points)
 check_layer_norm(layer_norm)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("layer_norm.layer_norm", layer_norm)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Your function against the built-in module with random (learned-looking) weights,
@@ -270,10 +262,6 @@ def layer_norm_backward(dy, x, gamma, eps=1e-5):
 # %% nbgrader={"grade": true, "grade_id": "ex3_1_layer_norm_backward", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 3.1 (4 points)
 check_layer_norm_backward(layer_norm_backward)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("layer_norm.layer_norm_backward", layer_norm_backward)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Your hand-derived gradient next to autograd's (through your `layer_norm`), and the
@@ -338,10 +326,6 @@ def rms_norm(x, gamma, eps=1e-6):
 # %% nbgrader={"grade": true, "grade_id": "ex4_1_rms_norm", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 4.1 (1 point)
 check_rms_norm(rms_norm)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("layer_norm.rms_norm", rms_norm)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** The same token through both norms. LayerNorm removes the token's offset (mean 0);

@@ -105,10 +105,6 @@ def feed_forward(x, W1, b1, W2, b2, activation="relu"):
 # %% nbgrader={"grade": true, "grade_id": "ex1_1_feed_forward", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 1.1 (2 points)
 check_feed_forward(feed_forward)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("feed_forward_blocks.feed_forward", feed_forward)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: position-wise.** Change every token of a sequence except the first: the first
@@ -168,10 +164,6 @@ def ffn_as_conv1d(x, W1, b1, W2, b2):
 # %% nbgrader={"grade": true, "grade_id": "ex1_2_ffn_as_conv1d", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 1.2 (2 points)
 check_ffn_as_conv1d(ffn_as_conv1d)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("feed_forward_blocks.ffn_as_conv1d", ffn_as_conv1d)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** The same weights loaded into `nn.Conv1d(d_model, d_ff, kernel_size=1)` modules,
@@ -229,10 +221,6 @@ def ffn_param_count(d_model, d_ff, activation):
 # %% nbgrader={"grade": true, "grade_id": "ex1_3_ffn_param_count", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 1.3 (1 point)
 check_ffn_param_count(ffn_param_count)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("feed_forward_blocks.ffn_param_count", ffn_param_count)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 1.4 SwiGLU, the modern variant
@@ -270,10 +258,6 @@ def swiglu_ffn(x, W1, W3, W2):
 # %% nbgrader={"grade": true, "grade_id": "ex1_4_swiglu_ffn", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 1.4 (1 point)
 check_swiglu_ffn(swiglu_ffn)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("feed_forward_blocks.swiglu_ffn", swiglu_ffn)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Parameter counts from your function for three published shapes, and the share of
@@ -349,10 +333,6 @@ def post_ln_block(x, attn, ffn, norm1, norm2):
 # %% nbgrader={"grade": true, "grade_id": "ex2_1_post_ln_block", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.1 (2 points)
 check_post_ln_block(post_ln_block)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("feed_forward_blocks.post_ln_block", post_ln_block)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Exercise 2.2 — the pre-LN block (the lecture notes [S1])  *(2 points, ~5 min)*
@@ -383,10 +363,6 @@ def pre_ln_block(x, attn, ffn, norm1, norm2):
 # %% nbgrader={"grade": true, "grade_id": "ex2_2_pre_ln_block", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.2 (2 points)
 check_pre_ln_block(pre_ln_block)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("feed_forward_blocks.pre_ln_block", pre_ln_block)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: a block from your own parts.** The next cell loads your `multi_head_attention`
@@ -478,10 +454,6 @@ def grad_norm_per_layer(blocks, x, target):
 # %% nbgrader={"grade": true, "grade_id": "ex3_1_grad_norm_per_layer", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 3.1 (2 points)
 check_grad_norm_per_layer(grad_norm_per_layer)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("feed_forward_blocks.grad_norm_per_layer", grad_norm_per_layer)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Stacks of 24 blocks ($d_\text{model} = 64$, 4 heads, PyTorch's default

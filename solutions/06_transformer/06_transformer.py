@@ -104,10 +104,6 @@ def equivariance_gap(f, x, perm):
 # %% nbgrader={"grade": true, "grade_id": "ex1_1_equivariance_gap", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 1.1 (1 point)
 check_equivariance_gap(equivariance_gap)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("transformer.equivariance_gap", equivariance_gap)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** The gap for four maps on the same random sequence: self-attention and a whole
@@ -178,10 +174,6 @@ def sinusoidal_encoding(max_len, d_model):
 # %% nbgrader={"grade": true, "grade_id": "ex2_1_sinusoidal_encoding", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.1 (2 points)
 check_sinusoidal_encoding(sinusoidal_encoding)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("transformer.sinusoidal_encoding", sinusoidal_encoding)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Left: your table for 64 positions and $d = 64$ — fast stripes on the left columns,
@@ -273,10 +265,6 @@ def apply_rope(x, positions, base=10000.0):
 # %% nbgrader={"grade": true, "grade_id": "ex2_2_apply_rope", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.2 (2 points)
 check_apply_rope(apply_rope)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("transformer.apply_rope", apply_rope)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: your RoPE inside attention.** Each head's queries and keys are rotated by your
@@ -374,10 +362,6 @@ def decoder_block(x, memory, self_attn, cross_attn, ffn, norm1, norm2, norm3):
 # %% nbgrader={"grade": true, "grade_id": "ex3_1_decoder_block", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 3.1 (3 points)
 check_decoder_block(decoder_block)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("transformer.decoder_block", decoder_block)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: an encoder–decoder from these parts.** A 2-layer encoder (`transformer_ref.Encoder`,
@@ -475,10 +459,6 @@ def gpt_logits(idx, model, start=0, cache=None):
 # %% nbgrader={"grade": true, "grade_id": "ex4_1_gpt_logits", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 4.1 (3 points)
 check_gpt_logits(gpt_logits)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("transformer.gpt_logits", gpt_logits)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 5. Train it: reversing digit strings
@@ -650,15 +630,6 @@ def incremental_logits(model, idx):
 # %% nbgrader={"grade": true, "grade_id": "ex5_1_incremental_logits", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 5.1 (2 points)
 check_incremental_logits(incremental_logits)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-# the given earlier functions, in place of yours if they fail their checks
-_given = {
-    'gpt_logits': 'def gpt_logits(idx, model, start=0, cache=None):\n    """GPT forward pass with the parts of `model`; with `cache`, idx are the *new* tokens.\n\n    idx: (B, T) token ids at positions start .. start + T - 1; cache: model.init_cache(B)\n    or None  ->  logits (B, T, vocab_size)\n    Example: gpt_logits(idx, model) equals model(idx)\n    """\n    T = idx.shape[1]\n    positions = torch.arange(start, start + T)  # absolute positions of the new tokens\n    x = model.wte(idx) + model.wpe(positions)  # (B, T, d) + (T, d)\n    for i, blk in enumerate(model.blocks):\n        x = blk(x, is_causal=True, cache=None if cache is None else cache[i])\n    return model.lm_head(model.ln_f(x))  # (B, T, vocab_size)',
-}
-_hidden_check("transformer.incremental_logits", incremental_logits, given=_given)
-del _given
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** On the trained model: the cached logits equal the full pass, and greedy generation

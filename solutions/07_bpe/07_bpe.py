@@ -166,10 +166,6 @@ def count_pairs(word_counts):
 # %% nbgrader={"grade": true, "grade_id": "ex2_1_count_pairs", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.1 (1 point)
 check_count_pairs(count_pairs)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.count_pairs", count_pairs)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** [S4]'s classic example: the most frequent pairs. Three pairs tie at 9 —
@@ -227,10 +223,6 @@ def merge_pair(word, pair):
 # %% nbgrader={"grade": true, "grade_id": "ex2_2_merge_pair", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.2 (1 point)
 check_merge_pair(merge_pair)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.merge_pair", merge_pair)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Exercise 2.3 — the training loop  *(2 points, ~10 min)*
@@ -287,16 +279,6 @@ def train_classic_bpe(text, num_merges):
 # %% nbgrader={"grade": true, "grade_id": "ex2_3_train_classic_bpe", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.3 (2 points)
 check_train_classic_bpe(train_classic_bpe)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-# the given earlier functions, in place of yours if they fail their checks
-_given = {
-    'count_pairs': 'def count_pairs(word_counts):\n    """Adjacent symbol pairs over all words, weighted by word frequency.\n\n    word_counts: {tuple of str: int}  ->  {(str, str): int}\n    Example: count_pairs({("a", "a", "a", "</w>"): 2}) -> {("a", "a"): 4, ("a", "</w>"): 2}\n    """\n    pairs = {}\n    for word, count in word_counts.items():\n        for pair in zip(word, word[1:]):  # every position, overlapping pairs included\n            pairs[pair] = pairs.get(pair, 0) + count\n    return pairs',
-    'merge_pair': 'def merge_pair(word, pair):\n    """Replace each occurrence of `pair` in `word` by one merged symbol (left to right).\n\n    word: tuple of str, pair: (str, str)  ->  tuple of str\n    Example: merge_pair(("a", "a", "a", "</w>"), ("a", "a")) -> ("aa", "a", "</w>")\n    """\n    out, i = [], 0\n    while i < len(word):\n        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:\n            out.append(word[i] + word[i + 1])\n            i += 2  # both symbols are used up\n        else:\n            out.append(word[i])\n            i += 1\n    return tuple(out)',
-}
-_hidden_check("bpe.train_classic_bpe", train_classic_bpe, given=_given)
-del _given
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** The ten merges of [S4]'s example, and how the vocabulary grows: each merge
@@ -353,15 +335,6 @@ def encode_word(word, merges):
 # %% nbgrader={"grade": true, "grade_id": "ex2_4_encode_word", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.4 (1 point)
 check_encode_word(encode_word)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-# the given earlier functions, in place of yours if they fail their checks
-_given = {
-    'merge_pair': 'def merge_pair(word, pair):\n    """Replace each occurrence of `pair` in `word` by one merged symbol (left to right).\n\n    word: tuple of str, pair: (str, str)  ->  tuple of str\n    Example: merge_pair(("a", "a", "a", "</w>"), ("a", "a")) -> ("aa", "a", "</w>")\n    """\n    out, i = [], 0\n    while i < len(word):\n        if i < len(word) - 1 and (word[i], word[i + 1]) == pair:\n            out.append(word[i] + word[i + 1])\n            i += 2  # both symbols are used up\n        else:\n            out.append(word[i])\n            i += 1\n    return tuple(out)',
-}
-_hidden_check("bpe.encode_word", encode_word, given=_given)
-del _given
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Exercise 2.5 — decode  *(1 point, ~3 min)*
@@ -389,10 +362,6 @@ def decode_symbols(symbols):
 # %% nbgrader={"grade": true, "grade_id": "ex2_5_decode_symbols", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 2.5 (1 point)
 check_decode_symbols(decode_symbols)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.decode_symbols", decode_symbols)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Words the merges never saw still encode, from smaller pieces, and decode back.
@@ -528,15 +497,6 @@ def train_bpe_naive(text, vocab_size, special_tokens=()):
 # %% nbgrader={"grade": true, "grade_id": "ex3_1_train_bpe_naive", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 3.1 (2 points)
 check_train_bpe_naive(train_bpe_naive)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-# the given earlier functions, in place of yours if they fail their checks
-_given = {
-    'count_pairs': 'def count_pairs(word_counts):\n    """Adjacent symbol pairs over all words, weighted by word frequency.\n\n    word_counts: {tuple of str: int}  ->  {(str, str): int}\n    Example: count_pairs({("a", "a", "a", "</w>"): 2}) -> {("a", "a"): 4, ("a", "</w>"): 2}\n    """\n    pairs = {}\n    for word, count in word_counts.items():\n        for pair in zip(word, word[1:]):  # every position, overlapping pairs included\n            pairs[pair] = pairs.get(pair, 0) + count\n    return pairs',
-}
-_hidden_check("bpe.train_bpe_naive", train_bpe_naive, given=_given)
-del _given
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** The first merges on a slice of Shakespeare: spaces join the letters that follow
@@ -650,10 +610,6 @@ def train_bpe_fast(text, vocab_size, special_tokens=()):
 # %% nbgrader={"grade": true, "grade_id": "ex4_1_train_bpe_fast", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 4.1 (3 points)
 check_train_bpe_fast(train_bpe_fast)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.train_bpe_fast", train_bpe_fast)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look.** Both trainers on the same slices: identical merges, and the gap grows with the
@@ -739,10 +695,6 @@ def encode_piece(piece, ranks):
 # %% nbgrader={"grade": true, "grade_id": "ex5_1_encode_piece", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 5.1 (2 points)
 check_encode_piece(encode_piece)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.encode_piece", encode_piece)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Exercise 5.2 — encode text  *(2 points, ~8 min)*
@@ -786,15 +738,6 @@ def encode(text, ranks, special_tokens):
 # %% nbgrader={"grade": true, "grade_id": "ex5_2_encode", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 5.2 (2 points)
 check_encode(encode)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-# the given earlier functions, in place of yours if they fail their checks
-_given = {
-    'encode_piece': 'def encode_piece(piece, ranks):\n    """Ids of one pre-token by lowest-rank-first merging.\n\n    piece: bytes, ranks: {bytes: int}  ->  list of int\n    Example: encode_piece(b"aaa", {**{bytes([i]): i for i in range(256)}, b"aa": 256})\n             -> [256, 97]\n    """\n    parts = [piece[i : i + 1] for i in range(len(piece))]\n    while len(parts) > 1:\n        candidates = [\n            (ranks[parts[i] + parts[i + 1]], i)\n            for i in range(len(parts) - 1)\n            if parts[i] + parts[i + 1] in ranks\n        ]\n        if not candidates:\n            break\n        _, i = min(candidates)  # lowest rank, then leftmost\n        parts[i : i + 2] = [parts[i] + parts[i + 1]]\n    return [ranks[p] for p in parts]',
-}
-_hidden_check("bpe.encode", encode, given=_given)
-del _given
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Exercise 5.3 — decode  *(1 point, ~4 min)*
@@ -823,10 +766,6 @@ def decode(ids, vocab):
 # %% nbgrader={"grade": true, "grade_id": "ex5_3_decode", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # Check Exercise 5.3 (1 point)
 check_decode(decode)
-### BEGIN HIDDEN TESTS
-from autograder.checks._core import hidden_check as _hidden_check
-_hidden_check("bpe.decode", decode)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Look: your tokenizer against tiktoken.** Train on 200,000 characters of Shakespeare with

@@ -61,7 +61,7 @@ def generate_once(monkeypatch, keep: Path) -> list:
         a.apply_defaults()
         names, release_dir, solutions_dir = a.arguments["names"], *(
             Path(a.arguments[k]) for k in ("release_dir", "solutions_dir"))
-        source, write_sources = Path(a.arguments["source"]), a.arguments["write_sources"]
+        source = Path(a.arguments["source"])
         key = (tuple(names), _key(names, source))
         if key not in runs:
             real(*a.args, **a.kwargs)
@@ -75,11 +75,6 @@ def generate_once(monkeypatch, keep: Path) -> list:
             return
         saved = runs[key]
         for name in names:  # what generate writes, in the order it writes it
-            py = release.chapter_source(name, source)
-            if write_sources:
-                text = release.source_text(py, name)
-                if text != py.read_text():
-                    py.write_text(text)
             shutil.rmtree(release_dir / name, ignore_errors=True)
             shutil.copytree(saved / "release" / name, release_dir / name)
             (solutions_dir / name).mkdir(parents=True, exist_ok=True)

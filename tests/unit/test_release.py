@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from autograder import release
+from autograder.checks import table
 from autograder.checks._core import registered
 from autograder.grading.cells import nbg as _nbg
 
@@ -71,11 +72,46 @@ def test_a_one_line_edit_of_a_chapter_source_changes_that_cell_only(tmp_path, mo
     assert release.differences([name], source=src) == [f"solutions/{nb}", f"notebooks/{nb}"]
     release.generate([name], tmp_path / "notebooks", src, src)
     assert runs == [[name]]
+    assert py.read_text() == "".join(lines)  # the release never writes the source
     for kind, edited in (("solutions", 2), ("notebooks", 1)):  # the solution is not released
         old, new = _cells(release.ROOT / kind / nb), _cells(tmp_path / kind / nb)
         assert list(old) == list(new)
         changed = [cid for cid in old if old[cid] != new[cid]]
         assert len(changed) == edited and changed[0] == "top-1", (kind, changed)
+
+
+
+def test_a_source_that_states_otherwise_than_the_table_is_named_line_by_line(tmp_path):
+    """The release reads the chapter source only: a heading whose points differ from the table,
+    or a test cell's hidden part that is not what the release writes, is named with the line
+    to write, and the source is left as it is."""
+    name = "04_layer_norm"
+    text = release.chapter_source(name).read_text()
+    heading = next(ln for ln in text.splitlines() if ln.startswith("# ### Exercise 2.1"))
+    py = tmp_path / f"{name}.py"
+    py.write_text(text.replace(heading, heading.replace("point", "pt", 1)))
+    (problem,) = release.source_problems(py, name)
+    assert problem == f"line {text.splitlines().index(heading) + 1}: write {heading!r}"
+    assert py.read_text() != text  # named, not written
+    one = release.chapter_source("01_attention").read_text()
+    assert release.HIDDEN_PART in one  # a test cell with its hidden part (a paired save)
+    py = tmp_path / "01_attention.py"
+    call = f'_hidden_check("{table.keys("01_attention")["softmax"]}", softmax)'
+    assert call in one
+    py.write_text(one.replace(call, call.replace("softmax)", "print)"), 1))
+    assert len(release.source_problems(py, "01_attention")) == 1
+
+
+def test_the_given_answers_are_in_the_notebook_s_hidden_part_only():
+    """02's sources state no earlier answer; the text the notebooks are generated from gives
+    Exercise 2.3's hidden check the answers of 1.1 and 2.2, from their answer cells."""
+    py = release.chapter_source("02_masking")
+    assert "_given" not in py.read_text() and release.HIDDEN_PART not in py.read_text()
+    filled = release.source_text(py, "02_masking", hidden=True)
+    cell = filled[filled.index("# Check Exercise 2.3"):]
+    cell = cell[:cell.index("### END HIDDEN TESTS")]
+    assert "_given = {" in cell and "'causal_mask': 'def causal_mask(T):" in cell
+    assert "'padding_mask_from_ids': 'def padding_mask_from_ids(ids, pad_id):" in cell
 
 
 def leaks(src, released_text: str) -> list[str]:
