@@ -847,7 +847,10 @@ with requires("Exercise 6.1"):
 #
 # **The time budget.** The run trains for `MAX_SECONDS` (your setting at the top of the
 # chapter) whatever this machine's speed. It first times a few steps and one evaluation (a
-# line before the timing and one after it), plans the schedule from them and says what loss
+# line before the timing and one after it), with PyTorch's threads and with one thread: on a
+# laptop whose cores other programs keep busy, two threads wait for each other at every
+# operation and one thread was 7 times faster here (it keeps the faster, and tries the other
+# again every two minutes). It plans the schedule from these timings and says what loss
 # to expect in that time (measured with `python bench/train.py --expect ...`) and, for a weak
 # model, what would help. Then it trains in chunks of about 10 s. After each chunk it prints a
 # line, saves your model with **your** `save_checkpoint` (Exercise 5.1), and plans the

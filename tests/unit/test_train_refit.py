@@ -30,6 +30,7 @@ class FakeRun:
     def __init__(self, step_cost, eval_s=2.0, cfg=BASE):
         self.cfg = dataclasses.replace(cfg)
         self.step, self.t, self.eval_s, self.step_cost = 0, 0.0, eval_s, step_cost
+        self.threads = 2  # set by fit_run through set_threads where a test passes threads
         self.lrs, self.history, self.log = [], {"eval": []}, []
 
     def clock(self) -> float:
@@ -38,7 +39,8 @@ class FakeRun:
     def one_step(self) -> float:
         self.lrs.append(get_lr(self.step, self.cfg))  # the rate this step trains with
         self.log.append(("step", self.step))
-        self.t += self.step_cost(self.t)
+        takes_threads = self.step_cost.__code__.co_argcount >= 2  # cost(t, threads)
+        self.t += self.step_cost(self.t, self.threads) if takes_threads else self.step_cost(self.t)
         self.step += 1
         return 4.0
 
@@ -55,8 +57,10 @@ def fitted(step_cost, seconds=480.0, eval_s=2.0, **kw):
     def say(line):
         said.append((len(run.log), line))
 
+    kw.setdefault("threads", None)  # the thread count is left alone unless a test tries it
     summary = fit_run(run, BASE, seconds, clock=run.clock, say=say,
-                      after_chunk=lambda r: saved.append(r.step), **kw)
+                      after_chunk=lambda r: saved.append(r.step),
+                      set_threads=lambda n: setattr(run, "threads", n), **kw)
     return run, summary, said, saved
 
 
@@ -179,3 +183,27 @@ def test_a_base_config_is_not_changed_by_a_fitted_run():
     before = dataclasses.replace(BASE)
     fitted(lambda t: 1.0)
     assert BASE == before and isinstance(BASE, TrainConfig)
+
+
+def busy(t, threads, until=1e9):
+    """Other programs keep both cores busy until ``until``: two threads wait for each other
+    (7x slower than one, as measured on this course's 2-core machine under load)."""
+    if t < until:
+        return 2.0 if threads == 2 else 0.3
+    return 0.15 if threads == 2 else 0.25  # idle: two threads are faster
+
+
+def test_one_thread_when_other_programs_keep_the_cores_busy():
+    run, summary, said, _ = fitted(busy, threads=(2, 1))
+    assert summary["threads"] == 1 and run.threads == 1
+    assert "2 threads: 2.000 s, 1 thread: 0.300 s; using 1" in said[1][1]
+    assert_schedule_completed(run, summary, 480.0, 2.0)
+    assert run.step > 1000  # at 2.0 s a step it would be ~200
+
+
+def test_back_to_two_threads_when_the_load_goes():
+    run, summary, said, _ = fitted(lambda t, n: busy(t, n, until=150.0), threads=(2, 1),
+                                   reprobe_chunks=3)
+    assert summary["threads"] == 2
+    assert any("with 2 threads against" in line and "using 2" in line for _, line in said)
+    assert_schedule_completed(run, summary, 480.0, 2.0)

@@ -22,6 +22,8 @@ import math
 import time
 from collections.abc import Callable
 
+import torch
+
 from transformer_ref.train.config import TrainConfig
 from transformer_ref.train.trainer import plan_schedule
 
@@ -55,7 +57,8 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
             chunk_seconds: float = 10.0, reserve: float = 0.05, extra_seconds_per_eval: float = 0.0,
             probe_steps: int = 5, after_chunk: Callable | None = None,
             after_eval: Callable | None = None, after_plan: Callable | None = None,
-            say: Callable = print,
+            say: Callable = print, threads: tuple | None = (),
+            set_threads: Callable[[int], None] = torch.set_num_threads, reprobe_chunks: int = 12,
             clock: Callable[[], float] = time.perf_counter) -> dict:
     """Train ``run`` for about ``seconds`` (from this call), re-fitting its schedule after every
     chunk so that warm-up and decay both complete in the budget.
@@ -67,21 +70,32 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     evaluation and after every chunk. ``after_eval(evaluation)`` runs after each evaluation
     (the notebook samples text: count that time in ``extra_seconds_per_eval``),
     ``after_chunk(run)`` after every chunk (a checkpoint), ``after_plan(plan)`` once, with
-    the first plan (``max_iters``, ``warmup_iters``, ``step_seconds``). Returns a summary with the
-    evaluations, the schedules it planned (``plans``) and the seconds taken.
+    the first plan (``max_iters``, ``warmup_iters``, ``step_seconds``). ``threads``: the
+    thread counts to try (default: torch's and 1; ``None``: leave them alone). The timing runs
+    a few steps with each and keeps the faster, and every ``reprobe_chunks`` chunks two steps
+    try the other again: on a laptop where other programs keep the cores busy, two threads
+    wait for each other at every operation and one thread is several times faster. Returns a
+    summary with the evaluations, the schedules it planned (``plans``), the seconds taken and
+    the thread count it ended with (``threads``).
     """
     cfg, t0 = run.cfg, clock()
     say(f"timing the first steps on this machine (budget {seconds:.0f} s) ...")
     run.one_step()  # the first step allocates: not timed
-    t1, n_timed = clock(), 0
-    while True:
-        loss = run.one_step()
-        n_timed += 1
-        if n_timed >= probe_steps or clock() - t1 >= chunk_seconds:
-            break
-    step_s = max((clock() - t1) / n_timed, 1e-9)
-    say(f"  {step_s:.3f} s a step ({n_timed} timed; the first took {t1 - t0:.1f} s); "
-        f"timing one evaluation ...")
+    if threads == ():
+        threads = (torch.get_num_threads(), 1)
+    options = list(dict.fromkeys(threads or (None,)))  # None: leave the threads alone
+    speed = {}
+    for n in options:
+        if n is not None:
+            set_threads(n)
+        speed[n], loss = _timed(run, probe_steps, clock, chunk_seconds)
+    now = min(speed, key=speed.get)
+    if now is not None:
+        set_threads(now)
+    step_s = speed[now]
+    tried = "" if len(speed) < 2 else " (" + ", ".join(
+        f"{n} thread{'s' * (n > 1)}: {v:.3f} s" for n, v in speed.items()) + f"; using {now})"
+    say(f"  {step_s:.3f} s a step{tried}; timing one evaluation ...")
     te = clock()
     evals = [_evaluated(run)]
     eval_s = clock() - te + max(0.0, extra_seconds_per_eval)
@@ -113,7 +127,19 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
         f"~{chunk_seconds:.0f} s")
     if after_plan is not None:
         after_plan(p)
+    chunks = 0
     while run.step < cfg.max_iters:
+        chunks += 1
+        if len(options) > 1 and chunks % reprobe_chunks == 0 and run.step < cfg.max_iters - 2:
+            other = next(n for n in options if n != now)  # has the load changed?
+            set_threads(other)
+            trial, loss = _timed(run, 2, clock, 2 * step_s)
+            if trial < 0.9 * step_s:
+                say(f"  now {trial:.3f} s a step with {other} thread{'s' * (other > 1)} "
+                    f"against {step_s:.3f} s with {now}: using {other}")
+                now, step_s = other, trial
+            else:
+                set_threads(now)
         next_eval = math.ceil((done_evals + 1) * cfg.max_iters / n_evals)
         next_eval = max(run.step + 1, min(cfg.max_iters, next_eval))
         steps = max(1, min(next_eval - run.step, math.floor(chunk_seconds / step_s)))
@@ -136,7 +162,18 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
         if after_chunk is not None:
             after_chunk(run)
     return {"evals": evals, "plans": plans, "seconds": clock() - t0, "step": run.step,
-            "eval": evals[-1]}
+            "eval": evals[-1], "threads": now}
+
+
+def _timed(run, steps: int, clock, limit: float) -> tuple[float, float]:
+    """Seconds a step over up to ``steps`` steps (fewer once ``limit`` seconds have passed),
+    and the last loss."""
+    t, n = clock(), 0
+    while True:
+        loss = run.one_step()
+        n += 1
+        if n >= steps or clock() - t >= limit:
+            return max((clock() - t) / n, 1e-9), loss
 
 
 def _evaluated(run, say=None, after_eval=None) -> dict:
