@@ -13,11 +13,11 @@ end), so a run stopped midway leaves a report of the students graded so far. Per
 - late work: each late student's lateness, late penalty and total before and after it (the
   total plot counts the penalty too, as the LMS exports do);
 
-and, for the class, the grades the last run changed (its lines of the change log,
-``OUT_DIR/changes.csv``: ``ledger.py``), how many were late or have no known submission time,
-a table of totals (one row per student: each assignment's total as the exports compute it,
-:func:`exports.total`, the class total and the student's lateness), and the slowest students
-(``StudentResult.seconds``).
+and, for the class, how many were late or have no known submission time, a table of totals
+(one row per student: each assignment's total as the exports compute it,
+:func:`exports.total`, the class total and the student's lateness), the slowest students
+(``StudentResult.seconds``) and, last, the grades the last run changed (its lines of the
+change log, ``OUT_DIR/changes.csv``: ``ledger.py``).
 Every piece of text that comes from a submission or a result file (ids, names, statuses,
 diagnoses) is escaped. Given grades.csv's rows (course-grade
 passes them), the report shows what grades.csv and the exports show: final points (manual
@@ -446,8 +446,9 @@ def render(results: dict[str, dict], students: list[str] | None = None,
             *(f"<p class=lateness>{_esc(line)}.</p>" for line in late_summary(rows)),
             *body,
             _totals(rows, names, notebooks),
-            _changes(changes, names) if changes is not None else "",
             _slowest(results, names) if results else "",
+            # last: like the timings above it, the run's own (its id and time)
+            _changes(changes, names) if changes is not None else "",
             "</body></html>\n",
         ]
     )
