@@ -19,10 +19,12 @@ import pytest
 from autograder.checks import _probe, table
 from autograder.checks._judge import case_inputs
 from autograder.grading.autograde import records, verdict
+from autograder.grading.autograde.preprocessors import with_seal
 from autograder.grading.exercises import keys_in
 
 _VARIANCE = table.check("01_attention", "score_variance")
 KEY = _VARIANCE.key
+TEST_ID = table.rows("01_attention")["score_variance"].grade_id
 CELL = f'check_score_variance(score_variance)\n_hidden_check("{KEY}", score_variance)\n'
 
 
@@ -47,7 +49,7 @@ def cell(tmp_path):
     (probe / "in").mkdir(parents=True)
     (probe / "in" / f"{KEY}.json").write_text(json.dumps(case_inputs(_VARIANCE)))
     seal = records.Seal(tmp_path / "sealed", "01_attention")
-    seal.start_cell(7, "ex4_1_score_variance", keys_in(CELL))
+    seal.start_cell(7, TEST_ID, keys_in(CELL))
 
     def judge() -> dict:
         return verdict._judge_cell(probe, seal.folder, [KEY], 1.0, "")
@@ -65,7 +67,7 @@ def _whats(seal) -> list[str]:
 
 
 def test_the_kernel_runs_the_cell_with_its_seal():
-    sealed = records.with_seal(CELL, "0a1b")
+    sealed = with_seal(CELL, "0a1b")
     assert f'_hidden_check("{KEY}#0a1b", score_variance)' in sealed
     assert sealed.replace("#0a1b", "") == CELL
     assert sealed.count("\n") == CELL.count("\n")  # tracebacks keep their line numbers

@@ -25,6 +25,7 @@ course folders' ``nbgrader_config.py`` (``course.write_config``) sets them.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -55,11 +56,10 @@ class QueuedExecute(Execute):
 
     def preprocess_cell(self, cell, resources, index):
         """Run one cell; the records its test cell sends are sealed (``records.py``: the kernel
-        runs the cell with its seal, :func:`records.with_seal`; the notebook keeps the course's
+        runs the cell with its seal, :func:`with_seal`; the notebook keeps the course's
         source), and a run that stops here is written down with the reason nbclient saw."""
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-        from .records import with_seal
 
         seal = getattr(self, "seal", None)
         if seal is None or cell.cell_type != "code" or not cell.source.strip():
@@ -289,6 +289,23 @@ class LimitOutputSize(NbGraderPreprocessor):
                     cut.append(line)
                 out["traceback"] = cut
         return cell, resources
+
+
+def with_seal(source: str, secret: str) -> str:
+    """A test cell's source as the kernel runs it: each hidden check's key carries the cell's
+    seal after a ``#`` (``_core.hidden_check`` takes it off and hands it to the probe). Only
+    the key's text grows: every line keeps its number.
+
+    >>> with_seal('_hidden_check("attention.softmax", softmax)', "ab12")
+    '_hidden_check("attention.softmax#ab12", softmax)'
+    """
+    from ..exercises import HIDDEN_CALL  # (not at the top: exercises imports the checks)
+
+    def sealed(m: re.Match) -> str:
+        cut = m.end(1) - m.start()
+        return m.group(0)[:cut] + f"#{secret}" + m.group(0)[cut:]
+
+    return HIDDEN_CALL.sub(sealed, source)
 
 
 def _cut_bundle(data: dict, max_chars: int) -> None:

@@ -7,11 +7,11 @@ cell's outputs and hands it to :class:`Seal`, which accepts a record only
 
 - while a test cell runs that calls the record's key (``exercises.keys_in`` of its source, which
   nbgrader restored from the source notebook),
-- carrying that cell's *seal*: a secret drawn here when the cell starts (:func:`with_seal`
-  writes it into the cell's hidden call as the kernel runs it; the notebook keeps the
-  course's source). No code that ran before the test cell can know it: a record composed
-  earlier, sent by a thread an answer cell started, or by a function that does not read the
-  running cell, is refused and written down (``tampered``),
+- carrying that cell's *seal*: a secret drawn here when the cell starts (the executor writes
+  it into the cell's hidden call as the kernel runs it, ``preprocessors.with_seal``; the
+  notebook keeps the course's source). No code that ran before the test cell can know it:
+  a record composed earlier, sent by a thread an answer cell started, or by a function that
+  does not read the running cell, is refused and written down (``tampered``),
 - once per key: a second sealed record of a key in the same cell (code that read the seal
   while the cell ran, then the probe's own) makes the key's record ``malformed``: it scores 0,
 - from a cell that then ends normally: a test cell that ends in an error (``KeyboardInterrupt``:
@@ -206,23 +206,6 @@ def _head_of(text: str) -> tuple[str | None, str | None]:
         return None, None
     seal = _SEAL.match(rest, end)
     return value, seal.group(1) if seal else None
-
-
-def with_seal(source: str, secret: str) -> str:
-    """A test cell's source as the kernel runs it: each hidden check's key carries the cell's
-    seal after a ``#`` (``_core.hidden_check`` takes it off and hands it to the probe). Only
-    the key's text grows: every line keeps its number.
-
-    >>> with_seal('_hidden_check("attention.softmax", softmax)', "ab12")
-    '_hidden_check("attention.softmax#ab12", softmax)'
-    """
-    from ..exercises import HIDDEN_CALL
-
-    def sealed(m: re.Match) -> str:
-        cut = m.end(1) - m.start()
-        return m.group(0)[:cut] + f"#{secret}" + m.group(0)[cut:]
-
-    return HIDDEN_CALL.sub(sealed, source)
 
 
 def _write(path: Path, text: str) -> None:
