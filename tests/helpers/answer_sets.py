@@ -6,8 +6,8 @@ Each answers module holds ``KEY`` ({function: check key}), ``CHECKS`` ({key: Che
 mistake named[, graded only])``) and, where a chapter has them, ``ISSUE_32`` (``(key, name)``:
 catalogue entries that must name no other mistake of their exercise).
 
-    >>> [k for _, k in right_answers()][:1]
-    ['attention.attention_weights']
+    >>> ("02_masking", "masking.causal_mask") in right_answers()
+    True
 
 Chapter 08 (training) calls its checks with several functions (``graded(key, *fns)``): its
 generic tests are in ``test_checks_training.py`` and ``test_verdict_training.py``.
