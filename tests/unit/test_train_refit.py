@@ -46,7 +46,7 @@ class FakeRun:
 
     def evaluate(self) -> dict:
         self.log.append(("eval", self.step))
-        self.t += self.eval_s
+        self.t += self.eval_s * self.cfg.eval_iters / BASE.eval_iters  # per batch
         return {"train": 3.0, "val": 3.1}
 
 
@@ -196,7 +196,9 @@ def busy(t, threads, until=1e9):
 def test_one_thread_when_other_programs_keep_the_cores_busy():
     run, summary, said, _ = fitted(busy, threads=(2, 1))
     assert summary["threads"] == 1 and run.threads == 1
-    assert "2 threads: 2.000 s, 1 thread: 0.300 s; using 1" in said[1][1]
+    lines = [line for _, line in said[1:4]]
+    assert lines == ["  2 threads: 2.000 s a step", "  1 thread: 0.300 s a step",
+                     "  0.300 s a step with 1 thread; timing an evaluation (4 batches) ..."]
     assert_schedule_completed(run, summary, 480.0, 2.0)
     assert run.step > 1000  # at 2.0 s a step it would be ~200
 

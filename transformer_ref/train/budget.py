@@ -67,8 +67,9 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     ``eval_iters`` are set on it), ``step``, ``one_step() -> loss`` and ``evaluate() -> dict``
     (``"train"``, ``"val"``); ``base`` (never changed) gives the longest run and the warm-up's
     share. ``say`` gets a line before the first step is timed, after the timing, before each
-    evaluation and after every chunk. ``after_eval(evaluation)`` runs after each evaluation
-    (the notebook samples text: count that time in ``extra_seconds_per_eval``),
+    evaluation and after every chunk. ``after_eval(evaluation)`` runs after each evaluation,
+    the first (untrained, timed with 4 batches) included: its time is counted with each
+    evaluation, and so is ``extra_seconds_per_eval``;
     ``after_chunk(run)`` after every chunk (a checkpoint), ``after_plan(plan)`` once, with
     the first plan (``max_iters``, ``warmup_iters``, ``step_seconds``). ``threads``: the
     thread counts to try (default: torch's and 1; ``None``: leave them alone). The timing runs
@@ -89,23 +90,29 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
         if n is not None:
             set_threads(n)
         speed[n], loss = _timed(run, probe_steps, clock, chunk_seconds)
+        if len(options) > 1:
+            say(f"  {n} thread{'s' * (n > 1)}: {speed[n]:.3f} s a step")
     now = min(speed, key=speed.get)
     if now is not None:
         set_threads(now)
     step_s = speed[now]
-    tried = "" if len(speed) < 2 else " (" + ", ".join(
-        f"{n} thread{'s' * (n > 1)}: {v:.3f} s" for n, v in speed.items()) + f"; using {now})"
-    say(f"  {step_s:.3f} s a step{tried}; timing one evaluation ...")
-    te = clock()
+    full, few = cfg.eval_iters, min(cfg.eval_iters, 4)
+    say(f"  {step_s:.3f} s a step" + (f" with {now} thread{'s' * (now > 1)}" if len(speed) > 1
+                                       else "") + f"; timing an evaluation ({few} batch{'es' * (few != 1)}) ...")
+    te, cfg.eval_iters = clock(), few  # a short evaluation, scaled to the full one below
     evals = [_evaluated(run)]
-    eval_s = clock() - te + max(0.0, extra_seconds_per_eval)
+    eval_s, cfg.eval_iters = (clock() - te) * full / few, full
+    ts = clock()
+    if after_eval is not None:  # the untrained model's sample: what after_eval costs
+        after_eval(evals[0])
+    fixed = clock() - ts + max(0.0, extra_seconds_per_eval)
+    eval_s += fixed
     if n_evals is None:
         n_evals = max(1, math.ceil(base.max_iters / max(1, base.eval_interval)))
     budget = seconds * (1.0 - reserve)
     # fewer batches per evaluation (and fewer evaluations) where they would eat the budget
     plan = plan_schedule(base, step_s, max(step_s, budget - (clock() - t0)),
-                         eval_seconds=eval_s, done=run.step,
-                         fixed_eval_seconds=max(0.0, extra_seconds_per_eval))
+                         eval_seconds=eval_s, done=run.step, fixed_eval_seconds=fixed)
     cfg.eval_iters = plan["eval_iters"]
     eval_s = plan["eval_seconds"]
     n_evals = min(n_evals, math.ceil(plan["max_iters"] / plan["eval_interval"]))
