@@ -97,8 +97,9 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
         set_threads(now)
     step_s = speed[now]
     full, few = cfg.eval_iters, min(cfg.eval_iters, 4)
-    say(f"  {step_s:.3f} s a step" + (f" with {now} thread{'s' * (now > 1)}" if len(speed) > 1
-                                       else "") + f"; timing an evaluation ({few} batch{'es' * (few != 1)}) ...")
+    used = f" with {now} thread{'s' * (now > 1)}" if len(speed) > 1 else ""
+    say(f"  {step_s:.3f} s a step{used}; timing an evaluation ({few} "
+        f"batch{'es' * (few != 1)}) ...")
     te, cfg.eval_iters = clock(), few  # a short evaluation, scaled to the full one below
     evals = [_evaluated(run)]
     eval_s, cfg.eval_iters = (clock() - te) * full / few, full
