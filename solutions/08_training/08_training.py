@@ -1261,6 +1261,13 @@ print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
 #   your GPT and loop took about 1.4 times the reference trainer's (0.90 s against 0.61 s): the
 #   reference uses the fused attention kernel (section 8), your attention materialises the
 #   scores and your softmax makes several passes over them.
+# - **Your GPT on a busy laptop** (the same 2-core machine while a test run kept it busy, load
+#   average 7–37; docs/benchmarks.md has the rows and their commands). With PyTorch's two
+#   threads a step took 9.9 s and the run trained 24 steps (val 3.25); section 7's run now
+#   times one thread as well (2.5 s a step against 16 s with two), keeps the faster, and
+#   re-plans every ~10 s: 170 steps in 448 s to val 2.54, warm-up and decay complete, and it
+#   said at its start that this would be a weak model and what would help. Val ≤ 2.1 needs
+#   about 550 steps of this model (`python bench/train.py --expect 150,300,600`).
 #
 # **Going further.** Train on chapter 7's BPE tokens (`prepare_data("bpe", bpe_vocab_size=512)`)
 # and compare models in **bits per byte** (`val_bpb`), which, unlike loss per token, does not
