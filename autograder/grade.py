@@ -431,14 +431,14 @@ def _main(args) -> int:
               f"are not in this folder ({', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}"
               "); --prune removes them", file=sys.stderr)
     # kept results graded with other checks (or named by --regrade-exercise): from OUT_DIR
-    grading, kept_prints = _regrade_kept(out, work, subs, absent, done, plans, found_of,
-                                         notebooks, graders, exercises)
+    grading, kept_prints = ledger.regrade_kept(out, work, subs, absent, done, plans,
+                                               found_of, notebooks, graders, exercises)
     todo = [grading.get(s.student, s) for s in subs if plans[s.student].grade] + \
         [grading[sid] for sid in absent if sid in grading]
     skipped = sum(not plans[s.student].grade for s in subs)  # (absent ones: said above)
     if skipped:
         print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
-    for line in _ledger_summary(plans, {s.student for s in subs}):
+    for line in ledger.summary(plans, {s.student for s in subs}):
         print(f"course-grade: {line}", file=sys.stderr)
     students = sorted([s.student for s in subs] + absent)  # the exports: the same order each run
     people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
@@ -598,80 +598,6 @@ def _regrade_exercises(specs: list[str], info: dict, assignments: list[str]) -> 
         found.setdefault(a, set()).update(hit)
     return found
 
-
-def _regrade_kept(out: Path, work: Path, subs: list, absent: list[str], done: dict,
-                  plans: dict, found_of: dict, notebooks: dict, graders: dict,
-                  exercises: dict) -> tuple[dict, dict]:
-    """Grade again, from the notebooks OUT_DIR keeps (``ledger.from_ledger``), the kept
-    results of notebooks not in this folder that are stale or named by
-    ``--regrade-exercise``: their plans updated; returns ({student: the Submission to grade
-    instead, a folder of the notebooks to grade}, {student: {assignment: the fingerprints
-    to keep}}). A student with a file this folder's intake refused is left as it is."""
-    from .grading.parent import ledger
-    from .grading.parent.submissions import Submission, missing
-
-    grading, prints = {}, {}
-    by_id = {s.student: s for s in subs}
-    for sid in [*by_id, *absent]:
-        p = plans.get(sid) or ledger.plan(  # absent from this folder: nothing of it here
-            {a: None for a in graders}, done.get(sid), graders, notebooks=notebooks,
-            exercises=frozenset(exercises))
-        sub, stored = by_id.get(sid), done.get(sid) or {}
-        if not p.stale_kept or (sub is not None and sub.problem):
-            continue
-        if sub is None:  # only its kept results: no "not submitted" rows added
-            p.grade = {}
-            plans[sid] = p
-        here, refused = {}, False
-        for a in p.grade:
-            for (path, note), nb in zip(found_of[sid][a], notebooks[a]):
-                refused |= path is None and note != missing(nb)
-                if path is not None:
-                    here.setdefault(a, {})[nb] = path
-        folder = work / "ledger" / sid
-        if refused or not (got := ledger.from_ledger(out, folder, sid, list(p.stale_kept),
-                                                      notebooks, here)):
-            continue
-        for a in got:
-            entry = (stored.get("ledger") or {}).get(a) or {}
-            p.grade[a] = ledger.STALE if entry.get("grader") != graders[a] else ledger.EXERCISE
-            p.keep.remove(a)
-            p.stale_kept.remove(a)
-            prints.setdefault(sid, {})[a] = {"submission": entry.get("submission"),
-                                             "grader": graders[a]}
-        who = sub or Submission(student=sid, path=None, origin=folder,
-                                name=stored.get("name", ""), lms_id=stored.get("lms_id", ""))
-        grading[sid] = Submission(student=sid, path=folder, origin=folder, name=who.name,
-                                  lms_id=who.lms_id, lms=who.lms, per_assignment=True)
-    return grading, prints
-
-
-def _ledger_summary(plans: dict, here: set[str]) -> list[str]:
-    """The console's lines on what the ledger kept of the students ``here`` (absent ones are
-    said on their own) and why it grades (:func:`ledger.plan`)."""
-    from collections import Counter
-
-    from .grading.parent import ledger
-
-    why = Counter(w for p in plans.values() for w in p.grade.values())
-    kept = sum(len(p.keep) for sid, p in plans.items() if sid in here)
-    unknown = sum(len(p.unknown) for p in plans.values())
-    stale_kept = sum(len(p.stale_kept) for p in plans.values())
-    lines = []
-    if kept:
-        lines.append(f"kept {kept} earlier result(s) of notebooks not in this folder "
-                     "(--prune removes them)")
-    if why[ledger.STALE]:
-        lines.append(f"{why[ledger.STALE]} result(s) graded with other checks or another "
-                     "release: graded again")
-    if unknown:
-        lines.append(f"{unknown} result(s) graded before course-grade kept the checks' "
-                     "fingerprint: not graded again (--force or --regrade-exercise to)")
-    if stale_kept:
-        lines.append(f"{stale_kept} kept result(s) graded with other checks (or named by "
-                     "--regrade-exercise) have no notebook in OUT_DIR/submitted/, or a file of "
-                     "this folder was refused: not graded again")
-    return lines
 
 def _settings(args) -> list[str]:
     """Put the class's kept settings (``grading/parent/settings.py``) into ``args`` where an

@@ -287,7 +287,6 @@ def test_stale_kept_results_are_graded_again_from_the_notebooks_out_dir_keeps(tm
     keeps (``OUT_DIR/submitted/``, the grader's own rebuilt copy), each from a folder in
     nbgrader's per-assignment layout, with this folder's notebooks beside them; the kept
     notebooks' fingerprints stay theirs. A student whose copy is gone is said, not graded."""
-    from autograder.grade import _ledger_summary, _regrade_kept
     from autograder.grading.parent.submissions import Submission, find_notebook
 
     out, work = tmp_path / "out", tmp_path / "out" / ".work"
@@ -304,8 +303,8 @@ def test_stale_kept_results_are_graded_again_from_the_notebooks_out_dir_keeps(tm
     found = {"ada": {a: [find_notebook(ada, a, a)] for a in NOTEBOOKS}}
     plans = {"ada": ledger.plan({A1: None, A2: "h2"}, done["ada"], G, notebooks=NOTEBOOKS)}
     assert (plans["ada"].grade, plans["ada"].stale_kept) == ({A2: ledger.NEW}, [A1])
-    grading, prints = _regrade_kept(out, work, [ada], ["bo", "cy"], done, plans, found,
-                                    NOTEBOOKS, G, {})
+    grading, prints = ledger.regrade_kept(out, work, [ada], ["bo", "cy"], done, plans, found,
+                                          NOTEBOOKS, G, {})
     assert sorted(grading) == ["ada", "bo"]
     assert {sid: p.grade for sid, p in plans.items()} == {
         "ada": {A2: ledger.NEW, A1: ledger.STALE}, "bo": {A1: ledger.STALE}, "cy": {}}
@@ -320,7 +319,7 @@ def test_stale_kept_results_are_graded_again_from_the_notebooks_out_dir_keeps(tm
     assert find_notebook(grading["bo"], A2, A2)[0] is None  # no "not submitted" rows for bo
     assert plans["cy"].stale_kept == [A1]
     assert any("1 kept result(s) graded with other checks" in line
-               for line in _ledger_summary(plans, {"ada"}))
+               for line in ledger.summary(plans, {"ada"}))
 
 
 def test_a_kept_assignment_left_out_of_the_run_keeps_its_comments_column(tmp_path):

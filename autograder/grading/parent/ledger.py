@@ -230,6 +230,78 @@ def from_ledger(out: Path, folder: Path, student: str, kept: list[str],
     return found
 
 
+def regrade_kept(out: Path, work: Path, subs: list, absent: list[str], done: dict,
+                 plans: dict, found_of: dict, notebooks: dict, graders: dict,
+                 exercises: dict) -> tuple[dict, dict]:
+    """Grade again, from the notebooks OUT_DIR keeps (``from_ledger``), the kept
+    results of notebooks not in this folder that are stale or named by
+    ``--regrade-exercise``: their plans updated; returns ({student: the Submission to grade
+    instead, a folder of the notebooks to grade}, {student: {assignment: the fingerprints
+    to keep}}). A student with a file this folder's intake refused is left as it is."""
+    from .submissions import Submission, missing
+
+    grading, prints = {}, {}
+    by_id = {s.student: s for s in subs}
+    for sid in [*by_id, *absent]:
+        p = plans.get(sid) or plan(  # absent from this folder: nothing of it here
+            {a: None for a in graders}, done.get(sid), graders, notebooks=notebooks,
+            exercises=frozenset(exercises))
+        sub, stored = by_id.get(sid), done.get(sid) or {}
+        if not p.stale_kept or (sub is not None and sub.problem):
+            continue
+        if sub is None:  # only its kept results: no "not submitted" rows added
+            p.grade = {}
+            plans[sid] = p
+        here, refused = {}, False
+        for a in p.grade:
+            for (path, note), nb in zip(found_of[sid][a], notebooks[a]):
+                refused |= path is None and note != missing(nb)
+                if path is not None:
+                    here.setdefault(a, {})[nb] = path
+        folder = work / "ledger" / sid
+        if refused or not (got := from_ledger(out, folder, sid, list(p.stale_kept),
+                                              notebooks, here)):
+            continue
+        for a in got:
+            entry = (stored.get("ledger") or {}).get(a) or {}
+            p.grade[a] = STALE if entry.get("grader") != graders[a] else EXERCISE
+            p.keep.remove(a)
+            p.stale_kept.remove(a)
+            prints.setdefault(sid, {})[a] = {"submission": entry.get("submission"),
+                                             "grader": graders[a]}
+        who = sub or Submission(student=sid, path=None, origin=folder,
+                                name=stored.get("name", ""), lms_id=stored.get("lms_id", ""))
+        grading[sid] = Submission(student=sid, path=folder, origin=folder, name=who.name,
+                                  lms_id=who.lms_id, lms=who.lms, per_assignment=True)
+    return grading, prints
+
+
+def summary(plans: dict, here: set[str]) -> list[str]:
+    """The console's lines on what the ledger kept of the students ``here`` (absent ones are
+    said on their own) and why it grades (:func:`plan`)."""
+    from collections import Counter
+
+    why = Counter(w for p in plans.values() for w in p.grade.values())
+    kept = sum(len(p.keep) for sid, p in plans.items() if sid in here)
+    unknown = sum(len(p.unknown) for p in plans.values())
+    stale_kept = sum(len(p.stale_kept) for p in plans.values())
+    lines = []
+    if kept:
+        lines.append(f"kept {kept} earlier result(s) of notebooks not in this folder "
+                     "(--prune removes them)")
+    if why[STALE]:
+        lines.append(f"{why[STALE]} result(s) graded with other checks or another "
+                     "release: graded again")
+    if unknown:
+        lines.append(f"{unknown} result(s) graded before course-grade kept the checks' "
+                     "fingerprint: not graded again (--force or --regrade-exercise to)")
+    if stale_kept:
+        lines.append(f"{stale_kept} kept result(s) graded with other checks (or named by "
+                     "--regrade-exercise) have no notebook in OUT_DIR/submitted/, or a file of "
+                     "this folder was refused: not graded again")
+    return lines
+
+
 def exercise_ids(name: str, grade_ids: list[str]) -> list[str]:
     """The test cells ``--regrade-exercise ASSIGNMENT:name`` names, among the assignment's
     ``grade_ids`` (the exercise table's ``ex<N>_<M>_<function>``): the id itself, ``ex2_1``,
