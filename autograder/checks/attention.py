@@ -565,11 +565,14 @@ def redraw_problem(case: Case, args: tuple, out) -> tuple[str, str] | None:
     if got is None or any(abs(got - v) <= REDRAW_RTOL * max(1.0, abs(v))
                           for v in redrawn(d_k, n, rng)):
         return None
+    if case.hidden:  # no hidden case's data on a page (issue 47): its label, not its values
+        return (REDRAWN, f"on the hidden case “{case.label}” your function's result is not "
+                "the variance of the pairs drawn from the generator it was given. "
+                f"{_REDRAWN_WHY}")
     mine = next(redrawn(d_k, n, rng))
-    where = f"the hidden case “{case.label}”" if case.hidden else f"d_k={d_k}, n_samples={n}"
-    return (REDRAWN, f"on {where} the grader drew the same {2 * n * d_k:,} numbers from the "
-            f"generator you were given and measured Var(q · k) = {mine:.6g}; your function "
-            f"returned {got:.6g}. {_REDRAWN_WHY}")
+    return (REDRAWN, f"on d_k={d_k}, n_samples={n} the grader drew the same {2 * n * d_k:,} "
+            f"numbers from the generator you were given and measured Var(q · k) = "
+            f"{mine:.6g}; your function returned {got:.6g}. {_REDRAWN_WHY}")
 
 
 def _twin_stage(fn, hidden: bool) -> str | None:

@@ -81,5 +81,10 @@ def test_the_redraw_leaves_the_generator_where_it_was():
 
 def test_a_hidden_case_is_named_by_its_label_only():
     case = next(c for c in CHECK.cases if c.hidden)
-    found = A.redraw_problem(case, case.call(), 1.2345 * case.expected)
+    got = 1.2345 * case.expected
+    found = A.redraw_problem(case, case.call(), got)
     assert found[0] == A.REDRAWN and f"the hidden case “{case.label}”" in found[1]
+    d_k, n, rng = case.call()
+    mine = next(A.redrawn(d_k, n, rng))
+    for data in (f"{mine:.6g}", f"{got:.6g}", f"{2 * n * d_k:,}"):
+        assert data not in found[1], (data, found[1])  # its label only: no values
