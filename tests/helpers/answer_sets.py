@@ -67,15 +67,24 @@ def chapter_of(key: str) -> str:
     return next(ch for ch in table.TABLES if key in table.keys(ch).values())
 
 
-def _definitions(source: str, used: set) -> str:
-    """The imports and definitions of a locked cell, and its assignments of names in ``used``
-    (the answers'): not its prints, plots or corpus loading."""
-    def kept(node):
-        if isinstance(node, ast.Assign):
-            return any(isinstance(t, ast.Name) and t.id in used for t in node.targets)
-        return isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))
+def _names(node) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
-    return "\n".join(ast.unparse(n) for n in ast.parse(source).body if kept(n))
+
+def _kept(nodes: list, used: set) -> list:
+    """Of a locked cell's statements: its definitions, and the imports and assignments of the
+    names ``used`` needs, as far as they reach (not its prints, plots, plotting library or
+    corpus loading)."""
+    used, kept = set(used), []
+    while True:
+        kept = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                or isinstance(n, ast.Assign) and _names(ast.Module(n.targets, [])) & used
+                or isinstance(n, (ast.Import, ast.ImportFrom))
+                and {(a.asname or a.name).split(".")[0] for a in n.names} & used]
+        more = set().union(*(_names(n) for n in kept)) - used
+        if not more:
+            return kept
+        used |= more
 
 
 @functools.cache
@@ -89,12 +98,12 @@ def solutions(chapter: str) -> dict:
     nb = nbformat.read(REPO / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
     cells = [(c.source, c.metadata.get("nbgrader", {})) for c in nb.cells
              if c.cell_type == "code"]
-    used = {n.id for src, meta in cells if meta.get("solution")
-            for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Name)}
+    used = set().union(*(_names(ast.parse(src)) for src, meta in cells if meta.get("solution")))
     ns: dict = {}
     for source, meta in cells:
         if meta.get("solution"):
             exec(source, ns)  # noqa: S102
         elif meta.get("locked") and not meta.get("grade"):
-            exec(_definitions(source, used), ns)  # noqa: S102
+            kept = _kept(ast.parse(source).body, used)
+            exec(compile(ast.Module(kept, []), "<locked cell>", "exec"), ns)  # noqa: S102
     return ns
