@@ -194,17 +194,18 @@ def busy(t, threads, until=1e9):
 
 
 def test_one_thread_when_other_programs_keep_the_cores_busy():
-    run, summary, said, _ = fitted(busy, threads=(2, 1))
+    run, summary, said, _ = fitted(busy, threads=(1, 2))
     assert summary["threads"] == 1 and run.threads == 1
-    lines = [line for _, line in said[1:4]]
-    assert lines == ["  2 threads: 2.000 s a step", "  1 thread: 0.300 s a step",
+    lines = [line for _, line in said[1:6]]
+    assert lines == ["  timing 1 thread ...", "  1 thread: 0.300 s a step",
+                     "  timing 2 threads ...", "  2 threads: 2.000 s a step",
                      "  0.300 s a step with 1 thread; timing an evaluation (4 batches) ..."]
     assert_schedule_completed(run, summary, 480.0, 2.0)
     assert run.step > 1000  # at 2.0 s a step it would be ~200
 
 
 def test_back_to_two_threads_when_the_load_goes():
-    run, summary, said, _ = fitted(lambda t, n: busy(t, n, until=150.0), threads=(2, 1),
+    run, summary, said, _ = fitted(lambda t, n: busy(t, n, until=150.0), threads=(1, 2),
                                    reprobe_chunks=3)
     assert summary["threads"] == 2
     assert any("with 2 threads against" in line and "using 2" in line for _, line in said)

@@ -72,7 +72,7 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     evaluation, and so is ``extra_seconds_per_eval``;
     ``after_chunk(run)`` after every chunk (a checkpoint), ``after_plan(plan)`` once, with
     the first plan (``max_iters``, ``warmup_iters``, ``step_seconds``). ``threads``: the
-    thread counts to try (default: torch's and 1; ``None``: leave them alone). The timing runs
+    thread counts to try (default: 1 and torch's; ``None``: leave them alone). The timing runs
     a few steps with each and keeps the faster, and every ``reprobe_chunks`` chunks two steps
     try the other again: on a laptop where other programs keep the cores busy, two threads
     wait for each other at every operation and one thread is several times faster. Returns a
@@ -81,14 +81,18 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     """
     cfg, t0 = run.cfg, clock()
     say(f"timing the first steps on this machine (budget {seconds:.0f} s) ...")
-    run.one_step()  # the first step allocates: not timed
     if threads == ():
-        threads = (torch.get_num_threads(), 1)
+        threads = (1, torch.get_num_threads())
     options = list(dict.fromkeys(threads or (None,)))  # None: leave the threads alone
+    if options[0] is not None:
+        set_threads(options[0])  # fewest first: under load a step with more can take 15 s
+    run.one_step()  # the first step allocates: not timed
     speed = {}
     for n in options:
         if n is not None:
             set_threads(n)
+        if len(options) > 1:
+            say(f"  timing {n} thread{'s' * (n > 1)} ...")
         speed[n], loss = _timed(run, probe_steps, clock, chunk_seconds)
         if len(options) > 1:
             say(f"  {n} thread{'s' * (n > 1)}: {speed[n]:.3f} s a step")
