@@ -66,6 +66,7 @@ from autograder.checks.training import (
 from transformer_ref.models import GPT, GPTConfig
 from transformer_ref.sampling import sample_next_token as reference_sample_next_token
 from transformer_ref.train import Trainer, pick_device, prepare_data, preset
+from transformer_ref.train.budget import fit_run, outlook
 from transformer_ref.train.data import get_batch as reference_get_batch
 from transformer_ref.train.trainer import configure_optimizer, peak_flops_for
 from transformer_ref.train.trainer import get_lr as reference_get_lr
@@ -114,7 +115,10 @@ else:
     default_seconds = 30
 # the budget: your setting at the top (or COURSE_MAX_SECONDS), else the run's default; the
 # smoke run always keeps its 30 s
-chosen = globals().get("MAX_SECONDS") or os.environ.get("COURSE_MAX_SECONDS")
+try:
+    chosen = MAX_SECONDS or os.environ.get("COURSE_MAX_SECONDS")
+except NameError:  # the setting's cell was not run
+    chosen = os.environ.get("COURSE_MAX_SECONDS")
 MAX_SECONDS = default_seconds if SMOKE or not chosen else float(chosen)
 print(f"run: {RUN} on {DEVICE}  |  {cfg.n_layer} layers, d_model {cfg.d_model}, "
       f"context {cfg.block_size}, batch {cfg.batch_size}, at most {cfg.max_iters} steps in "
@@ -865,8 +869,6 @@ with requires("Exercise 6.1"):
 
 # %% tags=["demo"]
 import dataclasses
-
-from transformer_ref.train.budget import fit_run, outlook
 
 CKPT = OUT / RUN / "your-gpt.pt"  # your model, saved with your save_checkpoint every chunk
 
