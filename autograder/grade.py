@@ -619,17 +619,27 @@ def _settings(args) -> list[str]:
     return kept
 
 
-def _submitted_at(path: Path, subs) -> list[str]:
-    """Apply the instructor's ``--submitted-at`` CSV to ``subs``; returns the console's
-    messages, raises ValueError (the line and the format expected) on a malformed file."""
-    from .grading.parent.times import apply_submitted_at, parse_submitted_at
+def _instructor_files(args) -> tuple:
+    """(roster, submission times) read from ``--roster`` and ``--submitted-at`` (None where
+    not given), before any submission is unpacked: a wrong path or a malformed file stops the
+    run at once (:class:`UsageError`: the line and the format expected)."""
+    from .grading.parent.roster import read_roster
+    from .grading.parent.times import parse_submitted_at
 
+    roster = times = None
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--submitted-at: cannot read {path} ({e})") from None
-    source = f"--submitted-at {path.name}"
-    return apply_submitted_at(parse_submitted_at(text, source), subs, source)
+        if args.roster is not None:
+            roster = read_roster(args.roster)
+        if args.submitted_at is not None:
+            path = args.submitted_at
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise ValueError(f"--submitted-at: cannot read {path} ({e})") from None
+            times = parse_submitted_at(text, f"--submitted-at {path.name}")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return roster, times
 
 
 def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
@@ -639,25 +649,21 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
     from .grading.parent.submissions import discover
     from .grading.parent.times import from_nbgrader
 
+    roster, times = _instructor_files(args)  # before anything is unpacked
     subs, problems = discover(submissions, unpack_dir, resolve=args.resolve_duplicates)
     for msg in problems:
         print(f"course-grade: {msg}", file=sys.stderr)
     from_nbgrader(submissions, subs)
-    if args.roster is not None:
-        from .grading.parent.roster import apply_roster, read_roster
+    if roster is not None:
+        from .grading.parent.roster import apply_roster
 
-        try:
-            roster = read_roster(args.roster)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
         for msg in apply_roster(roster, subs):
             print(f"course-grade: {msg}", file=sys.stderr)
-    if args.submitted_at is not None:
-        try:
-            for msg in _submitted_at(args.submitted_at, subs):
-                print(f"course-grade: {msg}", file=sys.stderr)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+    if times is not None:
+        from .grading.parent.times import apply_submitted_at
+
+        for msg in apply_submitted_at(times, subs, f"--submitted-at {args.submitted_at.name}"):
+            print(f"course-grade: {msg}", file=sys.stderr)
     ids = [s.student for s in subs]
     if unknown := sorted(set(args.regrade) - set(ids)):
         raise UsageError(_no_such("--regrade", "student", unknown, ids))

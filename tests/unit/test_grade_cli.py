@@ -225,6 +225,27 @@ def test_option_errors_name_the_option_and_the_way_out(tmp_path, capsys):
         assert not out.exists() or args[0] == "--regrade", args  # refused before any write
 
 
+def test_an_unreadable_instructor_file_stops_the_run_before_any_unpacking(
+        tmp_path, capsys, monkeypatch):
+    """Issue 48 item 10: a wrong --roster or --submitted-at path, or a malformed file, is
+    said at once; no student's zip is unpacked first (intake's discover is never called)."""
+    import autograder.grading.parent.submissions as submissions
+
+    subs = tmp_path / "subs"
+    _canvas_class(subs)
+    bad = tmp_path / "times.csv"
+    bad.write_text("student,when\nleeann,yesterday\n")
+    unpacked = []
+    monkeypatch.setattr(submissions, "discover", lambda *a, **k: unpacked.append(a) or ([], []))
+    for option, path in (("--roster", tmp_path / "no-such-roster.csv"),
+                         ("--submitted-at", tmp_path / "no-such-times.csv"),
+                         ("--submitted-at", bad)):
+        rc, _, stderr = _run(capsys, subs, "--dry-run", option, path)
+        assert rc == 2 and len(stderr) == 1 and stderr[0].startswith(
+            f"course-grade: {option}"), (option, stderr)
+    assert unpacked == []
+
+
 def test_the_class_settings_are_kept_in_the_output_folder(tmp_path, capsys):
     """``--late-penalty``, ``--roster`` and ``--submitted-at`` given once are the class's
     (OUT_DIR/settings.json): a later run that leaves them out uses them and says so, and
