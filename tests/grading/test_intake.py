@@ -831,13 +831,13 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
         (r["ID"], r["99_fixture"]) for r in canvas]
     assert {r["Full name"] for r in moodle if r["User ID"] == "2001"} == {"Мария Иванова"}
     # lateness: the files' times are today's, yet only the LATE mark counts
-    from autograder.grading.parent.times import MARKED, UNKNOWN
+    from autograder.grading.parent.times import MARKED, NOT_PENALISED, UNKNOWN
 
     late = {(r["student"], r["late_by"], r["late_penalty"]) for r in read_csv(out / "grades.csv")}
     assert late == {*((sid, UNKNOWN, "") for sid in [*right_ids, "Zoë", "Zoé"]),
                     ("wangbo_1002", MARKED, "0")}
     summary = ["1 student late (1 marked by Canvas, time unknown); late penalty applied to 1",
-               f"5 students: {UNKNOWN}; no late penalty applied"]
+               f"5 students: {UNKNOWN}; {NOT_PENALISED}"]
     assert proc.stderr.splitlines()[-2:] == [f"course-grade: {line}" for line in summary]
     report = (out / "report.html").read_text()
     assert all(f"{line}." in report for line in summary)

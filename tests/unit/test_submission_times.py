@@ -32,6 +32,7 @@ from autograder.grading.parent.results import ResultStore, parse_due
 from autograder.grading.parent.submissions import discover
 from autograder.grading.parent.times import (
     MARKED,
+    NOT_PENALISED,
     UNKNOWN,
     Timing,
     apply_submitted_at,
@@ -167,7 +168,7 @@ def test_canvas_unpacked_today_due_past_only_the_late_mark_is_penalised(tmp_path
     assert totals == {"ID": A, "1001": "16", "1002": "0", "1003": "16"}
     assert late_summary(rows) == [
         "1 student late (1 marked by Canvas, time unknown); late penalty applied to 1",
-        f"2 students: {UNKNOWN}; no late penalty applied"]
+        f"2 students: {UNKNOWN}; {NOT_PENALISED}"]
 
 
 def test_the_report_shows_the_penalty_the_exports_apply(tmp_path, template):
@@ -184,7 +185,7 @@ def test_the_report_shows_the_penalty_the_exports_apply(tmp_path, template):
         "<td class=n>0</td>" in late
     assert "No graded exercise lost points.</p>" not in page
     assert "Points were lost to the late penalty" in page
-    assert "2 students: submission time unknown; no late penalty applied." in page
+    assert f"2 students: submission time unknown; {NOT_PENALISED}." in page
 
 
 def test_the_reports_totals_table_agrees_with_the_exports(tmp_path, template):

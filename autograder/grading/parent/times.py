@@ -271,6 +271,9 @@ def lateness(timing: Timing, due: datetime | None) -> tuple[str, float]:
     return (UNKNOWN if due is not None else ""), 0.0  # a due date, no time; or no due date
 
 
+NOT_PENALISED = "not penalised (no time to compare with the due date: --submitted-at gives one)"
+
+
 def _n(count: int, what: str) -> str:
     return f"{count} {what}{'' if count == 1 else 's'}"
 
@@ -281,7 +284,8 @@ def late_summary(rows: list[dict]) -> list[str]:
     >>> late_summary([{"student": "a", "late_by": UNKNOWN, "late_penalty": ""},
     ...               {"student": "b", "late_by": MARKED, "late_penalty": "4"}])
     ['1 student late (1 marked by Canvas, time unknown); late penalty applied to 1', \
-'1 student: submission time unknown; no late penalty applied']
+'1 student: submission time unknown; not penalised (no time to compare with the due \
+date: --submitted-at gives one)']
     """
     late, marked, penalised, unknown = set(), set(), set(), set()
     for r in rows:
@@ -300,5 +304,5 @@ def late_summary(rows: list[dict]) -> list[str]:
         out.append(f"{_n(len(late), 'student')} late{how}; late penalty applied to "
                    f"{len(penalised)}")
     if unknown:
-        out.append(f"{_n(len(unknown), 'student')}: {UNKNOWN}; no late penalty applied")
+        out.append(f"{_n(len(unknown), 'student')}: {UNKNOWN}; {NOT_PENALISED}")
     return out
