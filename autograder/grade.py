@@ -743,8 +743,21 @@ def _roster(subs, notebooks: dict[str, list[str]]) -> list[str]:
         elif have and missing:
             found += f" (missing: {', '.join(missing)})"
         rows.append((s.student, s.name, found, _time_source(s)))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[3]]) for r in rows]
+    widths = [max(_width(r[i]) for r in rows) for i in range(3)]
+    return ["  ".join([*(c + " " * (w - _width(c)) for c, w in zip(r, widths)), r[3]])
+            for r in rows]
+
+
+def _width(text: str) -> int:
+    """Terminal columns ``text`` takes: wide (CJK) characters two, combining marks none.
+
+    >>> _width("李娜"), _width("Zoë"), _width("Zoe\u0308")
+    (4, 3, 3)
+    """
+    import unicodedata
+
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,22 @@ def test_dry_run_prints_the_roster_and_writes_nothing(tmp_path, capsys, monkeypa
     assert list((tmp_path / "tmp").iterdir()) == []  # the zips' temporary folder is gone
 
 
+def test_dry_run_columns_line_up_after_wide_names(tmp_path, capsys):
+    """Issue 48 item 10: a CJK name takes two terminal columns a character; the columns after
+    it still start where the header's do."""
+    from autograder.grade import _width
+
+    for name in ("李娜", "Zoe\u0308", "ann"):  # wide, a combining mark, plain
+        (tmp_path / "subs" / name).mkdir(parents=True)
+        (tmp_path / "subs" / name / "99_fixture.ipynb").write_text(NB)
+    rc, stdout, stderr = _run(capsys, tmp_path / "subs", "--source", FIXTURE, "--dry-run")
+    assert rc == 0, stderr
+    table = stdout[1:-1]
+    starts = {_width(line[:line.index(word)])
+              for line, word in zip(table, ["notebooks found", *["99_fixture"] * 3])}
+    assert len(table) == 4 and len(starts) == 1, table
+
+
 def test_dry_run_needs_no_out_and_shows_nbgraders_times(tmp_path, capsys):
     course = tmp_path / "course"
     (course / "submitted" / "ann" / "99_fixture").mkdir(parents=True)
