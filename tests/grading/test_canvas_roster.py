@@ -99,7 +99,9 @@ def test_roster_gives_names_and_sis_ids_in_grades_csv_and_the_exports(tmp_path):
     assert sorted(roster) == ["1001", "1002", "1999"]  # not "Points Possible"
     assert apply_roster(roster, subs) == [
         f"--roster: Canvas user 1003 (hoppergrace, {GRACE}) is not in the roster; its "
-        "download name is kept"]
+        "download name is kept",
+        "--roster: 1 student of the roster has no submission in this folder: Student, Test "
+        "(1999)"]  # issue 48 item 10: Canvas's test student, here
     store = _store(tmp_path / "out", subs)
     path = store.write_csv([s.student for s in subs])
     got = {(r["student"], r["name"], r["lms_id"], r["sis_id"]) for r in _csv(path)}

@@ -65,13 +65,24 @@ def read_roster(path: Path) -> dict[str, Person]:
     return parse_roster(text, f"--roster {path}")
 
 
-def apply_roster(roster: dict[str, Person], subs) -> list[str]:
+def apply_roster(roster: dict[str, Person], subs, most: int = 10) -> list[str]:
     """Give each Canvas student the roster's name and SIS ids; returns a message for each
-    Canvas user id of the download the roster lacks (its download name is kept)."""
+    Canvas user id of the download the roster lacks (its download name is kept), and one
+    naming the roster's students with no submission in this folder (the first ``most``).
+
+    >>> from types import SimpleNamespace as S
+    >>> apply_roster({"7": Person("Lovelace, Ada"), "8": Person("Hopper, Grace")},
+    ...              [S(lms="canvas", lms_id="7", name="lovelaceada", student="lovelaceada_7")])
+    ['--roster: 1 student of the roster has no submission in this folder: Hopper, Grace (8)']
+    >>> apply_roster({"7": Person("A"), "8": Person("B"), "9": Person("")}, [], most=2)[0][-32:]
+    'folder: A (7); B (8) and 1 more'
+    """
     messages = []
+    absent = dict(roster)
     for sub in subs:
         if sub.lms != "canvas":
             continue
+        absent.pop(sub.lms_id, None)
         person = roster.get(sub.lms_id)
         if person is None:
             messages.append(f"--roster: Canvas user {sub.lms_id} ({sub.name}, {sub.student}) "
@@ -79,4 +90,11 @@ def apply_roster(roster: dict[str, Person], subs) -> list[str]:
             continue
         sub.name = person.name or sub.name
         sub.sis_id, sub.sis_login, sub.section = person.sis_id, person.sis_login, person.section
+    if absent:
+        names = [f"{p.name or '(no name)'} ({uid})" for uid, p in absent.items()]
+        more = f" and {len(names) - most} more" if len(names) > most else ""
+        one = len(names) == 1
+        messages.append(f"--roster: {len(names)} student{'' if one else 's'} of the roster "
+                        f"{'has' if one else 'have'} no submission in this folder: "
+                        f"{'; '.join(names[:most])}{more}")
     return messages
