@@ -74,7 +74,7 @@ def apply_roster(roster: dict[str, Person], subs, most: int = 10) -> list[str]:
     >>> apply_roster({"7": Person("Lovelace, Ada"), "8": Person("Hopper, Grace")},
     ...              [S(lms="canvas", lms_id="7", name="lovelaceada", student="lovelaceada_7")])
     ['--roster: 1 student of the roster has no submission in this folder: Hopper, Grace (8)']
-    >>> apply_roster({"7": Person("A"), "8": Person("B"), "9": Person("")}, [], most=2)[0][-32:]
+    >>> apply_roster({"7": Person("A"), "8": Person("B"), "9": Person("")}, [], most=2)[0][-31:]
     'folder: A (7); B (8) and 1 more'
     """
     messages = []
