@@ -106,6 +106,9 @@ def test_any_sequence_of_chunk_timings(seed, base_s, swing):
     cost = lambda t: base_s * factors[min(39, int(t // 30))]  # noqa: E731
     run, summary, _, _ = fitted(cost)
     assert_schedule_completed(run, summary, 480.0, base_s * swing)
+    steps = [e["step"] for e in summary["evals"][:-1]]  # none right after another (the
+    # final one is at the end, wherever the last re-plan put the end)
+    assert min(b - a for a, b in zip(steps, steps[1:])) >= run.cfg.max_iters / 6 / 4
     # the warm-up, once over, is frozen: no plan after it puts the rate back into a warm-up
     warm = run.cfg.warmup_iters
     assert all(p["warmup_iters"] == warm for p in summary["plans"] if p["step"] >= warm)

@@ -153,6 +153,8 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
             else:
                 set_threads(now)
         next_eval = math.ceil((done_evals + 1) * cfg.max_iters / n_evals)
+        # a shorter re-plan can put the next point behind the last evaluation: keep half a gap
+        next_eval = max(next_eval, evals[-1]["step"] + math.ceil(cfg.max_iters / n_evals / 2))
         next_eval = max(run.step + 1, min(cfg.max_iters, next_eval))
         steps = max(1, min(next_eval - run.step, math.floor(chunk_seconds / step_s)))
         tc = clock()
