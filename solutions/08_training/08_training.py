@@ -1268,8 +1268,10 @@ print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
 #   threads a step took 9.9 s and the run trained 24 steps (val 3.25); section 7's run now
 #   times one thread as well (2.5 s a step against 16 s with two), keeps the faster, and
 #   re-plans every ~10 s: 170 steps in 448 s to val 2.54, warm-up and decay complete, and it
-#   said at its start that this would be a weak model and what would help. Val ≤ 2.1 needs
-#   about 550 steps of this model (`python bench/train.py --expect 150,300,600`).
+#   said at its start that this would be a weak model and what would help. At load 3–6 (two
+#   to four programs beside it on the two cores): 0.50 s a step with one thread against 3.99 s
+#   with two, 521 steps in 466 s to **val 2.069**. Val ≤ 2.1 needs about 550 steps of this
+#   model (`python bench/train.py --expect 150,300,600`).
 #
 # **Going further.** Train on chapter 7's BPE tokens (`prepare_data("bpe", bpe_vocab_size=512)`)
 # and compare models in **bits per byte** (`val_bpb`), which, unlike loss per token, does not
