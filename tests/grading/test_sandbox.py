@@ -5,6 +5,7 @@ The class-level behaviour (cheats graded end to end) is in ``test_sandbox_class.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -134,14 +135,22 @@ def test_bwrap_command_isolates_the_kernel(tmp_path):
     assert argv[-2:] == ["-f", f"{tmp_path}/ipc/kernel.json"]
 
 
+def _sandboxed(home: Path, code: str, tmp_mb: int = 64) -> str:
+    """The stdout of ``python -c code`` started the way the kernel is (minus the kernel)."""
+    (home / "work").mkdir()
+    (home / "ipc").mkdir()
+    spec = {"bwrap": bwrap_path(), "uid": 212345, "home": str(home),
+            "ro": sandbox.readonly_paths(), "env": {"HOME": "/tmp"}, "tmp_mb": tmp_mb}
+    argv = bwrap_argv(spec, "unused")
+    cmd = argv[: argv.index(OUTCAP) - 2] + [sys.executable, "-c", code]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 @pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap not installed")
 def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
     """A process started the way the kernel is (minus the kernel) sees only what it may."""
-    (tmp_path / "work").mkdir()
-    (tmp_path / "ipc").mkdir()
-    spec = {"bwrap": bwrap_path(), "uid": 212345, "home": str(tmp_path),
-            "ro": sandbox.readonly_paths(), "env": {"HOME": "/tmp"}, "tmp_mb": 64}
-    argv = bwrap_argv(spec, "unused")
     probe = (
         "import os, socket\n"
         f"print(os.path.exists({str(REPO / 'solutions')!r}), os.path.exists('/root/.bashrc'),\n"
@@ -149,11 +158,43 @@ def test_sandbox_cannot_see_the_course_or_the_network(tmp_path):
         "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
         "    print('net')\nexcept OSError:\n    print('no net')\n"
     )
-    cmd = argv[: argv.index(OUTCAP) - 2] + [sys.executable, "-c", probe]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
     uid = 212345 if os.geteuid() == 0 else os.geteuid()
-    assert out.stdout.split() == ["False", "False", "True", str(uid), "no", "net"]
+    assert _sandboxed(tmp_path, probe).split() == ["False", "False", "True", str(uid), "no",
+                                                   "net"]
+
+
+SHM_PROBE = r"""
+import json, multiprocessing, os
+lock = multiprocessing.Lock()  # a POSIX semaphore: a file in /dev/shm
+with lock:
+    pass
+def fill(path, mb):
+    done = 0
+    try:
+        with open(path, "wb") as f:
+            for _ in range(mb):
+                f.write(b"x" * 2**20)
+                f.flush()
+                done += 1
+    except OSError:
+        pass
+    return done
+tmp = fill("/tmp/a", 10)
+shm = fill("/dev/shm/b", 10)
+print(json.dumps({"tmp": tmp, "shm": shm, "same": os.stat("/tmp").st_dev ==
+                  os.stat("/dev/shm").st_dev, "dev": sorted(os.listdir("/dev"))}))
+"""
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap not installed")
+def test_dev_shm_and_tmp_share_one_budget(tmp_path):
+    """Issue 47 item 7: ``/dev/shm`` is inside ``--tmp``: /tmp and /dev/shm fill up to the one
+    size together, and POSIX semaphores (``multiprocessing``) work there. Before, /dev/shm was
+    a memory file system of its own (bwrap's ``--dev``; the zygote's second tmpfs)."""
+    seen = json.loads(_sandboxed(tmp_path, SHM_PROBE, tmp_mb=16).strip().splitlines()[-1])
+    assert seen["same"], seen
+    assert seen["tmp"] == 10 and seen["shm"] < 6, seen  # 16 MB in all, not 16 MB each
+    assert {"null", "zero", "urandom", "shm", "fd"} <= set(seen["dev"]), seen["dev"]
 
 
 @pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap not installed")

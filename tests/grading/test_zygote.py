@@ -53,7 +53,7 @@ print(json.dumps({{
     "home": sorted(os.listdir(home)), "probes": sorted(os.listdir(probes)),
     "stage": stage, "pid": os.getpid(), "pids": len(pids),
     "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")), "port": port,
-    "draws": draws,
+    "draws": draws, "shm_in_tmp": os.stat("/dev/shm").st_dev == os.stat("/tmp").st_dev,
 }}))
 """
 
@@ -141,6 +141,7 @@ def test_forked_kernels_are_loaded_and_each_in_a_sandbox_of_its_own(tmp_path, mo
         assert a["pid"] == b["pid"] == 2 and a["pids"] < 8
         assert "mark-one" in a["tmp"] and "mark-one" not in b["tmp"]
         assert a["shm"] == ["mark-one"] and b["shm"] == ["mark-two"]
+        assert a["shm_in_tmp"] and b["shm_in_tmp"]  # one budget: --tmp (issue 47 item 7)
         # its own network: a port one kernel listens on is not the other's
         if a["port"] is not None:
             out = _run(two, "import socket\ntry:\n    socket.create_connection(('127.0.0.1', "

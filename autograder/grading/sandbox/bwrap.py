@@ -125,6 +125,27 @@ def bwrap_argv(spec: dict, connection_file: str) -> list[str]:
     return argv
 
 
+SHM_IN_TMP = "/tmp/.shm"  # the sandbox's /dev/shm: a folder of its sized /tmp
+_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def dev_argv() -> list[str]:
+    """A ``/dev`` of the devices a kernel uses (bound from the host, as ``--dev`` binds them),
+    the ``fd`` and standard stream links, and ``shm`` a link to :data:`SHM_IN_TMP`. Its own
+    tmpfs holds only these entries (64 KiB, root's: the sandbox user cannot write there).
+
+    >>> dev_argv()[-3:]
+    ['--symlink', '../tmp/.shm', '/dev/shm']
+    """
+    argv = ["--perms", "0755", "--size", str(64 * 2**10), "--tmpfs", "/dev"]
+    for d in _DEVICES:
+        argv += ["--dev-bind", f"/dev/{d}", f"/dev/{d}"]
+    for k, name in enumerate(("stdin", "stdout", "stderr")):
+        argv += ["--symlink", f"/proc/self/fd/{k}", f"/dev/{name}"]
+    return argv + ["--symlink", "/proc/self/fd", "/dev/fd",
+                   "--symlink", "../" + SHM_IN_TMP.lstrip("/"), "/dev/shm"]
+
+
 def sandbox_argv(spec: dict, binds: list[tuple[str, str, str]],
                  private: tuple[str, ...] = ()) -> list[str]:
     """``bwrap`` and its options for ``spec``'s sandbox, up to the command: namespaces, the
@@ -147,9 +168,12 @@ def sandbox_argv(spec: dict, binds: list[tuple[str, str, str]],
     # The private /tmp first: read-only binds that live under /tmp (a clone and its .venv in
     # /tmp, as CI may have them) must be mounted on top of it, not hidden by it. It is memory:
     # its size is capped (``GradeConfig.tmp_mb``), a write past it fails with ENOSPC.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777",
-             "--size", str(int(spec["tmp_mb"]) * 2**20), "--tmpfs", "/tmp"]
-    made.add("/tmp")
+    # /dev/shm (POSIX shared memory, semaphores) is a folder of that /tmp: one budget for both
+    # (bwrap's own --dev would make it a folder of an unsized tmpfs).
+    argv += ["--proc", "/proc", "--perms", "1777",
+             "--size", str(int(spec["tmp_mb"]) * 2**20), "--tmpfs", "/tmp",
+             "--perms", "1777", "--dir", SHM_IN_TMP, *dev_argv()]
+    made.update(("/tmp", SHM_IN_TMP))
     if spec.get("fontlist"):  # MPLCONFIGDIR, writable, with the class's font list in it
         mpl = spec["env"]["MPLCONFIGDIR"]
         argv += ["--perms", "1777", "--dir", mpl, "--ro-bind", spec["fontlist"],

@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 
 from ..env import KERNEL_IMPORTS, PROBE_DIR, ZYGOTE, ZYGOTE_PRELOAD, ZYGOTE_RO
+from .bwrap import SHM_IN_TMP
 
 ZYGOTE_VAR = ZYGOTE  # the control socket's path, for the kernels' launcher
 RO_VAR = ZYGOTE_RO  # the zygote's own read-only binds (JSON list)
@@ -274,8 +275,10 @@ def _namespaces(spec: dict, zygote_ro: set[str], ctl_dir: str) -> None:
     if mpl and mpl.startswith("/tmp/"):
         os.makedirs(mpl, exist_ok=True)
         os.chmod(mpl, 0o1777)
-    if os.path.isdir("/dev/shm"):  # POSIX shared memory (a DataLoader's workers): memory too
-        _tmpfs("/dev/shm", int(spec["tmp_mb"]))
+    # /dev/shm (POSIX shared memory: a DataLoader's workers) is the zygote's link to a folder
+    # of /tmp (bwrap.dev_argv): this new /tmp's, within its size
+    os.makedirs(SHM_IN_TMP, exist_ok=True)
+    os.chmod(SHM_IN_TMP, 0o1777)
     # nothing of the host beyond this kernel's own mounts
     _check(_c().umount2(STAGE.encode(), MNT_DETACH), "umount the staging folder")
 
