@@ -334,7 +334,13 @@ def _main(args) -> int:
     )
     from .grading.parent.runner import kill_all
     from .grading.parent.student import grade_student, to_json
-    from .grading.parent.submissions import find_notebook, fingerprint, intake_facts, missing
+    from .grading.parent.submissions import (
+        discard_unpacked,
+        find_notebook,
+        fingerprint,
+        intake_facts,
+        missing,
+    )
     from .grading.parent.times import late_summary, timings
 
     if not args.submissions.is_dir():
@@ -521,6 +527,7 @@ def _main(args) -> int:
         return 1
     dispatcher.close()
     bar.close()
+    discard_unpacked(work / "unpacked")  # graded: OUT_DIR keeps the rebuilt copies only
     for msg in store.write_gradebook(template, students, subs=by_id, due=due_args,
                                      late_penalty=args.late_penalty):
         print(f"course-grade: {msg}", file=sys.stderr)

@@ -553,7 +553,7 @@ BAD = {
     "stream.zip": (_damaged_stream, "corrupt zip (damaged compressed data)"),
     "notazip.zip": (lambda p: p.write_bytes(b"PK\x03\x04 not really"),
                     "not a zip file, or a damaged one"),
-    "bomb.zip": (_bomb, "zip unpacks to more than 2 MB (zip bomb?)"),
+    "bomb.zip": (_bomb, "the submission's zips unpack to more than 2 MB of notebooks (zip bomb?)"),
     "link": (lambda p: os.symlink("/etc", p), "link is a symbolic link (not followed)"),
     "kmsg": (lambda p: os.symlink("/proc/kmsg", p), "kmsg is a symbolic link (not followed)"),
     "fifo": (os.mkfifo, "fifo is a FIFO"),
@@ -563,7 +563,7 @@ BAD = {
 
 @pytest.mark.parametrize("entry", sorted(BAD))
 def test_bad_entry_is_one_submission_with_its_problem(tmp_path, monkeypatch, entry):
-    monkeypatch.setattr(intake, "MAX_UNZIPPED_BYTES", 2 * 2**20)
+    monkeypatch.setattr(intake, "MAX_SUBMISSION_BYTES", 2 * 2**20)
     subs = tmp_path / "subs"
     (subs / "good").mkdir(parents=True)
     (subs / "good" / "01_attention.ipynb").write_text("{}")
@@ -578,6 +578,37 @@ def test_bad_entry_is_one_submission_with_its_problem(tmp_path, monkeypatch, ent
         assert find_notebook(bad[0], "01_attention") == (None, problem)
         good = [s for s in found if s.student == "good"][0]
         assert not good.problem and find_notebook(good, "01_attention")[0] is not None
+
+
+def test_a_submissions_zips_unpack_their_notebooks_only_within_one_budget(tmp_path,
+                                                                          monkeypatch):
+    """Issue 47 item 7: the zip limit was per zip, and every zip beside the notebook was
+    unpacked and kept. Now only a zip's notebooks are unpacked (a 3 MB data file is not), all
+    of one submission's zips share one budget (two zips of 1 MB of notebooks each pass
+    alone, not together), and a notebook over the size cap is never unpacked (a sparse file
+    of its size stands for it, refused by its size)."""
+    monkeypatch.setattr(intake, "MAX_SUBMISSION_BYTES", 2 * 2**20)
+    monkeypatch.setattr(intake, "MAX_NOTEBOOK_BYTES", 2**20 + 100)
+    subs = tmp_path / "subs"
+    for who, zips in {"ann": 1, "bob": 2}.items():
+        (subs / who).mkdir(parents=True)
+        for k in range(zips):
+            with zipfile.ZipFile(subs / who / f"part{k}.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+                zf.writestr(f"{k:02d}_nb.ipynb", b" " * (2**20 + 50))
+                zf.writestr(f"{k:02d}_data.bin", b"\0" * (3 * 2**20))
+                zf.writestr("big.ipynb", b" " * (2**20 + 200))
+    found, _ = discover(subs, tmp_path / "u")
+    ann, bob = sorted(found, key=lambda s: s.student)
+    assert not ann.problem
+    unpacked = sorted(p.relative_to(ann.path).as_posix() for p in ann.path.rglob("*")
+                      if p.is_file())
+    assert unpacked == ["part0/00_nb.ipynb", "part0/big.ipynb"]
+    big = ann.path / "part0" / "big.ipynb"
+    assert big.stat().st_size == 2**20 + 200 and big.stat().st_blocks == 0  # sparse
+    with pytest.raises(intake.IntakeProblem, match="larger than"):
+        intake.read_notebook_bytes(big)
+    assert bob.problem == ("the submission's zips unpack to more than 2 MB of notebooks "
+                           "(zip bomb?)")
 
 
 def test_zip_of_too_many_entries_is_refused_before_unpacking(tmp_path, monkeypatch):

@@ -51,7 +51,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-MAX_UNZIPPED_BYTES = 512 * 2**20  # a zip bomb stops here
+MAX_UNZIPPED_BYTES = 512 * 2**20  # an LMS download's zip (the whole class) stops here
+# what one submission's own zips may unpack, all of them together: only their notebooks are
+# unpacked (2 notebooks at MAX_NOTEBOOK_BYTES; the course's are ~60 kB without outputs)
+MAX_SUBMISSION_BYTES = 64 * 2**20
 MAX_ZIP_ENTRIES = 10_000  # ... and a zip of a million empty files here
 MAX_NOTEBOOK_BYTES = 32 * 2**20  # the course's notebooks are ~60 kB without outputs
 MAX_CELLS = 2_000  # the longest chapter has 60 cells
@@ -350,7 +353,32 @@ def _open_zip(zip_path: Path) -> zipfile.ZipFile:
         raise IntakeProblem(f"damaged zip ({type(e).__name__})") from None
 
 
-def _check_zip(zf: zipfile.ZipFile) -> None:
+class Budget:
+    """The bytes that unpacking may still write for one submission (all its zips together),
+    or for one LMS download: :meth:`take` raises :class:`IntakeProblem` past ``cap``."""
+
+    def __init__(self, cap: int, problem: str):
+        self.cap, self.left, self.problem = cap, cap, problem  # problem: "... {} ..." (cap)
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise IntakeProblem(self.problem.format(_mb(self.cap)))
+
+
+_BOMB = "zip unpacks to more than {} (zip bomb?)"  # an LMS download's zip
+
+
+def _submission_budget() -> Budget:
+    return Budget(MAX_SUBMISSION_BYTES,
+                  "the submission's zips unpack to more than {} of notebooks (zip bomb?)")
+
+
+def _is_notebook(name: str) -> bool:
+    return name.lower().endswith(".ipynb")
+
+
+def _check_zip(zf: zipfile.ZipFile, wanted, budget: Budget) -> None:
     infos = zf.infolist()
     if len(infos) > MAX_ZIP_ENTRIES:
         raise IntakeProblem(f"zip holds more than {MAX_ZIP_ENTRIES} entries")
@@ -358,24 +386,37 @@ def _check_zip(zf: zipfile.ZipFile) -> None:
         raise IntakeProblem("encrypted zip (password-protected)")
     if any(i.compress_type not in _SUPPORTED_COMPRESSION for i in infos):
         raise IntakeProblem("zip uses an unsupported compression method")
-    if sum(i.file_size for i in infos if not i.is_dir()) > MAX_UNZIPPED_BYTES:
-        raise IntakeProblem(f"zip unpacks to more than {_mb(MAX_UNZIPPED_BYTES)} (zip bomb?)")
+    if sum(i.file_size for i in infos if _written(i, wanted)) > budget.left:
+        budget.take(budget.left + 1)  # what its headers say is over: nothing written
 
 
-def _safe_unzip(zip_path: Path, dest: Path) -> list[str]:
-    """Unpack ``zip_path`` into ``dest``; returns the names of link entries left out.
+def _written(info: zipfile.ZipInfo, wanted) -> bool:
+    """Whether :func:`_safe_unzip` writes the entry's bytes (a notebook over the size cap is
+    a sparse file of its size: nothing written)."""
+    return not info.is_dir() and wanted(info.filename) and not (
+        _is_notebook(info.filename) and info.file_size > MAX_NOTEBOOK_BYTES)
+
+
+def _safe_unzip(zip_path: Path, dest: Path, budget: Budget | None = None,
+                wanted=_is_notebook) -> list[str]:
+    """Unpack the entries of ``zip_path`` whose names ``wanted`` accepts (a student's zip: its
+    notebooks, nothing else) into ``dest``; returns the names of link entries left out.
 
     Refuses (IntakeProblem) an encrypted zip, an unsupported compression method, a corrupt
-    stream or CRC, more than :data:`MAX_UNZIPPED_BYTES` or :data:`MAX_ZIP_ENTRIES`. Paths
-    outside ``dest`` and special-file entries are skipped; link entries are skipped and named.
+    stream or CRC, more than :data:`MAX_ZIP_ENTRIES`, or more bytes than ``budget`` has left
+    (by the headers first, then as written; a submission's zips share one budget,
+    :data:`MAX_SUBMISSION_BYTES`). Paths outside ``dest`` and special-file entries are
+    skipped; link entries are skipped and named. A notebook over :data:`MAX_NOTEBOOK_BYTES`
+    is not unpacked: a sparse file of its size stands for it (refused later by its size).
     """
+    budget = budget or _submission_budget()
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     root = dest.resolve()
-    links, total = [], 0
+    links = []
     with _open_zip(zip_path) as zf:
-        _check_zip(zf)
+        _check_zip(zf, wanted, budget)
         for info in zf.infolist():
             target = (dest / info.filename).resolve()
             if not target.is_relative_to(root) or target == root or info.is_dir():
@@ -383,17 +424,18 @@ def _safe_unzip(zip_path: Path, dest: Path) -> list[str]:
             if _is_link(info):
                 links.append(info.filename)
                 continue
-            if _is_special(info):
+            if _is_special(info) or not wanted(info.filename):
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            if not _written(info, wanted):
+                with os.fdopen(os.open(target, flags, 0o644), "wb") as out:
+                    out.truncate(info.file_size)
+                continue
             try:
                 with zf.open(info) as src, os.fdopen(os.open(target, flags, 0o644), "wb") as out:
                     while chunk := src.read(2**20):
-                        total += len(chunk)
-                        if total > MAX_UNZIPPED_BYTES:
-                            raise IntakeProblem(
-                                f"zip unpacks to more than {_mb(MAX_UNZIPPED_BYTES)} (zip bomb?)")
+                        budget.take(len(chunk))
                         out.write(chunk)
             except IntakeProblem:
                 raise
@@ -700,7 +742,8 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
             if kind:
                 dest = bundle_dir / student_id(stem)
                 try:
-                    links = _safe_unzip(p, dest)
+                    links = _safe_unzip(p, dest, Budget(MAX_UNZIPPED_BYTES, _BOMB),
+                                        wanted=lambda name: True)
                 except IntakeProblem as e:
                     entries.append(_Entry("problem", student_id(stem), p, name=_display(stem),
                                           problem=str(e)))
@@ -862,29 +905,30 @@ def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
                      problem=e.problem)
     if e.problem:
         return sub
+    budget = _submission_budget()  # all of this submission's zips
     if e.kind == "folder":
-        sub.path = _folder_with_zips(e.origin, unpack_dir / sid, sub)
+        sub.path = _folder_with_zips(e.origin, unpack_dir / sid, sub, budget)
     elif e.kind == "zip":
         sub.path = unpack_dir / sid
-        sub.links = _safe_unzip(e.origin, sub.path)
+        sub.links = _safe_unzip(e.origin, sub.path, budget)
     elif e.kind == "moodle" and (folders := [p for p in e.files if p.is_dir()]):
         # graded in place, like a student's folder (an onlinetext folder comes after the
         # file folder in name order and is not used)
         files = [p for p in folders if "_assignsubmission_file" in p.name] or folders
-        sub.path = _folder_with_zips(sorted(files)[0], unpack_dir / sid, sub)
+        sub.path = _folder_with_zips(sorted(files)[0], unpack_dir / sid, sub, budget)
     elif e.kind in ("canvas", "moodle"):
         sub.path = unpack_dir / sid
         if sub.path.exists():
             shutil.rmtree(sub.path)
         sub.path.mkdir(parents=True)
-        _gather(e, sub)
+        _gather(e, sub, budget)
     return sub
 
 
-def _folder_with_zips(folder: Path, dest: Path, sub: Submission) -> Path:
+def _folder_with_zips(folder: Path, dest: Path, sub: Submission, budget: Budget) -> Path:
     """``folder`` itself, graded in place; or, when it holds zips (a student who uploaded a
-    zip of their notebooks), ``dest`` with its notebooks mirrored (:func:`_mirror`) and each
-    zip unpacked into a folder named after it."""
+    zip of their notebooks), ``dest`` with its notebooks mirrored (:func:`_mirror`) and the
+    notebooks of each zip unpacked into a folder named after it, within ``budget``."""
     found = _walk(folder)
     zips = [(p, st) for p, st in found if p.name.lower().endswith(".zip")]
     if not zips:
@@ -899,7 +943,7 @@ def _folder_with_zips(folder: Path, dest: Path, sub: Submission) -> Path:
     for p, _ in zips:
         rel = p.relative_to(folder)
         into = rel.parent / _free(dest / rel.parent, rel.stem)
-        sub.links += [(into / n).as_posix() for n in _safe_unzip(p, dest / into)]
+        sub.links += [(into / n).as_posix() for n in _safe_unzip(p, dest / into, budget)]
     return dest
 
 
@@ -918,10 +962,11 @@ def _free(folder: Path, name: str) -> str:
     return next(n for n in names if not os.path.lexists(folder / n))
 
 
-def _gather(e: _Entry, sub: Submission) -> None:
+def _gather(e: _Entry, sub: Submission, budget: Budget) -> None:
     """Put an LMS file group (Canvas or flat Moodle files) into ``sub.path`` under the names
     the student gave them; of a file Canvas renamed on re-upload (``-1``, ``-2``) the
-    highest number wins. Only notebooks and zips are taken (a zip is unpacked). The names of
+    highest number wins. Only notebooks and zips are taken (a zip's notebooks are unpacked,
+    within ``budget``). The names of
     those taken from a file Canvas marked ``LATE`` go into ``sub.late_files``."""
     best: dict[str, tuple[int, Path]] = {}  # file name -> (re-upload number, source)
     for src in sorted(e.files):
@@ -934,7 +979,7 @@ def _gather(e: _Entry, sub: Submission) -> None:
     for fname, (_, src) in sorted(best.items()):
         if fname.lower().endswith(".zip"):
             taken = _free(sub.path, Path(fname).stem)
-            sub.links += _safe_unzip(src, sub.path / taken)
+            sub.links += _safe_unzip(src, sub.path / taken, budget)
         elif fname.lower().endswith(".ipynb") and "/" not in fname:
             taken = fname
             _mirror(src, sub.path / fname)
@@ -944,6 +989,15 @@ def _gather(e: _Entry, sub: Submission) -> None:
             sub.canvas_files[taken] = src.name[: m.start("file") - 1]
             if m["late"]:
                 sub.late_files.add(taken)
+
+
+def discard_unpacked(unpack_dir: Path) -> None:
+    """Remove intake's unpacked copies (``unpack_dir``, given to :func:`discover`) once the
+    run has graded from them: a submission's kept copy is the grader's rebuilt notebook
+    (``OUT_DIR/submitted/``), and the notebooks unpacked from a zip can be many times the
+    zip's size (issue 47 item 7: no submission leaves more than 5 MB plus twice its own size
+    in OUT_DIR). The next run unpacks again."""
+    shutil.rmtree(unpack_dir, ignore_errors=True)
 
 
 def discover(submissions_dir: Path, unpack_dir: Path,
