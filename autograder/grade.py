@@ -3,11 +3,13 @@
     course-grade SUBMISSIONS_DIR --out OUT_DIR [--workers N] [--timeout S] [--memory MB]
                  [--cell-timeout S] [--assignment NAME ...] [--source DIR] [--force]
                  [--regrade STUDENT ...] [--due ASSIGNMENT=DATE ...] [--submitted-at FILE]
-                 [--late-penalty none|zero] [--unsandboxed] [--scheduler ADDRESS]
+                 [--late-penalty POLICY] [--late-floor P%] [--grace DURATION]
+                 [--extensions FILE] [--unsandboxed] [--scheduler ADDRESS]
                  [--scheduler-timeout S] [--roster FILE] [--prune]
                  [--regrade-exercise ASSIGNMENT:EXERCISE ...]
     course-grade SUBMISSIONS_DIR --dry-run [--assignment NAME ...] [--submitted-at FILE]
-                 [--roster FILE] [--prune --out OUT_DIR]
+                 [--roster FILE] [--extensions FILE] [late policy options] [--prune]
+                 [--out OUT_DIR]
 
 SUBMISSIONS_DIR holds one folder or .zip per student (as an LMS downloads them); notebooks are
 found inside by name at any depth. For each student, in parallel (``--workers``, default: the
@@ -25,8 +27,9 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
   record; the notebook stopped later)``, ``graded (no result: the notebook stopped; flagged)``
   or ``not graded: <reason>``), diagnosis (what lost the points: a catalogued mistake's name or
   a failure kind), name, lms_id, auto_points, manual_points, extra_credit, comment, flagged,
-  submitted_at, due, late_by (how late, ``late (marked by Canvas)``, or ``submission time
-  unknown``: no penalty), late_penalty (nbgrader's, per notebook), review (the autograded
+  submitted_at, due (the student's own: an extension included), late_by (how late, ``late
+  (marked by Canvas)``, or ``submission time unknown``: no penalty), late_penalty
+  (nbgrader's, per notebook: the late policy's points lost), review (the autograded
   score changed under a manual score: shown until the score is saved or resolved in
   formgrader), sis_id (with ``--roster``), kind (what the row is, as data: ``graded``,
   ``test restored``, ``answer missing``, ``not in notebook``, ``from record``, ``stopped``
@@ -45,9 +48,9 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
 - ``OUT_DIR/changes.csv``: the change log, appended to and never rewritten: one line per
   change of a grade (an exercise's final points, or an assignment's total), with when, the
   run, its cause (``new submission``, ``submission changed``, ``checks changed``, ``option
-  --force``, ``option --regrade-exercise``, ``option --prune``, a late penalty, or a score
-  entered in formgrader between runs), the student, assignment, exercise and old -> new; the
-  report shows the last run's.
+  --force``, ``option --regrade-exercise``, ``option --prune``, ``late policy``,
+  ``extension``, or a score entered in formgrader between runs), the student, assignment,
+  exercise and old -> new; the report shows the last run's.
 
 OUT_DIR is the class's ledger (``grading/parent/ledger.py``): a run grades only what is new
 in SUBMISSIONS_DIR, changed, or stale (graded with other checks: each result keeps a
@@ -62,8 +65,14 @@ fingerprints were kept are not graded again unless an option asks (the run says 
 Submission times come only from trusted sources (``grading/parent/times.py``): nbgrader's own
 ``timestamp.txt`` when SUBMISSIONS_DIR is a course's ``submitted/`` folder filled by ``nbgrader
 collect``, the instructor's ``--submitted-at`` CSV, and Canvas's ``LATE`` mark (late by an
-unknown amount: the late penalty applies). Never a file's or zip entry's time, nor a
-``timestamp.txt`` a student uploaded; a student with no known time gets no late penalty.
+unknown amount: the late policy takes the most it takes). Never a file's or zip entry's time,
+nor a ``timestamp.txt`` a student uploaded; a student with no known time gets no late penalty.
+The late policy (``--late-penalty``, ``--late-floor``, ``--grace``) is nbgrader's late-submission
+plugin (``grading/gradebook.py``'s ``LatePolicyPlugin``, named in OUT_DIR's nbgrader_config.py):
+the gradebook's ``late_submission_penalty`` is what grades.csv, the exports, the report and
+``nbgrader export`` subtract. ``--extensions`` become nbgrader's own per-student extensions.
+The late policy, ``--roster``, ``--submitted-at`` and ``--extensions`` are kept in
+OUT_DIR/settings.json: a later run without the option uses the kept one and says so.
 """
 
 from __future__ import annotations
@@ -80,8 +89,9 @@ import uuid
 from pathlib import Path
 
 from .grading.config import ISOLATION, GradeConfig
+from .grading.gradebook import POLICY_FORMAT
 from .grading.parent.status import row_kind
-from .grading.parent.times import CSV_FORMAT
+from .grading.parent.times import CSV_FORMAT, EXTENSIONS_FORMAT
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_ASSIGNMENT = "no assignment notebook found in the submissions"
@@ -154,12 +164,23 @@ def _parser() -> argparse.ArgumentParser:
                    "User ID, ...): its names ('Lovelace, Ada') and SIS ids replace the "
                    "download's, matched by Canvas user id; ids it lacks are reported. Kept in "
                    "OUT_DIR/settings.json: later runs read the file again without the option")
-    p.add_argument("--late-penalty", choices=["none", "zero"], default=None,
-                   help="nbgrader's late-submission penalty for a notebook submitted after "
-                   "its due date, or marked LATE by Canvas: 'zero' (the notebook scores 0) or "
-                   "'none' (lateness only shown); default: the one OUT_DIR/settings.json "
-                   "keeps from an earlier run, else zero. A submission with no known time "
-                   "gets none")
+    p.add_argument("--late-penalty", default=None, metavar="POLICY",
+                   help="what a notebook submitted after its due date loses (nbgrader's "
+                   f"late-submission penalty): {POLICY_FORMAT}. Marked LATE by Canvas with no "
+                   "known time: the most the policy takes. Default: the one "
+                   "OUT_DIR/settings.json keeps from an earlier run, else zero. A submission "
+                   "with no known time gets none")
+    p.add_argument("--late-floor", default=None, metavar="P%", help="the share of its score "
+                   "a late notebook always keeps (50%%: the penalty takes at most half), zero's "
+                   "too; kept in OUT_DIR/settings.json (0%% takes it back)")
+    p.add_argument("--grace", default=None, metavar="DURATION",
+                   help="lateness that counts as on time (e.g. 15m, 2h, 1d); beyond it, "
+                   "lateness counts from the due date. Kept in OUT_DIR/settings.json; 0 takes "
+                   "it back")
+    p.add_argument("--extensions", type=Path, default=None, metavar="FILE",
+                   help=f"per-student extensions: {EXTENSIONS_FORMAT}. They become nbgrader's "
+                   "extensions in the gradebook (formgrader, nbgrader export). Kept in "
+                   "OUT_DIR/settings.json: later runs read the file again without the option")
     p.add_argument("--unsandboxed", action="store_true",
                    help="run students' code without the bubblewrap sandbox (it can then read "
                    "solutions/ and other students' work); without this flag grading refuses "
@@ -341,7 +362,7 @@ def _main(args) -> int:
         intake_facts,
         missing,
     )
-    from .grading.parent.times import late_summary, timings
+    from .grading.parent.times import LATE_POLICY, late_cause, late_summary, timings
 
     if not args.submissions.is_dir():
         print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
@@ -390,7 +411,7 @@ def _main(args) -> int:
     template, info = build_template(args.source.resolve(), assignments, work, config)
     workers = config.workers
     store = ResultStore(out)
-    write_course_config(out, config, args.late_penalty)
+    write_course_config(out, config, args.policy)
     publish_source(template, out, assignments)
     publish_mathjax(out)  # the feedback pages' maths, offline (grading/mathjax.py)
     exercises = _regrade_exercises(args.regrade_exercise, info, assignments)
@@ -529,12 +550,13 @@ def _main(args) -> int:
     bar.close()
     discard_unpacked(work / "unpacked")  # graded: OUT_DIR keeps the rebuilt copies only
     for msg in store.write_gradebook(template, students, subs=by_id, due=due_args,
-                                     late_penalty=args.late_penalty):
+                                     late_penalty=args.policy, extensions=_extension_delta(
+                                         args.extension_map)):
         print(f"course-grade: {msg}", file=sys.stderr)
     rows = _write_outputs(  # and what this run changed
         store, students, notebooks, people, report, final=True, log=lambda rows: log(
             rows, start, lambda sid, a: plans[sid].grade[a] if a in plans.get(
-                sid, ledger.Plan()).grade else ledger.PENALTY))
+                sid, ledger.Plan()).grade else late_cause(args.extension_map, sid, a)))
     results = store.load()
     write_returns(out, results, students)
     bad = sum(
@@ -554,6 +576,10 @@ def _main(args) -> int:
           f"{out / ledger.CHANGES}", file=sys.stderr)
     for line in late_summary(rows):
         print(f"course-grade: {line}", file=sys.stderr)
+    if args.late_defaulted and (n := sum(c["cause"] == LATE_POLICY for c in logged)):
+        print(f"course-grade: {n} grade change(s) only because --late-penalty was left out "
+              f"and no earlier run kept one: the default ({args.late_penalty}) applied; give "
+              "--late-penalty to choose", file=sys.stderr)
     return 0
 
 
@@ -609,17 +635,22 @@ def _regrade_exercises(specs: list[str], info: dict, assignments: list[str]) -> 
 def _settings(args) -> list[str]:
     """Put the class's kept settings (``grading/parent/settings.py``) into ``args`` where an
     option is left out; say each one used (stderr) and return them."""
+    from .grading.gradebook import LatePolicy
     from .grading.parent import settings
 
     stored = settings.read(args.out.resolve()) if args.out is not None else {}
-    given = {"late_penalty": args.late_penalty, "roster": args.roster,
-             "submitted_at": args.submitted_at}
+    given = {key: getattr(args, key) for key in settings.DEFAULTS}
     resolved, kept = settings.resolve(given, stored)
     args.class_settings = {k: v for k, v in resolved.items()
                            if given[k] is not None or k in stored}
-    args.late_penalty = resolved["late_penalty"]
-    for key in ("roster", "submitted_at"):
-        setattr(args, key, Path(resolved[key]) if resolved[key] is not None else None)
+    args.late_defaulted = given["late_penalty"] is None and "late_penalty" not in stored
+    for key, value in resolved.items():
+        setattr(args, key, Path(value) if key in settings.FILES and value is not None
+                else value)
+    try:
+        args.policy = LatePolicy.parse(args.late_penalty, args.late_floor, args.grace)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     for line in kept:
         print(f"course-grade: {line}: kept from an earlier run ({settings.SETTINGS}); give "
               "the option to change it", file=sys.stderr)
@@ -627,26 +658,32 @@ def _settings(args) -> list[str]:
 
 
 def _instructor_files(args) -> tuple:
-    """(roster, submission times) read from ``--roster`` and ``--submitted-at`` (None where
-    not given), before any submission is unpacked: a wrong path or a malformed file stops the
-    run at once (:class:`UsageError`: the line and the format expected)."""
+    """(roster, submission times, extensions) read from ``--roster``, ``--submitted-at`` and
+    ``--extensions`` (None where not given), before any submission is unpacked: a wrong path
+    or a malformed file stops the run at once (:class:`UsageError`: the line and the format
+    expected)."""
     from .grading.parent.roster import read_roster
-    from .grading.parent.times import parse_submitted_at
+    from .grading.parent.times import parse_extensions, parse_submitted_at
 
-    roster = times = None
+    def text(option, path):
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"{option}: cannot read {path} ({e})") from None
+
+    roster = times = extensions = None
     try:
         if args.roster is not None:
             roster = read_roster(args.roster)
-        if args.submitted_at is not None:
-            path = args.submitted_at
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
-                raise ValueError(f"--submitted-at: cannot read {path} ({e})") from None
-            times = parse_submitted_at(text, f"--submitted-at {path.name}")
+        if (path := args.submitted_at) is not None:
+            times = parse_submitted_at(text("--submitted-at", path),
+                                       f"--submitted-at {path.name}")
+        if (path := args.extensions) is not None:
+            extensions = parse_extensions(text("--extensions", path),
+                                          f"--extensions {path.name}")
     except ValueError as e:
         raise UsageError(str(e)) from None
-    return roster, times
+    return roster, times, extensions
 
 
 def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
@@ -656,7 +693,7 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
     from .grading.parent.submissions import discover
     from .grading.parent.times import from_nbgrader
 
-    roster, times = _instructor_files(args)  # before anything is unpacked
+    roster, times, extensions = _instructor_files(args)  # before anything is unpacked
     subs, problems = discover(submissions, unpack_dir, resolve=args.resolve_duplicates)
     for msg in problems:
         print(f"course-grade: {msg}", file=sys.stderr)
@@ -670,6 +707,16 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
         from .grading.parent.times import apply_submitted_at
 
         for msg in apply_submitted_at(times, subs, f"--submitted-at {args.submitted_at.name}"):
+            print(f"course-grade: {msg}", file=sys.stderr)
+    args.extension_map = {}
+    if extensions is not None:
+        from .grading.parent.times import resolve_extensions
+
+        graded = [p.stem for p in (args.out / "results").glob("*.json")] \
+            if args.out is not None else []
+        args.extension_map, messages = resolve_extensions(
+            extensions, subs, graded, f"--extensions {args.extensions.name}")
+        for msg in messages:
             print(f"course-grade: {msg}", file=sys.stderr)
     ids = [s.student for s in subs]
     if unknown := sorted(set(args.regrade) - set(ids)):
@@ -696,9 +743,8 @@ def _dry_run(args, submissions: Path, available: dict, due: dict, kept=()) -> in
               "nothing written")
         for line in _roster(subs, {a: [p.stem for p in available[a]] for a in assignments}):
             print(line)
-        print(f"settings: --late-penalty {args.late_penalty}, --roster {args.roster or 'none'}"
-              f", --submitted-at {args.submitted_at or 'none'}"
-              + (f" (kept: {'; '.join(kept)})" if kept else ""))
+        for line in _settings_lines(args, kept):
+            print(line)
         if args.prune and args.out is not None:
             for line in _prune_preview(args.out.resolve(), subs, assignments, available):
                 print(line)
@@ -706,6 +752,38 @@ def _dry_run(args, submissions: Path, available: dict, due: dict, kept=()) -> in
         print(f"course-grade: {NO_ASSIGNMENT}", file=sys.stderr)
         return 2
     return 0
+
+
+def _settings_lines(args, kept) -> list[str]:
+    """``--dry-run``'s settings: the late policy in words, the extensions, then each option's
+    value (``none``: not set) and those kept from an earlier run."""
+    from .grading.parent import settings
+    from .grading.parent.times import extension_of
+
+    lines = [f"late policy: {args.policy.describe()}"
+             + (" (the default: no earlier run kept one; give --late-penalty to choose)"
+                if args.late_defaulted else "")]
+    for sid in sorted(args.extension_map):
+        for a, ext in sorted(args.extension_map[sid].items()):
+            if extension_of(args.extension_map, sid, a) is ext:
+                until = ext.until.isoformat() if ext.until else \
+                    f"+{ext.by / 86400:g}d" if ext.by % 86400 == 0 else f"+{ext.by / 3600:g}h"
+                lines.append(f"extension: {sid} {a}: {until}")
+    values = ", ".join(f"{option} {getattr(args, key) or 'none'}"
+                       for key, option in settings.OPTIONS.items())
+    return [*lines, f"settings: {values}" + (f" (kept: {'; '.join(kept)})" if kept else "")]
+
+
+def _extension_delta(extension_map: dict):
+    """``write_gradebook``'s ``extensions``: (student, assignment, due) -> nbgrader's
+    extension (None where the CSV names none)."""
+    from .grading.parent.times import extension_of
+
+    def delta(sid: str, assignment: str, due):
+        ext = extension_of(extension_map, sid, assignment)
+        return ext.delta(due) if ext is not None else None
+
+    return delta
 
 
 def _prune_preview(out: Path, subs, assignments: list[str], available: dict) -> list[str]:

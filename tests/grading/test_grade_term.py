@@ -10,7 +10,10 @@ keeps what the instructor entered.
   course directory nbgrader reads; a manual score, extra credit and a comment (set through
   nbgrader's Gradebook API, as formgrader does) survive a rerun, ``--regrade`` and a regrade
   that changes the autograded score, which the run reports, and still reports after
-  ``--force``, until the instructor resolves it in formgrader.
+  ``--force``, until the instructor resolves it in formgrader. The late policy (issue 48,
+  item 3: 10%/day, a floor, a grace period) and an extension given later: the same penalty in
+  the gradebook, grades.csv and ``nbgrader export``, kept in settings.json for the runs that
+  leave the options out, and each penalty change in changes.csv with its cause.
 """
 
 from __future__ import annotations
@@ -464,10 +467,31 @@ def _run_ids(out: Path) -> dict[str, str]:
             for p in (out / "results").glob("*.json")}
 
 
+def _late_rows(out: Path) -> dict[str, tuple[str, str, str]]:
+    """{student: (due, late_by, late_penalty)} of grades.csv (one notebook: the same on each
+    of a student's rows)."""
+    return {r["student"]: (r["due"], r["late_by"], r["late_penalty"])
+            for r in read_csv(out / "grades.csv")}
+
+
 def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     root, nb, builder = term_class
     out = root / "out"
-    _grade(root, "--due", f"{ASSIGNMENT}=2026-12-01T23:59+01:00")
+    times = root / "times.csv"  # RIGHT 1 day 1 h late (two started days), WRONG 10 min (grace)
+    times.write_text(f"student,submitted_at\n{RIGHT[2]},2026-12-03T00:00Z\n"
+                     f"{WRONG[2]},2026-12-01T23:09Z\n")
+    _grade(root, "--due", f"{ASSIGNMENT}=2026-12-01T23:59+01:00", "--submitted-at", str(times),
+           "--late-penalty", "10%/day", "--late-floor", "50%", "--grace", "15m")
+    full = sum(float(r["points"]) for r in read_csv(out / "grades.csv")
+               if r["student"] == RIGHT[2])
+    late = {RIGHT[2]: ("2026-12-01T22:59:00+00:00", "1 day, 1:01:00", f"{full * 0.2:g}"),
+            WRONG[2]: ("2026-12-01T22:59:00+00:00", "0:10:00", "")}
+    assert _late_rows(out) == late
+    with _gradebook(out) as gb:  # what formgrader and nbgrader export read
+        assert gb.find_submission_notebook(nb.name, ASSIGNMENT, RIGHT[2]) \
+            .late_submission_penalty == pytest.approx(full * 0.2)
+        assert gb.find_submission_notebook(nb.name, ASSIGNMENT, WRONG[2]) \
+            .late_submission_penalty is None
     # OUT is nbgrader's course directory
     for path in ("nbgrader_config.py", f"source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
                  f"autograded/{WRONG[2]}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
@@ -507,8 +531,11 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
 
     assert kept() == (0.0, 0.5, "partly right")
     before = _run_ids(out)
-    _grade(root)  # graded nobody: the issue's run that erased everything
+    proc = _grade(root)  # graded nobody: the issue's run that erased everything
     assert kept() == (0.0, 0.5, "partly right") and _run_ids(out) == before
+    # the late policy and the times given once are the class's: the same penalty
+    assert "course-grade: --late-penalty 10%/day: kept from an earlier run" in proc.stderr
+    assert _late_rows(out) == late
     # the due date given once is the assignment's, in the gradebook, for every later run
     assert {r["due"] for r in read_csv(out / "grades.csv")} == {"2026-12-01T22:59:00+00:00"}
     assert (row()["points"], row()["auto_points"], row()["manual_points"], row()["comment"]) == \
@@ -517,12 +544,22 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     assert export.returncode == 0, export.stderr
     wrong = next(r for r in read_csv(out / "export.csv") if r["student_id"] == WRONG[2])
     assert float(wrong["score"]) == 0.5  # the manual score counts in nbgrader's export
+    right = next(r for r in read_csv(out / "export.csv") if r["student_id"] == RIGHT[2])
+    assert (float(right["late_submission_penalty"]), float(right["score"])) == \
+        pytest.approx((full * 0.2, full * 0.8))  # the late policy's penalty
     for kind in ("canvas", "moodle"):  # and in the LMS exports: the same total
         lms = {r["User ID" if kind == "moodle" else "ID"]: r[ASSIGNMENT] for r in
                read_csv(out / "exports" / f"{ASSIGNMENT}.{kind}.csv")}
         assert float(lms[WRONG[1]]) == 0.5, (kind, lms)
 
-    _grade(root, "--regrade", WRONG[2])
+    extensions = root / "extensions.csv"  # RIGHT's extension, given after the grading
+    extensions.write_text(f"student,assignment,due\n{RIGHT[2]},*,+2d\n")
+    _grade(root, "--regrade", WRONG[2], "--extensions", str(extensions))
+    assert _late_rows(out)[RIGHT[2]] == ("2026-12-03T22:59:00+00:00", "", "")
+    assert _changes_of_last_run(out) == [("extension", RIGHT[2], ASSIGNMENT, "total",
+                                          f"{full * 0.8:g}", f"{full:g}")]
+    with _gradebook(out) as gb:
+        assert gb.find_submission(ASSIGNMENT, RIGHT[2]).extension == timedelta(days=2)
     after = _run_ids(out)
     assert after[RIGHT[2]] == before[RIGHT[2]] and after[WRONG[2]] != before[WRONG[2]]
     assert kept() == (0.0, 0.5, "partly right") and row()["review"] == ""

@@ -53,8 +53,12 @@ def test_dry_run_prints_the_roster_and_writes_nothing(tmp_path, capsys, monkeypa
     assert rc == 0, stderr
     assert stdout[0] == (f"course-grade --dry-run: 5 student(s) in {subs}; assignments: "
                          "99_fixture; nothing graded, nothing written")
-    assert stdout[-1] == f"settings: --late-penalty zero, --roster none, --submitted-at {times}"
-    stdout = stdout[:-1]
+    assert stdout[-2:] == [
+        "late policy: a late notebook loses its whole score (the default: no earlier run kept "
+        "one; give --late-penalty to choose)",
+        f"settings: --late-penalty zero, --late-floor none, --grace none, --roster none, "
+        f"--submitted-at {times}, --extensions none"]
+    stdout = stdout[:-2]
     assert [line.split() for line in stdout[1:]] == [
         ["student", "name", "notebooks", "found", "submission", "time"],
         ["José_Núñez", "José", "Núñez", "none", "unknown", "(no", "late", "penalty)"],
@@ -86,7 +90,7 @@ def test_dry_run_columns_line_up_after_wide_names(tmp_path, capsys):
         (tmp_path / "subs" / name / "99_fixture.ipynb").write_text(NB)
     rc, stdout, stderr = _run(capsys, tmp_path / "subs", "--source", FIXTURE, "--dry-run")
     assert rc == 0, stderr
-    table = stdout[1:-1]
+    table = stdout[1:-2]
     starts = {_width(line[:line.index(word)])
               for line, word in zip(table, ["notebooks found", *["99_fixture"] * 3])}
     assert len(table) == 4 and len(starts) == 1, table
@@ -101,14 +105,14 @@ def test_dry_run_needs_no_out_and_shows_nbgraders_times(tmp_path, capsys):
         "2026-11-20 14:03:00.250000 UTC")
     rc, stdout, _ = _run(capsys, course / "submitted", "--source", FIXTURE, "--dry-run")
     assert rc == 0
-    assert stdout[-2].split() == ["ann", "ann", "99_fixture", "nbgrader", "timestamp.txt"]
+    assert stdout[-3].split() == ["ann", "ann", "99_fixture", "nbgrader", "timestamp.txt"]
 
 
 def test_dry_run_without_any_notebook_still_shows_the_roster(tmp_path, capsys):
     (tmp_path / "subs" / "ann").mkdir(parents=True)
     rc, stdout, stderr = _run(capsys, tmp_path / "subs", "--source", FIXTURE, "--dry-run")
     assert rc == 2
-    assert stdout[-2].split() == ["ann", "ann", "none", "unknown", "(no", "late", "penalty)"]
+    assert stdout[-3].split() == ["ann", "ann", "none", "unknown", "(no", "late", "penalty)"]
     assert stderr == ["course-grade: no assignment notebook found in the submissions"]
 
 
@@ -209,7 +213,7 @@ def test_a_students_own_files_named_like_an_output_are_no_output(tmp_path, capsy
     _output(moodle)
     _repository(moodle)
     rc, stdout, _ = _run(capsys, subs, "--source", FIXTURE, "--dry-run")
-    assert rc == 0 and [line.split()[0] for line in stdout[2:-1]] == ["Cy_Ng_2001", "ann", "bo"]
+    assert rc == 0 and [line.split()[0] for line in stdout[2:-2]] == ["Cy_Ng_2001", "ann", "bo"]
 
 
 # ---- option errors ---------------------------------------------------------------------------
@@ -277,9 +281,11 @@ def test_the_class_settings_are_kept_in_the_output_folder(tmp_path, capsys):
     write(out, {"late_penalty": "none", "roster": None, "submitted_at": times})
     rc, stdout, stderr = _run(capsys, subs, "--out", out, "--source", FIXTURE, "--dry-run")
     assert rc == 0, stderr
-    assert stdout[-2].split()[-2:] == ["--submitted-at", "times.csv"]  # read again
-    assert stdout[-1] == (f"settings: --late-penalty none, --roster none, --submitted-at "
-                          f"{times} (kept: --late-penalty none; --submitted-at {times})")
+    assert stdout[-3].split()[-2:] == ["--submitted-at", "times.csv"]  # read again
+    assert stdout[-2] == "late policy: no late penalty (lateness only shown)"
+    assert stdout[-1] == (f"settings: --late-penalty none, --late-floor none, --grace none, "
+                          f"--roster none, --submitted-at {times}, --extensions none (kept: "
+                          f"--late-penalty none; --submitted-at {times})")
     assert f"course-grade: --submitted-at {times}: kept from an earlier run ({SETTINGS}); " \
         "give the option to change it" in stderr
     rc, stdout, stderr = _run(capsys, subs, "--out", out, "--source", FIXTURE, "--dry-run",

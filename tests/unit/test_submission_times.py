@@ -227,6 +227,67 @@ def test_the_reports_totals_table_agrees_with_the_exports(tmp_path, template):
         assert cells[3] == (exported[lms_id] or "not graded")
 
 
+def test_a_per_day_policy_with_grace_floor_and_extension_is_the_same_everywhere(tmp_path,
+                                                                                template):
+    """Issue 48, item 3: 10%/day, at most half, 15 minutes' grace. José 10 min late (grace:
+    none), 李娜 1 day 1 h late (two started days: 3.2 of 16), Мария marked LATE by Canvas
+    (no time: the most, 8); then Мария's extension: Canvas's mark is against the class's due
+    date, so no penalty. The gradebook (nbgrader's extension and late_submission_penalty),
+    grades.csv, the Canvas export and the report agree."""
+    from autograder.grading.gradebook import LatePolicy
+    from autograder.grading.parent.times import EXTENDED_MARK, parse_extensions
+
+    subs, _ = discover(_canvas(tmp_path / "canvas"), tmp_path / "unpacked")
+    apply_submitted_at(parse_submitted_at(
+        f"student,submitted_at\nnunezjose_1001,{(DUE + timedelta(minutes=10)).isoformat()}\n"
+        f"李娜_1003,{(DUE + timedelta(days=1, hours=1)).isoformat()}\n"), subs)
+    policy = LatePolicy.parse("10%/day", floor="50%", grace="15m")
+    out = tmp_path / "out"
+    rows = _grade_all(out, subs, template, penalty=policy)
+
+    def agree(rows, expected):
+        assert _by_student(rows) == {sid: {(by, p)} for sid, (by, p, _) in expected.items()}
+        with _gradebook(out) as gb:
+            assert {sid: gb.find_submission(A, sid).notebooks[0].late_submission_penalty
+                    for sid in expected} == {sid: float(p) if p else None
+                                             for sid, (_, p, _) in expected.items()}
+        results = {sid: {"rows": [r for r in rows if r["student"] == sid], "lms_id": sid[-4:]}
+                   for sid in expected}
+        write_exports(out, NOTEBOOKS, results)
+        with open(out / "exports" / f"{A}.canvas.csv", encoding="utf-8") as f:
+            totals = {line.split(",")[1]: line.rstrip("\n").split(",")[-1] for line in f}
+        assert {k: v for k, v in totals.items() if k != "ID"} == \
+            {sid[-4:]: total for sid, (_, _, total) in expected.items()}
+        page = render({sid: {"student": sid, "seconds": 1} for sid in expected}, rows=rows)
+        late = re.search(r"<table class=late>(.*?)</table>", page, re.S).group(1)
+        for sid, (by, p, total) in expected.items():  # the report: 16 before, the export after
+            if p:
+                assert f"{by}</td><td class=n>{p}</td><td class=n>16</td><td class=n>{total}" \
+                    in late, sid
+
+    agree(rows, {"nunezjose_1001": ("0:10:00", "", "16"),  # within the grace
+                 "李娜_1003": ("1 day, 1:00:00", "3.2", "12.8"),
+                 "ивановамария_1002": (MARKED, "8", "8")})  # the floor: half kept
+
+    extensions = parse_extensions("student,assignment,due\nивановамария_1002,*,+3d\n")
+    store = ResultStore(out)
+    store.assignment_of = {A: A}
+    students = [s.student for s in subs]
+    store.write_gradebook(template, students, subs={s.student: s for s in subs},
+                          late_penalty=policy,
+                          extensions=lambda sid, a, due: extensions[0].delta(due)
+                          if sid == "ивановамария_1002" else None)
+    rows = store.final_rows(students)
+    with _gradebook(out) as gb:  # nbgrader's own extension: formgrader and export see it
+        assert gb.find_submission(A, "ивановамария_1002").extension == timedelta(days=3)
+    assert {r["due"] for r in rows if r["student"] == "ивановамария_1002"} == \
+        {(DUE + timedelta(days=3)).isoformat()}
+    agree(rows, {"nunezjose_1001": ("0:10:00", "", "16"),
+                 "李娜_1003": ("1 day, 1:00:00", "3.2", "12.8"),
+                 "ивановамария_1002": (EXTENDED_MARK, "", "16")})
+    assert late_summary(rows)[-1] == f"1 student: {UNKNOWN}; {NOT_PENALISED}"
+
+
 def test_late_mark_applies_without_a_due_date_and_none_only_shows_it(tmp_path, template):
     subs, _ = discover(_canvas(tmp_path / "canvas"), tmp_path / "unpacked")
     rows = _grade_all(tmp_path / "out", subs, template, due={})

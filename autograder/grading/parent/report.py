@@ -298,7 +298,7 @@ def _late(rows: list[dict], names: dict[str, str], totals: dict[str, float],
     """Late work in one notebook: each late student (grades.csv's ``late_by``, not ``submission
     time unknown``), the penalty, and the notebook's total before and after it."""
     late = {str(r.get("student", "")): r for r in rows
-            if (r.get("late_by") or "") not in ("", UNKNOWN)}
+            if (by := r.get("late_by") or "") and not by.startswith(UNKNOWN)}
     if not late:
         return ""
     out = [
@@ -328,7 +328,7 @@ def _lateness(rows: list[dict]) -> str:
     by = next((str(r.get("late_by")) for r in rows if r.get("late_by")), "")
     if not by:
         return ""
-    if by == UNKNOWN:
+    if by.startswith(UNKNOWN):
         return "time unknown, no penalty"
     penalty = {r.get("notebook"): p for r in rows if (p := _num(r.get("late_penalty"))) is not None}
     lost = f"penalty {_fmt(sum(penalty.values()))}" if penalty else "no penalty"

@@ -44,7 +44,7 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..gradebook import quiet_sqlalchemy
+from ..gradebook import LatePolicy, quiet_sqlalchemy
 from .exports import cell as csv_cell
 from .status import Kind, row_kind
 from .times import Timing, lateness
@@ -109,7 +109,7 @@ def _utc_naive(t: datetime | str | None) -> datetime | None:
     return t
 
 
-def write_course_config(out: Path, config, late_penalty: str) -> None:
+def write_course_config(out: Path, config, late_penalty: str | LatePolicy) -> None:
     """OUT_DIR/nbgrader_config.py: the graders' course config, rooted at OUT_DIR.
 
     Formgrader and ``nbgrader export`` started in OUT_DIR (``bootstrap lab --instructor``)
@@ -118,9 +118,15 @@ def write_course_config(out: Path, config, late_penalty: str) -> None:
     from .course import write_config
 
     write_config(out, config)  # the grading run's GradeConfig
+    policy = late_penalty if isinstance(late_penalty, LatePolicy) else \
+        LatePolicy.parse(late_penalty)
+    penalty, floor, grace = policy.text  # nbgrader's autograde then penalises as course-grade
     extra = [
         f"c.Exchange.root = {str(out / EXCHANGE)!r}",
-        f"c.LateSubmissionPlugin.penalty_method = {late_penalty!r}",
+        "c.AssignLatePenalties.plugin_class = 'autograder.grading.gradebook.LatePolicyPlugin'",
+        f"c.LatePolicyPlugin.penalty = {penalty!r}",
+        f"c.LatePolicyPlugin.floor = {floor!r}",
+        f"c.LatePolicyPlugin.grace = {grace!r}",
         # `nbgrader export` keeps 'not graded' apart from 0 (see export_csv.NotGradedCsvExport)
         "c.ExportApp.plugin_class = 'autograder.grading.parent.export_csv.NotGradedCsvExport'",
     ]
@@ -384,8 +390,10 @@ class ResultStore:
     def read_gradebook(self) -> dict:
         """{'grades': {(student, nb, cell): (auto, manual, extra)}, 'comments': {(student, nb,
         cell): text}, 'penalty': {(student, nb): p}, 'due': {assignment: datetime}, 'review':
-        {(student, nb, cell): text of a review still pending}}."""
-        found = {"grades": {}, "comments": {}, "penalty": {}, "due": {}, "review": {}}
+        {(student, nb, cell): text of a review still pending}, 'extension': {(student,
+        assignment): timedelta}}."""
+        found = {"grades": {}, "comments": {}, "penalty": {}, "due": {}, "review": {},
+                 "extension": {}}
         if not self.gradebook.exists():
             return found
         reviews = self._read_reviews()
@@ -413,6 +421,13 @@ class ResultStore:
                        JOIN submitted_assignment sa ON sn.assignment_id = sa.id
                        JOIN student st ON sa.student_id = st.id"""):
                 found["penalty"][(s, nb)] = p
+            for s, name, ext in con.execute(  # nbgrader's Interval: a time after 1970-01-01
+                    """SELECT st.id, a.name, sa.extension FROM submitted_assignment sa
+                       JOIN assignment a ON sa.assignment_id = a.id
+                       JOIN student st ON sa.student_id = st.id
+                       WHERE sa.extension IS NOT NULL"""):
+                found["extension"][(s, name)] = datetime.fromisoformat(str(ext)) - \
+                    datetime(1970, 1, 1)
             for name, due in con.execute("SELECT name, duedate FROM assignment"):
                 if due:
                     found["due"][name] = datetime.fromisoformat(str(due)).replace(
@@ -488,8 +503,11 @@ class ResultStore:
                 assignment = assignment_of.get(nb, nb)
                 when = _timing(r, assignment)
                 due = gb["due"].get(assignment)
+                extension = gb["extension"].get((sid, assignment))
+                if due and extension:  # the student's own due date
+                    due = due + extension
                 out["due"] = due.isoformat() if due else ""
-                out["late_by"], seconds = lateness(when, due)
+                out["late_by"], seconds = lateness(when, due, bool(extension))
                 if row["kind"] == Kind.NOT_SUBMITTED:  # the time of the rest of the submission
                     when, out["late_by"], seconds = Timing(), "", 0.0
                 out["submitted_at"] = when.at.isoformat() if when.at else ""
@@ -501,17 +519,21 @@ class ResultStore:
 
     def write_gradebook(self, template: Path, students: list[str], *,
                         subs: dict | None = None, due: dict[str, datetime] | None = None,
-                        late_penalty: str = "none") -> list[str]:
+                        late_penalty: str | LatePolicy = "none",
+                        extensions=None) -> list[str]:
         """Bring OUT_DIR/gradebook.db up to date with the template and the results.
 
         Created from the template's gradebook the first time; afterwards updated in place:
         assignment/notebook/cell definitions (``update_or_create``), students' display names
         and LMS ids, submission times (the results' ``timing``: none where unknown, a time
         an older run stored included), autograded scores, late penalties (nbgrader's
-        ``LateSubmissionPlugin`` with ``late_penalty``, against the submission's due date,
-        an extension set in formgrader included; a submission the LMS marked late without a
-        time is late by an unknown amount). Manual scores, extra credit and comments are
-        never written. ``due`` sets assignments' due dates (others keep theirs).
+        ``LateSubmissionPlugin`` with ``late_penalty``, a :class:`LatePolicy` (its plugin,
+        ``gradebook.LatePolicyPlugin``), against the submission's due date, its extension
+        included; a submission the LMS marked late without a time is late by an unknown
+        amount, unless it has an extension). Manual scores, extra credit and comments are
+        never written. ``due`` sets assignments' due dates (others keep theirs);
+        ``extensions(student, assignment, due)`` gives a submission's extension (a timedelta;
+        None: the gradebook's stays, e.g. one given with nbgrader's ``grant_extension``).
 
         Missing work is no submission: an assignment of which nothing was handed in has none
         (one an older run made is removed, unless the instructor entered something in it),
@@ -526,7 +548,6 @@ class ResultStore:
         ``students`` (stderr's; grades.csv's ``review`` is read from the same).
         """
         from nbgrader.api import Gradebook, MissingEntry
-        from nbgrader.plugins import LateSubmissionPlugin
 
         from ..nbgrader_patches import use_cached_head
 
@@ -540,7 +561,8 @@ class ResultStore:
         if fresh:
             shutil.copyfile(template / "gradebook.db", target)
         messages = []
-        plugin = LateSubmissionPlugin(penalty_method=late_penalty)
+        policy = late_penalty if isinstance(late_penalty, LatePolicy) else \
+            LatePolicy.parse(late_penalty)
         with quiet_sqlalchemy(), Gradebook(f"sqlite:///{target}") as gb, \
                 Gradebook(f"sqlite:///{template / 'gradebook.db'}") as tg:
             if not fresh:  # a fresh one is a byte copy of the template's: nothing to sync
@@ -575,6 +597,9 @@ class ResultStore:
                     seen.add(assignment)
                     at = _timing(r, assignment).at
                     s = gb.update_or_create_submission(assignment, sid, timestamp=_utc_naive(at))
+                    if extensions is not None and (ext := extensions(
+                            sid, assignment, s.assignment.duedate)) is not None:
+                        s.extension = ext or None  # +0: the extension taken back
                     _complete_submission(gb, s)
                     _write_timestamp(self.out, sid, assignment, at)
                     for row in rows:
@@ -604,11 +629,9 @@ class ResultStore:
                 gb.db.commit()
                 for assignment in seen:  # nbgrader's own late penalty, as AssignLatePenalties
                     s = gb.find_submission(assignment, sid)
-                    _, seconds = lateness(_timing(r, assignment), s.duedate)
+                    _, seconds = lateness(_timing(r, assignment), s.duedate, bool(s.extension))
                     for nb in s.notebooks:
-                        nb.late_submission_penalty = (
-                            plugin.late_submission_penalty(sid, nb.score, seconds)
-                            if seconds > 0 else None)
+                        nb.late_submission_penalty = policy.penalty(nb.score, seconds)
                 gb.db.commit()
         if fresh:
             os.replace(target, self.gradebook)

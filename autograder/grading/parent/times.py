@@ -10,7 +10,12 @@ have set it:
 - **the instructor's CSV**, ``course-grade --submitted-at FILE`` (:data:`CSV_FORMAT`,
   :func:`parse_submitted_at`); it wins over nbgrader's time;
 - **the LMS's own mark**: Canvas's ``LATE`` in a file name says the submission was late,
-  not by how much (``late (marked by Canvas)``; the late penalty applies).
+  not by how much (``late (marked by Canvas)``; the late policy takes the most it takes). It
+  is measured against Canvas's due date: for a student with an extension
+  (``--extensions``) and no known time it is not taken as lateness.
+
+Per-student extensions come from the instructor's CSV (``course-grade --extensions FILE``,
+:data:`EXTENSIONS_FORMAT`); they become nbgrader's own extensions in the gradebook.
 
 Never a file's modification time (the moment the download was unpacked), a zip entry's time or
 a ``timestamp.txt`` inside a student's upload: the student or the unpacking sets those. A row
@@ -28,10 +33,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from ..gradebook import parse_duration
 from .submissions import IntakeProblem, Submission, find_notebook, read_bounded
 
 UNKNOWN = "submission time unknown"
 MARKED = "late (marked by Canvas)"
+EXTENDED_MARK = f"{UNKNOWN} (marked LATE by Canvas, but extended: --submitted-at gives the time)"
 CSV_FORMAT = (
     "a CSV file with a header line naming the columns student and submitted_at, and "
     "optionally assignment; student is the student as course-grade names it (grades.csv's "
@@ -200,6 +207,124 @@ def apply_submitted_at(stated: list[Stated], subs: list[Submission],
     return messages
 
 
+# ---- per-student extensions -----------------------------------------------------------------
+
+EXTENSIONS_FORMAT = (
+    "a CSV file with a header line naming the columns student, assignment and due; student as "
+    "in --submitted-at; assignment is one assignment or * (every assignment); due is the "
+    "student's own due date, an ISO 8601 time (2026-12-03T23:59+01:00; no zone: UTC), or + and "
+    "a duration added to the assignment's (+2d, +36h, +0 takes an extension back). Example "
+    "line: nunezjose_1001,01_attention,+2d"
+)
+
+
+@dataclass(frozen=True)
+class Extension:
+    """One line of the instructor's extensions CSV: ``until`` is the new due date, or ``by``
+    seconds added to the assignment's."""
+
+    line: int
+    who: str
+    assignment: str  # "*" = every assignment
+    until: datetime | None = None
+    by: float = 0.0
+
+    def delta(self, due: datetime | None) -> timedelta | None:
+        """nbgrader's ``extension`` of a submission due ``due`` (None: no due date to extend).
+
+        >>> due = datetime(2026, 12, 1, tzinfo=UTC)
+        >>> Extension(2, "a", "*", by=86400).delta(due), Extension(2, "a", "*").delta(None)
+        (datetime.timedelta(days=1), None)
+        """
+        if due is None:
+            return None
+        if self.until is not None:
+            return _naive_utc(self.until) - _naive_utc(due)
+        return timedelta(seconds=self.by)
+
+
+def parse_extensions(text: str, source: str = "--extensions") -> list[Extension]:
+    """The lines of the instructor's extensions CSV (:data:`EXTENSIONS_FORMAT`); raises
+    ``ValueError`` naming the first malformed line and the format expected.
+
+    >>> [(e.who, e.assignment, e.by) for e in parse_extensions(
+    ...     "student,assignment,due\\nann,*,+2d\\nbob,01_attention,2026-12-03\\n")]
+    [('ann', '*', 172800.0), ('bob', '01_attention', 0.0)]
+    """
+    rows = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
+    header = [h.strip().lower() for h in next(rows, [])]
+    if not {"student", "assignment", "due"} <= set(header):
+        raise ValueError(f"{source} line 1: the header names no student, assignment and due "
+                         f"columns; expected {EXTENSIONS_FORMAT}")
+    found, seen = [], {}
+    for row in rows:
+        line = rows.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise ValueError(f"{source} line {line}: {len(row)} fields, the header has "
+                             f"{len(header)}; expected {EXTENSIONS_FORMAT}")
+        who, a, due = (row[header.index(k)].strip() for k in ("student", "assignment", "due"))
+        if not who or not due:
+            raise ValueError(f"{source} line {line}: no student or due; expected "
+                             f"{EXTENSIONS_FORMAT}")
+        a = a or "*"
+        if (who, a) in seen:
+            raise ValueError(f"{source} line {line}: a second extension for {who} {a} (line "
+                             f"{seen[who, a]})")
+        seen[who, a] = line
+        if due.startswith("+"):
+            by = parse_duration(due[1:], f"{source} line {line}")
+            found.append(Extension(line, who, a, by=by))
+            continue
+        try:
+            until = datetime.fromisoformat(due)
+        except ValueError:
+            raise ValueError(f"{source} line {line}: {due!r} is neither an ISO 8601 time nor "
+                             f"+DURATION; expected {EXTENSIONS_FORMAT}") from None
+        until = until.replace(tzinfo=UTC) if until.tzinfo is None else until.astimezone(UTC)
+        found.append(Extension(line, who, a, until=until))
+    return found
+
+
+def resolve_extensions(extensions: list[Extension], subs: list[Submission],
+                       graded: list[str], source: str = "--extensions"
+                       ) -> tuple[dict[str, dict[str, Extension]], list[str]]:
+    """({student id: {assignment or "*": Extension}}, a message for each line naming no
+    student): a student is matched as in ``--submitted-at`` among this folder's students,
+    else by the id of one graded before (``graded``)."""
+    found: dict[str, dict[str, Extension]] = {}
+    messages = []
+    for ext in extensions:
+        hit = [s.student for s in _match(ext.who, subs)] or \
+            [sid for sid in graded if sid == ext.who]
+        if len(hit) != 1:
+            messages.append(f"{source} line {ext.line}: "
+                            + (f"no student {ext.who!r} (skipped)" if not hit else
+                               f"{ext.who!r} names {len(hit)} students (skipped); give the "
+                               "student column as in grades.csv"))
+            continue
+        found.setdefault(hit[0], {})[ext.assignment] = ext
+    return found, messages
+
+
+def extension_of(extensions: dict[str, dict[str, Extension]], student: str,
+                 assignment: str) -> Extension | None:
+    """The student's extension of ``assignment``: its own line, else the ``*`` line."""
+    mine = extensions.get(student, {})
+    return mine.get(assignment) or mine.get("*")
+
+
+LATE_POLICY, EXTENSION = "late policy", "extension"  # changes.csv's causes of a penalty change
+
+
+def late_cause(extensions: dict[str, dict[str, Extension]], student: str,
+               assignment: str) -> str:
+    """changes.csv's cause of a late penalty that changed with no regrade: ``extension`` for a
+    student with one, else ``late policy`` (the policy, a due date or a time changed)."""
+    return EXTENSION if extension_of(extensions, student, assignment) else LATE_POLICY
+
+
 # ---- lateness --------------------------------------------------------------------------------
 
 
@@ -252,10 +377,13 @@ def _naive_utc(t: datetime) -> datetime:
     return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
 
 
-def lateness(timing: Timing, due: datetime | None) -> tuple[str, float]:
-    """(grades.csv's ``late_by``, seconds late): a known time against the due date; else the
-    LMS's mark (late by an unknown amount: ``inf``); else, with a due date, ``submission time
-    unknown``. More than 0 seconds: the late penalty applies.
+def lateness(timing: Timing, due: datetime | None,
+             extended: bool = False) -> tuple[str, float]:
+    """(grades.csv's ``late_by``, seconds late): a known time against the due date (the
+    student's own, ``extended`` or not); else the LMS's mark (late by an unknown amount:
+    ``inf``), unless the student has an extension (the mark is against the class's due date);
+    else, with a due date, ``submission time unknown``. More than 0 seconds: the late policy
+    applies.
 
     >>> due = datetime(2026, 12, 1, tzinfo=UTC)
     >>> lateness(Timing(datetime(2026, 12, 2, 1, tzinfo=UTC)), due)
@@ -266,6 +394,8 @@ def lateness(timing: Timing, due: datetime | None) -> tuple[str, float]:
     if timing.at is not None and due is not None:
         seconds = (_naive_utc(timing.at) - _naive_utc(due)).total_seconds()
         return (str(timedelta(seconds=int(seconds))), seconds) if seconds > 0 else ("", 0.0)
+    if timing.marked_late and extended:
+        return EXTENDED_MARK, 0.0
     if timing.marked_late:
         return MARKED, math.inf
     return (UNKNOWN if due is not None else ""), 0.0  # a due date, no time; or no due date
@@ -290,7 +420,7 @@ date: --submitted-at gives one)']
     late, marked, penalised, unknown = set(), set(), set(), set()
     for r in rows:
         sid, by = r.get("student", ""), r.get("late_by", "") or ""
-        if by == UNKNOWN:
+        if by.startswith(UNKNOWN):
             unknown.add(sid)
         elif by:
             late.add(sid)
