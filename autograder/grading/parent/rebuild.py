@@ -32,18 +32,15 @@ so (:attr:`Rebuilt.absent`).
 from __future__ import annotations
 
 import copy
-import json
+import json  # noqa: F401 - the module's example
 from dataclasses import dataclass, field
 
 import nbformat
 
 from ..cells import grade_id, is_answer, is_test, nbg
+from .sent import NotANotebook, student_cells  # noqa: F401 - NotANotebook: the callers'
 
 _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
-
-
-class NotANotebook(Exception):
-    """The file is not a notebook of this chapter: the row's reason (``not graded: ...``)."""
 
 
 @dataclass
@@ -56,8 +53,8 @@ class Rebuilt:
     - ``missing``: the answer cells the student deleted (the release's stub stands in);
     - ``absent``: the tests of exercises of which the file holds no cell at all, answer or test:
       a notebook from an earlier release of the chapter;
-    - ``sent``: the submitted cells as read, ``{cell_type, source, metadata}`` (the static
-      flags read them: ``flags.py``).
+    - ``sent``: the submitted cells as read, ``{cell_type, source, metadata}``
+      (``sent.student_cells``; the static flags read them: ``flags.py``).
     """
 
     notebook: nbformat.NotebookNode
@@ -67,16 +64,17 @@ class Rebuilt:
     absent: list[str] = field(default_factory=list)
 
 
-def rebuild(data: bytes, release, answers_of: dict[str, list[str]], name: str = "",
-            others: dict[str, set[str]] | None = None) -> Rebuilt:
-    """The notebook ``name`` to grade, from a submission's bytes and the chapter's ``release``.
+def rebuild(data: bytes | list[dict], release, answers_of: dict[str, list[str]],
+            name: str = "", others: dict[str, set[str]] | None = None) -> Rebuilt:
+    """The notebook ``name`` to grade, from a submission's cells as read (``sent.read_cells``,
+    in a process of their own; or its bytes, read here) and the chapter's ``release``.
 
     ``answers_of`` maps each test's grade id to its exercise's answer cells' ids;
     ``others`` maps the class's other notebooks to their test grade ids, to name the chapter a
     file holds when it holds none of this one's. Raises :class:`NotANotebook` when the bytes
     are not a notebook (not JSON, no list of cells) or hold none of the chapter's graded cells.
     """
-    cells = student_cells(data)
+    cells = student_cells(data) if isinstance(data, bytes) else data
     ours = {grade_id(c): c for c in release.cells if grade_id(c) is not None and nbg(c)}
     sent_ids = {grade_id(c) for c in cells}
     tests = [g for g, c in ours.items() if is_test(c)]
@@ -136,53 +134,6 @@ def _gone(test: str, answers_of: dict[str, list[str]], out: Rebuilt) -> bool:
     mine = set(answers_of[test])
     return mine <= set(out.missing) and all(
         out.restored.get(t) == "deleted" for t, a in answers_of.items() if mine & set(a))
-
-
-def student_cells(data: bytes) -> list[dict]:
-    """The cells of a submitted notebook as plain dicts ``{cell_type, source, metadata}``:
-    nbformat 4's ``cells``, or the cells of nbformat 3's ``worksheets`` (a code cell's source
-    in ``input``, a heading cell as a Markdown heading); nothing else of the file is read.
-
-    >>> student_cells(b'{"worksheets": [{"cells": [{"cell_type": "heading", "level": 2,'
-    ...                b' "source": "Hi"}, {"cell_type": "code", "input": ["x", "=1"]}]}]}')
-    [{'cell_type': 'markdown', 'source': '## Hi', 'metadata': {}}, {'cell_type': 'code', \
-'source': 'x=1', 'metadata': {}}]
-    """
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise NotANotebook("invalid notebook file (not valid JSON)") from None
-    raw = doc.get("cells") if isinstance(doc, dict) else None
-    if raw is None and isinstance(doc, dict) and isinstance(doc.get("worksheets"), list):
-        raw = [c for s in doc["worksheets"] if isinstance(s, dict)
-               for c in (s.get("cells") if isinstance(s.get("cells"), list) else [])]
-    if not isinstance(raw, list):
-        raise NotANotebook("invalid notebook file (not an object with a list of cells)")
-    cells = []
-    for c in raw:
-        if not isinstance(c, dict):
-            continue
-        kind = c.get("cell_type")
-        text = _text(c.get("input", c.get("source")) if kind == "code" else c.get("source"))
-        if kind == "heading":
-            level = c.get("level") if type(c.get("level")) is int else 1
-            kind, text = "markdown", "#" * min(max(level, 1), 6) + " " + text
-        meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
-        if isinstance(meta.get("nbgrader"), dict) and not isinstance(
-                meta["nbgrader"].get("grade_id", ""), str):  # a list or dict as a cell's id
-            meta = {**meta, "nbgrader": {k: v for k, v in meta["nbgrader"].items()
-                                         if k != "grade_id"}}
-        cells.append({"cell_type": kind if kind in ("code", "markdown", "raw") else "raw",
-                      "source": text, "metadata": meta})
-    return cells
-
-
-def _text(source) -> str:
-    if isinstance(source, str):
-        return source
-    if isinstance(source, list) and all(isinstance(s, str) for s in source):
-        return "".join(source)
-    return ""
 
 
 def _plain(cell: dict, cell_id: str):

@@ -33,8 +33,9 @@ from .diagnosis import diagnose
 from .flags import flags as source_flags
 from .rebuild import NotANotebook, Rebuilt, rebuild
 from .runner import LocalRunner
+from .sent import read_cells
 from .status import STOPPED_RECORDED, Facts, Kind, row_status  # noqa: F401 - STOPPED_RECORDED: tests
-from .submissions import IntakeProblem, Submission, find_notebook, missing, read_notebook_bytes
+from .submissions import IntakeProblem, Submission, find_notebook, missing
 
 
 @dataclass
@@ -57,18 +58,15 @@ def precheck(path: Path, nb: Notebook) -> tuple[str | None, Rebuilt | None]:
     """(why the file cannot be graded, or None; the notebook to grade, rebuilt from the
     release: ``rebuild.py``). Only the grader's own findings refuse a file: it is over a cap,
     unreadable, not a notebook, or holds none of this notebook's graded cells."""
-    try:  # bounded: a link, special file or over-cap notebook is refused before parsing
-        data = read_notebook_bytes(path)
-    except IntakeProblem as e:
+    try:  # parsed in a limited process of its own (sent.py): the parent reads the cells only
+        cells = read_cells(path)
+        answers = {g.grade_id: g.solution_ids for g in nb.grade_cells}
+        others = {name: ids for name, ids in chapter_tests().items() if name != nb.name}
+        return None, rebuild(cells, nb.release, answers, nb.name, others)
+    except (IntakeProblem, NotANotebook) as e:
         return str(e), None
     except OSError as e:
         return f"cannot read the notebook ({e.strerror})", None
-    answers = {g.grade_id: g.solution_ids for g in nb.grade_cells}
-    others = {name: ids for name, ids in chapter_tests().items() if name != nb.name}
-    try:
-        return None, rebuild(data, nb.release, answers, nb.name, others)
-    except NotANotebook as e:
-        return str(e), None
 
 
 # ---- the grader's own evidence, read after the run (parent side) -------------------------

@@ -175,6 +175,23 @@ def not_regular(st: os.stat_result) -> str:
     return _kind(st.st_mode) + (" (not followed)" if stat.S_ISLNK(st.st_mode) else "")
 
 
+def open_bounded(path: Path, cap: int) -> int:
+    """A descriptor of the regular file ``path`` if it holds at most ``cap`` bytes (see
+    :func:`read_bounded`); raises :class:`IntakeProblem`."""
+    st = os.lstat(path)
+    if what := not_regular(st):
+        raise IntakeProblem(f"{path.name} is {what}")
+    if st.st_size > cap:
+        raise IntakeProblem(f"{path.name} is larger than {_mb(cap)}")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    fst = os.fstat(fd)
+    if (what := not_regular(fst)) or fst.st_size > cap:
+        os.close(fd)
+        raise IntakeProblem(f"{path.name} is {what}" if what else
+                            f"{path.name} is larger than {_mb(cap)}")
+    return fd
+
+
 def read_bounded(path: Path, cap: int) -> bytes:
     """The bytes of the regular file ``path`` if it holds at most ``cap`` bytes.
 
@@ -183,18 +200,8 @@ def read_bounded(path: Path, cap: int) -> bytes:
     followed and cannot block); the size is checked before reading and the read stops at
     ``cap + 1`` bytes. Raises :class:`IntakeProblem`.
     """
-    st = os.lstat(path)
-    if what := not_regular(st):
-        raise IntakeProblem(f"{path.name} is {what}")
-    if st.st_size > cap:
-        raise IntakeProblem(f"{path.name} is larger than {_mb(cap)}")
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = open_bounded(path, cap)
     try:
-        fst = os.fstat(fd)
-        if what := not_regular(fst):
-            raise IntakeProblem(f"{path.name} is {what}")
-        if fst.st_size > cap:
-            raise IntakeProblem(f"{path.name} is larger than {_mb(cap)}")
         chunks, left = [], cap + 1
         while left > 0 and (chunk := os.read(fd, min(left, 2**20))):
             chunks.append(chunk)
