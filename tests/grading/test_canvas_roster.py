@@ -17,9 +17,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.grading.parent import settings
 from autograder.grading.parent.exports import write_exports
 from autograder.grading.parent.results import ResultStore, write_returns
-from autograder.grading.parent.roster import apply_roster, parse_roster, read_roster
+from autograder.grading.parent.roster import (
+    apply_roster,
+    parse_roster,
+    read_columns,
+    read_roster,
+)
 from autograder.grading.parent.submissions import discover, intake_facts
 from autograder.grading.parent.times import timings
 
@@ -113,12 +119,25 @@ def test_roster_gives_names_and_sis_ids_in_grades_csv_and_the_exports(tmp_path):
     for row in rows:  # as course-grade passes grades.csv's rows to the exports
         results.setdefault(row["student"], {"rows": [], "name": row["name"],
                                             "lms_id": row["lms_id"]})["rows"].append(row)
+    # the roster kept as the class's setting (as course-grade keeps --roster) names the
+    # assignment's Canvas column: the export's header, "Name (id)"; 02 has no column
+    (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
+    settings.write(tmp_path / "out", {"roster": str(tmp_path / "roster.csv")})
+    assert read_columns(tmp_path / "roster.csv", [A1, A2]) == ({A1: "01_attention (88)"}, [
+        f"--roster: no column of the roster is the assignment {A2} (Canvas's header "
+        f"'Name (id)'): its Canvas export's header is '{A2}', which Canvas imports as a new "
+        "assignment"])
     write_exports(tmp_path / "out", NOTEBOOKS, results)
     canvas = _csv(tmp_path / "out" / "exports" / f"{A1}.canvas.csv")
+    assert [list(r.items()) for r in canvas][0][-1] == ("01_attention (88)", "4")
     assert [list(r.values()) for r in canvas] == [
         ["Babbage, Charles", "1002", "S-1002", "charles@uni.edu", "CS101 B", "4"],
         ["hoppergrace", "1003", "", "", "", "4"],
         ["Lovelace, Ada", "1001", "S-1001", "ada@uni.edu", "CS101 A", "4"]]
+    assert list(_csv(tmp_path / "out" / "exports" / f"{A2}.canvas.csv")[0])[-1] == A2
+    # a Canvas class: Canvas's files only
+    assert sorted(p.name for p in (tmp_path / "out" / "exports").iterdir()) == [
+        f"{A1}.canvas.csv", f"{A2}.canvas.csv"]
 
 
 def test_a_roster_given_on_a_later_run_renames_students_graded_before(tmp_path):

@@ -226,8 +226,9 @@ def test_dask_class_equals_local_run(both_runs, fixture_nb):
         assert (local / page).read_text() == (remote / page).read_text()
     # the parent alone wrote OUT_DIR: no scratch folder of a worker in it
     assert not (remote / ".work" / "students").exists()
-    for name in (f"exports/{ASSIGNMENT}.canvas.csv", f"exports/{ASSIGNMENT}.moodle.csv"):
-        assert (local / name).read_text() == (remote / name).read_text()
+    # a class of plain folders: no LMS's grade file (grades.csv and nbgrader export are its)
+    assert [p.name for p in (local / "exports").iterdir()] == \
+        [p.name for p in (remote / "exports").iterdir()] == []
     cut = "<h2>Slowest students</h2>"  # timings differ, the rest of the report does not
     report = (remote / "report.html").read_text()
     assert cut in report and (local / "report.html").read_text().split(cut)[0] == \

@@ -31,7 +31,7 @@ import pytest
 
 from autograder.grading.config import GradeConfig
 from autograder.grading.parent.results import ResultStore, parse_due, write_course_config
-from autograder.grading.parent.times import UNKNOWN, Timing
+from autograder.grading.parent.times import UNKNOWN, WITHIN_GRACE, Timing
 
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv
@@ -485,7 +485,7 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     full = sum(float(r["points"]) for r in read_csv(out / "grades.csv")
                if r["student"] == RIGHT[2])
     late = {RIGHT[2]: ("2026-12-01T22:59:00+00:00", "1 day, 1:01:00", f"{full * 0.2:g}"),
-            WRONG[2]: ("2026-12-01T22:59:00+00:00", "0:10:00", "")}
+            WRONG[2]: ("2026-12-01T22:59:00+00:00", f"0:10:00 {WITHIN_GRACE}", "")}
     assert _late_rows(out) == late
     with _gradebook(out) as gb:  # what formgrader and nbgrader export read
         assert gb.find_submission_notebook(nb.name, ASSIGNMENT, RIGHT[2]) \
@@ -540,17 +540,30 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     assert {r["due"] for r in read_csv(out / "grades.csv")} == {"2026-12-01T22:59:00+00:00"}
     assert (row()["points"], row()["auto_points"], row()["manual_points"], row()["comment"]) == \
         ("0.5", "0", "0.5", "partly right")
-    export = _nbgrader(out, "export")
+    # formgrader's lists (its API), then stock nbgrader export, in one interpreter
+    code = ("import json; from nbgrader.apps import NbGraderAPI;"
+            "from nbgrader.apps.baseapp import NbGrader; app = NbGrader(); app.initialize([]);"
+            f"api = NbGraderAPI(config=app.config); a, s = {ASSIGNMENT!r}, {RIGHT[2]!r};"
+            "print('API', json.dumps([[x['score'] for x in api.get_submissions(a) if "
+            "x['student'] == s], [x['score'] for x in api.get_students() if x['id'] == s], "
+            "[x['score'] for x in api.get_student_submissions(s)], [x['score'] for x in "
+            "api.get_notebook_submissions(a, a) if x['student'] == s]]))")
+    export = subprocess.run([sys.executable, "-c", _then_export(code)], cwd=out,
+                            capture_output=True, text=True, timeout=120)
     assert export.returncode == 0, export.stderr
+    shown = json.loads(next(line[4:] for line in export.stdout.splitlines()
+                            if line.startswith("API ")))
+    assert shown == [[pytest.approx(full * 0.8)]] * 4  # formgrader: the penalised total
     wrong = next(r for r in read_csv(out / "export.csv") if r["student_id"] == WRONG[2])
     assert float(wrong["score"]) == 0.5  # the manual score counts in nbgrader's export
     right = next(r for r in read_csv(out / "export.csv") if r["student_id"] == RIGHT[2])
     assert (float(right["late_submission_penalty"]), float(right["score"])) == \
         pytest.approx((full * 0.2, full * 0.8))  # the late policy's penalty
-    for kind in ("canvas", "moodle"):  # and in the LMS exports: the same total
-        lms = {r["User ID" if kind == "moodle" else "ID"]: r[ASSIGNMENT] for r in
-               read_csv(out / "exports" / f"{ASSIGNMENT}.{kind}.csv")}
-        assert float(lms[WRONG[1]]) == 0.5, (kind, lms)
+    # and in Moodle's grading worksheet (a Moodle class: no Canvas file), by participant
+    lms = {r["Identifier"]: r["Grade"] for r in
+           read_csv(out / "exports" / f"{ASSIGNMENT}.moodle.csv")}
+    assert float(lms[f"Participant {WRONG[1]}"]) == 0.5, lms
+    assert sorted((out / "exports").iterdir()) == [out / "exports" / f"{ASSIGNMENT}.moodle.csv"]
 
     extensions = root / "extensions.csv"  # RIGHT's extension, given after the grading
     extensions.write_text(f"student,assignment,due\n{RIGHT[2]},*,+2d\n")
@@ -645,7 +658,7 @@ def test_canvas_downloads_one_assignment_at_a_time_keep_every_earlier_grade(fixt
     def first_assignment() -> dict[str, bytes]:  # what the second run must leave as it is
         return {p: (out / p).read_bytes() for p in (
             f"return/canvas/{ASSIGNMENT}.zip", f"exports/{ASSIGNMENT}.canvas.csv",
-            f"exports/{ASSIGNMENT}.moodle.csv", f"feedback/{ada}/{ASSIGNMENT}/{ASSIGNMENT}.html",
+            f"feedback/{ada}/{ASSIGNMENT}/{ASSIGNMENT}.html",
             f"feedback/{babbage}/{ASSIGNMENT}/{ASSIGNMENT}.html", f"results/{babbage}.json")}
 
     total = f"{sum(g.max_points for g in nb.grade_cells):g}"
@@ -657,6 +670,8 @@ def test_canvas_downloads_one_assignment_at_a_time_keep_every_earlier_grade(fixt
         + [("new submission", babbage, ASSIGNMENT, "total", "", "0"),
            ("new submission", ada, ASSIGNMENT, "total", "", total)])
     kept = first_assignment()
+    assert sorted(p.name for p in (out / "exports").iterdir()) == [
+        f"{ASSIGNMENT}.canvas.csv"]  # a Canvas class: no Moodle file
     log = (out / "changes.csv").read_bytes()
     assert json.loads((out / "settings.json").read_text()) == {}  # no option given: none kept
     with zipfile.ZipFile(out / "return" / "canvas" / f"{ASSIGNMENT}.zip") as z:

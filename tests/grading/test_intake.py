@@ -300,6 +300,27 @@ def test_a_download_next_to_its_unpacked_copy_is_graded_once_under_its_own_ids(t
     assert [s.student for s in again] == ids  # and on a rerun
 
 
+def test_last_weeks_download_next_to_two_weeks_unpacked_is_the_same_submission(tmp_path):
+    """Week 1's Canvas zip (01 only) left next to the unpacked downloads of weeks 1 and 2
+    (issue 48 item 10): each file of the zip is in the unpacked copy, byte for byte, so each
+    student is graded once from the copy holding every file, and the zip is said to hold
+    nothing else, not "different files"."""
+    subs = tmp_path / "subs"
+    _canvas_layout(subs)
+    week1 = {f: t for f, t in _canvas_files(subs).items() if NOTEBOOKS[0] in f}
+    with zipfile.ZipFile(subs / "submissions.zip", "w") as zf:
+        for fname, text in week1.items():
+            zf.writestr(fname, text)
+    found, msgs = discover(subs, tmp_path / "u")
+    assert [(s.student, s.problem) for s in found] == [
+        ("nunezjose_1001", ""), ("ивановамария_1002", ""), ("李娜_1003", "")]
+    assert all(s.origin.is_relative_to(subs) for s in found)  # not the zip's copy (in u/)
+    assert all(find_notebook(s, nb)[0] is not None for s in found for nb in NOTEBOOKS)
+    assert msgs == ["submissions.zip: skipped 3 student(s) already in the submissions folder "
+                    "(the same LMS ids, each of their files the same there): "
+                    "nunezjose_1001, ивановамария_1002, 李娜_1003"]
+
+
 def test_the_same_canvas_user_twice_with_other_files_is_graded_once_from_the_newer_upload(
         tmp_path):
     """A later download's zip next to the unpacked first one: José uploaded again in between
@@ -849,18 +870,19 @@ def test_lms_layouts_grade_to_the_same_rows_as_folders(tmp_path):
         assert {s.id for s in gb.students} == set(rows)
         assert gb.find_submission("99_fixture", "Мария_Иванова_2001").score == sum(
             g.max_points for g in nb.grade_cells)
-    # the LMS exports carry the ids the layouts gave: one total per student, empty if not graded
+    # each LMS's file has the students of its download, by the ids the layouts gave: Canvas's
+    # by user id, Moodle's grading worksheet by participant, dated by the change log; the
+    # plain folders (José, Zoë, Zoé) are in neither
     full = f"{sum(g.max_points for g in nb.grade_cells):g}"
     canvas = read_csv(out / "exports" / "99_fixture.canvas.csv")
     assert list(canvas[0]) == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
                                "99_fixture"]
-    by_id = {r["ID"]: r["99_fixture"] for r in canvas if r["ID"]}
-    assert by_id == {"1001": full, "1002": "0", "2001": full}
-    assert sorted(r["99_fixture"] for r in canvas if not r["ID"]) == ["", "", full]  # José, Zo*
-    moodle = read_csv(out / "exports" / "99_fixture.moodle.csv")
-    assert [(r["User ID"], r["99_fixture"]) for r in moodle] == [
-        (r["ID"], r["99_fixture"]) for r in canvas]
-    assert {r["Full name"] for r in moodle if r["User ID"] == "2001"} == {"Мария Иванова"}
+    assert {r["ID"]: r["99_fixture"] for r in canvas} == {"1001": full, "1002": "0"}
+    when = {r["student"]: r["when"] for r in read_csv(out / "changes.csv")
+            if r["exercise"] == "total"}
+    assert read_csv(out / "exports" / "99_fixture.moodle.csv") == [
+        {"Identifier": "Participant 2001", "Full name": "Мария Иванова", "Grade": full,
+         "Maximum Grade": full, "Last modified (grade)": when["Мария_Иванова_2001"]}]
     # lateness: the files' times are today's, yet only the LATE mark counts
     from autograder.grading.parent.times import MARKED, NOT_PENALISED, UNKNOWN
 

@@ -143,27 +143,67 @@ def _read(path: Path) -> list[list[str]]:
         return list(csv.reader(f))
 
 
-def test_exports_have_the_lms_columns_and_keep_not_graded_empty(tmp_path):
+def test_the_report_lists_the_reviews_pending():
+    """A review pending in formgrader (grades.csv's ``review``) is in the report: counted at
+    the top and listed under its notebook, its text escaped; none: neither."""
     res = _results()
-    res["ann"]["lms_id"] = "1001"
-    res["bob"]["lms_id"] = "1002"
-    res["eve"] = {"student": "eve", "seconds": 1, "name": "Eve, Jr.", "lms_id": "1005",
+    rows = [r for sid in sorted(res) for r in res[sid]["rows"]]
+    page = render(res, rows=rows)
+    assert "Reviews pending" not in page and "for your review" not in page
+    review = f"autograded score changed 0 -> 2 under manual score 1 {NASTY}"
+    rows[0] = {**rows[0], "review": review}
+    page = render(res, rows=rows)
+    assert "<p class=reviews>1 grade waits for your review in formgrader" in page
+    listed = _section(page, "review")
+    assert "ann" in listed and "ex1" in listed and "&lt;script&gt;" in listed
+    assert NASTY not in page
+    assert "<table class=flagged>" in render(_results())  # the other listing, as it was
+
+
+def test_each_lms_file_has_its_own_students_and_keeps_not_graded_empty(tmp_path):
+    """A class mixing downloads: the Canvas file (its header the roster's column) has the
+    Canvas students, Moodle's grading worksheet the Moodle ones, keyed by participant and
+    dated by the change log's last change of the total; a plain folder is in neither."""
+    res = _results()
+    for sid, lms, lms_id in (("ann", "canvas", "1001"), ("bob", "canvas", "1002"),
+                             ("cy", "canvas", "1003")):
+        res[sid].update(lms=lms, lms_id=lms_id)  # dee: a plain folder
+    res["eve"] = {"student": "eve", "seconds": 1, "name": "Eve, Jr.", "lms_id": "17",
+                  "lms": "moodle",
                   "rows": [_row("eve", "ex1", "1.5"), _row("eve", "ex2", "2"),
                            _row("eve", "x", "1", notebook="02_other")]}
-    write_exports(tmp_path, {"01_attention": ["01_attention"]}, res,
-                  ["ann", "bob", "cy", "dee", "eve", "absent"])
+    res["flo"] = {"student": "flo", "seconds": 1, "name": "Flo", "lms_id": "18",
+                  "lms": "moodle", "rows": [_row("flo", "ex1", "2"), _row("flo", "ex2", "")]}
+    (tmp_path / "changes.csv").write_text(
+        "when,run,cause,student,assignment,notebook,exercise,old,new\n"
+        "2026-12-01T10:00:00+00:00,r1,new submission,eve,01_attention,,total,,3\n"
+        "2026-12-01T10:00:00+00:00,r1,new submission,eve,02_other,,total,,1\n"
+        "2026-12-02T09:30:00+00:00,r2,checks changed,eve,01_attention,,total,3,3.5\n")
+    written = write_exports(tmp_path, {"01_attention": ["01_attention"]}, res,
+                            ["ann", "bob", "cy", "dee", "eve", "flo", "absent"],
+                            columns={"01_attention": "01 Attention (4711)"})
+    assert [p.name for p in written] == ["01_attention.canvas.csv", "01_attention.moodle.csv"]
     canvas = _read(tmp_path / "exports" / "01_attention.canvas.csv")
     assert canvas == [
-        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "01_attention"],
+        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "01 Attention (4711)"],
         ["Ann Ó", "1001", "", "", "", "2"],
         [NASTY, "1002", "", "", "", "0"],
-        ["cy", "", "", "", "", ""],  # an exercise not graded: empty, not 0
-        ["dee", "", "", "", "", ""],
-        ["Eve, Jr.", "1005", "", "", "", "3.5"],  # only 01_attention's rows count
+        ["cy", "1003", "", "", "", ""],  # an exercise not graded: empty, not 0
     ]
     moodle = _read(tmp_path / "exports" / "01_attention.moodle.csv")
-    assert moodle[0] == ["Full name", "User ID", "01_attention"]
-    assert [r[1:] for r in moodle[1:]] == [[c[1], c[5]] for c in canvas[1:]]
+    assert moodle == [
+        ["Identifier", "Full name", "Grade", "Maximum Grade", "Last modified (grade)"],
+        ["Participant 17", "Eve, Jr.", "3.5", "4", "2026-12-02T09:30:00+00:00"],  # 01's only
+        ["Participant 18", "Flo", "", "4", ""],  # not graded: empty; no change logged
+    ]
+    # a Canvas class: no Moodle file (one an older course-grade wrote is gone), and no
+    # roster column: the assignment's own name
+    canvas_only = {sid: res[sid] for sid in ("ann", "bob")}
+    assert write_exports(tmp_path, {"01_attention": ["01_attention"]}, canvas_only) == \
+        [tmp_path / "exports" / "01_attention.canvas.csv"]
+    assert sorted(p.name for p in (tmp_path / "exports").iterdir()) == \
+        ["01_attention.canvas.csv"]
+    assert _read(tmp_path / "exports" / "01_attention.canvas.csv")[0][-1] == "01_attention"
 
 
 def test_report_writer_limits_its_share_of_the_run(tmp_path):

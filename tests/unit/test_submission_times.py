@@ -119,7 +119,8 @@ def _grade_all(out: Path, subs, template: Path, penalty: str = "zero",
         if s.student in not_graded:
             rows[1].update(points="", status="not graded: a cell of this exercise ran over 30 s")
         store.save(json.dumps({"student": s.student, "fingerprint": "x", "rows": rows,
-                               "seconds": 1.0, "name": s.name, "lms_id": s.lms_id}),
+                               "seconds": 1.0, "name": s.name, "lms_id": s.lms_id,
+                               "lms": s.lms}),
                    s.student, timing[s.student])
     students = [s.student for s in subs]
     store.write_gradebook(template, students, subs={s.student: s for s in subs},

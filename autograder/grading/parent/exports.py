@@ -1,29 +1,44 @@
-"""Gradebook exports an LMS imports: one total per student per assignment.
+"""Gradebook files each LMS imports: one total per student per assignment, for its own class.
 
-Written next to grades.csv, per assignment (``ASSIGNMENT`` = a folder of ``solutions/``):
+Written next to grades.csv, per assignment (``ASSIGNMENT`` = a folder of ``solutions/``), each
+only where the class has students from that LMS's download (a Canvas class gets no Moodle
+file, a class of plain folders neither: grades.csv and ``nbgrader export`` are its files):
 
 - ``OUT_DIR/exports/ASSIGNMENT.canvas.csv``: Canvas's gradebook import format, columns
-  ``Student, ID, SIS User ID, SIS Login ID, Section, ASSIGNMENT``. Canvas matches a row to a
-  student by ``ID`` (the Canvas user id, the ``<userid>`` of its "download submissions" file
-  names, kept as the submission's ``lms_id``); ``SIS User ID``, ``SIS Login ID`` and
-  ``Section`` are the roster's (``course-grade --roster``, grades.csv's ``sis_id``), else
-  empty (Canvas then uses ``ID``). The last column is the score; rename its
-  header to the Canvas assignment's (``Name (id)``) if it was created under another name.
-- ``OUT_DIR/exports/ASSIGNMENT.moodle.csv``: for Moodle's "Import grades: CSV file", columns
-  ``Full name, User ID, ASSIGNMENT``. On import, "Identify user by": map from ``User ID`` to
-  ``userid`` (the id in Moodle's "download submissions in folders" folder names), and map the
-  ``ASSIGNMENT`` column to the assignment's grade item.
+  ``Student, ID, SIS User ID, SIS Login ID, Section`` and the assignment's, one row per
+  student of a Canvas download. Canvas matches a row to a student by ``ID`` (the Canvas user
+  id, the ``<userid>`` of its "download submissions" file names, kept as the submission's
+  ``lms_id``); ``SIS User ID``, ``SIS Login ID`` and ``Section`` are the roster's
+  (``course-grade --roster``, grades.csv's ``sis_id``), else empty (Canvas then uses
+  ``ID``). The last column's header is the roster's column of the assignment, ``Name (id)``
+  as Canvas writes it (:func:`roster.canvas_columns`: the column whose name is the
+  assignment's, case, spaces and punctuation aside); without a roster, or with none
+  matching, the assignment's name (Canvas would import it as a new assignment: the run says
+  so).
+- ``OUT_DIR/exports/ASSIGNMENT.moodle.csv``: Moodle's grading worksheet, what the
+  assignment's "Upload grading worksheet" imports (the offline grading worksheet feedback
+  type), one row per student of a Moodle download. Columns ``Identifier, Full name, Grade,
+  Maximum Grade, Last modified (grade)``: Moodle finds a row's student by ``Identifier``,
+  ``Participant N`` where N is the participant id of that assignment (the id in the
+  download's folder names ``<Full Name>_<N>_assignsubmission_file_``, kept as the
+  submission's ``lms_id``: not the user id), and reads ``Grade``; it skips a row whose
+  ``Last modified (grade)`` is more than a minute older than the grade it holds (a grade
+  changed in Moodle since is kept, unless the upload allows overwriting it). That column is
+  when course-grade last changed the total (``OUT_DIR/changes.csv``, ISO 8601, UTC), empty
+  where the log has none (Moodle then keeps any grade it holds). ``Maximum Grade`` is the
+  assignment's points: Moodle skips a grade above the assignment's own maximum, so set its
+  "Maximum grade" to it.
 
 The total is the one grades.csv and nbgrader's export give (the final points: the
 instructor's manual scores and extra credit from formgrader, minus nbgrader's late penalty).
 A student with any exercise of the assignment not graded (and not scored by hand) gets an
-EMPTY total (never 0): an empty cell leaves the LMS grade unset, so the instructor sees it
+EMPTY total (never 0): both LMSs leave an empty grade unset, so the instructor sees it
 still needs a decision.
 Students missing from the results are left out. Text a spreadsheet would read as a formula
 (a display name starting with ``=``, ``+``, ``-``, ``@``) is written with a leading ``'``
 (:func:`cell`), here and in grades.csv.
 
-Example: ``write_exports(Path("grades"), {"01_attention": ["01_attention"]}, names, lms_ids)``.
+Example: ``write_exports(Path("grades"), {"01_attention": ["01_attention"]}, results)``.
 """
 
 from __future__ import annotations
@@ -36,7 +51,10 @@ from pathlib import Path
 from .status import row_kind
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-MOODLE_COLUMNS = ["Full name", "User ID"]
+# Moodle's own words (mod/assign's language strings 'recordid', 'grade', 'maxgrade',
+# 'lastmodifiedgrade'; the identifier is 'hiddenuser' then the participant id)
+MOODLE_COLUMNS = ["Identifier", "Full name", "Grade", "Maximum Grade", "Last modified (grade)"]
+PARTICIPANT = "Participant "
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -90,6 +108,48 @@ def total(rows: list[dict]) -> str:
     return f"{max(0.0, score - sum(penalty.values())):g}"
 
 
+def maximum(rows: list[dict]) -> str:
+    """The points an assignment's rows are out of (their ``max_points``); '' if unknown.
+
+    >>> maximum([{"max_points": "2"}, {"max_points": "1.5"}]), maximum([{"max_points": ""}])
+    ('3.5', '')
+    """
+    try:
+        return f"{sum(float(r['max_points']) for r in rows):g}"
+    except (KeyError, ValueError):
+        return ""
+
+
+def changed_at(out: Path) -> dict[tuple[str, str], str]:
+    """{(student, assignment): when course-grade last changed that total}: the ``total``
+    lines of the change log ``OUT_DIR/changes.csv`` (``ledger.py``: appended in time order,
+    its columns ``when``, ``student``, ``assignment``, ``exercise``); {} without a log."""
+    try:
+        with open(out / "changes.csv", encoding="utf-8", newline="") as f:
+            return {(line["student"], line["assignment"]): line["when"]
+                    for line in csv.DictReader(f)
+                    if line.get("exercise") == "total" and line.get("when")}
+    except (OSError, KeyError):
+        return {}
+
+
+def lms_of(result: dict, rows: list[dict]) -> str:
+    """The LMS whose download named the student: ``canvas``, ``moodle`` or '' (grades.csv's
+    rows carry the result's ``lms``; a result stored before it was kept: a Canvas file name
+    kept for it says Canvas, else digits in ``lms_id`` say Moodle, as ``write_returns``
+    reads it).
+
+    >>> lms_of({"lms": "canvas"}, []), lms_of({"lms_id": "2001"}, []), lms_of({}, [{}])
+    ('canvas', 'moodle', '')
+    """
+    for source in (result, *rows[:1]):
+        if "lms" in source:
+            return str(source["lms"] or "")
+    if result.get("canvas"):
+        return "canvas"
+    return "moodle" if str(result.get("lms_id", "") or "").isdigit() else ""
+
+
 def _write(path: Path, header: list[str], body: list[list[str]]) -> None:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -102,15 +162,23 @@ def _write(path: Path, header: list[str], body: list[list[str]]) -> None:
 
 def write_exports(
     out: Path, notebooks: dict[str, list[str]], results: dict[str, dict],
-    students: list[str] | None = None,
+    students: list[str] | None = None, columns: dict[str, str] | None = None,
 ) -> list[Path]:
-    """Write both exports for every assignment in ``notebooks`` ({assignment: [notebook]}).
+    """Write each LMS's file of every assignment in ``notebooks`` ({assignment: [notebook]})
+    that has students from its download; a file of an LMS with none (left by an older
+    course-grade, which wrote both) is removed: the files are made anew from every stored
+    result each time, so it holds nobody's grade. Returns the files written.
 
-    ``results`` is {student: result dict} (``rows``, optional ``name`` and ``lms_id``).
+    ``results`` is {student: result dict} (``rows``, optional ``name``, ``lms_id``, ``lms``);
+    ``columns`` {assignment: Canvas column header} (:func:`roster.canvas_columns`), else the
+    roster kept in ``OUT_DIR/settings.json`` is read for them.
     """
     folder = out / "exports"
     folder.mkdir(parents=True, exist_ok=True)
     order = [s for s in (students if students is not None else sorted(results)) if s in results]
+    if columns is None:
+        columns = _roster_columns(out, list(notebooks))
+    when = changed_at(out)
     written = []
     for assignment, nbs in notebooks.items():
         canvas, moodle = [], []
@@ -121,16 +189,32 @@ def write_exports(
                 continue
             name = str(r.get("name", "") or "") or sid
             lms_id = str(r.get("lms_id", "") or "")
-            sis = [str(r.get(k) or rows[0].get(k) or "")  # the roster's (grades.csv's rows)
-                   for k in ("sis_id", "sis_login", "section")]
-            score = total(rows)
-            canvas.append([name, lms_id, *sis, score])
-            moodle.append([name, lms_id, score])
+            lms = lms_of(r, rows)
+            if lms == "canvas":
+                sis = [str(r.get(k) or rows[0].get(k) or "")  # the roster's (grades.csv's)
+                       for k in ("sis_id", "sis_login", "section")]
+                canvas.append([name, lms_id, *sis, total(rows)])
+            elif lms == "moodle" and lms_id.isdigit():
+                moodle.append([f"{PARTICIPANT}{lms_id}", name, total(rows), maximum(rows),
+                               when.get((sid, assignment), "")])
         for kind, header, body in (
-            ("canvas", CANVAS_COLUMNS + [assignment], canvas),
-            ("moodle", MOODLE_COLUMNS + [assignment], moodle),
+            ("canvas", CANVAS_COLUMNS + [columns.get(assignment) or assignment], canvas),
+            ("moodle", MOODLE_COLUMNS, moodle),
         ):
             path = folder / f"{assignment}.{kind}.csv"
-            _write(path, header, body)
-            written.append(path)
+            if body:
+                _write(path, header, body)
+                written.append(path)
+            else:
+                path.unlink(missing_ok=True)
     return written
+
+
+def _roster_columns(out: Path, assignments: list[str]) -> dict[str, str]:
+    """The Canvas column headers of ``assignments`` in the roster the class keeps
+    (``settings.json``'s ``--roster``); {} without one."""
+    from .roster import read_columns
+    from .settings import read
+
+    path = read(out).get("roster")
+    return read_columns(Path(path), assignments)[0] if path else {}

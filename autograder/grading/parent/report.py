@@ -10,6 +10,8 @@ end), so a run stopped midway leaves a report of the students graded so far. Per
   mistake's name, a general symptom or a failure kind, each marked as which), with the students;
 - the reasons a row was not graded, with the students concerned;
 - the rows the trusted verdict flagged for a human look (``flagged``), when there are any;
+- the reviews pending in formgrader (grades.csv's ``review``: an autograded score changed
+  under a manual score), when there are any, and their count at the top;
 - late work: each late student's lateness, late penalty and total before and after it (the
   total plot counts the penalty too, as the LMS exports do);
 
@@ -191,6 +193,7 @@ def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) ->
         _mistakes(rows, names, lost),
         _not_graded(rows, names),
         _flagged(rows, names),
+        _reviews(rows, names),
         _late(rows, names, totals, incomplete),
         "</section>",
     ]
@@ -277,18 +280,32 @@ def _not_graded(rows: list[dict], names: dict[str, str]) -> str:
 
 def _flagged(rows: list[dict], names: dict[str, str]) -> str:
     """Rows the verdict flagged for a human look (``flagged``: "flagged: <what>"), if any."""
-    flagged = [r for r in rows if str(r.get("flagged", "") or "")]
-    if not flagged:
+    return _listing(rows, names, "Flagged for review", "flagged", "why",
+                    lambda r: str(r.get("flagged", "")).removeprefix("flagged:").strip())
+
+
+def _reviews(rows: list[dict], names: dict[str, str]) -> str:
+    """The reviews still pending (grades.csv's ``review``: an autograded score changed under
+    a manual score; formgrader shows each until the score is saved or resolved), if any."""
+    return _listing(rows, names, "Reviews pending in formgrader", "review", "review",
+                    lambda r: str(r["review"]))
+
+
+def _listing(rows: list[dict], names: dict[str, str], title: str, column: str, what: str,
+             text) -> str:
+    """A table of the rows whose ``column`` is set (student, exercise, ``text(row)``) under
+    ``title``; '' when there is none."""
+    listed = [r for r in rows if str(r.get(column, "") or "")]
+    if not listed:
         return ""
     out = [
-        "<h3>Flagged for review</h3>",
-        "<table class=flagged><tr><th>student</th><th>exercise</th><th>why</th></tr>",
+        f"<h3>{title}</h3>",
+        f"<table class={column}><tr><th>student</th><th>exercise</th><th>{what}</th></tr>",
     ]
-    for r in sorted(flagged, key=lambda r: (str(r.get("student")), str(r.get("exercise")))):
+    for r in sorted(listed, key=lambda r: (str(r.get("student")), str(r.get("exercise")))):
         sid = str(r.get("student", ""))
-        why = str(r.get("flagged", "")).removeprefix("flagged:").strip()
         out.append(f"<tr><td>{_who(sid, names.get(sid, ''))}</td>"
-                   f"<td>{_esc(r.get('exercise', ''))}</td><td>{_esc(why)}</td></tr>")
+                   f"<td>{_esc(r.get('exercise', ''))}</td><td>{_esc(text(r))}</td></tr>")
     out.append("</table>")
     return "\n".join(out)
 
@@ -409,6 +426,14 @@ def _changes(lines: list[dict], names: dict[str, str]) -> str:
     return "\n".join(out)
 
 
+def _pending_line(rows: list[dict]) -> str:
+    """The class's count of reviews pending (each notebook's section lists them)."""
+    n = sum(1 for r in rows if str(r.get("review", "") or ""))
+    return (f"<p class=reviews>{n} grade{'' if n == 1 else 's'} wait{'s' if n == 1 else ''} "
+            "for your review in formgrader (an autograded score changed under your manual "
+            "score): listed under each notebook.</p>") if n else ""
+
+
 def render(results: dict[str, dict], students: list[str] | None = None,
            rows: list[dict] | None = None,
            notebooks: dict[str, list[str]] | None = None,
@@ -444,6 +469,7 @@ def render(results: dict[str, dict], students: list[str] | None = None,
             "<h1>Class report</h1>",
             head,
             *(f"<p class=lateness>{_esc(line)}.</p>" for line in late_summary(rows)),
+            _pending_line(rows),
             *body,
             _totals(rows, names, notebooks),
             _slowest(results, names) if results else "",

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from ..gradebook import LatePolicy, quiet_sqlalchemy
 from .exports import cell as csv_cell
+from .exports import lms_of
 from .status import Kind, row_kind
 from .times import Timing, lateness
 
@@ -492,6 +493,7 @@ class ResultStore:
                 out["auto_points"] = auto
                 out["manual_points"] = _fmt(manual)
                 out["extra_credit"] = _fmt(extra)
+                out["lms"] = lms_of(r, [])  # which LMS's file has the student (the exports)
                 if manual is not None:
                     out["points"] = _fmt(manual + (extra or 0))
                 elif auto != "" and extra:

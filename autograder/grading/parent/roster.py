@@ -8,7 +8,9 @@ as is any row whose ``ID`` is not a number). A student whose Canvas user id is t
 Ada": the form the Canvas export's ``Student`` column has), and its SIS ids and section
 (grades.csv's ``sis_id``, the Canvas export's ``SIS User ID``, ``SIS Login ID``, ``Section``).
 The student id (grades.csv's ``student``, folder names) does not change: it stays stable
-across runs with or without a roster.
+across runs with or without a roster. The roster's assignment columns, ``Name (id)``, give the
+Canvas export its header (:func:`canvas_columns`): Canvas imports a column into the
+assignment whose id it names.
 
 Example: ``apply_roster(read_roster(Path("Grades-CS101.csv")), subs)`` returns messages.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +59,50 @@ def parse_roster(text: str, source: str = "--roster") -> dict[str, Person]:
     return found
 
 
+_COLUMN = re.compile(r"(?P<name>.*\S)\s*\((?P<id>\d+)\)\Z")
+
+
+def _key(name: str) -> str:
+    """A name as :func:`canvas_columns` compares it: case, spaces and punctuation aside.
+
+    >>> _key("01 Attention"), _key("01_attention")
+    ('01attention', '01attention')
+    """
+    return "".join(ch for ch in name.casefold() if ch.isalnum())
+
+
+def canvas_columns(text: str, assignments: list[str]) -> tuple[dict[str, str], list[str]]:
+    """({assignment: the roster's column of it}, messages): of the header of Canvas's
+    gradebook export (``text``), the assignment columns ``Name (id)`` whose name is an
+    assignment's, case, spaces and punctuation aside (``01 Attention (4711)`` is
+    ``01_attention``'s). An assignment with no such column, or with several, has none (its
+    export's header is its own name, which Canvas imports as a new assignment): a message
+    says which.
+
+    >>> columns, said = canvas_columns('Student,ID,01 Attention (4711),Quiz (5)\\n',
+    ...                                ["01_attention", "02_x"])
+    >>> columns, said[0][20:56]
+    ({'01_attention': '01 Attention (4711)'}, 'of the roster is the assignment 02_x')
+    """
+    header = next(csv.reader(io.StringIO(text.removeprefix("\ufeff"))), [])
+    found: dict[str, list[str]] = {}
+    for h in (h.strip() for h in header):
+        if (m := _COLUMN.match(h)) and h not in COLUMNS:
+            found.setdefault(_key(m["name"]), []).append(h)
+    columns, messages = {}, []
+    for a in assignments:
+        match = found.get(_key(a), [])
+        if len(match) == 1:
+            columns[a] = match[0]
+            continue
+        what = (f"{len(match)} columns of the roster name the assignment {a} "
+                f"({', '.join(match)})" if match else
+                f"no column of the roster is the assignment {a} (Canvas's header 'Name (id)')")
+        messages.append(f"--roster: {what}: its Canvas export's header is '{a}', which Canvas "
+                        "imports as a new assignment")
+    return columns, messages
+
+
 def read_roster(path: Path) -> dict[str, Person]:
     """:func:`parse_roster` of the instructor's file; raises ``ValueError`` on a bad one."""
     try:
@@ -63,6 +110,16 @@ def read_roster(path: Path) -> dict[str, Person]:
     except OSError as e:
         raise ValueError(f"--roster {path}: cannot read ({e.strerror})") from None
     return parse_roster(text, f"--roster {path}")
+
+
+def read_columns(path: Path, assignments: list[str]) -> tuple[dict[str, str], list[str]]:
+    """:func:`canvas_columns` of the roster file at ``path``; ({}, []) when it cannot be read
+    (the run that reads it as the roster says why)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}, []
+    return canvas_columns(text, assignments)
 
 
 def apply_roster(roster: dict[str, Person], subs, most: int = 10) -> list[str]:

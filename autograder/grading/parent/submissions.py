@@ -830,8 +830,11 @@ def _one_per_student(entries: list[_Entry], messages: list[str],
     """``entries`` less the second copies of an LMS user: one Canvas or Moodle id found twice
     (an LMS download's zip and its unpacked files, two downloads) is one student, graded once.
 
-    Copies with the same files are one submission: the unpacked one is kept. Copies whose
-    files differ are two submissions, and neither replaces the other silently: without
+    Copies with the same files are one submission: the unpacked one is kept. So is a copy
+    whose every file another copy holds, byte for byte under the same name (last week's
+    download of one assignment next to the unpacked downloads of two): the copy holding all
+    of them is kept. Copies whose files differ otherwise are two submissions, and neither
+    replaces the other silently: without
     ``resolve`` (``--resolve-duplicates``) the student is not graded and the console lists
     both; with it the newest Canvas upload is graded, else the unpacked files at the top of
     the folder, else the first zip by name. A message says what was skipped: one line per
@@ -841,17 +844,21 @@ def _one_per_student(entries: list[_Entry], messages: list[str],
     for e in entries:
         if e.kind in ("canvas", "moodle"):
             groups.setdefault((e.kind, e.lms_id), []).append(e)
-    same: dict[tuple[str, str], list[str]] = {}  # (skipped's download, kept's) -> ids
+    same: dict[tuple[str, str, str], list[str]] = {}  # (skipped's download, kept's, how) -> ids
     skipped: set[int] = set()
     for copies in groups.values():
         if len(copies) < 2:
             continue
-        copies.sort(key=lambda e: (-_upload(e), _rank(e), e.via))
-        kept, files = copies[0], _contents(copies[0])
+        files = {id(e): set(_contents(e)) for e in copies}
+        every = set().union(*files.values())
+        copies.sort(key=lambda e: (files[id(e)] != every, -_upload(e), _rank(e), e.via))
+        kept = copies[0]
         for e in copies[1:]:
             skipped.add(id(e))
-            if _contents(e) == files:
-                same.setdefault((e.via, kept.via), []).append(kept.base)
+            if files[id(e)] <= files[id(kept)]:  # nothing of it that the kept copy lacks
+                what = "the same files" if files[id(e)] == files[id(kept)] else \
+                    "each of their files the same there"
+                same.setdefault((e.via, kept.via, what), []).append(kept.base)
                 continue
             if not resolve:
                 kept.problem = kept.problem or (
@@ -867,9 +874,9 @@ def _one_per_student(entries: list[_Entry], messages: list[str],
                 f"{kept.base} (LMS id {kept.lms_id}) is in {_where(kept.via)} and in "
                 f"{_where(e.via)} with different files: graded those in {_where(kept.via)} "
                 f"({why}, --resolve-duplicates), skipped the others")
-    for (via, kept_via), ids in sorted(same.items()):
+    for (via, kept_via, what), ids in sorted(same.items()):
         messages.append(f"{_where(via)}: skipped {len(ids)} student(s) already in "
-                        f"{_where(kept_via)} (the same LMS ids, the same files): "
+                        f"{_where(kept_via)} (the same LMS ids, {what}): "
                         f"{_listed(sorted(ids))}")
     return [e for e in entries if id(e) not in skipped]
 
