@@ -724,14 +724,14 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
     assignments = _pick_assignments(args, available, subs)
     if not args.assignment:  # OUT_DIR is the class: what it graded before stays in it (and
         # its template is reused: the same assignments, the same template)
+        out = args.out.resolve() if args.out is not None else None
+        earlier = {a for a in available if out and (out / "source" / a).is_dir()}
+        assignments = [a for a in available if a in assignments or a in earlier]
     if roster is not None and any(s.lms == "canvas" for s in subs):  # the exports' headers
         from .grading.parent.roster import read_columns
 
         for msg in read_columns(args.roster, assignments)[1]:
             print(f"course-grade: {msg}", file=sys.stderr)
-        out = args.out.resolve() if args.out is not None else None
-        earlier = {a for a in available if out and (out / "source" / a).is_dir()}
-        assignments = [a for a in available if a in assignments or a in earlier]
     if assignments and (unknown := sorted(set(due) - set(assignments))):
         raise UsageError(_no_such("--due", "assignment graded here", unknown, assignments,
                                   "those graded here are"))
