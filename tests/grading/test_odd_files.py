@@ -14,7 +14,7 @@ from helpers.adversarial.dodge_class import mismatch
 from helpers.adversarial.odd_files import OUTPUT_SLACK
 
 STUDENTS = ["answer_meta", "v3_duplicate", "mimebundle", "missing_exercise",
-            "another_chapter", "interleaved", "history"]
+            "another_chapter", "interleaved", "history", "zipped_outputs"]
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +45,17 @@ def test_outputs_are_budgeted_per_notebook(odd_class):
     sent = (odd_class["class"] / "interleaved" / "01_attention.ipynb").stat().st_size
     share = odd_class["shares"]["interleaved"]
     assert share <= OUTPUT_SLACK + 2 * sent, f"{share / 2**20:.1f} MB under OUT"
+
+
+def test_a_zip_leaves_at_most_twice_its_size(odd_class):
+    """Issue 47 item 7: a zip's notebooks were unpacked and kept in OUT (and every other file
+    of it): a 0.2 MB zip of a notebook with 300,000 empty outputs (17 MB) and a 20 MB data
+    file left 37 MB. Only its notebook is unpacked, within the submission's budget, and the
+    unpacked copy goes once the run has graded it."""
+    sent = (odd_class["class"] / "zipped_outputs.zip").stat().st_size
+    share = odd_class["shares"]["zipped_outputs"]
+    assert sent < 2**20 and share <= OUTPUT_SLACK + 2 * sent, f"{share / 2**20:.1f} MB under OUT"
+    assert not (odd_class["out"] / ".work" / "unpacked").exists()
 
 
 def test_the_hidden_tests_never_reach_the_kernels_history(odd_class):

@@ -32,6 +32,11 @@ interleaved        50 added cells, each printing 3,000 lines to stdout and     f
                                                                                OUT at most
                                                                                5 MB + twice
                                                                                its size
+zipped_outputs     a zip (``zipped_outputs.zip``, ~0.2 MB) of the notebook     full, graded;
+                   with 300,000 empty outputs in its last code cell (17 MB)    its share of
+                   and a 20 MB data file (not a notebook: never unpacked)      OUT at most
+                                                                               5 MB + twice
+                                                                               its size
 =================  ==========================================================  ================
 """
 
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import json
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -123,6 +129,14 @@ class OddFileBuilder(ClassBuilder):
         loud = self.answered()
         loud.cells += [nbformat.v4.new_code_cell(INTERLEAVED) for _ in range(50)]
         put("interleaved", loud, dict(full))
+
+        zipped = json.loads(nbformat.writes(self.answered()))
+        last = [c for c in zipped["cells"] if c["cell_type"] == "code"][-1]
+        last["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ""}] * 300_000
+        with zipfile.ZipFile(dest / "zipped_outputs.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(f"{name}.ipynb", json.dumps(zipped))
+            zf.writestr("data.bin", b"\0" * (20 * 2**20))
+        expected["zipped_outputs"] = dict(full)
 
         other = nbformat.read(REPO / "notebooks" / "02_masking" / "02_masking.ipynb", 4)
         put("another_chapter", other,
