@@ -477,6 +477,7 @@ def _main(args) -> int:
                                    *info.values()]
                        for nb in nbs for g in nb.grade_cells}
     store.assignment_of = {nb: a for a, nbs in notebooks.items() for nb in nbs}
+    store.grace = args.policy.grace
     # this run's submission times and Canvas names count for the notebooks in this folder
     timing = {sid: {a: t for a, t in ts.items() if present[sid][a] is not None}
               for sid, ts in timings(subs, {a: notebooks[a] for a in assignments}).items()}

@@ -173,6 +173,51 @@ def plugin_class():
 _PLUGIN = None
 
 
+def show_penalised_scores() -> None:
+    """Make formgrader's scores the penalised ones, as ``nbgrader export``, grades.csv and the
+    LMS exports give them: each submission's and notebook's ``score`` (its pages' lists: an
+    assignment's submissions, a notebook's, a student's assignments and notebooks, and the
+    students' totals) less nbgrader's ``late_submission_penalty``, at least 0. Called from
+    OUT_DIR's nbgrader_config.py (``results.write_course_config``), so only the processes
+    started there (formgrader, nbgrader's commands) show it; the gradebook is not changed,
+    and nbgrader's own sums (``score`` attributes, its export's ``raw_score``) stay raw."""
+    from nbgrader import api
+    from sqlalchemy import func
+
+    if getattr(api, "_penalised_scores", False):
+        return
+    api._penalised_scores = True
+    notebook, assignment = api.SubmittedNotebook, api.SubmittedAssignment
+
+    def less(rows: list[dict], penalty: dict, key: str = "id") -> list[dict]:
+        for row in rows:
+            if penalty.get(row[key]):
+                row["score"] = max(0.0, (row["score"] or 0.0) - penalty[row[key]])
+        return rows
+
+    def to_dict(original):
+        def penalised(self):
+            return less([original(self)], {self.id: self.late_submission_penalty})[0]
+        return penalised
+
+    def dicts(original, query):
+        def penalised(self, *args):
+            return less(original(self, *args), dict(query(self.db).all()))
+        return penalised
+
+    for model in (notebook, assignment):
+        model.to_dict = to_dict(model.to_dict)
+    gb = api.Gradebook
+    gb.submission_dicts = dicts(gb.submission_dicts, lambda db: db.query(
+        notebook.assignment_id, func.sum(notebook.late_submission_penalty)).group_by(
+        notebook.assignment_id))
+    gb.notebook_submission_dicts = dicts(gb.notebook_submission_dicts, lambda db: db.query(
+        notebook.id, notebook.late_submission_penalty))
+    gb.student_dicts = dicts(gb.student_dicts, lambda db: db.query(
+        assignment.student_id, func.sum(notebook.late_submission_penalty)).join(
+        notebook, notebook.assignment_id == assignment.id).group_by(assignment.student_id))
+
+
 def __getattr__(name: str):
     # nbgrader (traitlets' import_item) finds the plugin by name, without this module
     # importing nbgrader on course-grade's start

@@ -236,7 +236,7 @@ def test_a_per_day_policy_with_grace_floor_and_extension_is_the_same_everywhere(
     date, so no penalty. The gradebook (nbgrader's extension and late_submission_penalty),
     grades.csv, the Canvas export and the report agree."""
     from autograder.grading.gradebook import LatePolicy
-    from autograder.grading.parent.times import EXTENDED_MARK, parse_extensions
+    from autograder.grading.parent.times import EXTENDED_MARK, WITHIN_GRACE, parse_extensions
 
     subs, _ = discover(_canvas(tmp_path / "canvas"), tmp_path / "unpacked")
     apply_submitted_at(parse_submitted_at(
@@ -273,6 +273,7 @@ def test_a_per_day_policy_with_grace_floor_and_extension_is_the_same_everywhere(
     extensions = parse_extensions("student,assignment,due\nивановамария_1002,*,+3d\n")
     store = ResultStore(out)
     store.assignment_of = {A: A}
+    store.grace = policy.grace  # as course-grade sets it: grades.csv says why José is on time
     students = [s.student for s in subs]
     store.write_gradebook(template, students, subs={s.student: s for s in subs},
                           late_penalty=policy,
@@ -283,10 +284,13 @@ def test_a_per_day_policy_with_grace_floor_and_extension_is_the_same_everywhere(
         assert gb.find_submission(A, "ивановамария_1002").extension == timedelta(days=3)
     assert {r["due"] for r in rows if r["student"] == "ивановамария_1002"} == \
         {(DUE + timedelta(days=3)).isoformat()}
-    agree(rows, {"nunezjose_1001": ("0:10:00", "", "16"),
+    agree(rows, {"nunezjose_1001": (f"0:10:00 {WITHIN_GRACE}", "", "16"),
                  "李娜_1003": ("1 day, 1:00:00", "3.2", "12.8"),
                  "ивановамария_1002": (EXTENDED_MARK, "", "16")})
-    assert late_summary(rows)[-1] == f"1 student: {UNKNOWN}; {NOT_PENALISED}"
+    assert late_summary(rows) == [
+        "1 student late; late penalty applied to 1",
+        f"1 student late {WITHIN_GRACE}: not penalised",
+        f"1 student: {UNKNOWN}; {NOT_PENALISED}"]
 
 
 def test_late_mark_applies_without_a_due_date_and_none_only_shows_it(tmp_path, template):

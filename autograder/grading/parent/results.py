@@ -48,7 +48,7 @@ from ..gradebook import LatePolicy, quiet_sqlalchemy
 from .exports import cell as csv_cell
 from .exports import lms_of
 from .status import Kind, row_kind
-from .times import Timing, lateness
+from .times import WITHIN_GRACE, Timing, lateness
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be
 # empty (a writer fills what it knows).
@@ -128,6 +128,11 @@ def write_course_config(out: Path, config, late_penalty: str | LatePolicy) -> No
         f"c.LatePolicyPlugin.penalty = {penalty!r}",
         f"c.LatePolicyPlugin.floor = {floor!r}",
         f"c.LatePolicyPlugin.grace = {grace!r}",
+        "try:  # formgrader's scores less the late penalty, as the exports",
+        "    from autograder.grading.gradebook import show_penalised_scores",
+        "    show_penalised_scores()",
+        "except ImportError:  # nbgrader without course-grade: its raw scores",
+        "    pass",
         # `nbgrader export` keeps 'not graded' apart from 0 (see export_csv.NotGradedCsvExport)
         "c.ExportApp.plugin_class = 'autograder.grading.parent.export_csv.NotGradedCsvExport'",
     ]
@@ -291,6 +296,7 @@ class ResultStore:
         # set by course-grade: what this run's intake knows of each student (names, LMS and
         # SIS ids, Canvas file names: ``submissions.intake_facts``), kept in their results
         self.people: dict[str, dict] = {}
+        self.grace = 0.0  # set by course-grade: the late policy's grace period, seconds
 
     def load(self) -> dict[str, dict]:
         results = {}
@@ -510,6 +516,8 @@ class ResultStore:
                     due = due + extension
                 out["due"] = due.isoformat() if due else ""
                 out["late_by"], seconds = lateness(when, due, bool(extension))
+                if 0 < seconds <= self.grace:  # on time, as the gradebook's penalty says
+                    out["late_by"], seconds = f"{out['late_by']} {WITHIN_GRACE}", 0.0
                 if row["kind"] == Kind.NOT_SUBMITTED:  # the time of the rest of the submission
                     when, out["late_by"], seconds = Timing(), "", 0.0
                 out["submitted_at"] = when.at.isoformat() if when.at else ""

@@ -38,6 +38,7 @@ from .submissions import IntakeProblem, Submission, find_notebook, read_bounded
 
 UNKNOWN = "submission time unknown"
 MARKED = "late (marked by Canvas)"
+WITHIN_GRACE = "(within the grace period: on time)"
 EXTENDED_MARK = f"{UNKNOWN} (marked LATE by Canvas, but extended: --submitted-at gives the time)"
 CSV_FORMAT = (
     "a CSV file with a header line naming the columns student and submitted_at, and "
@@ -417,11 +418,13 @@ def late_summary(rows: list[dict]) -> list[str]:
 '1 student: submission time unknown; not penalised (no time to compare with the due \
 date: --submitted-at gives one)']
     """
-    late, marked, penalised, unknown = set(), set(), set(), set()
+    late, marked, penalised, unknown, grace = set(), set(), set(), set(), set()
     for r in rows:
         sid, by = r.get("student", ""), r.get("late_by", "") or ""
         if by.startswith(UNKNOWN):
             unknown.add(sid)
+        elif by.endswith(WITHIN_GRACE):
+            grace.add(sid)
         elif by:
             late.add(sid)
             if by == MARKED:
@@ -433,6 +436,8 @@ date: --submitted-at gives one)']
         how = f" ({len(marked)} marked by Canvas, time unknown)" if marked else ""
         out.append(f"{_n(len(late), 'student')} late{how}; late penalty applied to "
                    f"{len(penalised)}")
+    if grace:
+        out.append(f"{_n(len(grace), 'student')} late {WITHIN_GRACE}: not penalised")
     if unknown:
         out.append(f"{_n(len(unknown), 'student')}: {UNKNOWN}; {NOT_PENALISED}")
     return out
