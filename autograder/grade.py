@@ -166,8 +166,8 @@ def _parser() -> argparse.ArgumentParser:
                    "OUT_DIR/settings.json: later runs read the file again without the option")
     p.add_argument("--late-penalty", default=None, metavar="POLICY",
                    help="what a notebook submitted after its due date loses (nbgrader's "
-                   f"late-submission penalty): {POLICY_FORMAT}. Marked LATE by Canvas with no "
-                   "known time: the most the policy takes. Default: the one "
+                   f"late-submission penalty): {POLICY_FORMAT.replace('%', '%%')}. Marked LATE "
+                   "by Canvas with no known time: the most the policy takes. Default: the one "
                    "OUT_DIR/settings.json keeps from an earlier run, else zero. A submission "
                    "with no known time gets none")
     p.add_argument("--late-floor", default=None, metavar="P%", help="the share of its score "

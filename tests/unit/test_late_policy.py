@@ -76,6 +76,15 @@ def test_a_malformed_policy_is_named_with_the_format(penalty, floor, grace, said
     assert str(e.value).startswith(said)
 
 
+def test_help_names_the_policies(capsys):
+    from autograder.grade import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert e.value.code == 0 and "(e.g. '10%/day', '2%/hour')" in text and "50%: the" in text
+
+
 def test_durations():
     assert [parse_duration(t) for t in ("90s", "15m", "2h", "1d12h", "1w", "1.5h", "0")] == \
         [90, 900, 7200, 129600, 604800, 5400, 0]
