@@ -77,10 +77,10 @@ def test_feedback_hides_hidden_tests(nb01_class):
     hidden = _hidden_lines()
     assert hidden, "notebook 01 has hidden tests"
     pages = sorted((nb01_class["out"] / "feedback").rglob("*.html"))
-    # every student whose notebook ran has a page (not invalid_json, os_exit); nbgrader's
-    # layout: feedback/<student>/<assignment>/<notebook>.html
+    # every student whose notebook ran has a page (not invalid_json), os_exit's too (what ran
+    # before its code ended the kernel); nbgrader's layout: feedback/<student>/<assignment>/
     students = {p.relative_to(nb01_class["out"] / "feedback").parts[0] for p in pages}
-    assert students >= set(STUDENTS) - {"invalid_json", "os_exit"}
+    assert students == set(STUDENTS) - {"invalid_json"}
     for page in pages:
         text = html.unescape(page.read_text())
         assert "BEGIN HIDDEN TESTS" not in text, page
@@ -92,6 +92,42 @@ def test_feedback_explains_a_wrong_answer(nb01_class):
     page = nb01_class["out"] / "feedback" / "wrong" / ASSIGNMENT / f"{ASSIGNMENT}.html"
     text = html.unescape(page.read_text())
     assert "CheckFailed" in text or "differs" in text or "expected" in text
+
+
+def test_a_notebook_that_ended_its_kernel_is_explained_and_in_formgrader(nb01_class):
+    """os_exit's code ended its kernel in the last answer (issue 48 item 6): its page shows
+    what ran and names the cell that ended the kernel, it goes back to the student, and
+    formgrader has its submission as autograded, with the scores grades.csv gives."""
+    import re
+    import subprocess
+    import sys
+
+    out = nb01_class["out"]
+    rows = {r["exercise"]: r for r in nb01_class["rows"] if r["student"] == "os_exit"}
+    stopped = [r for r in rows.values() if r["kind"] == "stopped"]
+    assert stopped and any(r["kind"] == "from record" for r in rows.values())
+    cell = re.search(r"ended the kernel in cell (\d+)\)", stopped[0]["status"]).group(1)
+    page = html.unescape((out / "feedback" / "os_exit" / ASSIGNMENT /
+                          f"{ASSIGNMENT}.html").read_text())
+    said = f"Your code ended the kernel in cell {cell}: no cell after it ran."
+    assert "This notebook stopped." in page and f"StoppedHere: {said}" in page
+    result = json.loads((out / "results" / "os_exit.json").read_text())
+    assert result["feedback"] == [f"feedback/os_exit/{ASSIGNMENT}/{ASSIGNMENT}.html"]
+    assert (out / "return" / "os_exit" / ASSIGNMENT / f"{ASSIGNMENT}.html").is_file()
+    assert (out / "autograded" / "os_exit" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file()
+    # formgrader's own view (nbgrader's API in OUT, as its submissions page reads it)
+    code = ("import json; from nbgrader.apps import NbGraderAPI;"
+            "from nbgrader.apps.baseapp import NbGrader; app = NbGrader(); app.initialize([]);"
+            f"s = NbGraderAPI(config=app.config).get_submission({ASSIGNMENT!r}, 'os_exit');"
+            "print('API', json.dumps([s['autograded'], s['score'], s['max_score']]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=out, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    autograded, score, max_score = json.loads(next(
+        line[4:] for line in proc.stdout.splitlines() if line.startswith("API ")))
+    assert autograded is True
+    assert score == pytest.approx(sum(float(r["points"]) for r in rows.values()))
+    assert max_score == pytest.approx(sum(float(r["max_points"]) for r in rows.values()))
 
 
 def test_class_gradebook_matches_csv(nb01_class):

@@ -155,6 +155,8 @@ def _lane(config, k: int, student: str, group: list[str], root: Path, sources: d
 
     from nbgrader.apps import NbGraderAPI
 
+    from . import stopped
+
     log = logging.getLogger(f"course-grade.lane{k}")
     log.setLevel(logging.INFO)
     api = NbGraderAPI(config=config, log=log)
@@ -163,8 +165,8 @@ def _lane(config, k: int, student: str, group: list[str], root: Path, sources: d
     for assignment in group:
         ready(assignment)
         code = _grade_one(api, root, student, assignment, sources[assignment], arm)
-        if code == 0:
-            feedback.submit(student, assignment)
+        if code == 0 or stopped.autograde(root, student, assignment):  # its run stopped:
+            feedback.submit(student, assignment)  # what ran, and its scores, still get a page
         status = status or code
     # every page of the assignments that were graded, whatever happened to the others: the
     # process ends with os._exit, which would drop the pages still being written

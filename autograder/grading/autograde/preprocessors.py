@@ -78,17 +78,26 @@ class QueuedExecute(Execute):
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
-            seal.stopped(index, "ended the kernel")
+            self._stopped(seal, index, source, "ended the kernel")
             raise
         except CellTimeoutError:
             # after the cell timeout's interrupt (``_async_handle_timeout``) the cell never
             # ended; else its reply came and its output kept coming past nbclient's wait
-            seal.stopped(index, "ran past the cell timeout and could not be interrupted"
-                         if index in seal.evidence["timeouts"] else "flooded its output")
+            self._stopped(seal, index, source,
+                          "ran past the cell timeout and could not be interrupted"
+                          if index in seal.evidence["timeouts"] else "flooded its output")
             raise
         finally:
             cell.source = source
             seal.end_cell()
+
+    def _stopped(self, seal, index: int, source: str, why: str) -> None:
+        """The run stops in cell ``index``: the seal writes it down, and what ran until then is
+        kept for its feedback page (``stopped.keep``)."""
+        from .stopped import keep
+
+        seal.stopped(index, why)
+        keep(self.nb, self.resources, index, source, why)
 
     def on_cell_executed(self, **kwargs):
         """nbgrader's, then the seal learns how the cell ended (its execute reply): a test cell
