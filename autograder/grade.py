@@ -38,7 +38,9 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
 - ``OUT_DIR/report.html``: the class report (score distributions, mistakes ranked by how many
   students made them, not-graded reasons, slowest students), rewritten after every student;
 - ``OUT_DIR/exports/<assignment>.canvas.csv`` and ``.moodle.csv``: one total per student for
-  the LMS gradebook import (empty where something was not graded);
+  the LMS gradebook import (empty where something was not graded), each only for the
+  students of that LMS's downloads: Canvas's gradebook import, Moodle's grading worksheet
+  (keyed by participant: ``grading/parent/exports.py``);
 - ``OUT_DIR/feedback/<student>/<assignment>/<notebook>.html``: nbgrader feedback without
   hidden tests; ``OUT_DIR/autograded/<student>/<assignment>/``: the autograded notebooks;
   ``OUT_DIR/return/``: the feedback per student name, and as Moodle's feedback zip;
