@@ -100,11 +100,16 @@ class Seal:
         if not course and not self.student_ran:  # written once: the student's code has run
             self.student_ran = True
             self.evidence["student_ran"] = True
-            self._save()
+        # the cell running now, written down as it starts and ends: a whole-run limit that
+        # kills this process reads whose code was running (parent/student.py, limit_stop)
+        self.evidence["running"] = index
+        self._save()
 
     def end_cell(self) -> None:
         self.cell, self.grade_id, self.keys, self.seen = None, None, [], set()
         self.secret = None
+        self.evidence["running"] = None
+        self._save()
 
     def record(self, text) -> None:
         """One record message's payload, as the kernel sent it."""

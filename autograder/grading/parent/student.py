@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ import nbformat
 
 from ..assignment_result import AssignmentResult, NotebookResult
 from ..autograde.kernel_package import CACHE_VAR
+from ..autograde.records import read_evidence
+from ..cells import is_locked
 from ..config import GradeConfig
 from ..env import SMOKE
 from ..exercises import chapter_tests, label
@@ -172,6 +175,7 @@ def grade_student(
             flagged[nb.name] = source_flags(sent, nb)
         if run is not None:
             run.result()  # an error of the grader itself is raised here, as before
+    _after_time_limit(runner, root, info, built, fatal, config, env)
     for assignment, notebooks in info.items():
         for nb in notebooks:
             result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
@@ -234,6 +238,61 @@ def _run_nbgrader(runner, root, lanes, student, info, fatal, config, env, start)
         for nb in info[assignment]:
             if nb.name not in fatal:
                 fatal[nb.name] = _no_result(run, config)
+
+
+AFTER_LIMIT_S = 120  # the grader's own time to judge the sealed records after the time limit
+
+
+def limit_stop(evidence: dict, cells: list, why: str) -> dict | None:
+    """Where a whole-run limit (the student's ``--timeout``) stopped a notebook's run, when it
+    came while the student's own code ran: the seal's evidence (``records.Seal``) says which
+    cell was running; an answer cell or a cell the student added is the student's, as at the
+    cell timeout (``assignment_result.timeouts_of``). Then the notebook is scored as a run
+    that stopped (each exercise from its sealed record, 0 where none, flagged); None (``not
+    graded``) when a test or locked cell (the course's code) was running, no cell was (the
+    grader's own work between cells or after the last), or no student code had run.
+
+    >>> A = {"cell_type": "code", "metadata": {"nbgrader": {"solution": True}}}
+    >>> T = {"cell_type": "code", "metadata": {"nbgrader": {"grade": True, "locked": True}}}
+    >>> cells = [T, A, {"cell_type": "code", "metadata": {}}]
+    >>> [limit_stop({"student_ran": True, "running": i}, cells, "w") for i in (1, 2)]
+    [{'cell': 1, 'why': 'w', 'course_cell': False}, {'cell': 2, 'why': 'w', 'course_cell': False}]
+    >>> [limit_stop(e, cells, "w") for e in ({"student_ran": True, "running": 0},
+    ...  {"student_ran": True, "running": None}, {"running": 1}, {})]
+    [None, None, None, None]
+    """
+    running = evidence.get("running")
+    if evidence.get("student_ran") is not True or type(running) is not int \
+            or not 0 <= running < len(cells) or is_locked(cells[running]):
+        return None
+    return {"cell": running, "why": why, "course_cell": False}
+
+
+def _after_time_limit(runner, root: Path, info: dict[str, list[Notebook]],
+                      built: dict[str, Rebuilt], fatal: dict, config, env) -> None:
+    """Notebooks the student's time limit stopped while their own code ran
+    (:func:`limit_stop`) are not "not graded": their sealed records are judged by a limited
+    process of the grader's own (``autograde/after_limit.py``, at most :data:`AFTER_LIMIT_S`)
+    and ``fatal`` loses them (their rows come from the result it writes)."""
+    why = f"ran past the time limit of {config.timeout:g} s"
+    stops: dict[str, dict[str, dict]] = {}
+    for assignment, notebooks in info.items():
+        for nb in notebooks:
+            if nb.name in built and fatal.get(nb.name, ("", None))[1] is Kind.TIMED_OUT:
+                stop = limit_stop(read_evidence(root, assignment, nb.name),
+                                  built[nb.name].notebook.cells, why)
+                if stop is not None:
+                    stops.setdefault(assignment, {})[nb.name] = stop
+    if not stops:
+        return
+    runner.run([sys.executable, "-m", "autograder.grading.autograde.after_limit",
+                json.dumps(stops)], root, timeout=AFTER_LIMIT_S,
+               log_path=root / "logs" / "after_limit.log", env=env)
+    for assignment, names in stops.items():
+        result = AssignmentResult.read(root, assignment)
+        for name in names:
+            if result is not None and name in result.notebooks:
+                del fatal[name]
 
 
 def _no_result(run, config: GradeConfig) -> tuple[str, Kind]:

@@ -1,0 +1,97 @@
+"""Issue 47 item 3: the student's time limit (``--timeout``) reached while their own code runs
+is scored from the sealed records (each exercise from its record, 0 where none, flagged), not
+"not graded"; a limit reached in the course's code or the grader's stays "not graded".
+
+The parent's side, without a grading run: the seal writes down the running cell as cells
+start and end (``records.Seal``), :func:`student.limit_stop` reads whose cell it was, and
+``student._after_time_limit`` has the sealed records judged (``autograde/after_limit.py``,
+here with the judging replaced by the verdicts it would give) and takes the notebook out of
+the "not graded" ones; its rows come from that result."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+
+from autograder.grading.assignment_result import AssignmentResult
+from autograder.grading.autograde import after_limit, verdict
+from autograder.grading.autograde.records import Seal, read_evidence, records_dir
+from autograder.grading.config import GradeConfig
+from autograder.grading.parent import student
+from autograder.grading.parent.course import describe
+from autograder.grading.parent.status import STOPPED_RECORDED, Kind
+
+REPO = Path(__file__).resolve().parents[2]
+A = "01_attention"
+
+
+def test_the_seal_writes_down_the_running_cell(tmp_path):
+    seal = Seal(records_dir(tmp_path, A), A)
+    seal.start_cell(3, "ex1_solution", [])
+    assert read_evidence(tmp_path, A, A)["running"] == 3
+    seal.end_cell()
+    assert read_evidence(tmp_path, A, A)["running"] is None
+
+
+class _Run:
+    """A runner whose ``run`` does what ``after_limit``'s process does, in this process."""
+
+    def __init__(self):
+        self.argv = None
+
+    def run(self, argv, cwd, *, timeout, log_path, env=None):
+        self.argv = argv
+        assert argv[:3] == [sys.executable, "-m", "autograder.grading.autograde.after_limit"]
+        after_limit.write_results(cwd, json.loads(argv[3]))
+
+
+def _setup(tmp_path, monkeypatch, running: int | None = None):
+    """Notebook 01 rebuilt (a cell added at its end: the student's), its run killed by the
+    time limit after the student's code ran, in cell ``running`` (the added one by default);
+    the judging gives the first exercise, whose record was sealed, its points."""
+    release = nbformat.read(REPO / "notebooks" / A / f"{A}.ipynb", as_version=4)
+    nb = describe(A, A, release, release)
+    rebuilt = student.rebuild(nbformat.writes(release).encode(), release, {}, A)
+    rebuilt.notebook.cells.append(nbformat.v4.new_code_cell("import time; time.sleep(999)"))
+    running = len(rebuilt.notebook.cells) - 1 if running is None else running
+    seal = Seal(records_dir(tmp_path, A), A)
+    seal.start_cell(1, None, [])  # the student's code ran
+    seal.end_cell()
+    seal.start_cell(running, None, [])  # ... and this cell was running when it was killed
+    first = nb.grade_cells[0]
+    monkeypatch.setattr(verdict, "judge_records", lambda root, a: {A: {
+        first.grade_id: {"recorded": True, "points": first.max_points, "stopped": True}}})
+    config = GradeConfig(timeout=600)
+    fatal = {A: (f"time limit of {config.timeout:g} s for the student exceeded",
+                 Kind.TIMED_OUT)}
+    return nb, rebuilt, fatal, config, running
+
+
+def test_a_limit_in_the_students_cell_scores_from_the_records(tmp_path, monkeypatch):
+    nb, rebuilt, fatal, config, added = _setup(tmp_path, monkeypatch)
+    runner = _Run()
+    student._after_time_limit(runner, tmp_path, {A: [nb]}, {A: rebuilt}, fatal, config, {})
+    assert fatal == {} and runner.argv is not None
+    assert AssignmentResult.read(tmp_path, A).notebooks[A].stopped["cell"] == added
+    first, *rest = student._rows(tmp_path, "ann", A, nb, None, rebuilt, config)
+    assert (first["points"], first["status"], first["kind"]) == (
+        f"{nb.grade_cells[0].max_points:g}", STOPPED_RECORDED, "from record")
+    assert rest and all(r["points"] == "0" and r["kind"] == "stopped" for r in rest)
+    assert all(r["status"] == "graded (no result: your code ran past the time limit of 600 s "
+               f"in cell {added + 1})" for r in rest), rest[0]
+    assert all("ran past the time limit" in r["flagged"] for r in rest)
+
+
+def test_a_limit_in_the_courses_cell_stays_not_graded(tmp_path, monkeypatch):
+    release = nbformat.read(REPO / "notebooks" / A / f"{A}.ipynb", as_version=4)
+    test_cell = next(i for i, c in enumerate(release.cells)
+                     if c.metadata.get("nbgrader", {}).get("grade"))
+    nb, rebuilt, fatal, config, _ = _setup(tmp_path, monkeypatch, running=test_cell)
+    runner, before = _Run(), dict(fatal)
+    student._after_time_limit(runner, tmp_path, {A: [nb]}, {A: rebuilt}, fatal, config, {})
+    assert fatal == before and runner.argv is None
+    rows = student._rows(tmp_path, "ann", A, nb, fatal[A], rebuilt, config)
+    assert {r["kind"] for r in rows} == {"timed out"}
