@@ -94,10 +94,13 @@ class QueuedExecute(Execute):
     def _stopped(self, seal, index: int, source: str, why: str) -> None:
         """The run stops in cell ``index``: the seal writes it down, and what ran until then is
         kept for its feedback page (``stopped.keep``)."""
+        from nbgrader.preprocessors import LimitOutput
+
         from .stopped import keep
 
         seal.stopped(index, why)
-        keep(self.nb, self.resources, index, source, why)
+        keep(self.nb, self.resources, index, source, why,
+             cut=(LimitOutput(), LimitOutputSize()))
 
     def on_cell_executed(self, **kwargs):
         """nbgrader's, then the seal learns how the cell ended (its execute reply): a test cell

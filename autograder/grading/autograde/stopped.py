@@ -10,7 +10,8 @@ Two steps, both in the grading process, never in the student's kernel:
 - :func:`keep` (``preprocessors.SealedExecute``, where the run stops): the notebook as it ran
   up to that cell, with its outputs, the stopping cell's own source (not the sealed text the
   kernel ran) and an error output on that cell saying what happened, its outputs cut as
-  autograde cuts them; kept in ``.grader/stopped/<assignment>/<notebook>.ipynb``;
+  autograde cuts them (nbgrader's ``LimitOutput``, ``LimitOutputSize``); kept in
+  ``.grader/stopped/<assignment>/<notebook>.ipynb``;
 - :func:`autograde` (``nbgrader_main``, after autograde failed): for each notebook of the
   assignment result that stopped in the student's code and has that notebook, it becomes the
   autograded notebook (``autograded/<student>/<assignment>/``, which formgrader and the
@@ -44,14 +45,14 @@ def note(index: int, why: str) -> str:
             "checks ran before it keep their scores; the others score 0.")
 
 
-def keep(nb, resources: dict, index: int, source: str, why: str) -> Path | None:
+def keep(nb, resources: dict, index: int, source: str, why: str,
+         cut: tuple = ()) -> Path | None:
     """Keep the notebook ``nb`` as it ran until cell ``index`` stopped the run (``why``, in
-    the seal's words), ``source`` being that cell's own text; None when it cannot be kept
-    (the grade does not depend on it: the page is then missing, as before)."""
+    the seal's words), ``source`` being that cell's own text, its outputs cut by the
+    preprocessors ``cut`` (autograde's own: ``preprocessors.SealedExecute`` passes them);
+    None when it cannot be kept (the grade does not depend on it: the page is then missing,
+    as before)."""
     import nbformat
-    from nbgrader.preprocessors import LimitOutput
-
-    from .preprocessors import LimitOutputSize
 
     meta = (resources or {}).get("nbgrader", {})
     assignment, notebook = meta.get("assignment"), meta.get("notebook")
@@ -64,8 +65,8 @@ def keep(nb, resources: dict, index: int, source: str, why: str) -> Path | None:
         cell.setdefault("outputs", []).append(nbformat.v4.new_output(
             "error", ename=ENDED, evalue=note(index, why),
             traceback=[f"{ENDED}: {note(index, why)}"]))
-        ran, _ = LimitOutput().preprocess(ran, {})
-        ran, _ = LimitOutputSize().preprocess(ran, {})
+        for cutter in cut:
+            ran, _ = cutter.preprocess(ran, {})
         path = partial_path(Path.cwd(), assignment, notebook)
         path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(ran, path)
