@@ -267,6 +267,9 @@ def _record_cases(fn, spec: dict) -> tuple[list, list | None, set, set | None]:
             rec = {"label": c["label"], **_call(fn, c, c["args"], names, ref)}
             if rec["status"] == "ok" and c.get("samples"):
                 rec["samples"] = [_call(fn, c, s, names, ref) for s in c["samples"]]
+            if rec["status"] == "ok" and c.get("variants"):  # the grader's probes (_metamorphic)
+                rec["variants"] = [_call(fn, {"kind": c.get("kind"), "kwargs": v["kwargs"]},
+                                         v["args"], names, ref) for v in c["variants"]]
             cases.append(rec)
     finally:
         if prof is not None:
