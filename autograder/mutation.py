@@ -9,7 +9,9 @@ holds the notebook's earlier code, and runs it through the exercise's graded che
 (``hidden_check(key, fn)``: visible and hidden cases), in this process.
 
 * a mutant the check rejects is *killed*; it is *named* when the message names a catalogued
-  mistake or a general symptom ("Likely mistake: ..."); a mutant stopped by the engine's own
+  mistake, a metamorphic probe's observation or a general symptom ("Likely mistake: ...");
+  it is *probe-only* when a probe (``checks/_metamorphic``) named it and the same check with
+  the probes off names nothing (the share the probes add); a mutant stopped by the engine's own
   time limit (it loops, or is far too slow) is killed too but counted apart (*timeout*): no
   check message judged it, so it is in neither the named count nor the share's denominator;
 * a mutant the check accepts is compared with the solution on many random inputs derived from
@@ -950,6 +952,7 @@ class Result:
     named: bool = False
     message: str = ""
     timeout: bool = False  # killed by the engine's time limit, not by the check's message
+    probe_only: bool = False  # named by a probe, unnamed with the probes off
 
 
 def run_exercise(
@@ -988,11 +991,24 @@ def run_exercise(
         if status == "timeout":
             results.append(Result(m, "killed", message="timeout: " + msg, timeout=True))
         elif status == "fail":
-            results.append(Result(m, "killed", name and "Likely mistake:" in msg, msg))
+            named = name and "Likely mistake:" in msg
+            results.append(Result(m, "killed", named, msg,
+                                  probe_only=named and _only_a_probe(ex, fn, msg, seconds, check)))
         else:
             same, why = equivalent(ex, ref, fn, rounds, seed=m.index)
             results.append(Result(m, "equivalent" if same else "survivor", message=why))
     return results
+
+
+def _only_a_probe(ex: Exercise, fn, msg: str, seconds: float, check) -> bool:
+    """Whether ``msg`` is a probe's and the check names nothing with the probes off."""
+    from autograder.checks import _metamorphic
+
+    if _metamorphic.MARK not in msg:
+        return False
+    with _metamorphic.disabled():
+        status, without = run_check(ex.key, fn, seconds, check)
+    return status == "fail" and "Likely mistake:" not in without
 
 
 # ====================================================================== report
@@ -1004,6 +1020,7 @@ def summarize(results: list[Result]) -> dict:
     killed = c["killed"]
     timeout = sum(r.timeout for r in results if r.outcome == "killed")
     named = sum(r.named for r in results if r.outcome == "killed")
+    probe_only = sum(r.probe_only for r in results if r.outcome == "killed")
     judged = killed - timeout
     return {
         "mutants": len(results),
@@ -1014,6 +1031,7 @@ def summarize(results: list[Result]) -> dict:
         "timeout": timeout,
         "named": named,
         "named_share": round(named / judged, 3) if judged else None,
+        "probe_only": probe_only,
     }
 
 
@@ -1049,6 +1067,7 @@ def main(argv=None) -> int:
                 f"{nb.parent.name[:2]} {ex.grade_id:34s} mutants {s['mutants']:4d}  "
                 f"equivalent {s['equivalent']:3d}  killed {s['killed']:4d}  "
                 f"survivors {s['survivors']:2d}  named {s['named_share']}  "
+                f"probe-only {s['probe_only']:2d}  "
                 f"timeout {s['timeout']:2d}  "
                 f"stillborn {s['stillborn']:3d}  ({wall:.0f} s, cpu {cpu:.0f} s)",
                 flush=True,
@@ -1074,6 +1093,7 @@ def main(argv=None) -> int:
                     "line": r.mutant.line,
                     "outcome": r.outcome,
                     "named": r.named,
+                    "probe_only": r.probe_only,
                     "timeout": r.timeout,
                     "message": r.message,
                 }  # fmt: skip
@@ -1084,15 +1104,15 @@ def main(argv=None) -> int:
     print()
     print(
         "| notebook | mutants | equivalent | killed | survivors | timeout "
-        "| named (share of killed - timeout) |"
+        "| named (share of killed - timeout) | probe-only |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     tot: Counter = Counter()
     for name, s in table:
         share = f"{s['named_share']:.0%}" if s["named_share"] is not None else "-"
         print(
             f"| {name} | {s['mutants']} | {s['equivalent']} | {s['killed']} | "
-            f"{s['survivors']} | {s['timeout']} | {s['named']} ({share}) |"
+            f"{s['survivors']} | {s['timeout']} | {s['named']} ({share}) | {s['probe_only']} |"
         )
         tot.update({k: v for k, v in s.items() if isinstance(v, int)})
         survivors += s["survivors"]
@@ -1101,11 +1121,13 @@ def main(argv=None) -> int:
         share = f"{tot['named'] / judged:.0%}" if judged else "-"
         print(
             f"| all | {tot['mutants']} | {tot['equivalent']} | {tot['killed']} | "
-            f"{tot['survivors']} | {tot['timeout']} | {tot['named']} ({share}) |"
+            f"{tot['survivors']} | {tot['timeout']} | {tot['named']} ({share}) | "
+            f"{tot['probe_only']} |"
         )
     print("(mutants counts every single-site mutant; stillborn ones, which cannot be defined,")
     print(" are in mutants but in no other column; timeout: killed by the engine's time limit,")
-    print(" counted in killed, not in the named share)")
+    print(" counted in killed, not in the named share; probe-only: named only by a metamorphic")
+    print(" probe, unnamed with the probes off)")
     if a.json:
         a.json.write_text(json.dumps(dump, indent=1, ensure_ascii=False) + "\n")
     return 1 if survivors else 0

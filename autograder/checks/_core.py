@@ -311,6 +311,9 @@ class Check:
     # how a failure message shows a case's call when the check runs the student's function
     # inside an experiment (a probe): call_text(case) -> "train_step(model, ...) 3 times ..."
     call_text: Callable | None = None
+    # metamorphic probes (``_metamorphic``): after a failing case that no catalogued mistake
+    # reproduces, the function on inputs derived from the case; they name, never judge
+    probes: tuple = ()
 
 
 # ---------------------------------------------------------------- the built-in guard
@@ -750,8 +753,13 @@ def _diagnose(check: Check, fn, case: Case, got, cases: list, outputs=None) -> s
     return text
 
 
-def _diagnosed_mistake(check: Check, fn, case: Case, got, cases: list, outputs=None):
-    """(the Mistake, whether only where got is not nan) or None; see :func:`_diagnose`."""
+def _diagnosed_mistake(check: Check, fn, case: Case, got, cases: list, outputs=None,
+                       variants=None):
+    """(the Mistake, whether only where got is not nan) or None; see :func:`_diagnose`.
+
+    When no catalogued mistake reproduces ``got``: the check's probes (``_metamorphic``: ``fn``
+    on inputs derived from the case, or ``variants(i)``, the recorded outputs of probe i's
+    variants), then the general symptoms."""
     if case.kind == "grad":
         return None
     candidates = []
@@ -779,6 +787,10 @@ def _diagnosed_mistake(check: Check, fn, case: Case, got, cases: list, outputs=N
             if _compare(wrong, filled, case, strict=False) is None:
                 candidates.append(m)
         partial = True
+    if not candidates and check.probes and _probe_ready(case, got):
+        found = _probe_finding(check, fn, case, got, variants)
+        if found is not None:
+            return found, False
     if not candidates:  # no catalogued mistake: a general symptom (transposed, scaled, ...)
         symptom = _symptoms.diagnose(case.expected, got, case.kind)
         return None if symptom is None else (symptom, False)
@@ -808,6 +820,30 @@ def _diagnosed_mistake(check: Check, fn, case: Case, got, cases: list, outputs=N
             scores.append(agree)
         best = candidates[scores.index(max(scores))]
     return best, partial
+
+
+def _probe_ready(case: Case, got) -> bool:
+    """Whether probes may speak: an array output of the expected type, shape and dtype (a
+    type, shape or dtype message names what the text states; a guess after it would mislead)."""
+    e = case.expected
+    if _type(e) not in (_Tensor, _ndarray):
+        return True
+    return _type(got) is _type(e) and tuple(got.shape) == tuple(e.shape) and got.dtype == e.dtype
+
+
+def _probe_finding(check: Check, fn, case: Case, got, variants=None):
+    """The first of ``check.probes`` that names ``got`` (a ``_metamorphic.Finding``) or None."""
+    from autograder.checks import _metamorphic  # only a check with probes (none in a kit)
+
+    def call(args, kwargs):
+        try:
+            with contextlib.redirect_stdout(_Sink()):
+                return _call(check, fn, _metamorphic.variant_case(case, args, kwargs))[1]
+        except Exception:  # noqa: BLE001 - a variant the function cannot take: no output
+            return None
+
+    return _metamorphic.find(check.probes, case, got, call if callable(fn) else None,
+                             variants)
 
 
 def _fill_nan(got, wrong):

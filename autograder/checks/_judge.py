@@ -101,6 +101,8 @@ def case_inputs(check: Check) -> dict:
             d["probe"] = _codec.encode(case.probe)
         if case.samples:
             d["samples"] = [_codec.encode(tuple(b())) for b in case.samples]
+        if check.probes and driven is None and case.kind != "grad":
+            d["variants"] = _probe_variants(check, case)
         cases.append(d)
     for label, args in driven.extra if driven is not None else ():
         cases.append({"label": label, "kind": "extra", "args": _codec.encode(tuple(args)),
@@ -116,6 +118,50 @@ def case_inputs(check: Check) -> dict:
                         "enough": float(timed.enough()),
                         **(timed.constants() if hasattr(timed, "constants") else {})}
     return out
+
+
+def _probe_variants(check: Check, case: Case) -> list:
+    """The inputs of ``case``'s probe variants (``_metamorphic``) for the kernel to record:
+    ``[{"probe": i, "args", "kwargs"}, ...]``; the verdict reads the outputs back
+    (:func:`_variant_outputs`)."""
+    out = []
+    for i, p in enumerate(check.probes):
+        try:
+            variants = p.variants(case)
+        except Exception:  # noqa: BLE001 - a probe that does not apply to this case
+            continue
+        for args, kwargs in variants:
+            out.append({"probe": i, "args": _codec.encode(tuple(args)),
+                        "kwargs": _codec.encode(dict(kwargs))})
+    return out
+
+
+def _variant_outputs(check: Check, r: dict) -> Callable:
+    """``variants(i)`` for ``_core._diagnosed_mistake``: the recorded outputs of probe i's
+    variants (None for one that raised), or None when the record has none for it."""
+    recs = r.get("variants")
+    given = [v.get("probe") for v in _case_spec(check, r.get("label"))]
+
+    def outs(i):
+        if type(recs) is not list or len(recs) != len(given):
+            return None
+        found = []
+        for probe, v in zip(given, recs):
+            if probe != i:
+                continue
+            try:
+                ok = type(v) is dict and v.get("status") == "ok"
+                found.append(_codec.decode(v.get("out")) if ok else None)
+            except Exception:  # noqa: BLE001 - an output the grader cannot read: none
+                found.append(None)
+        return found or None
+
+    return outs
+
+
+def _case_spec(check: Check, label) -> list:
+    case = next((c for c in check.cases if c.label == label), None)
+    return [] if case is None or not check.probes else _probe_variants(check, case)
 
 
 def forbidden_ops(check: Check, ops) -> list[str]:
@@ -431,7 +477,9 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
             problem = _samples_problem(case, r, out, driven)
         if problem:
             body, diagnosis = problem, _kind_of(problem)
-            found = None if bad else _diagnosed_mistake(check, None, case, out, cases, outputs)
+            found = None if bad else _diagnosed_mistake(
+                check, None, case, out, cases, outputs,
+                _variant_outputs(check, r) if check.probes and driven is None else None)
             if found:
                 m, partial = found
                 body += f"\n  Likely mistake: {m.name}. {m.explanation}"

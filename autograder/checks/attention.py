@@ -27,6 +27,7 @@ import torch
 
 import transformer_ref
 import transformer_ref.numpy_ref as npref
+from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
 from autograder.checks._cases import is_matmul_mismatch as _is_matmul_mismatch
@@ -87,6 +88,10 @@ _DOT = Check(
     **table.identity(__name__, "dot_product_scores"),
     reference_off=True,
     cases=tuple(_SCORES_CASES),
+    probes=(_mm.factor(lambda case: {"sqrt(d_k)": math.sqrt(case.args[0].shape[-1]),
+                                     "d_k": case.args[0].shape[-1]},
+                       "Exercise 1.1 asks for the raw dot products Q Kᵀ: the scaling by "
+                       "1/sqrt(d_k) comes later, in scaled_dot_product_attention."),),
     mistakes=(
         Mistake(
             "scores transposed (K Qᵀ)",
@@ -1042,6 +1047,17 @@ _SDPA = Check(
     **table.identity(__name__, "scaled_dot_product_attention"),
     reference_off=True,
     cases=_sdpa_cases,
+    probes=(
+        _mm.ignored("mask", "the mask", _mm.opened, _sdpa,
+                    "Add -inf to the scores where the mask is False, before the softmax.",
+                    how="every key allowed"),
+        _mm.ignored("scale", "`scale`", lambda s: None if s is None else 2 * s, _sdpa,
+                    "When `scale` is given, multiply the scores by it instead of "
+                    "1/sqrt(d_k).", how="scale doubled"),
+        _mm.future_leak(_mm.causal_length(lambda case: case.kwargs.get("mask")),
+                        _mm.perturb_at(1, 2), _sdpa,
+                        "Apply the mask to the scores of every query (True: may attend)."),
+    ),
     mistakes=_SDPA_MISTAKES,
     error_hints=(_TRANSPOSE_HINT,),
     forbidden=(

@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import transformer_ref
+from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._builders import EncoderBlock, Sublayer
 from autograder.checks._cases import is_layer_input_mismatch as _is_matmul_mismatch
@@ -100,6 +101,15 @@ _SWAP_HINT = ErrorHint(
 _FFN = Check(
     **table.identity(__name__, "feed_forward"),
     cases=_ffn_cases,
+    probes=(
+        _mm.ignored(2, "the first bias `b1`", lambda b: b + 1, _ffn,
+                    "Add b1 to x W1 before the activation.", how="b1 + 1"),
+        _mm.ignored(4, "the second bias `b2`", lambda b: b + 1, _ffn,
+                    "Add b2 to the second layer's output.", how="b2 + 1"),
+        _mm.ignored("activation", "`activation`", lambda a: "gelu" if a == "relu" else "relu",
+                    _ffn, "Apply the activation the argument names (relu or gelu).",
+                    how="relu and gelu swapped", default="relu"),
+    ),
     mistakes=(
         Mistake(
             "activation after the second linear layer",

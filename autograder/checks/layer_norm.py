@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 import transformer_ref
+from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
 from autograder.checks._cases import t_rand as _t_rand
@@ -326,9 +327,28 @@ def _ln_cases(numpy: bool) -> tuple:
 _LN_FORBIDDEN = ("layer_norm", "native_layer_norm", "group_norm", "batch_norm", "instance_norm")
 
 # ====================================================================== Exercise 2.1
+def _ln_np_ref(x, gamma, beta, **kw):
+    return _ref_ln(*(torch.from_numpy(np.asarray(a)) for a in (x, gamma, beta)), **kw).numpy()
+
+
+def _ln_probes(ref) -> tuple:
+    """LayerNorm's arguments that must each have an effect."""
+    return (
+        _mm.ignored(1, "`gamma`", lambda g: 2 * g + 0.5, ref,
+                    "Multiply the normalised x by gamma (its learned scale).",
+                    how="gamma doubled"),
+        _mm.ignored(2, "`beta`", lambda b: b + 1, ref,
+                    "Add beta (the learned shift) after the scale.", how="beta + 1"),
+        _mm.ignored("eps", "`eps`", lambda e: 1.0, ref,
+                    "Add eps to the variance inside the square root: sqrt(var + eps).",
+                    how="eps = 1", default=1e-5),
+    )
+
+
 _LN_NP = Check(
     **table.identity(__name__, "layer_norm_np"),
     cases=lambda: _ln_cases(numpy=True),
+    probes=_ln_probes(_ln_np_ref),
     mistakes=_ln_mistakes(numpy=True),
     error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
     forbidden=_LN_FORBIDDEN,
@@ -340,6 +360,7 @@ check_layer_norm_np = register(_LN_NP)
 _LN = Check(
     **table.identity(__name__, "layer_norm"),
     cases=lambda: _ln_cases(numpy=False),
+    probes=_ln_probes(_ref_ln),
     mistakes=_ln_mistakes(numpy=False),
     error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
     forbidden=_LN_FORBIDDEN,
@@ -712,6 +733,13 @@ def _rms_cases():
 _RMS = Check(
     **table.identity(__name__, "rms_norm"),
     cases=_rms_cases,
+    probes=(
+        _mm.ignored(1, "`gamma`", lambda g: 2 * g + 0.5, _ref_rms,
+                    "Multiply the normalised x by gamma.", how="gamma doubled"),
+        _mm.ignored("eps", "`eps`", lambda e: 1.0, _ref_rms,
+                    "Add eps to the mean of squares inside the square root.",
+                    how="eps = 1", default=1e-6),
+    ),
     mistakes=(
         Mistake(
             "subtracted the mean (that is LayerNorm, not RMSNorm)",

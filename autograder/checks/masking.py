@@ -17,6 +17,7 @@ import math
 import torch
 
 import transformer_ref
+from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._builders import AttentionLayer
 from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
@@ -505,10 +506,25 @@ def _masked_steps(*, d_k_axis=-1, d_k_power=0.5, inverse_scale=False, max_dim=-1
     return f
 
 
+def _masked_ref(q, k, v, mask):
+    return _sdpa(q, k, v, mask=mask)
+
+
+_MASKED_PROBES = (
+    _mm.ignored(3, "the mask", _mm.opened, _masked_ref,
+                "Use it on the scores before the softmax: -inf where it is False (or add the "
+                "additive mask as it is).", how="every key allowed"),
+    _mm.future_leak(_mm.causal_length(lambda case: case.args[3]), _mm.perturb_at(1, 2),
+                    _masked_ref,
+                    "Check which entries your mask blocks (a diagonal offset, tril vs triu, "
+                    "< vs <=), and that it reaches the scores of every query."),
+)
+
 _MASKED = Check(
     **table.identity(__name__, "masked_attention"),
     uses=table.uses(__name__, "to_additive"),
     cases=_masked_cases,
+    probes=_MASKED_PROBES,
     mistakes=(
         Mistake(
             "mask applied after the softmax",

@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 
 import transformer_ref
+from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._builders import MultiheadAttention
 from autograder.checks._cases import t_rand as _t_rand
@@ -401,6 +402,15 @@ _MHA_CHECK = Check(
     **table.identity(__name__, "multi_head_attention"),
     uses=table.uses(__name__, "split_heads", "merge_heads"),
     cases=_mha_cases,
+    probes=(
+        _mm.ignored("mask", "the mask", _mm.opened, _mha_ref,
+                    "Pass the mask on to the attention of every head (it broadcasts over "
+                    "the head axis).", how="every key allowed"),
+        _mm.future_leak(_mm.causal_length(lambda case: case.kwargs.get("mask")),
+                        _mm.perturb_at(1), _mha_ref,
+                        "Pass the mask to the attention of every head, on the (B, H, T_q, "
+                        "T_k) scores."),
+    ),
     mistakes=(
         Mistake(_TRANSPOSE_NAME, _TRANSPOSE_WHY, _mha_no_transpose),
         Mistake(_TRANSPOSE_NAME, _TRANSPOSE_WHY, _mha_no_transpose_split),

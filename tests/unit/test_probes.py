@@ -1,0 +1,136 @@
+"""Metamorphic probes (``autograder/checks/_metamorphic.py``, issue 49 item 1): each probe names
+a wrong answer that no catalogued mistake reproduces, in the kernel's check and in the trusted
+verdict (from the variants the probe recorded); a correct answer never triggers one, and a probe
+never speaks after a dtype message.
+"""
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.checks import CheckFailed, _core, hidden_check, table
+from autograder.checks import _metamorphic as M
+
+from helpers.verdict import judged
+
+
+def _core_attention(q, k, v, keep, scale):  # masked attention, 0 for a fully masked row
+    s = (q @ k.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    w = torch.exp(s - torch.where(torch.isinf(m), torch.zeros_like(m), m))
+    total = w.sum(-1, keepdim=True)
+    return w / torch.where(total == 0, torch.ones_like(total), total) @ v
+
+
+def _keep(mask):
+    return mask if mask.dtype == torch.bool else mask == 0
+
+
+def leaky(q, k, v, mask):  # query i also sees key i + 1
+    keep = _keep(mask)
+    T = keep.shape[-1]
+    if keep.shape[-2] == T:
+        keep = keep | torch.ones(T, T, dtype=torch.bool).triu(1).tril(1)
+    return _core_attention(q, k, v, keep, 1 / math.sqrt(q.shape[-1]))
+
+
+def mask_ignored_and_scaled(q, k, v, mask):  # two bugs: no catalogued mistake is both
+    return _core_attention(q, k, v, torch.ones(1, dtype=torch.bool), 1 / q.shape[-1])
+
+
+def scores_scaled(Q, K):  # Exercise 1.1 scaled too early
+    return Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+
+
+def _ln(x, gamma, beta, eps, scale=True):
+    m = x.mean(-1, keepdim=True)
+    v = ((x - m) ** 2).mean(-1, keepdim=True)
+    return (x - m) / torch.sqrt(v + eps) * (gamma if scale else 1) + beta
+
+
+def ln_fixed_eps(x, gamma, beta, eps=1e-5):
+    return _ln(x, gamma, beta, 1e-5)
+
+
+def ln_no_gamma(x, gamma, beta, eps=1e-5):  # and an eps slip, so no catalogued mistake fits
+    return _ln(x, gamma, beta, eps + 1e-3, scale=False)
+
+
+WRONG = [  # (chapter, function, wrong answer, what the probe says)
+    ("02_masking", "masked_attention", leaky,
+     "changing only position 1 moves your output at position 0"),
+    ("02_masking", "masked_attention", mask_ignored_and_scaled,
+     "your output does not change when the mask changes"),
+    ("01_attention", "dot_product_scores", scores_scaled,
+     "your output is the right one times 1/sqrt(d_k)"),
+    ("04_layer_norm", "layer_norm", ln_fixed_eps,
+     "your output does not change when `eps` changes"),
+    ("04_layer_norm", "layer_norm", ln_no_gamma,
+     "your output does not change when `gamma` changes"),
+]
+
+
+@pytest.mark.parametrize("chapter, function, fn, said", WRONG,
+                         ids=[w[2].__name__ for w in WRONG])
+def test_a_probe_names_a_wrong_answer_in_the_kernel_and_the_verdict(chapter, function, fn, said):
+    check = table.check(chapter, function)
+    with pytest.raises(CheckFailed) as info:
+        hidden_check(check.key, fn)
+    verdict = judged(check, fn)
+    assert not verdict.passed
+    for message in (str(info.value), verdict.message):
+        assert "Likely mistake: " in message and f"{M.MARK} {said}" in message, message
+    with M.disabled(), pytest.raises(CheckFailed) as off:  # the verdict is the probes' own?
+        hidden_check(check.key, fn)
+    assert M.MARK not in str(off.value)  # no: the same failure, only unnamed by a probe
+
+
+def _right(key):
+    """A correct answer of exercise ``key``, written as a student would (helpers.answers)."""
+    module = importlib.import_module(f"helpers.answers.{key.split('.')[0]}")
+    return module.GOOD[key]
+
+
+WITH_PROBES = ["attention.dot_product_scores", "attention.scaled_dot_product_attention",
+               "masking.masked_attention", "multihead_attention.multi_head_attention",
+               "layer_norm.layer_norm", "layer_norm.layer_norm_np", "layer_norm.rms_norm",
+               "feed_forward_blocks.feed_forward"]
+
+
+def test_every_check_with_probes_is_covered():
+    declared = {ex.key for name, ch in table.TABLES.items() for ex in ch.exercises
+                if table.check(name, ex.function).probes}
+    assert declared == set(WITH_PROBES)
+
+
+@pytest.mark.parametrize("key", WITH_PROBES)
+def test_a_correct_answer_never_triggers_a_probe(key):
+    """Each probe, given a right output and a right function, says nothing on any case."""
+    check, right = _core.get_check(key), _right(key)
+    hidden_check(key, right)  # the answer is right
+    for case in check.cases:
+        if case.kind != "grad":
+            assert _core._probe_finding(check, right, case, case.expected) is None, case.label
+
+
+def test_no_probe_after_a_dtype_message():
+    """The dtype the text states is named as such: no probe's guess follows it."""
+    check = table.check("02_masking", "masked_attention")
+
+    def float32_and_no_mask(q, k, v, mask):
+        return mask_ignored_and_scaled(q, k, v, mask).float()
+
+    with pytest.raises(CheckFailed) as info:
+        hidden_check(check.key, float32_and_no_mask)
+    assert "has dtype float32" in str(info.value) and "Likely mistake" not in str(info.value)
+
+
+def test_factor_names_only_the_exercise_quantities():
+    probe = M.factor(lambda case: {"H": 4}, "")
+    case = _core.Case("c", (), torch.arange(1.0, 5.0))
+    assert probe.read(case, case.expected * 4, []).name == "output off by a factor H"
+    assert probe.read(case, case.expected / 4, []).name == "output off by a factor 1/H"
+    assert probe.read(case, case.expected * 3, []) is None  # a constant no quantity explains
