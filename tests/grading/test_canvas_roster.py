@@ -220,6 +220,9 @@ def test_course_grade_dry_run_lists_roster_names_and_stops_on_a_bad_roster(tmp_p
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Lovelace, Ada" in proc.stdout and "Canvas user 1003" in proc.stderr
+    # the Canvas export's headers: 02 has no column in this roster, and the run says so
+    assert f"--roster: no column of the roster is the assignment {A2} " in proc.stderr
+    assert f"assignment {A1} " not in proc.stderr
     (tmp_path / "bad.csv").write_text("Name\nAda\n")
     proc = subprocess.run([*run, str(tmp_path / "bad.csv")], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
