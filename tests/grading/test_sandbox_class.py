@@ -39,7 +39,8 @@ FIXTURE_SOURCE = REPO / "tests" / "fixtures" / "solutions"
 FIXTURE = "99_fixture"
 FIXTURE_STUDENTS = ["correct", "import_loop", "huge_file", "huge_stdout", "wide_stdout", "network",
                     "corrupter",
-                    "nbformat3", "nbformat40", "renamed", "other_name", "extra", "missing"]
+                    "nbformat3", "nbformat40", "renamed", "other_name", "extra", "missing",
+                    "past_time"]
 
 
 def _marked_processes() -> list[int]:
@@ -177,6 +178,16 @@ def test_fixture_student_scores_and_statuses(fixture_attacks, student):
     wrong = {ex: (rows[ex]["points"], rows[ex]["status"], exp) for ex, exp in expected.items()
              if not matches(rows[ex], exp)}
     assert not wrong, wrong
+
+
+def test_the_time_limit_reached_in_the_students_own_cell_is_theirs(fixture_attacks):
+    """Issue 47 item 3: cells the student added ran past the student's time limit (120 s).
+    Before, every row read "not graded: time limit"; now the run is scored as one that
+    stopped: each exercise from its sealed record (the fixture has none: 0), flagged."""
+    rows = [r for r in fixture_attacks["rows"] if r["student"] == "past_time"]
+    assert rows and all(r["kind"] == "stopped" for r in rows), rows
+    assert all("your code ran past the time limit of 120 s in cell" in r["flagged"]
+               for r in rows), rows
 
 
 def test_huge_output_costs_at_most_the_student_and_stays_small(fixture_attacks):

@@ -35,6 +35,11 @@ extra           right ``99_fixture.ipynb`` next to a wrong ``99_fixture_draft   
                 .ipynb`` and an unrelated ``scratch.ipynb``
 missing         no notebook, only a text file                                    not graded:
                                                                                  no notebook
+past_time       right; then 27 added cells each sleeping 4.6 s (under the 5 s        every row 0,
+                cell limit) run past the student's time limit (120 s) in one of  "ran past the
+                them: the student's doing (issue 47). The fixture's checks run   time limit",
+                in the kernel, so no exercise has a sealed record: each scores   flagged
+                0 (a chapter's exercises score from their records)
 ==============  ===============================================================  ==============
 """
 
@@ -43,6 +48,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+
+from autograder.grading.status import STOPPED_NO_RESULT
 
 from helpers.synthetic_class import WRAP_WRONG, ClassBuilder, Expected, _fmt, _wrap
 
@@ -54,6 +61,7 @@ with open("course_helpers.py", "w") as _f:
     _f.write("while True:\\n    pass\\n")
 import course_helpers
 """
+PAST_TIME = "import time\ntime.sleep(4.6)\n"  # under the cell limit; 27 of them: past 120 s
 HUGE_STDOUT = "for _i in range(400):\n    print('x' * 2**20)\n"  # 400 MB
 WIDE_STDOUT = "for _i in range(30):\n    print('x' * 2**20)\n"  # 30 MB
 HUGE_FILE = """import os
@@ -156,6 +164,12 @@ class FixtureAttackBuilder(ClassBuilder):
             filename=f"{name}_draft.ipynb")
         put("extra", self.release(), filename="scratch.ipynb")
         exp["extra"] = dict(full)
+
+        slow = self.answered()
+        slow.cells += [nbformat.v4.new_code_cell(PAST_TIME) for _ in range(27)]
+        put("past_time", slow)
+        exp["past_time"] = self.expect(lambda g: Expected(
+            "0", f"{STOPPED_NO_RESULT}ran past the time limit of 120 s in cell "))
 
         (dest / "missing").mkdir()
         (dest / "missing" / "notes.txt").write_text("I forgot to attach it")
