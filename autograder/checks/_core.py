@@ -710,8 +710,9 @@ def _mistake_grads(m: Mistake, case: Case) -> tuple:
 def _grad_mistake(check: Check, case: Case, out, got_grads):
     """On grad case ``case``: the catalogued gradient mistake (``Mistake.grad``) whose
     gradients equal the student's ``got_grads``, when the student's output ``out`` is right
-    (a wrong output is the other mistakes' to name); else None."""
-    if case.kind != "grad" or not any(m.grad for m in check.mistakes):
+    (a wrong output is the other mistakes' to name); else the general symptom of the
+    gradients (``_symptoms.diagnose_grads``: one cut from the graph), else None."""
+    if case.kind != "grad":
         return None
     if _type(out) in (tuple, list) and _len(out) > 0:
         out = out[0]
@@ -719,7 +720,7 @@ def _grad_mistake(check: Check, case: Case, out, got_grads):
     if _compare_arrays(expected_out, out, case) is not None:
         return None
     if _len(got_grads) != _len(expected) or any(_type(g) is not _Tensor for g in got_grads):
-        return None
+        return _symptoms.diagnose_grads(expected, got_grads)
     for m in check.mistakes:
         if not m.grad:
             continue
@@ -733,7 +734,7 @@ def _grad_mistake(check: Check, case: Case, out, got_grads):
             continue  # indistinguishable from the right answer on this case
         if all(_compare_arrays(w, g, case) is None for w, g in zip(grads, got_grads)):
             return m
-    return None
+    return _symptoms.diagnose_grads(expected, got_grads)
 
 
 def _diagnose(check: Check, fn, case: Case, got, cases: list, outputs=None) -> str:

@@ -133,9 +133,25 @@ NUMBER_OFF_BY_ONE = _s(
     "Your number is one away from the answer: an off-by-one in a count, a bound or a length.",
 )
 
+GRADIENT_CUT = _s(
+    "no gradient flows to an input",
+    "Your output is right, but the gradient for an input (shown above) is 0 everywhere, where "
+    "the right one is not: that input reaches the output only through a step autograd cannot "
+    "follow (.detach(), .data, torch.no_grad(), .item() or .numpy() and back, torch.tensor("
+    "...) of a tensor).",
+)
+GRADIENT_CUT_PART = _s(
+    "the gradient stops in part of an input",
+    "Your output is right, but the gradient for an input (shown above) is 0 on some entries "
+    "where the right one is not: part of the computation is cut from the graph (a slice or "
+    "a branch that goes through .detach(), .data or a new tensor, or a value overwritten in "
+    "place after it was used).",
+)
+
 ALL = (TRANSPOSED, SWAPPED_AXES, SCALED, NEGATED, SHIFTED, ROLLED, DROPPED_DIM, EXTRA_DIM,
        REDUCED_ALL, OFF_BY_ONE_LENGTH, WRONG_AXIS_SIZE, NONFINITE, INVERTED, DIAGONAL,
        ONE_ITEM_TOO_FEW, ONE_ITEM_TOO_MANY, REVERSED, NUMBER_OFF_BY_ONE)  # fmt: skip
+GRADIENTS = (GRADIENT_CUT, GRADIENT_CUT_PART)  # of a grad case (tests/unit/test_probes.py)
 
 
 def _t(x) -> torch.Tensor | None:
@@ -290,6 +306,36 @@ def _diagnose(expected, got, kind: str) -> Symptom | None:
     if e.dtype != g.dtype:
         return None  # the message names the dtype: a value symptom would be a guess
     return _value_symptom(e, g)
+
+
+def diagnose_grads(expected: tuple, got: tuple) -> Symptom | None:
+    """The symptom of gradients ``got`` (the output being right) against ``expected``: the
+    first one that differs is 0 everywhere (:data:`GRADIENT_CUT`) or on the entries where it
+    differs (:data:`GRADIENT_CUT_PART`) while the right one is not; else None.
+
+    >>> e = torch.tensor([1.0, 2.0])
+    >>> diagnose_grads((e,), (torch.zeros(2),)).name
+    'no gradient flows to an input'
+    >>> diagnose_grads((e,), (torch.tensor([1.0, 0.0]),)).name
+    'the gradient stops in part of an input'
+    """
+    try:
+        with _no_torch_function():
+            for e, g in zip(expected, got):
+                if _type(e) is not _Tensor or _type(g) is not _Tensor or e.shape != g.shape:
+                    return None
+                e, g = e.detach().double(), g.detach().double()
+                if _close(g, e):
+                    continue
+                scale = float(e.abs().max()) if e.numel() else 0.0
+                off = ~torch.isclose(g, e, rtol=1e-4, atol=1e-6 * max(scale, 1e-12))
+                if not bool((e[off].abs() > 1e-9 * scale).any()) or not bool(
+                        (g[off] == 0).all()):
+                    return None
+                return GRADIENT_CUT if bool((g == 0).all()) else GRADIENT_CUT_PART
+    except Exception:  # noqa: BLE001 - odd gradients: no symptom
+        return None
+    return None
 
 
 # ---------------------------------------------------------------- errors

@@ -13,6 +13,7 @@ import torch
 
 from autograder.checks import CheckFailed, _core, hidden_check, table
 from autograder.checks import _metamorphic as M
+from autograder.checks import _symptoms as S
 
 from helpers.verdict import judged
 
@@ -134,3 +135,39 @@ def test_factor_names_only_the_exercise_quantities():
     assert probe.read(case, case.expected * 4, []).name == "output off by a factor H"
     assert probe.read(case, case.expected / 4, []).name == "output off by a factor 1/H"
     assert probe.read(case, case.expected * 3, []) is None  # a constant no quantity explains
+
+
+def _attention_q_sliced(q, k, v, mask):  # right output; the last query's gradient cut
+    from helpers.answers.masking import GOOD
+
+    q = torch.cat([q[..., :-1, :], q[..., -1:, :].detach()], dim=-2)
+    return GOOD["masking.masked_attention"](q, k, v, mask)
+
+
+def _attention_q_cut(q, k, v, mask):  # right output; no gradient reaches q at all
+    from helpers.answers.masking import GOOD
+
+    return GOOD["masking.masked_attention"](q.detach() + 0 * q, k, v, mask)
+
+
+@pytest.mark.parametrize("fn, symptom", [(_attention_q_sliced, S.GRADIENT_CUT_PART),
+                                         (_attention_q_cut, S.GRADIENT_CUT)])
+def test_a_gradient_that_does_not_flow_is_named(fn, symptom):
+    """The output is right, the gradient for q is 0 on a slice or everywhere: named in the
+    kernel and in the verdict (from the recorded gradients)."""
+    check = table.check("02_masking", "masked_attention")
+    with pytest.raises(CheckFailed) as info:
+        hidden_check(check.key, fn)
+    verdict = judged(check, fn)
+    for message in (str(info.value), verdict.message):
+        assert "the gradient for input 1 differs" in message, message
+        assert f"Likely mistake: {symptom.name}." in message, message
+    assert verdict.diagnosis == symptom.name
+
+
+def test_gradient_symptoms_stay_silent_on_other_differences():
+    e = torch.tensor([1.0, 2.0, 3.0])
+    assert S.diagnose_grads((e,), (e.clone(),)) is None
+    assert S.diagnose_grads((e,), (2 * e,)) is None  # wrong, but not cut
+    assert S.diagnose_grads((e,), (torch.tensor([1.0, 0.0, 4.0]),)) is None  # cut and wrong
+    assert set(S.GRADIENTS) == {S.GRADIENT_CUT, S.GRADIENT_CUT_PART}
