@@ -15,7 +15,8 @@ import pytest
 
 from autograder.grading.parent import student
 from autograder.grading.parent.course import describe
-from autograder.grading.parent.sent import NotANotebook, read_cells, student_cells
+from autograder.grading.parent.rebuild import read_cells
+from autograder.grading.parent.sent import NotANotebook, student_cells
 from autograder.grading.parent.submissions import MAX_CELLS, IntakeProblem
 
 REPO = Path(__file__).resolve().parents[2]

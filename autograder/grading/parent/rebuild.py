@@ -32,13 +32,23 @@ so (:attr:`Rebuilt.absent`).
 from __future__ import annotations
 
 import copy
-import json  # noqa: F401 - the module's example
+import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import nbformat
 
 from ..cells import grade_id, is_answer, is_test, nbg
-from .sent import NotANotebook, student_cells  # noqa: F401 - NotANotebook: the callers'
+from . import sent
+from .sent import NotANotebook, student_cells
+from .submissions import MAX_CELLS, MAX_NESTING, MAX_NOTEBOOK_BYTES, IntakeProblem, open_bounded
+
+READ_MEMORY_MB = 2048  # the reading process's address space (sent.py; a 32 MB notebook of
+# empty objects: about 700 MB parsed)
+READ_CPU_S = 30  # ... and its CPU time (01 with 300,000 outputs, 17 MB: 0.5 s)
 
 _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max from the source
 
@@ -126,6 +136,37 @@ def rebuild(data: bytes | list[dict], release, answers_of: dict[str, list[str]],
         out.restored = {g: why for g, why in out.restored.items() if why != "edited"}
     nbformat.validate(out.notebook)  # ours: the release's cells and plain sources
     return out
+
+
+def read_cells(path: Path) -> list[dict]:
+    """:func:`sent.student_cells` of the notebook at ``path``, read by a limited process of its
+    own (``sent.py``, run as a script: standard library only); the parent only opens the file
+    (a link or special file is never opened, one over ``MAX_NOTEBOOK_BYTES`` never read:
+    ``submissions.open_bounded``) and reads back the cells. Raises ``IntakeProblem`` or
+    :class:`NotANotebook` with the row's reason; ``OSError`` when the file cannot be opened."""
+    caps = {"bytes": MAX_NOTEBOOK_BYTES, "cells": MAX_CELLS, "nesting": MAX_NESTING,
+            "memory_mb": READ_MEMORY_MB, "cpu_s": READ_CPU_S}
+    fd = open_bounded(path, MAX_NOTEBOOK_BYTES)
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", sent.__file__, json.dumps(caps)],
+                              stdin=fd, capture_output=True, timeout=READ_CPU_S * 4)
+    except subprocess.TimeoutExpired:
+        raise IntakeProblem("the notebook could not be read within the grader's limits "
+                            f"({READ_CPU_S * 4} s)") from None
+    finally:
+        os.close(fd)
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = None
+    if type(answer) is not dict:
+        raise IntakeProblem("the notebook could not be read within the grader's limits "
+                            f"({READ_MEMORY_MB} MB, {READ_CPU_S} s of CPU; exit "
+                            f"{done.returncode})")
+    if answer.get("problem"):
+        why = str(answer["problem"]).replace("the notebook", path.name, 1)
+        raise NotANotebook(why) if answer.get("kind") == "not a notebook" else IntakeProblem(why)
+    return answer["cells"]
 
 
 def _gone(test: str, answers_of: dict[str, list[str]], out: Rebuilt) -> bool:

@@ -1,15 +1,15 @@
-"""A submitted notebook's cells, read once, in a limited process of their own.
+"""A submitted notebook's cells, read once, in a limited process of its own.
 
 The parent never parses a student's notebook: its JSON can be anything up to
-:data:`~.submissions.MAX_NOTEBOOK_BYTES` (300,000 empty outputs in one cell, 15 MB, took
-the parent 2 s of CPU to read twice, and nbformat's validation three times as long before the
-notebook was rebuilt). :func:`read_cells` hands the open file to ``python -m
-autograder.grading.parent.sent`` (this module, standard library only), which limits its own
-memory and CPU time, parses the JSON once, counts the cells before anything else is done with
-them (more than :data:`~.submissions.MAX_CELLS`: refused), and writes back only what the
-rebuilt notebook and the flags read (:func:`student_cells`): each cell's type, source and
-scalar nbgrader metadata. Outputs, attachments and all other metadata never reach the parent:
-its work for a notebook grows with the student's sources, not with the outputs.
+``submissions.MAX_NOTEBOOK_BYTES`` (300,000 empty outputs in one cell, 15 MB, took the
+parent 2 s of CPU to read twice, and nbformat's validation three times as long before the
+notebook was rebuilt). ``rebuild.read_cells`` hands the open file to this module, run as a
+script of its own (``python -I -S sent.py CAPS``: standard library only, no site, nothing of
+the course imported), which limits its own memory and CPU time, parses the JSON once, counts
+the cells before anything else is done with them, and writes back only what the rebuilt
+notebook and the flags read (:func:`student_cells`): each cell's type, source and scalar
+nbgrader metadata. Outputs, attachments and all other metadata never reach the parent: its
+work for a notebook grows with the student's sources, not with the outputs.
 
 >>> student_cells(b'{"cells": [{"cell_type": "code", "source": "x", "outputs": [{}, {}],'
 ...               b' "metadata": {"tags": [1], "nbgrader": {"grade_id": "a", "points": [2]}}}]}')
@@ -20,24 +20,9 @@ its work for a notebook grows with the student's sources, not with the outputs.
 from __future__ import annotations
 
 import json
-import os
-import resource
-import subprocess
+import re
 import sys
-from pathlib import Path
 
-from .submissions import (
-    MAX_CELLS,
-    MAX_NESTING,
-    MAX_NOTEBOOK_BYTES,
-    IntakeProblem,
-    _too_deep,
-    open_bounded,
-)
-
-MEMORY_MB = 2048  # the reading process's address space (a 32 MB notebook of empty objects:
-# about 700 MB parsed)
-CPU_S = 30  # ... and its CPU time (the 15 MB notebook of 300,000 outputs: 0.3 s)
 _KEYS = ("grade_id", "grade", "solution", "locked", "points", "task", "schema_version")
 
 
@@ -49,19 +34,21 @@ def student_cells(data: bytes) -> list[dict]:
     """The cells of a submitted notebook as plain dicts ``{cell_type, source, metadata}``:
     nbformat 4's ``cells``, or the cells of nbformat 3's ``worksheets`` (a code cell's source
     in ``input``, a heading cell as a Markdown heading); of the metadata only nbgrader's
-    (:func:`_nbgrader`). Raises :class:`NotANotebook` (not JSON, no list of cells) or
-    :class:`~.submissions.IntakeProblem` (over a cap).
+    (:func:`_nbgrader`). Raises :class:`NotANotebook` (not JSON, no list of cells).
 
     >>> student_cells(b'{"worksheets": [{"cells": [{"cell_type": "heading", "level": 2,'
     ...                b' "source": "Hi"}, {"cell_type": "code", "input": ["x", "=1"]}]}]}')
     [{'cell_type': 'markdown', 'source': '## Hi', 'metadata': {}}, {'cell_type': 'code', \
 'source': 'x=1', 'metadata': {}}]
     """
+    return _compact(_raw_cells(data))
+
+
+def _raw_cells(data: bytes) -> list:
+    """The notebook's list of cells as parsed (nothing of them looked at yet)."""
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        if _too_deep(data, MAX_NESTING):
-            raise IntakeProblem(f"the notebook nests deeper than {MAX_NESTING} levels") from None
         raise NotANotebook("invalid notebook file (not valid JSON)") from None
     raw = doc.get("cells") if isinstance(doc, dict) else None
     if raw is None and isinstance(doc, dict) and isinstance(doc.get("worksheets"), list):
@@ -69,8 +56,10 @@ def student_cells(data: bytes) -> list[dict]:
                for c in (s.get("cells") if isinstance(s.get("cells"), list) else [])]
     if not isinstance(raw, list):
         raise NotANotebook("invalid notebook file (not an object with a list of cells)")
-    if len(raw) > MAX_CELLS:  # counted before anything is done with them
-        raise IntakeProblem(f"the notebook has more than {MAX_CELLS} cells")
+    return raw
+
+
+def _compact(raw: list) -> list[dict]:
     cells = []
     for c in raw:
         if not isinstance(c, dict):
@@ -118,59 +107,77 @@ def _text(source) -> str:
     return ""
 
 
-# ---- the parent's side ----------------------------------------------------------------------
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 
-def read_cells(path: Path) -> list[dict]:
-    """:func:`student_cells` of the notebook at ``path``, read by a limited process of its own
-    (see the module's doc); the parent only opens the file (a link or special file is never
-    opened, one over :data:`~.submissions.MAX_NOTEBOOK_BYTES` never read) and reads back the
-    cells. Raises :class:`~.submissions.IntakeProblem` or :class:`NotANotebook` with the row's
-    reason; ``OSError`` when the file cannot be opened."""
-    fd = open_bounded(path, MAX_NOTEBOOK_BYTES)
+def too_deep(data: bytes, limit: int) -> bool:
+    """True if the JSON text nests deeper than ``limit``, found without parsing it.
+
+    Strings are blanked, everything but brackets is dropped, then innermost pairs are
+    removed once per level: anything left after ``limit`` rounds (that still shrinks) is
+    deeper. Unbalanced text is left for the parser to call invalid.
+
+    >>> too_deep(b'{"a": [1, "[[[["]}', 2), too_deep(b'{"a": [[1]]}', 2)
+    (False, True)
+    """
+    s = _STRING.sub(b'""', data).translate(None, _NOT_BRACKET)
+    run = re.compile(rb"[\[{]{%d}" % (limit + 1))  # that many openings in a row: too deep
+    for _ in range(limit):
+        if not s:
+            return False
+        if run.search(s):
+            return True
+        # one level a round: a pair is marked first, so "{[]}" loses "[]" only
+        inner = s.replace(b"[]", b"x").replace(b"{}", b"x")
+        if len(inner) == len(s):
+            return False  # unbalanced: not ours to judge
+        s = inner.replace(b"x", b"")
+    return b"[]" in s or b"{}" in s
+
+
+def read(data: bytes, caps: dict) -> dict:
+    """The answer for the parent: ``{"cells": [...]}``, or ``{"problem": why, "kind": "not a
+    notebook" | "over a cap"}`` (``caps``: ``bytes``, ``cells``, ``nesting``); "the notebook"
+    in ``why`` is the parent's to name.
+
+    >>> read(b'{"cells": [{}, {}]}', {"bytes": 99, "cells": 1, "nesting": 9})
+    {'problem': 'the notebook has more than 1 cells', 'kind': 'over a cap'}
+    """
+    if len(data) > caps["bytes"]:
+        return {"problem": f"the notebook is larger than {caps['bytes'] / 2**20:g} MB",
+                "kind": "over a cap"}
     try:
-        done = subprocess.run([sys.executable, "-m", __name__], stdin=fd, capture_output=True,
-                              timeout=CPU_S * 4)
-    except subprocess.TimeoutExpired:
-        raise IntakeProblem("the notebook could not be read within the grader's limits "
-                            f"({CPU_S * 4} s)") from None
-    finally:
-        os.close(fd)
-    try:
-        answer = json.loads(done.stdout)
-    except ValueError:
-        answer = None
-    if type(answer) is not dict:
-        raise IntakeProblem("the notebook could not be read within the grader's limits "
-                            f"({MEMORY_MB} MB, {CPU_S} s of CPU; exit {done.returncode})")
-    if answer.get("problem"):
-        raise (NotANotebook if answer.get("kind") == "not a notebook" else IntakeProblem)(
-            str(answer["problem"]).replace("the notebook", path.name, 1))
-    return answer["cells"]
-
-
-def main() -> None:
-    """The reading process: limits first, then stdin (at most the cap, plus one byte to tell
-    a file that grew), then one JSON answer on stdout."""
-    limit = MEMORY_MB * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_S, CPU_S + 5))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    data = sys.stdin.buffer.read(MAX_NOTEBOOK_BYTES + 1)
-    try:
-        if len(data) > MAX_NOTEBOOK_BYTES:
-            raise IntakeProblem(f"the notebook is larger than {MAX_NOTEBOOK_BYTES / 2**20:g} MB")
-        answer = {"cells": student_cells(data)}
+        raw = _raw_cells(data)
     except NotANotebook as e:
-        answer = {"problem": str(e), "kind": "not a notebook"}
-    except IntakeProblem as e:
-        answer = {"problem": str(e), "kind": "over a cap"}
+        if too_deep(data, caps["nesting"]):
+            return {"problem": f"the notebook nests deeper than {caps['nesting']} levels",
+                    "kind": "over a cap"}
+        return {"problem": str(e), "kind": "not a notebook"}
+    if len(raw) > caps["cells"]:  # counted before anything is done with them
+        return {"problem": f"the notebook has more than {caps['cells']} cells",
+                "kind": "over a cap"}
+    return {"cells": _compact(raw)}
+
+
+def main(caps: dict) -> None:
+    """The reading process: its limits first, then stdin (at most the cap, plus one byte to
+    tell a file that grew), then one JSON answer on stdout."""
+    import resource
+
+    limit = caps["memory_mb"] * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CPU, (caps["cpu_s"], caps["cpu_s"] + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    data = sys.stdin.buffer.read(caps["bytes"] + 1)
+    try:
+        answer = read(data, caps)
     except MemoryError:
-        answer = {"problem": f"the notebook needs more than {MEMORY_MB} MB to read",
+        answer = {"problem": f"the notebook needs more than {caps['memory_mb']} MB to read",
                   "kind": "over a cap"}
     sys.stdout.write(json.dumps(answer))
     sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    main()
+    main(json.loads(sys.argv[1]))

@@ -34,9 +34,8 @@ from ..mathjax import with_path
 from .course import NBGRADER, Notebook, kernels_dir, make_student_course, tool_env
 from .diagnosis import diagnose
 from .flags import flags as source_flags
-from .rebuild import NotANotebook, Rebuilt, rebuild
+from .rebuild import NotANotebook, Rebuilt, read_cells, rebuild
 from .runner import LocalRunner
-from .sent import read_cells
 from .status import STOPPED_RECORDED, Facts, Kind, row_status  # noqa: F401 - STOPPED_RECORDED: tests
 from .submissions import IntakeProblem, Submission, find_notebook, missing
 

@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .sent import too_deep as _too_deep
+
 MAX_UNZIPPED_BYTES = 512 * 2**20  # an LMS download's zip (the whole class) stops here
 # what one submission's own zips may unpack, all of them together: only their notebooks are
 # unpacked (2 notebooks at MAX_NOTEBOOK_BYTES; the course's are ~60 kB without outputs)
@@ -216,35 +218,6 @@ def read_bounded(path: Path, cap: int) -> bytes:
 
 def _mb(n: int) -> str:
     return f"{n / 2**20:g} MB"
-
-
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def _too_deep(data: bytes, limit: int) -> bool:
-    """True if the JSON text nests deeper than ``limit``, found without parsing it.
-
-    Strings are blanked, everything but brackets is dropped, then innermost pairs are
-    removed once per level: anything left after ``limit`` rounds (that still shrinks) is
-    deeper. Unbalanced text is left for the parser to call invalid.
-
-    >>> _too_deep(b'{"a": [1, "[[[["]}', 2), _too_deep(b'{"a": [[1]]}', 2)
-    (False, True)
-    """
-    s = _STRING.sub(b'""', data).translate(None, _NOT_BRACKET)
-    run = re.compile(rb"[\[{]{%d}" % (limit + 1))  # that many openings in a row: too deep
-    for _ in range(limit):
-        if not s:
-            return False
-        if run.search(s):
-            return True
-        # one level a round: a pair is marked first, so "{[]}" loses "[]" only
-        inner = s.replace(b"[]", b"x").replace(b"{}", b"x")
-        if len(inner) == len(s):
-            return False  # unbalanced: not ours to judge
-        s = inner.replace(b"x", b"")
-    return b"[]" in s or b"{}" in s
 
 
 def _cell_count(nb) -> int | None:
