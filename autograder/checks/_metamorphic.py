@@ -83,11 +83,26 @@ class Probe:
 
 
 def _same(a, b) -> bool:
+    """Whether two outputs agree up to rounding (arrays of one shape and dtype, or numbers)."""
+    if type(a) in (int, float) and type(b) in (int, float):
+        return math.isclose(a, b, rel_tol=1e-7, abs_tol=1e-12) or (a != a and b != b)
     ta, tb = _t(a), _t(b)
     if ta is None or tb is None:
         return False
     with torch._C.DisableTorchFunction(), np.errstate(all="ignore"):
         return _close(ta.detach(), tb.detach())
+
+
+def _near(a, b) -> bool:
+    """``_same`` at a tolerance that float32 rounding of a transformed input stays within."""
+    ta, tb = _t(a), _t(b)
+    if ta is None or tb is None or ta.shape != tb.shape or ta.dtype != tb.dtype:
+        return False
+    loose = ta.dtype in (torch.float32, torch.float16, torch.bfloat16)
+    with torch._C.DisableTorchFunction():
+        return bool(torch.allclose(ta.detach().double(), tb.detach().double(),
+                                   rtol=1e-3 if loose else 1e-6, atol=1e-4 if loose else 1e-9,
+                                   equal_nan=True))
 
 
 def _value(case, arg):
@@ -144,6 +159,33 @@ def ignored(arg, what: str, change: Callable, ref: Callable, suggests: str,
         )
 
     return Probe(f"{what} ignored", variants, read)
+
+
+# ---------------------------------------------------------------- an invariance broken
+def invariant(arg, transform: Callable, what: str, ref: Callable, suggests: str) -> Probe:
+    """The right answer does not change when argument ``arg`` goes through ``transform``
+    (``what``: that change in words, "x is scaled by 4"); the function's output does."""
+
+    def variants(case):
+        try:
+            value = _value(case, arg)
+        except KeyError:
+            return ()
+        return (_with(case, arg, transform(value)),)
+
+    def read(case, got, outs):
+        if not outs or outs[0] is None or _near(outs[0], got):
+            return None
+        args, kwargs = variants(case)[0]
+        if not _near(ref(*args, **kwargs), case.expected):
+            return None  # here the right answer is not invariant (an eps that matters)
+        return Finding(
+            f"output not invariant when {what}",
+            f"{MARK} your output changes when {what}, while the right answer stays the same. "
+            f"{suggests}",
+        )
+
+    return Probe(f"invariant when {what}", variants, read)
 
 
 # ---------------------------------------------------------------- a future position let through
@@ -209,7 +251,7 @@ def factor(quantities: Callable, suggests: str) -> Probe:
         with torch._C.DisableTorchFunction():
             e, g = e.detach().double(), g.detach().double()
             big = e.abs() > 1e-9 * float(e.abs().max()) if e.numel() else e.bool()
-            if int(big.sum()) < 2:
+            if int(big.sum()) < 1:
                 return None
             r = float((g[big] / e[big]).mean())
         if not math.isfinite(r) or r == 0 or abs(r - 1) < 1e-6:

@@ -342,6 +342,10 @@ def _ln_probes(ref) -> tuple:
         _mm.ignored("eps", "`eps`", lambda e: 1.0, ref,
                     "Add eps to the variance inside the square root: sqrt(var + eps).",
                     how="eps = 1", default=1e-5),
+        _mm.invariant(0, lambda x: 4 * x + 3, "x is scaled by 4 and shifted by 3", ref,
+                      "LayerNorm subtracts each row's mean and divides by its standard "
+                      "deviation, once, before gamma and beta: (x - mean) / sqrt(var + eps) "
+                      "* gamma + beta."),
     )
 
 
@@ -739,6 +743,9 @@ _RMS = Check(
         _mm.ignored("eps", "`eps`", lambda e: 1.0, _ref_rms,
                     "Add eps to the mean of squares inside the square root.",
                     how="eps = 1", default=1e-6),
+        _mm.invariant(0, lambda x: 4 * x, "x is scaled by 4", _ref_rms,
+                      "RMSNorm divides x by the root of its mean square, once, then "
+                      "multiplies by gamma: x / sqrt(mean(x**2) + eps) * gamma."),
     ),
     mistakes=(
         Mistake(

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from autograder.checks import _metamorphic as _mm
 from autograder.checks import _training_drivers as _drivers
 from autograder.checks import table
 from autograder.checks._codec import Opaque
@@ -296,6 +297,10 @@ def _ce_cases():
 _CE = Check(
     **table.identity(__name__, "cross_entropy"),
     cases=_ce_cases,
+    probes=(_mm.factor(lambda case: {"N (the number of targets)": case.args[1].numel(),
+                                     "ln 2": math.log(2)},
+                       "The loss is the mean over every target of -log softmax(logits)[target], "
+                       "with the natural log."),),
     mistakes=(
         Mistake("not stabilised: exp of the raw logits overflows",
                 "exp(1000) is inf in any float type. Subtract each row's max first: "
@@ -447,6 +452,17 @@ def _lr_cases():
 _LR = Check(
     **table.identity(__name__, "get_lr"),
     cases=_lr_cases,
+    probes=(
+        _mm.ignored(2, "`min_lr`", lambda lo: lo + 0.5 * (lo + 1e-4), _ref_get_lr,
+                    "The cosine decays from max_lr to min_lr, and after max_iters it stays "
+                    "at min_lr.", how="min_lr raised"),
+        _mm.ignored(3, "`warmup_iters`", lambda w: 2 * w + 2, _ref_get_lr,
+                    "Warm-up lasts warmup_iters steps, and the decay's progress counts from "
+                    "its end.", how="warm-up longer"),
+        _mm.ignored(4, "`max_iters`", lambda d: 2 * d, _ref_get_lr,
+                    "The decay's progress is (step - warmup_iters) / (max_iters - "
+                    "warmup_iters).", how="max_iters doubled"),
+    ),
     mistakes=(
         Mistake("warm-up starts at 0 (max_lr * step / warmup_iters)",
                 "With step counted from 0, step 0 would get learning rate 0 and waste a step: "

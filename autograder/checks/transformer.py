@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 
 import transformer_ref
+from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._builders import GPT, KVCache, Sublayer
 from autograder.checks._cases import t_rand as _t_rand
@@ -399,6 +400,15 @@ def _rope_cases():
 _ROPE = Check(
     **table.identity(__name__, "apply_rope"),
     cases=_rope_cases,
+    probes=(
+        _mm.ignored(1, "`positions`", lambda p: p + 1, _ref_rope,
+                    "Rotate row t by the angles of its own position positions[t] (a cache's "
+                    "new rows start after the cached ones), not by its index.",
+                    how="every position + 1"),
+        _mm.ignored("base", "`base`", lambda b: b / 100, _ref_rope,
+                    "The frequencies are base ** (-2i / d_k) with the given base.",
+                    how="base / 100", default=10000.0),
+    ),
     mistakes=(
         Mistake(
             "half-split pairing (rotate_half) instead of interleaved pairs",

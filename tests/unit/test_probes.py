@@ -60,6 +60,15 @@ def ln_no_gamma(x, gamma, beta, eps=1e-5):  # and an eps slip, so no catalogued 
     return _ln(x, gamma, beta, eps + 1e-3, scale=False)
 
 
+def ln_divided_by_gamma(x, gamma, beta, eps=1e-5):  # a mutant: gamma / (x - mu) / sigma
+    m = x.mean(-1, keepdim=True)
+    return gamma / (x - m) / torch.sqrt(((x - m) ** 2).mean(-1, keepdim=True) + eps) + beta
+
+
+def ce_in_bits(logits, targets):  # log base 2
+    return _right("training.cross_entropy")(logits, targets) / math.log(2)
+
+
 WRONG = [  # (chapter, function, wrong answer, what the probe says)
     ("02_masking", "masked_attention", leaky,
      "changing only position 1 moves your output at position 0"),
@@ -71,6 +80,9 @@ WRONG = [  # (chapter, function, wrong answer, what the probe says)
      "your output does not change when `eps` changes"),
     ("04_layer_norm", "layer_norm", ln_no_gamma,
      "your output does not change when `gamma` changes"),
+    ("04_layer_norm", "layer_norm", ln_divided_by_gamma,
+     "your output changes when x is scaled by 4 and shifted by 3"),
+    ("08_training", "cross_entropy", ce_in_bits, "your output is the right one times 1/ln 2"),
 ]
 
 
@@ -92,13 +104,15 @@ def test_a_probe_names_a_wrong_answer_in_the_kernel_and_the_verdict(chapter, fun
 def _right(key):
     """A correct answer of exercise ``key``, written as a student would (helpers.answers)."""
     module = importlib.import_module(f"helpers.answers.{key.split('.')[0]}")
-    return module.GOOD[key]
+    good = module.GOOD[key]
+    return good[0] if type(good) is tuple else good
 
 
 WITH_PROBES = ["attention.dot_product_scores", "attention.scaled_dot_product_attention",
                "masking.masked_attention", "multihead_attention.multi_head_attention",
                "layer_norm.layer_norm", "layer_norm.layer_norm_np", "layer_norm.rms_norm",
-               "feed_forward_blocks.feed_forward"]
+               "feed_forward_blocks.feed_forward", "transformer.apply_rope",
+               "training.cross_entropy", "training.get_lr"]
 
 
 def test_every_check_with_probes_is_covered():
