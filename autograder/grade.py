@@ -34,7 +34,7 @@ course directory (formgrader: ``python3 -m autograder.bootstrap lab --instructor
   formgrader), sis_id (with ``--roster``), kind (what the row is, as data: ``graded``,
   ``test restored``, ``answer missing``, ``not in notebook``, ``from record``, ``stopped``
   (these have points), ``not submitted``, ``refused``, ``timed out``, ``grader error``,
-  ``course cell``, ``no grade``: ``grading/parent/status.py``'s ``Kind``);
+  ``course cell``, ``no grade``: ``grading/status.py``'s ``Kind``);
 - ``OUT_DIR/report.html``: the class report (score distributions, mistakes ranked by how many
   students made them, not-graded reasons, slowest students), rewritten after every student;
 - ``OUT_DIR/exports/<assignment>.canvas.csv`` and ``.moodle.csv``: one total per student for
@@ -92,8 +92,8 @@ from pathlib import Path
 
 from .grading.config import ISOLATION, GradeConfig
 from .grading.gradebook import POLICY_FORMAT
-from .grading.parent.status import row_kind
 from .grading.parent.times import CSV_FORMAT, EXTENSIONS_FORMAT
+from .grading.status import row_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_ASSIGNMENT = "no assignment notebook found in the submissions"
@@ -228,15 +228,15 @@ def _no_such(option: str, what: str, unknown: list[str], valid: list[str],
 def make_runner(config: GradeConfig):
     """The runner that executes one student's grading (the plug-in point for a sandbox).
 
-    Anything with :meth:`autograder.grading.parent.runner.LocalRunner.run`'s signature works. The
+    Anything with :meth:`autograder.grading.parent.runner.LocalRunner.grade`'s signature works. The
     default runs nbgrader with rlimits, a wall-time limit and a process-tree kill, and the
     student's kernel inside bubblewrap (``grading/sandbox/``); with ``--unsandboxed``
     (``config.sandboxed`` false) the kernel runs as this user. Both install the source
     policy hooks. Raises ``RuntimeError`` where bwrap is missing or unusable.
     """
-    from .grading import sandbox
+    from .grading.parent import runner
 
-    return sandbox.make_runner(config)
+    return runner.make_runner(config)
 
 
 def _pick_assignments(args, available, subs) -> list[str]:
@@ -411,7 +411,6 @@ def _main(args) -> int:
         return 2
     settings.write(out, args.class_settings)  # what was given, now or before: the class's
     template, info = build_template(args.source.resolve(), assignments, work, config)
-    workers = config.workers
     store = ResultStore(out)
     write_course_config(out, config, args.policy)
     publish_source(template, out, assignments)
@@ -500,8 +499,6 @@ def _main(args) -> int:
                file=sys.stderr)
     if todo:
         nbgrader_warm()  # nbgrader's gradebook code loads, for the gradebook written after them
-    # fewer students than workers: each student's assignments are split over the idle ones
-    parts = max(1, workers // max(1, len(todo)))
     staging = work / "staged"  # a student's new files, until they replace only what was graded
     (staging / ".work").mkdir(parents=True, exist_ok=True)
 
@@ -512,8 +509,7 @@ def _main(args) -> int:
         for _, r, remote in dispatcher.run(
             todo,
             lambda s: grade_student(s, only(s), template, work, staging, config,
-                                    prints.get(s.student, "ledger"), make_runner(config),
-                                    parts=parts),
+                                    prints.get(s.student, "ledger"), make_runner(config)),
             lambda s: (only(s), template, config, prints.get(s.student, "ledger")),
             info,
         ):

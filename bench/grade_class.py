@@ -155,6 +155,7 @@ class ProcWatch:
     ROLES = (("autograder.grade ", "course-grade"), ("run_module('autograder.grade'",
                                                       "course-grade"),
              ("nbgrader_main", "grading process"),
+             ("autograde.warm", "warm grading process (grading processes are its forks)"),
              ("sandbox zygote", "kernel zygote (kernels are its forks)"),
              ("sandbox kernel", "kernel launcher"), ("grading.outcap", "kernel"),
              ("grading.limits", "limits launcher"), ("ipykernel", "kernel"))

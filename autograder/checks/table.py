@@ -108,10 +108,6 @@ class Chapter:
     # call cannot import (autograder/grading/autograde/reference.py): "module" (all of it),
     # "module:function", "module:Class" (every method) or "module:Class.method"
     reference: tuple[str, ...] = ()
-    # modules the graded kernel imports before it answers, besides torch, numpy and pyplot
-    # (autograder/grading/sandbox/outcap.py): the kernel started ahead of its notebook
-    # (grading/sandbox/prestart.py) spends that time while the previous notebook runs
-    kernel_imports: tuple[str, ...] = ()
 
     def __post_init__(self):
         rows = tuple(Exercise(**{**e.__dict__, "module": self.module}) for e in self.exercises)
@@ -303,7 +299,6 @@ TABLES: dict[str, Chapter] = {
         ),
         # every train_step case builds an AdamW optimizer; PyTorch imports torch._dynamo at the
         # first one (about 3 s, most of the chapter's grading time in the kernel)
-        kernel_imports=("torch._dynamo",),
     ),
 }
 

@@ -16,22 +16,18 @@ GRADE_PARENT = "COURSE_GRADE_PARENT"  # the parent's pid: limits.py ends at once
 GRADE_JOB = "COURSE_GRADE_JOB"  # a token in every process of one student's job (the kill sweep)
 KERNEL_CACHE = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (kernel_package)
 ALEMBIC_HEAD = "COURSE_ALEMBIC_HEAD"  # the gradebook schema's head, looked up once per class
-WARM = "COURSE_WARM"  # "0": no warm grading process (autograde/warm.py): each one started
 # the instructor (or the test suite) -> course-grade's template (parent/course.py)
 KERNEL_STORE = "COURSE_KERNEL_STORE"  # a folder of kernel packages shared by several classes
 
 # the grading process -> the kernels' launcher (sandbox/kernel.py) and the zygote
 KERNEL_PARENT = "COURSE_KERNEL_PARENT"  # the grading process's pid, checked by the launcher
-SANDBOX_SPEC = "COURSE_SANDBOX_SPEC"  # a kernel started ahead: its own sandbox spec file
-KERNEL_ZYGOTE = "COURSE_KERNEL_ZYGOTE"  # "0": no zygote, each kernel in a bwrap of its own
 ZYGOTE = "COURSE_ZYGOTE"  # the zygote's control socket, for the launchers
 ZYGOTE_RO = "COURSE_ZYGOTE_RO"  # the zygote's own read-only binds (JSON list)
 ZYGOTE_PRELOAD = "COURSE_ZYGOTE_PRELOAD"  # the modules the zygote imports (JSON list)
 
 # the grader -> the graded kernel
 PROBE_DIR = "COURSE_PROBE_DIR"  # the probe's read-only case inputs: hidden checks record only
-KERNEL_IMPORTS = "COURSE_KERNEL_IMPORTS"  # modules a kernel started ahead imports (comma list)
 
-ALL = (SMOKE, VENV, GRADE_PARENT, GRADE_JOB, KERNEL_CACHE, ALEMBIC_HEAD, WARM, KERNEL_STORE,
+ALL = (SMOKE, VENV, GRADE_PARENT, GRADE_JOB, KERNEL_CACHE, ALEMBIC_HEAD, KERNEL_STORE,
        KERNEL_PARENT,
-       SANDBOX_SPEC, KERNEL_ZYGOTE, ZYGOTE, ZYGOTE_RO, ZYGOTE_PRELOAD, PROBE_DIR, KERNEL_IMPORTS)
+       ZYGOTE, ZYGOTE_RO, ZYGOTE_PRELOAD, PROBE_DIR)

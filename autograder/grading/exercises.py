@@ -38,22 +38,14 @@ def converted() -> frozenset[str]:
 
 
 _TABLE_LOCK = threading.Lock()
-# The check library in one thread at a time. A grading process judges a student's assignments
-# in lanes (threads), and the library is not safe in two threads at once: a check module
-# computes its expected values when it is imported, and a few of them seed torch's global
-# generator and draw from it (transformer_ref's own initialisation). Two lanes importing
-# chapters 05 and 06 together interleaved their draws, and a right answer read "output
-# differs". Importing, writing case inputs and judging hold this lock.
+# The check library in one thread at a time. A grading process imports a student's check
+# modules in a thread (``verdict.warm``) while it judges, and the library is not safe in two
+# threads at once: a check module computes its expected values when it is imported, and a few
+# of them seed torch's global generator and draw from it (transformer_ref's own
+# initialisation). Two threads importing chapters 05 and 06 together interleaved their draws,
+# and a right answer read "output differs". Importing, writing case inputs and judging hold
+# this lock.
 CHECKS = threading.RLock()
-
-
-def kernel_imports(notebooks: list[str]) -> list[str]:
-    """The modules the exercise table asks the graded kernel of these notebooks to import
-    before it answers (``Chapter.kernel_imports``)."""
-    with _TABLE_LOCK:
-        tables = _table().TABLES
-    return sorted({m for name in notebooks if name in tables
-                   for m in tables[name].kernel_imports})
 
 
 def chapter_tests() -> dict[str, frozenset[str]]:

@@ -8,18 +8,15 @@ changes no result:
   installed nbgrader (``autograde`` opens it about eight times). The parent looks the head up
   once (:func:`ensure_cached_head`) and passes it in ``COURSE_ALEMBIC_HEAD``; this answers
   nbgrader's question from there.
-- :func:`share_setenv`: ``nbgrader.utils.setenv`` made safe for two lanes of one grading
-  process at once.
 - :func:`share_compiled_templates`: nbconvert's Jinja templates compiled once per process.
 - :func:`share_engines`: one SQLAlchemy engine per gradebook, so its SQL is compiled once.
 
 Each is idempotent, and each is applied by the process that needs it (``course-grade`` for the
-head, ``autograde/nbgrader_main`` for all four).
+head, ``autograde/nbgrader_main`` for all three).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -104,42 +101,6 @@ def use_cached_head() -> None:
         nbgrader.api.get_alembic_version = lambda: head
 
 
-def share_setenv() -> None:
-    """Make ``nbgrader.utils.setenv`` (autograde sets ``NBGRADER_EXECUTION`` in ``os.environ``
-    while it runs a notebook) safe for two lanes at once: nbgrader's deletes the variable when
-    its block ends, so the other lane's block, ending later, raised ``KeyError`` (and ran on
-    without it meanwhile). Counted per variable: set while any block is open, then put back."""
-    import nbgrader.utils
-
-    if getattr(nbgrader.utils.setenv, "shared", False):
-        return
-    lock = threading.Lock()
-    open_: dict[str, tuple[int, str | None]] = {}  # name -> (blocks open, its value before)
-
-    @contextlib.contextmanager
-    def setenv(**kwargs):
-        with lock:
-            for key, value in kwargs.items():
-                count, before = open_.get(key, (0, os.environ.get(key)))
-                open_[key] = (count + 1, before)
-                os.environ[key] = value
-        try:
-            yield
-        finally:
-            with lock:
-                for key in kwargs:
-                    count, before = open_.pop(key)
-                    if count > 1:
-                        open_[key] = (count - 1, before)
-                    elif before is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = before
-
-    setenv.shared = True
-    nbgrader.utils.setenv = setenv
-
-
 def share_compiled_templates() -> None:
     """Compile nbconvert's Jinja templates once per process instead of once per page.
 
@@ -188,7 +149,7 @@ def share_engines() -> None:
     each time. With the engine shared, each statement is compiled once per process. Nothing
     else changes: each ``Gradebook`` still has its own session, and closing it still disposes
     of the engine's connections (the next one connects again; the statement cache stays). An
-    engine is safe to share between threads (the lanes). Idempotent.
+    engine is safe to share between threads (grading and the feedback thread). Idempotent.
     """
     import nbgrader.api
 

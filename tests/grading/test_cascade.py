@@ -148,7 +148,7 @@ def test_the_rows_diagnosis_names_the_cascade_as_a_failure_kind():
     not the earlier exercise's own mistake quoted under it; the report counts it as a
     failure kind, not as a catalogued mistake of this exercise."""
     from autograder.grading.parent.diagnosis import diagnose, is_failure_kind
-    from autograder.grading.parent.status import Kind
+    from autograder.grading.status import Kind
 
     try:
         hidden_check(UNSCALED,

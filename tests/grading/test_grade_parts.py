@@ -1,10 +1,8 @@
-"""One grading process per student, in lanes over idle workers, and the class's kernel cache
-(issue 16, item 5): what they change is only how long grading takes, never a row.
+"""One grading process per student and the class's kernel cache (issue 16, item 5): what
+they change is only how long grading takes, never a row.
 
 - every assignment of a student is graded by one nbgrader process (``nbgrader_main
-  autograde+feedback STUDENT A B ...``); with fewer students than workers the assignments are
-  split into lanes (``A --lane B``) that this one process grades at the same time, each lane in
-  a thread of its own with its own kernels, in the student's one course folder;
+  autograde+feedback STUDENT A B ...``), one after another, in the student's one course folder;
 - the graded kernels' stubbed packages and the probes' case inputs are built once per class
   (``kernel_package.build_cache``) and linked into every student's probe folder.
 """
@@ -12,7 +10,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,81 +31,50 @@ STUDENT = "s1"
 
 
 @pytest.fixture(scope="module")
-def one_student_two_ways(tmp_path_factory):
-    """One student with two notebooks, graded with one worker (one process, one after the
-    other) and with two (one process, two lanes at the same time)."""
+def one_student(tmp_path_factory):
+    """One student with two notebooks, graded with two workers (the class's common setting)."""
     root = tmp_path_factory.mktemp("parts")
     info = notebook_info(tmp_path_factory, SOURCE, ASSIGNMENTS)
     dest = root / "class" / STUDENT
     dest.mkdir(parents=True)
     for a in ASSIGNMENTS:
         nbformat.write(ClassBuilder(info[a][0]).answered(), dest / f"{a}.ipynb")
-    got = {}
-    for workers in ("1", "2"):
-        out = root / f"out{workers}"
-        proc = subprocess.run(
-            grade_cmd(root / "class", out, SOURCE, "--workers", workers, "--cell-timeout", "60",
-                      "--assignment", *ASSIGNMENTS),
-            cwd=REPO, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        got[workers] = {"out": out, "rows": read_csv(out / "grades.csv"), "info": info}
-    return got
+    out = root / "out"
+    proc = subprocess.run(
+        grade_cmd(root / "class", out, SOURCE, "--workers", "2", "--cell-timeout", "60",
+                  "--assignment", *ASSIGNMENTS),
+        cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"out": out, "rows": read_csv(out / "grades.csv"), "info": info}
 
 
-def _core(rows):
-    return [{k: r[k] for k in ("student", "notebook", "exercise", "points", "status",
-                               "diagnosis")} for r in rows]
-
-
-def test_one_process_and_two_processes_give_the_same_rows(one_student_two_ways):
-    one, two = one_student_two_ways["1"], one_student_two_ways["2"]
-    assert _core(one["rows"]) == _core(two["rows"])
-    info = one["info"]
+def test_every_exercise_of_a_right_answer_is_graded_in_full(one_student):
+    info = one_student["info"]
     want = [(nb.name, g.grade_id, f"{g.max_points:g}", "graded")
             for a in ASSIGNMENTS for nb in info[a] for g in nb.grade_cells]
-    assert [(r["notebook"], r["exercise"], r["points"], r["status"]) for r in one["rows"]] == want
+    got = [(r["notebook"], r["exercise"], r["points"], r["status"]) for r in one_student["rows"]]
+    assert got == want
 
 
-def test_one_worker_grades_every_assignment_in_one_process(one_student_two_ways):
-    work = one_student_two_ways["1"]["out"] / ".work" / "students" / STUDENT
-    logs = sorted(p.name for p in (work / "logs").iterdir())
-    assert logs == ["grading.log"]
-    log = (work / "logs" / "grading.log").read_text()
-    for a in ASSIGNMENTS:
-        assert f"==== {a} begin" in log and f"==== {a} autograde: ok" in log
-    # a core left idle by the one worker: each kernel was started ahead (sandbox/prestart.py),
-    # with a sandbox spec of its own
-    ahead = sorted(p.name for p in (work / ".grader").glob("sandbox-[0-9]*.json"))
-    cores = os.cpu_count() or 1
-    assert ahead == (["sandbox-1.json", "sandbox-2.json"] if cores > 1 else []), ahead
-
-
-def test_two_workers_grade_the_student_in_two_lanes_of_one_process(one_student_two_ways):
-    out = one_student_two_ways["2"]["out"]
+def test_one_process_grades_every_assignment_in_turn(one_student):
+    out = one_student["out"]
     students = out / ".work" / "students"
     assert sorted(p.name for p in students.iterdir()) == [STUDENT]  # one course folder
     work = students / STUDENT
     assert sorted(p.name for p in (work / "logs").iterdir()) == ["grading.log"]
     log = (work / "logs" / "grading.log").read_text()
     first, second = ASSIGNMENTS
-    # at the same time: the second lane began before the first lane's notebook was graded
-    assert log.index(f"==== {second} begin") < log.index(f"==== {first} result"), log[:3000]
-    for a in ASSIGNMENTS:  # each lane's result in a file of its own, and one log block
+    # one after the other: the second begins after the first's result
+    assert log.index(f"==== {first} autograde: ok") < log.index(f"==== {second} begin"), log
+    for a in ASSIGNMENTS:  # each assignment's result in a file of its own
         assert AssignmentResult.read(work, a).autograde == "ok"
-        block = re.search(rf"^==== {a} result$.*?^==== {a} autograde: ok$", log, re.M | re.S)
-        assert block, log[-2000:]
-        assert f"==== {[b for b in ASSIGNMENTS if b != a][0]} " not in block.group(0)
-    # each lane's kernels came from its own queue, each with a spec file of its own
-    specs = sorted((work / ".grader").glob("sandbox-[0-9]*.json"))
-    assert len(specs) == len(ASSIGNMENTS), specs
-    for a in ASSIGNMENTS:
         assert (students / STUDENT / "autograded" / STUDENT / a / f"{a}.ipynb").exists()
         assert (out / "feedback" / STUDENT / a / f"{a}.html").exists()
         assert (out / "autograded" / STUDENT / a / f"{a}.ipynb").exists()  # formgrader's copy
 
 
-def test_kernel_packages_and_case_inputs_are_built_once_per_class(one_student_two_ways):
-    out = one_student_two_ways["2"]["out"]
+def test_kernel_packages_and_case_inputs_are_built_once_per_class(one_student):
+    out = one_student["out"]
     (template,) = out.glob(".work/template-*")
     # one build per assignment, named by its sources (the folder may be the session's store,
     # COURSE_KERNEL_STORE, holding other classes' builds too), and the students' kernels
@@ -128,12 +94,10 @@ def test_kernel_packages_and_case_inputs_are_built_once_per_class(one_student_tw
         assert "Case(" in real and "Case(" not in stub and "check_softmax = " in stub
 
 
-def test_the_kernels_font_list_is_built_with_the_class_template(one_student_two_ways):
+def test_the_kernels_font_list_is_built_with_the_class_template(one_student):
     # built beside the kernel packages while the template is made (sandbox.bwrap.font_cache),
     # not by the first student's grading
-    for workers in ("1", "2"):
-        out = one_student_two_ways[workers]["out"]
-        assert list(out.glob(".work/template-*/kernels/mpl/fontlist-v*.json")), workers
+    assert list(one_student["out"].glob(".work/template-*/kernels/mpl/fontlist-v*.json"))
 
 
 def _fresh(code: str) -> str:
@@ -184,41 +148,22 @@ def test_course_grade_starts_without_importing_nbgrader():
     assert out == ["[]", "True", "True"], out
 
 
-SETENV_CODE = (  # for test_nbgrader_s_environment_block_is_shared_by_two_lanes
-    "import os, threading\nimport nbgrader.utils as u\n"
-    "from autograder.grading.nbgrader_patches import share_setenv\n"
-    "def overlap():\n"
-    "    a, b = u.setenv(NBGRADER_EXECUTION='autograde'), "
-    "u.setenv(NBGRADER_EXECUTION='autograde')\n"
-    "    a.__enter__(); b.__enter__(); a.__exit__(None, None, None)\n"
-    "    inside = os.environ.get('NBGRADER_EXECUTION')\n"
-    "    try:\n        b.__exit__(None, None, None)\n"
-    "    except KeyError:\n        return inside, 'KeyError'\n"
-    "    return inside, os.environ.get('NBGRADER_EXECUTION')\n"
-    "print(overlap())\nshare_setenv(); share_setenv()\nprint(overlap())\n"
-    "os.environ['NBGRADER_EXECUTION'] = 'before'\nprint(overlap())")
-
-
 @pytest.fixture(scope="module")
 def stock_nbgrader():
-    """One fresh interpreter for the two tests that ask stock nbgrader (saving one start and
-    one import of nbgrader, ~3 s of CPU): first nbgrader's own schema head (``alembic
-    heads``, before anything of ours is imported), then :data:`SETENV_CODE` (nbgrader's
-    ``setenv`` untouched until it patches it: the head's lookup does not use it).
-    (the head, the lines SETENV_CODE printed)"""
+    """nbgrader's own schema head (``alembic heads``), asked in a fresh interpreter before
+    anything of ours is imported."""
     from autograder.grading.parent.course import tool_env
 
     code = ("import nbgrader.api as a\n"  # nbgrader's own question: `alembic heads`
-            "print(a.get_alembic_version())\n" + SETENV_CODE)
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                         text=True, check=True, env=tool_env()).stdout.strip().splitlines()
-    return out[0], out[1:]
+            "print(a.get_alembic_version())\n")
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, check=True, env=tool_env()).stdout.strip()
 
 
 def test_the_schema_head_read_from_the_scripts_is_alembic_s(stock_nbgrader):
     from autograder.grading.nbgrader_patches import alembic_head, schema_head
 
-    out = stock_nbgrader[0]
+    out = stock_nbgrader
     assert schema_head() == alembic_head() == out and len(out) == 12, out
 
 
@@ -277,12 +222,3 @@ def test_the_cache_key_follows_the_code(tmp_path):
     module = copy / "checks" / "attention.py"
     module.write_text(module.read_text() + "\n# changed\n")
     assert digest(copy) != digest(exercises.PACKAGE)
-
-
-def test_nbgrader_s_environment_block_is_shared_by_two_lanes(stock_nbgrader):
-    """autograde sets NBGRADER_EXECUTION for the time it runs a notebook; two lanes' blocks
-    overlap, and the first to end must neither remove it under the second nor make the
-    second's end fail (nbgrader's own setenv deletes it: KeyError). (SETENV_CODE, run in a
-    fresh interpreter: :func:`stock_nbgrader`.)"""
-    out = stock_nbgrader[1]
-    assert out == ["(None, 'KeyError')", "('autograde', None)", "('autograde', 'before')"], out

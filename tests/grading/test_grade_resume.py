@@ -221,7 +221,7 @@ def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatc
     class Broken:
         name = "broken"
 
-        def run(self, *a, **k):
+        def grade(self, *a, **k):
             raise OSError("disk full")
 
     monkeypatch.setattr(grade, "make_runner", lambda config: Broken())

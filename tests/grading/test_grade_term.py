@@ -323,8 +323,8 @@ def test_work_never_handed_in_is_no_submission(pair_template, tmp_path):
     counts, nbgrader export's empty raw_score, needs_manual_grade False); 98_second of cy has
     no score and needs no grading; dee's stays 'not graded' (needs manual grading)."""
     from autograder.grading.parent.results import publish_source, publish_student
-    from autograder.grading.parent.status import Facts, Kind, row_status
     from autograder.grading.parent.submissions import Submission, find_notebook
+    from autograder.grading.status import Facts, Kind, row_status
 
     template, info = pair_template
     notebooks = {nb.name: (a, nb) for a, nbs in info.items() for nb in nbs}

@@ -657,7 +657,7 @@ def test_grading_parent_turns_a_problem_into_not_graded_rows(tmp_path):
     (sub,), _ = discover(subs, tmp_path / "u")
 
     class NoRun:
-        def run(self, *a, **k):
+        def grade(self, *a, **k):
             raise AssertionError("nothing may run for an entry intake refused")
 
     r = grade_student(sub, {"99_fixture": [nb]}, tmp_path / "no-template", tmp_path / "work",

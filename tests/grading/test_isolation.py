@@ -23,8 +23,8 @@ import pytest
 from autograder.grading.config import GradeConfig
 from autograder.grading.parent.isolation import CgroupV1, CgroupV2, Pinned, isolation
 from autograder.grading.parent.runner import LocalRunner
-from autograder.grading.parent.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 from autograder.grading.sandbox import bwrap_argv, bwrap_path, readonly_paths
+from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv, run_info
@@ -210,16 +210,10 @@ def test_filling_tmp_stops_at_the_cap_and_scores_the_exercise(graded):
     }
 
 
-def test_a_job_with_lanes_gets_that_many_workers_share(tmp_path):
-    """A student graded in two lanes (``nbgrader_main``: two notebooks at once) by one process
-    gets two workers' cores, tasks and memory; one lane, one worker's."""
+def test_a_job_gets_one_workers_cores_tasks_and_memory(tmp_path):
     config = GradeConfig(workers=4, cpus=4, pids=300)
-    iso = Pinned(config, cpus=[0, 1, 2, 3])
-    with iso.job(2) as two, iso.job() as one:
-        assert len(two.cpus) == 2 and len(one.cpus) == 1 and not set(two.cpus) & set(one.cpus)
-    v1 = CgroupV1(config, {"cpu": tmp_path, "pids": tmp_path})._limits(2)
-    assert v1["cpu"]["cpu.cfs_quota_us"] == "200000" and v1["pids"]["pids.max"] == "600"
-    assert CgroupV1(config, {})._limits()["cpu"]["cpu.cfs_quota_us"] == "100000"
+    v1 = CgroupV1(config, {"cpu": tmp_path, "pids": tmp_path})._limits()
+    assert v1["cpu"]["cpu.cfs_quota_us"] == "100000" and v1["pids"]["pids.max"] == "300"
     v2 = CgroupV2(GradeConfig(workers=4, cpus=4, memory_mb=1000, tmp_mb=24), tmp_path,
-                  memory=True)._limits(2)["unified"]
-    assert v2["cpu.max"] == "200000 100000" and v2["memory.max"] == str(2048 * 2**20)
+                  memory=True)._limits()["unified"]
+    assert v2["cpu.max"] == "100000 100000" and v2["memory.max"] == str(1024 * 2**20)

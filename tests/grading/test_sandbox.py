@@ -253,8 +253,9 @@ def test_a_kernel_launcher_whose_grader_died_never_starts_the_sandbox(tmp_path):
 
 def test_grading_refuses_without_bwrap_unless_unsandboxed(tmp_path, monkeypatch, capsys):
     import autograder.grade as grade
+    from autograder.grading.parent import runner
 
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    monkeypatch.setattr(runner, "bwrap_path", lambda: None)
     (tmp_path / "subs").mkdir()
     assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"),
                        "--no-progress"]) == 2

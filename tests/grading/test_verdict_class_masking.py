@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.grading.parent.status import Kind, row_kind
 from autograder.grading.sandbox import bwrap_path
+from autograder.grading.status import Kind, row_kind
 
 from helpers.adversarial.bpe_class import BpeClassBuilder
 from helpers.adversarial.graded import graded_once, mismatch

@@ -112,34 +112,3 @@ def test_cells_above_setup_run_after_it(course):
            judged_outside=True).on_notebook_start(sub)
     code = [c for c in sub.cells if c.cell_type == "code"]
     assert _nbg(code[0]).get("grade_id") == "setup" and code[1] is patch
-
-
-def test_the_policy_asks_about_the_assignment_its_thread_executes(tmp_path):
-    """Two lanes of one grading process execute notebooks of two assignments at once: the
-    policy's "judged outside the kernel?" is about the one its own thread runs
-    (``QueuedExecute`` names it: ``policy.grading``), not the last one written to the course's
-    ``.grader/assignment``."""
-    import threading
-
-    from autograder.grading.sandbox.policy import grading, load_policy
-
-    grader = tmp_path / ".grader"
-    (grader / "kernel" / "judged").mkdir(parents=True)
-    (grader / "kernel" / "judged" / "spec.json").write_text("{}")
-    (grader / "trusted.json").write_text("[]")
-    (grader / "assignment").write_text("judged")  # the other lane armed its assignment last
-    outside = load_policy(str(grader / "trusted.json")).judged_outside
-    got = {}
-
-    def lane(name):
-        with grading(name):
-            got[name] = outside()
-
-    threads = [threading.Thread(target=lane, args=(n,)) for n in ("judged", "in_kernel")]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    assert got == {"judged": True, "in_kernel": False}
-    assert outside() is True  # no lane named here: the file, as before lanes
-    with grading("in_kernel"):
-        assert outside() is False
-    assert outside() is True

@@ -22,7 +22,6 @@ from autograder.grading.parent import warm_client as warm
 from autograder.grading.parent.runner import kill_job
 
 REPO = Path(__file__).resolve().parents[2]
-MAIN = [sys.executable, "-m", warm.MAIN, "autograde+feedback"]
 
 
 def _spec(**extra) -> dict:
@@ -52,7 +51,7 @@ def test_a_copy_writes_its_log_and_exits_with_its_status(server, tmp_path):
     traceback to the job's log, in the job's folder, and its exit status comes back."""
     log_path = tmp_path / "grading.log"
     with open(log_path, "ab") as log:
-        job = server.spawn([*MAIN, "ada", "01_attention"], tmp_path, _env("t1"), _spec(), log)
+        job = server.spawn(["ada", "01_attention"], tmp_path, _env("t1"), _spec(), log)
     assert job is not None, "the warm process did not start"
     assert os.getpgid(job.pid) == job.pid and os.getsid(job.pid) == job.pid  # its own session
     assert job.wait(timeout=120) != 0
@@ -65,11 +64,14 @@ def test_a_copy_has_the_jobs_limits_and_environment(server, tmp_path):
     runner's wait times out, and its kill sweep ends it."""
     log_path = tmp_path / "grading.log"
     with open(log_path, "ab") as log:
-        job = server.spawn([*MAIN, "ada", "01_attention"], tmp_path, _env("t2"),
+        job = server.spawn(["ada", "01_attention"], tmp_path, _env("t2"),
                            _spec(memory_mb=2500, cpu_s=321), log)
-    deadline = time.monotonic() + 20  # the copy sets them right after its session
-    while f"{2500 * 2**20}" not in Path(f"/proc/{job.pid}/limits").read_text() \
-            and time.monotonic() < deadline:
+    def settled() -> bool:  # the copy sets its limits right after its session, then its folder
+        return f"{2500 * 2**20}" in Path(f"/proc/{job.pid}/limits").read_text() and \
+            Path(f"/proc/{job.pid}/cwd").resolve() == tmp_path.resolve()
+
+    deadline = time.monotonic() + 20
+    while not settled() and time.monotonic() < deadline:
         time.sleep(0.005)
     os.kill(job.pid, signal.SIGSTOP)
     try:
@@ -88,7 +90,7 @@ def test_a_copy_has_the_jobs_limits_and_environment(server, tmp_path):
 
 def test_the_copy_dies_with_the_runners_connection(server, tmp_path):
     with open(tmp_path / "grading.log", "ab") as log:
-        job = server.spawn([*MAIN, "ada", "01_attention"], tmp_path, _env("t3"), _spec(), log)
+        job = server.spawn(["ada", "01_attention"], tmp_path, _env("t3"), _spec(), log)
     os.kill(job.pid, signal.SIGSTOP)
     job.sock.close()  # the runner is gone
     deadline = time.monotonic() + 20
@@ -100,7 +102,7 @@ def test_the_copy_dies_with_the_runners_connection(server, tmp_path):
 def test_a_cgroup_that_cannot_be_joined_runs_nothing(server, tmp_path):
     log_path = tmp_path / "grading.log"
     with open(log_path, "ab") as log:
-        job = server.spawn([*MAIN, "ada", "01_attention"], tmp_path, _env("t4"),
+        job = server.spawn(["ada", "01_attention"], tmp_path, _env("t4"),
                            _spec(cgroup_procs=[str(tmp_path / "nope" / "cgroup.procs")]), log)
     assert job.wait(timeout=60) == 1
     assert "cannot join the cgroup" in log_path.read_text()
@@ -146,7 +148,7 @@ def test_an_exit_line_read_with_the_pid_line_is_the_jobs_status(tmp_path):
     w._path, w._proc = path, _Running()
     try:
         with open(tmp_path / "grading.log", "ab") as log:
-            job = w.spawn([*MAIN, "ada", "01_attention"], tmp_path, _env("t6"), _spec(), log)
+            job = w.spawn(["ada", "01_attention"], tmp_path, _env("t6"), _spec(), log)
     finally:
         server.join(timeout=30)
         listener.close()
@@ -161,7 +163,7 @@ def test_the_warm_process_ends_with_course_grade(tmp_path):
         "import os, sys, time\n"
         "from autograder.grading.parent import warm_client as warm\n"
         "w = warm.Warm()\n"
-        f"job = w.spawn({MAIN + ['ada', '01_attention']!r}, {str(tmp_path)!r}, dict(os.environ),"
+        f"job = w.spawn(['ada', '01_attention'], {str(tmp_path)!r}, dict(os.environ),"
         " {'memory_mb': 3072, 'cpu_s': 600}, open(os.devnull, 'ab'))\n"
         "os.kill(job.pid, 19)\n"  # SIGSTOP: it would end by itself otherwise
         "print(w._proc.pid, job.pid, flush=True)\n"
@@ -181,12 +183,10 @@ def test_the_warm_process_ends_with_course_grade(tmp_path):
     assert not _alive(server_pid) and not _alive(copy_pid)
 
 
-def test_switched_off_it_starts_nothing(tmp_path, monkeypatch):
-    from autograder.grading.env import WARM
-
-    monkeypatch.setenv(WARM, "0")
+def test_a_warm_process_that_cannot_start_is_the_graders_error(tmp_path, monkeypatch):
+    """No second way to start a grading process: the student's grading fails (a grader error,
+    graded again by the next run) instead."""
+    monkeypatch.setattr(warm, "SERVER", "autograder.grading.env")  # runs, says nothing, ends
     w = warm.Warm()
-    with open(tmp_path / "log", "ab") as log:
-        assert w.spawn([*MAIN, "ada", "x"], tmp_path, _env("t5"), _spec(), log) is None
-    assert w._proc is None
-
+    with open(tmp_path / "log", "ab") as log, pytest.raises(OSError, match="did not start"):
+        w.spawn(["ada", "x"], tmp_path, _env("t5"), _spec(), log)

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from autograder.grading.autograde.kernel_package import sandbox_spec
 from autograder.grading.sandbox import bwrap_path
 from autograder.grading.sandbox import zygote as Z
-from autograder.grading.sandbox.prestart import KernelQueue
-from autograder.grading.sandbox.runners import sandbox_spec
 
 pytestmark = pytest.mark.skipif(bwrap_path() is None or os.geteuid() != 0,
                                 reason="the zygote needs root and bubblewrap")
@@ -58,13 +57,36 @@ print(json.dumps({{
 """
 
 
-def _kernelspec(root: Path) -> None:
-    kdir = root / ".grader" / "share" / "kernels" / "course-sandbox"
+def _start(root: Path, assignment: str, n: int):
+    """A started kernel of ``assignment`` (its launcher is ``kernel.py``, as the course's
+    kernelspec has it), with a spec file, ipc folder and kernelspec of its own: two kernels of
+    two assignments at once, as no grading process runs them but the zygote must keep apart."""
+    from jupyter_client import KernelManager
+
+    spec = sandbox_spec(root, assignment)
+    ipc = Path(spec["home"]) / f"ipc-{n}"
+    ipc.mkdir()
+    os.chown(ipc, spec["uid"], spec["uid"])
+    spec["ipc"] = str(ipc)
+    path = root / ".grader" / f"sandbox-{n}.json"
+    path.write_text(json.dumps(spec))
+    kdir = root / ".grader" / "share" / "kernels" / f"course-sandbox-{n}"
     kdir.mkdir(parents=True)
     (kdir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "autograder.grading.sandbox", "kernel",
-                 str(root / ".grader" / "sandbox.json"), "{connection_file}"],
+        "argv": [sys.executable, "-m", "autograder.grading.sandbox", "kernel", str(path),
+                 "{connection_file}"],
         "display_name": "sandbox", "language": "python", "interrupt_mode": "message"}))
+    km = KernelManager(kernel_name=f"course-sandbox-{n}")
+    km.transport, km.ip = "ipc", str(ipc / "k")
+    km.start_kernel()
+    return km
+
+
+def _kill(km) -> None:
+    try:
+        km.shutdown_kernel(now=True)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
 
 
 def _run(km, code: str) -> str:
@@ -107,16 +129,15 @@ def test_forked_kernels_are_loaded_and_each_in_a_sandbox_of_its_own(tmp_path, mo
     home = json.loads((root / ".grader" / "sandbox-base.json").read_text())["home"]
     os.chown(home, 0, 0)
     os.chmod(home, 0o755)
-    _kernelspec(root)
     monkeypatch.setenv("JUPYTER_PATH", str(root / ".grader" / "share"))
     specs = [sandbox_spec(root, a) for a in ("01_attention", "02_masking")]
     zyg = Z.start(specs, Path(home) / "zygote")
     assert zyg is not None
     monkeypatch.setenv(Z.ZYGOTE_VAR, zyg.ctl)
-    q = KernelQueue(root, ["01_attention", "02_masking"])
+    kernels = []
     try:
-        one = q.take("01_attention", None)  # and 02's kernel, started ahead
-        two = q.ahead[0]
+        kernels.append(one := _start(root, "01_attention", 1))
+        kernels.append(two := _start(root, "02_masking", 2))
         seen = {}
         for name, km in (("one", one), ("two", two)):
             out = _run(km, LOOK.format(home=home, probes=str(root / ".grader" / "probe"),
@@ -150,10 +171,11 @@ def test_forked_kernels_are_loaded_and_each_in_a_sandbox_of_its_own(tmp_path, mo
             assert out.strip() == "unreachable"
         # every process a kernel started goes with it
         assert len(_sleepers()) == 2
-        q._kill(one)
+        _kill(one)
         assert _wait_for(lambda: len(_sleepers()) == 1)
     finally:
-        q.close()
+        for km in kernels:
+            _kill(km)
         zyg.close()
     # the namespaces' last processes are killed as the zygote's sandbox goes: soon, not at once
     assert _wait_for(lambda: _sleepers() == []), _sleepers()
@@ -170,8 +192,9 @@ def _wait_for(condition, seconds: float = 10.0) -> bool:
     return True
 
 
-def test_without_a_zygote_the_launcher_starts_the_kernel_in_a_bwrap_of_its_own(tmp_path):
-    """A zygote that is gone (its socket refuses) leaves the launcher its own bwrap."""
+def test_a_zygote_that_is_gone_starts_no_kernel(tmp_path):
+    """A zygote that is gone (its socket refuses, or never came) starts nothing, and says so
+    (the launcher then ends: no second way to start the kernel)."""
     import socket
 
     dead = tmp_path / "ctl"

@@ -22,7 +22,7 @@ from autograder.grading.autograde.records import Seal, read_evidence, records_di
 from autograder.grading.config import GradeConfig
 from autograder.grading.parent import student
 from autograder.grading.parent.course import describe
-from autograder.grading.parent.status import STOPPED_RECORDED, Kind
+from autograder.grading.status import STOPPED_RECORDED, Kind
 
 REPO = Path(__file__).resolve().parents[2]
 A = "01_attention"

@@ -48,13 +48,13 @@ def test_course_config_inserts_the_course_preprocessors_into_nbgraders_lists(tmp
     default = Autograde.class_traits()["autograde_preprocessors"].default()
     got = c.Autograde.autograde_preprocessors
     # all of nbgrader's, in its order, its Execute as the course's subclass (kernel queue)
-    assert default[0].__name__ == "Execute" and issubclass(pp.QueuedExecute, default[0])
-    queued = [default[0] if p is pp.QueuedExecute else p for p in got]
+    assert default[0].__name__ == "Execute" and issubclass(pp.SealedExecute, default[0])
+    queued = [default[0] if p is pp.SealedExecute else p for p in got]
     assert [p for p in queued if p in default] == default
-    assert got[got.index(pp.QueuedExecute) + 1] is pp.StderrIsNotFailure  # right after it
+    assert got[got.index(pp.SealedExecute) + 1] is pp.StderrIsNotFailure  # right after it
     names = [p.__name__ for p in got]
     assert names.index("LimitOutputSize") == names.index("LimitOutput") + 1
-    assert got[got.index(pp.QueuedExecute) - 1] is SkipDemoCells  # demo cells out before it
+    assert got[got.index(pp.SealedExecute) - 1] is SkipDemoCells  # demo cells out before it
     assert c.SkipDemoCells.source_root == str(tmp_path / "source")
     assert len(got) == len(default) + 3
     fb = c.GenerateFeedback.preprocessors

@@ -1,7 +1,7 @@
 """Only the probe's own send is a record (issue 47 item 4): the test cell's seal, and a test
 cell that ends in an error after its record was sent.
 
-The seal (``records.Seal``) is driven here as ``preprocessors.QueuedExecute`` drives it, and
+The seal (``records.Seal``) is driven here as ``preprocessors.SealedExecute`` drives it, and
 the kernel's side is the probe itself (``_probe.run``) called in-process on plain functions,
 its send going straight to the seal: no kernel, no sandbox. The issue's example: 4.1's
 function displays a forged record, then raises ``KeyboardInterrupt`` so that the probe never

@@ -13,7 +13,7 @@ import pytest
 from autograder.grading.parent.diagnosis import diagnose
 from autograder.grading.parent.exports import write_exports
 from autograder.grading.parent.report import rank_mistakes, render, write_report
-from autograder.grading.parent.status import Kind
+from autograder.grading.status import Kind
 
 
 def _err(ename, evalue):

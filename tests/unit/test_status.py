@@ -1,4 +1,4 @@
-"""A row's status: one pure function of the grader's evidence (``grading/parent/status.py``),
+"""A row's status: one pure function of the grader's evidence (``grading/status.py``),
 one test per branch, and the record channel's seal (``grading/autograde/records.py``) that
 gathers the evidence."""
 
@@ -11,7 +11,7 @@ import pytest
 from autograder.checks import table
 from autograder.grading.assignment_result import AssignmentResult, NotebookResult, exercises_of
 from autograder.grading.autograde.records import Seal, read_evidence, records_dir
-from autograder.grading.parent.status import (
+from autograder.grading.status import (
     STOPPED_NO_RESULT,
     STOPPED_RECORDED,
     Facts,

@@ -12,7 +12,8 @@
 2. :func:`write_inputs` imports the chapter's checks (expected values computed here, in the
    grading process) and writes every case's inputs for the probe.
 
-The runners read what was prepared with :func:`kernel_spec`; ``verdict.py`` judges the records.
+:func:`arm` points the kernel that starts next at what was prepared (:func:`sandbox_spec`: the
+sandbox's mounts); ``verdict.py`` judges the records.
 """
 
 from __future__ import annotations
@@ -20,14 +21,18 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from .. import pyast
 from ..cells import nbg as _nbg
-from ..env import KERNEL_CACHE
+from ..env import KERNEL_CACHE, PROBE_DIR
 from ..exercises import CHECKS, PACKAGE, converted, converted_keys, get_check, keys_in, test_cells
+from ..sandbox.bwrap import package_dir
+from ..sandbox.runners import PROBE_KERNEL
 from . import reference
 from .records import records_dir
 
@@ -41,8 +46,7 @@ def prepare(root: Path, sources: list, cache: Path | str | None = None,
     (+ ``ref_package``: the kernel's ``transformer_ref``; ``stubs``: {package: its stand-in}).
 
     Each assignment has its own folders (``.grader/probe/<assignment>``,
-    ``.grader/kernel/<assignment>``), so the next assignment's kernel can start, with its own
-    mounts, while this one's runs (``sandbox/prestart.py``); a kernel mounts only its own.
+    ``.grader/kernel/<assignment>``); a kernel mounts only its own.
 
     With ``cache`` (a folder of the class's template), the kernel package and the probe's
     inputs, the same for every student, are built there once per class (keyed by the source
@@ -326,8 +330,7 @@ def _constant(node):
 
 
 def kernel_spec(root: Path, assignment: str = "_") -> dict | None:
-    """The spec :func:`prepare` wrote for this assignment of the course folder, if any (read by
-    the runners)."""
+    """The spec :func:`prepare` wrote for this assignment of the course folder, if any."""
     path = Path(root) / ".grader" / "kernel" / assignment / "spec.json"
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -356,3 +359,63 @@ def _write_case_inputs(sources: list, folder: Path) -> None:
     for key, text in texts.items():
         (folder / f"{key}.json").write_text(text)
 
+
+# ---------------------------------------------------------------- where the kernel finds it
+def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") -> None:
+    """Trusted verdicts: the kernel's ``autograder`` is the stubbed copy,
+    mounted where the real one is; ``transformer_ref`` only when the notebook needs it, and
+    then the copy without the chapter's reference implementations, as are the packages that
+    are an exercise's reference (``reference.py``); the probe's inputs read-only, and nothing
+    writable: the records reach the grader as messages (``records.py``)."""
+    probe = kernel_spec(cwd, assignment)
+    if probe is None:
+        return
+    real = probe["real_package"]
+    ref = package_dir("transformer_ref")
+    spec["ro"] = [p for p in spec["ro"]
+                  if p != real and (probe["mount_ref"] or p != ref)]
+    inputs = probe["probe"] + "/in"  # a link to the class's cached inputs: bind its target
+    spec["ro_as"] = [[probe["package"], real], [os.path.realpath(inputs), inputs]]
+    if probe.get("ref_package"):  # without the chapter's references (reference.py)
+        spec["ro_as"].append([probe["ref_package"], ref])
+    for name, stub in sorted(probe.get("stubs", {}).items()):  # e.g. chapter 07's tiktoken
+        real_dir = package_dir(name)
+        if real_dir:
+            spec["ro_as"].append([stub, real_dir])
+    spec["rw"] = []  # the records reach the grader as messages (grading/autograde/records.py)
+    spec["env"][PROBE_DIR] = probe["probe"]
+
+
+def sandbox_spec(cwd: Path, assignment: str = "_") -> dict | None:
+    """The sandbox's spec for a kernel of ``assignment``: the runner's base spec plus the
+    probe's mounts of that assignment (:func:`prepare`); None without the sandbox."""
+    base = Path(cwd) / ".grader" / "sandbox-base.json"
+    if not base.exists():
+        return None
+    spec = json.loads(base.read_text())
+    _add_probe_mounts(spec, Path(cwd), spec["uid"], assignment)
+    return spec
+
+
+def arm(cwd: Path, assignment: str = "_") -> None:
+    """Point the kernel that starts next at the course folder's trusted-verdict spec of
+    ``assignment``: the one place the graded assignment reaches the kernel. With the sandbox,
+    ``.grader/sandbox.json`` (what the kernel's launcher reads) is :func:`sandbox_spec`;
+    without it, the ``course-probe`` kernelspec puts the stubbed ``autograder`` first on the
+    path. Called by the runner before nbgrader starts and by nbgrader_main before each
+    assignment."""
+    cwd = Path(cwd)
+    (cwd / ".grader").mkdir(exist_ok=True)
+    spec = sandbox_spec(cwd, assignment)
+    if spec is not None:
+        (cwd / ".grader" / "sandbox.json").write_text(json.dumps(spec))
+        return
+    probe = kernel_spec(cwd, assignment)
+    kdir = cwd / ".grader" / "share" / "kernels" / PROBE_KERNEL
+    kdir.mkdir(parents=True, exist_ok=True)
+    kernel = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+              "display_name": "Python 3 (course probe)", "language": "python"}
+    if probe is not None:
+        kernel["env"] = {"PYTHONPATH": str(Path(probe["package"]).parent),
+                         PROBE_DIR: probe["probe"]}
+    (kdir / "kernel.json").write_text(json.dumps(kernel))

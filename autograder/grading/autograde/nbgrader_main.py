@@ -1,7 +1,9 @@
-"""``python -m autograder.grading.autograde.nbgrader_main ARGS``: the ``nbgrader`` command, faster.
+"""A student's grading process, and ``python -m autograder.grading.autograde.nbgrader_main
+ARGS``: the ``nbgrader`` command, faster.
 
-``... nbgrader_main autograde+feedback STUDENT ASSIGNMENT...`` runs both grading steps for
-every assignment in one process (see :func:`autograde_and_feedback`);
+:func:`student_main` (``STUDENT ASSIGNMENT...``) runs both grading steps for every assignment
+in one process (see :func:`autograde_and_feedback`), in a fork of the warm grading process
+(``warm.py``: the one way it starts);
 ``... nbgrader_main generate_assignments A B ...`` runs ``nbgrader generate_assignment --force``
 for each assignment, in one process (see :func:`generate_assignments`);
 ``... nbgrader_main kernel_caches CACHE A B ...`` builds the class's kernel packages and probe
@@ -9,7 +11,7 @@ inputs (see :func:`build_kernel_caches`).
 
 Before nbgrader's own main runs, the course's changes to nbgrader's and nbconvert's code are
 applied (``nbgrader_patches.py``: the gradebook schema's head from ``COURSE_ALEMBIC_HEAD``,
-templates compiled once, one engine per gradebook, ``setenv`` safe for two lanes).
+templates compiled once, one engine per gradebook).
 """
 
 from __future__ import annotations
@@ -20,83 +22,52 @@ import sys
 import threading
 from pathlib import Path
 
-from ..env import KERNEL_ZYGOTE
 from ..gradebook import quiet_sqlalchemy  # noqa: F401 - where the grading code finds it
-from ..nbgrader_patches import (
-    share_compiled_templates,
-    share_engines,
-    share_setenv,
-    use_cached_head,
-)
+from ..nbgrader_patches import share_compiled_templates, share_engines, use_cached_head
 
 
-def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
-    """``nbgrader autograde`` then ``nbgrader generate_feedback`` for one student and each
-    assignment of ``lanes`` in turn, in one process; the lanes (groups of assignments) at the
-    same time, each in a thread of its own.
+def autograde_and_feedback(student: str, assignments: list[str]) -> int:
+    """``nbgrader autograde`` then ``nbgrader generate_feedback`` for one student and each of
+    ``assignments`` in turn, in one process.
 
     The same nbgrader code the two commands run (its Python API, configured from the
     ``nbgrader_config.py`` in the working folder), without starting Python and importing
     nbgrader, torch and the checks again for every command and every assignment (about 6 s
     each time). Per assignment: the trusted side's kernel package and probe inputs
     (:func:`kernel_package.prepare`, :func:`kernel_package.write_inputs`) and the kernel's mounts
-    (:func:`sandbox.runners.arm`), autograde, the trusted verdict (:func:`verdict.decide`),
+    (:func:`kernel_package.arm`), autograde, the trusted verdict (:func:`verdict.decide`),
     feedback with its last cleaning (:func:`feedback_html.clean_feedback`; in a thread of its
-    own, while the next assignment is graded: :class:`_Feedback`). With the sandbox,
-    where the class leaves a core idle, each notebook's kernel is started while the previous
-    notebook runs (``prestart.py``), its assignment's folders prepared then.
+    own, while the next assignment is graded: :class:`_Feedback`).
 
-    Lanes (``course-grade`` gives a student more than one where the class leaves cores idle):
-    each its own nbgrader API object and logger (nbgrader keeps the assignment it works on in
-    its course directory object), its own kernel queue, its own feedback thread; one course
-    folder and gradebook, one zygote, one copy of nbgrader, torch and the checks in memory.
-    While a lane waits on its kernel, the other lane's nbgrader work runs.
-
-    What happened to each assignment is a marker line in the log the parent reads:
-    ``==== <assignment> begin``, then, written at once, ``==== <assignment> result``, nbgrader's
-    log of it and ``==== <assignment> autograde: ok|failed`` (:func:`student.assignment_log`);
-    ``==== <assignment> generate_feedback: ok|failed`` later. A failed assignment does not
-    stop the next one. Exit status: 0 all done, 1 an autograde failed, 3 graded but some
-    feedback missing.
+    What happened to each assignment is its result file (``assignment_result.py``), the one
+    thing the parent reads. The log says it for a person: ``==== <assignment> begin``, then
+    ``==== <assignment> result``, nbgrader's log of it and ``==== <assignment> autograde:
+    ok|failed``; ``==== <assignment> generate_feedback: ok|failed`` later. A failed
+    assignment does not stop the next one. Exit status: 0 all done, 1 an autograde failed,
+    3 graded but some feedback missing.
     """
     import nbformat
 
-    from .. import exercises
-    from ..config import GradeConfig
-    from ..sandbox import prestart
     from ..sandbox.kernel import PARENT_VAR
-    from ..sandbox.runners import arm
     from . import kernel_package
 
     os.environ[PARENT_VAR] = str(os.getpid())  # the kernels' launcher checks it (kernel.py)
-    lanes = [lane for lane in lanes if lane]
-    assignments = [a for lane in lanes for a in lane]
     root = Path.cwd()
     cache = os.environ.get(kernel_package.CACHE_VAR) or None
-    notebooks = {a: sorted((root / "source" / a).glob("*.ipynb")) for a in assignments}
-    sources = {a: [nbformat.read(p, as_version=4) for p in notebooks[a]] for a in assignments}
-
+    sources = {a: [nbformat.read(p, as_version=4)
+                   for p in sorted((root / "source" / a).glob("*.ipynb"))] for a in assignments}
     done: set[str] = set()
-    lock = threading.Lock()
 
     def ready(assignment: str) -> None:
         # the trusted side's kernel package and probe folder of this assignment (the class's
-        # cached copy when the grader names one), and the case inputs for the kernel's probe;
-        # once (the kernel queue may have done it already, to start the kernel ahead)
-        with lock:
-            if assignment in done:
-                return
+        # cached copy when the grader names one), and the case inputs for the kernel's probe
+        if assignment not in done:
             done.add(assignment)
             kernel_package.prepare(root, sources[assignment], cache, assignment)
             kernel_package.write_inputs(root, assignment)
 
     base = root / ".grader" / "sandbox-base.json"
     base_spec = json.loads(base.read_text()) if base.exists() else None
-    if base_spec is None:  # no sandbox: every kernel reads the one kernelspec arm() points at
-        lanes = [assignments]  # its assignment's, so the assignments go one after another
-    # kernels started ahead: where a core is idle, and one per lane when there are lanes
-    ahead = (prestart.depth(GradeConfig.from_dict(base_spec["config"])) or
-             (1 if len(lanes) > 1 else 0)) if base_spec else 0
     # the zygote first: its imports (torch: 3 s) overlap nbgrader's
     zyg = _start_zygote(root, assignments, ready, base_spec, sources)
     try:
@@ -107,62 +78,29 @@ def autograde_and_feedback(student: str, lanes: list[list[str]]) -> int:
         share_engines()  # every gradebook opened here: its statements compiled once
         app = NbGrader()
         app.initialize([])
-
-        def lane(k: int, group: list[str]) -> int:
-            queue = None
-            if ahead:
-                # kernels from a queue of this lane's own (started ahead where a core is idle):
-                # each with its own spec file (two lanes cannot share .grader/sandbox.json)
-                queue = prestart.KernelQueue(
-                    root, [a for a in group for _ in notebooks[a]], ready, depth=ahead,
-                    imports=lambda a: exercises.kernel_imports([p.stem for p in notebooks[a]]))
-                prestart.install(queue)
-                queue.start_ahead(app.config)
-            try:
-                return _lane(app.config, k, student, group, root, sources, ready, arm)
-            finally:
-                if queue is not None:
-                    queue.close()
-                    prestart.install(None)
-
-        if len(lanes) == 1:
-            status = lane(0, lanes[0])
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            from nbgrader.apps import NbGraderAPI
-
-            # the student's row first: each autograde creates it when missing, and two at once
-            # would both insert it (nbgrader looks, then adds)
-            with quiet_sqlalchemy(), NbGraderAPI(config=app.config).gradebook as gb:
-                gb.update_or_create_student(student)
-            share_setenv()  # autograde's NBGRADER_EXECUTION, set by two lanes at once
-
-            with ThreadPoolExecutor(len(lanes), thread_name_prefix="course-grade-lane") as pool:
-                codes = [f.result() for f in
-                         [pool.submit(lane, k, group) for k, group in enumerate(lanes)]]
-            status = 1 if 1 in codes else max(codes)
+        return _grade_in_turn(app.config, student, assignments, root, sources, ready,
+                              kernel_package.arm)
     finally:
         if zyg is not None:
             zyg.close()
-    return status
 
 
-def _lane(config, k: int, student: str, group: list[str], root: Path, sources: dict, ready,
-          arm) -> int:
-    """Grade the assignments of one lane in turn (:func:`autograde_and_feedback`)."""
+def _grade_in_turn(config, student: str, assignments: list[str], root: Path, sources: dict,
+                   ready, arm) -> int:
+    """Grade ``assignments`` one after another (:func:`autograde_and_feedback`); every
+    graded assignment's feedback page is waited for, whatever happened to the others."""
     import logging
 
     from nbgrader.apps import NbGraderAPI
 
     from . import stopped
 
-    log = logging.getLogger(f"course-grade.lane{k}")
+    log = logging.getLogger("course-grade.autograde")
     log.setLevel(logging.INFO)
     api = NbGraderAPI(config=config, log=log)
-    feedback = _Feedback(config, k)
+    feedback = _Feedback(config)
     status = 0
-    for assignment in group:
+    for assignment in assignments:
         ready(assignment)
         code = _grade_one(api, root, student, assignment, sources[assignment], arm)
         if code == 0 or stopped.autograde(root, student, assignment):  # its run stopped:
@@ -174,35 +112,18 @@ def _lane(config, k: int, student: str, group: list[str], root: Path, sources: d
     return status or pages
 
 
-LANE = "--lane"  # between two lanes' assignments on the command line
-
-
-def lanes_of(args: list[str]) -> list[list[str]]:
-    """The lanes of ``autograde+feedback``'s assignments.
-
-    >>> lanes_of(["a", "b", LANE, "c"]), lanes_of(["a"])
-    ([['a', 'b'], ['c']], [['a']])
-    """
-    lanes: list[list[str]] = [[]]
-    for a in args:
-        if a == LANE:
-            lanes.append([])
-        else:
-            lanes[-1].append(a)
-    return lanes
-
-
 def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | None,
                   sources: dict):
     """The kernels' zygote of this grading process (``sandbox/zygote.py``), its socket named
-    to the kernels' launchers in ``COURSE_ZYGOTE``; None without the sandbox, where it is not
-    used, or with ``COURSE_KERNEL_ZYGOTE=0``. Every assignment's folders are prepared first
-    (the zygote stages what their kernels mount)."""
+    to the kernels' launchers in ``COURSE_ZYGOTE``: then the one way its kernels start. None
+    without the sandbox or where the grader is not root (the sandbox user's uid needs it), or
+    for kernels that cannot share one (``zygote.plan``): each kernel then starts in a bwrap of
+    its own. Every assignment's folders are prepared first (the zygote stages what their
+    kernels mount)."""
     from ..sandbox import zygote
-    from ..sandbox.runners import sandbox_spec
+    from .kernel_package import sandbox_spec
 
-    if base_spec is None or os.environ.get(KERNEL_ZYGOTE, "1") == "0" \
-            or os.geteuid() != 0:
+    if base_spec is None or os.geteuid() != 0:
         return None
     for assignment in assignments:
         ready(assignment)
@@ -233,7 +154,7 @@ def _grade_one(api, root: Path, student: str, assignment: str, sources: list, ar
 
     result_path(root, assignment).unlink(missing_ok=True)
     _say(f"==== {assignment} begin")
-    arm(root, assignment)  # this assignment's mounts for a kernel started the usual way
+    arm(root, assignment)  # this assignment's mounts for its kernels
     verdict.warm(sources)  # the trusted side's imports, while autograde waits on the kernel
     out = AssignmentResult(assignment)
     try:
@@ -264,7 +185,7 @@ def _grade_one(api, root: Path, student: str, assignment: str, sources: list, ar
         out.autograde, out.error = "failed", f"reading the grades failed: {type(e).__name__}: {e}"
     out.write(root)
     _say(f"==== {assignment} result", ran.get("log", ""), ran.get("error", ""), out.error,
-         f"==== {assignment} autograde: {out.autograde}")  # one block: lanes write at once
+         f"==== {assignment} autograde: {out.autograde}")
     return 0 if out.autograde == "ok" else 1
 
 
@@ -344,13 +265,13 @@ class _Feedback:
     and student on it while it runs) and its own logger (so neither step's captured log holds
     the other's lines). The parent reads no marker of this step (it looks for the pages)."""
 
-    def __init__(self, config, lane: int = 0):
+    def __init__(self, config):
         import logging
         from concurrent.futures import ThreadPoolExecutor
 
         from nbgrader.apps import NbGraderAPI
 
-        log = logging.getLogger(f"course-grade.feedback{lane}")
+        log = logging.getLogger("course-grade.feedback")
         log.setLevel(logging.INFO)
         self.api = NbGraderAPI(config=config, log=log)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="course-grade-feedback")
@@ -418,9 +339,9 @@ def build_kernel_caches(cache: str, assignments: list[str]) -> int:
 
 
 def student_main(args: list[str]) -> None:
-    """``autograde+feedback STUDENT ASSIGNMENT ...``: grade, then end the process at once.
-    Also the entry of ``warm.py``'s copies of this process."""
-    code = autograde_and_feedback(args[0], lanes_of(args[1:]))
+    """``STUDENT ASSIGNMENT ...``: grade, then end the process at once (the entry of
+    ``warm.py``'s copies)."""
+    code = autograde_and_feedback(args[0], args[1:])
     # everything is written: skip the interpreter's clean-up (2 s with torch, ZeroMQ and
     # nbgrader loaded, after the last notebook of every student)
     sys.stdout.flush()
@@ -429,8 +350,6 @@ def student_main(args: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["autograde+feedback"]:
-        student_main(sys.argv[2:])
     use_cached_head()
     if sys.argv[1:2] == ["kernel_caches"]:
         sys.exit(build_kernel_caches(sys.argv[2], sys.argv[3:]))

@@ -35,15 +35,11 @@ from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 
 
-class QueuedExecute(Execute):
-    """nbgrader's ``Execute``, whose kernel comes from the kernel queue when one is installed
-    (``sandbox/prestart.py``: started one notebook ahead, in its own sandbox), else is started
-    here as ``Execute`` starts it. nbclient skips starting a kernel its manager already has,
-    and shuts it down after the notebook as its own."""
+class SealedExecute(Execute):
+    """nbgrader's ``Execute``, whose test cells' records are sealed (``records.Seal``) and
+    whose kernel's messages are capped and cut as they arrive."""
 
     def preprocess(self, nb, resources=None, km=None):
-        from ..sandbox.policy import grading
-
         meta = (resources or {}).get("nbgrader", {})
         assignment = meta.get("assignment")
         self.seal = None
@@ -51,15 +47,13 @@ class QueuedExecute(Execute):
             from .records import Seal, records_dir
 
             self.seal = Seal(records_dir(Path.cwd(), assignment), meta["notebook"])
-        with grading(assignment):  # the source policy asks which one runs in this thread
-            return super().preprocess(nb, resources, km)
+        return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell, resources, index):
         """Run one cell; the records its test cell sends are sealed (``records.py``: the kernel
         runs the cell with its seal, :func:`with_seal`; the notebook keeps the course's
         source), and a run that stops here is written down with the reason nbclient saw."""
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
 
         seal = getattr(self, "seal", None)
         if seal is None or cell.cell_type != "code" or not cell.source.strip():
@@ -112,10 +106,10 @@ class QueuedExecute(Execute):
             seal.cell_ended(str(content.get("status", "")), str(content.get("ename", "")))
 
     def process_message(self, msg, cell, cell_index):
-        """nbclient's, except that a record (:data:`records.RECORD_MIME`) goes to the seal, never
+        """nbclient's, except that a record (:data:`record.RECORD_MIME`) goes to the seal, never
         into the notebook, and a rich output is cut to :attr:`LimitOutputSize.max_chars` as it
         arrives (a flood of images costs no memory here)."""
-        from .records import RECORD_MIME
+        from ..record import RECORD_MIME
 
         content = msg.get("content") or {}
         data = content.get("data") if msg.get("msg_type") in (
@@ -137,11 +131,11 @@ class QueuedExecute(Execute):
 
     async def async_start_new_kernel_client(self):
         """nbclient's, with a cap on the size of every message the kernel may send here
-        (:data:`records.MAX_MESSAGE`, ZeroMQ's ``MAXMSGSIZE``: a larger one disconnects the
+        (:data:`record.MAX_MESSAGE`, ZeroMQ's ``MAXMSGSIZE``: a larger one disconnects the
         kernel's socket and is never read into this process's memory)."""
         import zmq
 
-        from .records import MAX_MESSAGE
+        from ..record import MAX_MESSAGE
 
         make = self.km.client
 
@@ -170,18 +164,6 @@ class QueuedExecute(Execute):
         if seal is not None and seal.cell is not None:
             seal.timeout(seal.cell)
         return await super()._async_handle_timeout(timeout, cell)
-
-    def create_kernel_manager(self):
-        from ..sandbox import prestart
-
-        queue = prestart.current()
-        assignment = (self.resources or {}).get("nbgrader", {}).get("assignment")
-        if queue is None or not assignment:
-            return super().create_kernel_manager()
-        # the kernel's extra arguments as nbclient passes them to the sandbox's kernelspec
-        # (its history-file argument only goes to a kernel named python3)
-        self.km = queue.take(assignment, self.config, list(self.extra_arguments))
-        return self.km
 
 
 class StderrIsNotFailure(NbGraderPreprocessor):
@@ -361,7 +343,7 @@ def _insert(default: list, after: dict[type, type | list[type]]) -> list:
 
 
 def autograde_preprocessors() -> list:
-    """nbgrader's autograde list, with ``Execute`` as :class:`QueuedExecute`, plus
+    """nbgrader's autograde list, with ``Execute`` as :class:`SealedExecute`, plus
     ``demo.SkipDemoCells`` before execution (demonstration cells are not run),
     :class:`StderrIsNotFailure` right after execution and :class:`LimitOutputSize` after
     nbgrader's ``LimitOutput``."""
@@ -374,7 +356,7 @@ def autograde_preprocessors() -> list:
     if default[0] is not Execute:
         raise RuntimeError("nbgrader's autograde list no longer starts with Execute")
     listed = _insert(default, {Execute: StderrIsNotFailure, LimitOutput: LimitOutputSize})
-    return [SkipDemoCells, *[QueuedExecute if c is Execute else c for c in listed]]
+    return [SkipDemoCells, *[SealedExecute if c is Execute else c for c in listed]]
 
 
 def feedback_preprocessors() -> list:

@@ -1,8 +1,8 @@
 """The record channel: how a graded kernel's records reach the grading process, sealed.
 
 The kernel's probe (``autograder/checks/_probe.py``) sends each record as one ``display_data``
-message of type :data:`RECORD_MIME`, from inside the locked test cell that checks it. The
-grading process's executor (``preprocessors.QueuedExecute``) takes every such message out of the
+message of type ``record.RECORD_MIME``, from inside the locked test cell that checks it. The
+grading process's executor (``preprocessors.SealedExecute``) takes every such message out of the
 cell's outputs and hands it to :class:`Seal`, which accepts a record only
 
 - while a test cell runs that calls the record's key (``exercises.keys_in`` of its source, which
@@ -47,11 +47,7 @@ import re
 import secrets
 from pathlib import Path
 
-RECORD_MIME = "application/vnd.course-record+json"
-MAX_RECORD = 64 * 2**20  # bytes; a larger record is kept as ``too_large``
-# bytes of one message from the kernel (a record's JSON inside the message's JSON, escaped):
-# a larger message is dropped by ZeroMQ before it reaches the grader's memory
-MAX_MESSAGE = 3 * MAX_RECORD
+from ..record import MAX_RECORD  # a larger record is kept as ``too_large``
 
 
 def records_dir(root: Path, assignment: str) -> Path:

@@ -79,7 +79,7 @@ def autograde(root: Path, student: str, assignment: str) -> bool:
     """The autograded notebooks and gradebook scores of ``assignment``'s notebooks whose run
     stopped in the student's code (:func:`keep`); True when there is one, to render its page."""
     from ..assignment_result import AssignmentResult
-    from ..parent.status import Facts, row_status
+    from ..status import Facts, row_status
 
     result = AssignmentResult.read(root, assignment)
     if result is None:

@@ -1,6 +1,6 @@
 """One grading process loaded ahead, which forks every student's grading process.
 
-A student's grading process (``nbgrader_main autograde+feedback``) used to start Python and
+A student's grading process (``nbgrader_main.student_main``) used to start Python and
 import nbgrader, nbconvert, jupyter_client, torch and the chapters' checks before grading
 anything: about 5 s of the 7 s of CPU that grading a one-notebook student takes in it. The
 *warm* process imports them once per ``course-grade`` run (once per Dask worker process) and
@@ -25,16 +25,15 @@ Trust: like ``nbgrader_main``, the warm process runs no student code; it imports
 code and forks. Students' code runs in the sandboxed kernels the copy starts, as before.
 
 Protocol (one connection per job, on a Unix socket in a folder only the grader can reach):
-the runner sends a length-prefixed JSON request ``{"argv": [...], "cwd": ..., "env": {...},
-"spec": {...}}`` with the log's file descriptor; the warm process forks and answers ``pid N``
-(or ``error TEXT``), then ``exit STATUS`` (``os.waitstatus_to_exitcode``: negative for a
-signal) when the copy has ended. The runner's connection closing first (the runner was
-killed) kills the copy's process group. The warm process ends when ``course-grade`` does (it
-watches its parent) and kills the copies still running then.
+the runner sends a length-prefixed JSON request ``{"args": [STUDENT, ASSIGNMENT, ...], "cwd":
+..., "env": {...}, "spec": {...}}`` with the log's file descriptor; the warm process forks and
+answers ``pid N`` (or ``error TEXT``), then ``exit STATUS`` (``os.waitstatus_to_exitcode``:
+negative for a signal) when the copy has ended. The runner's connection closing first (the
+runner was killed) kills the copy's process group. The warm process ends when ``course-grade``
+does (it watches its parent) and kills the copies still running then.
 
-The runner's side (starting it, asking it, waiting): ``parent/warm_client.py``. Where the
-warm process cannot start, or stops answering, each student's grading process is started as
-before (:class:`~autograder.grading.parent.runner.LocalRunner`), with a line on standard error.
+The runner's side (starting it, asking it, waiting): ``parent/warm_client.py``. This is the
+one way a student's grading process starts (``parent/runner.py``, ``LocalRunner.grade``).
 """
 
 from __future__ import annotations
@@ -70,7 +69,6 @@ PRELOAD = (
     "autograder.grading.autograde.preprocessors",
     "autograder.grading.autograde.feedback_html",
     "autograder.grading.autograde.kernel_package",
-    "autograder.grading.sandbox.prestart",
     "autograder.grading.sandbox.runners",
     "autograder.grading.sandbox.zygote",
 )
@@ -252,11 +250,10 @@ def _become_job(request: dict, log_fd: int, warm_pid: int) -> None:
     import torch
 
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1") or 1)))
-    argv = request["argv"]
-    sys.argv = [argv[2], *argv[3:]]
     from . import nbgrader_main
 
-    nbgrader_main.student_main(argv[4:])
+    sys.argv = [nbgrader_main.__file__, *request["args"]]
+    nbgrader_main.student_main(request["args"])
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 
-from .status import Kind
+from ..status import Kind
 
 _MISTAKE = re.compile(r"Likely mistake: (.+?)\.(?:\s|$)")
 _RAISED = re.compile(r"your function raised (\w+)")

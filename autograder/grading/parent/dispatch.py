@@ -74,7 +74,7 @@ def grade_on_worker(sub: Submission, info, template: Path, config: GradeConfig,
     {relative path: bytes}}`` (:func:`graded_notebooks`). Running it twice for the same student
     is harmless: nothing outside the scratch folder is written.
     """
-    from ..sandbox import make_runner
+    from .runner import make_runner
     from .student import grade_student
 
     pyast.install()  # a Dask worker runs tasks in threads too

@@ -48,7 +48,7 @@ import io
 import os
 from pathlib import Path
 
-from .status import row_kind
+from ..status import row_kind
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 # Moodle's own words (mod/assign's language strings 'recordid', 'grade', 'maxgrade',

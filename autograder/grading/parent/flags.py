@@ -2,7 +2,7 @@
 
 Read in the parent (``course-grade``), from the submitted bytes, never by running them; the
 row says ``flagged: <what>`` for the instructor to review (:func:`flags`). A flag never changes
-a score by itself. For a notebook judged outside the kernel (``exercises.converted_keys``) the
+a score by itself. For a notebook judged outside the kernel (``policy.judged_outside``) the
 source policy refuses no cell (``sandbox.policy``): what it would have refused is flagged here.
 """
 
@@ -13,8 +13,8 @@ import re
 
 from .. import pyast
 from ..cells import nbg as _nbg
-from ..exercises import converted_keys, keys_in, test_cells
-from ..sandbox.policy import module_names, policy_problem
+from ..exercises import test_cells
+from ..sandbox.policy import judged_outside, module_names, policy_problem
 from . import routes
 from .rebuild import NotANotebook, student_cells
 
@@ -143,11 +143,6 @@ def flags(sent: bytes | list[dict], notebook) -> dict[str, str]:
     return _flags(sent, notebook)
 
 
-def _judged_outside(notebook) -> bool:
-    tests = [c for c in test_cells(notebook.source) if keys_in(c.source)]
-    return bool(tests) and len(converted_keys(notebook.source)) == len(tests)
-
-
 def _flags(cells: list[dict], notebook) -> dict[str, str]:
     release = {_nbg(c).get("grade_id"): c for c in notebook.release.cells if _nbg(c)}
     tests_of = {}  # answer cell -> the tests that grade it
@@ -158,7 +153,8 @@ def _flags(cells: list[dict], notebook) -> dict[str, str]:
               if c.cell_type == "code" and _nbg(c).get("locked")]
     # modules and the names the locked cells import (the checks): rebinding a helper a given
     # cell defines (chapter 07's pretoken_counts) is the student's own business
-    protected = module_names(locked) if _judged_outside(notebook) else None
+    protected = module_names(locked) if judged_outside(
+        c.source for c in test_cells(notebook.source)) else None
     modules = _modules(locked + [c["source"] for c in cells if c.get("cell_type") == "code"])
     per_test: dict[str, list[str]] = {}
     everywhere: list[str] = []

@@ -73,9 +73,8 @@ class Isolation:
         self.config = config
 
     @contextlib.contextmanager
-    def job(self, lanes: int = 1):
-        """A place for one job; ``lanes``: a job grading that many notebooks at once (one
-        student's lanes, ``nbgrader_main``) gets that many workers' share."""
+    def job(self):
+        """A place for one job (one worker's share)."""
         yield Place()
 
     def release(self, place: Place) -> None:
@@ -98,17 +97,15 @@ class Pinned(Isolation):
         self.lock = threading.Lock()
 
     @contextlib.contextmanager
-    def job(self, lanes: int = 1):
-        with self.lock:  # the least used slots
-            chosen = sorted(range(len(self.slots)), key=lambda i: self.users[i])[:max(1, lanes)]
-            for i in chosen:
-                self.users[i] += 1
+    def job(self):
+        with self.lock:  # the least used slot
+            i = min(range(len(self.slots)), key=lambda k: self.users[k])
+            self.users[i] += 1
         try:
-            yield Place(cpus=sorted(c for i in chosen for c in self.slots[i]))
+            yield Place(cpus=list(self.slots[i]))
         finally:
             with self.lock:
-                for i in chosen:
-                    self.users[i] -= 1
+                self.users[i] -= 1
 
 
 class _Cgroups(Isolation):
@@ -118,15 +115,15 @@ class _Cgroups(Isolation):
         super().__init__(config)
         self.parents = parents  # controller -> the directory the job groups are made in
 
-    def _limits(self, lanes: int = 1) -> dict[str, dict[str, str]]:
+    def _limits(self) -> dict[str, dict[str, str]]:
         raise NotImplementedError
 
     @contextlib.contextmanager
-    def job(self, lanes: int = 1):
+    def job(self):
         name = f"course-grade-{os.getpid()}-{next(_COUNTER)}"
         groups = []
         try:
-            for ctl, files in self._limits(max(1, lanes)).items():
+            for ctl, files in self._limits().items():
                 g = self.parents[ctl] / name
                 if g.is_dir():
                     # left by a course-grade that was killed (SIGKILL runs no clean-up) and had
@@ -171,12 +168,11 @@ class CgroupV2(_Cgroups):
         super().__init__(config, {"unified": parent})
         self.memory = memory
 
-    def _limits(self, lanes: int = 1):
+    def _limits(self):
         cfg = self.config
-        files = {"cpu.max": f"{cfg.threads * lanes * PERIOD_US} {PERIOD_US}",
-                 "pids.max": str(cfg.pids * lanes)}
+        files = {"cpu.max": f"{cfg.threads * PERIOD_US} {PERIOD_US}", "pids.max": str(cfg.pids)}
         if self.memory:
-            files["memory.max"] = str((cfg.memory_mb + cfg.tmp_mb) * lanes * 2**20)
+            files["memory.max"] = str((cfg.memory_mb + cfg.tmp_mb) * 2**20)
             files["memory.swap.max"] = "0"
         return {"unified": files}
 
@@ -184,12 +180,12 @@ class CgroupV2(_Cgroups):
 class CgroupV1(_Cgroups):
     kind = "cgroup v1 (cpu, pids)"
 
-    def _limits(self, lanes: int = 1):
+    def _limits(self):
         cfg = self.config
         return {
             "cpu": {"cpu.cfs_period_us": str(PERIOD_US),
-                    "cpu.cfs_quota_us": str(cfg.threads * lanes * PERIOD_US)},
-            "pids": {"pids.max": str(cfg.pids * lanes)},
+                    "cpu.cfs_quota_us": str(cfg.threads * PERIOD_US)},
+            "pids": {"pids.max": str(cfg.pids)},
         }
 
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..status import Kind, row_kind
 from .exports import cell, total
-from .status import Kind, row_kind
 
 CHECKS = Path(__file__).resolve().parents[2] / "checks"  # the check code and exercise table
 CHANGES = "changes.csv"

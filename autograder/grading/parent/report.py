@@ -37,9 +37,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from ..status import row_kind
 from .diagnosis import kind_of
 from .exports import total
-from .status import row_kind
 from .times import MARKED, UNKNOWN, late_summary
 
 SLOWEST = 10  # students listed in "slowest students"

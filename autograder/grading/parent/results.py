@@ -45,9 +45,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..gradebook import LatePolicy, quiet_sqlalchemy
+from ..status import Kind, row_kind
 from .exports import cell as csv_cell
 from .exports import lms_of
-from .status import Kind, row_kind
 from .times import WITHIN_GRACE, Timing, lateness
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be

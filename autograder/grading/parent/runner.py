@@ -1,15 +1,18 @@
-"""Run one untrusted command with a wall-time limit and a memory limit.
+"""Run a student's grading process with a wall-time limit and a memory limit.
 
-A *runner* executes an argv in a working folder and returns a :class:`RunResult`. The grader
-talks to runners only through :meth:`LocalRunner.run`, so a sandboxing runner (bubblewrap, a
-separate user, namespaces) can replace :class:`LocalRunner` per student without touching the
-rest of the pipeline.
+A *runner* grades one student in their course folder and returns a :class:`RunResult`. The
+grader talks to runners only through :meth:`LocalRunner.grade`, so a sandboxing runner
+(:class:`BwrapRunner`: the kernels in bubblewrap; :class:`UnsandboxedRunner`) prepares the
+folder (``sandbox/runners.py``) and grades as :class:`LocalRunner` does. :func:`make_runner`
+chooses one from the ``GradeConfig``.
 
-:class:`LocalRunner` (no sandbox) does three things:
+The grading process starts one way: a fork of the warm grading process (``autograde/warm.py``,
+``warm_client.py``); :meth:`LocalRunner.run` starts any other command through
+``python -m autograder.grading.sandbox.limits``. Either way:
 
-- memory: the command starts through ``python -m autograder.grading.sandbox.limits``, which sets
-  ``RLIMIT_AS`` and then ``exec``-s the real command; the limit is inherited by every process it
-  starts (the Jupyter kernel included), so an allocation past it raises ``MemoryError`` there;
+- memory: ``RLIMIT_AS`` is set (``sandbox/limits.py``) before the job runs; the limit is
+  inherited by every process it starts (the Jupyter kernel included), so an allocation past it
+  raises ``MemoryError`` there;
 - CPU: the job runs in a place of its own (``isolation.py``: a per-student cgroup with a CPU
   quota and a task cap, or cores of its own), which ``limits`` joins before the ``exec``;
 - wall time: the parent waits at most ``timeout`` seconds;
@@ -35,10 +38,13 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..autograde.kernel_package import arm
 from ..config import GradeConfig
 from ..env import GRADE_JOB, GRADE_PARENT
+from ..sandbox import runners
+from ..sandbox.bwrap import bwrap_path
 from .isolation import isolation
-from .warm_client import Warm, is_grading_command
+from .warm_client import Warm
 
 JOB_TOKEN_VAR = GRADE_JOB
 _ACTIVE: dict[int, tuple[subprocess.Popen, str]] = {}  # jobs running now, for kill_all()
@@ -147,41 +153,45 @@ class LocalRunner:
     def __init__(self, config: GradeConfig | None = None):
         self.config = config or GradeConfig()
 
-    def run(
-        self,
-        argv: list[str],
-        cwd: Path,
-        *,
-        timeout: float,
-        log_path: Path,
-        env: dict[str, str] | None = None,
-        lanes: int = 1,
-    ) -> RunResult:
-        """``lanes``: the command grades that many notebooks at once (a student's lanes,
-        ``nbgrader_main``): its place has that many workers' cores, tasks and memory."""
+    def grade(self, student: str, assignments: list[str], cwd: Path, *, timeout: float,
+              log_path: Path, env: dict[str, str] | None = None) -> RunResult:
+        """A student's grading process (``nbgrader_main`` grading ``assignments`` in turn) in
+        ``cwd``, the student's course folder: always a fork of this process's warm grading
+        process (``autograde/warm.py``), started on first use."""
+        return self._job(lambda full_env, spec, log: WARM.spawn(
+            [student, *assignments], cwd, full_env, spec, log), timeout, log_path, env)
+
+    def run(self, argv: list[str], cwd: Path, *, timeout: float, log_path: Path,
+            env: dict[str, str] | None = None) -> RunResult:
+        """Any other command, started through ``python -m autograder.grading.sandbox.limits``
+        (the same limits, place and clean-up as a grading process)."""
+        def start(full_env, spec, log):
+            wrapped = [sys.executable, "-m", "autograder.grading.sandbox.limits",
+                       json.dumps(spec), "--", *argv]
+            return subprocess.Popen(
+                wrapped,
+                cwd=cwd,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, killed as a whole
+            )
+
+        return self._job(start, timeout, log_path, env)
+
+    def _job(self, start, timeout: float, log_path: Path, env) -> RunResult:
+        """``start(env, spec, log)`` in a place of its own (``isolation.py``); waited for at
+        most ``timeout`` s, then everything it started is killed."""
         token = uuid.uuid4().hex
         full_env = dict(os.environ if env is None else env)
         full_env[JOB_TOKEN_VAR] = token
         full_env[GRADE_PARENT] = str(os.getpid())  # see limits.py: PDEATHSIG's race
-        cpu_s = int(timeout * self.config.threads * lanes) + 30  # a backstop: see limits.py
-        start = time.monotonic()
-        with isolation(self.config).job(lanes) as place, open(log_path, "ab") as log:
+        cpu_s = int(timeout * self.config.threads) + 30  # a backstop: see limits.py
+        begin = time.monotonic()
+        with isolation(self.config).job() as place, open(log_path, "ab") as log:
             spec = {"memory_mb": self.config.memory_mb, "cpu_s": cpu_s, **place.spec}
-            # a student's grading process: a copy of the warm one where it runs (warm.py)
-            proc = WARM.spawn(argv, cwd, full_env, spec, log) if is_grading_command(argv) \
-                else None
-            if proc is None:
-                wrapped = [sys.executable, "-m", "autograder.grading.sandbox.limits",
-                           json.dumps(spec), "--", *argv]
-                proc = subprocess.Popen(
-                    wrapped,
-                    cwd=cwd,
-                    env=full_env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own process group, killed as a whole
-                )
+            proc = start(full_env, spec, log)
             with _LOCK:
                 _ACTIVE[proc.pid] = (proc, token)
             try:
@@ -194,4 +204,55 @@ class LocalRunner:
                 proc.wait()
                 with _LOCK:
                     _ACTIVE.pop(proc.pid, None)
-        return RunResult(rc, timed_out, time.monotonic() - start)
+        return RunResult(rc, timed_out, time.monotonic() - begin)
+
+
+class UnsandboxedRunner(LocalRunner):
+    """No sandbox (``--unsandboxed``): the runner's limits plus the source policy hooks."""
+
+    name = "local (no sandbox)"
+
+    def grade(self, student, assignments, cwd, *, timeout, log_path, env=None):
+        cwd = Path(cwd)
+        env = runners.unsandboxed(cwd, dict(os.environ if env is None else env))
+        arm(cwd)
+        return super().grade(student, assignments, cwd, timeout=timeout, log_path=log_path,
+                             env=env)
+
+
+class BwrapRunner(LocalRunner):
+    """nbgrader as :class:`LocalRunner` runs it; its kernels inside bubblewrap (see
+    ``sandbox/__init__.py``)."""
+
+    name = "bubblewrap sandbox"
+
+    def __init__(self, config: GradeConfig, bwrap: str):
+        super().__init__(config)
+        self.bwrap = bwrap
+
+    def grade(self, student, assignments, cwd, *, timeout, log_path, env=None):
+        import shutil
+        import tempfile
+
+        cwd = Path(cwd)
+        home = Path(tempfile.mkdtemp(prefix="cg-"))  # short: ipc sockets' paths < 108 bytes
+        try:
+            env = runners.sandboxed(cwd, dict(os.environ if env is None else env), self.config,
+                                    self.bwrap, home)
+            arm(cwd)  # sandbox.json: the base spec with the probe's mounts
+            return super().grade(student, assignments, cwd, timeout=timeout,
+                                 log_path=log_path, env=env)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def make_runner(config: GradeConfig) -> LocalRunner:
+    """The runner for one student's grading under ``config``: :class:`BwrapRunner`, or
+    :class:`UnsandboxedRunner` when ``config.sandboxed`` is false. Raises ``RuntimeError``
+    where bwrap is missing or cannot build a sandbox here."""
+    if not config.sandboxed:
+        return UnsandboxedRunner(config)
+    bwrap = bwrap_path()
+    if bwrap is None:
+        raise RuntimeError("bubblewrap (bwrap) is missing or cannot create a sandbox here")
+    return BwrapRunner(config, bwrap)

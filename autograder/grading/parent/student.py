@@ -31,12 +31,12 @@ from ..config import GradeConfig
 from ..env import SMOKE
 from ..exercises import chapter_tests, label
 from ..mathjax import with_path
-from .course import NBGRADER, Notebook, kernels_dir, make_student_course, tool_env
+from ..status import STOPPED_RECORDED, Facts, Kind, row_status  # noqa: F401 - STOPPED_RECORDED: tests
+from .course import Notebook, kernels_dir, make_student_course, tool_env
 from .diagnosis import diagnose
 from .flags import flags as source_flags
 from .rebuild import NotANotebook, Rebuilt, read_cells, rebuild
 from .runner import LocalRunner
-from .status import STOPPED_RECORDED, Facts, Kind, row_status  # noqa: F401 - STOPPED_RECORDED: tests
 from .submissions import IntakeProblem, Submission, find_notebook, missing
 
 
@@ -102,14 +102,11 @@ def grade_student(
     config: GradeConfig,
     fingerprint: str,
     runner=None,
-    parts: int = 1,
 ) -> StudentResult:
     """Grade every assignment in ``info`` for one student; never raises for the student's code.
 
-    All of the student's assignments are graded by one process (nbgrader, torch and the checks
-    are imported once, one kernel zygote); with ``parts`` > 1 (cores the class leaves idle)
-    they are split into that many lanes of about equal work, graded at the same time by that
-    process (``nbgrader_main``: a thread and a kernel at a time per lane).
+    All of the student's assignments are graded by one process, one after another (nbgrader,
+    torch and the checks are imported once, one kernel zygote).
     """
     runner = runner or LocalRunner(config)
     start = time.monotonic()
@@ -164,12 +161,11 @@ def grade_student(
                 to_flag.append((nb, rebuilt.sent))
         if any(nb.name not in fatal for nb in notebooks):
             to_run.append(assignment)
-    lanes = split_assignments(to_run, info, parts)
     with ThreadPoolExecutor(1, thread_name_prefix="course-grade-student") as pool:
         # the grading process starts first; the source flags (read only by the rows, half a
         # second of this process's CPU per student) are found while it runs
-        run = pool.submit(_run_nbgrader, runner, root, lanes, sub.student, info, fatal,
-                          config, env, start) if lanes else None
+        run = pool.submit(_run_nbgrader, runner, root, to_run, sub.student, info, fatal,
+                          config, env, start) if to_run else None
         for nb, sent in to_flag:
             flagged[nb.name] = source_flags(sent, nb)
         if run is not None:
@@ -191,47 +187,15 @@ def grade_student(
     return result
 
 
-def split_assignments(assignments: list[str], info: dict[str, list[Notebook]],
-                      parts: int) -> list[list[str]]:
-    """``assignments`` in at most ``parts`` groups of about equal work (longest first, each to
-    the lightest group; the work of an assignment is its number of code cells), each group in
-    course order; no empty group.
-
-    >>> split_assignments(["a", "b", "c"], {}, 2)
-    [['a', 'c'], ['b']]
-    """
-    def work(a):
-        return sum(c.cell_type == "code" for nb in info.get(a, []) for c in nb.source.cells) \
-            or 1
-
-    groups: list[list[str]] = [[] for _ in range(max(1, min(parts, len(assignments))))]
-    load = [0] * len(groups)
-    for a in sorted(assignments, key=lambda a: -work(a)):
-        k = load.index(min(load))
-        groups[k].append(a)
-        load[k] += work(a)
-    order = {a: i for i, a in enumerate(assignments)}
-    return [sorted(g, key=order.get) for g in groups if g]
-
-
-def _run_nbgrader(runner, root, lanes, student, info, fatal, config, env, start):
-    """autograde + generate_feedback of the assignments of ``lanes`` (graded at the same time,
-    each lane's in turn: ``nbgrader_main``) in one limited process. Each assignment's result is
-    the file the process writes (``assignment_result.py``); where there is none, the reason is
-    the grader's own evidence (its time limit, the process's exit) in ``fatal``."""
-    from ..autograde.nbgrader_main import LANE
-
-    log_path = root / "logs" / "grading.log"
-    args = [a for k, lane in enumerate(lanes) for a in ([LANE] if k else []) + lane]
-    run = runner.run(
-        [*NBGRADER, "autograde+feedback", student, *args],
-        root,
-        timeout=config.timeout - (time.monotonic() - start),
-        log_path=log_path,
-        env=env,
-        lanes=len(lanes),  # one worker's share of the cores for each lane
-    )
-    for assignment in [a for lane in lanes for a in lane]:
+def _run_nbgrader(runner, root, assignments, student, info, fatal, config, env, start):
+    """autograde + generate_feedback of ``assignments`` (one after another: ``nbgrader_main``)
+    in one limited process. Each assignment's result is the file the process writes
+    (``assignment_result.py``); where there is none, the reason is the grader's own evidence
+    (its time limit, the process's exit) in ``fatal``."""
+    run = runner.grade(student, assignments, root,
+                       timeout=config.timeout - (time.monotonic() - start),
+                       log_path=root / "logs" / "grading.log", env=env)
+    for assignment in assignments:
         if AssignmentResult.read(root, assignment) is not None:
             continue
         for nb in info[assignment]:

@@ -2,8 +2,9 @@
 is and why): start it on first use, ask it for a copy per student, wait for the copy.
 
 :class:`~autograder.grading.parent.runner.LocalRunner` asks :data:`WARM` (one per process:
-``course-grade``, or a Dask worker) for every student's grading process; where the warm process
-cannot start or answer, it says so once on standard error and starts each process the plain way.
+``course-grade``, or a Dask worker) for every student's grading process: the one way a grading
+process starts. A warm process that ended (killed, say) is started again for the next
+student; one that cannot start or answer is the grader's error for that student (raised).
 """
 
 from __future__ import annotations
@@ -22,10 +23,8 @@ import time
 from pathlib import Path
 
 from ..env import GRADE_JOB, GRADE_PARENT
-from ..env import WARM as WARM_VAR
 
 SERVER = "autograder.grading.autograde.warm"
-MAIN = "autograder.grading.autograde.nbgrader_main"
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 READY_S = 120.0  # the warm process's imports, on a loaded machine
 
@@ -65,22 +64,23 @@ class WarmJob:
 
 class Warm:
     """The warm process of this ``course-grade`` (or Dask worker) process, started on first
-    use; ``None`` from :meth:`spawn` means "start the process the plain way"."""
+    use."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._path: str | None = None
-        self._failed = False
 
-    def spawn(self, argv: list[str], cwd: Path, env: dict, spec: dict, log) -> WarmJob | None:
-        if not self._ready(argv, env):
-            return None
+    def spawn(self, args: list[str], cwd: Path, env: dict, spec: dict, log) -> WarmJob:
+        """A copy grading ``args`` (``STUDENT ASSIGNMENT...``: ``nbgrader_main.student_main``)
+        in ``cwd`` with ``env`` and the limits and place of ``spec``, its output on ``log``.
+        Raises ``OSError`` where the warm process cannot start or fork it."""
+        self._ready(args[1:], env)
         try:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(30)
             sock.connect(self._path)
-            body = json.dumps({"argv": argv, "cwd": str(cwd), "env": env, "spec": spec}).encode()
+            body = json.dumps({"args": args, "cwd": str(cwd), "env": env, "spec": spec}).encode()
             socket.send_fds(sock, [struct.pack("!I", len(body)) + body], [log.fileno()])
             answer = b""
             while b"\n" not in answer:
@@ -96,33 +96,25 @@ class Warm:
                 raise OSError(line.decode(errors="replace").strip() or "no answer")
             return WarmJob(sock, int(words[1]), rest)
         except OSError as e:
-            self._give_up(f"could not fork a grading process from it ({e})")
-            return None
+            raise OSError(f"the warm grading process did not fork a copy ({e})") from e
 
-    def _ready(self, argv: list[str], env: dict) -> bool:
+    def _ready(self, assignments: list[str], env: dict) -> None:
+        """The warm process running: started now when there is none (or it ended)."""
         with self._lock:
-            if self._failed or os.environ.get(WARM_VAR) == "0":
-                return False
             if self._proc is not None and self._proc.poll() is None:
-                return True
+                return
             if self._proc is not None:
-                self._give_up_locked(f"it ended (exit {self._proc.returncode})")
-                return False
-            try:
-                self._start(argv, env)
-                return True
-            except (OSError, RuntimeError) as e:
-                self._give_up_locked(str(e))
-                return False
+                print(f"course-grade: the warm grading process ended (exit "
+                      f"{self._proc.returncode}); starting another", file=sys.stderr)
+            self._start(assignments, env)
 
-    def _start(self, argv: list[str], env: dict) -> None:
+    def _start(self, assignments: list[str], env: dict) -> None:
         folder = tempfile.mkdtemp(prefix="course-grade-warm-")  # mode 0700
         self._path = os.path.join(folder, "socket")
         start_env = {k: v for k, v in env.items() if k not in (GRADE_JOB, GRADE_PARENT)}
         start_env.update(dict.fromkeys(THREAD_VARS, "1"))  # see the module's docstring
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", SERVER, self._path,
-             str(os.getpid()), *chapters_of(argv)],
+            [sys.executable, "-m", SERVER, self._path, str(os.getpid()), *assignments],
             env=start_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             start_new_session=True,
             # an empty folder: its imports resolve as the started process's did (the installed
@@ -132,41 +124,13 @@ class Warm:
         line = _read_line(self._proc.stdout, READY_S)
         if line != "ready":
             self._proc.kill()
-            raise RuntimeError(f"it did not start ({line or 'no answer'})")
-
-    def _give_up(self, why: str) -> None:
-        with self._lock:
-            self._give_up_locked(why)
-
-    def _give_up_locked(self, why: str) -> None:
-        if not self._failed:
-            print(f"course-grade: no warm grading process ({why}); each student's grading "
-                  "process starts on its own", file=sys.stderr)
-        self._failed = True
-        self.close()
+            self._proc.wait()
+            raise OSError(f"the warm grading process did not start ({line or 'no answer'})")
 
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
-
-
-def chapters_of(argv: list[str]) -> list[str]:
-    """The assignments named in an ``autograde+feedback`` command (their checks are loaded).
-
-    >>> chapters_of(["python", "-m", "x", "autograde+feedback", "ada", "01_a", "--lane", "02_b"])
-    ['01_a', '02_b']
-    """
-    return [a for a in argv[argv.index("autograde+feedback") + 2:] if not a.startswith("--")]
-
-
-def is_grading_command(argv: list[str]) -> bool:
-    """``argv`` starts a student's grading process (``parent/course.py``'s ``NBGRADER``).
-
-    >>> is_grading_command([sys.executable, "-m", MAIN, "autograde+feedback", "ada", "01_a"])
-    True
-    """
-    return argv[:1] == [sys.executable] and argv[1:4] == ["-m", MAIN, "autograde+feedback"]
 
 
 def _read_line(stream, timeout: float) -> str:

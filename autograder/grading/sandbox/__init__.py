@@ -20,8 +20,7 @@ What the kernel sees and may do:
   nothing else: not ``solutions/``, the course folder with its gradebook and source
   notebooks, other students' work, the submissions folder or ``/root``;
 - no network (``--unshare-net``: a loopback of its own); the kernel talks to nbgrader over
-  Unix sockets (ZeroMQ ``ipc``) in a folder of its own bound into the sandbox (the next
-  notebook's kernel, started while this one runs, has another: ``prestart.py``);
+  Unix sockets (ZeroMQ ``ipc``) in a folder of its own bound into the sandbox;
 - its own PID namespace (it cannot see or signal the grader, nor the student's other
   kernel) that dies with it (``--die-with-parent``; a forked kernel's namespace dies with
   the kernel): every process it started is gone when grading ends;
@@ -35,17 +34,15 @@ The parts:
 
 - ``policy.py``: the source policy and the two nbgrader hooks that apply it (sandboxed or not);
 - ``bwrap.py``: whether bubblewrap works here, what the kernel may read, the ``bwrap`` argv;
-- ``runners.py``: :class:`UnsandboxedRunner` and :class:`BwrapRunner` (the runner API of
-  ``grading/parent/runner.py``), which prepare the student's course folder and the hooks' config;
+- ``runners.py``: the student's course folder made ready for the grading process, with the
+  hooks' config (called by ``BwrapRunner`` and ``UnsandboxedRunner`` of ``parent/runner.py``);
 - ``kernel.py`` (``python -m autograder.grading.sandbox``): the kernel's launcher, run by
   Jupyter as the kernelspec's command, and the uid drop inside the sandbox;
-- ``prestart.py``: the queue that starts each notebook's kernel while the previous notebook
-  runs, each in its own sandbox with its own assignment's mounts;
 - ``zygote.py``: where the grader runs as root, one sandbox per grading process in which
   torch, numpy, pyplot and ipykernel are imported once; each kernel is a fork of it, given
   namespaces of its own (mounts, PID, network, IPC: the same isolation as a ``bwrap`` of its
-  own) before it drops to the sandbox user. The launcher falls back to its own ``bwrap``
-  when the zygote is missing or refuses.
+  own) before it drops to the sandbox user: the one way a kernel starts where the grader is
+  root; elsewhere each kernel starts in a ``bwrap`` of its own.
 
 Not defended: code that gets past the policy (it is a deny-list over the source, e.g. a
 library function that hands out a frame or a module the policy does not know) can still
@@ -54,24 +51,19 @@ fork bomb is stopped by the process limit and leaves nothing behind, but the for
 of the kernel share its sockets: the bomber's other rows may or may not be graded.
 """
 
-from .bwrap import KERNEL_NAME, bwrap_argv, bwrap_path, readonly_paths
-from .policy import Policy, load_policy, policy_problem, trusted_cells
-from .runners import BwrapRunner, UnsandboxedRunner, dedupe_grade_ids
-
-__all__ = [
-    "KERNEL_NAME", "BwrapRunner", "Policy", "UnsandboxedRunner", "bwrap_argv", "bwrap_path",
-    "dedupe_grade_ids", "load_policy", "make_runner", "policy_problem", "readonly_paths",
-    "trusted_cells",
-]
+_NAMES = {  # imported on first use: the kernel's launcher (``python -m ...sandbox``) loads
+    # this package and needs none of them
+    "bwrap": ("KERNEL_NAME", "bwrap_argv", "bwrap_path", "readonly_paths"),
+    "policy": ("Policy", "load_policy", "policy_problem", "trusted_cells"),
+    "runners": ("dedupe_grade_ids",),
+}
+__all__ = sorted(n for names in _NAMES.values() for n in names)
 
 
-def make_runner(config):
-    """The runner for one student's grading under ``config`` (a ``GradeConfig``):
-    :class:`BwrapRunner`, or :class:`UnsandboxedRunner` when ``config.sandboxed`` is false.
-    Raises ``RuntimeError`` where bwrap is missing or cannot build a sandbox here."""
-    if not config.sandboxed:
-        return UnsandboxedRunner(config)
-    bwrap = bwrap_path()
-    if bwrap is None:
-        raise RuntimeError("bubblewrap (bwrap) is missing or cannot create a sandbox here")
-    return BwrapRunner(config, bwrap)
+def __getattr__(name: str):
+    import importlib
+
+    for module, names in _NAMES.items():
+        if name in names:
+            return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ..config import GradeConfig
-from ..env import KERNEL_PARENT, SANDBOX_SPEC
+from ..env import KERNEL_PARENT
 from .bwrap import bwrap_argv
 from .zygote import ZYGOTE_VAR, run_kernel, serve
 
@@ -25,7 +25,6 @@ USAGE = "usage: python -m autograder.grading.sandbox kernel SPEC CONNECTION_FILE
 
 
 PARENT_VAR = KERNEL_PARENT  # the grading process that starts this launcher
-SPEC_VAR = SANDBOX_SPEC  # a kernel started ahead (prestart.py): its own spec file
 
 
 def _die_with_the_grader() -> None:
@@ -51,7 +50,6 @@ def kernel_main(spec_path: str, connection_file: str) -> None:
     import resource
 
     _die_with_the_grader()
-    spec_path = os.environ.pop(SPEC_VAR, "") or spec_path
     spec = json.loads(Path(spec_path).read_text())
     config = GradeConfig.from_dict(spec["config"])
     ipc = Path(spec.get("ipc") or Path(spec["home"]) / "ipc")
@@ -65,15 +63,15 @@ def kernel_main(spec_path: str, connection_file: str) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     _own_output(Path(spec["home"]) / "kernel-output.log")
     ctl = os.environ.pop(ZYGOTE_VAR, "")
-    if ctl and os.geteuid() == 0:  # forked, loaded, by the grading process's zygote
+    if ctl:  # the grading process has a zygote: its forks are the one way its kernels start
         spec["ipc"] = str(ipc)
         code = run_kernel(ctl, spec, str(conn))
-        if code is not None:
-            sys.stdout.flush()
-            os._exit(code)
-        print("course-grade: the kernel zygote did not start this kernel; it starts in a "
-              "sandbox of its own", file=sys.stderr, flush=True)
-    argv = bwrap_argv(spec, str(conn))
+        if code is None:
+            print("course-grade: the kernel zygote did not start this kernel",
+                  file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1 if code is None else code)
+    argv = bwrap_argv(spec, str(conn))  # no zygote (not root): a bwrap of its own
     os.execv(argv[0], argv)
 
 

@@ -53,8 +53,7 @@ import sys
 import termios
 import threading
 
-from ..autograde.records import RECORD_MIME
-from ..env import KERNEL_IMPORTS
+from ..record import RECORD_MIME
 
 NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
 # a record the course's probe sends (``autograder/checks/_probe.py``, read by
@@ -63,13 +62,6 @@ NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
 # what one rich output costs its cell's budget besides its data: about what its message's
 # headers add on the wire, for the reader to take apart
 MESSAGE_CHARS = 500
-# imported, before it answers, by a kernel started ahead (``sandbox/prestart.py`` sets
-# ``COURSE_KERNEL_IMPORTS``; once ipykernel has set matplotlib's inline backend): it spends the
-# seconds of the setup cell's ``import torch`` while the previous notebook runs. Nothing is
-# bound in the notebook's namespace. A kernel started as its notebook comes imports nothing
-# ahead (a notebook that needs no torch would pay for it).
-PREIMPORT = ("numpy", "torch", "matplotlib.pyplot")
-IMPORTS_VAR = KERNEL_IMPORTS
 CHUNK = 65536  # bytes read from a watched pipe at a time
 # seconds the end of a cell waits for a chunk the watcher is sending (microseconds of work,
 # unless its thread is not scheduled; then the rest goes to the next cell, as in ipykernel)
@@ -313,23 +305,7 @@ def main(argv: list[str]) -> None:
     app = kernelapp.IPKernelApp.instance()  # ipykernel's launch_new_instance, in its steps
     app.initialize()
     app.shell.events.register("post_execute", flush_fd_output)
-    if IMPORTS_VAR in os.environ:  # a kernel started ahead
-        preimport()
     app.start()
-
-
-def preimport() -> None:
-    """Import :data:`PREIMPORT` and the modules ``COURSE_KERNEL_IMPORTS`` names (comma-separated,
-    may be empty: the exercise table's ``kernel_imports`` of the notebook; a module that fails
-    to import is left to the notebook)."""
-    import importlib
-
-    extra = [m for m in os.environ.pop(IMPORTS_VAR, "").split(",") if m]
-    for name in (*PREIMPORT, *extra):
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001, S112 - the notebook's own import reports it
-            continue
 
 
 if __name__ == "__main__":

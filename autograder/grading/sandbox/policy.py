@@ -30,9 +30,7 @@ Example: ``policy_problem("np.allclose = lambda *a, **k: True", {"np"})`` names 
 from __future__ import annotations
 
 import ast
-import contextlib
 import json
-import threading
 from pathlib import Path
 
 from .. import pyast
@@ -259,11 +257,11 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
 class Policy:
     """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process).
 
-    ``judged_outside`` (a bool, or a function asked when each notebook starts): the course's
-    test cells are judged by trusted verdicts (a kernel spec from ``kernel_package``): for a
-    notebook all of whose test cells are, the policy refuses nothing (a deny-list only delays,
-    and what the kernel does cannot change a verdict); the parent flags such cells for the
-    instructor instead (``flags.flags``).
+    ``judged_outside``: the course judges its hidden checks by trusted verdicts
+    (``kernel_package``); for a notebook all of whose test cells are judged so
+    (:func:`judged_outside`), the policy refuses nothing (a deny-list only delays, and what the
+    kernel does cannot change a verdict); the parent flags such cells for the instructor
+    instead (``flags.flags``).
     """
 
     def __init__(self, trusted_sources: list[str], trusted_ids=(), judged_outside=False):
@@ -280,18 +278,10 @@ class Policy:
         return cell.get("cell_type") == "code" and cell.source in self.trusted and \
             grade_id(cell) in self.trusted_ids and is_locked(cell)
 
-    def _all_judged_outside(self, notebook) -> bool:
-        from ..exercises import converted, keys_in
-
-        outside = self.judged_outside
-        if not (outside() if callable(outside) else outside):
-            return False
-        keys = [k for c in notebook.cells if self._restored(c) for k in keys_in(c.source)]
-        return bool(keys) and all(k.split(".")[0] in converted() for k in keys)
-
     def on_notebook_start(self, notebook, **_):
         setup_first(notebook, self._restored)
-        if self._all_judged_outside(notebook):
+        if self.judged_outside and judged_outside(
+                c.source for c in notebook.cells if self._restored(c)):
             return
         for cell in notebook.cells:
             if cell.get("cell_type") != "code" or cell.source in self.trusted:
@@ -318,6 +308,19 @@ class Policy:
             evalue=str(content.get("evalue", "")) + " (its error output was hidden)",
             traceback=[],
         ))
+
+
+def judged_outside(test_sources) -> bool:
+    """Every hidden check the test cells ``test_sources`` call (there is one) is judged
+    outside the kernel: its chapter is in the exercise table (every chapter is).
+
+    >>> judged_outside(['_hidden_check("attention.softmax", softmax)']), judged_outside(["1"])
+    (True, False)
+    """
+    from ..exercises import converted, keys_in
+
+    keys = [k for source in test_sources for k in keys_in(source)]
+    return bool(keys) and all(k.split(".")[0] in converted() for k in keys)
 
 
 def _defined_names(source: str) -> set[str]:
@@ -357,37 +360,11 @@ def setup_first(notebook, restored) -> int:
     return len(above)
 
 
-_GRADING = threading.local()  # the assignment whose notebook this thread executes
-
-
-@contextlib.contextmanager
-def grading(assignment: str | None):
-    """While a notebook of ``assignment`` is executed in this thread (``QueuedExecute``): the
-    assignment the policy asks about (two lanes of ``nbgrader_main`` grade two at once)."""
-    previous = getattr(_GRADING, "assignment", None)
-    _GRADING.assignment = assignment
-    try:
-        yield
-    finally:
-        _GRADING.assignment = previous
-
-
 def load_policy(path: str) -> Policy:
+    """The grading process's policy, from the trusted cells ``runners`` wrote to ``path``."""
     cells = json.loads(Path(path).read_text())
-    grader = Path(path).parent
-
-    def judged_outside() -> bool:
-        # asked when each notebook starts: nbgrader_main prepares each assignment after the
-        # configuration (and so this policy) was loaded, and names the one this thread grades
-        # now (``QueuedExecute``: :func:`grading`), else the file ``runners.arm`` wrote;
-        # kernel_package.prepare wrote a kernel spec for it: judged outside
-        current = grader / "assignment"
-        name = getattr(_GRADING, "assignment", None) or (
-            current.read_text().strip() if current.exists() else "_")
-        return (grader / "kernel" / name / "spec.json").exists()
-
     return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells],
-                  judged_outside=judged_outside)
+                  judged_outside=True)
 
 
 def trusted_cells(course_root: Path) -> list[dict]:

@@ -6,11 +6,11 @@ student's eight notebooks paid it eight times, with torch's import alone about 3
 the zygote, the grading process (``nbgrader_main``) starts one sandbox per student in which
 one Python process imports ipykernel, numpy, torch and pyplot (:data:`PRELOAD`) and waits.
 Each kernel's launcher (``kernel.py``, still the ``course-sandbox`` kernelspec's command, so
-nbgrader and the kernel queue of ``prestart.py`` see no difference) hands the zygote its
+nbgrader sees no difference) hands the zygote its
 kernel's spec and its own stdin/stdout/stderr over a Unix socket only root can reach; the
 zygote forks, and the copy becomes the kernel, its libraries loaded, in about 0.1 s.
 
-Each fork is sandboxed as a kernel in a ``bwrap`` of its own was (``runners.sandbox_spec``):
+Each fork is sandboxed as a kernel in a ``bwrap`` of its own was (``kernel_package.sandbox_spec``):
 
 - a mount namespace of its own: a new private ``/tmp`` (and ``/dev/shm``), the read-only
   system and working folder bound again on top of it where they live under ``/tmp``, then its
@@ -29,8 +29,10 @@ Each fork is sandboxed as a kernel in a ``bwrap`` of its own was (``runners.sand
 The zygote itself runs as root inside its ``bwrap`` (with ``CAP_SYS_ADMIN`` for the mounts
 and ``CAP_SETUID``/``CAP_SETGID`` for the drop) and runs no student code: only the imports of
 :data:`PRELOAD` happen before a fork. It is used when the grader runs as root (the sandbox's
-own uid needs it); otherwise, or if the zygote cannot be started or stops answering, each
-kernel starts in a ``bwrap`` of its own as before (``kernel.py``), with a line in the log.
+own uid needs it), and then it is the one way the grading process's kernels start (a kernel
+it refuses does not start: the notebook is not graded, and the next run grades it again);
+otherwise each kernel starts in a ``bwrap`` of its own (``kernel.py``). Decided once per
+grading process (``nbgrader_main._start_zygote``), never per kernel.
 
 Protocol (one connection per kernel): the launcher sends a length-prefixed JSON request
 ``{"spec": ..., "conn": CONNECTION_FILE}`` with its three standard file descriptors; the
@@ -51,7 +53,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..env import KERNEL_IMPORTS, PROBE_DIR, ZYGOTE, ZYGOTE_PRELOAD, ZYGOTE_RO
+from ..env import PROBE_DIR, ZYGOTE, ZYGOTE_PRELOAD, ZYGOTE_RO
 from .bwrap import SHM_IN_TMP
 
 ZYGOTE_VAR = ZYGOTE  # the control socket's path, for the kernels' launcher
@@ -110,7 +112,7 @@ class Zygote:
 
 def plan(specs: list[dict]) -> tuple[dict, list[tuple[str, str, str]]] | None:
     """The zygote's own spec and the folders it stages, for kernels of ``specs`` (one spec per
-    assignment graded by this process, ``runners.sandbox_spec``); None when they cannot share
+    assignment graded by this process, ``kernel_package.sandbox_spec``); None when they cannot share
     one zygote (another sandbox user or home, or a kernel that mounts no stubbed
     ``autograder``)."""
     from .bwrap import package_dir
@@ -125,8 +127,7 @@ def plan(specs: list[dict]) -> tuple[dict, list[tuple[str, str, str]]] | None:
     if package is None or None in stubs:
         return None
     common = [p for p in first["ro"] if all(p in s["ro"] for s in specs)]
-    env = {k: v for k, v in first["env"].items()
-           if k not in (PROBE_DIR, KERNEL_IMPORTS)}
+    env = {k: v for k, v in first["env"].items() if k != PROBE_DIR}
     env[RO_VAR] = json.dumps(common)  # what a kernel need not bind again (unless under /tmp)
     zspec = {**first, "ro": common, "ro_as": [[stubs[0], package]], "rw": [], "ipc": None,
              "env": env}
@@ -145,14 +146,12 @@ def plan(specs: list[dict]) -> tuple[dict, list[tuple[str, str, str]]] | None:
 
 def start(specs: list[dict], ctl_dir: Path, preload: list[str] | None = None) -> Zygote | None:
     """Start the zygote for kernels of ``specs``; its socket in ``ctl_dir`` (made here, root's
-    alone); it imports ``preload`` (default :data:`PRELOAD`). None where no zygote is used
-    (not root, specs that cannot share one, no bwrap)."""
+    alone); it imports ``preload`` (default :data:`PRELOAD`). None for specs that cannot share
+    one (:func:`plan`). Only as root (the caller's choice: ``nbgrader_main._start_zygote``)."""
     import subprocess
 
     from .bwrap import sandbox_argv
 
-    if os.geteuid() != 0:
-        return None
     planned = plan(specs)
     if planned is None:
         return None
@@ -166,20 +165,14 @@ def start(specs: list[dict], ctl_dir: Path, preload: list[str] | None = None) ->
                         private=(STAGE,))
     argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
              "--", sys.executable, "-m", "autograder.grading.sandbox", "zygote", ctl]
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
-    except OSError as e:
-        print(f"course-grade: no kernel zygote ({e}); each kernel starts on its own",
-              file=sys.stderr, flush=True)
-        return None
-    return Zygote(proc, ctl)
+    return Zygote(subprocess.Popen(argv, stdin=subprocess.DEVNULL), ctl)
 
 
 # ---------------------------------------------------------------- the launcher's side
 def run_kernel(ctl: str, spec: dict, conn: str, wait_s: float = 30.0) -> int | None:
     """Have the zygote at ``ctl`` fork the kernel of ``spec``; wait for it to end and return
     its exit status (as a process's: 128 + signal when killed). None when the zygote could not
-    start it (not there, not answering, refused): the launcher then starts the kernel itself.
+    start it (not there, not answering, refused): the kernel does not start.
     """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         return _ask(sock, ctl, spec, conn, time.monotonic() + wait_s)

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.grading.parent.status import STOPPED_NO_RESULT, STOPPED_RECORDED
+from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 
 from helpers.synthetic_class import WRAP_WRONG, ClassBuilder, Expected, _fmt, _nbg, _wrap
 

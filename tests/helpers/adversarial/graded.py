@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder.grading.parent.status import STOPPED_NO_RESULT
+from autograder.grading.status import STOPPED_NO_RESULT
 
 from .verdict_class import Row
 from helpers.synthetic_class.shared import REPO, grade_cmd, graded_dir, read_csv, run_info

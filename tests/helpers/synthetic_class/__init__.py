@@ -46,7 +46,7 @@ import nbformat
 
 from autograder.grading.autograde.verdict import converted_keys
 from autograder.grading.cells import nbg as _nbg  # noqa: F401 (tests.adversarial uses it)
-from autograder.grading.parent.status import STOPPED_NO_RESULT, STOPPED_RECORDED
+from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 
 WRAP_WRONG = """
 def _course_make_wrong(f):
