@@ -345,6 +345,7 @@ def _main(args) -> int:
     from .grading.parent import ledger, settings
     from .grading.parent.course import build_template, find_assignments
     from .grading.parent.dispatch import ClusterError, Dispatcher, publish_remote
+    from .grading.parent.exchange import carry
     from .grading.parent.isolation import isolation
     from .grading.parent.report import ReportWriter
     from .grading.parent.results import (
@@ -412,7 +413,11 @@ def _main(args) -> int:
     settings.write(out, args.class_settings)  # what was given, now or before: the class's
     template, info = build_template(args.source.resolve(), assignments, work, config)
     store = ResultStore(out)
-    write_course_config(out, config, args.policy)
+    if add := write_course_config(out, config, args.policy):  # the instructor's: unchanged
+        print(f"course-grade: {out / 'nbgrader_config.py'} is not course-grade's: left as it "
+              "is. For formgrader and nbgrader export to show the late policy's scores as "
+              "grades.csv does, add these lines to it:\n  " + "\n  ".join(add),
+              file=sys.stderr)
     publish_source(template, out, assignments)
     publish_mathjax(out)  # the feedback pages' maths, offline (grading/mathjax.py)
     exercises = _regrade_exercises(args.regrade_exercise, info, assignments)
@@ -521,6 +526,10 @@ def _main(args) -> int:
                 publish_remote(staging, r.student, graded, remote)
             else:
                 publish_student(work / "students" / r.student, staging, r.student, graded)
+            # nbgrader's exchange: the submission's secret, for `nbgrader release_feedback`
+            carry([*([s.origin] if getattr(s, "per_assignment", False) else []),
+                   out / "submitted" / r.student], staging, r.student, graded,
+                  dict(getattr(s, "times", None) or {}))
             ledger.publish(staging, out, r.student, graded)
             result = ledger.merge(
                 store.read(r.student), json.loads(to_json(r)), plans[r.student].grade,

@@ -32,6 +32,27 @@ from ..nbgrader_patches import ensure_cached_head
 NBGRADER = [sys.executable, "-m", "autograder.grading.autograde.nbgrader_main"]
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "nbgrader_config.py"
 COURSE_ID = "course"
+# the first line of every nbgrader_config.py course-grade writes: a file without it (nor the
+# grader's preprocessors, which older runs' files name) is the instructor's, never rewritten
+MARK = "# written by course-grade on every run (course.write_config): edits here are lost"
+
+
+def written_by_us(path: Path) -> bool:
+    """Whether the ``nbgrader_config.py`` at ``path`` is course-grade's own (or absent).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> written_by_us(d / "nbgrader_config.py")
+    True
+    >>> _ = (d / "nbgrader_config.py").write_text("c.CourseDirectory.course_id = 'ml1'")
+    >>> written_by_us(d / "nbgrader_config.py")
+    False
+    """
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return True
+    return MARK in text or "autograder.grading.autograde" in text
 
 
 def tool_env(base: dict | None = None) -> dict[str, str]:
@@ -55,6 +76,7 @@ def write_config(root: Path, config: GradeConfig) -> None:
     (``preprocessors.autograde_preprocessors`` / ``feedback_preprocessors``).
     """
     lines = [
+        MARK,
         "c = get_config()  # noqa: F821",
         f"load_subconfig({str(REPO_CONFIG)!r})  # noqa: F821" if REPO_CONFIG.exists() else "",
         "from autograder.grading.autograde import preprocessors as _pp",

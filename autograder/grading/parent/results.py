@@ -110,20 +110,23 @@ def _utc_naive(t: datetime | str | None) -> datetime | None:
     return t
 
 
-def write_course_config(out: Path, config, late_penalty: str | LatePolicy) -> None:
+def write_course_config(out: Path, config, late_penalty: str | LatePolicy) -> list[str]:
     """OUT_DIR/nbgrader_config.py: the graders' course config, rooted at OUT_DIR.
 
     Formgrader and ``nbgrader export`` started in OUT_DIR (``bootstrap lab --instructor``)
     read it: the gradebook and folders are OUT_DIR's, the exchange lives inside it.
-    """
-    from .course import write_config
 
-    write_config(out, config)  # the grading run's GradeConfig
+    An ``nbgrader_config.py`` that course-grade did not write (OUT_DIR is the instructor's
+    nbgrader course folder: its course id, its exchange) is never changed: the lines it lacks
+    are returned, for the instructor to add (the late policy and export plugins); grading
+    itself reads no setting from it. Returns [] where the file is course-grade's.
+    """
+    from .course import write_config, written_by_us
+
     policy = late_penalty if isinstance(late_penalty, LatePolicy) else \
         LatePolicy.parse(late_penalty)
     penalty, floor, grace = policy.text  # nbgrader's autograde then penalises as course-grade
     extra = [
-        f"c.Exchange.root = {str(out / EXCHANGE)!r}",
         "c.AssignLatePenalties.plugin_class = 'autograder.grading.gradebook.LatePolicyPlugin'",
         f"c.LatePolicyPlugin.penalty = {penalty!r}",
         f"c.LatePolicyPlugin.floor = {floor!r}",
@@ -137,8 +140,14 @@ def write_course_config(out: Path, config, late_penalty: str | LatePolicy) -> No
         "c.ExportApp.plugin_class = 'autograder.grading.parent.export_csv.NotGradedCsvExport'",
     ]
     path = out / "nbgrader_config.py"
+    if not written_by_us(path):
+        text = path.read_text(errors="replace")
+        return extra if any(line not in text for line in extra) else []
+    write_config(out, config)  # the grading run's GradeConfig
+    extra.insert(0, f"c.Exchange.root = {str(out / EXCHANGE)!r}")
     path.write_text(path.read_text() + "\n".join(extra) + "\n")
     (out / EXCHANGE).mkdir(exist_ok=True)
+    return []
 
 
 def publish_source(template: Path, out: Path, assignments: list[str]) -> None:
