@@ -33,7 +33,7 @@ NBGRADER = [sys.executable, "-m", "autograder.grading.autograde.nbgrader_main"]
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "nbgrader_config.py"
 COURSE_ID = "course"
 # the first line of every nbgrader_config.py course-grade writes: a file without it (nor the
-# grader's preprocessors, which older runs' files name) is the instructor's, never rewritten
+# grader's preprocessors, which every older run's file names) is the instructor's: kept as is
 MARK = "# written by course-grade on every run (course.write_config): edits here are lost"
 
 
@@ -52,7 +52,8 @@ def written_by_us(path: Path) -> bool:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
         return True
-    return MARK in text or "autograder.grading.autograde" in text
+    return MARK in text or any(old in text for old in (  # the grader's preprocessors
+        "_pp.autograde_preprocessors()", "'autograder.grading.preprocessors."))
 
 
 def tool_env(base: dict | None = None) -> dict[str, str]:
