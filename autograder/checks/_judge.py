@@ -101,7 +101,7 @@ def case_inputs(check: Check) -> dict:
             d["probe"] = _codec.encode(case.probe)
         if case.samples:
             d["samples"] = [_codec.encode(tuple(b())) for b in case.samples]
-        if check.probes and driven is None and case.kind != "grad":
+        if check.probes and _plain(driven) and case.kind != "grad":
             d["variants"] = _probe_variants(check, case)
         cases.append(d)
     for label, args in driven.extra if driven is not None else ():
@@ -118,6 +118,12 @@ def case_inputs(check: Check) -> dict:
                         "enough": float(timed.enough()),
                         **(timed.constants() if hasattr(timed, "constants") else {})}
     return out
+
+
+def _plain(driven: Driven | None) -> bool:
+    """Whether the kernel calls the function on a case's own arguments and the case's output is
+    what it returns (no driver between): then the probes' variants can be recorded too."""
+    return driven is None or (driven.args is None and driven.output is None)
 
 
 def _probe_variants(check: Check, case: Case) -> list:
@@ -479,7 +485,7 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
             body, diagnosis = problem, _kind_of(problem)
             found = None if bad else _diagnosed_mistake(
                 check, None, case, out, cases, outputs,
-                _variant_outputs(check, r) if check.probes and driven is None else None)
+                _variant_outputs(check, r) if check.probes and _plain(driven) else None)
             if found:
                 m, partial = found
                 body += f"\n  Likely mistake: {m.name}. {m.explanation}"

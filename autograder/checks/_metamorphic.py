@@ -237,6 +237,26 @@ def future_leak(time_axis: Callable, perturb: Callable, ref: Callable, suggests:
     return Probe("future position let through", variants, read)
 
 
+# ---------------------------------------------------------------- the answer to another input
+def answer_for(transform: Callable, what: str, ref: Callable, suggests: str) -> Probe:
+    """The output is the right answer for a transformed input: ``got`` equals
+    ``ref(*args, **kwargs)`` with ``(args, kwargs) = transform(case)`` (``what``: that input in
+    words, "-x"), where the right answer for the case itself differs. No call of the function."""
+
+    def read(case, got, outs):
+        args, kwargs = transform(case)
+        other = ref(*args, **kwargs)
+        if _same(other, case.expected) or not _same(got, other):
+            return None
+        return Finding(
+            f"the right answer for {what}",
+            f"{MARK} your output is the right answer for {what}, not for the input given. "
+            f"{suggests}",
+        )
+
+    return Probe(f"answer for {what}", _no_variants, read)
+
+
 # ---------------------------------------------------------------- a factor the quantities explain
 def factor(quantities: Callable, suggests: str) -> Probe:
     """The output is the right one times one of the exercise's quantities or its inverse:

@@ -63,6 +63,11 @@ NEGATED = _s(
     "Your output is the right one negated: a subtraction with its operands swapped (b - a "
     "for a - b) or a minus sign missing or extra.",
 )
+RECIPROCAL = _s(
+    "output inverted (1 / the answer)",
+    "Your output is 1 divided by the right one: a division the wrong way round (b / a for "
+    "a / b, total / e for e / total), or a power's sign flipped (x ** -0.5 for x ** 0.5).",
+)
 SHIFTED = _s(
     "output shifted by a constant",
     "Your output is the right one plus a constant (shown above): a term added or subtracted "
@@ -148,8 +153,8 @@ GRADIENT_CUT_PART = _s(
     "place after it was used).",
 )
 
-ALL = (TRANSPOSED, SWAPPED_AXES, SCALED, NEGATED, SHIFTED, ROLLED, DROPPED_DIM, EXTRA_DIM,
-       REDUCED_ALL, OFF_BY_ONE_LENGTH, WRONG_AXIS_SIZE, NONFINITE, INVERTED, DIAGONAL,
+ALL = (TRANSPOSED, SWAPPED_AXES, SCALED, NEGATED, RECIPROCAL, SHIFTED, ROLLED, DROPPED_DIM,
+       EXTRA_DIM, REDUCED_ALL, OFF_BY_ONE_LENGTH, WRONG_AXIS_SIZE, NONFINITE, INVERTED, DIAGONAL,
        ONE_ITEM_TOO_FEW, ONE_ITEM_TOO_MANY, REVERSED, NUMBER_OFF_BY_ONE)  # fmt: skip
 GRADIENTS = (GRADIENT_CUT, GRADIENT_CUT_PART)  # of a grad case (tests/unit/test_probes.py)
 
@@ -222,6 +227,8 @@ def _value_symptom(e: torch.Tensor, g: torch.Tensor) -> Symptom | None:
     ev, gv = e[both], g[both]
     if _close(gv, -ev) and bool((ev.abs() > 1e-12).any()):
         return NEGATED
+    if bool((ev != 0).all()) and _close(gv, 1 / ev) and not _close(gv, ev):
+        return RECIPROCAL
     big = ev.abs() > 1e-9 * float(ev.abs().max())
     if int(big.sum()) >= 2:
         ratio = gv[big] / ev[big]

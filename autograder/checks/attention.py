@@ -181,6 +181,9 @@ def _softmax_cases():
 
 _SOFTMAX = Check(
     **table.identity(__name__, "softmax"),
+    probes=(_mm.answer_for(lambda case: ((-case.args[0],), dict(case.kwargs)), "-x",
+                           _np_softmax, "Subtract the maximum from x (x - max), not x from "
+                           "the maximum: softmax(x) = exp(x - m) / sum(exp(x - m))."),),
     reference_off=True,
     cases=_softmax_cases,
     mistakes=(

@@ -405,6 +405,10 @@ _ROPE = Check(
                     "Rotate row t by the angles of its own position positions[t] (a cache's "
                     "new rows start after the cached ones), not by its index.",
                     how="every position + 1"),
+        _mm.answer_for(lambda case: ((case.args[0], -case.args[1]), dict(case.kwargs)),
+                       "the negated positions", _ref_rope,
+                       "Each pair turns by +angle: (a cos - b sin, a sin + b cos); a sign on "
+                       "the sines swapped turns it the other way."),
         _mm.ignored("base", "`base`", lambda b: b / 100, _ref_rope,
                     "The frequencies are base ** (-2i / d_k) with the given base.",
                     how="base / 100", default=10000.0),

@@ -47,6 +47,7 @@ def test_detached_output_fails_the_visible_gradient_case():
 
 def test_an_unknown_mistake_says_where_and_how_much():
     with pytest.raises(CheckFailed) as info:
-        N.check_rms_norm(lambda x, g, eps=1e-6: good_rms(x, g, eps) + 0.01 * x)  # no symptom
+        N.check_rms_norm(lambda x, g, eps=1e-6: good_rms(x, g, eps)  # no symptom, no probe
+                         + 0.01 * good_rms(x, g, eps) ** 2)
     msg = str(info.value)
     assert "Likely mistake" not in msg and "differs at index" in msg

@@ -46,6 +46,11 @@ def scores_scaled(Q, K):  # Exercise 1.1 scaled too early
     return Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
 
 
+def softmax_reversed(x, axis=-1):  # m - x for x - m
+    e = np.exp(np.max(x, axis=axis, keepdims=True) - x)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
 def _ln(x, gamma, beta, eps, scale=True):
     m = x.mean(-1, keepdim=True)
     v = ((x - m) ** 2).mean(-1, keepdim=True)
@@ -69,11 +74,17 @@ def ce_in_bits(logits, targets):  # log base 2
     return _right("training.cross_entropy")(logits, targets) / math.log(2)
 
 
+def lr_fixed_warmup(step, max_lr, min_lr, warmup_iters, max_iters):  # 10 steps, always
+    lr = _right("training.get_lr")(step, max_lr, min_lr, 10, max_iters)
+    return lr * 0.999  # and a slip, so that no catalogued mistake fits
+
+
 WRONG = [  # (chapter, function, wrong answer, what the probe says)
     ("02_masking", "masked_attention", leaky,
      "changing only position 1 moves your output at position 0"),
     ("02_masking", "masked_attention", mask_ignored_and_scaled,
      "your output does not change when the mask changes"),
+    ("01_attention", "softmax", softmax_reversed, "your output is the right answer for -x"),
     ("01_attention", "dot_product_scores", scores_scaled,
      "your output is the right one times 1/sqrt(d_k)"),
     ("04_layer_norm", "layer_norm", ln_fixed_eps,
@@ -83,6 +94,8 @@ WRONG = [  # (chapter, function, wrong answer, what the probe says)
     ("04_layer_norm", "layer_norm", ln_divided_by_gamma,
      "your output changes when x is scaled by 4 and shifted by 3"),
     ("08_training", "cross_entropy", ce_in_bits, "your output is the right one times 1/ln 2"),
+    ("08_training", "get_lr", lr_fixed_warmup,
+     "your output does not change when `warmup_iters` changes"),
 ]
 
 
@@ -108,7 +121,8 @@ def _right(key):
     return good[0] if type(good) is tuple else good
 
 
-WITH_PROBES = ["attention.dot_product_scores", "attention.scaled_dot_product_attention",
+WITH_PROBES = ["attention.dot_product_scores", "attention.softmax",
+               "attention.scaled_dot_product_attention",
                "masking.masked_attention", "multihead_attention.multi_head_attention",
                "layer_norm.layer_norm", "layer_norm.layer_norm_np", "layer_norm.rms_norm",
                "feed_forward_blocks.feed_forward", "transformer.apply_rope",

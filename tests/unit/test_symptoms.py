@@ -23,6 +23,7 @@ VALUES = [  # (symptom, expected, a wrong output)
     (S.SWAPPED_AXES, X[:, :, :2, :2], X[:, :, :2, :2].transpose(0, 2)),  # equal sizes
     (S.SCALED, X, X / math.sqrt(4)),
     (S.NEGATED, X, -X),
+    (S.RECIPROCAL, torch.softmax(X, -1), 1 / torch.softmax(X, -1)),  # total / e for e / total
     (S.SHIFTED, X, X + 1e-3),
     (S.ROLLED, W, torch.cat([W[:1] * 7, W[:-1]])),
     (S.DROPPED_DIM, X.sum(-1, keepdim=True), X.sum(-1)),
