@@ -943,6 +943,8 @@ def _speed_stage(fn, hidden: bool) -> str | None:
     for i in range(SPEED_PAIRS):
         t, want = cpu_seconds(_naive, text, SPEED_VOCAB, [])
         naive.append(t)
+        print(f"  run {i + 1}: the naive loop took {t:.2f} s of CPU time; now yours (stopped "
+              f"after {min(naive) / SPEED_STOP_RATIO:.2f} s) ...", flush=True)
         try:
             t, got = capped_cpu_seconds(fn, min(naive) / SPEED_STOP_RATIO, text, SPEED_VOCAB,
                                         [])
@@ -959,6 +961,7 @@ def _speed_stage(fn, hidden: bool) -> str | None:
         if problem:
             return f"on {where}: {problem}"
         times.append(t)
+        print(f"  run {i + 1}: yours took {t:.3f} s", flush=True)
         if min(naive) >= SPEED_MIN_RATIO * SPEED_MARGIN * min(times):
             break
         spent = _perf_counter() - start

@@ -94,8 +94,15 @@ torch.set_printoptions(precision=3, sci_mode=False)
 #
 # <details><summary>Hint</summary>
 #
+# Entry (i, j) pairs row i of Q with row j of K, so one matrix product does it once K's last two
+# axes trade places. Which operation swaps only those two, leaving any batch axes where they
+# are?
+#
+# <details><summary>The key line</summary>
+#
 # `@` multiplies the last two axes and broadcasts the rest. `K.T` reverses *all* axes of a
 # 3-d array; `np.swapaxes(K, -1, -2)` swaps only the last two.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -174,10 +181,17 @@ print("shifted by max: ", np.exp(s - s.max()) / np.exp(s - s.max()).sum())
 #
 # <details><summary>Hint</summary>
 #
+# Softmax does not change when the same number is subtracted from a whole slice. Subtract the
+# slice's largest value first, so no exponential overflows, then think about the two edge cases:
+# a slice that is all minus infinity, and a sum that comes out zero.
+#
+# <details><summary>The key line</summary>
+#
 # `m = np.max(x, axis=axis, keepdims=True)` keeps the axis so `x - m` broadcasts. Where `m` is
 # not finite (all `-inf`), shift by 0 instead: `np.where(np.isfinite(m), m, 0)`. Then
 # `e = np.exp(x - m)`, `s = e.sum(axis=axis, keepdims=True)`, and divide by
 # `np.where(s == 0, 1, s)` so an all-zero slice stays zero.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -251,8 +265,14 @@ with requires("Exercise 2.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Three projections of X, then the two functions you already wrote: scores, a softmax across the
+# keys (the last axis), and a weighted sum of the values.
+#
+# <details><summary>The key line</summary>
+#
 # Three matrix products give `Q, K, V`; `dot_product_scores(Q, K)` gives the `(…, n, n)`
 # scores; `softmax(…, axis=-1)` turns each row into weights; `@ V` mixes the values.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -328,8 +348,14 @@ with requires("Exercise 3.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Draw every sample from the rng you are given (not a new one), one q and one k per sample, take
+# each pair's dot product and measure how spread out those numbers are.
+#
+# <details><summary>The key line</summary>
+#
 # `rng.standard_normal((n_samples, d_k))` twice, multiply elementwise, sum over the last axis,
 # `np.var` of the result.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -425,10 +451,17 @@ with requires("Exercise 4.1 and Exercise 2.1"):
 #
 # <details><summary>Hint</summary>
 #
+# The same three steps as Exercise 3.1 with torch tensors: scaled scores, the mask, a stable
+# softmax, the weighted values. A fully masked row must give zeros, not nan: which built-in
+# softmax fails there?
+#
+# <details><summary>The key line</summary>
+#
 # `scores = q @ k.transpose(-2, -1) * scale`; `scores.masked_fill(~mask, float("-inf"))` drops
 # the masked pairs; then the same stable softmax as Exercise 2.1 along `dim=-1`, with
 # `amax`, `torch.where(torch.isfinite(m), m, torch.zeros_like(m))`, `torch.exp`, `sum` (keep
 # the dim); finally `weights @ v`. `torch.softmax` gives `nan` for a fully masked row.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -514,9 +547,16 @@ with requires("Exercise 5.1"):
 #
 # <details><summary>Hint</summary>
 #
+# In [S1]'s form the inputs are columns, and the softmax runs over i (the keys), which is down
+# each column of the score matrix, not along its rows. Build the score matrix so that entry (i,
+# j) is key i against query j.
+#
+# <details><summary>The key line</summary>
+#
 # `S = (K @ X_cols).T @ (Q @ X_cols)` has `S[i, j] = (K x_i) · (Q x_j)`. Subtract
 # `S.amax(dim=0, keepdim=True)`, exponentiate, divide by the column sums. Then
 # `Y = (V @ X_cols) @ A`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex6_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -586,7 +626,13 @@ with requires("Exercise 6.1 and Exercise 5.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Cosine similarity is the dot product of unit vectors: divide every query row and every key row
+# by its own length before the dot products.
+#
+# <details><summary>The key line</summary>
+#
 # `q.norm(dim=-1, keepdim=True)` is `(…, T_q, 1)`; dividing by it normalises each row.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex7_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -649,7 +695,13 @@ with requires("Exercise 7.1 and Exercise 5.1"):
 #
 # <details><summary>Hint</summary>
 #
+# For each query, find the key with the largest weight, and ask how often that key is the query
+# itself. Both are one tensor operation each.
+#
+# <details><summary>The key line</summary>
+#
 # `weights.argmax(dim=-1)` is the key each query weighs most; compare with `torch.arange(n)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex8_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -85,8 +85,14 @@ torch.set_printoptions(precision=3, sci_mode=False)
 #
 # <details><summary>Hint</summary>
 #
+# Position i may look at positions 0 to i: that is the lower triangle of a square of True
+# values, diagonal included.
+#
+# <details><summary>The key line</summary>
+#
 # `torch.ones(T, T, dtype=torch.bool)` and `torch.tril` (lower triangle). Its `diagonal`
 # argument shifts the line: `diagonal=0` keeps the main diagonal.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -133,8 +139,14 @@ check_causal_mask(causal_mask)
 #
 # <details><summary>Hint</summary>
 #
+# Start from zeros of the mask's shape in the dtype you are given, then put minus infinity
+# wherever the boolean mask says False.
+#
+# <details><summary>The key line</summary>
+#
 # `torch.zeros(mask.shape, dtype=dtype)` then `.masked_fill(~mask, float("-inf"))`:
 # `masked_fill` writes the value where its (boolean) argument is `True`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -203,8 +215,15 @@ with requires("Exercise 1.1 and Exercise 1.2"):
 #
 # <details><summary>Hint</summary>
 #
+# A position is real when its index is below that sequence's length. Compare a row of positions
+# with a column of lengths and let broadcasting make the (B, T) table, then give it the two axes
+# attention needs.
+#
+# <details><summary>The key line</summary>
+#
 # `torch.arange(T)` is `(T,)`; `lengths[:, None]` is `(B, 1)`; comparing them broadcasts to
 # `(B, T)`. Then add the two axes: `[:, None, None, :]`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -232,7 +251,13 @@ check_padding_mask_from_lengths(padding_mask_from_lengths)
 #
 # <details><summary>Hint</summary>
 #
+# A token is real when it is not the padding id. That gives a (B, T) table; attention wants (B,
+# 1, 1, T).
+#
+# <details><summary>The key line</summary>
+#
 # `ids != pad_id` is `(B, T)`; give it the shape `(B, 1, 1, T)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -290,8 +315,14 @@ with requires("Exercise 2.1"):
 #
 # <details><summary>Hint</summary>
 #
+# A decoder position may look at a key only if the key is real and not in the future: combine
+# your two earlier masks with a logical and, and let broadcasting do the shapes.
+#
+# <details><summary>The key line</summary>
+#
 # `padding_mask_from_ids(ids, pad_id) & causal_mask(T)` broadcasts `(B, 1, 1, T)` with
 # `(T, T)` to `(B, 1, T, T)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -378,10 +409,16 @@ print("torch.softmax of the masked scores:\n", torch.softmax(masked, dim=-1))
 #
 # <details><summary>Hint</summary>
 #
+# Bring both mask kinds to one form (additive), add it to the scores, then reuse chapter 1's
+# stable softmax, including its care for a row where nothing is allowed.
+#
+# <details><summary>The key line</summary>
+#
 # Turn a boolean mask into the additive form with your `to_additive(mask, scores.dtype)` (or
 # `masked_fill(~mask, -inf)`); add a float mask as it is. Then the stable softmax of chapter 1:
 # `m = s.amax(-1, keepdim=True)`, replace a non-finite `m` by 0 (`torch.where(torch.isfinite(m), m, 0)`),
 # `e = torch.exp(s - m)`, divide by the row sum, using 1 where the sum is 0.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -468,8 +505,14 @@ with requires("Exercise 3.1 and Exercise 2.3"):
 #
 # <details><summary>Hint</summary>
 #
+# Change only the inputs after position t, on a copy, and see how far the outputs up to t move.
+# For a causal f the answer is zero.
+#
+# <details><summary>The key line</summary>
+#
 # `x2 = x.clone()`, then `x2[..., t+1:, :] += delta[..., t+1:, :]`. Compare
 # `f(x2)[..., :t+1, :]` with `f(x)[..., :t+1, :]`; `.abs().max().item()`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -533,8 +576,14 @@ with requires("Exercise 4.1, Exercise 3.1 and Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Ask autograd for the gradient of output row t with respect to the whole input; a causal f
+# gives zeros for every later row.
+#
+# <details><summary>The key line</summary>
+#
 # `x = x.clone().requires_grad_(True)`, `y = f(x)`, then
 # `torch.autograd.grad(y[..., t, :].sum(), x)[0]` (or `.backward()` and `x.grad`).
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -101,8 +101,14 @@ def attention(q, k, v, mask=None, scale=None):
 #
 # <details><summary>Hint</summary>
 #
+# Each head is one call of your attention on its own projections of X. Run them one by one and
+# put the heads' outputs side by side along the feature axis.
+#
+# <details><summary>The key line</summary>
+#
 # `attention(X @ W_Q, X @ W_K, X @ W_V, scale=1.0)` is one head, `(..., T, d')`. Collect them
 # in a list and `torch.cat(outputs, dim=-1)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -157,7 +163,13 @@ check_msa_loop(msa_loop)
 #
 # <details><summary>Hint</summary>
 #
+# The feature axis is really (heads, features per head). Cut it in two, then move the head axis
+# in front of the time axis.
+#
+# <details><summary>The key line</summary>
+#
 # `x.view(B, T, n_head, d_k).transpose(1, 2)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -184,8 +196,14 @@ check_split_heads(split_heads)
 #
 # <details><summary>Hint</summary>
 #
+# Undo Exercise 2.1 step by step in reverse order. After swapping axes the memory is no longer
+# in order: which reshaping operation copes with that?
+#
+# <details><summary>The key line</summary>
+#
 # `x.transpose(1, 2)` is `(B, T, H, d_k)` but no longer contiguous in memory, so use
 # `.reshape(B, T, H * d_k)` (or `.contiguous().view(...)`).
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -266,9 +284,15 @@ with requires("Exercise 2.1, Exercise 2.2 and Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Project, split into heads, attend, merge, project out. Queries come from one input, keys and
+# values from the other; every function you need is already written.
+#
+# <details><summary>The key line</summary>
+#
 # `q = split_heads(x_q @ W_Q, n_head)`, and `k`, `v` from `x_kv` — `split_heads` reads `T`
 # from its own argument, so $T_k \ne T_q$ needs no special care. `attention(q, k, v, mask)` is
 # `(B, H, T_q, d_k)`; `merge_heads(...) @ W_O`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -333,7 +357,13 @@ with requires("Exercise 2.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Count the four projection matrices' entries, plus the four bias vectors when there are biases.
+# Does the number of heads change any of their shapes?
+#
+# <details><summary>The key line</summary>
+#
 # It does not depend on `n_head`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -369,7 +399,13 @@ check_mha_parameter_count(mha_parameter_count)
 #
 # <details><summary>Hint</summary>
 #
+# One product with the fused matrix gives the three projections side by side along the last
+# axis; cut that axis into three equal parts.
+#
+# <details><summary>The key line</summary>
+#
 # `(x @ W_QKV).split(d, dim=-1)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -459,8 +495,15 @@ with requires("Exercise 3.1 and Exercise 2.1"):
 #
 # <details><summary>Hint</summary>
 #
+# PyTorch stores the three input projections stacked in one (out, in) matrix, while our form
+# multiplies rows by (in, out) matrices. Cut the stack in three and turn each piece around; the
+# output projection the same way.
+#
+# <details><summary>The key line</summary>
+#
 # `m.in_proj_weight.detach().chunk(3, dim=0)` gives the three `(out, in)` blocks; transpose
 # each (`.T`). Same for `m.out_proj.weight`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -113,9 +113,16 @@ print("torch.nn.LayerNorm(4): weight", tuple(torch.nn.LayerNorm(4).weight.shape)
 #
 # <details><summary>Hint</summary>
 #
+# Normalise each row of features on its own: subtract its mean, divide by its standard deviation
+# (with eps inside the square root, and the biased variance), then scale by gamma and shift by
+# beta.
+#
+# <details><summary>The key line</summary>
+#
 # `mu = x.mean(axis=-1, keepdims=True)`, `var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)`
 # (or `x.var(axis=-1, keepdims=True)`, whose default `ddof=0` is the biased one), then
 # `gamma * (x - mu) / np.sqrt(var + eps) + beta`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -158,10 +165,17 @@ with requires("Exercise 2.1"):
 #
 # <details><summary>Hint</summary>
 #
+# The numpy version translated to torch. Two traps: torch's variance is not the biased one
+# unless you ask, and the shortcut mean of squares minus squared mean loses all precision in
+# float32 when the values share a large offset.
+#
+# <details><summary>The key line</summary>
+#
 # The numpy code with `dim=-1, keepdim=True` and `torch.sqrt`. Careful: `x.var(dim=-1)` in
 # torch is the **unbiased** variance by default; pass `unbiased=False` or write the mean of
 # squares yourself. Don't compute the variance as `mean(x²) - mean²`: in float32 it loses all
 # digits when the features share a large offset.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -234,10 +248,18 @@ with requires("Exercise 2.2"):
 #
 # <details><summary>Hint</summary>
 #
+# Recompute the forward quantities (mean, standard deviation, the normalised x). The input
+# gradient has three terms: the upstream gradient through gamma, minus its mean, minus its
+# projection on the normalised x, all over the standard deviation. The parameters' gradients sum
+# over every axis but the features.
+#
+# <details><summary>The key line</summary>
+#
 # Recompute `mu`, `sigma = torch.sqrt(var + eps)` and `xhat` (all with `keepdim=True`), then
 # `g = dy * gamma`; `dx = (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True)) / sigma`.
 # For the parameters sum over every axis but the last: `dims = tuple(range(x.dim() - 1))`,
 # `(dy * xhat).sum(dim=dims)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -307,7 +329,13 @@ with requires("Exercise 3.1 and Exercise 2.2"):
 #
 # <details><summary>Hint</summary>
 #
+# Like LayerNorm but with no mean subtracted and no beta: divide by the root of the mean square
+# of the features (eps inside the root), then scale by gamma.
+#
+# <details><summary>The key line</summary>
+#
 # `x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps) * gamma`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -83,8 +83,14 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #
 # <details><summary>Hint</summary>
 #
+# Two linear maps with the activation between them, applied to every position alike. Where does
+# the activation go, and where must it not?
+#
+# <details><summary>The key line</summary>
+#
 # `h = x @ W1 + b1` has shape `(..., d_ff)`; apply `F.relu(h)` or `F.gelu(h)`; return
 # `h @ W2 + b2`. No activation on the output.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -142,8 +148,15 @@ with requires("Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# A convolution with kernel size 1 is a linear map at each position. conv1d wants channels
+# before time, and its weight is laid out (out, in, kernel): rearrange the input and the weights
+# to fit, and the output back.
+#
+# <details><summary>The key line</summary>
+#
 # `x.transpose(1, 2)` is `(B, d_model, T)`. The first weight is `W1.T.unsqueeze(-1)`, shape
 # `(d_ff, d_model, 1)`. After the second convolution transpose back to `(B, T, d_model)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -201,8 +214,14 @@ with requires("Exercise 1.2 and Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Count each weight matrix's entries and each bias's length. For SwiGLU, which matrix is extra
+# and does it come with a bias?
+#
+# <details><summary>The key line</summary>
+#
 # ReLU/GELU: $2\,d_\text{model}d_\text{ff} + d_\text{ff} + d_\text{model}$. SwiGLU adds one more
 # $d_\text{model}\times d_\text{ff}$ matrix and its $d_\text{ff}$ bias.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -240,7 +259,13 @@ check_ffn_param_count(ffn_param_count)
 #
 # <details><summary>Hint</summary>
 #
+# Two projections of x: one goes through SiLU and gates the other elementwise; a third matrix
+# brings the product back to the model width.
+#
+# <details><summary>The key line</summary>
+#
 # `(F.silu(x @ W1) * (x @ W3)) @ W2`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_4_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -314,7 +339,13 @@ with requires("Exercise 1.3"):
 #
 # <details><summary>Hint</summary>
 #
+# Post-LN: add the sublayer's output to its input first, then normalise the sum. Once for
+# attention, once for the FFN.
+#
+# <details><summary>The key line</summary>
+#
 # Two lines: `x = norm1(x + attn(x))`, then the same with `norm2` and `ffn`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -343,8 +374,14 @@ check_post_ln_block(post_ln_block)
 #
 # <details><summary>Hint</summary>
 #
+# Pre-LN moves the norm inside the branch: only the sublayer's input is normalised, and the
+# residual path stays untouched.
+#
+# <details><summary>The key line</summary>
+#
 # Normalise only what goes *into* each sublayer; add the sublayer's output to the
 # un-normalised `x`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -430,8 +467,14 @@ with requires("Exercise 2.1, Exercise 2.2 and Exercise 1.1"), torch.no_grad():
 #
 # <details><summary>Hint</summary>
 #
+# Backpropagate the loss once, then for each block gather every parameter's gradient and take
+# one norm over all of them together (not a sum of per-parameter norms).
+#
+# <details><summary>The key line</summary>
+#
 # `loss.backward()`, then for each block
 # `torch.sqrt(sum((p.grad ** 2).sum() for p in block.parameters()))`; `torch.stack` the list.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -85,7 +85,13 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #
 # <details><summary>Hint</summary>
 #
+# Permute the tokens of the input, run the model, and compare with the model's output permuted
+# the same way; report the largest difference.
+#
+# <details><summary>The key line</summary>
+#
 # `x[:, perm]` permutes the tokens; `(a - b).abs().max().item()`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -148,9 +154,16 @@ with requires("Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Each position gets sines in the even columns and cosines in the odd ones; the frequency falls
+# with the column pair's index as a power of 10000. Compute in float64 and build the whole table
+# with broadcasting.
+#
+# <details><summary>The key line</summary>
+#
 # `pos = torch.arange(max_len, dtype=torch.float64)[:, None]`,
 # `two_i = torch.arange(0, d_model, 2, dtype=torch.float64)`, `angle = pos / 10000 ** (two_i / d_model)`;
 # fill `pe[:, 0::2] = torch.sin(angle)` and `pe[:, 1::2] = torch.cos(angle)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -237,11 +250,18 @@ with requires("Exercise 2.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Features come in adjacent pairs (0, 1), (2, 3), ...; each pair is rotated by the position
+# times its own frequency. Compute the angles, rotate the pairs as 2-d vectors, and put them
+# back in the same interleaved order.
+#
+# <details><summary>The key line</summary>
+#
 # `theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)` (shape `(d_k/2,)`);
 # `angle = positions.to(torch.float64)[:, None] * theta` (shape `(T, d_k/2)`); the pairs are
 # `a, b = x[..., 0::2], x[..., 1::2]`; the rotated pair is `a * cos - b * sin`,
 # `a * sin + b * cos`; put them back interleaved with
 # `torch.stack((a2, b2), dim=-1).flatten(-2)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -337,9 +357,15 @@ with requires("Exercise 2.2"):
 #
 # <details><summary>Hint</summary>
 #
+# Three pre-LN residual sublayers in order: causal self-attention, cross-attention to the
+# encoder's memory, the FFN. The self-attention mask is the causal one.
+#
+# <details><summary>The key line</summary>
+#
 # `mask = torch.ones(T, T, dtype=torch.bool).tril()`; then three residual lines:
 # `x = x + self_attn(norm1(x), mask=mask)`, `x = x + cross_attn(norm2(x), memory)`,
 # `x = x + ffn(norm3(x))`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -434,8 +460,14 @@ with requires("Exercise 3.1"), torch.no_grad():
 #
 # <details><summary>Hint</summary>
 #
+# Token embeddings plus position embeddings (positions counted from start), then every block in
+# order, then the final norm and the output head.
+#
+# <details><summary>The key line</summary>
+#
 # `positions = torch.arange(start, start + T)`; `x = model.wte(idx) + model.wpe(positions)`;
 # loop `for i, blk in enumerate(model.blocks)`; `model.lm_head(model.ln_f(x))`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -608,8 +640,14 @@ with requires("Exercise 4.1"), torch.no_grad():
 #
 # <details><summary>Hint</summary>
 #
+# Feed one token at a time, telling the model its position, with one cache that all steps share;
+# the per-step logits, joined along time, must equal the full forward pass.
+#
+# <details><summary>The key line</summary>
+#
 # `cache = model.init_cache(B)`; for `t in range(T)`:
 # `gpt_logits(idx[:, t:t+1], model, start=t, cache=cache)`; `torch.cat(..., dim=1)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -143,8 +143,14 @@ print(f"characters per word: {len(held_out) / len(held_words):.1f}")
 #
 # <details><summary>Hint</summary>
 #
+# Every word contributes each of its adjacent pairs, overlapping ones included, weighted by how
+# often the word occurs.
+#
+# <details><summary>The key line</summary>
+#
 # `zip(word, word[1:])` gives the adjacent pairs of a tuple, overlapping ones included.
 # `pairs[pair] = pairs.get(pair, 0) + count` saves the "is the key there yet" test.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -196,8 +202,14 @@ with requires("Exercise 2.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Scan the symbols left to right; where the pair starts, join the two symbols and skip past
+# both; elsewhere keep the symbol. Work on symbols, never on the joined string.
+#
+# <details><summary>The key line</summary>
+#
 # Walk with an index `i`. If `(word[i], word[i+1]) == pair`, append `word[i] + word[i+1]` and
 # jump `i += 2`; otherwise append `word[i]` and step `i += 1`. Return `tuple(out)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -242,6 +254,11 @@ check_merge_pair(merge_pair)
 #
 # <details><summary>Hint</summary>
 #
+# Split the text into words with the end-of-word marker, then repeat: count pairs, pick the most
+# frequent, merge it everywhere. When should the loop stop early?
+#
+# <details><summary>The key line</summary>
+#
 # ```python
 # words = Counter((*w, EOW) for w in text.split())
 # for _ in range(num_merges):
@@ -251,6 +268,7 @@ check_merge_pair(merge_pair)
 # ```
 # Two different words never merge into the same tuple (a merge keeps the letters), so the
 # dict comprehension loses no counts.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -314,7 +332,12 @@ with requires("Exercise 2.3"):
 #
 # <details><summary>Hint</summary>
 #
+# Apply the learned merges to the new word in the order they were learned.
+#
+# <details><summary>The key line</summary>
+#
 # Start from `symbols = (*word, EOW)`; `for pair in merges: symbols = merge_pair(symbols, pair)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_4_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -344,7 +367,12 @@ check_encode_word(encode_word)
 #
 # <details><summary>Hint</summary>
 #
+# Join the symbols and turn each end-of-word marker back into a space, without a trailing one.
+#
+# <details><summary>The key line</summary>
+#
 # `"".join(symbols).replace(EOW, " ").rstrip(" ")`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_5_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -428,6 +456,11 @@ print(pretokenize("Hello, world!  It's 2024... naïve café"))
 #
 # <details><summary>Hint</summary>
 #
+# Like Exercise 2.3 but on bytes: pre-tokens as tuples of byte ids, a tie on the count broken by
+# the bytes the two ids stand for, and each merge adds a new id to the vocabulary.
+#
+# <details><summary>The key line</summary>
+#
 # 1. The two helpers above the function are given: `pretoken_counts(text, special_tokens)`
 #    cuts out the special tokens (`re.split` on their escaped alternation, longest first) and
 #    counts the GPT-2 pre-tokens of the rest; `merge_ids` is `merge_pair` for tuples of ids.
@@ -436,6 +469,7 @@ print(pretokenize("Hello, world!  It's 2024... naïve café"))
 # 3. Loop: `count_pairs(words)` works on tuples of ids too;
 #    `a, b = max(pairs, key=lambda p: (pairs[p], vocab[p[0]], vocab[p[1]]))`; `new = len(vocab)`;
 #    `vocab[new] = vocab[a] + vocab[b]`; `merge_ids(word, a, b, new)` in every word.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_given", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -554,6 +588,12 @@ with requires("Exercise 3.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Do not recount every pair after each merge: keep the counts and, per pair, the pre-tokens that
+# contain it; a merge only touches those pre-tokens, so update the counts from their old and new
+# pairs. A pair whose count reaches zero must leave the counts.
+#
+# <details><summary>The key line</summary>
+#
 # * Keep the pre-tokens in a list `words` (tuples of ids) with a parallel list `freqs`, so a
 #   pre-token has a fixed index to put in `where`.
 # * Build `pair_counts` and `where` once, like `count_pairs` but also
@@ -564,6 +604,7 @@ with requires("Exercise 3.1"):
 # * An index in `where[p]` may be stale (that pre-token lost `p` in an earlier merge). That is
 #   harmless: merging a pre-token that does not contain the pair changes nothing, and its
 #   old and new pairs cancel.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -661,11 +702,17 @@ with requires("Exercise 4.1 and Exercise 3.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Start from single bytes and repeatedly merge the adjacent pair whose joined bytes have the
+# lowest rank (leftmost on a tie) until no adjacent pair is in the ranks.
+#
+# <details><summary>The key line</summary>
+#
 # `parts = [piece[i:i + 1] for i in range(len(piece))]` (a list of one-byte `bytes`). In a
 # loop: the candidates are `(ranks[parts[i] + parts[i + 1]], i)` for the `i` where the
 # concatenation is in `ranks`; `min` of them gives the lowest rank and, on a tie, the
 # smallest `i`; replace `parts[i:i + 2]` by `[parts[i] + parts[i + 1]]`. At the end
 # `[ranks[p] for p in parts]`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -706,10 +753,17 @@ check_encode_piece(encode_piece)
 #
 # <details><summary>Hint</summary>
 #
+# Cut the text at the special tokens, keeping them: each special token becomes its own id, and
+# each piece between them is pre-tokenised and encoded as in Exercise 5.1. Longest special
+# tokens first.
+#
+# <details><summary>The key line</summary>
+#
 # A capturing group keeps the separators: `re.split("(" + alternation + ")", text)` returns
 # `[text, special, text, special, ..., text]`, so the odd positions are special tokens. Build the
 # alternation longest first, as in Exercise 3.1, and skip the split when there are no special
 # tokens.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -748,7 +802,13 @@ check_encode(encode)
 #
 # <details><summary>Hint</summary>
 #
+# Look up each id's bytes, join them all, and decode once at the end (a character may span two
+# tokens).
+#
+# <details><summary>The key line</summary>
+#
 # `b"".join(vocab[i] for i in ids).decode("utf-8", errors="replace")`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -157,10 +157,16 @@ print(tok.decode(data.train[:200]))
 #
 # <details><summary>Hint</summary>
 #
+# Pick random start positions from the given generator so that x and its one-step-shifted y both
+# fit, slice the array, and return int64 tensors stacked into a batch.
+#
+# <details><summary>The key line</summary>
+#
 # The last valid start is `len(data) - block_size - 1` (y needs one token more than x), and
 # `torch.randint(high, ...)` excludes `high`. For each start `i` (use `ix.tolist()`), slice the
 # numpy array and convert: `torch.from_numpy(data[i : i + block_size].astype(np.int64))`; then
 # `torch.stack` the rows. The memmap holds `uint16`; embeddings and the loss want `int64`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -233,9 +239,15 @@ with requires("Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Flatten batch and time, compute the log-softmax stably (subtract each row's maximum, log-sum-
+# exp), pick each row's target entry and average the negatives.
+#
+# <details><summary>The key line</summary>
+#
 # Flatten: `z = logits.reshape(-1, V)`, `t = targets.reshape(-1)`. Then
 # `m = z.max(dim=-1, keepdim=True).values`, `lse = m + torch.log(torch.exp(z - m).sum(-1, keepdim=True))`,
 # `logp = z - lse`, and pick the target entries with `logp[torch.arange(len(t)), t]`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -311,8 +323,14 @@ with requires("Exercise 2.1 and Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Three regimes: a linear warm-up, a cosine decay from the maximum to the minimum, then the
+# minimum. Decide carefully which side of each boundary a step falls on.
+#
+# <details><summary>The key line</summary>
+#
 # Three branches in this order: `step < warmup_iters`, `step >= max_iters`, else the cosine with
 # `r = (step - warmup_iters) / (max_iters - warmup_iters)` and `math.cos(math.pi * r)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -377,10 +395,16 @@ with requires("Exercise 3.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Zero the old gradients, forward, backward; then compute one global norm over all gradients and
+# shrink them all by the same factor when it is too large, before the optimiser steps.
+#
+# <details><summary>The key line</summary>
+#
 # `optimizer.zero_grad(set_to_none=True)`; `loss = cross_entropy(model(x), y)`; `loss.backward()`;
 # then inside `with torch.no_grad():` collect `grads = [p.grad for p in model.parameters() if p.grad is not None]`,
 # `norm = torch.sqrt(sum((g * g).sum() for g in grads))`, `scale = min(1.0, grad_clip / (norm.item() + 1e-6))`,
 # `g.mul_(scale)` for each; finally `optimizer.step()` and `return loss.item()`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -481,6 +505,12 @@ with requires("Exercise 3.2 and Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Per parameter, keep a step count and two running averages (of the gradient and of its square);
+# decay the weights directly (decoupled), correct the averages' bias, then update. No gradient
+# tracking inside the step.
+#
+# <details><summary>The key line</summary>
+#
 # `__init__`: `super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))`.
 # `step()`, decorated with `@torch.no_grad()`: `for group in self.param_groups:`, then
 # `for p in group["params"]:` skip `p.grad is None`; `state = self.state[p]`, on the first step
@@ -488,6 +518,7 @@ with requires("Exercise 3.2 and Exercise 1.1"):
 # `p.mul_(1 - lr * wd)`; `m.mul_(beta1).add_(g, alpha=1 - beta1)`;
 # `v.mul_(beta2).addcmul_(g, g, value=1 - beta2)`; then
 # `p.sub_(lr * (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + eps))`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -595,8 +626,14 @@ with requires("Exercise 3.3"):
 #
 # <details><summary>Hint</summary>
 #
+# Evaluate without gradients and in eval mode, average the losses over a few batches, and leave
+# the model in the mode you found it in.
+#
+# <details><summary>The key line</summary>
+#
 # `was_training = model.training`; `model.eval()`; in `with torch.no_grad():` loop, append
 # `cross_entropy(model(x), y).item()`; `model.train(was_training)`; return the mean.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -676,10 +713,17 @@ with requires("Exercise 4.1 and Exercise 3.2"):
 #
 # <details><summary>Hint</summary>
 #
+# A checkpoint must restore everything the run depends on: the model, the optimiser's state, the
+# step and the random generator's state. Save them together in one dict, and load each back into
+# its object.
+#
+# <details><summary>The key line</summary>
+#
 # Save a dict: `{"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
 # "generator": generator.get_state()}`. Load with `ck = torch.load(path)`, then
 # `model.load_state_dict(ck["model"])`, `optimizer.load_state_dict(ck["optimizer"])`,
 # `generator.set_state(ck["generator"])` and `return ck["step"]`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -770,11 +814,18 @@ with requires("Exercise 5.1, Exercise 3.2 and Exercise 1.1"):
 #
 # <details><summary>Hint</summary>
 #
+# Scale the logits by the temperature, then remove the tokens outside the top k and outside the
+# smallest set whose probability reaches top_p, and draw from what is left with the given
+# generator.
+#
+# <details><summary>The key line</summary>
+#
 # `z = logits / temperature`. Top-k: `kth = torch.topk(z, min(k, V)).values[..., -1:]`,
 # `z = z.masked_fill(z < kth, float("-inf"))`. Top-p: `zs, order = torch.sort(z, descending=True)`,
 # `p = torch.softmax(zs, -1)`, `drop = (torch.cumsum(p, -1) - p) >= top_p`, `drop[..., 0] = False`,
 # back to vocabulary order with `torch.zeros_like(drop).scatter(-1, order, drop)`, then
 # `masked_fill`. Finally `torch.multinomial(torch.softmax(z, -1), 1, generator=generator)`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "ex6_1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
