@@ -94,7 +94,11 @@ def test_challenge_times_the_naive_loop_and_the_trainer_in_turns(monkeypatch, ca
     monkeypatch.setattr(B, "cpu_seconds", loaded)
     B.check_train_bpe_fast(incremental_trainer)
     assert calls[:4] == ["naive", "student", "naive", "student"], calls
-    assert "speed-up over the naive loop" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "speed-up over the naive loop" in out
+    # progress after every timed run (issue 49 item 5: a right answer was silent for 18 s)
+    for run in (1, 2):
+        assert f"run {run}: the naive loop took " in out and f"run {run}: yours took " in out, out
 
 
 def test_challenge_names_a_trainer_that_recounts_every_pair():
@@ -125,7 +129,9 @@ def test_a_naive_speed_trainer_is_stopped_after_one_run(monkeypatch, capsys):
     msg = str(info.value)
     assert "it was stopped after" in msg and f"Likely mistake: {SLOW}" in msg, msg
     assert f"faster (the challenge asks for at least {B.SPEED_MIN_RATIO:g}x)" in msg
-    assert f"timing it against the naive loop on {WHERE}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"timing it against the naive loop on {WHERE}" in out
+    assert "run 1: the naive loop took " in out and "yours took" not in out, out
 
 
 # ---------------------------------------------------------------- judged outside the kernel
