@@ -12,7 +12,6 @@ gives ``{"test_softmax": ["attention.softmax"], ...}``.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import re
 import sys
@@ -26,25 +25,14 @@ PACKAGE = Path(__file__).resolve().parent.parent  # the real autograder package
 
 
 def converted() -> frozenset[str]:
-    """The check modules judged this way: every chapter of the exercise table.
-
-    The table (``autograder/checks/table.py``) is plain data, but importing it as
-    ``autograder.checks.table`` runs the check package first, which imports torch and
-    computes chapter 01's expected values (2 s). The parent needs only the table before its
-    first student starts, so where the package is not imported yet the same file is read on
-    its own, under a private name."""
-    with _TABLE_LOCK:  # the parent's students start in threads: one reads it at a time
-        return _converted()
+    """The check modules judged this way: every chapter of the exercise table."""
+    return frozenset(ch.module for ch in _table().TABLES.values())
 
 
-_TABLE_LOCK = threading.Lock()
-# The check library in one thread at a time. A grading process imports a student's check
-# modules in a thread (``verdict.warm``) while it judges, and the library is not safe in two
-# threads at once: a check module computes its expected values when it is imported, and a few
-# of them seed torch's global generator and draw from it (transformer_ref's own
-# initialisation). Two threads importing chapters 05 and 06 together interleaved their draws,
-# and a right answer read "output differs". Importing, writing case inputs and judging hold
-# this lock.
+# The check library in one thread at a time: a check module computes its expected values when
+# imported, and some draw from torch's global generator, so two threads importing chapters
+# together interleave their draws (a right answer read "output differs"). Importing, writing
+# case inputs and judging hold this lock (a grading process imports in a thread while judging).
 CHECKS = threading.RLock()
 
 
@@ -55,9 +43,8 @@ def chapter_tests() -> dict[str, frozenset[str]]:
     >>> "ex2_1_softmax" in chapter_tests()["01_attention"]
     True
     """
-    with _TABLE_LOCK:
-        tables = _table().TABLES
-    return {name: frozenset(e.grade_id for e in ch.exercises) for name, ch in tables.items()}
+    return {name: frozenset(e.grade_id for e in ch.exercises)
+            for name, ch in _table().TABLES.items()}
 
 
 def label(grade_id: str) -> str:
@@ -70,32 +57,32 @@ def label(grade_id: str) -> str:
     return f"Exercise {m[1]}.{m[2]}" if m else f"the exercise {grade_id}"
 
 
-@functools.cache
-def _converted() -> frozenset[str]:
-    return frozenset(ch.module for ch in _table().TABLES.values())
-
-
-@functools.cache
 def _table():
-    table = sys.modules.get("autograder.checks.table")
-    if table is None:
-        import importlib.util
+    """``autograder/checks/table.py``: imported as ``autograder.checks.table`` it runs the check
+    package first (torch and chapter 01's expected values, 2 s), so where that is not loaded
+    yet the file is read on its own, under a private name, once (students start in threads)."""
+    global _TABLE
+    with _TABLE_LOCK:
+        if _TABLE is None:
+            _TABLE = sys.modules.get("autograder.checks.table") or _read_table()
+        return _TABLE
 
-        spec = importlib.util.spec_from_file_location(
-            "autograder._exercise_table", PACKAGE / "checks" / "table.py")
-        table = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = table  # dataclasses look their module up while defining
-        try:
-            spec.loader.exec_module(table)
-        finally:
-            sys.modules.pop(spec.name, None)
+
+_TABLE, _TABLE_LOCK = None, threading.Lock()
+
+
+def _read_table():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "autograder._exercise_table", PACKAGE / "checks" / "table.py")
+    table = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = table  # dataclasses look their module up while defining
+    try:
+        spec.loader.exec_module(table)
+    finally:
+        sys.modules.pop(spec.name, None)
     return table
-
-
-def __getattr__(name: str):
-    if name == "CONVERTED":  # ``verdict.CONVERTED``: the same set, for readers of the module
-        return converted()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def keys_in(source: str) -> list[str]:
@@ -120,7 +107,6 @@ def converted_keys(nb) -> dict[str, list[str]]:
         if keys and all(k.split(".")[0] in converted() for k in keys):
             out[_nbg(c)["grade_id"]] = keys
     return out
-
 
 
 def get_check(key: str):

@@ -76,9 +76,9 @@ def test_one_process_grades_every_assignment_in_turn(one_student):
 def test_kernel_packages_and_case_inputs_are_built_once_per_class(one_student):
     out = one_student["out"]
     (template,) = out.glob(".work/template-*")
-    # one build per assignment, named by its sources (the folder may be the session's store,
-    # COURSE_KERNEL_STORE, holding other classes' builds too), and the students' kernels
-    # read their inputs from it: no build of their own
+    # one build per assignment, named by its sources (in the template, a copy of the
+    # per-user cache's), and the students' kernels read their inputs from it: no build of
+    # their own
     caches = [template / "kernels" / kernel_package.cache_key(
         [nbformat.read(q, as_version=4) for q in sorted((template / "source" / a).glob("*.ipynb"))])
         / "spec.json" for a in ASSIGNMENTS]
@@ -140,12 +140,9 @@ def test_course_grade_starts_without_importing_nbgrader():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'torch')))\n"
             "nbgrader_patches.warm().join(120)\n"
             "import nbgrader.api\n"
-            "print(nbgrader.api.get_alembic_version() == nbgrader_patches.schema_head())\n"
-            "from autograder.grading.parent.results import NotGradedCsvExport  # its old place\n"
-            "from autograder.grading.parent.export_csv import NotGradedCsvExport as new\n"
-            "print(NotGradedCsvExport is new)")
+            "print(nbgrader.api.get_alembic_version() == nbgrader_patches.schema_head())")
     out = _fresh(code).splitlines()
-    assert out == ["[]", "True", "True"], out
+    assert out == ["[]", "True"], out
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +207,7 @@ def test_the_cache_key_follows_the_code(tmp_path):
     code = ("import sys; from pathlib import Path\n"
             "from autograder.grading.autograde import kernel_package\n"
             "kernel_package.PACKAGE = Path(sys.argv[1])\n"
-            "print(kernel_package._code_digest())\n")
+            "print(kernel_package.code_digest())\n")
 
     def digest(package):
         return subprocess.run([sys.executable, "-c", code, str(package)], cwd=REPO,

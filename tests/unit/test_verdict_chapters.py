@@ -3,7 +3,7 @@
 Written once over the chapters (``helpers/answer_sets.py``): the answers of
 ``test_checks_chapters.py`` go through the trusted path (``helpers.verdict.judged``: case
 inputs -> probe record -> judge), as ``course-grade`` does for a chapter in
-``exercises.CONVERTED``. A chapter's own verdicts (built-ins seen in a thread, inputs rebuilt
+``exercises.converted()``. A chapter's own verdicts (built-ins seen in a thread, inputs rebuilt
 from plain data, the kernel's package) are tested in its ``test_verdict_<module>.py``.
 """
 
@@ -37,7 +37,7 @@ def _blank(*args, **kwargs):
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_is_converted(chapter):
-    assert table.chapter(chapter).module in exercises.CONVERTED
+    assert table.chapter(chapter).module in exercises.converted()
     src = nbformat.read(REPO / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
     found = sorted(k for ks in exercises.converted_keys(src).values() for k in ks)
     assert found == sorted(answers(chapter).CHECKS)

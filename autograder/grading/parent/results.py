@@ -727,13 +727,3 @@ def _complete_submission(gb, submission) -> None:
                 Comment(cell_id=cell.id, notebook=snb)
     gb.db.commit()
 
-
-def __getattr__(name: str):
-    # the plugin's old place, which OUT_DIR/nbgrader_config.py files written before named:
-    # nbgrader (traitlets' import_item) finds it here still, without this module importing
-    # nbgrader when course-grade starts
-    if name == "NotGradedCsvExport":
-        from .export_csv import NotGradedCsvExport
-
-        return NotGradedCsvExport
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ or not:
   output (a silenced traceback) gets one, so nbgrader scores it 0.
 
 For a notebook whose test cells are all judged outside the kernel (trusted verdicts,
-``exercises.CONVERTED``) nothing is refused: a deny-list only delays, and what runs in the
+``exercises.converted()``) nothing is refused: a deny-list only delays, and what runs in the
 kernel cannot change a verdict. The parent flags those cells instead (``flags.flags``:
 ``flagged: <what>`` on the exercise they concern). For every notebook, code cells a student
 put above the locked setup cell are moved to just after it (:func:`setup_first`): the setup
