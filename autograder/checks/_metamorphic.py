@@ -338,6 +338,39 @@ def perturb_at(*positions, axis: int = -2, amount: float = 1.0) -> Callable:
     return perturb
 
 
+# ---------------------------------------------------------------- a count off by its parts
+def count_parts(parts: Callable, suggests: str) -> Probe:
+    """A count (an int) off by one of its parts, or two of them: ``parts(case)`` ->
+    {name: how many it adds} (e.g. {"W1": d_model * d_ff, "b1": d_ff, ...})."""
+
+    def read(case, got, outs):
+        if type(got) not in (int, float) or type(case.expected) not in (int, float):
+            return None
+        diff = got - case.expected
+        named = [(k, int(v)) for k, v in parts(case).items() if int(v) != 0]
+        for times, how in ((-1, "leaves out"), (1, "counts one more"), (-2, "subtracts")):
+            found = [(k, v) for k, v in named if diff == times * v]
+            if found:  # parts of one size (W1 and W2) are named together: "W1 or W2"
+                return _count_finding(how, " or ".join(k for k, _ in found), found[0][1],
+                                      suggests)
+        for i, (k, v) in enumerate(named):  # two parts left out (a layer's weight and bias)
+            for k2, v2 in named[i + 1:]:
+                if diff == -(v + v2):
+                    return _count_finding("leaves out", f"{k} and {k2}", v + v2, suggests)
+        return None
+
+    return Probe("count off by a part", _no_variants, read)
+
+
+def _count_finding(how: str, what: str, n: int, suggests: str) -> Finding:
+    text = {"leaves out": f"leaves out {what} ({n:,} parameters)",
+            "counts one more": f"counts {what} ({n:,}) once too often",
+            "subtracts": f"subtracts {what} ({n:,}) where it should add it"}[how]
+    return Finding(f"count {text.split(' (')[0]}",
+                   f"{MARK} your count differs from the right one by exactly this part: it "
+                   f"{text}. {suggests}")
+
+
 # ---------------------------------------------------------------- running a family
 def find(probes, case, got, call: Callable | None, outs_of: Callable | None = None):
     """The first probe's :class:`Finding` for failing ``case``, or None.

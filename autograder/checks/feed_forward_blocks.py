@@ -286,8 +286,17 @@ def _count_cases():
     return tuple(out)
 
 
+def _count_parts(case) -> dict:
+    d, f, a = case.args
+    parts = {"W1": d * f, "b1": f, "W2": f * d, "b2": d}
+    return parts | ({"the gate W3": d * f, "its bias b3": f} if a == "swiglu" else {})
+
+
 _COUNT = Check(
     **table.identity(__name__, "ffn_param_count"),
+    probes=(_mm.count_parts(_count_parts,
+                            "Count every weight matrix (d_in * d_out) and every bias (d_out) of "
+                            "the FFN: W1, b1, W2, b2, and for SwiGLU the gate W3 and b3."),),
     cases=_count_cases,
     mistakes=(
         Mistake(

@@ -79,6 +79,11 @@ def lr_fixed_warmup(step, max_lr, min_lr, warmup_iters, max_iters):  # 10 steps,
     return lr * 0.999  # and a slip, so that no catalogued mistake fits
 
 
+def count_minus_w2(d_model, d_ff, activation):  # - for + before the second layer's weights
+    n_in = 2 if activation == "swiglu" else 1
+    return n_in * (d_model * d_ff + d_ff) - d_ff * d_model + d_model
+
+
 WRONG = [  # (chapter, function, wrong answer, what the probe says)
     ("02_masking", "masked_attention", leaky,
      "changing only position 1 moves your output at position 0"),
@@ -93,6 +98,8 @@ WRONG = [  # (chapter, function, wrong answer, what the probe says)
      "your output does not change when `gamma` changes"),
     ("04_layer_norm", "layer_norm", ln_divided_by_gamma,
      "your output changes when x is scaled by 4 and shifted by 3"),
+    ("05_feed_forward_blocks", "ffn_param_count", count_minus_w2,
+     "your count differs from the right one by exactly this part: it subtracts W1 or W2 (256)"),
     ("08_training", "cross_entropy", ce_in_bits, "your output is the right one times 1/ln 2"),
     ("08_training", "get_lr", lr_fixed_warmup,
      "your output does not change when `warmup_iters` changes"),
@@ -125,7 +132,8 @@ WITH_PROBES = ["attention.dot_product_scores", "attention.softmax",
                "attention.scaled_dot_product_attention",
                "masking.masked_attention", "multihead_attention.multi_head_attention",
                "layer_norm.layer_norm", "layer_norm.layer_norm_np", "layer_norm.rms_norm",
-               "feed_forward_blocks.feed_forward", "transformer.apply_rope",
+               "feed_forward_blocks.feed_forward", "feed_forward_blocks.ffn_param_count",
+               "transformer.apply_rope",
                "training.cross_entropy", "training.get_lr"]
 
 
