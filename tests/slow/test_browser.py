@@ -232,6 +232,21 @@ def _nbgrader_panels(page) -> dict:
     }
 
 
+def _hint_in_two_steps(page) -> dict:
+    """Open Exercise 1.1's hint as a student does: its first fold shows the nudge and keeps the
+    key line folded; the second fold shows the key line with its code rendered."""
+    cell = page.locator(f"{PANEL} .jp-MarkdownCell", has_text="Exercise 1.1").first
+    cell.scroll_into_view_if_needed()
+    outer = cell.locator("details").first
+    outer.locator("summary").first.click()
+    inner = outer.locator("details").first
+    seen = {"nudge_first": outer.locator("p").first.is_visible(),
+            "key_hidden_first": not inner.locator("code").first.is_visible()}
+    inner.locator("summary", has_text="The key line").click()
+    seen["key_then"] = inner.locator("code").first.is_visible()
+    return seen
+
+
 @pytest.mark.parametrize("view", ["student", "instructor"])
 def test_lab_views_show_the_student_or_the_instructor_panels(view, tmp_path):
     """Issue 18 trial: `lab` showed students nbgrader's instructor panels. The student view
@@ -250,8 +265,12 @@ def test_lab_views_show_the_student_or_the_instructor_panels(view, tmp_path):
             with _screenshot_on_failure(page, lab, f"browser-lab-{view}"):
                 open_notebook(page, lab, RELEASE)
                 seen = _nbgrader_panels(page)
+                if view == "student":
+                    hint = _hint_in_two_steps(page)
         finally:
             browser.close()
+    if view == "student":  # issue 49 item 5: the nudge first, the key line in a second fold
+        assert hint == {"nudge_first": True, "key_hidden_first": True, "key_then": True}, hint
     assert seen["validate"] == 1, seen
     assert "Assignment List" in seen["menu"], seen
     if view == "student":
