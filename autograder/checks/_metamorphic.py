@@ -338,6 +338,21 @@ def perturb_at(*positions, axis: int = -2, amount: float = 1.0) -> Callable:
     return perturb
 
 
+# ---------------------------------------------------------------- a property the answer has
+def keeps(holds: Callable, what: str, suggests: str) -> Probe:
+    """A property every right answer has (``holds(case, out)`` -> bool, e.g. a rotation keeps
+    each pair's length) that the output lacks. ``what``: the property in words."""
+
+    def read(case, got, outs):
+        if not holds(case, case.expected) or holds(case, got):
+            return None
+        return Finding(f"{what} not kept",
+                       f"{MARK} your output does not keep {what}, which the right answer "
+                       f"does. {suggests}")
+
+    return Probe(f"keeps {what}", _no_variants, read)
+
+
 # ---------------------------------------------------------------- a count off by its parts
 def count_parts(parts: Callable, suggests: str) -> Probe:
     """A count (an int) off by one of its parts, or two of them: ``parts(case)`` ->

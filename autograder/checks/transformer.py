@@ -221,6 +221,10 @@ def _sin_cases():
 
 _SIN = Check(
     **table.identity(__name__, "sinusoidal_encoding"),
+    probes=(_mm.keeps(lambda case, out: _pairs_of_length(out, None),
+                      "(sin, cos) pairs: features 2i and 2i+1 of a row have squares summing to 1",
+                      "Feature 2i is sin(pos * w_i) and feature 2i+1 is cos(pos * w_i), with the "
+                      "same angle in both."),),
     cases=_sin_cases,
     mistakes=(
         Mistake(
@@ -397,6 +401,24 @@ def _rope_cases():
     return tuple(out)
 
 
+def _pairs_of_length(out, x) -> bool:
+    """Whether each pair (2i, 2i+1) of ``out`` has the length of the same pair of ``x`` (of 1
+    when ``x`` is None)."""
+    if type(out) is not torch.Tensor or out.dim() == 0 or out.shape[-1] % 2 or not (
+            out.is_floating_point()) or (x is not None and out.shape != x.shape):
+        return False
+    with torch.no_grad():
+        def lengths(t):
+            return t.detach().double().unflatten(-1, (-1, 2)).norm(dim=-1)
+        want = torch.ones_like(lengths(out)) if x is None else lengths(x)
+        return bool(torch.allclose(lengths(out), want, rtol=1e-4, atol=1e-6))
+
+
+def _pair_lengths_kept(case, out) -> bool:
+    """Whether ``out`` has the shape of x and each pair (2i, 2i+1) of it keeps its length."""
+    return _pairs_of_length(out, case.args[0])
+
+
 _ROPE = Check(
     **table.identity(__name__, "apply_rope"),
     cases=_rope_cases,
@@ -409,6 +431,9 @@ _ROPE = Check(
                        "the negated positions", _ref_rope,
                        "Each pair turns by +angle: (a cos - b sin, a sin + b cos); a sign on "
                        "the sines swapped turns it the other way."),
+        _mm.keeps(_pair_lengths_kept, "the length of each feature pair (2i, 2i+1)",
+                  "RoPE rotates each pair: (a cos - b sin, a sin + b cos) with a = x[..., 0::2], "
+                  "b = x[..., 1::2], written back in place of the same two features."),
         _mm.ignored("base", "`base`", lambda b: b / 100, _ref_rope,
                     "The frequencies are base ** (-2i / d_k) with the given base.",
                     how="base / 100", default=10000.0),

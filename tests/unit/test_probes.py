@@ -84,6 +84,22 @@ def count_minus_w2(d_model, d_ff, activation):  # - for + before the second laye
     return n_in * (d_model * d_ff + d_ff) - d_ff * d_model + d_model
 
 
+def rope_cos_alone(x, positions, base=10000.0):  # a sin + cos for a sin + b cos
+    theta = base ** (-torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])
+    angle = positions.to(torch.float64)[:, None] * theta
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + cos), dim=-1).flatten(-2)
+
+
+def sinusoidal_two_angles(max_len, d_model):  # the cosines of another angle
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angle = pos / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(2 * angle)
+    return pe.float()
+
+
 WRONG = [  # (chapter, function, wrong answer, what the probe says)
     ("02_masking", "masked_attention", leaky,
      "changing only position 1 moves your output at position 0"),
@@ -100,6 +116,10 @@ WRONG = [  # (chapter, function, wrong answer, what the probe says)
      "your output changes when x is scaled by 4 and shifted by 3"),
     ("05_feed_forward_blocks", "ffn_param_count", count_minus_w2,
      "your count differs from the right one by exactly this part: it subtracts W1 or W2 (256)"),
+    ("06_transformer", "apply_rope", rope_cos_alone,
+     "your output does not keep the length of each feature pair (2i, 2i+1)"),
+    ("06_transformer", "sinusoidal_encoding", sinusoidal_two_angles,
+     "your output does not keep (sin, cos) pairs"),
     ("08_training", "cross_entropy", ce_in_bits, "your output is the right one times 1/ln 2"),
     ("08_training", "get_lr", lr_fixed_warmup,
      "your output does not change when `warmup_iters` changes"),
@@ -133,7 +153,7 @@ WITH_PROBES = ["attention.dot_product_scores", "attention.softmax",
                "masking.masked_attention", "multihead_attention.multi_head_attention",
                "layer_norm.layer_norm", "layer_norm.layer_norm_np", "layer_norm.rms_norm",
                "feed_forward_blocks.feed_forward", "feed_forward_blocks.ffn_param_count",
-               "transformer.apply_rope",
+               "transformer.apply_rope", "transformer.sinusoidal_encoding",
                "training.cross_entropy", "training.get_lr"]
 
 
