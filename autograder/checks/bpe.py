@@ -936,8 +936,8 @@ def _speed_stage(fn, hidden: bool) -> str | None:
     each is compared, so that a machine busy with other work slows both sides."""
     text = _speed_text()
     where = f"{len(text):,} characters of Shakespeare, vocab_size={SPEED_VOCAB}"
-    print(f"  timing it against the naive loop on {where}, in turns (at most "
-          f"~{SPEED_BUDGET_S:.0f} s) ...", flush=True)
+    print(f"  timing it against the naive loop on {where}, in turns (no new run starts "
+          f"after ~{SPEED_BUDGET_S:.0f} s) ...", flush=True)
     naive, times = [], []
     start = _perf_counter()
     for i in range(SPEED_PAIRS):
