@@ -353,6 +353,36 @@ def keeps(holds: Callable, what: str, suggests: str) -> Probe:
     return Probe(f"keeps {what}", _no_variants, read)
 
 
+# ---------------------------------------------------------------- which part of a piecewise answer
+def phases(points: Callable, ref: Callable, suggests: dict) -> Probe:
+    """A piecewise function (a schedule) right in some of its phases and wrong in others.
+    ``points(case)`` -> ((phase, args), ...): one input in each phase the case's settings
+    have; ``suggests``: {phase: what to check there}. Named only when at least one phase is
+    right and one wrong."""
+
+    def variants(case):
+        return tuple((args, dict(case.kwargs)) for _, args in points(case))
+
+    def read(case, got, outs):
+        wrong, right = [], []
+        for (phase, args), out in zip(points(case), outs):
+            want = ref(*args, **case.kwargs)
+            (right if out is not None and _same(out, want) else wrong).append(
+                (phase, args, out, want))
+        if not wrong or not right:
+            return None
+        phase, args, out, want = wrong[0]
+        seen = "" if case.hidden or out is None else (
+            f" ({out:.6g} for {want:.6g} at step {args[0]})")
+        return Finding(
+            f"the {phase} is wrong",
+            f"{MARK} your result is right in the {' and '.join(p for p, *_ in right)} but "
+            f"wrong in the {' and '.join(p for p, *_ in wrong)}{seen}. {suggests[phase]}",
+        )
+
+    return Probe("phases", variants, read)
+
+
 # ---------------------------------------------------------------- a count off by its parts
 def count_parts(parts: Callable, suggests: str) -> Probe:
     """A count (an int) off by one of its parts, or two of them: ``parts(case)`` ->

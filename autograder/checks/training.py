@@ -449,6 +449,15 @@ def _lr_cases():
     return tuple(cases)
 
 
+def _lr_phases(case) -> tuple:
+    """One step in each phase of the case's schedule: warm-up, cosine decay, end."""
+    _, lr, lo, W, D = case.args
+    out = [("warm-up", (W // 2, lr, lo, W, D))] if W > 0 else []
+    if D - W > 2:
+        out.append(("cosine decay", ((W + D) // 2, lr, lo, W, D)))
+    return (*out, ("end (step >= max_iters)", (D + 3, lr, lo, W, D)))
+
+
 _LR = Check(
     **table.identity(__name__, "get_lr"),
     cases=_lr_cases,
@@ -462,6 +471,14 @@ _LR = Check(
         _mm.ignored(4, "`max_iters`", lambda d: 2 * d, _ref_get_lr,
                     "The decay's progress is (step - warmup_iters) / (max_iters - "
                     "warmup_iters).", how="max_iters doubled"),
+        _mm.phases(_lr_phases, _ref_get_lr, {
+            "warm-up": "During warm-up (step < warmup_iters) lr = max_lr * (step + 1) / "
+                       "warmup_iters: it reaches max_lr at the last warm-up step.",
+            "cosine decay": "From warmup_iters to max_iters, lr = min_lr + (1 + cos(pi r)) / 2 "
+                            "* (max_lr - min_lr), r = (step - warmup_iters) / (max_iters - "
+                            "warmup_iters) going from 0 to 1.",
+            "end (step >= max_iters)": "From max_iters on, lr stays at min_lr.",
+        }),
     ),
     mistakes=(
         Mistake("warm-up starts at 0 (max_lr * step / warmup_iters)",

@@ -100,6 +100,12 @@ def sinusoidal_two_angles(max_len, d_model):  # the cosines of another angle
     return pe.float()
 
 
+def lr_warmup_late(step, max_lr, min_lr, warmup_iters, max_iters):  # (step + 2) in warm-up
+    if step < warmup_iters:
+        return max_lr * (step + 2) / warmup_iters
+    return _right("training.get_lr")(step, max_lr, min_lr, warmup_iters, max_iters)
+
+
 WRONG = [  # (chapter, function, wrong answer, what the probe says)
     ("02_masking", "masked_attention", leaky,
      "changing only position 1 moves your output at position 0"),
@@ -121,6 +127,8 @@ WRONG = [  # (chapter, function, wrong answer, what the probe says)
     ("06_transformer", "sinusoidal_encoding", sinusoidal_two_angles,
      "your output does not keep (sin, cos) pairs"),
     ("08_training", "cross_entropy", ce_in_bits, "your output is the right one times 1/ln 2"),
+    ("08_training", "get_lr", lr_warmup_late, "your result is right in the cosine decay and "
+     "end (step >= max_iters) but wrong in the warm-up (0.7 for 0.6 at step 5)"),
     ("08_training", "get_lr", lr_fixed_warmup,
      "your output does not change when `warmup_iters` changes"),
 ]
