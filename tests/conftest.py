@@ -124,17 +124,17 @@ def _class_templates(tmp_path_factory):
     it instead of building its own."""
     import os
 
-    from autograder.grading.env import KERNEL_STORE
+    from autograder.grading.env import CACHE
 
     import helpers
 
     helpers.TEMPLATES = helpers.session_dir(tmp_path_factory) / "templates"
-    # and one build of each chapter's kernel packages for every class of the session, the
-    # session's templates and the tests' own (course.kernels_dir); course-grade inherits it
-    before = os.environ.get(KERNEL_STORE)
-    os.environ[KERNEL_STORE] = str(helpers.session_dir(tmp_path_factory) / "kernel-store")
+    # and one per-user template cache for the session (parent/template_cache.py): every
+    # course-grade run into a fresh --out copies its template from there; ~/.cache untouched
+    before = os.environ.get(CACHE)
+    os.environ[CACHE] = str(helpers.session_dir(tmp_path_factory) / "cache")
     yield
     if before is None:
-        os.environ.pop(KERNEL_STORE, None)
+        os.environ.pop(CACHE, None)
     else:
-        os.environ[KERNEL_STORE] = before
+        os.environ[CACHE] = before

@@ -16,8 +16,9 @@ GRADE_PARENT = "COURSE_GRADE_PARENT"  # the parent's pid: limits.py ends at once
 GRADE_JOB = "COURSE_GRADE_JOB"  # a token in every process of one student's job (the kill sweep)
 KERNEL_CACHE = "COURSE_KERNEL_CACHE"  # the class's folder of kernel packages (kernel_package)
 ALEMBIC_HEAD = "COURSE_ALEMBIC_HEAD"  # the gradebook schema's head, looked up once per class
-# the instructor (or the test suite) -> course-grade's template (parent/course.py)
-KERNEL_STORE = "COURSE_KERNEL_STORE"  # a folder of kernel packages shared by several classes
+# the instructor (or the test suite) -> course-grade's per-user cache of class templates
+# (parent/template_cache.py): a folder (default $XDG_CACHE_HOME/course-grade), or "off"
+CACHE = "COURSE_CACHE"
 
 # the grading process -> the kernels' launcher (sandbox/kernel.py) and the zygote
 KERNEL_PARENT = "COURSE_KERNEL_PARENT"  # the grading process's pid, checked by the launcher
@@ -28,6 +29,6 @@ ZYGOTE_PRELOAD = "COURSE_ZYGOTE_PRELOAD"  # the modules the zygote imports (JSON
 # the grader -> the graded kernel
 PROBE_DIR = "COURSE_PROBE_DIR"  # the probe's read-only case inputs: hidden checks record only
 
-ALL = (SMOKE, VENV, GRADE_PARENT, GRADE_JOB, KERNEL_CACHE, ALEMBIC_HEAD, KERNEL_STORE,
+ALL = (SMOKE, VENV, GRADE_PARENT, GRADE_JOB, KERNEL_CACHE, ALEMBIC_HEAD, CACHE,
        KERNEL_PARENT,
        ZYGOTE, ZYGOTE_RO, ZYGOTE_PRELOAD, PROBE_DIR)

@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from helpers.synthetic_class import ClassBuilder, matches
-from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv, seed_template
+from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv
 from helpers.synthetic_class.shared import template as shared_template
 
 SOURCE = REPO / "tests" / "fixtures" / "solutions"
@@ -32,7 +32,7 @@ KEEP = {"correct", "wrong", "blank", "missing", "deleted_answer", "stubborn_loop
 def fixture_info(tmp_path_factory):
     """The session's template of the fixture assignment at this module's cell limit (5 s):
     built once (``shared.template``), the one this module's course-grade runs start from
-    (``grade_cmd``, :func:`seed_template`); read only."""
+    (``grade_cmd``: the session's template cache); read only."""
     template, info = shared_template(SOURCE, [ASSIGNMENT], 5)
     return template, info[ASSIGNMENT][0], tmp_path_factory.mktemp("fixture-work")
 
@@ -216,7 +216,6 @@ def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatc
     (tmp_path / "all" / "correct").rename(tmp_path / "class" / "correct")
     argv = [str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--source", str(SOURCE),
             "--no-progress", "--workers", "1", "--cell-timeout", "5"]
-    seed_template(tmp_path / "class", tmp_path / "out", SOURCE, ("--cell-timeout", "5"))
 
     class Broken:
         name = "broken"

@@ -92,18 +92,11 @@ def build_cache(cache: Path, sources: list) -> Path | None:
     return _cached_kernel(Path(cache), sources, keys)
 
 
-def cache_ready(cache: Path, sources: list) -> bool:
-    """Whether :func:`build_cache` has nothing left to do for ``sources`` (cheap: no check
-    module is imported, so a rerun of the class does not start a process to find out)."""
-    key = cache_key(sources)
-    return (Path(cache) / key / "spec.json").exists() or (Path(cache) / f"{key}.none").exists()
-
-
 def cache_key(sources: list) -> str:
     """The name of ``sources``' folder in the class's cache: their cells and this code."""
     import hashlib
 
-    h = hashlib.sha256(_code_digest().encode())
+    h = hashlib.sha256(code_digest().encode())
     for nb in sources:
         h.update(json.dumps([[c.cell_type, c.source, _nbg(c)] for c in nb.cells]).encode())
     return h.hexdigest()[:24]
@@ -151,7 +144,7 @@ def _build_kernel(kernel: Path, sources: list, keys: list[str]) -> dict:
 
 
 @functools.cache
-def _code_digest() -> str:
+def code_digest() -> str:
     """What the kernel package and the expected values are made from: this package's and the
     reference package's code, the torch that computes them, the plays' wheel."""
     import hashlib

@@ -4,7 +4,8 @@ nbgrader is used as designed: a course directory with ``source/<assignment>/<nb>
 from ``solutions/``), ``nbgrader generate_assignment`` to fill a gradebook and make the release,
 then ``nbgrader autograde`` / ``generate_feedback`` on ``submitted/<student>/<assignment>/``.
 
-The *template* course is built once per grading run (and cached by content hash). Each student
+The *template* course is built once per release (``template_key``: what it is made from) in the
+per-user cache and copied into each output folder (``template_cache.py``). Each student
 then gets a course folder of their own with a copy of the template gradebook, so no two processes
 ever write the same SQLite file; the parent merges the results (``results.py``).
 """
@@ -12,7 +13,6 @@ ever write the same SQLite file; the parent merges the results (``results.py``).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -24,7 +24,6 @@ import nbformat
 
 from ..cells import grade_id, is_test, nbg
 from ..config import GradeConfig
-from ..env import KERNEL_STORE
 from ..mathjax import FEEDBACK_URL, jupyter_path
 from ..nbgrader_patches import ensure_cached_head
 
@@ -69,7 +68,12 @@ def tool_env(base: dict | None = None) -> dict[str, str]:
 
 
 def write_config(root: Path, config: GradeConfig) -> None:
-    """Write the nbgrader_config.py of a course folder at ``root``.
+    """Write the nbgrader_config.py of a course folder at ``root`` (:func:`config_text`)."""
+    (root / "nbgrader_config.py").write_text(config_text(root, config))
+
+
+def config_text(root: Path, config: GradeConfig) -> str:
+    """The nbgrader_config.py of a course folder at ``root``.
 
     It loads the course's own configuration (``autograder/nbgrader_config.py``: solution stubs,
     anything the check library needs), points every path into ``root``, applies ``config``
@@ -104,7 +108,7 @@ def write_config(root: Path, config: GradeConfig) -> None:
         # feedback shows the student's cells and results, never the hidden tests' source
         "c.GenerateFeedback.preprocessors = _pp.feedback_preprocessors()",
     ]
-    (root / "nbgrader_config.py").write_text("\n".join(line for line in lines if line) + "\n")
+    return "\n".join(line for line in lines if line) + "\n"
 
 
 @dataclass
@@ -182,74 +186,80 @@ def source_ignore(assignment: str):
     return shutil.ignore_patterns(".*", f"{assignment}.py", "figures")
 
 
-def _hash_inputs(paths: list[Path], config: GradeConfig) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
+def _files(folder: Path, ignore) -> list[Path]:
+    """Every file ``shutil.copytree(folder, ..., ignore=ignore)`` copies, sorted."""
+    found = []
+    for here, dirs, names in os.walk(folder):
+        skip = ignore(here, dirs + names)
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        found += [Path(here) / n for n in sorted(names) if n not in skip]
+    return found
+
+
+# the fonts matplotlib's font list is made from (besides its own, named by its version)
+FONT_DIRS = ("/usr/share/fonts", "/usr/local/share/fonts", "~/.fonts", "~/.local/share/fonts")
+# the packages whose versions the template's files depend on (its code: code_digest)
+VERSIONED = ("nbgrader", "nbconvert", "nbformat", "nbclient", "jupyter_client", "ipykernel",
+             "matplotlib", "sqlalchemy", "alembic", "jupyter_server_mathjax")
+
+
+def template_key(source_dir: Path, assignments: list[str], config: GradeConfig) -> str:
+    """The name of the template of ``assignments`` (``template-<key>``, in the output folder and
+    in the per-user cache): a hash of everything its files are made from. The chapter folders'
+    files it copies, the nbgrader configuration it is written with (``config``), the files of
+    the course's two packages (``autograder``, ``transformer_ref``: the checks, the grader, the
+    kernel packages, ``autograder/nbgrader_config.py``, their data), the versions of torch,
+    Python, the packages in :data:`VERSIONED`, and the system's font folders (the font
+    list)."""
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..autograde.kernel_package import code_digest
+
+    h = hashlib.sha256(code_digest().encode())  # their .py files, torch
+    for package in ("autograder", "transformer_ref"):  # and their data
+        base = Path(importlib.util.find_spec(package).origin).parent
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and path.suffix not in (".py", ".pyc"):
+                h.update(f"{package}/{path.relative_to(base)}\0".encode() + path.read_bytes())
+    h.update(f"{sys.version}\0{sys.executable}\0".encode())
+    for name in VERSIONED:
+        try:
+            h.update(f"{name} {version(name)}\0".encode())
+        except PackageNotFoundError:
+            h.update(f"{name} -\0".encode())
+    h.update(config_text(Path("/template"), config).encode())
     if REPO_CONFIG.exists():
         h.update(REPO_CONFIG.read_bytes())
-    h.update(Path(__file__).read_bytes())
-    h.update(str(config.cell_timeout).encode())
+    for a in assignments:
+        folder = source_dir / a
+        for path in _files(folder, source_ignore(a)):
+            h.update(f"{a}/{path.relative_to(folder)}\0".encode() + path.read_bytes() + b"\0")
+    for top in FONT_DIRS:
+        for here, dirs, _ in os.walk(Path(top).expanduser()):
+            dirs.sort()
+            h.update(f"{here} {os.stat(here).st_mtime_ns}\0".encode())
     return h.hexdigest()[:16]
 
 
 def build_template(
     source_dir: Path, assignments: list[str], work: Path, config: GradeConfig
 ) -> tuple[Path, dict[str, list[Notebook]]]:
-    """Make (or reuse) the template course under ``work``; return it and the notebooks' info."""
+    """The template course of ``assignments`` under ``work`` (``template-<key>``: a rerun
+    reuses it), copied from the per-user cache (``template_cache``; built there first when it
+    is not), and the notebooks' info."""
+    from . import template_cache
+
     ensure_cached_head()
     all_found = find_assignments(source_dir)
     missing = [a for a in assignments if a not in all_found]
     if missing:
         raise SystemExit(f"no such assignment in {source_dir}: {', '.join(missing)}")
-    paths = [p for a in assignments for p in all_found[a]]
-    root = work / f"template-{_hash_inputs(paths, config)}"
-    done = root / ".done"
-    if not done.exists():
-        if root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
-        write_config(root, config)
-        for a in assignments:
-            dest = root / "source" / a
-            shutil.copytree(source_dir / a, dest, ignore=source_ignore(a))
-        # one nbgrader process for every assignment (nbgrader generate_assignment A --force each)
-        proc = subprocess.run(
-            [*NBGRADER, "generate_assignments", *assignments],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            env=tool_env(),
-        )
-        if proc.returncode != 0:
-            raise SystemExit(
-                f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}"
-            )
-        # the feedback pages load MathJax from OUT_DIR/mathjax, not a CDN (grading/mathjax.py)
-        jupyter_path(FEEDBACK_URL, root / "jupyter")
-        done.write_text(json.dumps({"assignments": assignments}))
-    # what every student's grading needs and no student changes: built once per class (a
-    # process only when something is missing: it imports the checks); the kernels' font list
-    # (sandbox.bwrap.font_cache, another process) at the same time
-    import threading
-
-    from ..autograde.kernel_package import cache_ready
-    from ..sandbox.bwrap import font_cache
-
-    kernels = kernels_dir(root)
-    fonts = threading.Thread(target=font_cache, args=(kernels / "mpl",), daemon=True)
-    fonts.start()
-
-    missing = [a for a in assignments if not cache_ready(kernels, [
-        nbformat.read(p, as_version=4) for p in sorted((root / "source" / a).glob("*.ipynb"))])]
-    if missing:
-        proc = subprocess.run([*NBGRADER, "kernel_caches", str(kernels), *missing],
-                              cwd=root, capture_output=True, text=True, env=tool_env())
-        if proc.returncode != 0:
-            raise SystemExit(
-                f"preparing the graded kernels failed:\n{proc.stdout}\n{proc.stderr}")
-    fonts.join()
+    name = f"template-{template_key(source_dir, assignments, config)}"
+    root = work / name
+    if not template_cache.complete(root):
+        template_cache.place(
+            name, root, lambda folder: _build(folder, source_dir, assignments, config))
     info = {}
     for a in assignments:
         info[a] = []
@@ -260,19 +270,40 @@ def build_template(
     return root, info
 
 
+def _build(root: Path, source_dir: Path, assignments: list[str], config: GradeConfig) -> None:
+    """Build the template course in ``root`` (a new folder)."""
+    import threading
+
+    from ..sandbox.bwrap import font_cache
+
+    root.mkdir(parents=True)
+    write_config(root, config)
+    for a in assignments:
+        shutil.copytree(source_dir / a, root / "source" / a, ignore=source_ignore(a))
+    # the kernels' font list (sandbox.bwrap.font_cache, another process) meanwhile
+    kernels = kernels_dir(root)
+    fonts = threading.Thread(target=font_cache, args=(kernels / "mpl",), daemon=True)
+    fonts.start()
+    # one nbgrader process for every assignment (nbgrader generate_assignment A --force each)
+    proc = subprocess.run([*NBGRADER, "generate_assignments", *assignments], cwd=root,
+                          capture_output=True, text=True, env=tool_env())
+    if proc.returncode != 0:
+        raise SystemExit(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
+    # the feedback pages load MathJax from OUT_DIR/mathjax, not a CDN (grading/mathjax.py)
+    jupyter_path(FEEDBACK_URL, root / "jupyter")
+    # what every student's grading needs and no student changes (it imports the checks)
+    proc = subprocess.run([*NBGRADER, "kernel_caches", str(kernels), *assignments],
+                          cwd=root, capture_output=True, text=True, env=tool_env())
+    if proc.returncode != 0:
+        raise SystemExit(f"preparing the graded kernels failed:\n{proc.stdout}\n{proc.stderr}")
+    fonts.join()
+
+
 def kernels_dir(template: Path) -> Path:
-    """The template's kernel packages and probe inputs (``kernel_package``, each assignment's in
-    a folder named by its content): ``<template>/kernels``. Where ``COURSE_KERNEL_STORE`` names
-    a folder, ``<template>/kernels`` is a link to it, so the classes graded with the same
-    setting share each build (the test suite grades some 40 classes of the same chapters: 47
-    builds of about 2-16 s of CPU each otherwise). Returned resolved: the kernels' specs and
-    mounts name the real folder."""
-    kernels = Path(template) / "kernels"
-    store = os.environ.get(KERNEL_STORE)
-    if store and not kernels.exists() and not kernels.is_symlink():
-        Path(store).mkdir(parents=True, exist_ok=True)
-        kernels.symlink_to(Path(store).resolve(), target_is_directory=True)
-    return kernels.resolve()
+    """The template's kernel packages, probe inputs (``kernel_package``, each assignment's in a
+    folder named by its content) and font list: ``<template>/kernels``, resolved (the kernels'
+    specs and mounts name the real folder)."""
+    return (Path(template) / "kernels").resolve()
 
 
 def make_student_course(template: Path, root: Path, config: GradeConfig) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import fcntl
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -65,55 +64,14 @@ def _cell_timeout(extra: tuple) -> int:
 
 def run_info(source: Path, assignments, extra: tuple) -> dict:
     """``notebook_info`` from the session's template that a course-grade run with the
-    arguments ``extra`` starts from (its cell limit; ``seed_template``): the same notebooks'
+    arguments ``extra`` starts from (its cell limit): the same notebooks'
     description, without building a second template (one at 60 s) only to describe them."""
     return template(source, assignments, _cell_timeout(tuple(extra)))[1]
 
 
-def _graded_assignments(submissions: Path, source: Path, extra: tuple) -> list[str]:
-    """The assignments course-grade will grade: ``--assignment``'s, else those whose notebook
-    name appears under ``submissions`` (a guess: a wrong one only costs the template's reuse)."""
-    from autograder.grading.parent.course import find_assignments
-
-    if "--assignment" in extra:
-        names = []
-        for a in extra[extra.index("--assignment") + 1:]:
-            if a.startswith("--"):
-                break
-            names.append(a)
-        return names
-    found = {p.name for p in Path(submissions).rglob("*.ipynb")}
-    return [a for a, paths in sorted(find_assignments(Path(source).resolve()).items())
-            if any(p.name in found for p in paths)]
-
-
-def seed_template(submissions: Path, out: Path, source: Path, extra: tuple) -> None:
-    """Put the session's template for this run into ``out/.work``, where course-grade looks
-    for it first (its folder is named by a hash of the sources and the cell limit), so a
-    test's course-grade run skips building it. The copy's nbgrader_config.py is rewritten for
-    its own folder; its kernels' packages stay in the session's folder (read only)."""
-    from autograder.grading.config import GradeConfig
-    from autograder.grading.parent.course import write_config
-
-    import helpers
-
-    if helpers.TEMPLATES is None:
-        return
-    cell_timeout = _cell_timeout(extra)
-    assignments = _graded_assignments(submissions, source, extra)
-    if not assignments:
-        return
-    path, _ = template(source, assignments, cell_timeout)
-    dest = Path(out) / ".work" / path.name
-    if not dest.exists():
-        shutil.copytree(path, dest, symlinks=True)
-        write_config(dest, GradeConfig(cell_timeout=cell_timeout))
-
-
 def grade_cmd(submissions: Path, out: Path, source: Path, *extra: str) -> list[str]:
-    """The course-grade command for a test class; seeds ``out`` with the session's template
-    (:func:`seed_template`)."""
-    seed_template(submissions, out, source, extra)
+    """The course-grade command for a test class (its template: a copy of the session's
+    template cache's, ``COURSE_CACHE`` in tests/conftest.py)."""
     return [
         sys.executable, "-m", "autograder.grade", str(submissions), "--out", str(out),
         "--source", str(source), "--no-progress", *extra,
