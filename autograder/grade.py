@@ -337,39 +337,41 @@ def _refuse(submissions: Path, out: Path | None) -> None:
 
 
 def _main(args) -> int:
-    # imports after parsing: --help stays instant
-    from tqdm import tqdm
-
-    from .grading.mathjax import publish as publish_mathjax
-    from .grading.nbgrader_patches import warm as nbgrader_warm
-    from .grading.parent import ledger, settings
-    from .grading.parent.course import build_template, find_assignments
-    from .grading.parent.dispatch import ClusterError, Dispatcher, publish_remote
-    from .grading.parent.exchange import carry
-    from .grading.parent.isolation import isolation
-    from .grading.parent.report import ReportWriter
-    from .grading.parent.results import (
-        ResultStore,
-        parse_due,
-        publish_source,
-        publish_student,
-        write_course_config,
-        write_returns,
-    )
+    """Check the options, then plan (who is graded, and why), grade, publish."""
+    from .grading.parent.dispatch import ClusterError
     from .grading.parent.runner import kill_all
-    from .grading.parent.student import grade_student, to_json
-    from .grading.parent.submissions import (
-        discard_unpacked,
-        find_notebook,
-        fingerprint,
-        intake_facts,
-        missing,
-    )
-    from .grading.parent.times import LATE_POLICY, late_cause, late_summary, timings
+
+    submissions, available, due = _checked(args)
+    kept = _settings(args)
+    if args.dry_run:
+        return _dry_run(args, submissions, available, due, kept)
+    run = _plan(args, submissions, available, due)
+    try:
+        _grade(run)
+    except KeyboardInterrupt:  # (a second one during this clean-up: _run's one line)
+        run.dispatcher.close(cancel=True)
+        kill_all()
+        run.bar.close()
+        print("course-grade: interrupted; rerun to grade the rest", file=sys.stderr)
+        return 130
+    except ClusterError as e:  # no worker for --scheduler-timeout: the rest wait for a rerun
+        run.dispatcher.close(cancel=True)
+        run.bar.close()
+        print(f"course-grade: {e}", file=sys.stderr)
+        return 1
+    run.dispatcher.close()
+    run.bar.close()
+    _publish(run)
+    return 0
+
+
+def _checked(args) -> tuple[Path, dict, dict]:
+    """SUBMISSIONS_DIR, the source's assignments and ``--due``'s dates, or :class:`UsageError`."""
+    from .grading.parent.course import find_assignments
+    from .grading.parent.results import parse_due
 
     if not args.submissions.is_dir():
-        print(f"course-grade: {args.submissions} is not a folder", file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.submissions} is not a folder")
     submissions = args.submissions.resolve()
     _refuse(submissions, args.out)
     if not args.source.is_dir():
@@ -379,40 +381,74 @@ def _main(args) -> int:
         raise UsageError(_no_such("--assignment", "assignment", unknown, list(available),
                                   f"the assignments in {args.source} are"))
     try:
-        due_args = parse_due(args.due)
+        due = parse_due(args.due)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if unknown := [a for a in due_args if a not in available]:
+    if unknown := [a for a in due if a not in available]:
         raise UsageError(_no_such("--due", "assignment", unknown, list(available),
                                   f"the assignments in {args.source} are"))
-    kept = _settings(args)
-    if args.dry_run:
-        return _dry_run(args, submissions, available, due_args, kept)
-    config = GradeConfig.from_args(args)
+    return submissions, available, due
+
+
+class _Run:
+    """One run's plan and what its grading and publishing share (attributes set by
+    :func:`_plan`)."""
+
+    def log(self, rows: list[dict], old: list[dict], cause) -> None:
+        """Append what changed between ``old`` and ``rows`` (and why) to the change log."""
+        from .grading.parent import ledger
+
+        self.logged.extend(lines := ledger.changes(old, rows, cause, self.store.assignment_of,
+                                                   ledger.now(), self.run_id))
+        ledger.append(self.out, lines)
+
+    def write_outputs(self, final=False, log=None) -> list[dict]:
+        return _write_outputs(self.store, self.students, self.notebooks, self.people,
+                              self.report, final=final, log=log)
+
+
+def _plan(args, submissions: Path, available: dict, due: dict) -> _Run:
+    """Everything before the first student is graded: the runner and the dispatcher (refused
+    here), intake, the template and OUT_DIR's course files, and each student's ledger plan;
+    writes what changed since the last run (formgrader's, ``--prune``'s)."""
+    from tqdm import tqdm
+
+    from .grading.mathjax import publish as publish_mathjax
+    from .grading.parent import ledger, settings
+    from .grading.parent.course import build_template
+    from .grading.parent.dispatch import ClusterError, Dispatcher
+    from .grading.parent.report import ReportWriter
+    from .grading.parent.results import ResultStore, publish_source, write_course_config
+    from .grading.parent.submissions import find_notebook, fingerprint, intake_facts, missing
+    from .grading.parent.times import timings
+
+    run = _Run()
+    run.args, run.due = args, due
+    run.config = config = GradeConfig.from_args(args)
     try:
-        make_runner(config)
+        run.runner = make_runner(config)
     except RuntimeError as e:
-        print(f"course-grade: refusing to grade: {e}. Install it (apt-get install bubblewrap) "
-              "or pass --unsandboxed to run students' code without a sandbox.", file=sys.stderr)
-        return 2
-    dispatcher = Dispatcher(args.scheduler, config.workers, args.scheduler_timeout,
-                            say=lambda msg: tqdm.write(f"course-grade: {msg}", file=sys.stderr))
+        raise UsageError(f"refusing to grade: {e}. Install it (apt-get install bubblewrap) or "
+                         "pass --unsandboxed to run students' code without a sandbox.") from None
+    run.dispatcher = Dispatcher(args.scheduler, config.workers, args.scheduler_timeout,
+                                say=lambda msg: tqdm.write(f"course-grade: {msg}",
+                                                           file=sys.stderr))
     try:
-        dispatcher.connect()  # an unreachable scheduler: said before any work
+        run.dispatcher.connect()  # an unreachable scheduler: said before any work
     except ClusterError as e:
-        print(f"course-grade: {e}", file=sys.stderr)
-        return 2
-    t0 = time.monotonic()
-    out = args.out.resolve()
-    work = out / ".work"
+        raise UsageError(str(e)) from None
+    run.t0 = time.monotonic()
+    run.out = out = args.out.resolve()
+    run.work = work = out / ".work"
     work.mkdir(parents=True, exist_ok=True)
-    subs, assignments = _intake(args, submissions, work / "unpacked", available, due_args)
+    subs, assignments = _intake(args, submissions, work / "unpacked", available, due)
     if not assignments:
-        print(f"course-grade: {NO_ASSIGNMENT}", file=sys.stderr)
-        return 2
+        raise UsageError(NO_ASSIGNMENT)
+    run.subs, run.assignments = subs, assignments
     settings.write(out, args.class_settings)  # what was given, now or before: the class's
-    template, info = build_template(args.source.resolve(), assignments, work, config)
-    store = ResultStore(out)
+    run.template, run.info = template, info = build_template(
+        args.source.resolve(), assignments, work, config)
+    run.store = store = ResultStore(out)
     if add := write_course_config(out, config, args.policy):  # the instructor's: unchanged
         print(f"course-grade: {out / 'nbgrader_config.py'} is not course-grade's: left as it "
               "is. For formgrader and nbgrader export to show the late policy's scores as "
@@ -420,16 +456,18 @@ def _main(args) -> int:
               file=sys.stderr)
     publish_source(template, out, assignments)
     publish_mathjax(out)  # the feedback pages' maths, offline (grading/mathjax.py)
-    exercises = _regrade_exercises(args.regrade_exercise, info, assignments)
+    run.exercises = exercises = _regrade_exercises(args.regrade_exercise, info, assignments)
     before = _read_grades(out)  # grades.csv as the last run left it (the change log's "old")
     done = store.load()
-    run_id = uuid.uuid4().hex[:8]
+    run.run_id = uuid.uuid4().hex[:8]
     # every assignment OUT_DIR holds: this run's, and those graded by earlier runs
-    notebooks = {a: [p.stem for p in available[a]] for a in available
-                 if a in assignments or (out / "source" / a).is_dir()}
-    graders = {a: ledger.grader_print(sorted((template / "source" / a).glob("*.ipynb")))
-               for a in assignments}
-    present, plans, prints, found_of = {}, {}, {}, {}
+    run.notebooks = notebooks = {a: [p.stem for p in available[a]] for a in available
+                                 if a in assignments or (out / "source" / a).is_dir()}
+    run.graders = graders = {
+        a: ledger.grader_print(sorted((template / "source" / a).glob("*.ipynb")))
+        for a in assignments}
+    run.present, run.plans, run.prints = present, plans, prints = {}, {}, {}
+    found_of = {}
     for s in subs:
         found_of[s.student] = found = {a: [find_notebook(s, nb.name, a) for nb in info[a]]
                                        for a in assignments}
@@ -464,18 +502,19 @@ def _main(args) -> int:
               f"are not in this folder ({', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}"
               "); --prune removes them", file=sys.stderr)
     # kept results graded with other checks (or named by --regrade-exercise): from OUT_DIR
-    grading, kept_prints = ledger.regrade_kept(out, work, subs, absent, done, plans,
-                                               found_of, notebooks, graders, exercises)
-    todo = [grading.get(s.student, s) for s in subs if plans[s.student].grade] + \
-        [grading[sid] for sid in absent if sid in grading]
+    run.grading, run.kept_prints = ledger.regrade_kept(
+        out, work, subs, absent, done, plans, found_of, notebooks, graders, exercises)
+    run.todo = [run.grading.get(s.student, s) for s in subs if plans[s.student].grade] + \
+        [run.grading[sid] for sid in absent if sid in run.grading]
     skipped = sum(not plans[s.student].grade for s in subs)  # (absent ones: said above)
     if skipped:
         print(f"course-grade: {skipped} student(s) already graded, skipped", file=sys.stderr)
     for line in ledger.summary(plans, {s.student for s in subs}):
         print(f"course-grade: {line}", file=sys.stderr)
-    students = sorted([s.student for s in subs] + absent)  # the exports: the same order each run
-    people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
-    by_id = {s.student: s for s in subs}
+    # the exports: the same order each run
+    run.students = sorted([s.student for s in subs] + absent)
+    run.people = {s.student: (getattr(s, "name", ""), getattr(s, "lms_id", "")) for s in subs}
+    run.by_id = {s.student: s for s in subs}
     # the CSV's comment column: formgrader's comments on the answer cells a test grades
     store.exercises = {(nb.name, g.grade_id): g.solution_ids
                        for nbs in [*_described(out, {a: n for a, n in notebooks.items()
@@ -485,85 +524,91 @@ def _main(args) -> int:
     store.assignment_of = {nb: a for a, nbs in notebooks.items() for nb in nbs}
     store.grace = args.policy.grace
     # this run's submission times and Canvas names count for the notebooks in this folder
-    timing = {sid: {a: t for a, t in ts.items() if present[sid][a] is not None}
-              for sid, ts in timings(subs, {a: notebooks[a] for a in assignments}).items()}
+    run.timing = {sid: {a: t for a, t in ts.items() if present[sid][a] is not None}
+                  for sid, ts in timings(subs, {a: notebooks[a] for a in assignments}).items()}
     store.people = intake_facts(subs, {a: notebooks[a] for a in assignments})
-    store.record_timing(timing)  # a time (or roster name) given now counts for those graded before
-    report = ReportWriter(out)
-    logged = []
-
-    def log(rows: list[dict], old: list[dict], cause) -> None:  # what changed, and why
-        logged.extend(lines := ledger.changes(old, rows, cause, store.assignment_of,
-                                              ledger.now(), run_id))
-        ledger.append(out, lines)
-
-    start = _write_outputs(  # what changed since the last run: formgrader's, --prune's
-        store, students, notebooks, people, report, final=True, log=lambda rows: log(
+    store.record_timing(run.timing)  # a time (or roster name) given now: those graded before too
+    run.report = ReportWriter(out)
+    run.logged = []
+    run.start = run.write_outputs(  # what changed since the last run: formgrader's, --prune's
+        final=True, log=lambda rows: run.log(
             rows, before, lambda sid, a: ledger.PRUNE if sid in pruned else ledger.BETWEEN))
-    bar = tqdm(total=len(todo), unit="student", desc="grading", disable=args.no_progress,
-               file=sys.stderr)
-    if todo:
+    run.bar = tqdm(total=len(run.todo), unit="student", desc="grading",
+                   disable=args.no_progress, file=sys.stderr)
+    return run
+
+
+def _grade(run: _Run) -> None:
+    """Grade the plan's students (here or on the cluster); each one's result is committed to
+    OUT_DIR as it comes, with grades.csv and the exports rewritten."""
+    from .grading.nbgrader_patches import warm as nbgrader_warm
+    from .grading.parent import ledger
+    from .grading.parent.dispatch import publish_remote
+    from .grading.parent.exchange import carry
+    from .grading.parent.results import publish_student
+    from .grading.parent.student import grade_student, to_json
+
+    out, work, store, plans, bar = run.out, run.work, run.store, run.plans, run.bar
+    if run.todo:
         nbgrader_warm()  # nbgrader's gradebook code loads, for the gradebook written after them
     staging = work / "staged"  # a student's new files, until they replace only what was graded
     (staging / ".work").mkdir(parents=True, exist_ok=True)
 
     def only(s):  # the student's assignments this run grades
-        return {a: info[a] for a in assignments if a in plans[s.student].grade}
+        return {a: run.info[a] for a in run.assignments if a in plans[s.student].grade}
 
-    try:
-        for _, r, remote in dispatcher.run(
-            todo,
-            lambda s: grade_student(s, only(s), template, work, staging, config,
-                                    prints.get(s.student, "ledger"), make_runner(config)),
-            lambda s: (only(s), template, config, prints.get(s.student, "ledger")),
-            info,
-        ):
-            r.notes.append(f"run {run_id}")
-            s = by_id.get(r.student) or grading[r.student]
-            r.name, r.lms_id = getattr(s, "name", ""), getattr(s, "lms_id", "")
-            graded = list(plans[r.student].grade)
-            if remote is not None:  # graded elsewhere: its pages and notebooks came as data
-                publish_remote(staging, r.student, graded, remote)
-            else:
-                publish_student(work / "students" / r.student, staging, r.student, graded)
-            # nbgrader's exchange: the submission's secret, for `nbgrader release_feedback`
-            carry([*([s.origin] if getattr(s, "per_assignment", False) else []),
-                   out / "submitted" / r.student], staging, r.student, graded,
-                  dict(getattr(s, "times", None) or {}))
-            ledger.publish(staging, out, r.student, graded)
-            result = ledger.merge(
-                store.read(r.student), json.loads(to_json(r)), plans[r.student].grade,
-                notebooks, {**{a: {"submission": h, "grader": graders[a]}
-                               for a, h in present.get(r.student, {}).items()
+    for _, r, remote in run.dispatcher.run(
+        run.todo,
+        lambda s: grade_student(s, only(s), run.template, work, staging, run.config,
+                                run.prints.get(s.student, "ledger"), run.runner),
+        lambda s: (only(s), run.template, run.config, run.prints.get(s.student, "ledger")),
+        run.info,
+    ):
+        r.notes.append(f"run {run.run_id}")
+        s = run.by_id.get(r.student) or run.grading[r.student]
+        r.name, r.lms_id = getattr(s, "name", ""), getattr(s, "lms_id", "")
+        graded = list(plans[r.student].grade)
+        if remote is not None:  # graded elsewhere: its pages and notebooks came as data
+            publish_remote(staging, r.student, graded, remote)
+        else:
+            publish_student(work / "students" / r.student, staging, r.student, graded)
+        # nbgrader's exchange: the submission's secret, for `nbgrader release_feedback`
+        carry([*([s.origin] if getattr(s, "per_assignment", False) else []),
+               out / "submitted" / r.student], staging, r.student, graded,
+              dict(getattr(s, "times", None) or {}))
+        ledger.publish(staging, out, r.student, graded)
+        result = ledger.merge(
+            store.read(r.student), json.loads(to_json(r)), plans[r.student].grade,
+            run.notebooks, {**{a: {"submission": h, "grader": run.graders[a]}
+                               for a, h in run.present.get(r.student, {}).items()
                                if a in graded and h is not None},
-                            **kept_prints.get(r.student, {})},
-                only={a: exercises[a] for a, why in plans[r.student].grade.items()
-                      if why == ledger.EXERCISE})
-            store.save(json.dumps(result, indent=1), r.student, timing.get(r.student))  # commit
-            _write_outputs(store, students, notebooks, people, report)
-            bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
-            bar.update()
-    except KeyboardInterrupt:  # (a second one during this clean-up: _run's one line)
-        dispatcher.close(cancel=True)
-        kill_all()
-        bar.close()
-        print("course-grade: interrupted; rerun to grade the rest", file=sys.stderr)
-        return 130
-    except ClusterError as e:  # no worker for --scheduler-timeout: the rest wait for a rerun
-        dispatcher.close(cancel=True)
-        bar.close()
-        print(f"course-grade: {e}", file=sys.stderr)
-        return 1
-    dispatcher.close()
-    bar.close()
-    discard_unpacked(work / "unpacked")  # graded: OUT_DIR keeps the rebuilt copies only
-    for msg in store.write_gradebook(template, students, subs=by_id, due=due_args,
+                            **run.kept_prints.get(r.student, {})},
+            only={a: run.exercises[a] for a, why in plans[r.student].grade.items()
+                  if why == ledger.EXERCISE})
+        store.save(json.dumps(result, indent=1), r.student, run.timing.get(r.student))  # commit
+        run.write_outputs()
+        bar.set_postfix_str(f"{r.student} {r.seconds:.0f}s")
+        bar.update()
+
+
+def _publish(run: _Run) -> None:
+    """The gradebook, grades.csv with what this run changed, the exports and returns; the
+    run's summary."""
+    from .grading.parent import ledger
+    from .grading.parent.isolation import isolation
+    from .grading.parent.results import write_returns
+    from .grading.parent.submissions import discard_unpacked
+    from .grading.parent.times import LATE_POLICY, late_cause, late_summary
+
+    args, out, store, plans, students = run.args, run.out, run.store, run.plans, run.students
+    discard_unpacked(run.work / "unpacked")  # graded: OUT_DIR keeps the rebuilt copies only
+    for msg in store.write_gradebook(run.template, students, subs=run.by_id, due=run.due,
                                      late_penalty=args.policy, extensions=_extension_delta(
                                          args.extension_map)):
         print(f"course-grade: {msg}", file=sys.stderr)
-    rows = _write_outputs(  # and what this run changed
-        store, students, notebooks, people, report, final=True, log=lambda rows: log(
-            rows, start, lambda sid, a: plans[sid].grade[a] if a in plans.get(
+    rows = run.write_outputs(  # and what this run changed
+        final=True, log=lambda rows: run.log(
+            rows, run.start, lambda sid, a: plans[sid].grade[a] if a in plans.get(
                 sid, ledger.Plan()).grade else late_cause(args.extension_map, sid, a)))
     results = store.load()
     write_returns(out, results, students)
@@ -571,24 +616,22 @@ def _main(args) -> int:
         1 for sid in students for row in results.get(sid, {}).get("rows", [])
         if not row_kind(row).graded
     )
-    runner = make_runner(config).name
     print(
-        f"course-grade: {len(students)} students, {len(todo)} graded now in "
-        f"{time.monotonic() - t0:.1f}s ({dispatcher.name}, runner: {runner}, "
-        f"isolation: {isolation(config).kind}); "
+        f"course-grade: {len(students)} students, {len(run.todo)} graded now in "
+        f"{time.monotonic() - run.t0:.1f}s ({run.dispatcher.name}, runner: {run.runner.name}, "
+        f"isolation: {isolation(run.config).kind}); "
         f"{bad} row(s) not graded; "
         f"{out / 'grades.csv'}",
         file=sys.stderr,
     )
-    print(f"course-grade: run {run_id}: {len(logged)} grade change(s) appended to "
+    print(f"course-grade: run {run.run_id}: {len(run.logged)} grade change(s) appended to "
           f"{out / ledger.CHANGES}", file=sys.stderr)
     for line in late_summary(rows):
         print(f"course-grade: {line}", file=sys.stderr)
-    if args.late_defaulted and (n := sum(c["cause"] == LATE_POLICY for c in logged)):
+    if args.late_defaulted and (n := sum(c["cause"] == LATE_POLICY for c in run.logged)):
         print(f"course-grade: {n} grade change(s) only because --late-penalty was left out "
               f"and no earlier run kept one: the default ({args.late_penalty}) applied; give "
               "--late-penalty to choose", file=sys.stderr)
-    return 0
 
 
 def _described(out: Path, notebooks: dict[str, list[str]]) -> dict[str, list]:
