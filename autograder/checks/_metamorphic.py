@@ -7,10 +7,16 @@ mask opened, one future position perturbed, gamma doubled ...) and what it does 
 said in words ("your output does not change when the mask changes: the mask is ignored").
 
 An exercise declares its probe family in its ``Check`` (``probes=(...)``, built with the
-factories below). Order of naming, in ``_core._diagnosed_mistake``: the catalogue, then the
-probes, then the general symptoms. A probe runs only after a case failed, never decides pass
-or fail, and is *sound*: it speaks only where the reference answer behaves otherwise on the
-same variant (a correct answer never triggers one: ``tests/unit/test_probes.py``).
+factories below): :func:`ignored` (an argument with no effect), :func:`invariant` (the output
+moves where the right one does not), :func:`future_leak` (a causal mask letting a later
+position through), :func:`keeps` (a property every right answer has), :func:`phases` (which
+part of a piecewise answer is wrong), and, with no extra call, :func:`factor` (off by a
+quantity of the exercise), :func:`answer_for` (the right answer for another input) and
+:func:`count_parts` (a count off by one of its parts). Order of naming, in
+``_core._diagnosed_mistake``: the catalogue, then the probes, then the general symptoms. A
+probe runs only after a case failed, never decides pass or fail, and is *sound*: it speaks
+only where the reference answer behaves otherwise on the same variant (a correct answer
+never triggers one: ``tests/unit/test_probes.py``).
 
 Where probes run. A probe that needs the function's output on a variant can only get it where
 the student's function can be called:
@@ -20,8 +26,13 @@ the student's function can be called:
 * the graded kernel's recording (``_probe``): the grader writes each case's variant inputs
   next to the case (``_judge.case_inputs``: ``"variants"``), the kernel records the outputs
   there as for a case, and the trusted verdict (``_judge``) reads them as plain data, with the
-  reference computed in the grader's own process. A probe with no variant (``factor``) reads
-  only the case's output and the expected value.
+  reference computed in the grader's own process. A probe with no variant (``factor``,
+  ``answer_for``, ``keeps``, ``count_parts``) reads only the case's output and its inputs.
+  Not for a chapter-08 check whose kernel side is a driver (``_judge.Driven`` with ``args`` or
+  ``output``): its variants are run in the kernel's visible check only.
+
+A probe's message shows no hidden case's data: positions, step numbers and the exercise's own
+quantities only (values only for a visible case).
 
 A student kit carries no probe (its checks are data: ``autograder/kit.py``): there the
 catalogue and the symptoms name what they can. Every finding's explanation opens with
@@ -229,9 +240,10 @@ def future_leak(time_axis: Callable, perturb: Callable, ref: Callable, suggests:
         d, delta, i, j = worst
         return Finding(
             "the mask lets future positions through",
-            f"{MARK} changing only position {j} moves your output at position {i} (by up to "
-            f"{delta:.3g}), {d} step{'s' if d > 1 else ''} ahead of it, though position {i} "
-            f"must not see it. {suggests}",
+            f"{MARK} changing only position {j} moves your output at position {i}"
+            f"{'' if case.hidden else f' (by up to {delta:.3g})'}, {d} step"
+            f"{'s' if d > 1 else ''} ahead of it, though position {i} must not see it. "
+            f"{suggests}",
         )
 
     return Probe("future position let through", variants, read)
