@@ -36,7 +36,7 @@
 import functools
 import re
 import time
-from collections import Counter
+from collections import Counter, defaultdict  # defaultdict: earlier releases gave it too
 
 import matplotlib.pyplot as plt
 import regex  # like re, plus Unicode classes such as \p{L} (letters)

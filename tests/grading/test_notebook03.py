@@ -16,6 +16,7 @@ from helpers.chapters import (
     assert_chapter_graded_correctly,
     assert_fast,
     assert_release_runs_end_to_end,
+    check_earlier_release,
     graded_chapter_02,
 )
 
@@ -29,6 +30,12 @@ def chapter03(tmp_path_factory):
 
 def test_solution_full_marks_release_zero_and_mistake_named(chapter03):
     assert_chapter_graded_correctly(chapter03, NAME, MISTAKES[NAME])
+
+
+def test_first_release_graded_with_full_marks(chapter03):
+    """The chapter as a student fetched it from its first release, answered (issue 47): its
+    exercises never changed, so full marks, and its rows say nothing about an edit."""
+    check_earlier_release(chapter03)
 
 
 def test_release_executes_end_to_end_saying_not_implemented_yet(chapter03):

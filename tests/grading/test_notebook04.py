@@ -16,7 +16,13 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from helpers.chapters import MISTAKES, SOURCE, check_chapter, graded_chapter_04
+from helpers.chapters import (
+    MISTAKES,
+    SOURCE,
+    check_chapter,
+    check_earlier_release,
+    graded_chapter_04,
+)
 
 ASSIGNMENT = "04_layer_norm"
 
@@ -28,6 +34,12 @@ def graded(tmp_path_factory):
 
 def test_grading_path_proofs(graded):
     check_chapter(graded, MISTAKES[ASSIGNMENT])
+
+
+def test_first_release_graded_with_full_marks(graded):
+    """The chapter as a student fetched it from its first release, answered (issue 47): its
+    exercises never changed, so full marks, and its rows say nothing about an edit."""
+    check_earlier_release(graded)
 
 
 def test_points_in_the_title_cell_add_up():

@@ -26,6 +26,7 @@ from helpers.chapters import (
     assert_fast,
     assert_release_runs_end_to_end,
     autograded_notebook,
+    check_earlier_release,
     executed_chapter,
     graded_chapter_02,
 )
@@ -40,6 +41,12 @@ def chapter07(tmp_path_factory):
 
 def test_solution_full_marks_release_zero_and_mistake_named(chapter07):
     assert_chapter_graded_correctly(chapter07, NAME, MISTAKES[NAME])
+
+
+def test_first_release_graded_with_full_marks(chapter07):
+    """The chapter as a student fetched it from its first release, answered (issue 47): its
+    exercises never changed, so full marks, and its rows say nothing about an edit."""
+    check_earlier_release(chapter07)
 
 
 def test_release_executes_end_to_end_saying_not_implemented_yet(chapter07):

@@ -101,6 +101,11 @@ def filled_release(name: str) -> nbformat.NotebookNode:
     return nb
 
 
+# hands in each chapter as fetched from an earlier release (its answers right): graded on the
+# exercises it has (tests/helpers/earlier_releases.py)
+EARLIER_STUDENT = "earlier_release"
+EARLIER = REPO / "tests" / "fixtures" / "earlier_releases"
+
 # The chapters whose tests share one ``course-grade`` run (``graded_chapter``).
 CHAPTERS = ("02_masking", "03_multihead_attention", "07_bpe")
 
@@ -118,6 +123,9 @@ def graded_chapter_02(tmp_path_factory, name: str) -> dict:
         subs = root / "subs"
         for student in ("solution", "release", "wrong"):
             (subs / student).mkdir(parents=True, exist_ok=True)
+        for n in CHAPTERS:  # the chapter as fetched from its first release, answered (issue 47)
+            (subs / EARLIER_STUDENT).mkdir(exist_ok=True)
+            shutil.copyfile(EARLIER / f"{n}.ipynb", subs / EARLIER_STUDENT / f"{n}.ipynb")
         for n, w in wrongs.items():
             cell_id, old, new = w[:3]
             nbformat.write(filled_release(n), subs / "solution" / f"{n}.ipynb")
@@ -142,7 +150,7 @@ def graded_chapter_02(tmp_path_factory, name: str) -> dict:
         }))
     result = json.loads(done.read_text())
     out = root / "out"
-    result["out"] = out
+    result["out"], result["assignment"] = out, name
     result["rows"] = [r for r in read_csv(out / "grades.csv") if r["notebook"] == name] \
         if result["returncode"] == 0 else []
     return result
@@ -222,10 +230,6 @@ def _edit(gid, old, new):
 # The chapters whose tests share one ``course-grade`` run (one template, one class).
 CHAPTERS_04 = ("04_layer_norm", "05_feed_forward_blocks", "06_transformer", "08_training")
 STUDENTS = ("solution", "release", "mistake")
-# hands in, for the chapters that have one, the notebook of an earlier release (its answers
-# right): graded on the exercises it has (tests/helpers/earlier_releases.py)
-EARLIER_STUDENT = "earlier_release"
-EARLIER = REPO / "tests" / "fixtures" / "earlier_releases"
 
 
 def graded_chapter_04(tmp_path_factory, assignment: str) -> dict:
@@ -322,14 +326,18 @@ def executed_chapter(tmp_path_factory, assignment: str, which: str = "solution")
     return nbformat.read(done, as_version=4)
 
 
-def check_earlier_release(result: dict, added: str) -> None:
+def check_earlier_release(result: dict, added: str | None = None) -> None:
     """The earlier release's notebook (its answers right) keeps full marks on every exercise it
-    has; ``added`` (the exercise added since, e.g. "2.2") scores 0 and its row says why. Its
-    rows are never "not graded" (nbgrader used to fail on the missing cells: KeyError)."""
+    has; ``added`` (the exercise added since, e.g. "2.2"; None: the exercises never changed)
+    scores 0 and its row says why. Its rows are never "not graded" (nbgrader used to fail on
+    the missing cells: KeyError)."""
     assert result["returncode"] == 0, result["stderr"]
-    rows = result["rows"][EARLIER_STUDENT]
-    new = table.exercise(result["assignment"], added).grade_id
-    assert sorted(rows) == sorted(result["grade_cells"])
+    rows = result["rows"]
+    rows = rows[EARLIER_STUDENT] if isinstance(rows, dict) else {
+        r["exercise"]: r for r in rows if r["student"] == EARLIER_STUDENT}
+    chapter = table.chapter(result["assignment"])
+    new = table.exercise(result["assignment"], added).grade_id if added else None
+    assert sorted(rows) == sorted(e.grade_id for e in chapter.exercises)
     for gid, r in rows.items():
         if gid == new:
             assert (r["points"], r["status"], r["diagnosis"]) == (

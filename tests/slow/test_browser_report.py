@@ -1,11 +1,11 @@
 """The class report (``OUT_DIR/report.html``) of a real graded class, opened in Chromium.
 
-The class: the synthetic notebook-01 class that test_grade_class.py grades (11 students: full
+The class: the synthetic notebook-01 class that test_grade_class.py grades (12 students: full
 marks, blank, wrong, timeouts, a kernel that dies, an invalid file, ...; graded once per test
 session and shared), copied, plus three students who make mistakes the check library names
 (two with an overflowing softmax, one with transposed scores). Rerunning ``course-grade`` on
 the copy grades only the three new students (the others are already graded) and rewrites
-the report for all 14. In the browser: every plot is an inline SVG shown at its size with
+the report for all 15. In the browser: every plot is an inline SVG shown at its size with
 visible bars, the mistakes table ranks the mistake two students made first and
 names them, and the not-graded table names its students. Screenshot:
 ``test-artifacts/report-class.png``. And one student's returned feedback page
@@ -34,6 +34,7 @@ SOURCE = REPO / "solutions"
 ARTIFACTS = REPO / "test-artifacts"
 # the same arguments as test_grade_class.py's fixture: the class is graded once per session
 ARGS = ("--workers", "2", "--cell-timeout", "30", "--timeout", "400", "--memory", "3072")
+EXTRA = ("earlier_release",)  # as test_grade_class.py's (the same graded class)
 
 OVERFLOW = '''def softmax(x, axis=-1):
     e = np.exp(x)  # no max subtracted
@@ -62,7 +63,7 @@ def _chromium() -> str:
 
 
 def _class_with_mistakes(tmp_path_factory, dest):
-    base = graded_class(tmp_path_factory, "nb01-class", SOURCE, ASSIGNMENT, ARGS)
+    base = graded_class(tmp_path_factory, "nb01-class", SOURCE, ASSIGNMENT, ARGS, EXTRA)
     assert base["returncode"] == 0, base["stderr"]
     root = base["out"].parent
     shutil.copytree(root / "class", dest / "class")
@@ -109,7 +110,7 @@ def _read_report(chromium: str, report, screenshot) -> dict:
 
 
 def _check_report(seen: dict) -> None:
-    assert seen["heading"] == "14 students graded."
+    assert seen["heading"] == "15 students graded."
     imgs = seen["imgs"]
     assert imgs and all(i["bars"] >= 2 and i["tall"] >= 1 and i["w"] > 100 and i["h"] > 100
                         for i in imgs), imgs  # drawn, with visible bars
@@ -175,7 +176,7 @@ def test_a_returned_feedback_page_opens_on_its_own(tmp_path_factory, tmp_path):
     folder with nothing beside it and scripts off, shows its maths (MathML, laid out) and the
     chapter's diagram (an image that loaded), and asks for no file but itself."""
     chromium = _chromium()
-    base = graded_class(tmp_path_factory, "nb01-class", SOURCE, ASSIGNMENT, ARGS)
+    base = graded_class(tmp_path_factory, "nb01-class", SOURCE, ASSIGNMENT, ARGS, EXTRA)
     assert base["returncode"] == 0, base["stderr"]
     pages = sorted((base["out"] / "return").glob(f"*/{ASSIGNMENT}/{ASSIGNMENT}.html"))
     assert pages

@@ -29,9 +29,10 @@ warns                     correct, every function warns and prints to     full m
                           stderr
 ========================  ==============================================  =====================
 
-Options add ``missing`` (no notebook), ``deleted_answer`` (last answer cell removed) and
+Options add ``missing`` (no notebook), ``deleted_answer`` (last answer cell removed),
 ``stubborn_loop`` (a loop that ignores SIGINT: the cell timeout's interrupt cannot stop it,
-the kernel is killed).
+the kernel is killed) and ``earlier_release`` (the chapter as a student fetched it from an
+earlier release, answered: ``tests/fixtures/earlier_releases/``; full marks, graded).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ import nbformat
 from autograder.grading.autograde.verdict import converted_keys
 from autograder.grading.cells import nbg as _nbg  # noqa: F401 (tests.adversarial uses it)
 from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED
+
+EARLIER = Path(__file__).resolve().parents[2] / "fixtures" / "earlier_releases"
 
 WRAP_WRONG = """
 def _course_make_wrong(f):
@@ -274,6 +277,9 @@ class ClassBuilder:
             put("stubborn_loop", sl)
             class_["stubborn_loop"] = self.expect(
                 stopped("ran past the cell timeout and could not be interrupted"))
+        if "earlier_release" in extra:  # (tests/helpers/earlier_releases.py)
+            put("earlier_release", nbformat.read(EARLIER / f"{name}.ipynb", as_version=4))
+            class_["earlier_release"] = self.expect(full)
         return class_
 
 
