@@ -22,7 +22,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ..gradebook import quiet_sqlalchemy  # noqa: F401 - where the grading code finds it
+from ..gradebook import quiet_sqlalchemy
 from ..nbgrader_patches import share_compiled_templates, share_engines, use_cached_head
 
 

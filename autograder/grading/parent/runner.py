@@ -46,7 +46,6 @@ from ..sandbox.bwrap import bwrap_path
 from .isolation import isolation
 from .warm_client import Warm
 
-JOB_TOKEN_VAR = GRADE_JOB
 _ACTIVE: dict[int, tuple[subprocess.Popen, str]] = {}  # jobs running now, for kill_all()
 _LOCK = threading.Lock()
 WARM = Warm()  # this process's warm grading process (autograde/warm.py), started on first use
@@ -87,7 +86,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _with_token(token: str) -> list[int]:
-    needle = f"{JOB_TOKEN_VAR}={token}".encode()
+    needle = f"{GRADE_JOB}={token}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -185,7 +184,7 @@ class LocalRunner:
         most ``timeout`` s, then everything it started is killed."""
         token = uuid.uuid4().hex
         full_env = dict(os.environ if env is None else env)
-        full_env[JOB_TOKEN_VAR] = token
+        full_env[GRADE_JOB] = token
         full_env[GRADE_PARENT] = str(os.getpid())  # see limits.py: PDEATHSIG's race
         cpu_s = int(timeout * self.config.threads) + 30  # a backstop: see limits.py
         begin = time.monotonic()
@@ -209,8 +208,6 @@ class LocalRunner:
 
 class UnsandboxedRunner(LocalRunner):
     """No sandbox (``--unsandboxed``): the runner's limits plus the source policy hooks."""
-
-    name = "local (no sandbox)"
 
     def grade(self, student, assignments, cwd, *, timeout, log_path, env=None):
         cwd = Path(cwd)

@@ -687,12 +687,7 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
             continue
         is_dir, is_reg = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
         stem = p.stem if is_reg and nm.lower().endswith(".zip") else nm
-        if m := (is_dir and _MOODLE_DIR.match(nm)):
-            e = moodle.setdefault(m["uid"], _Entry(
-                "moodle", student_id(f"{_display(m['name'])}_{m['uid']}"), p,
-                name=_display(m["name"]), lms_id=m["uid"]))
-            e.files.append(p)
-        elif m := (not is_dir and _MOODLE_FILE.match(nm)):
+        if m := (_MOODLE_DIR if is_dir else _MOODLE_FILE).match(nm):
             e = moodle.setdefault(m["uid"], _Entry(
                 "moodle", student_id(f"{_display(m['name'])}_{m['uid']}"), p,
                 name=_display(m["name"]), lms_id=m["uid"]))
