@@ -77,27 +77,16 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
     """Judge every converted test cell; fill gradebook, autograded notebook, verdict files."""
     import nbformat
     from nbformat.v4 import new_output
-
-    spec = kernel_spec(root, assignment)
-    if spec is None:
-        return {}
     from nbgrader.api import Gradebook
 
     from ..gradebook import quiet_sqlalchemy
 
-    probe = Path(spec["probe"])
-    sealed = records_dir(root, assignment)
     everything = {}
-    for src_path in sorted((root / "source" / assignment).glob("*.ipynb")):
-        name = src_path.stem
-        source = nbformat.read(src_path, as_version=4)
-        cells = converted_keys(source)
+    for name, probe, sealed, cells, points in _converted_notebooks(root, assignment):
         done = root / "autograded" / student / assignment / f"{name}.ipynb"
-        if not cells or not done.exists():
+        if not done.exists():
             continue
         nb = nbformat.read(done, as_version=4)
-        points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0))
-                  for c in test_cells(source)}
         verdicts = {}
         by_id = {_nbg(c).get("grade_id"): c for c in nb.cells if _nbg(c).get("grade")}
         for gid, keys in cells.items():
@@ -135,28 +124,30 @@ def judge_records(root: Path, assignment: str) -> dict[str, dict]:
     no autograded notebook and no gradebook to fill. Each verdict carries ``stopped: True`` and
     ``recorded``: whether every record of the cell was there (a cell judged from no record
     says so; the parent does not score it unless the exercise is flagged)."""
+    everything = {}
+    for name, probe, sealed, cells, points in _converted_notebooks(root, assignment):
+        everything[name] = {
+            gid: {**_judge_cell(probe, sealed, keys, points[gid], ""), "stopped": True}
+            for gid, keys in cells.items()}
+    return everything
+
+
+def _converted_notebooks(root: Path, assignment: str):
+    """(notebook, probe folder, sealed records folder, {grade_id: keys}, {grade_id: points})
+    for each source notebook of ``assignment`` with converted test cells (none without the
+    assignment's kernel spec)."""
     import nbformat
 
     spec = kernel_spec(root, assignment)
     if spec is None:
-        return {}
-
-    probe = Path(spec["probe"])
-    sealed = records_dir(root, assignment)
-    everything = {}
+        return
+    probe, sealed = Path(spec["probe"]), records_dir(root, assignment)
     for src_path in sorted((root / "source" / assignment).glob("*.ipynb")):
         source = nbformat.read(src_path, as_version=4)
-        cells = converted_keys(source)
-        if not cells:
-            continue
-        points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0))
-                  for c in test_cells(source)}
-        verdicts = {}
-        for gid, keys in cells.items():
-            verdicts[gid] = _judge_cell(probe, sealed, keys, points[gid], "")
-            verdicts[gid]["stopped"] = True
-        everything[src_path.stem] = verdicts
-    return everything
+        if cells := converted_keys(source):
+            points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0))
+                      for c in test_cells(source)}
+            yield src_path.stem, probe, sealed, cells, points
 
 
 def _judge_cell(probe: Path, sealed: Path, keys: list[str], points: float, error: str) -> dict:
