@@ -42,7 +42,6 @@ NEW, ABSENT, CHANGED, STALE = ("new submission", "not submitted", "submission ch
 FORCE, REGRADE, EXERCISE, PRUNE = ("option --force", "option --regrade",
                                    "option --regrade-exercise", "option --prune")
 BETWEEN = "between runs (formgrader: manual score, extra credit)"
-PENALTY = "late penalty (--due, --submitted-at, --late-penalty)"
 
 
 def grader_print(notebooks: list[Path], checks: Path = CHECKS) -> str:
