@@ -200,6 +200,8 @@ def _wrong_for_stated():
         # the batches of torch's own generator: other windows than the given one draws
         ("08_training", "1.1", r"generator=generator"): ((gb_global,), "differs at index"),
         ("08_training", "1.1", r"replays your generator"): ((gb_global,), "differs at index"),
+        ("08_training", "1.1", r"from the given (?:random )?generator"): (
+            (gb_global,), "differs at index"),
         ("08_training", "4.1", r"generator=generator"): ((ev_own_batches,), "the result is"),
         ("08_training", "5.1", r"in place"): (
             A8.ckpt_fns(assign=True), named.format("parameters replaced, not loaded in place")),

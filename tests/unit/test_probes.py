@@ -71,11 +71,11 @@ def ln_divided_by_gamma(x, gamma, beta, eps=1e-5):  # a mutant: gamma / (x - mu)
 
 
 def ce_in_bits(logits, targets):  # log base 2
-    return _right("training.cross_entropy")(logits, targets) / math.log(2)
+    return _right(_key("training", "cross_entropy"))(logits, targets) / math.log(2)
 
 
 def lr_fixed_warmup(step, max_lr, min_lr, warmup_iters, max_iters):  # 10 steps, always
-    lr = _right("training.get_lr")(step, max_lr, min_lr, 10, max_iters)
+    lr = _right(_key("training", "get_lr"))(step, max_lr, min_lr, 10, max_iters)
     return lr * 0.999  # and a slip, so that no catalogued mistake fits
 
 
@@ -103,7 +103,7 @@ def sinusoidal_two_angles(max_len, d_model):  # the cosines of another angle
 def lr_warmup_late(step, max_lr, min_lr, warmup_iters, max_iters):  # (step + 2) in warm-up
     if step < warmup_iters:
         return max_lr * (step + 2) / warmup_iters
-    return _right("training.get_lr")(step, max_lr, min_lr, warmup_iters, max_iters)
+    return _right(_key("training", "get_lr"))(step, max_lr, min_lr, warmup_iters, max_iters)
 
 
 WRONG = [  # (chapter, function, wrong answer, what the probe says)
@@ -156,19 +156,23 @@ def _right(key):
     return good[0] if type(good) is tuple else good
 
 
-WITH_PROBES = ["attention.dot_product_scores", "attention.softmax",
-               "attention.scaled_dot_product_attention",
-               "masking.masked_attention", "multihead_attention.multi_head_attention",
-               "layer_norm.layer_norm", "layer_norm.layer_norm_np", "layer_norm.rms_norm",
-               "feed_forward_blocks.feed_forward", "feed_forward_blocks.ffn_param_count",
-               "transformer.apply_rope", "transformer.sinusoidal_encoding",
-               "training.cross_entropy", "training.get_lr"]
+# every check that declares probes (the table names the keys: tests/unit/test_exercise_table.py)
+WITH_PROBES = sorted(ex.key for name, ch in table.TABLES.items() for ex in ch.exercises
+                     if table.check(name, ex.function).probes)
+
+
+def _key(module: str, function: str) -> str:
+    """The check key of ``function`` in ``autograder/checks/<module>.py`` (from the table)."""
+    return table.keys(f"autograder.checks.{module}")[function]
 
 
 def test_every_check_with_probes_is_covered():
-    declared = {ex.key for name, ch in table.TABLES.items() for ex in ch.exercises
-                if table.check(name, ex.function).probes}
-    assert declared == set(WITH_PROBES)
+    """Each has a right answer written as a student would (helpers.answers), and the chapters
+    whose texts the probes were written for declare some."""
+    assert all(_right(key) for key in WITH_PROBES)
+    assert {k.split(".")[0] for k in WITH_PROBES} >= {
+        "attention", "masking", "multihead_attention", "layer_norm", "feed_forward_blocks",
+        "transformer", "training"}
 
 
 @pytest.mark.parametrize("key", WITH_PROBES)
@@ -205,13 +209,13 @@ def _attention_q_sliced(q, k, v, mask):  # right output; the last query's gradie
     from helpers.answers.masking import GOOD
 
     q = torch.cat([q[..., :-1, :], q[..., -1:, :].detach()], dim=-2)
-    return GOOD["masking.masked_attention"](q, k, v, mask)
+    return GOOD[_key("masking", "masked_attention")](q, k, v, mask)
 
 
 def _attention_q_cut(q, k, v, mask):  # right output; no gradient reaches q at all
     from helpers.answers.masking import GOOD
 
-    return GOOD["masking.masked_attention"](q.detach() + 0 * q, k, v, mask)
+    return GOOD[_key("masking", "masked_attention")](q.detach() + 0 * q, k, v, mask)
 
 
 @pytest.mark.parametrize("fn, symptom", [(_attention_q_sliced, S.GRADIENT_CUT_PART),
