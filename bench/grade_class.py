@@ -233,7 +233,10 @@ def _env(tmp: Path) -> dict:
 def _make_env(tmp: Path) -> dict:
     from autograder.grading.parent.course import tool_env
 
-    env = dict(tool_env(), COURSE_SMOKE="1", MPLBACKEND="Agg")
+    # COURSE_CACHE=off: every run builds its own class template, timed apart as the docstring
+    # says (a template cached by an earlier run, or absent from a --peer-rev's code, would make
+    # two runs unlike; bench/template_cache.py measures the cache itself)
+    env = dict(tool_env(), COURSE_SMOKE="1", MPLBACKEND="Agg", COURSE_CACHE="off")
     try:
         subprocess.run(["alembic", "--version"], env=env, capture_output=True, check=True)
     except (OSError, subprocess.CalledProcessError):
