@@ -173,7 +173,7 @@ def test_tiktoken_is_a_stand_in_in_chapter_07s_kernel(tmp_path):
                    "core": "ModuleNotFoundError"}
     # the sandbox mounts the stand-in over the real package
     from autograder.grading.sandbox.bwrap import package_dir
-    from autograder.grading.sandbox.runners import _add_probe_mounts
+    from autograder.grading.autograde.kernel_package import _add_probe_mounts
 
     mounts = {"ro": [], "env": {}}
     _add_probe_mounts(mounts, tmp_path, os.getuid())
