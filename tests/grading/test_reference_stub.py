@@ -172,8 +172,8 @@ def test_tiktoken_is_a_stand_in_in_chapter_07s_kernel(tmp_path):
     assert got == {"Encoding": R, "educational": "ModuleNotFoundError",
                    "core": "ModuleNotFoundError"}
     # the sandbox mounts the stand-in over the real package
-    from autograder.grading.sandbox.bwrap import package_dir
     from autograder.grading.autograde.kernel_package import _add_probe_mounts
+    from autograder.grading.sandbox.bwrap import package_dir
 
     mounts = {"ro": [], "env": {}}
     _add_probe_mounts(mounts, tmp_path, os.getuid())
