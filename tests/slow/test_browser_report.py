@@ -77,7 +77,7 @@ def _class_with_mistakes(tmp_path_factory, dest):
     proc = subprocess.run(grade_cmd(dest / "class", dest / "out", SOURCE, *ARGS), cwd=REPO,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "11 student(s) already graded, skipped" in proc.stderr
+    assert "12 student(s) already graded, skipped" in proc.stderr
     return dest / "out"
 
 
