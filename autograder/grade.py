@@ -454,7 +454,9 @@ def _plan(args, submissions: Path, available: dict, due: dict) -> _Run:
               "is. For formgrader and nbgrader export to show the late policy's scores as "
               "grades.csv does, add these lines to it:\n  " + "\n  ".join(add),
               file=sys.stderr)
-    publish_source(template, out, assignments)
+    if theirs := publish_source(template, out, assignments):
+        print(f"course-grade: {out / 'source'}: {', '.join(theirs)} not made by course-grade "
+              f"(the instructor's): left as it is; graded with {args.source}'s", file=sys.stderr)
     publish_mathjax(out)  # the feedback pages' maths, offline (grading/mathjax.py)
     run.exercises = exercises = _regrade_exercises(args.regrade_exercise, info, assignments)
     before = _read_grades(out)  # grades.csv as the last run left it (the change log's "old")

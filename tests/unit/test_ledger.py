@@ -337,3 +337,63 @@ def test_a_kept_assignment_left_out_of_the_run_keeps_its_comments_column(tmp_pat
     (described,) = _described(tmp_path, {A1: [A1], A2: [A2]})[A1]  # no 02 in OUT: none
     assert [g.grade_id for g in described.grade_cells] == tests
     assert all(g.solution_ids for g in described.grade_cells)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_an_nbgrader_course_folders_source_and_submitted_stay_the_instructors(tmp_path):
+    """--out an instructor's nbgrader course folder: its ``source/<a>/`` and the
+    ``submitted/<student>/<a>/`` nbgrader collect made are never replaced nor removed
+    (publishing a student, the gradebook's timestamp, --prune); the folders course-grade
+    makes there (a student it grades from elsewhere) are its own, replaced and removed."""
+    from datetime import UTC, datetime
+
+    from autograder.grading.parent.results import _write_timestamp, publish_source
+
+    out, template, staging = tmp_path / "course", tmp_path / "template", tmp_path / "staged"
+    (out / "source" / A1).mkdir(parents=True)
+    (out / "source" / A1 / f"{A1}.ipynb").write_text("the instructor's source")
+    (out / "nbgrader_config.py").write_text("c.CourseDirectory.course_id = 'ml1'\n")
+    collected = out / "submitted" / "ann" / A1
+    collected.mkdir(parents=True)
+    for name, text in ((f"{A1}.ipynb", "ann's notebook"), ("timestamp.txt",
+                       "2026-12-01 10:00:00.000000 UTC"), ("submission_secret.txt", "ab" * 64)):
+        (collected / name).write_text(text)
+    theirs = _tree(out)
+    for a in (A1, A2):
+        (template / "source" / a).mkdir(parents=True)
+        (template / "source" / a / f"{a}.ipynb").write_text("course-grade's source")
+    assert publish_source(template, out, [A1, A2]) == [A1]
+    for sid in ("ann", "bob"):  # bob's came from a Canvas download: no folder of nbgrader's
+        for kind in ("submitted", "autograded", "feedback"):
+            (staging / kind / sid / A1).mkdir(parents=True)
+            (staging / kind / sid / A1 / "x").write_text("graded copy")
+        ledger.publish(staging, out, sid, [A1])
+        _write_timestamp(out, sid, A1, datetime(2026, 12, 2, tzinfo=UTC))
+    assert {k: v for k, v in _tree(out).items() if k in theirs} == theirs
+    assert (out / "submitted" / "bob" / A1 / "x").read_text() == "graded copy"
+    assert (out / "submitted" / "bob" / A1 / "timestamp.txt").read_text().startswith("2026-12-02")
+    assert (out / "autograded" / "ann" / A1 / "x").is_file()  # nbgrader's output folder
+    assert (out / "source" / A2 / f"{A2}.ipynb").read_text() == "course-grade's source"
+    assert ledger.created(out) == {f"source/{A2}", f"submitted/bob/{A1}"}
+    ResultStore(out).prune(["ann", "bob"])
+    assert not (out / "submitted" / "bob").exists()
+    assert {k: v for k, v in _tree(out).items() if k in theirs} == theirs
+    assert ledger.created(out) == {f"source/{A2}"}
+
+
+def test_an_older_course_grade_out_dir_made_every_folder_it_holds(tmp_path):
+    from autograder.grading.parent.course import MARK
+
+    out = tmp_path / "out"
+    (out / "submitted" / "ann" / A1).mkdir(parents=True)
+    (out / "source" / A1).mkdir(parents=True)
+    (out / "results").mkdir()
+    (out / "results" / "ann.json").write_text("{}")
+    (out / "nbgrader_config.py").write_text(MARK + "\n")
+    assert ledger.ours(out, f"submitted/ann/{A1}") and ledger.ours(out, f"source/{A1}")
+    assert json.loads((out / ledger.CREATED).read_text()) == [f"source/{A1}",
+                                                              f"submitted/ann/{A1}"]

@@ -188,17 +188,98 @@ def merge(old: dict | None, new: dict, grade: dict[str, str], notebooks: dict[st
 def publish(staging: Path, out: Path, student: str, assignments: list[str]) -> None:
     """Move a student's graded files of ``assignments`` from ``staging`` (where this run's
     grading put them: ``feedback/``, ``submitted/``, ``autograded/``) into OUT_DIR, replacing
-    only those assignments' folders: the student's other assignments keep theirs."""
+    only those assignments' folders: the student's other assignments keep theirs. A
+    ``submitted/<student>/<assignment>/`` course-grade did not make (:func:`ours`: nbgrader's
+    collect put it there) is left as it is: the notebook graded is the one it holds."""
     import shutil
 
     for kind in ("feedback", "submitted", "autograded"):
         for a in assignments:
             dest, src = out / kind / student / a, staging / kind / student / a
+            rel = f"{kind}/{student}/{a}"
+            if kind == "submitted" and not ours(out, rel):
+                continue
             shutil.rmtree(dest, ignore_errors=True)
             if src.is_dir():
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(src, dest)
+            if kind == "submitted":
+                (made if src.is_dir() or dest.is_dir() else forget)(out, [rel])
         shutil.rmtree(staging / kind / student, ignore_errors=True)
+
+
+# ---- nbgrader's own folders: only what course-grade made --------------------------------------
+# OUT_DIR may be the instructor's nbgrader course folder (``nbgrader collect`` fills its
+# ``submitted/``, ``generate_assignment`` reads its ``source/``). course-grade replaces or
+# removes a ``source/<assignment>/`` or ``submitted/<student>/<assignment>/`` only where it
+# made it; the ones it made are listed in ``OUT_DIR/created.json``.
+CREATED = "created.json"
+
+
+def created(out: Path) -> set[str]:
+    """The folders of OUT_DIR's ``source/`` and ``submitted/`` course-grade made
+    (``source/<assignment>``, ``submitted/<student>/<assignment>``). Where no list is kept
+    yet, an OUT_DIR an older course-grade graded (its ``nbgrader_config.py`` is
+    course-grade's and ``results/`` holds a result) has made every one it holds; any other
+    (an instructor's course folder) none. An unreadable list names none."""
+    import json
+
+    try:
+        found = json.loads((out / CREATED).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        found = None
+    except (OSError, ValueError):
+        return set()
+    if found is not None:
+        return {x for x in found if isinstance(x, str)} if isinstance(found, list) else set()
+    from .course import written_by_us
+
+    config = out / "nbgrader_config.py"
+    mine = set()
+    if config.is_file() and written_by_us(config) and any((out / "results").glob("*.json")):
+        mine = {p.relative_to(out).as_posix() for p in
+                [*(out / "source").glob("*"), *(out / "submitted").glob("*/*")]
+                if p.is_dir() and not p.is_symlink()}
+    _keep(out, mine)
+    return mine
+
+
+def ours(out: Path, rel: str) -> bool:
+    """Whether course-grade may replace or remove ``OUT_DIR/<rel>`` (a folder of
+    :func:`created`'s kind): there is none, or course-grade made it.
+
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> (out / "submitted" / "ann" / "a1").mkdir(parents=True)  # nbgrader collect's
+    >>> ours(out, "submitted/ann/a1"), ours(out, "submitted/bob/a1")
+    (False, True)
+    >>> made(out, ["submitted/bob/a1"]); (out / "submitted" / "bob" / "a1").mkdir(parents=True)
+    >>> ours(out, "submitted/bob/a1"), sorted(created(out))
+    (True, ['submitted/bob/a1'])
+    """
+    path = out / rel
+    return not (path.exists() or path.is_symlink()) or rel in created(out)
+
+
+def made(out: Path, rels: list[str]) -> None:
+    """Note that course-grade made the folders ``rels`` of OUT_DIR."""
+    if not set(rels) <= (have := created(out)):
+        _keep(out, have | set(rels))
+
+
+def forget(out: Path, rels: list[str]) -> None:
+    """Note that the folders ``rels`` course-grade made are gone."""
+    if set(rels) & (have := created(out)):
+        _keep(out, have - set(rels))
+
+
+def _keep(out: Path, rels: set[str]) -> None:
+    import json
+
+    path = out / CREATED
+    tmp = path.with_name(f".{CREATED}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(sorted(rels), indent=0) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def from_ledger(out: Path, folder: Path, student: str, kept: list[str],
@@ -207,7 +288,8 @@ def from_ledger(out: Path, folder: Path, student: str, kept: list[str],
     ``<assignment>/<notebook>.ipynb`` each (nbgrader's per-assignment layout): of the ``kept``
     assignments the notebook last graded, from ``OUT_DIR/submitted/<student>/<assignment>/``
     (the grader's own copy, rebuilt from the release: nothing the student sent but its
-    answers), and of the others the files ``here`` ({assignment: {notebook: path}}) found in
+    answers; in an instructor's course folder, the one ``nbgrader collect`` put there:
+    :func:`ours`), and of the others the files ``here`` ({assignment: {notebook: path}}) found in
     this run's folder. Returns the ``kept`` assignments OUT_DIR holds a notebook of."""
     import shutil
 

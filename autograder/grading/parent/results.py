@@ -30,11 +30,14 @@
   date); ``late_penalty`` is the gradebook's, per notebook.
 - ``OUT_DIR/nbgrader_config.py``, ``source/<assignment>/``, ``autograded/<student>/
   <assignment>/<nb>.ipynb``, ``feedback/<student>/<assignment>/<nb>.html``: nbgrader's
-  layout, what formgrader reads.
+  layout, what formgrader reads. Of ``source/`` and ``submitted/`` only the folders
+  course-grade made are ever replaced or removed (``ledger.ours``): in an instructor's
+  nbgrader course folder, those nbgrader made stay as they are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -150,13 +153,20 @@ def write_course_config(out: Path, config, late_penalty: str | LatePolicy) -> li
     return []
 
 
-def publish_source(template: Path, out: Path, assignments: list[str]) -> None:
-    """Copy the template's ``source/<assignment>/`` into OUT_DIR (formgrader lists them)."""
-    for a in assignments:
+def publish_source(template: Path, out: Path, assignments: list[str]) -> list[str]:
+    """Copy the template's ``source/<assignment>/`` into OUT_DIR (formgrader lists them);
+    returns the assignments whose ``source/<assignment>/`` course-grade did not make (the
+    instructor's: ``ledger.ours``), left as they are."""
+    from .ledger import made, ours
+
+    theirs = [a for a in assignments if not ours(out, f"source/{a}")]
+    for a in [a for a in assignments if a not in theirs]:
+        made(out, [f"source/{a}"])
         dest = out / "source" / a
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(template / "source" / a, dest)
+    return theirs
 
 
 def publish_student(root: Path, out: Path, student: str, assignments: list[str]) -> None:
@@ -184,9 +194,11 @@ def _write_timestamp(out: Path, student: str, assignment: str, at: datetime | No
     """Formgrader counts a submission as autograded only when the ``timestamp.txt`` of
     ``submitted/<student>/<assignment>/`` equals the gradebook's submission time: both are
     written from the same time (none when unknown)."""
+    from .ledger import ours
+
     folder = out / "submitted" / student / assignment
-    if not folder.is_dir():
-        return
+    if not folder.is_dir() or not ours(out, f"submitted/{student}/{assignment}"):
+        return  # nbgrader collect's: its own timestamp.txt
     stamp = folder / "timestamp.txt"
     if at is None:
         stamp.unlink(missing_ok=True)
@@ -323,11 +335,20 @@ class ResultStore:
         """Remove ``students`` from the class on purpose (``course-grade --prune``): their
         results, notebooks and feedback in OUT_DIR and their gradebook entries (manual scores
         included). Returns what could not be removed."""
+        from .ledger import forget, ours
+
         problems = []
         for sid in students:
             (self.dir / f"{sid}.json").unlink(missing_ok=True)
-            for kind in ("submitted", "autograded", "feedback"):
+            for kind in ("autograded", "feedback"):
                 shutil.rmtree(self.out / kind / sid, ignore_errors=True)
+            mine = [f"submitted/{sid}/{p.name}" for p in (self.out / "submitted" / sid).glob("*")
+                    if ours(self.out, f"submitted/{sid}/{p.name}")]  # not nbgrader collect's
+            for rel in mine:
+                shutil.rmtree(self.out / rel, ignore_errors=True)
+            forget(self.out, mine)
+            with contextlib.suppress(OSError):
+                (self.out / "submitted" / sid).rmdir()  # empty: every folder was course-grade's
         reviews = self._read_reviews()
         if any(key[0] in students for key in reviews):
             self._write_reviews({k: e for k, e in reviews.items() if k[0] not in students})
@@ -703,8 +724,12 @@ def _remove_unsubmitted(gb, out: Path, assignment: str, student: str) -> bool:
                 any(c.manual_comment for nb in s.notebooks for c in nb.comments):
             return False
         gb.remove_submission(assignment, student)
-    for kind in ("submitted", "autograded"):
-        shutil.rmtree(out / kind / student / assignment, ignore_errors=True)
+    from .ledger import forget, ours
+
+    if ours(out, rel := f"submitted/{student}/{assignment}"):  # else nbgrader collect's
+        shutil.rmtree(out / rel, ignore_errors=True)
+        forget(out, [rel])
+    shutil.rmtree(out / "autograded" / student / assignment, ignore_errors=True)
     return True
 
 
