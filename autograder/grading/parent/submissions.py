@@ -119,13 +119,9 @@ def _keep(ch: str) -> bool:
 
 
 def student_id(name: str) -> str:
-    """A path- and nbgrader-safe student id from a name: Unicode letters kept (NFC).
-
-    Anything but letters, digits, combining marks and ``._-`` becomes ``_`` (no ``/``, no
-    control characters, no glob characters ``*?[]``, no ``,``: nbgrader reads
-    ``--student`` as a glob and ``student_id_exclude`` as a comma list); no leading dot; at
-    most 64 characters (a longer name is cut and gets a hash of the whole); never purely
-    numeric (nbgrader's command line would read it as a number).
+    """A path- and nbgrader-safe student id: letters, digits, marks (NFC) and ``._-`` kept,
+    the rest ``_`` (nbgrader reads ``--student`` as a glob, ``student_id_exclude`` as a comma
+    list); no leading dot; at most 64 characters (cut, plus a hash); never purely numeric.
 
     >>> student_id("Ada Lovelace (ada@uni.edu)"), student_id("Zoë"), student_id("李娜")
     ('Ada_Lovelace_ada_uni.edu', 'Zoë', '李娜')
@@ -158,50 +154,42 @@ def _display(name: str) -> str:
 # ---- bounded, link-free reading ------------------------------------------------------------
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device file"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
+def not_regular(st: os.stat_result) -> str:
+    """'' for a regular file, else what it is ('a symbolic link (not followed)', ...)."""
+    mode = st.st_mode
+    for test, what in ((stat.S_ISREG, ""), (stat.S_ISLNK, "a symbolic link (not followed)"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device file"),
+                       (stat.S_ISBLK, "a device file"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
     return "not a regular file"
 
 
-def not_regular(st: os.stat_result) -> str:
-    """'' for a regular file, else what it is ('a symbolic link (not followed)', ...)."""
-    if stat.S_ISREG(st.st_mode):
-        return ""
-    return _kind(st.st_mode) + (" (not followed)" if stat.S_ISLNK(st.st_mode) else "")
-
-
-def open_bounded(path: Path, cap: int) -> int:
-    """A descriptor of the regular file ``path`` if it holds at most ``cap`` bytes (see
-    :func:`read_bounded`); raises :class:`IntakeProblem`."""
-    st = os.lstat(path)
+def _refuse(path: Path, st: os.stat_result, cap: int) -> None:
     if what := not_regular(st):
         raise IntakeProblem(f"{path.name} is {what}")
     if st.st_size > cap:
         raise IntakeProblem(f"{path.name} is larger than {_mb(cap)}")
+
+
+def open_bounded(path: Path, cap: int) -> int:
+    """A descriptor of the regular file ``path`` of at most ``cap`` bytes, else
+    :class:`IntakeProblem`: links and special files are refused by ``lstat`` before the open,
+    which uses ``O_NOFOLLOW | O_NONBLOCK`` (one swapped in between is not followed and cannot
+    block), and again by ``fstat``."""
+    _refuse(path, os.lstat(path), cap)
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    fst = os.fstat(fd)
-    if (what := not_regular(fst)) or fst.st_size > cap:
+    try:
+        _refuse(path, os.fstat(fd), cap)
+    except IntakeProblem:
         os.close(fd)
-        raise IntakeProblem(f"{path.name} is {what}" if what else
-                            f"{path.name} is larger than {_mb(cap)}")
+        raise
     return fd
 
 
 def read_bounded(path: Path, cap: int) -> bytes:
-    """The bytes of the regular file ``path`` if it holds at most ``cap`` bytes.
-
-    Links and special files are refused by ``lstat`` before anything is opened, and the
-    open itself uses ``O_NOFOLLOW | O_NONBLOCK`` (a link or FIFO swapped in between is not
-    followed and cannot block); the size is checked before reading and the read stops at
-    ``cap + 1`` bytes. Raises :class:`IntakeProblem`.
-    """
+    """The bytes of the regular file ``path`` (:func:`open_bounded`); the read stops at
+    ``cap + 1`` bytes."""
     fd = open_bounded(path, cap)
     try:
         chunks, left = [], cap + 1
@@ -242,15 +230,10 @@ def _cell_count(nb) -> int | None:
 
 
 def _check_cells(data: bytes, name: str) -> None:
-    """Refuse (:class:`IntakeProblem`) a notebook of more than :data:`MAX_CELLS` cells, or one
-    whose top level is not a notebook's, counted in the parsed JSON: a key written with
-    escapes (``"cell\\u005ftype"``) is the same key to every parser after this one, so the
-    count cannot be taken in the bytes. ``json``'s C parser, on at most
-    :data:`MAX_NOTEBOOK_BYTES`, is the cheapest complete reading, and the parsed notebook is
-    dropped before nbformat (which parses it again, then converts and validates it, far
-    slower and larger) sees it. Text that is not JSON (or nests past the parser's recursion
-    limit) is left to the caller's parser and :func:`_too_deep`, which say so as before.
-    """
+    """Refuse a notebook of more than :data:`MAX_CELLS` cells, or whose top level is not a
+    notebook's, counted in the parsed JSON (an escaped key, ``"cell\\u005ftype"``, defeats a
+    count in the bytes), before nbformat's far costlier reading. Text that is not JSON is left
+    to the caller's parser and :func:`_too_deep`."""
     try:
         count = _cell_count(json.loads(data.decode("utf-8")))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -262,13 +245,8 @@ def _check_cells(data: bytes, name: str) -> None:
 
 
 def read_notebook_bytes(path: Path) -> bytes:
-    """A submitted notebook's bytes, refused before nbformat reads it when it is over a cap.
-
-    Refuses (:class:`IntakeProblem`): a link or special file (never opened), more than
-    :data:`MAX_NOTEBOOK_BYTES` (by ``lstat``, nothing read), more than :data:`MAX_CELLS`
-    cells (counted in the parsed JSON, :func:`_check_cells`), a top level that is not a
-    notebook's, or JSON nested deeper than :data:`MAX_NESTING`.
-    """
+    """A submitted notebook's bytes, refused (:class:`IntakeProblem`) over any cap: size,
+    cells, nesting, or a link or special file (never opened)."""
     data = read_bounded(path, MAX_NOTEBOOK_BYTES)
     _check_cells(data, path.name)
     if _too_deep(data, MAX_NESTING):
@@ -379,15 +357,11 @@ def _written(info: zipfile.ZipInfo, wanted) -> bool:
 
 def _safe_unzip(zip_path: Path, dest: Path, budget: Budget | None = None,
                 wanted=_is_notebook) -> list[str]:
-    """Unpack the entries of ``zip_path`` whose names ``wanted`` accepts (a student's zip: its
-    notebooks, nothing else) into ``dest``; returns the names of link entries left out.
-
-    Refuses (IntakeProblem) an encrypted zip, an unsupported compression method, a corrupt
-    stream or CRC, more than :data:`MAX_ZIP_ENTRIES`, or more bytes than ``budget`` has left
-    (by the headers first, then as written; a submission's zips share one budget,
-    :data:`MAX_SUBMISSION_BYTES`). Paths outside ``dest`` and special-file entries are
-    skipped; link entries are skipped and named. A notebook over :data:`MAX_NOTEBOOK_BYTES`
-    is not unpacked: a sparse file of its size stands for it (refused later by its size).
+    """Unpack the entries ``wanted`` accepts (a student's zip: its notebooks) into ``dest``;
+    returns the names of the link entries, left out. Refuses (IntakeProblem) an encrypted,
+    corrupt or unsupported zip, too many entries, or more bytes than ``budget`` has left (by
+    the headers, then as written). Paths outside ``dest`` and special files are skipped; a
+    notebook over :data:`MAX_NOTEBOOK_BYTES` becomes a sparse file of its size.
     """
     budget = budget or _submission_budget()
     if dest.exists():
@@ -426,22 +400,15 @@ def _safe_unzip(zip_path: Path, dest: Path, budget: Budget | None = None,
                     raise IntakeProblem("encrypted zip (password-protected)") from None
                 raise IntakeProblem(f"corrupt zip ({type(e).__name__})") from None
             except Exception as e:  # noqa: BLE001 - bad CRC, zlib/lzma/bz2 errors, EOF
-                raise IntakeProblem(f"corrupt zip ({_corrupt_kind(e)})") from None
-            # the entry's time orders candidates of one notebook (find_notebook); the student
-            # set it, so it is never a submission time
-            stamp = info.date_time
+                kind = "CRC error" if "CRC" in str(e) else "damaged compressed data"
+                raise IntakeProblem(f"corrupt zip ({kind})") from None
+            # orders candidates of one notebook (find_notebook); never a submission time
             try:
-                ts = datetime(*stamp, tzinfo=UTC).timestamp()
+                ts = datetime(*info.date_time, tzinfo=UTC).timestamp()
                 os.utime(target, (ts, ts))
             except (ValueError, OverflowError):
                 pass
     return links
-
-
-def _corrupt_kind(e: Exception) -> str:
-    if "CRC" in str(e):
-        return "CRC error"
-    return "damaged compressed data"
 
 
 # ---- walking a submission without following links ------------------------------------------
@@ -483,14 +450,9 @@ def _candidates(sub: Submission) -> list[tuple[Path, os.stat_result]]:
 
 def find_notebook(sub: Submission, name: str,
                   assignment: str = "") -> tuple[Path | None, str]:
-    """The submission's notebook for notebook id ``name`` (of ``assignment``) and a note on
-    how it was chosen. In nbgrader's layout (``sub.per_assignment``) a notebook of assignment
-    A is taken only from the student's ``A/`` folder: a notebook of A put into another
-    assignment's submission (on time) is not A's.
-
-    When the chosen file is a link or a special file (also a link entry of a zip), the path is
-    None and the note says so: it is never followed.
-    """
+    """The submission's notebook ``name`` (of ``assignment``: in nbgrader's layout,
+    ``sub.per_assignment``, only from the student's ``<assignment>/``) and a note on how it
+    was chosen; a link or special file is never followed: None, and the note says so."""
     if sub.problem:
         return None, sub.problem
     if sub.path is None:
@@ -523,9 +485,8 @@ def missing(name: str) -> str:
 
 
 def canvas_names(sub: Submission, notebooks: dict[str, list[str]]) -> dict[str, str]:
-    """{assignment: the Canvas download's name prefix of the file its first notebook found
-    came from} (``{"01_attention": "lovelaceada_1001_5000"}``); {} for a student not from
-    Canvas."""
+    """{assignment: the Canvas name prefix of its first notebook found's file}
+    (``{"01_attention": "lovelaceada_1001_5000"}``)."""
     found = {}
     for a, nbs in notebooks.items():
         for nb in nbs:
@@ -576,12 +537,8 @@ def _project_name(pyproject: Path) -> str:
 
 
 def _foreign(folder: Path) -> str:
-    """What makes ``folder`` a course-grade output or this course's repository, '' if nothing.
-
-    An output: two of ``results/``, ``grades.csv``, ``gradebook.db``, ``.work/``, or
-    ``.work/unpacked/`` (the first thing a run writes); the repository: ``autograder/`` and
-    ``solutions/``, or a ``pyproject.toml`` naming the course. Links are not followed.
-    """
+    """What makes ``folder`` a course-grade output or this course's repository, '' if
+    nothing (links not followed)."""
     def has(name: str, is_dir: bool) -> bool:
         try:
             mode = os.lstat(folder / name).st_mode
@@ -602,10 +559,8 @@ def _foreign(folder: Path) -> str:
 
 
 def not_submissions(folder: Path) -> list[str]:
-    """Why ``folder`` is no submissions folder: it is this course's repository or a
-    course-grade output; [] when it is not. Only the folder the instructor named is refused:
-    an entry in it that looks like either is a student's entry, graded as such, and the
-    console says so (:func:`_classify`): what one student's folder holds never stops the class.
+    """Why ``folder`` is no submissions folder (this course's repository or a course-grade
+    output); an entry in it that looks like either is still a student's (:func:`_classify`).
     """
     return [f"it is {what}"] if (what := _foreign(folder)) else []
 
@@ -647,9 +602,8 @@ def _bundle_kind(zip_path: Path) -> str:
 
 
 def _download_folder(folder: Path) -> bool:
-    """Whether a folder looks like an unpacked LMS download: every entry is named as Canvas or
-    Moodle name a student's files, and they name two students or more. It is still one
-    student's folder (its names are the student's to choose); the console says so."""
+    """Whether every entry of a folder is named as Canvas or Moodle name a student's files,
+    for two students or more (an unpacked LMS download)."""
     try:
         names = [n for n in os.listdir(folder) if n not in _DEBRIS]
         kinds = {n: stat.S_ISDIR(os.lstat(folder / n).st_mode) for n in names}
@@ -741,8 +695,7 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
 
 
 def _upload(e: _Entry) -> int:
-    """An entry's newest Canvas upload (Canvas numbers uploads in the order they came, and
-    names each file of its download with that number), 0 elsewhere."""
+    """An entry's newest Canvas upload number (in its files' names), 0 elsewhere."""
     if e.kind != "canvas":
         return 0
     return max(int(m["subid"]) for p in e.files if (m := _CANVAS.match(p.name)))
@@ -760,8 +713,7 @@ def _digest(path: Path, st: os.stat_result) -> str:
 
 
 def _contents(e: _Entry) -> list[tuple[str, str]]:
-    """(name, digest) of every file of an entry, named as in its LMS download: the same for
-    two copies of one download, wherever they were unpacked."""
+    """(name as in its LMS download, digest) of every file of an entry."""
     out = []
     for top in e.files:
         try:
@@ -795,18 +747,11 @@ def _listed(ids: list[str], most: int = 10) -> str:
 
 def _one_per_student(entries: list[_Entry], messages: list[str],
                      resolve: bool = False) -> list[_Entry]:
-    """``entries`` less the second copies of an LMS user: one Canvas or Moodle id found twice
-    (an LMS download's zip and its unpacked files, two downloads) is one student, graded once.
-
-    Copies with the same files are one submission: the unpacked one is kept. So is a copy
-    whose every file another copy holds, byte for byte under the same name (last week's
-    download of one assignment next to the unpacked downloads of two): the copy holding all
-    of them is kept. Copies whose files differ otherwise are two submissions, and neither
-    replaces the other silently: without
-    ``resolve`` (``--resolve-duplicates``) the student is not graded and the console lists
-    both; with it the newest Canvas upload is graded, else the unpacked files at the top of
-    the folder, else the first zip by name. A message says what was skipped: one line per
-    download for copies with the same files, one per student where the files differ.
+    """``entries`` less the second copies of an LMS user (one Canvas or Moodle id found
+    twice). A copy whose files another copy holds, byte for byte, is skipped for the one
+    holding all of them. Copies that differ otherwise are not graded, unless ``resolve``
+    (``--resolve-duplicates``): then the newest Canvas upload, else the unpacked files at the
+    top, else the first zip by name. Messages name what was skipped.
     """
     groups: dict[tuple[str, str], list[_Entry]] = {}
     for e in entries:
@@ -850,12 +795,10 @@ def _one_per_student(entries: list[_Entry], messages: list[str],
 
 
 def _unique_ids(entries: list[_Entry]) -> list[str]:
-    """One id per entry: its base id, or, where entries share it (case-insensitively, as a
-    case-insensitive disk would), ``<base>_<hash of the origin's name>`` for each one that does
-    not own the id. The owner is the one LMS user whose id it is (Canvas's and Moodle's ids
-    are the LMS's: they never change with what lies beside them), else a folder named exactly
-    like the id. Depends only on the set of entries, not on their order or on where the folder
-    lies: stable across reruns."""
+    """One id per entry: its base id, or, where entries share it case-insensitively,
+    ``<base>_<hash of the origin's name>`` for each that does not own it (the one LMS user
+    whose id it is, else a folder named exactly so). Stable across reruns: depends only on
+    the set of entries."""
     groups: dict[str, list[int]] = {}
     for i, e in enumerate(entries):
         groups.setdefault(e.base.casefold(), []).append(i)
@@ -870,9 +813,7 @@ def _unique_ids(entries: list[_Entry]) -> list[str]:
         for i in set(members) - set(owners):
             e = entries[i]
             ids[i] = f"{e.base[: MAX_ID_CHARS - 9]}_{_short_hash(e.origin.name)}"
-    # a last resort (the same origin name twice, in two LMS downloads, once
-    # _one_per_student has kept one copy of each LMS user): number them in order of their
-    # place under the submissions folder
+    # last resort (one origin name in two LMS downloads): numbered by place
     seen: dict[str, list[int]] = {}
     for i, sid in enumerate(ids):
         seen.setdefault(sid.casefold(), []).append(i)
@@ -882,10 +823,10 @@ def _unique_ids(entries: list[_Entry]) -> list[str]:
     return ids
 
 
-def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
+def _materialize(e: _Entry, sid: str, unpack_dir: Path, problem: str = "") -> Submission:
     sub = Submission(sid, None, e.origin, name=e.name, lms_id=e.lms_id, late_marked=e.late,
-                     problem=e.problem)
-    if e.problem:
+                     problem=problem or e.problem)
+    if sub.problem:
         return sub
     budget = _submission_budget()  # all of this submission's zips
     if e.kind == "folder":
@@ -908,9 +849,8 @@ def _materialize(e: _Entry, sid: str, unpack_dir: Path) -> Submission:
 
 
 def _folder_with_zips(folder: Path, dest: Path, sub: Submission, budget: Budget) -> Path:
-    """``folder`` itself, graded in place; or, when it holds zips (a student who uploaded a
-    zip of their notebooks), ``dest`` with its notebooks mirrored (:func:`_mirror`) and the
-    notebooks of each zip unpacked into a folder named after it, within ``budget``."""
+    """``folder`` itself; or, when it holds zips, ``dest`` with its notebooks mirrored and
+    each zip's notebooks unpacked into a folder named after it, within ``budget``."""
     found = _walk(folder)
     zips = [(p, st) for p, st in found if p.name.lower().endswith(".zip")]
     if not zips:
@@ -930,10 +870,8 @@ def _folder_with_zips(folder: Path, dest: Path, sub: Submission, budget: Budget)
 
 
 def _free(folder: Path, name: str) -> str:
-    """The name of the folder a zip is unpacked into, in ``folder``: the zip's own stem, else
-    ``<stem> (zip)``, ``<stem> (zip 2)``, ...: never the name of a file or folder already there
-    (a notebook ``01_attention.ipynb`` beside ``01_attention.ipynb.zip``, the folder the
-    student unpacked it into: unpacking never replaces the student's own files).
+    """The name of the folder a zip is unpacked into in ``folder``: its stem, else
+    ``<stem> (zip)``, ``<stem> (zip 2)``, ...: never a name already there.
 
     >>> import tempfile; d = Path(tempfile.mkdtemp()); (d / "a.ipynb").mkdir()
     >>> _free(d, "a.ipynb"), _free(d, "b")
@@ -945,11 +883,9 @@ def _free(folder: Path, name: str) -> str:
 
 
 def _gather(e: _Entry, sub: Submission, budget: Budget) -> None:
-    """Put an LMS file group (Canvas or flat Moodle files) into ``sub.path`` under the names
-    the student gave them; of a file Canvas renamed on re-upload (``-1``, ``-2``) the
-    highest number wins. Only notebooks and zips are taken (a zip's notebooks are unpacked,
-    within ``budget``). The names of
-    those taken from a file Canvas marked ``LATE`` go into ``sub.late_files``."""
+    """Put an LMS file group's notebooks and zips (unpacked within ``budget``) into
+    ``sub.path`` under the student's names (of Canvas's re-uploads, ``-1``, ``-2``, the
+    highest wins); those Canvas marked ``LATE`` go into ``sub.late_files``."""
     best: dict[str, tuple[int, Path]] = {}  # file name -> (re-upload number, source)
     for src in sorted(e.files):
         m = (_CANVAS if e.kind == "canvas" else _MOODLE_FILE).match(src.name)
@@ -974,24 +910,16 @@ def _gather(e: _Entry, sub: Submission, budget: Budget) -> None:
 
 
 def discard_unpacked(unpack_dir: Path) -> None:
-    """Remove intake's unpacked copies (``unpack_dir``, given to :func:`discover`) once the
-    run has graded from them: a submission's kept copy is the grader's rebuilt notebook
-    (``OUT_DIR/submitted/``), and the notebooks unpacked from a zip can be many times the
-    zip's size (issue 47 item 7: no submission leaves more than 5 MB plus twice its own size
-    in OUT_DIR). The next run unpacks again."""
+    """Remove intake's unpacked copies once graded (the kept copy is the rebuilt notebook in
+    ``OUT_DIR/submitted/``; issue 47 item 7 bounds what a submission leaves)."""
     shutil.rmtree(unpack_dir, ignore_errors=True)
 
 
 def discover(submissions_dir: Path, unpack_dir: Path,
              resolve: bool = False) -> tuple[list[Submission], list[str]]:
-    """One Submission for every entry of ``submissions_dir``, sorted by id, and messages
-    (``resolve``: which of two different submissions of one LMS user is graded,
-    :func:`_one_per_student`).
-
-    Never raises for an entry: what cannot be read becomes a Submission with ``problem``.
-    The messages (for the console) name each problem, each skipped debris entry and each
-    second copy of an LMS user (:func:`_one_per_student`).
-    """
+    """One Submission for every entry of ``submissions_dir``, sorted by id (one that cannot
+    be read has ``problem``: never raises), and the console's messages (``resolve``:
+    :func:`_one_per_student`)."""
     messages: list[str] = []
     unpack_dir.mkdir(parents=True, exist_ok=True)
     entries = _one_per_student(_classify(submissions_dir, unpack_dir / ".lms", messages),
@@ -1000,12 +928,9 @@ def discover(submissions_dir: Path, unpack_dir: Path,
     for e, sid in zip(entries, _unique_ids(entries)):
         try:
             sub = _materialize(e, sid, unpack_dir)
-        except IntakeProblem as err:
-            sub = Submission(sid, None, e.origin, name=e.name, lms_id=e.lms_id,
-                             late_marked=e.late, problem=str(err))
         except Exception as err:  # noqa: BLE001 - never stop the class for one entry
-            sub = Submission(sid, None, e.origin, name=e.name, lms_id=e.lms_id,
-                             late_marked=e.late, problem=f"cannot read ({type(err).__name__})")
+            sub = _materialize(e, sid, unpack_dir, problem=str(err) if isinstance(
+                err, IntakeProblem) else f"cannot read ({type(err).__name__})")
         sub.lms = e.kind if e.kind in ("canvas", "moodle") else ""
         if sub.problem:
             sub.path = None
