@@ -15,43 +15,17 @@ from __future__ import annotations
 import re
 
 import nbformat
-import pytest
 
 from autograder.grading.cells import nbg as _nbg
 
 from helpers.chapters import (
-    MISTAKES,
     SOURCE,
-    assert_chapter_graded_correctly,
-    assert_fast,
-    assert_release_runs_end_to_end,
+    GradedWithChapter02,
     autograded_notebook,
-    check_earlier_release,
     executed_chapter,
-    graded_chapter_02,
 )
 
 NAME = "07_bpe"
-
-
-@pytest.fixture(scope="session")
-def chapter07(tmp_path_factory):
-    return graded_chapter_02(tmp_path_factory, NAME)
-
-
-def test_solution_full_marks_release_zero_and_mistake_named(chapter07):
-    assert_chapter_graded_correctly(chapter07, NAME, MISTAKES[NAME])
-
-
-def test_first_release_graded_with_full_marks(chapter07):
-    """The chapter as a student fetched it from its first release, answered (issue 47): its
-    exercises never changed, so full marks, and its rows say nothing about an edit."""
-    check_earlier_release(chapter07)
-
-
-def test_release_executes_end_to_end_saying_not_implemented_yet(chapter07):
-    assert chapter07["returncode"] == 0, chapter07["stderr"]
-    assert_release_runs_end_to_end(chapter07["out"], NAME)
 
 
 def test_release_demonstration_cells_say_what_to_finish_first(tmp_path_factory):
@@ -63,11 +37,6 @@ def test_release_demonstration_cells_say_what_to_finish_first(tmp_path_factory):
         assert re.search(r"Finish Exercise \d\.\d.* first", text), cell.source
 
 
-def test_notebook_runs_in_under_two_minutes(chapter07):
-    assert chapter07["returncode"] == 0, chapter07["stderr"]
-    assert_fast(chapter07["out"])
-
-
 def _stream_text(nb) -> str:
     return "\n".join(
         o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
@@ -75,19 +44,22 @@ def _stream_text(nb) -> str:
     )
 
 
-def test_solution_shows_the_speed_up_and_tiktoken_parity(chapter07, tmp_path_factory):
-    assert chapter07["returncode"] == 0, chapter07["stderr"]
-    text = _stream_text(autograded_notebook(chapter07["out"], "solution", NAME))
-    speed_ups = [float(x) for x in re.findall(r"speed-up over the naive loop on .*: ([\d.]+)x",
-                                              text)]
-    # one: the grader's verdict, which replaces the test cell's output (chapter 07 is judged
-    # outside the kernel; the graded kernel's visible check runs nothing)
-    assert len(speed_ups) == 1 and min(speed_ups) >= 3, speed_ups
-    assert "decided outside your notebook" in text
-    text = _stream_text(executed_chapter(tmp_path_factory, NAME))  # the demonstration cells
-    assert "identical to tiktoken: True" in text and "round trip: True" in text
-    assert "same merges: False" not in text and text.count("same merges: True") == 3
-    # (figures are not checked here: course-grade runs matplotlib with the Agg backend)
+class TestChapter07(GradedWithChapter02):
+    NAME = NAME
+
+    def test_solution_shows_the_speed_up_and_tiktoken_parity(self, chapter, tmp_path_factory):
+        assert chapter["returncode"] == 0, chapter["stderr"]
+        text = _stream_text(autograded_notebook(chapter["out"], "solution", NAME))
+        speed_ups = [float(x) for x in re.findall(r"speed-up over the naive loop on .*: ([\d.]+)x",
+                                                  text)]
+        # one: the grader's verdict, which replaces the test cell's output (chapter 07 is judged
+        # outside the kernel; the graded kernel's visible check runs nothing)
+        assert len(speed_ups) == 1 and min(speed_ups) >= 3, speed_ups
+        assert "decided outside your notebook" in text
+        text = _stream_text(executed_chapter(tmp_path_factory, NAME))  # the demonstration cells
+        assert "identical to tiktoken: True" in text and "round trip: True" in text
+        assert "same merges: False" not in text and text.count("same merges: True") == 3
+        # (figures are not checked here: course-grade runs matplotlib with the Agg backend)
 
 
 def test_points_in_the_title_match_the_graded_cells():

@@ -1,12 +1,12 @@
 """Notebook 08 (training a GPT) through the real grading path, once per test session.
 
 Solution, release and one catalogued mistake are graded in one ``course-grade`` run (see
-``helpers.chapters.graded_chapter_04``). Grading does not run the demonstration cells (the
-training run among them); a submission whose training cell was edited runs it at its smoke
-size: course-grade sets ``COURSE_SMOKE=1`` for the kernel (through its sandbox), and plain
-nbgrader sets ``NBGRADER_EXECUTION``. ``course-check`` runs the notebook at its smoke size too.
-The committed release must equal a fresh generation (tests/unit/test_release.py); the run-size
-cell picks gpu / cpu / smoke.
+``helpers.chapters.graded_chapter_04``; the tests: ``GradedWithChapter04``'s). Grading does
+not run the demonstration cells (the training run among them); a submission whose training
+cell was edited runs it at its smoke size: course-grade sets ``COURSE_SMOKE=1`` for the
+kernel (through its sandbox), and plain nbgrader sets ``NBGRADER_EXECUTION``.
+``course-check`` runs the notebook at its smoke size too. The committed release must equal a
+fresh generation (tests/unit/test_release.py); the run-size cell picks gpu / cpu / smoke.
 """
 
 from __future__ import annotations
@@ -22,33 +22,13 @@ import torch
 from transformer_ref.train import preset
 
 from helpers.chapters import (
-    MISTAKES,
     SOURCE,
-    check_chapter,
-    check_earlier_release,
-    graded_chapter_04,
-    warnings_in_course_cells,
+    CourseCellsQuiet,
+    GradedWithChapter04,
+    source_notebook,
 )
 
 ASSIGNMENT = "08_training"
-
-
-def _source() -> nbformat.NotebookNode:
-    return nbformat.read(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-
-
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    return graded_chapter_04(tmp_path_factory, ASSIGNMENT)
-
-
-def test_grading_path_proofs(graded):
-    check_chapter(graded, MISTAKES[ASSIGNMENT])
-
-
-def test_earlier_release_graded_on_its_own_exercises(graded):
-    """The chapter as released before Exercise 3.3 was added (issue 47)."""
-    check_earlier_release(graded, "3.3")
 
 
 # `course-check` on the solution, run once for the module (the notebook at its smoke size in a
@@ -111,24 +91,9 @@ def test_executed_run_is_the_smoke_size(executed):
     assert "smoke run: " in text and " steps in " in text
 
 
-def test_points_and_hidden_keys_in_the_source():
-    from autograder.checks import training
-    from autograder.checks._core import registered
-
-    nb = _source()
-    points = [c.metadata.nbgrader["points"] for c in nb.cells
-              if c.metadata.get("nbgrader", {}).get("grade")]
-    assert f"Points: {sum(points):g} in total" in nb.cells[0].source
-    text = "\n".join(c.source for c in nb.cells)
-    keys = [k for k in registered() if k.startswith("training.")]
-    assert len(keys) == len(training.__all__) - 2  # all but `graded` and `probe`
-    for k in keys:
-        assert f'_hidden_check("{k}", _probe("{k}"' in text, k
-
-
 def _run_size_cell(env: dict, device: str):
     """Execute the notebook's run-size cell with ``pick_device`` answering ``device``."""
-    nb = _source()
+    nb = source_notebook(ASSIGNMENT)
     cell = next(c.source for c in nb.cells if c.source.startswith("DEVICE = pick_device()"))
     ns = {"os": os, "torch": torch, "Path": Path, "tempfile": tempfile, "preset": preset,
           "pick_device": lambda: torch.device(device)}
@@ -166,11 +131,12 @@ def test_the_run_size_follows_the_device_and_the_environment(env, device, run, n
     assert f"run: {run}" in capsys.readouterr().out
 
 
-def test_course_cells_print_no_warnings(graded, executed):
-    """Issue 18 trial: a course cell's deprecation warning (06: imshow of a tensor, 08: ax.bar
-    of a tensor) lands in every student's feedback (graded) or notebook (executed)."""
-    assert warnings_in_course_cells(graded["autograded"]["solution"]) == []
-    assert warnings_in_course_cells(executed) == []
+class TestChapter08(GradedWithChapter04, CourseCellsQuiet):
+    ASSIGNMENT = ASSIGNMENT
+    ADDED = "3.3"  # the chapter as released before Exercise 3.3 was added (issue 47)
+    CHECKS = "training"
+    CALL = '_hidden_check("{k}", _probe("{k}"'
+    NOT_CHECKS = 2  # `graded` and `probe`
 
 
 def test_course_check_on_the_solution_lists_every_exercise(course_check):

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from autograder.checks import table
 from autograder.grading.cells import nbg as _nbg
@@ -30,63 +31,51 @@ from .synthetic_class.shared import REPO, grade_cmd, graded_dir, read_csv, run_i
 
 SOURCE = REPO / "solutions"
 
+
+def _mistake(chapter: str, function: str, old: str, new: str, name: str) -> tuple:
+    """(answer cell, text replaced, replacement, exercise, mistake named) of ``function``'s
+    exercise in ``chapter``."""
+    row = table.rows(chapter)[function]
+    return row.solution_id, old, new, row.grade_id, name
+
+
 # One catalogued mistake per chapter, fed through the grading path:
 # (answer cell, text replaced, replacement, exercise, mistake named)
 MISTAKES = {
-    "02_masking": (
-        table.rows("02_masking")["masked_attention"].solution_id,
+    "02_masking": _mistake(
+        "02_masking", "masked_attention",
         "    scores = scores + mask  # the survey [S4]: + M\n",
         "    scores = scores + mask  # the survey [S4]: + M\n    return "
         "torch.softmax(scores, dim=-1) @ v\n",
-        table.rows("02_masking")["masked_attention"].grade_id,
-        "-inf producing NaN rows",
-    ),
-    "03_multihead_attention": (
-        table.rows("03_multihead_attention")["multi_head_attention"].solution_id,
+        "-inf producing NaN rows"),
+    "03_multihead_attention": _mistake(
+        "03_multihead_attention", "multi_head_attention",
         "    return merge_heads(heads) @ W_O  # (B, T_q, H*d_k) @ (H*d_k, d_model)\n",
         "    return merge_heads(heads)\n",
-        table.rows("03_multihead_attention")["multi_head_attention"].grade_id,
-        "forgot W_O",
-    ),
-    "04_layer_norm": (
-        table.rows("04_layer_norm")["layer_norm"].solution_id,
-        "((x - mu) ** 2).mean(dim=-1, keepdim=True)",
-        "x.var(dim=-1, keepdim=True)",
-        table.rows("04_layer_norm")["layer_norm"].grade_id,
-        "unbiased variance (divided by d - 1)",
-    ),
+        "forgot W_O"),
+    "04_layer_norm": _mistake(
+        "04_layer_norm", "layer_norm",
+        "((x - mu) ** 2).mean(dim=-1, keepdim=True)", "x.var(dim=-1, keepdim=True)",
+        "unbiased variance (divided by d - 1)"),
     # [S1]'s pre-LN block written as post-LN: the residual added
     # after the norm
-    "05_feed_forward_blocks": (
-        table.rows("05_feed_forward_blocks")["pre_ln_block"].solution_id,
+    "05_feed_forward_blocks": _mistake(
+        "05_feed_forward_blocks", "pre_ln_block",
         "x = x + attn(norm1(x))  # R(MSA o LN1)\n    return x + ffn(norm2(x))",
         "x = norm1(x + attn(x))\n    return norm2(x + ffn(x))",
-        table.rows("05_feed_forward_blocks")["pre_ln_block"].grade_id,
-        "residual added after the norm (that is post-LN)",
-    ),
+        "residual added after the norm (that is post-LN)"),
     # the KV cache mistake: token t fed at position t + 1
-    "06_transformer": (
-        table.rows("06_transformer")["incremental_logits"].solution_id,
-        "start=t, cache=cache)",
-        "start=t + 1, cache=cache)",
-        table.rows("06_transformer")["incremental_logits"].grade_id,
-        "KV cache positions off by one",
-    ),
-    "07_bpe": (
-        table.rows("07_bpe")["decode"].solution_id,
-        '.decode("utf-8", errors="replace")',
-        '.decode("utf-8")',
-        table.rows("07_bpe")["decode"].grade_id,
-        "decode fails on bytes that are not valid UTF-8",
-    ),
+    "06_transformer": _mistake(
+        "06_transformer", "incremental_logits", "start=t, cache=cache)",
+        "start=t + 1, cache=cache)", "KV cache positions off by one"),
+    "07_bpe": _mistake(
+        "07_bpe", "decode", '.decode("utf-8", errors="replace")', '.decode("utf-8")',
+        "decode fails on bytes that are not valid UTF-8"),
     # the warm-up counted from 0: step 0 gets learning rate 0 (no other exercise uses get_lr)
-    "08_training": (
-        table.rows("08_training")["get_lr"].solution_id,
-        "return max_lr * (step + 1) / warmup_iters",
+    "08_training": _mistake(
+        "08_training", "get_lr", "return max_lr * (step + 1) / warmup_iters",
         "return max_lr * step / warmup_iters",
-        table.rows("08_training")["get_lr"].grade_id,
-        "warm-up starts at 0 (max_lr * step / warmup_iters)",
-    ),
+        "warm-up starts at 0 (max_lr * step / warmup_iters)"),
 }
 
 
@@ -389,3 +378,107 @@ def warnings_in_course_cells(book) -> list[str]:
             if "Warning" in text or "warnings.warn" in text:
                 found.append(f"cell {i}: {text[:300]}")
     return found
+
+
+def source_notebook(assignment: str) -> nbformat.NotebookNode:
+    """The chapter's source notebook (``solutions/``)."""
+    return nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def assert_points_add_up(assignment: str) -> None:
+    """The title cell of the source states the sum of the graded cells' points."""
+    nb = source_notebook(assignment)
+    points = [c.metadata.nbgrader["points"] for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade")]
+    assert f"Points: {sum(points):g} in total" in nb.cells[0].source
+
+
+def assert_every_check_called(assignment: str, checks: str, call: str = '_hidden_check("{k}"',
+                              not_checks: int = 0) -> None:
+    """Every check registered by ``autograder.checks.<checks>`` (one per name it exports, but
+    ``not_checks`` of them) is called in the source as ``call`` (``{k}``: the key)."""
+    import importlib
+
+    from autograder.checks._core import registered
+
+    module = importlib.import_module(f"autograder.checks.{checks}")
+    text = "\n".join(c.source for c in source_notebook(assignment).cells)
+    keys = [k for k in registered() if k.startswith(f"{checks}.")]
+    assert len(keys) == len(module.__all__) - not_checks
+    for k in keys:
+        assert call.format(k=k) in text, k
+
+
+class GradedWithChapter02:
+    """The proofs of a chapter of ``CHAPTERS`` on ``graded_chapter_02``'s run: a test module's
+    ``Test...`` class subclasses it and names its chapter (``NAME``)."""
+
+    NAME: str
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def chapter(cls, tmp_path_factory):
+        return graded_chapter_02(tmp_path_factory, cls.NAME)
+
+    def test_solution_full_marks_release_zero_and_mistake_named(self, chapter):
+        assert_chapter_graded_correctly(chapter, self.NAME, MISTAKES[self.NAME])
+
+    def test_first_release_graded_with_full_marks(self, chapter):
+        """The chapter as a student fetched it from its first release, answered (issue 47): its
+        exercises never changed, so full marks, and its rows say nothing about an edit."""
+        check_earlier_release(chapter)
+
+    def test_release_executes_end_to_end_saying_not_implemented_yet(self, chapter):
+        assert chapter["returncode"] == 0, chapter["stderr"]
+        assert_release_runs_end_to_end(chapter["out"], self.NAME)
+
+    def test_notebook_runs_in_under_two_minutes(self, chapter):
+        assert chapter["returncode"] == 0, chapter["stderr"]
+        assert_fast(chapter["out"])
+
+
+class GradedWithChapter04:
+    """The proofs of a chapter of ``CHAPTERS_04`` on ``graded_chapter_04``'s run and in its
+    source: a test module's ``Test...`` class subclasses it and names its chapter
+    (``ASSIGNMENT``), the exercise added since its earlier release (``ADDED``; None: none),
+    and its checks module (``CHECKS``: ``autograder.checks.<CHECKS>``, called as ``CALL``,
+    exporting ``NOT_CHECKS`` names that are not checks)."""
+
+    ASSIGNMENT: str
+    ADDED: str | None = None
+    CHECKS: str
+    CALL = '_hidden_check("{k}"'
+    NOT_CHECKS = 0
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def graded(cls, tmp_path_factory):
+        return graded_chapter_04(tmp_path_factory, cls.ASSIGNMENT)
+
+    def test_grading_path_proofs(self, graded):
+        check_chapter(graded, MISTAKES[self.ASSIGNMENT])
+
+    def test_earlier_release_graded_on_its_own_exercises(self, graded):
+        """The chapter as a student fetched it from an earlier release, answered (issue 47):
+        full marks on every exercise it has; the one added since (``ADDED``) scores 0 and its
+        row says why (no exercise added: full marks, and its rows say nothing about an
+        edit)."""
+        check_earlier_release(graded, self.ADDED)
+
+    def test_points_in_the_title_cell_add_up(self):
+        assert_points_add_up(self.ASSIGNMENT)
+
+    def test_every_check_is_called_with_its_hidden_key_in_the_source(self):
+        assert_every_check_called(self.ASSIGNMENT, self.CHECKS, self.CALL, self.NOT_CHECKS)
+
+
+class CourseCellsQuiet:
+    """With ``GradedWithChapter04``, in a module with an ``executed`` fixture (the solution as
+    ``course-check`` runs it): no warning in the course cells of either."""
+
+    def test_course_cells_print_no_warnings(self, graded, executed):
+        """Issue 18 trial: a course cell's deprecation warning (06: imshow of a tensor, 08:
+        ax.bar of a tensor) lands in every student's feedback (graded) or notebook
+        (executed)."""
+        assert warnings_in_course_cells(graded["autograded"]["solution"]) == []
+        assert warnings_in_course_cells(executed) == []
