@@ -8,26 +8,18 @@
   fingerprint matches the submission is not graded again, so a killed run resumes where it
   stopped and a student is never counted twice.
 - ``OUT_DIR/gradebook.db``: the class's nbgrader gradebook, **updated in place** at the end of
-  every run: cell definitions from the source, students (display name, LMS id), submission
-  times (from trusted sources only, ``times.py``; none when unknown), autograded scores and
-  nbgrader's late penalty (also for a submission Canvas marked late without a time). Only
-  ``auto_score`` and ``needs_manual_grade`` are ever written to a grade: manual scores, extra
-  credit and comments entered in formgrader are never touched. An assignment of which the
-  student handed in nothing has no submission (formgrader counts submissions); a notebook not
-  handed in has no score and needs no grading by hand.
+  every run (:meth:`ResultStore.write_gradebook`). Only ``auto_score`` and
+  ``needs_manual_grade`` are ever written to a grade: manual scores, extra credit and
+  comments entered in formgrader are never touched. Work not handed in has no submission.
 - ``OUT_DIR/reviews.json``: the reviews pending. When a regrade changes the autograded score
-  under a manual score, the grade is flagged ``needs_manual_grade`` (formgrader shows it, with
-  its Resolve button) and the change is kept here; every later run says so (stderr and the
-  CSV's ``review`` column) until the instructor saves or resolves that score in formgrader
-  (which clears the flag) or gives another manual score.
+  under a manual score, the grade is flagged ``needs_manual_grade`` and the change is kept
+  here; every later run says so until the instructor saves or resolves that score in
+  formgrader (which clears the flag) or gives another manual score.
 - ``OUT_DIR/grades.csv``: rewritten (atomically) from the results and the gradebook after
-  every student, and at the start of every run: a kill between a student's result file and
-  the CSV rewrite leaves the CSV behind by that student (never ahead), and the next run puts
-  it back. ``points`` is the final score (the manual score when one is set, else the
-  autograded one, plus extra credit); ``auto_points`` and ``manual_points`` show both parts.
-  ``late_by`` is how late (``1 day, 0:30:00``), ``late (marked by Canvas)``, ``submission
-  time unknown`` (a due date but no trusted time: no penalty) or empty (on time, or no due
-  date); ``late_penalty`` is the gradebook's, per notebook.
+  every student and at the start of every run, so it is never ahead of the results.
+  ``points`` is the final score (the manual score when set, else the autograded one, plus
+  extra credit); ``late_by`` is how late, ``late (marked by Canvas)``, ``submission time
+  unknown`` (no penalty) or empty.
 - ``OUT_DIR/nbgrader_config.py``, ``source/<assignment>/``, ``autograded/<student>/
   <assignment>/<nb>.ipynb``, ``feedback/<student>/<assignment>/<nb>.html``: nbgrader's
   layout, what formgrader reads. Of ``source/`` and ``submitted/`` only the folders
@@ -114,16 +106,9 @@ def _utc_naive(t: datetime | str | None) -> datetime | None:
 
 
 def write_course_config(out: Path, config, late_penalty: str | LatePolicy) -> list[str]:
-    """OUT_DIR/nbgrader_config.py: the graders' course config, rooted at OUT_DIR.
-
-    Formgrader and ``nbgrader export`` started in OUT_DIR (``bootstrap lab --instructor``)
-    read it: the gradebook and folders are OUT_DIR's, the exchange lives inside it.
-
-    An ``nbgrader_config.py`` that course-grade did not write (OUT_DIR is the instructor's
-    nbgrader course folder: its course id, its exchange) is never changed: the lines it lacks
-    are returned, for the instructor to add (the late policy and export plugins); grading
-    itself reads no setting from it. Returns [] where the file is course-grade's.
-    """
+    """OUT_DIR/nbgrader_config.py, rooted at OUT_DIR, for formgrader and ``nbgrader export``.
+    One course-grade did not write (an instructor's nbgrader course folder) is never changed:
+    the lines it lacks are returned for the instructor to add ([] otherwise)."""
     from .course import write_config, written_by_us
 
     policy = late_penalty if isinstance(late_penalty, LatePolicy) else \
@@ -171,14 +156,8 @@ def publish_source(template: Path, out: Path, assignments: list[str]) -> list[st
 
 def publish_student(root: Path, out: Path, student: str, assignments: list[str]) -> None:
     """Copy a student's submitted and autograded notebooks from its grading folder ``root``
-    into OUT_DIR (an older grading's copy is replaced).
-
-    ``OUT_DIR/autograded/<student>/<assignment>/<nb>.ipynb`` is where formgrader's manual
-    grading page reads them. The ``timestamp.txt`` of ``submitted/<student>/<assignment>/`` is
-    written with the gradebook's submission time (:meth:`ResultStore.write_gradebook`). An
-    assignment of which no notebook was handed in gets no folder: formgrader counts the
-    folders of ``submitted/`` as its submissions.
-    """
+    into OUT_DIR, replacing an older copy; an assignment not handed in gets no folder
+    (formgrader counts the folders of ``submitted/`` as submissions)."""
     for a in assignments:
         handed_in = any((root / "submitted" / student / a).glob("*.ipynb"))
         for kind in ("submitted", "autograded"):
@@ -191,9 +170,8 @@ def publish_student(root: Path, out: Path, student: str, assignments: list[str])
 
 
 def _write_timestamp(out: Path, student: str, assignment: str, at: datetime | None) -> None:
-    """Formgrader counts a submission as autograded only when the ``timestamp.txt`` of
-    ``submitted/<student>/<assignment>/`` equals the gradebook's submission time: both are
-    written from the same time (none when unknown)."""
+    """``submitted/<student>/<assignment>/timestamp.txt``: formgrader wants it equal to the
+    gradebook's submission time."""
     from .ledger import ours
 
     folder = out / "submitted" / student / assignment
@@ -224,9 +202,8 @@ def review_text(entry: dict) -> str:
 
 
 def _pending(entry: dict | None, manual, needs_manual_grade) -> bool:
-    """Whether a stored review still waits for the instructor. Formgrader clears
-    ``needs_manual_grade`` whenever it saves a score (the Resolve button too); a manual score
-    other than the one reviewed is the instructor's answer as well."""
+    """Whether a stored review still waits: formgrader clears ``needs_manual_grade`` when it
+    saves a score; another manual score answers it too."""
     return entry is not None and bool(needs_manual_grade) and manual == entry["manual"]
 
 
@@ -256,15 +233,11 @@ def write_returns(out: Path, results: dict[str, dict], students: list[str]) -> P
 
     - ``return/<display name> (<student>)/<assignment>/<nb>.html``: one folder per student;
     - ``return/moodle/<assignment>.zip``: Moodle's "Upload multiple feedback files in a
-      zip": one folder per student named ``<full name>_<participant id>_assignfeedback_file``
-      (Moodle reads the id after the first ``_`` and the plugin from the next two parts, so
-      underscores in the name are replaced by spaces); only students whose Moodle download
-      gave the participant id (``lms_id``, digits) are in it;
-    - ``return/canvas/<assignment>.zip``: Canvas's "Re-Upload Submissions": each page named
-      as Canvas named the student's file in its download, ``<name>_<userid>_<submissionid>_``
-      then the page's name (``lovelaceada_1001_5000_01_attention.html``); Canvas attaches
-      each file as a comment to that submission. Only students whose notebook for the
-      assignment came from a Canvas download (the result's ``canvas``) are in it.
+      zip", folders ``<full name>_<participant id>_assignfeedback_file`` (no ``_`` in the
+      name: Moodle splits on it), for students with a Moodle participant id;
+    - ``return/canvas/<assignment>.zip``: Canvas's "Re-Upload Submissions", each page named
+      with the prefix Canvas gave the student's file (``lovelaceada_1001_5000_``), for
+      students whose notebook came from a Canvas download.
     """
     root = out / "return"
     tmp = out / ".return.tmp"
@@ -380,10 +353,8 @@ class ResultStore:
         _atomic_write(self.dir / f"{student}.json", result_json)
 
     def _facts(self, r: dict, student: str, timing: dict[str, Timing] | None) -> dict:
-        """What :meth:`save` writes into the result ``r``: :attr:`people`'s entry, and
-        ``timing``; both added to what ``r`` holds of the assignments this run does not
-        name (OUT_DIR is the ledger: an assignment graded earlier keeps its time and Canvas
-        name when its notebook is not in this run's folder)."""
+        """What :meth:`save` writes into ``r``: :attr:`people`'s entry and ``timing``, over
+        what ``r`` holds of assignments this run does not name."""
         facts = dict(self.people.get(student, {}))
         if "canvas" in facts:
             facts["canvas"] = {**(r.get("canvas") or {}), **facts["canvas"]}
@@ -400,10 +371,8 @@ class ResultStore:
             return None
 
     def record_timing(self, timing: dict[str, dict[str, Timing]]) -> None:
-        """Keep this run's submission times ({student: {assignment: Timing}}) in the stored
-        results whose times differ: a time given on a later run (``--submitted-at``) counts
-        for students graded before, and a student absent from a later run keeps theirs; so do
-        :attr:`people`'s names and ids (``--roster``)."""
+        """Keep this run's submission times ({student: {assignment: Timing}}) and
+        :attr:`people`'s entries in the stored results where they differ."""
         for sid, r in self.load().items():
             if sid in timing and any(r.get(k) != v for k, v in
                                      self._facts(r, sid, timing[sid]).items()):
@@ -498,15 +467,8 @@ class ResultStore:
                    exercises: dict[tuple[str, str], list[str]] | None = None,
                    assignment_of: dict[str, str] | None = None) -> list[dict]:
         """grades.csv's rows (dicts keyed by ``COLUMNS``) from the stored results and the
-        gradebook: ``points`` is the final score (the manual score where set, plus extra
-        credit).
-
-        ``exercises`` maps (notebook, test cell) to the answer cells it grades (their
-        formgrader comments go into ``comment``); ``assignment_of`` maps a notebook to its
-        assignment (for its due date). The submission time and the LMS's late mark are the
-        result's ``timing`` (:meth:`save`; none known where absent); a notebook not handed in
-        has none. ``review`` is a review still pending (:meth:`write_gradebook`).
-        """
+        gradebook. ``exercises``: (notebook, test cell) -> the answer cells it grades (their
+        comments); ``assignment_of``: notebook -> assignment (its due date)."""
         results = self.load()
         gb = self.read_gradebook()
         exercises = exercises or self.exercises
@@ -561,31 +523,16 @@ class ResultStore:
                         subs: dict | None = None, due: dict[str, datetime] | None = None,
                         late_penalty: str | LatePolicy = "none",
                         extensions=None) -> list[str]:
-        """Bring OUT_DIR/gradebook.db up to date with the template and the results.
+        """Bring OUT_DIR/gradebook.db up to date with the template and the results: a copy of
+        the template's the first time, then updated in place (definitions, students' names
+        and LMS ids, submission times, autograded scores, ``late_penalty``'s penalties with
+        extensions included). Manual scores, extra credit and comments are never written.
+        ``due`` sets due dates; ``extensions(student, assignment, due)`` gives an extension
+        (None: the gradebook's stays). An assignment not handed in has no submission (one an
+        older run made is removed unless the instructor entered something in it).
 
-        Created from the template's gradebook the first time; afterwards updated in place:
-        assignment/notebook/cell definitions (``update_or_create``), students' display names
-        and LMS ids, submission times (the results' ``timing``: none where unknown, a time
-        an older run stored included), autograded scores, late penalties (nbgrader's
-        ``LateSubmissionPlugin`` with ``late_penalty``, a :class:`LatePolicy` (its plugin,
-        ``gradebook.LatePolicyPlugin``), against the submission's due date, its extension
-        included; a submission the LMS marked late without a time is late by an unknown
-        amount, unless it has an extension). Manual scores, extra credit and comments are
-        never written. ``due`` sets assignments' due dates (others keep theirs);
-        ``extensions(student, assignment, due)`` gives a submission's extension (a timedelta;
-        None: the gradebook's stays, e.g. one given with nbgrader's ``grant_extension``).
-
-        Missing work is no submission: an assignment of which nothing was handed in has none
-        (one an older run made is removed, unless the instructor entered something in it),
-        and a notebook not handed in has grades with no score that need no grading by hand.
-
-        Reviews: when the autograded score of a grade with a manual score changes, the grade
-        is flagged ``needs_manual_grade`` and the change kept in ``reviews.json``; it stays
-        pending, over any number of runs, while the grade keeps that manual score and the
-        flag. Formgrader clears the flag when the instructor saves or resolves the score:
-        the review is then gone. A run never clears the flag of a grade with a manual score
-        otherwise (it is the instructor's). Returns one message per review pending among
-        ``students`` (stderr's; grades.csv's ``review`` is read from the same).
+        Reviews (module docstring): a run never clears the flag of a grade with a manual
+        score otherwise. Returns one message per review pending among ``students``.
         """
         from nbgrader.api import Gradebook, MissingEntry
 
@@ -680,8 +627,7 @@ class ResultStore:
 
 
 def _timing(result: dict, assignment: str) -> Timing:
-    """What a stored result says of the submission time of ``assignment`` (none known in a
-    result written before times came from trusted sources only)."""
+    """What a stored result says of the submission time of ``assignment``."""
     return Timing.from_json((result.get("timing") or {}).get(assignment))
 
 
@@ -708,10 +654,8 @@ def _sync_definitions(src, dst) -> None:
 
 
 def _remove_unsubmitted(gb, out: Path, assignment: str, student: str) -> bool:
-    """Nothing of ``assignment`` was handed in: no submission of it in the gradebook, nor its
-    folders in ``submitted/`` (formgrader counts those as its submissions) and
-    ``autograded/``. One an older run made is removed, unless the instructor entered a score,
-    extra credit or a comment in it: then it is kept (False)."""
+    """Nothing of ``assignment`` was handed in: remove its submission and folders, unless the
+    instructor entered a score, extra credit or a comment in it (then False)."""
     from nbgrader.api import MissingEntry
 
     try:
