@@ -1,29 +1,13 @@
 """The class report, ``OUT_DIR/report.html``: what the class got right and wrong, at a glance.
 
-One self-contained HTML file (plots as inline SVG, no scripts, no external files),
-rebuilt from ``OUT_DIR/results/*.json`` after finished students (:class:`ReportWriter`: after
-every student, unless drawing it would take more than a tenth of the run's time; always at the
-end), so a run stopped midway leaves a report of the students graded so far. Per notebook it shows:
-
-- the score distribution of each exercise and of the notebook total (bar charts);
-- the mistakes ranked by how many students made them (the rows' ``diagnosis``: a catalogued
-  mistake's name, a general symptom or a failure kind, each marked as which), with the students;
-- the reasons a row was not graded, with the students concerned;
-- the rows the trusted verdict flagged for a human look (``flagged``), when there are any;
-- the reviews pending in formgrader (grades.csv's ``review``: an autograded score changed
-  under a manual score), when there are any, and their count at the top;
-- late work: each late student's lateness, late penalty and total before and after it (the
-  total plot counts the penalty too, as the LMS exports do);
-
-and, for the class, how many were late or have no known submission time, a table of totals
-(one row per student: each assignment's total as the exports compute it,
-:func:`exports.total`, the class total and the student's lateness), the slowest students
-(``StudentResult.seconds``) and, last, the grades the last run changed (its lines of the
-change log, ``OUT_DIR/changes.csv``: ``ledger.py``).
-Every piece of text that comes from a submission or a result file (ids, names, statuses,
-diagnoses) is escaped. Given grades.csv's rows (course-grade
-passes them), the report shows what grades.csv and the exports show: final points (manual
-scores included), lateness and late penalties.
+One self-contained HTML file (plots as inline SVG, no scripts, no external files), rebuilt
+from ``OUT_DIR/results/*.json`` as students finish (:class:`ReportWriter`), so a run stopped
+midway leaves a report of the students graded so far. Per notebook: score distributions, the
+mistakes ranked by how many students made them, the reasons rows were not graded, flagged
+rows, reviews pending in formgrader, and late work; for the class: lateness, a table of
+totals as the exports compute them (:func:`exports.total`), the slowest students and the
+grades the last run changed (``ledger.py``'s change log). Given grades.csv's rows, it shows
+what grades.csv and the exports show. Every text from a submission or result is escaped.
 
 Example: ``write_report(Path("grades"))`` writes ``grades/report.html``.
 """
@@ -80,6 +64,12 @@ def load_results(out: Path) -> dict[str, dict]:
     return results
 
 
+def _table(cls: str, heads: list[str], rows: list[str]) -> str:
+    """``<table class=cls>``: a header row of ``heads`` (HTML), then ``rows`` (HTML)."""
+    ths = "".join(f"<th>{h}</th>" for h in heads)
+    return "\n".join([f"<table class={cls}><tr>{ths}</tr>", *rows, "</table>"])
+
+
 def _who(student: str, name: str) -> str:
     """A student as the report shows them (escaped): id, and the display name if it differs."""
     if name and name != student:
@@ -92,12 +82,9 @@ _PANEL_W, _PANEL_H, _COLS = 240, 170, 4  # one exercise's chart, in CSS pixels
 
 
 def _histograms(title: str, panels: list[tuple[str, list[float], float, int]]) -> str:
-    """One inline SVG with a bar chart per panel: (label, scores, max points, not graded).
-
-    Each chart has a bar per score that occurs (0 and the maximum always), the number of
-    students above it, and a red "n/g" bar for the students not graded. Plain SVG text from
-    the numbers: no plotting library to load (matplotlib cost every run about 3 s of CPU).
-    """
+    """One inline SVG with a bar chart per panel: (label, scores, max points, not graded): a
+    bar per score that occurs (0 and the maximum always) and a red "n/g" bar. Plain SVG text:
+    no plotting library to load (matplotlib cost every run about 3 s of CPU)."""
     cols = max(1, min(_COLS, len(panels)))
     rows = (len(panels) + cols - 1) // cols
     width, height = cols * _PANEL_W, rows * _PANEL_H + 28
@@ -186,10 +173,8 @@ def _notebook_section(notebook: str, rows: list[dict], names: dict[str, str]) ->
     parts = [
         f"<section class=notebook id='nb-{_esc(notebook)}'><h2>{_esc(notebook)}</h2>",
         _histograms(notebook, panels),
-        "<table class=exercises><tr><th>exercise</th><th>max</th><th>mean (graded)</th>"
-        "<th>full marks</th><th>graded</th><th>not graded</th></tr>",
-        *table,
-        "</table>",
+        _table("exercises", ["exercise", "max", "mean (graded)", "full marks", "graded",
+                             "not graded"], table),
         _mistakes(rows, names, lost),
         _not_graded(rows, names),
         _flagged(rows, names),
@@ -233,26 +218,18 @@ def _mistakes(rows: list[dict], names: dict[str, str], late: bool = False) -> st
         also = " Points were lost to the late penalty: see Late work below." if late else ""
         return ("<h3>Mistakes</h3><p class=muted>No graded exercise lost points on its tests."
                 f"{also}</p>")
-    out = [
+    table = [f"<tr><td class=n>{i}</td><td class=mistake>{_esc(d)}</td>"
+             f"<td>{_esc(', '.join(exs))}</td><td class=n>{len(who)}</td>"
+             f"<td>{', '.join(_who(s, names.get(s, '')) for s in who)}</td>"
+             f"<td class=kind>{kind_of(d)}</td></tr>" for i, (d, exs, who) in enumerate(ranked, 1)]
+    return "\n".join([
         "<h3>Mistakes, by how many students made them</h3>",
         "<p class=muted>kind: <b>catalogued mistake</b> = a wrong answer the check library "
         "knows and names for this exercise; <b>symptom</b> = a general symptom the check "
         "library saw in the output (transposed, scaled, sign flipped, off by one, ...); "
         "<b>failure kind</b> = what kind of thing went wrong (not implemented, raised an "
         "exception, wrong shape, output differs, ...).</p>",
-        "<table class=mistakes><tr><th>#</th><th>mistake</th><th>exercises</th>"
-        "<th>students</th><th>who</th><th>kind</th></tr>",
-    ]
-    for i, (d, exs, who) in enumerate(ranked, 1):
-        kind = kind_of(d)
-        out.append(
-            f"<tr><td class=n>{i}</td><td class=mistake>{_esc(d)}</td>"
-            f"<td>{_esc(', '.join(exs))}</td><td class=n>{len(who)}</td>"
-            f"<td>{', '.join(_who(s, names.get(s, '')) for s in who)}</td>"
-            f"<td class=kind>{kind}</td></tr>"
-        )
-    out.append("</table>")
-    return "\n".join(out)
+        _table("mistakes", ["#", "mistake", "exercises", "students", "who", "kind"], table)])
 
 
 def _not_graded(rows: list[dict], names: dict[str, str]) -> str:
@@ -263,19 +240,16 @@ def _not_graded(rows: list[dict], names: dict[str, str]) -> str:
             reasons[reason][str(r.get("student", ""))].add(str(r.get("exercise", "")))
     if not reasons:
         return "<h3>Not graded</h3><p class=muted>Every exercise was graded.</p>"
-    out = [
-        "<h3>Not graded</h3>",
-        "<table class=not-graded><tr><th>reason</th><th>students</th><th>who (exercises)</th>"
-        "</tr>",
-    ]
+    table = []
     for reason in sorted(reasons, key=lambda k: (-len(reasons[k]), k)):
         who = reasons[reason]
         listed = "; ".join(
             f"{_who(s, names.get(s, ''))} ({_esc(', '.join(sorted(who[s])))})" for s in sorted(who)
         )
-        out.append(f"<tr><td>{_esc(reason)}</td><td class=n>{len(who)}</td><td>{listed}</td></tr>")
-    out.append("</table>")
-    return "\n".join(out)
+        table.append(f"<tr><td>{_esc(reason)}</td><td class=n>{len(who)}</td><td>{listed}</td>"
+                     "</tr>")
+    return "<h3>Not graded</h3>\n" + _table("not-graded", ["reason", "students",
+                                                             "who (exercises)"], table)
 
 
 def _flagged(rows: list[dict], names: dict[str, str]) -> str:
@@ -285,8 +259,7 @@ def _flagged(rows: list[dict], names: dict[str, str]) -> str:
 
 
 def _reviews(rows: list[dict], names: dict[str, str]) -> str:
-    """The reviews still pending (grades.csv's ``review``: an autograded score changed under
-    a manual score; formgrader shows each until the score is saved or resolved), if any."""
+    """The reviews still pending (grades.csv's ``review``), if any."""
     return _listing(rows, names, "Reviews pending in formgrader", "review", "review",
                     lambda r: str(r["review"]))
 
@@ -298,16 +271,11 @@ def _listing(rows: list[dict], names: dict[str, str], title: str, column: str, w
     listed = [r for r in rows if str(r.get(column, "") or "")]
     if not listed:
         return ""
-    out = [
-        f"<h3>{title}</h3>",
-        f"<table class={column}><tr><th>student</th><th>exercise</th><th>{what}</th></tr>",
-    ]
-    for r in sorted(listed, key=lambda r: (str(r.get("student")), str(r.get("exercise")))):
-        sid = str(r.get("student", ""))
-        out.append(f"<tr><td>{_who(sid, names.get(sid, ''))}</td>"
-                   f"<td>{_esc(r.get('exercise', ''))}</td><td>{_esc(text(r))}</td></tr>")
-    out.append("</table>")
-    return "\n".join(out)
+    listed.sort(key=lambda r: (str(r.get("student")), str(r.get("exercise"))))
+    table = [f"<tr><td>{_who(str(r.get('student', '')), names.get(str(r.get('student', '')), ''))}"
+             f"</td><td>{_esc(r.get('exercise', ''))}</td><td>{_esc(text(r))}</td></tr>"
+             for r in listed]
+    return f"<h3>{title}</h3>\n" + _table(column, ["student", "exercise", what], table)
 
 
 def _late(rows: list[dict], names: dict[str, str], totals: dict[str, float],
@@ -318,22 +286,18 @@ def _late(rows: list[dict], names: dict[str, str], totals: dict[str, float],
             if (by := r.get("late_by") or "") and not by.startswith(UNKNOWN)}
     if not late:
         return ""
-    out = [
-        "<h3>Late work</h3>",
-        "<table class=late><tr><th>student</th><th>late by</th><th>late penalty</th>"
-        "<th>total before</th><th>total after</th></tr>",
-    ]
+    table = []
     for sid in sorted(late):
         r = late[sid]
         p = _num(r.get("late_penalty"))
         before = "–" if sid in incomplete else _fmt(totals.get(sid, 0.0))
         after = "–" if sid in incomplete else _fmt(max(0.0, totals.get(sid, 0.0) - (p or 0.0)))
-        out.append(f"<tr><td>{_who(sid, names.get(sid, ''))}</td>"
-                   f"<td>{_esc(r.get('late_by', ''))}</td>"
-                   f"<td class=n>{'none' if p is None else _fmt(p)}</td>"
-                   f"<td class=n>{before}</td><td class=n>{after}</td></tr>")
-    out.append("</table>")
-    return "\n".join(out)
+        table.append(f"<tr><td>{_who(sid, names.get(sid, ''))}</td>"
+                     f"<td>{_esc(r.get('late_by', ''))}</td>"
+                     f"<td class=n>{'none' if p is None else _fmt(p)}</td>"
+                     f"<td class=n>{before}</td><td class=n>{after}</td></tr>")
+    return "<h3>Late work</h3>\n" + _table("late", ["student", "late by", "late penalty",
+                                                     "total before", "total after"], table)
 
 
 def _lateness(rows: list[dict]) -> str:
@@ -353,18 +317,14 @@ def _lateness(rows: list[dict]) -> str:
 
 
 def _totals(rows: list[dict], names: dict[str, str], notebooks: dict[str, list[str]]) -> str:
-    """The class's totals: one row per student, each assignment's total as the LMS exports
-    compute it (:func:`exports.total`: manual scores, extra credit, late penalty), "not
-    graded" where the exports leave it empty, the class total (the assignments' sum; "not
-    graded" while one is) and the lateness of each late assignment."""
+    """The class's totals: per student, each assignment's total as the LMS exports compute it
+    (:func:`exports.total`), the class total and each late assignment's lateness."""
     people: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         people[str(r.get("student", ""))][str(r.get("notebook", ""))].append(r)
     if not people:
         return ""
-    out = ["<h2>Totals</h2>", "<table class=totals><tr><th>student</th><th>id</th>"
-           "<th>SIS / LMS id</th>", *(f"<th>{_esc(a)}</th>" for a in notebooks),
-           "<th>total</th><th>lateness</th></tr>"]
+    table = []
     for sid in sorted(people, key=lambda s: (names.get(s) or s, s)):
         by_nb = people[sid]
         first = next(iter(by_nb.values()))[0]
@@ -380,28 +340,22 @@ def _totals(rows: list[dict], names: dict[str, str], notebooks: dict[str, list[s
         class_total = ("not graded" if "" in handed_in else
                        _fmt(sum(float(s) for s in handed_in)) if handed_in else "–")
         lms = first.get("sis_id") or first.get("lms_id") or ""
-        out.append(f"<tr><td>{_esc(names.get(sid) or first.get('name') or sid)}</td>"
-                   f"<td>{_esc(sid)}</td><td>{_esc(lms)}</td>"
-                   + "".join(f"<td class=n>{c}</td>" for c in cells)
-                   + f"<td class=n>{class_total}</td><td>{'; '.join(late)}</td></tr>")
-    out.append("</table>")
-    return "\n".join(out)
+        table.append(f"<tr><td>{_esc(names.get(sid) or first.get('name') or sid)}</td>"
+                     f"<td>{_esc(sid)}</td><td>{_esc(lms)}</td>"
+                     + "".join(f"<td class=n>{c}</td>" for c in cells)
+                     + f"<td class=n>{class_total}</td><td>{'; '.join(late)}</td></tr>")
+    return "<h2>Totals</h2>\n" + _table(
+        "totals", ["student", "id", "SIS / LMS id", *map(_esc, notebooks), "total", "lateness"],
+        table)
 
 
 def _slowest(results: dict[str, dict], names: dict[str, str]) -> str:
     timed = sorted(
         ((_num(r.get("seconds")) or 0.0, sid) for sid, r in results.items()), reverse=True
     )[:SLOWEST]
-    out = [
-        "<h2>Slowest students</h2>",
-        "<table class=slowest><tr><th>student</th><th>seconds</th></tr>",
-    ]
-    out += [
+    return "<h2>Slowest students</h2>\n" + _table("slowest", ["student", "seconds"], [
         f"<tr><td>{_who(sid, names.get(sid, ''))}</td><td class=n>{s:.1f}</td></tr>"
-        for s, sid in timed
-    ]
-    out.append("</table>")
-    return "\n".join(out)
+        for s, sid in timed])
 
 
 def _changes(lines: list[dict], names: dict[str, str]) -> str:
@@ -416,14 +370,12 @@ def _changes(lines: list[dict], names: dict[str, str]) -> str:
     head = (f"<h2>Changes made by the last run</h2><p>Run {_esc(lines[-1]['run'])} "
             f"({_esc(lines[-1]['when'])}) changed {len(lines)} grade(s); every run's are in "
             "changes.csv.</p>")
-    out = [head, "<table class=changes><tr><th>student</th><th>assignment</th>"
-           "<th>exercise</th><th>old -&gt; new</th><th>cause</th></tr>"]
-    out += [f"<tr><td>{_who(c['student'], names.get(c['student'], ''))}</td>"
-            f"<td>{_esc(c['assignment'])}</td><td>{_esc(c['exercise'])}</td>"
-            f"<td>{_esc(c['old'] or 'none')} -&gt; {_esc(c['new'] or 'none')}</td>"
-            f"<td>{_esc(c['cause'])}</td></tr>" for c in lines]
-    out.append("</table>")
-    return "\n".join(out)
+    return head + "\n" + _table("changes", [
+        "student", "assignment", "exercise", "old -&gt; new", "cause"], [
+        f"<tr><td>{_who(c['student'], names.get(c['student'], ''))}</td>"
+        f"<td>{_esc(c['assignment'])}</td><td>{_esc(c['exercise'])}</td>"
+        f"<td>{_esc(c['old'] or 'none')} -&gt; {_esc(c['new'] or 'none')}</td>"
+        f"<td>{_esc(c['cause'])}</td></tr>" for c in lines])
 
 
 def _pending_line(rows: list[dict]) -> str:
@@ -439,10 +391,8 @@ def render(results: dict[str, dict], students: list[str] | None = None,
            notebooks: dict[str, list[str]] | None = None,
            changes: list[dict] | None = None) -> str:
     """The report's HTML for ``results`` ({student: result dict}); ``students``: the class;
-    ``rows``: grades.csv's rows (final points, lateness, late penalties), else the results';
-    ``notebooks``: {assignment: [notebook]} as the exports total them (else each notebook is
-    an assignment of its own); ``changes``: the last run's lines of the change log (none:
-    no section)."""
+    ``rows``: grades.csv's rows, else the results'; ``notebooks``: {assignment: [notebook]}
+    (else one each); ``changes``: the last run's lines of the change log (None: no section)."""
     if students is not None:
         results = {s: results[s] for s in students if s in results}
     names = {sid: str(r.get("name", "") or "") for sid, r in results.items()}
@@ -496,10 +446,8 @@ def write_report(out: Path, students: list[str] | None = None,
 
 
 class ReportWriter:
-    """Rewrites the report as students finish, spending at most ``share`` of the time on it.
-
-    Writing the report of a big class takes a while; after each write the next one waits until
-    ``(time the last write took) / share`` has passed, unless forced (the end of a run).
+    """Rewrites the report as students finish, spending at most ``share`` of the time on it:
+    after each write the next waits ``(time it took) / share`` unless forced (the run's end).
     """
 
     def __init__(self, out: Path, share: float = 0.1):
