@@ -505,7 +505,13 @@ def _plan(args, submissions: Path, available: dict, due: dict) -> _Run:
               "); --prune removes them", file=sys.stderr)
     # kept results graded with other checks (or named by --regrade-exercise): from OUT_DIR
     run.grading, run.kept_prints = ledger.regrade_kept(
-        out, work, subs, absent, done, plans, found_of, notebooks, graders, exercises)
+        out, work, subs, absent, done, plans, found_of, notebooks, graders, exercises,
+        frozenset(args.regrade))
+    for sid in sorted(set(args.regrade) & set(absent)):  # their last result, no new row
+        print(f"course-grade: --regrade {sid}: not in this folder; " + (
+            f"graded again from the notebooks OUT_DIR keeps ({out / 'submitted' / sid})"
+            if sid in run.grading else "OUT_DIR keeps no notebook of theirs to grade again: "
+            "their last result stays as it is"), file=sys.stderr)
     run.todo = [run.grading.get(s.student, s) for s in subs if plans[s.student].grade] + \
         [run.grading[sid] for sid in absent if sid in run.grading]
     skipped = sum(not plans[s.student].grade for s in subs)  # (absent ones: said above)
@@ -762,18 +768,18 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
         for msg in apply_submitted_at(times, subs, f"--submitted-at {args.submitted_at.name}"):
             print(f"course-grade: {msg}", file=sys.stderr)
     args.extension_map = {}
+    graded = [p.stem for p in (args.out / "results").glob("*.json")] \
+        if args.out is not None else []  # the students OUT_DIR keeps
     if extensions is not None:
         from .grading.parent.times import resolve_extensions
 
-        graded = [p.stem for p in (args.out / "results").glob("*.json")] \
-            if args.out is not None else []
         args.extension_map, messages = resolve_extensions(
             extensions, subs, graded, f"--extensions {args.extensions.name}")
         for msg in messages:
             print(f"course-grade: {msg}", file=sys.stderr)
     ids = [s.student for s in subs]
-    if unknown := sorted(set(args.regrade) - set(ids)):
-        raise UsageError(_no_such("--regrade", "student", unknown, ids))
+    if unknown := sorted(set(args.regrade) - set(ids) - set(graded)):
+        raise UsageError(_no_such("--regrade", "student", unknown, sorted({*ids, *graded})))
     assignments = _pick_assignments(args, available, subs)
     if not args.assignment:  # OUT_DIR is the class: what it graded before stays in it (and
         # its template is reused: the same assignments, the same template)

@@ -617,7 +617,8 @@ def test_canvas_downloads_one_assignment_at_a_time_keep_every_earlier_grade(fixt
     as it was graded (Babbage's result file byte for byte), with its feedback page, its
     Canvas re-upload zip and its exports; each run appends its own grade changes to
     changes.csv (the second: Ada's 98_copy; the third: none). Then a result graded with
-    checks since fixed is graded again from the notebook OUT keeps (issue 48, item 4)."""
+    checks since fixed is graded again from the notebook OUT keeps (issue 48, item 4), and
+    so is a student ``--regrade`` names who is not in the folder."""
     import shutil
 
     from autograder.grading.sandbox import bwrap_path
@@ -732,6 +733,15 @@ def test_canvas_downloads_one_assignment_at_a_time_keep_every_earlier_grade(fixt
     with zipfile.ZipFile(out / "return" / "canvas" / f"{ASSIGNMENT}.zip") as z:
         assert sorted(z.namelist()) == [f"babbagecharles_1002_5001_{ASSIGNMENT}.html",
                                         f"lovelaceada_1001_5000_{ASSIGNMENT}.html"]
+
+    # --regrade Babbage, who is not in week 2's folder: his kept notebook, graded again;
+    # no row of 98_copy made up for him
+    err = run(COPY, "--regrade", babbage)
+    assert f"--regrade {babbage}: not in this folder; graded again from the notebooks " \
+        "OUT_DIR keeps" in err
+    assert rows() == first[:len(nb.grade_cells)] + graded(ada, COPY, True) + \
+        graded(ada, ASSIGNMENT, True)
+    assert json.loads(path.read_text())["notes"] != fixed["notes"]
 
 
 def test_regrade_of_an_unknown_student_is_refused(term_class, capsys):

@@ -20,6 +20,8 @@ from autograder.grading.parent.results import ResultStore, write_returns
 from autograder.grading.parent.submissions import discover, intake_facts
 from autograder.grading.parent.times import Timing, timings
 
+from helpers import REPO
+
 A1, A2 = "01_attention", "02_masking"
 NOTEBOOKS = {A1: [A1], A2: [A2]}
 G = {A1: "g1", A2: "g2"}  # the checks' fingerprints of this run
@@ -127,20 +129,34 @@ def test_a_grader_error_keeps_no_fingerprint():
     assert ledger.plan({A1: "h9"}, merged, G, notebooks=NOTEBOOKS).grade == {A1: ledger.CHANGED}
 
 
-def test_the_checks_fingerprint_follows_the_notebook_and_the_check_code(tmp_path):
+def test_the_checks_fingerprint_follows_the_notebook_and_the_check_code_it_uses(tmp_path):
+    """02_masking's print follows its notebook, its check module, the shared check code
+    and its own rows of the exercise table; a fix to chapter 01's checks or rows (or a
+    chapter no notebook of it uses) leaves it as it is (issue 48, item 4)."""
     checks = tmp_path / "checks"
     shutil.copytree(ledger.CHECKS, checks, ignore=shutil.ignore_patterns("__pycache__"))
-    nb = tmp_path / f"{A1}.ipynb"
-    nb.write_text("{}")
+    nb = tmp_path / f"{A2}.ipynb"
+    shutil.copyfile(REPO / "solutions" / A2 / f"{A2}.ipynb", nb)
     first = ledger.grader_print([nb], checks)
     assert ledger.grader_print([nb], checks) == first
     (checks / "__pycache__").mkdir(exist_ok=True)
     (checks / "__pycache__" / "x.py").write_text("# not the check code")
     assert ledger.grader_print([nb], checks) == first
     table = checks / "table.py"
-    table.write_text(table.read_text() + "\n# a fix\n")
-    assert ledger.grader_print([nb], checks) != first
-    shutil.copyfile(ledger.CHECKS / "table.py", table)
+    for path, old, new, changes in (
+            (checks / "attention.py", "", "\n# a fix of chapter 01\n", False),
+            (checks / "bpe.py", "", "\n# a fix of chapter 07\n", False),
+            (table, '"dot_product_scores", 1, 5', '"dot_product_scores", 2, 5', False),
+            (table, '"causal_mask", 1, 5', '"causal_mask", 2, 5', True),
+            (table, "", "\n# a fix of the table's code\n", True),
+            (checks / "masking.py", "", "\n# a fix of chapter 02\n", True),
+            (checks / "_core.py", "", "\n# a fix of the shared code\n", True),
+            (checks / "_judge.py", "", "\n# the verdict's (the grader imports it)\n", True)):
+        text = path.read_text()
+        assert old in text, old
+        path.write_text(text.replace(old, new, 1) if old else text + new)
+        assert (ledger.grader_print([nb], checks) != first) is changes, (path.name, new)
+        path.write_text(text)
     assert ledger.grader_print([nb], checks) == first
     nb.write_text('{"cells": []}')
     assert ledger.grader_print([nb], checks) != first
@@ -282,18 +298,16 @@ def test_save_keeps_the_times_and_canvas_names_of_assignments_this_run_does_not_
                            A2: {"at": "", "marked_late": False}}
 
 
-def test_stale_kept_results_are_graded_again_from_the_notebooks_out_dir_keeps(tmp_path):
-    """After a check fix, a run on week 2's download grades again the week-1 notebooks it
-    keeps (``OUT_DIR/submitted/``, the grader's own rebuilt copy), each from a folder in
-    nbgrader's per-assignment layout, with this folder's notebooks beside them; the kept
-    notebooks' fingerprints stay theirs. A student whose copy is gone is said, not graded."""
+def _week_two(tmp_path: Path, graded: dict) -> tuple:
+    """ada, bo and cy graded week 1 (``graded``: their ledger); OUT keeps ada's and bo's
+    notebooks (cy's copy is gone); this run's folder holds ada's week 2 only. Returns
+    (the stored results, ada's Submission, her notebooks found, her plan)."""
     from autograder.grading.parent.submissions import Submission, find_notebook
 
-    out, work = tmp_path / "out", tmp_path / "out" / ".work"
-    stale = {A1: {"submission": "h1", "grader": "old"}}
-    done = {sid: {**_stored(stale, _rows(sid, A1, {"e1": "2"})), "student": sid,
+    out = tmp_path / "out"
+    done = {sid: {**_stored(graded, _rows(sid, A1, {"e1": "2"})), "student": sid,
                   "name": sid.title()} for sid in ("ada", "bo", "cy")}
-    for sid in ("ada", "bo"):  # cy's copy is gone
+    for sid in ("ada", "bo"):
         (out / "submitted" / sid / A1).mkdir(parents=True)
         (out / "submitted" / sid / A1 / f"{A1}.ipynb").write_text(_nb(f"{sid} {A1}"))
     week2 = tmp_path / "week2" / "ada"
@@ -302,6 +316,18 @@ def test_stale_kept_results_are_graded_again_from_the_notebooks_out_dir_keeps(tm
     ada = Submission(student="ada", path=week2, origin=week2, name="Ada", lms="canvas")
     found = {"ada": {a: [find_notebook(ada, a, a)] for a in NOTEBOOKS}}
     plans = {"ada": ledger.plan({A1: None, A2: "h2"}, done["ada"], G, notebooks=NOTEBOOKS)}
+    return done, ada, found, plans
+
+
+def test_stale_kept_results_are_graded_again_from_the_notebooks_out_dir_keeps(tmp_path):
+    """After a check fix, a run on week 2's download grades again the week-1 notebooks it
+    keeps (``OUT_DIR/submitted/``, the grader's own rebuilt copy), each from a folder in
+    nbgrader's per-assignment layout, with this folder's notebooks beside them; the kept
+    notebooks' fingerprints stay theirs. A student whose copy is gone is said, not graded."""
+    from autograder.grading.parent.submissions import find_notebook
+
+    out, work = tmp_path / "out", tmp_path / "out" / ".work"
+    done, ada, found, plans = _week_two(tmp_path, {A1: {"submission": "h1", "grader": "old"}})
     assert (plans["ada"].grade, plans["ada"].stale_kept) == ({A2: ledger.NEW}, [A1])
     grading, prints = ledger.regrade_kept(out, work, [ada], ["bo", "cy"], done, plans, found,
                                           NOTEBOOKS, G, {})
@@ -397,3 +423,23 @@ def test_an_older_course_grade_out_dir_made_every_folder_it_holds(tmp_path):
     assert ledger.ours(out, f"submitted/ann/{A1}") and ledger.ours(out, f"source/{A1}")
     assert json.loads((out / ledger.CREATED).read_text()) == [f"source/{A1}",
                                                               f"submitted/ann/{A1}"]
+
+
+def test_regrade_of_a_student_absent_from_this_folder_grades_the_notebooks_out_dir_keeps(
+        tmp_path):
+    """``--regrade bo cy``, neither in this folder (ada's week 2 is): bo's week-1 notebook,
+    which OUT_DIR keeps, is graded again (no "not submitted" row of week 2 made up for him);
+    cy's copy is gone: her last result stays, said. ada, not named, keeps her checked week 1."""
+    from autograder.grading.parent.submissions import find_notebook
+
+    out, work = tmp_path / "out", tmp_path / "out" / ".work"
+    done, ada, found, plans = _week_two(tmp_path, {A1: {"submission": "h1", "grader": G[A1]}})
+    grading, prints = ledger.regrade_kept(out, work, [ada], ["bo", "cy"], done, plans, found,
+                                          NOTEBOOKS, G, {}, frozenset({"bo", "cy"}))
+    assert sorted(grading) == ["bo"]
+    assert {sid: p.grade for sid, p in plans.items()} == {
+        "ada": {A2: ledger.NEW}, "bo": {A1: ledger.REGRADE}, "cy": {}}
+    assert prints == {"bo": {A1: {"submission": "h1", "grader": G[A1]}}}
+    assert find_notebook(grading["bo"], A2, A2)[0] is None
+    assert any("1 kept result(s) graded with other checks (or named by --regrade-exercise or "
+               "--regrade) have no notebook" in line for line in ledger.summary(plans, {"ada"}))

@@ -25,6 +25,7 @@ import csv
 import hashlib
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from ..status import Kind, row_kind
 from .exports import cell, total
 
 CHECKS = Path(__file__).resolve().parents[2] / "checks"  # the check code and exercise table
+GRADER = Path(__file__).resolve().parents[1]  # autograder/grading: judges with some of it
 CHANGES = "changes.csv"
 CHANGE_COLUMNS = ["when", "run", "cause", "student", "assignment", "notebook", "exercise",
                   "old", "new"]
@@ -44,24 +46,154 @@ FORCE, REGRADE, EXERCISE, PRUNE = ("option --force", "option --regrade",
 BETWEEN = "between runs (formgrader: manual score, extra credit)"
 
 
-def grader_print(notebooks: list[Path], checks: Path = CHECKS) -> str:
+def grader_print(notebooks: list[Path], checks: Path = CHECKS, grader: Path = GRADER) -> str:
     """What decides an assignment's grades, hashed: its source notebooks (the release and the
-    hidden tests are made from them) and every file of the check code (``autograder/checks/``,
-    the exercise table included). A result whose print differs is stale."""
+    hidden tests are made from them) and the files of the check code they use
+    (:func:`check_files`). A result whose print differs is stale; a fix to another
+    chapter's checks leaves it as it is."""
     h = hashlib.sha256()
-    files = sorted(notebooks) + sorted(p for p in checks.rglob("*.py")
-                                       if "__pycache__" not in p.parts)
-    for p in files:
+    for p in sorted(notebooks):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for name, data in check_files(notebooks, checks, grader):
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()[:16]
+
+
+def check_files(notebooks: list[Path], checks: Path = CHECKS,
+                grader: Path = GRADER) -> list[tuple[str, bytes]]:
+    """The files of the check code (``autograder/checks/``) the ``notebooks`` use, as (name,
+    bytes): the modules their code cells import and those the grader's own code
+    (``grader``: the verdict, the kernel packages) imports or names, and every module those
+    import, at any depth (a function's own imports too). The package's ``__init__.py``
+    counts, not the chapter-01 checks it re-exports (they are chapter 01's). Of the exercise table
+    (``table.py``), the rows of the chapters whose check modules are used, and all its
+    code. A notebook cell that is not Python makes every module count."""
+    import json
+
+    modules = {p.stem for p in checks.glob("*.py")}
+    wanted: set[str] = set()
+    for nb in notebooks:
+        try:
+            cells = json.loads(nb.read_text(encoding="utf-8")).get("cells", [])
+        except (OSError, ValueError, AttributeError):
+            return [(p.name, p.read_bytes()) for p in sorted(checks.glob("*.py"))]
+        for c in cells:
+            if not isinstance(c, dict) or c.get("cell_type") != "code":
+                continue
+            source = c.get("source", "")
+            source = "".join(source) if isinstance(source, list) else str(source)
+            wanted |= _checks_imported(source, modules)
+    for path in sorted(grader.rglob("*.py")):
+        wanted |= _imports_of(path, modules)
+    todo = [m for m in wanted if m != "__init__"]
+    while todo:
+        m = todo.pop()
+        found = _imports_of(checks / f"{m}.py", modules, inside=True)
+        for new in found - wanted:
+            wanted.add(new)
+            if new != "__init__":
+                todo.append(new)
+    files = []
+    for m in sorted(wanted):
+        data = (checks / f"{m}.py").read_bytes()
+        files.append((f"{m}.py", _table_of(data, wanted) if m == "table" else data))
+    return files
+
+
+_IMPORTS: dict[tuple, frozenset[str]] = {}  # (path, its size and time) -> what it imports
+
+
+def _imports_of(path: Path, modules: set[str], inside: bool = False) -> frozenset[str]:
+    """:func:`_checks_imported` of the file at ``path`` (kept for this process while the
+    file's size and modification time stay)."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns, inside, frozenset(modules))
+    if key not in _IMPORTS:
+        text = path.read_text(encoding="utf-8")
+        _IMPORTS[key] = frozenset(_checks_imported(text, modules, inside)
+                                  if "autograder.checks" in text or inside else ())
+    return _IMPORTS[key]
+
+
+def _checks_imported(source: str, modules: set[str], inside: bool = False) -> set[str]:
+    """The modules of the check code (``__init__``: the package) that the Python ``source``
+    imports, at any depth, or names as a whole string (``importlib``); ``inside``: a module
+    of the check code, whose relative imports count. A cell that is not Python (IPython's
+    ``%`` and ``!`` lines are left out first) imports every module.
+
+    >>> sorted(_checks_imported("from autograder.checks import requires, _codec\\n"
+    ...     "def f():\\n    from autograder.checks.masking import x\\n"
+    ...     "'>>> from autograder.checks.bpe import y'", {"_codec", "masking", "bpe"}))
+    ['__init__', '_codec', 'masking']
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        try:
+            tree = ast.parse("\n".join(line for line in source.splitlines()
+                                       if not line.lstrip().startswith(("%", "!"))))
+        except SyntaxError:
+            return {"__init__", *modules}
+    found = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                re.fullmatch(r"autograder\.checks(\.\w+)?", node.value):
+            names = [node.value]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            if inside and node.level == 1:
+                names = [f"autograder.checks.{node.module}"] if node.module else \
+                    [f"autograder.checks.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+            if node.module == "autograder.checks":
+                names += [f"autograder.checks.{a.name}" for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[:2] == ["autograder", "checks"]:
+                found.add("__init__")
+                if len(parts) > 2 and parts[2] in modules:
+                    found.add(parts[2])
+    return found
+
+
+def _table_of(data: bytes, wanted: set[str]) -> bytes:
+    """``table.py`` less the rows (``TABLES``' entries) of the chapters whose check module
+    is not in ``wanted``."""
+    import ast
+
+    text = data.decode("utf-8")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return data
+    lines = text.splitlines(keepends=True)
+    cut: set[int] = set()
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else \
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if not (isinstance(target, ast.Name) and target.id == "TABLES" and
+                isinstance(node.value, ast.Dict)):
+            continue
+        for key, value in zip(node.value.keys, node.value.values, strict=True):
+            module = value.args[0].value if isinstance(value, ast.Call) and value.args and \
+                isinstance(value.args[0], ast.Constant) else None
+            if isinstance(module, str) and module not in wanted and key is not None:
+                cut.update(range(key.lineno - 1, value.end_lineno))
+    return "".join(line for i, line in enumerate(lines) if i not in cut).encode()
 
 
 @dataclass
 class Plan:
     """One student's run: ``grade`` {assignment: why}, ``keep`` the assignments kept from an
     earlier run (no notebook of them in this folder), ``unknown`` those graded before
-    fingerprints were kept (not regraded), ``stale_kept`` the kept ones whose checks changed
-    or that ``--regrade-exercise`` names (their notebooks are not here to grade again)."""
+    fingerprints were kept (not regraded), ``stale_kept`` the kept ones whose checks changed,
+    that ``--regrade-exercise`` names or whose student ``--regrade`` names (their notebooks
+    are not here to grade again: :func:`regrade_kept` grades OUT_DIR's)."""
 
     grade: dict[str, str] = field(default_factory=dict)
     keep: list[str] = field(default_factory=list)
@@ -111,7 +243,8 @@ def plan(present: dict[str, str | None], stored: dict | None, graders: dict[str,
                 p.grade[a] = PRUNE
             elif a in kept:
                 p.keep.append(a)
-                if a in exercises or (entry and entry.get("grader") != graders.get(a)):
+                if regrade or a in exercises or (entry and entry.get("grader") !=
+                                                 graders.get(a)):
                     p.stale_kept.append(a)
             elif not any(nb in had for nb in (notebooks or {a: [a]})[a]):
                 p.grade[a] = ABSENT  # its "not submitted" rows, the first time
@@ -313,10 +446,11 @@ def from_ledger(out: Path, folder: Path, student: str, kept: list[str],
 
 def regrade_kept(out: Path, work: Path, subs: list, absent: list[str], done: dict,
                  plans: dict, found_of: dict, notebooks: dict, graders: dict,
-                 exercises: dict) -> tuple[dict, dict]:
+                 exercises: dict, regrade: frozenset[str] = frozenset()) -> tuple[dict, dict]:
     """Grade again, from the notebooks OUT_DIR keeps (``from_ledger``), the kept
-    results of notebooks not in this folder that are stale or named by
-    ``--regrade-exercise``: their plans updated; returns ({student: the Submission to grade
+    results of notebooks not in this folder that are stale, named by
+    ``--regrade-exercise`` or of a student ``regrade`` (``--regrade``) names: their plans
+    updated; returns ({student: the Submission to grade
     instead, a folder of the notebooks to grade}, {student: {assignment: the fingerprints
     to keep}}). A student with a file this folder's intake refused is left as it is."""
     from .submissions import Submission, missing
@@ -326,7 +460,7 @@ def regrade_kept(out: Path, work: Path, subs: list, absent: list[str], done: dic
     for sid in [*by_id, *absent]:
         p = plans.get(sid) or plan(  # absent from this folder: nothing of it here
             {a: None for a in graders}, done.get(sid), graders, notebooks=notebooks,
-            exercises=frozenset(exercises))
+            exercises=frozenset(exercises), regrade=sid in regrade)
         sub, stored = by_id.get(sid), done.get(sid) or {}
         if not p.stale_kept or (sub is not None and sub.problem):
             continue
@@ -345,7 +479,8 @@ def regrade_kept(out: Path, work: Path, subs: list, absent: list[str], done: dic
             continue
         for a in got:
             entry = (stored.get("ledger") or {}).get(a) or {}
-            p.grade[a] = STALE if entry.get("grader") != graders[a] else EXERCISE
+            p.grade[a] = REGRADE if sid in regrade else \
+                STALE if entry.get("grader") != graders[a] else EXERCISE
             p.keep.remove(a)
             p.stale_kept.remove(a)
             prints.setdefault(sid, {})[a] = {"submission": entry.get("submission"),
@@ -378,8 +513,8 @@ def summary(plans: dict, here: set[str]) -> list[str]:
                      "fingerprint: not graded again (--force or --regrade-exercise to)")
     if stale_kept:
         lines.append(f"{stale_kept} kept result(s) graded with other checks (or named by "
-                     "--regrade-exercise) have no notebook in OUT_DIR/submitted/, or a file of "
-                     "this folder was refused: not graded again")
+                     "--regrade-exercise or --regrade) have no notebook in OUT_DIR/submitted/, "
+                     "or a file of this folder was refused: not graded again")
     return lines
 
 
