@@ -43,7 +43,7 @@ from ..gradebook import LatePolicy, quiet_sqlalchemy
 from ..status import Kind, row_kind
 from .exports import cell as csv_cell
 from .exports import lms_of
-from .times import WITHIN_GRACE, Timing, lateness
+from .times import WITHIN_GRACE, Timing, lateness, naive_utc, utc
 
 # Contract B: the first six keep their meaning (``points`` = final score); the rest may be
 # empty (a writer fills what it knows).
@@ -88,21 +88,8 @@ def parse_due(items: list[str]) -> dict[str, datetime]:
         except ValueError:
             raise ValueError(f"--due {item}: {when.strip()!r} is not an ISO 8601 date; "
                              f"{example}") from None
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=UTC)
-        due[name.strip()] = t.astimezone(UTC)
+        due[name.strip()] = utc(t)
     return due
-
-
-def _utc_naive(t: datetime | str | None) -> datetime | None:
-    """nbgrader stores naive UTC datetimes."""
-    if t is None or t == "":
-        return None
-    if isinstance(t, str):
-        t = datetime.fromisoformat(t)
-    if t.tzinfo is not None:
-        t = t.astimezone(UTC).replace(tzinfo=None)
-    return t
 
 
 def write_course_config(out: Path, config, late_penalty: str | LatePolicy) -> list[str]:
@@ -556,7 +543,7 @@ class ResultStore:
                 _sync_definitions(tg, gb)
             for name, when in (due or {}).items():
                 try:
-                    gb.find_assignment(name).duedate = _utc_naive(when)
+                    gb.find_assignment(name).duedate = naive_utc(when)
                 except MissingEntry:
                     pass
             gb.db.commit()
@@ -583,7 +570,7 @@ class ResultStore:
                         continue
                     seen.add(assignment)
                     at = _timing(r, assignment).at
-                    s = gb.update_or_create_submission(assignment, sid, timestamp=_utc_naive(at))
+                    s = gb.update_or_create_submission(assignment, sid, timestamp=naive_utc(at))
                     if extensions is not None and (ext := extensions(
                             sid, assignment, s.assignment.duedate)) is not None:
                         s.extension = ext or None  # +0: the extension taken back

@@ -59,16 +59,32 @@ def parse_timestamp(text: str) -> datetime | None:
     """
     import dateutil.parser
 
-    text = text.strip()
-    if not text:
-        return None
     try:
-        ts = dateutil.parser.parse(text)
+        return utc(dateutil.parser.parse(text.strip())) if text.strip() else None
     except (ValueError, OverflowError):
         return None
-    if ts.tzinfo is None:
-        return ts.replace(tzinfo=UTC)
-    return ts.astimezone(UTC)
+
+
+def utc(t: datetime) -> datetime:
+    """``t`` in UTC; a time without zone is UTC."""
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _csv_lines(text: str, source: str, needed: list[str], fmt: str):
+    """(line number, {column: stripped value}) of each non-blank line of an instructor's CSV
+    whose header names the ``needed`` columns; ``ValueError`` naming a malformed line."""
+    rows = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # a spreadsheet's BOM
+    header = [h.strip().lower() for h in next(rows, [])]
+    if not set(needed) <= set(header):
+        raise ValueError(f"{source} line 1: the header names no {', '.join(needed[:-1])} and "
+                         f"{needed[-1]} columns; expected {fmt}")
+    for row in rows:
+        if not any(cell.strip() for cell in row):
+            continue  # a blank line
+        if len(row) != len(header):
+            raise ValueError(f"{source} line {rows.line_num}: {len(row)} fields, the header "
+                             f"has {len(header)}; expected {fmt}")
+        yield rows.line_num, dict(reversed([(h, c.strip()) for h, c in zip(header, row)]))
 
 
 # ---- nbgrader's collect ----------------------------------------------------------------------
@@ -89,11 +105,9 @@ def _is_dir(path: Path) -> bool:
 
 
 def from_nbgrader(submissions_dir: Path, subs: list[Submission]) -> int:
-    """Give each student folder of an nbgrader ``submitted/`` its assignments' times, read from
-    ``<student>/<assignment>/timestamp.txt`` (exactly there: one deeper is the student's), and
-    mark it ``per_assignment`` (an assignment's notebooks then come only from its own folder:
-    ``submissions.find_notebook``); returns how many times were read. Nothing is read from any
-    other layout."""
+    """Give each student folder of an nbgrader ``submitted/`` its assignments' times, from
+    ``<student>/<assignment>/timestamp.txt`` (exactly there), and mark it ``per_assignment``;
+    returns how many times were read. No other layout is read."""
     if not is_nbgrader_submitted(submissions_dir):
         return 0
     found = 0
@@ -139,22 +153,9 @@ def parse_submitted_at(text: str, source: str = "--submitted-at") -> list[Stated
     >>> parse_submitted_at("student,submitted_at\\nann,2026-12-01T23:00+01:00\\n")[0].at
     datetime.datetime(2026, 12, 1, 22, 0, tzinfo=datetime.timezone.utc)
     """
-    rows = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # a spreadsheet's BOM
-    header = [h.strip().lower() for h in next(rows, [])]
-    if "student" not in header or "submitted_at" not in header:
-        raise ValueError(f"{source} line 1: the header names no student and submitted_at "
-                         f"columns; expected {CSV_FORMAT}")
-    col = {name: header.index(name) for name in ("student", "submitted_at", "assignment")
-           if name in header}
     found = []
-    for row in rows:
-        line = rows.line_num
-        if not any(cell.strip() for cell in row):
-            continue  # a blank line
-        if len(row) != len(header):
-            raise ValueError(f"{source} line {line}: {len(row)} fields, the header has "
-                             f"{len(header)}; expected {CSV_FORMAT}")
-        who, when = row[col["student"]].strip(), row[col["submitted_at"]].strip()
+    for line, row in _csv_lines(text, source, ["student", "submitted_at"], CSV_FORMAT):
+        who, when = row["student"], row["submitted_at"]
         try:
             at = datetime.fromisoformat(when)
         except ValueError:
@@ -162,9 +163,7 @@ def parse_submitted_at(text: str, source: str = "--submitted-at") -> list[Stated
                              f"expected {CSV_FORMAT}") from None
         if not who:
             raise ValueError(f"{source} line {line}: no student; expected {CSV_FORMAT}")
-        at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-        assignment = row[col["assignment"]].strip() if "assignment" in col else ""
-        found.append(Stated(line, who, assignment, at))
+        found.append(Stated(line, who, row.get("assignment", ""), utc(at)))
     return found
 
 
@@ -240,7 +239,7 @@ class Extension:
         if due is None:
             return None
         if self.until is not None:
-            return _naive_utc(self.until) - _naive_utc(due)
+            return naive_utc(self.until) - naive_utc(due)
         return timedelta(seconds=self.by)
 
 
@@ -252,20 +251,10 @@ def parse_extensions(text: str, source: str = "--extensions") -> list[Extension]
     ...     "student,assignment,due\\nann,*,+2d\\nbob,01_attention,2026-12-03\\n")]
     [('ann', '*', 172800.0), ('bob', '01_attention', 0.0)]
     """
-    rows = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
-    header = [h.strip().lower() for h in next(rows, [])]
-    if not {"student", "assignment", "due"} <= set(header):
-        raise ValueError(f"{source} line 1: the header names no student, assignment and due "
-                         f"columns; expected {EXTENSIONS_FORMAT}")
     found, seen = [], {}
-    for row in rows:
-        line = rows.line_num
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
-            raise ValueError(f"{source} line {line}: {len(row)} fields, the header has "
-                             f"{len(header)}; expected {EXTENSIONS_FORMAT}")
-        who, a, due = (row[header.index(k)].strip() for k in ("student", "assignment", "due"))
+    needed = ["student", "assignment", "due"]
+    for line, row in _csv_lines(text, source, needed, EXTENSIONS_FORMAT):
+        who, a, due = (row[k] for k in needed)
         if not who or not due:
             raise ValueError(f"{source} line {line}: no student or due; expected "
                              f"{EXTENSIONS_FORMAT}")
@@ -283,8 +272,7 @@ def parse_extensions(text: str, source: str = "--extensions") -> list[Extension]
         except ValueError:
             raise ValueError(f"{source} line {line}: {due!r} is neither an ISO 8601 time nor "
                              f"+DURATION; expected {EXTENSIONS_FORMAT}") from None
-        until = until.replace(tzinfo=UTC) if until.tzinfo is None else until.astimezone(UTC)
-        found.append(Extension(line, who, a, until=until))
+        found.append(Extension(line, who, a, until=utc(until)))
     return found
 
 
@@ -374,17 +362,16 @@ def timings(subs: list[Submission], notebooks: dict[str, list[str]]
     return found
 
 
-def _naive_utc(t: datetime) -> datetime:
-    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+def naive_utc(t: datetime | None) -> datetime | None:
+    """``t`` as nbgrader stores times: naive UTC."""
+    return t.astimezone(UTC).replace(tzinfo=None) if t is not None and t.tzinfo else t
 
 
 def lateness(timing: Timing, due: datetime | None,
              extended: bool = False) -> tuple[str, float]:
-    """(grades.csv's ``late_by``, seconds late): a known time against the due date (the
-    student's own, ``extended`` or not); else the LMS's mark (late by an unknown amount:
-    ``inf``), unless the student has an extension (the mark is against the class's due date);
-    else, with a due date, ``submission time unknown``. More than 0 seconds: the late policy
-    applies.
+    """(grades.csv's ``late_by``, seconds late): a known time against the due date; else the
+    LMS's mark (``inf``), unless ``extended`` (the mark is against the class's due date); else,
+    with a due date, ``submission time unknown``.
 
     >>> due = datetime(2026, 12, 1, tzinfo=UTC)
     >>> lateness(Timing(datetime(2026, 12, 2, 1, tzinfo=UTC)), due)
@@ -393,7 +380,7 @@ def lateness(timing: Timing, due: datetime | None,
     (('submission time unknown', 0.0), ('late (marked by Canvas)', inf), ('', 0.0))
     """
     if timing.at is not None and due is not None:
-        seconds = (_naive_utc(timing.at) - _naive_utc(due)).total_seconds()
+        seconds = (naive_utc(timing.at) - naive_utc(due)).total_seconds()
         return (str(timedelta(seconds=int(seconds))), seconds) if seconds > 0 else ("", 0.0)
     if timing.marked_late and extended:
         return EXTENDED_MARK, 0.0
