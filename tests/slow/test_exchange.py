@@ -10,9 +10,10 @@ and ``submit`` (ann the right answers, bob the release as fetched); ``nbgrader c
 ``course-grade`` on the course's ``submitted/`` with ``--out`` the course folder (one run);
 ``nbgrader release_feedback``; each student ``fetch_feedback``.
 
-Asserted: the instructor's ``nbgrader_config.py`` is byte for byte what it was (the run names
-the lines to add instead); release_feedback succeeds; each student fetches exactly one page,
-their own (their score and their answers, not the other's).
+Asserted: the instructor's ``nbgrader_config.py``, ``source/`` and ``submitted/`` are byte
+for byte what they were (the run names the lines to add instead); release_feedback succeeds;
+each student fetches exactly one page, their own (their score and their answers, not the
+other's).
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ def test_exchange_round_trip(tmp_path):
     for student in homes:
         assert (course / "submitted" / student / ASSIGNMENT / "submission_secret.txt").is_file()
 
+    # nbgrader's own folders, as the instructor's tools left them
+    theirs = {p: p.read_bytes() for top in ("source", "submitted")
+              for p in sorted((course / top).rglob("*")) if p.is_file()}
+
     from autograder.grading.sandbox import bwrap_path
 
     sandbox = () if bwrap_path() else ("--unsandboxed",)
@@ -89,6 +94,10 @@ def test_exchange_round_trip(tmp_path):
                   *sandbox), cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert config.read_bytes() == before  # the instructor's file, untouched
+    # ... and source/ and submitted/: nothing course-grade did not make is changed
+    assert {p: p.read_bytes() for p in theirs if p.is_file()} == theirs
+    assert f"{ASSIGNMENT} not made by course-grade (the instructor's): left as it is" \
+        in proc.stderr
     assert f"{config} is not course-grade's: left as it is" in proc.stderr
     assert "c.AssignLatePenalties.plugin_class = " in proc.stderr  # what to add instead
 
