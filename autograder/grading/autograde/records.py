@@ -1,42 +1,26 @@
 """The record channel: how a graded kernel's records reach the grading process, sealed.
 
 The kernel's probe (``autograder/checks/_probe.py``) sends each record as one ``display_data``
-message of type ``record.RECORD_MIME``, from inside the locked test cell that checks it. The
-grading process's executor (``preprocessors.SealedExecute``) takes every such message out of the
-cell's outputs and hands it to :class:`Seal`, which accepts a record only
+message of type ``record.RECORD_MIME`` from inside the locked test cell that checks it. The
+executor (``preprocessors.SealedExecute``) hands each to :class:`Seal`, which accepts a record
+only
 
-- while a test cell runs that calls the record's key (``exercises.keys_in`` of its source, which
-  nbgrader restored from the source notebook),
-- carrying that cell's *seal*: a secret drawn here when the cell starts (the executor writes
-  it into the cell's hidden call as the kernel runs it, ``preprocessors.with_seal``; the
-  notebook keeps the course's source). No code that ran before the test cell can know it:
-  a record composed earlier, sent by a thread an answer cell started, or by a function that
-  does not read the running cell, is refused and written down (``tampered``),
-- once per key: a second sealed record of a key in the same cell (code that read the seal
-  while the cell ran, then the probe's own) makes the key's record ``malformed``: it scores 0,
-- from a cell that then ends normally: a test cell that ends in an error (``KeyboardInterrupt``:
-  the probe records what else the student's function raises, so only something that stops
-  the probe itself gets here), at the cell timeout, or with the kernel gone, after its record
-  was accepted, had that record sent by something other than the probe's last step: it
-  becomes ``malformed`` (0) and the cell is written down as ``tampered``.
+- while a test cell runs that calls the record's key (``exercises.keys_in`` of its source),
+- carrying that cell's *seal*: a secret drawn when the cell starts and written into the
+  cell's hidden call as the kernel runs it (``preprocessors.with_seal``): no code that ran
+  before the test cell can know it;
+- once per key: a second sealed record of a key in one cell makes it ``malformed`` (0);
+- from a cell that then ends normally: one that ends in an error, at the cell timeout or
+  with the kernel gone after its record was accepted loses it (``malformed``).
 
-An accepted record is written at once to ``.grader/records/<assignment>/<key>.json``, a folder
-no kernel can see (the sandbox mounts only the probe's read-only inputs), so no later cell can
-change it: a record is final when its test cell ends. A record sent by any other cell, or for
-a key its cell does not check, is dropped and written down as evidence (``tampered``): the row
-is flagged. Nothing the kernel writes into a file is read back.
+An accepted record is written at once to ``.grader/records/<assignment>/<key>.json``, which no
+kernel can see: it is final when its test cell ends. Anything else is dropped and written down
+(``tampered``: the row is flagged). Nothing the kernel writes into a file is read back.
 
-The same object keeps the grader's own evidence of how the notebook's run went, each fact
-seen here (in the trusted process) and never read from the kernel's text:
-
-- ``timeouts``: cells nbclient interrupted after the cell timeout (its own timer);
-- ``stopped``: the cell in which the run stopped, and why: the kernel ended (nbclient saw
-  its process gone: ``os._exit``, a crash, a signal), or a cell's output kept coming after
-  its reply past nbclient's wait (``flooded its output``).
-
-Both are written to ``.grader/records/<assignment>/<notebook>.evidence.json`` as they happen
-(a grading process killed later keeps what was seen), and ``nbgrader_main`` folds them into
-the assignment's result (``assignment_result.AssignmentResult``).
+The same object keeps the grader's own evidence of the run, seen in the trusted process:
+``timeouts`` (cells nbclient interrupted) and ``stopped`` (the cell where the kernel ended or
+flooded its output), written to ``<notebook>.evidence.json`` as they happen, which
+``nbgrader_main`` folds into the assignment's result.
 """
 
 from __future__ import annotations
@@ -87,9 +71,8 @@ class Seal:
 
     def start_cell(self, index: int, grade_id: str | None, keys: list[str],
                    course: bool = False) -> None:
-        """A cell starts: ``keys`` are the records it may send (none for a cell that is not a
-        test cell); ``course``: a locked cell of the course that calls no student code (the
-        setup cell). A cell with ``keys`` gets a fresh :attr:`secret`: its records' seal."""
+        """A cell starts: ``keys``, the records it may send (a fresh :attr:`secret` seals
+        them); ``course``: a locked course cell that calls no student code."""
         self.cell, self.grade_id, self.keys, self.seen = index, grade_id, list(keys), set()
         self.secret = secrets.token_hex(16) if self.keys else None
         self.course_cell = course and not self.student_ran
@@ -129,15 +112,12 @@ class Seal:
         _write(path, text)
 
     def cell_ended(self, status: str, ename: str = "") -> None:
-        """The running cell's execute reply came (``status`` "ok" or "error"; ``ename``: the
-        error's name, ``CellTimeoutError`` for nbclient's own reply at the cell timeout). A
-        test cell that did not end "ok" after a record of it was accepted loses that record."""
+        """The running cell's reply came; one not "ok" loses the records it sent."""
         if status != "ok":
             self._unsealed(f"ended in {str(ename)[:80] or 'an error'}")
 
     def _unsealed(self, how: str) -> None:
-        """Make each record accepted in the running cell ``malformed`` (0) and write the cell
-        down: it ``how`` (ended in KeyboardInterrupt, stopped ...) after its record was sent."""
+        """Make each record accepted in the running cell ``malformed`` and write it down."""
         for key in sorted(self.seen):
             _write(self.folder / f"{key}.json", json.dumps(
                 {"key": key, "malformed": f"its test cell {how} after the record was sent"}))
@@ -145,8 +125,7 @@ class Seal:
         self.seen = set()
 
     def invalid_output(self) -> None:
-        """The running cell displayed an output nbformat rejects: dropped, written down once
-        (nbclient would have raised, and the whole notebook read "grader error")."""
+        """The running cell displayed an output nbformat rejects: dropped, written down once."""
         what = "displayed an output that is not a valid notebook output (dropped)"
         if not any(t.get("what") == what for t in self.evidence["tampered"]):
             self._tampered(what)
@@ -156,8 +135,8 @@ class Seal:
         self._save()
 
     def stopped(self, index: int | None, why: str) -> None:
-        """The run stopped in cell ``index`` (``course_cell``: a cell of the course, before any
-        cell that runs the student's code: then the stop is not the student's doing)."""
+        """The run stopped in cell ``index`` (in a course cell before any student code: not
+        the student's doing)."""
         if self.evidence["stopped"] is None:
             self.evidence["stopped"] = {"cell": index, "why": why,
                                         "course_cell": self.course_cell}
@@ -187,8 +166,7 @@ _SEAL = re.compile(r'\s*,\s*"seal"\s*:\s*"([0-9a-f]{1,64})"')
 
 
 def _head_of(text: str) -> tuple[str | None, str | None]:
-    """The ``"key"`` of a record's text and the ``"seal"`` right after it, found without
-    parsing all of it (the judge parses it, bounded: ``records.read_record``).
+    """The ``"key"`` of a record's text and the ``"seal"`` right after it, without parsing it.
 
     >>> _head_of('{"key":"attention.softmax","seal":"0f3a","cases":[]}')
     ('attention.softmax', '0f3a')
@@ -217,9 +195,7 @@ def _write(path: Path, text: str) -> None:
 
 # ---------------------------------------------------------------- reading a sealed record
 def read_record(folder: Path, key: str) -> dict | None:
-    """The sealed record for ``key`` in ``folder`` (``records.records_dir``: what the grading
-    process accepted from the key's test cell): a regular file under the cap, read by
-    :func:`parse_record`; None when there is none."""
+    """The sealed record for ``key`` in ``folder`` (:func:`parse_record`), None if none."""
     path = Path(folder) / f"{key}.json"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -312,10 +288,9 @@ def _json_float(text: str) -> float:
 
 
 def parse_record(data: bytes, key: str) -> dict | None:
-    """The kernel's record for ``key`` from its file's bytes ``data``: the dict, None when
-    ``data`` is not JSON or not a record of ``key``, ``{"too_large": n}`` over
-    ``MAX_RECORD``, and ``{"key": key, "malformed": why}`` when it is over a bound the probe
-    never comes near (nesting, an integer's digits, NaN or Infinity): ``_judge`` scores 0.
+    """The record for ``key`` from ``data``: the dict; None when not JSON or not ``key``'s;
+    ``{"too_large": n}``; ``{"key": key, "malformed": why}`` past a bound the probe never
+    nears (nesting, an integer's digits, NaN or Infinity).
 
     >>> parse_record(b'{"key": "a.f", "cases": []}', "a.f")
     {'key': 'a.f', 'cases': []}

@@ -1,28 +1,16 @@
 """One grading process loaded ahead, which forks every student's grading process.
 
-A student's grading process (``nbgrader_main.student_main``) used to start Python and
-import nbgrader, nbconvert, jupyter_client, torch and the chapters' checks before grading
-anything: about 5 s of the 7 s of CPU that grading a one-notebook student takes in it. The
-*warm* process imports them once per ``course-grade`` run (once per Dask worker process) and
-waits; each student's grading process is a ``fork`` of it, its libraries loaded, which then
-does exactly what the started process did (``nbgrader_main.student_main``). Before it forks it
-also renders one small feedback page (``feedback_html.warm_up``: what every first page built)
-and freezes what it holds out of the garbage collector's sight (``gc.freeze``: no collection
-in a copy walks the inherited objects, nor copies their pages by writing to them).
+Importing nbgrader, nbconvert, jupyter_client, torch and the checks is about 5 s of the 7 s of
+CPU a one-notebook student's grading takes. The *warm* process imports them once per
+``course-grade`` run (per Dask worker process), renders one feedback page
+(``feedback_html.warm_up``) and ``gc.freeze``-s; each student's grading process is a ``fork``
+of it, which then takes a session of its own, ``PR_SET_PDEATHSIG``, the job's cgroups, cores
+and limits (:func:`~autograder.grading.sandbox.limits.apply`), the student's grading log as
+stdout and stderr, the job's folder and environment (its token included) and torch's thread
+count, and runs ``nbgrader_main.student_main``.
 
-What the copy does before grading, in the order the started process had it done for it
-(``subprocess.Popen(start_new_session=True)`` then ``sandbox/limits.py``):
-
-- a session and process group of its own (the runner kills the job's group as before);
-- ``PR_SET_PDEATHSIG`` to the warm process (which runs no threads), then the job's cgroups,
-  cores and limits (:func:`~autograder.grading.sandbox.limits.apply`, the same code);
-- its standard output and error on the student's grading log (sent over the socket), its
-  working folder, and the job's environment (with the job's token: what it starts carries it);
-- torch's thread count from the job's ``OMP_NUM_THREADS`` (the warm process imported torch
-  with one thread, so no thread pool exists to be inherited across the fork).
-
-Trust: like ``nbgrader_main``, the warm process runs no student code; it imports the grading
-code and forks. Students' code runs in the sandboxed kernels the copy starts, as before.
+Trust: like ``nbgrader_main``, the warm process runs no student code; students' code runs in
+the sandboxed kernels the copy starts.
 
 Protocol (one connection per job, on a Unix socket in a folder only the grader can reach):
 the runner sends a length-prefixed JSON request ``{"args": [STUDENT, ASSIGNMENT, ...], "cwd":

@@ -5,20 +5,14 @@ One student's grading (nbgrader, the kernel, everything the student's code start
 puts each student's job into a group of its own for its lifetime (:meth:`Isolation.job`), in
 the first way this machine allows (:func:`isolation`, decided once per grading run):
 
-- ``cgroup v2`` (``/sys/fs/cgroup`` is cgroup2, and this process's cgroup is writable with the
-  ``cpu`` and ``pids`` controllers delegated to it, or can be made so by moving this process
-  into a leaf of its own): each student gets a child cgroup with ``cpu.max`` = its share of the
-  cores (``GradeConfig.threads``), ``pids.max`` = ``GradeConfig.pids`` and, when the
-  ``memory`` controller is there, ``memory.max`` = ``memory_mb + tmp_mb`` (the kernel's
-  memory and its RAM-backed ``/tmp`` counted together);
-- ``cgroup v1`` (the ``cpu`` and ``pids`` hierarchies are mounted and writable, as on this
-  course's grading VMs): the same CPU quota (``cpu.cfs_quota_us``) and task cap
-  (``pids.max``); memory stays the per-process ``RLIMIT_AS`` plus the ``/tmp`` size cap;
-- ``pinned`` (no usable cgroup): each job runs on a set of cores of its own
-  (``sched_setaffinity``, inherited by every process it starts) when there are at least as
-  many cores as workers, shared round-robin otherwise. Best effort: a process may widen its
-  own affinity again, which the source policy does not stop; the sandbox's ``RLIMIT_NPROC``
-  still caps the number of tasks.
+- ``cgroup v2`` (writable, with ``cpu`` and ``pids`` delegated, or made so by moving this
+  process into a leaf): a child cgroup per student with ``cpu.max`` (``GradeConfig.threads``),
+  ``pids.max`` and, with the ``memory`` controller, ``memory.max = memory_mb + tmp_mb``;
+- ``cgroup v1`` (``cpu`` and ``pids`` hierarchies writable): the same CPU quota and task cap;
+  memory stays ``RLIMIT_AS`` plus the ``/tmp`` size cap;
+- ``pinned`` (no usable cgroup): cores of its own per job (``sched_setaffinity``), shared
+  round-robin when there are fewer cores than workers. Best effort: a process may widen its
+  own affinity again; ``RLIMIT_NPROC`` still caps the tasks.
 
 The child process joins its group itself (``limits.py``, before ``exec``): nothing is forked
 between the parent's bookkeeping and the join.

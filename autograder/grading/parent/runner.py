@@ -10,16 +10,11 @@ The grading process starts one way: a fork of the warm grading process (``autogr
 ``warm_client.py``); :meth:`LocalRunner.run` starts any other command through
 ``python -m autograder.grading.sandbox.limits``. Either way:
 
-- memory: ``RLIMIT_AS`` is set (``sandbox/limits.py``) before the job runs; the limit is
-  inherited by every process it starts (the Jupyter kernel included), so an allocation past it
-  raises ``MemoryError`` there;
-- CPU: the job runs in a place of its own (``isolation.py``: a per-student cgroup with a CPU
-  quota and a task cap, or cores of its own), which ``limits`` joins before the ``exec``;
+- memory: ``RLIMIT_AS`` (``sandbox/limits.py``), inherited by every process it starts;
+- CPU: a place of its own (``isolation.py``), joined before the ``exec``;
 - wall time: the parent waits at most ``timeout`` seconds;
-- clean-up: when the command ends or runs out of time, every process it started is killed
-  (SIGKILL): its process group, its descendants (Jupyter starts kernels in a session of their
-  own), and any process still carrying the job's token in its environment (orphans of a killed
-  parent are re-parented to init, out of the tree).
+- clean-up: every process it started is then killed (SIGKILL): its process group, its
+  descendants, and any process still carrying the job's token in its environment (orphans).
 
 Example: ``LocalRunner(GradeConfig(memory_mb=512)).run([sys.executable, "-c", "while True:
 pass"], cwd, timeout=2, log_path=log)`` returns after ~2 s with ``timed_out=True``.

@@ -4,37 +4,24 @@ the source and C-level output kept with the cell that wrote it.
 ``python -m autograder.grading.sandbox.outcap CHARS -f CONNECTION_FILE`` starts the same kernel as
 ``python -m ipykernel_launcher -f CONNECTION_FILE``, except for three things.
 
-A cell's ``stdout`` and ``stderr`` (Python's ``print`` and, through ipykernel's file-descriptor
-watcher, C-level writes) stop being *sent* after ``CHARS`` characters per stream: the rest is
-dropped in the kernel, and one line says so. Printing 400 MB then costs the kernel only building
-the strings, so the cell ends in a time that does not depend on how fast the grader reads, and
-the grade does not depend on the machine's load. The grader's own limits (``LimitOutputSize``,
-nbclient's wait for output) stay in place behind this for a kernel that gets around it: this
-runs in the student's process, so it is a courtesy to the student, not a guarantee.
+A cell's ``stdout`` and ``stderr`` (``print`` and C-level writes) stop being *sent* after
+``CHARS`` characters per stream, with one line saying so: printing 400 MB costs the kernel only
+building the strings, so the cell's time does not depend on how fast the grader reads. The
+grader's own limits stay behind this: it runs in the student's process, a courtesy, not a
+guarantee.
 
-A cell's rich outputs (``display_data`` and ``update_display_data``: ``display(...)``,
-``publish_display_data``, a figure; ``execute_result``: the cell's last expression) have a
-budget of their own, the same ``CHARS`` per cell, counted before ipykernel encodes them: the
-lengths of the strings and bytes of the MIME bundle, its metadata and transient data, and
-:data:`MESSAGE_CHARS` for each message (an empty ``display("")`` in a loop is a flood too). An
-output that fits what is left is sent whole; the first one that does not is replaced by a
-``text/plain`` output of the note, and nothing more of the cell's rich output is sent (an image
-cut in half means nothing). A record of the course's probe (:data:`RECORD_MIME`) is always sent
-whole and never counted: the grade is in it. Six 64 MB displays made nbgrader's reader fall
-behind the kernel ("Timeout waiting for IOPub output"), and the whole notebook went ungraded.
+A cell's rich outputs (``display_data``, ``update_display_data``, ``execute_result``) share a
+budget of the same ``CHARS``, counted before encoding (the MIME bundle, its metadata, and
+:data:`MESSAGE_CHARS` a message). An output that fits is sent whole; the first that does not
+becomes the note, and nothing more of the cell's is sent. A probe record (:data:`RECORD_MIME`)
+is always sent whole and never counted: the grade is in it. (Six 64 MB displays once left a
+whole notebook ungraded: "Timeout waiting for IOPub output".)
 
-C-level output (what C code, ``os.write`` or a child process writes to file descriptors 1 and 2)
-is sent as output of the cell that wrote it, before that cell's reply. ipykernel makes those
-descriptors pipes that a thread of its own reads (the file-descriptor watcher), and sends what
-that thread reads as output of the cell running *when the thread gets to run*. On a loaded
-machine that can be late: the line PyTorch's profiler writes to fd 2 at the end of every graded
-test cell (``autograder/checks/_probe.py``: kineto's ``profiler_stop``) then reaches the grader
-as output of the next cell, often a demonstration cell that is not run (``demo.py``), or after
-the test cell's end, and is dropped. Here the watcher reads and sends each chunk under a lock,
-and at the end of each cell (IPython's ``post_execute``) the kernel's main thread sends, under
-the same lock, what the pipes still hold, then flushes: a chunk the watcher has read but not
-yet sent is sent first, as the cell's. What a thread or process the cell started writes after
-the cell ended goes, as before, to the cell running when it is read.
+C-level output (fds 1 and 2) is sent as output of the cell that wrote it. ipykernel's watcher
+thread sends what it reads as output of the cell running *when it gets to run*: on a loaded
+machine, the line PyTorch's profiler writes at the end of each test cell reached the next
+cell, or was dropped. Here the watcher sends each chunk under a lock, and at each cell's end
+(``post_execute``) the main thread sends, under the same lock, what the pipes still hold.
 
 >>> cap = _Cap(10)
 >>> [cap.take("m1", "x" * 6), cap.take("m1", "x" * 6), cap.take("m1", "x"), cap.take("m2", "y")]
@@ -56,12 +43,7 @@ import threading
 from ..record import RECORD_MIME
 
 NOTE = "\n[course-grade: output cut in the kernel after {cap} characters]\n"
-# a record the course's probe sends (``autograder/checks/_probe.py``, read by
-# ``autograder/grading/autograde/records.py``) as display_data of this type: never cut,
-# never counted
-# what one rich output costs its cell's budget besides its data: about what its message's
-# headers add on the wire, for the reader to take apart
-MESSAGE_CHARS = 500
+MESSAGE_CHARS = 500  # what one rich output costs besides its data: about its headers' size
 CHUNK = 65536  # bytes read from a watched pipe at a time
 # seconds the end of a cell waits for a chunk the watcher is sending (microseconds of work,
 # unless its thread is not scheduled; then the rest goes to the next cell, as in ipykernel)
@@ -113,10 +95,8 @@ class _Cap:
 
 
 def _size(value, limit: int) -> int:
-    """About the characters ``value`` (a MIME bundle, its metadata: JSON-like) sends as JSON:
-    a string's (or bytes') length plus 2, 2 for a list's or dict's brackets, 8 for anything
-    else; at least 2 an item. Stops once past ``limit``, so it costs at most about
-    ``limit / 2`` steps whatever ``value`` holds (a dict of millions of keys, a cycle).
+    """About the characters ``value`` (JSON-like) sends as JSON, counted only until past
+    ``limit`` (at most about ``limit / 2`` steps, whatever ``value`` holds, a cycle too).
 
     >>> _size({"text/html": "<b>x</b>", "image/png": b"12345"}, 100)
     41
@@ -178,11 +158,9 @@ def _is_record(data) -> bool:
 
 
 def install_rich(cap: int) -> None:
-    """Cap the rich outputs of each cell at ``cap`` characters together, as the module says:
-    ipykernel's display publisher (``ZMQDisplayPublisher.publish``: ``display_data``,
-    ``update_display_data``) and its displayhook (``ZMQShellDisplayHook.write_format_data``,
-    whose message ``finish_displayhook`` sends only when its data is not empty). An output
-    whose bundle holds :data:`RECORD_MIME` is left alone."""
+    """Cap the rich outputs of each cell at ``cap`` characters together (module docstring):
+    ipykernel's ``ZMQDisplayPublisher.publish`` and ``ZMQShellDisplayHook.write_format_data``.
+    """
     from ipykernel.displayhook import ZMQShellDisplayHook
     from ipykernel.zmqshell import ZMQDisplayPublisher
 
@@ -224,10 +202,8 @@ _WATCHED: list = []  # the OutStreams whose file descriptor is watched (stdout, 
 
 
 def _forward(stream, size: int) -> int | None:
-    """Read up to ``size`` bytes of ``stream``'s pipe and send them as ipykernel's watcher does
-    (as output of the cell running now, and to the kernel's own descriptor). The caller holds
-    the stream's lock. Returns the bytes read (0: the pipe is empty), None when the watcher
-    stops (end of file, or ipykernel's ``OutStream.close``)."""
+    """Read up to ``size`` bytes of ``stream``'s pipe and send them as ipykernel's watcher
+    does, under the caller's lock. The bytes read (0: empty), None when the watcher stops."""
     try:
         data = os.read(stream._fid, size)
     except BlockingIOError:
@@ -240,10 +216,8 @@ def _forward(stream, size: int) -> int | None:
 
 
 def _watch(self) -> None:
-    """ipykernel's ``OutStream._watch_pipe_fd`` (its watcher thread), except that the pipe is
-    read, once ``poll`` says it holds something, without blocking and under the stream's lock,
-    each chunk sent before the lock is released: no chunk is ever read and not yet sent
-    outside the lock, which :func:`flush_fd_output` takes at the end of each cell."""
+    """ipykernel's ``OutStream._watch_pipe_fd``, except that each chunk is read and sent
+    under the stream's lock (which :func:`flush_fd_output` takes at each cell's end)."""
     if self._fid is None:
         return
     try:
@@ -268,11 +242,9 @@ def _pending(fd: int) -> int:
 
 
 def flush_fd_output() -> None:
-    """IPython's ``post_execute``, in the kernel's main thread at the end of each cell, before
-    its reply: send what the watched pipes hold as this cell's output, under each stream's lock
-    (so after a chunk the watcher has read and is sending), then flush the stream. Only what
-    was there when the lock was taken: a thread that keeps writing cannot hold the cell's end.
-    Never raises (an error here would show in the student's cell)."""
+    """IPython's ``post_execute``: send what the watched pipes hold now as this cell's output,
+    under each stream's lock, then flush. Never raises (it would show in the student's cell).
+    """
     for stream in _WATCHED:
         try:
             if not stream._course_lock.acquire(timeout=LOCK_WAIT):
