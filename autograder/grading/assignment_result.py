@@ -25,32 +25,18 @@ from .cells import is_answer, is_locked, is_test, nbg
 
 @dataclass
 class NotebookResult:
-    """One notebook of the assignment (each field is plain data).
+    """One notebook of the assignment (plain data); keyed by test grade_id."""
 
-    - ``graded``: nbgrader's autograde finished and scored this notebook;
-    - ``scores``: {test grade_id: points} as the gradebook holds them (the verdicts' points
-      for the cells judged outside the kernel);
-    - ``verdicts``: {test grade_id: the trusted verdict} (``verdict.decide`` or, after a stop,
-      ``verdict.judge_records``: then each has ``stopped`` and ``recorded``);
-    - ``errors``: {test grade_id: [[ename, evalue], ...]} of the test cell's error outputs, for
-      the diagnosis of a cell nbgrader scored itself (never for a status);
-    - ``timeouts``: test grade_ids whose test cell (the course's code, calling the student's)
-      was interrupted at the cell timeout;
-    - ``student_timeouts``: test grade_ids whose exercise had a cell the student wrote (an
-      answer cell, a cell they added) interrupted at the cell timeout: the student's doing;
-    - ``stopped``: where the run stopped, ``{"cell", "why", "course_cell"}`` (``course_cell``:
-      it stopped in a cell of the course before any student code ran), or None;
-    - ``tampered``: records sent outside their test cell, or twice (``records.Seal``).
-    """
-
-    graded: bool = False
-    scores: dict[str, float] = field(default_factory=dict)
+    graded: bool = False  # nbgrader's autograde finished and scored it
+    scores: dict[str, float] = field(default_factory=dict)  # as the gradebook holds them
+    # the trusted verdicts (``verdict.decide``; after a stop ``verdict.judge_records``)
     verdicts: dict[str, dict] = field(default_factory=dict)
+    # [[ename, evalue], ...] of a test cell's errors: a diagnosis, never a status
     errors: dict[str, list] = field(default_factory=dict)
-    timeouts: list[str] = field(default_factory=list)
-    student_timeouts: list[str] = field(default_factory=list)
-    stopped: dict | None = None
-    tampered: list[dict] = field(default_factory=list)
+    timeouts: list[str] = field(default_factory=list)  # its test cell hit the cell timeout
+    student_timeouts: list[str] = field(default_factory=list)  # a cell the student wrote did
+    stopped: dict | None = None  # {"cell", "why", "course_cell"}: where the run stopped
+    tampered: list[dict] = field(default_factory=list)  # ``records.Seal``'s
 
 
 @dataclass

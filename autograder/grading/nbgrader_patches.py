@@ -102,13 +102,9 @@ def use_cached_head() -> None:
 
 
 def share_compiled_templates() -> None:
-    """Compile nbconvert's Jinja templates once per process instead of once per page.
-
-    nbgrader makes a new exporter, hence a new Jinja environment, for every notebook it
-    renders, and each one parsed and compiled the same nine templates again (0.4 s of every
-    feedback page). Every environment made from here on shares one in-memory bytecode cache
-    (Jinja's own :class:`jinja2.BytecodeCache`: keyed by the template's name and file, checked
-    against its source's checksum, so an edited template is compiled again). Idempotent.
+    """Compile nbconvert's Jinja templates once per process instead of once per page (0.4 s
+    of each): every Jinja environment shares one in-memory bytecode cache, checked against
+    the template's checksum. Idempotent.
     """
     import jinja2
     from nbconvert.exporters.templateexporter import TemplateExporter
@@ -141,15 +137,9 @@ def share_compiled_templates() -> None:
 
 
 def share_engines() -> None:
-    """One SQLAlchemy engine per gradebook URL in this process, instead of one per ``Gradebook``.
-
-    nbgrader opens the gradebook about six times per notebook it grades (autograde's steps,
-    the feedback's scores; the verdicts and the results once more), each time through a new
-    engine, whose cache of compiled statements starts empty: every query was compiled again
-    each time. With the engine shared, each statement is compiled once per process. Nothing
-    else changes: each ``Gradebook`` still has its own session, and closing it still disposes
-    of the engine's connections (the next one connects again; the statement cache stays). An
-    engine is safe to share between threads (grading and the feedback thread). Idempotent.
+    """One SQLAlchemy engine per gradebook URL in this process, instead of one per
+    ``Gradebook`` (about six a notebook), so each statement is compiled once per process.
+    Each ``Gradebook`` keeps its own session; engines are thread-safe. Idempotent.
     """
     import nbgrader.api
 

@@ -98,15 +98,10 @@ def clean_feedback(folder: Path) -> list[Path]:
 
 
 def warm_up() -> None:
-    """Render and clean one small feedback page and drop it: what every process's first page
-    builds is then built in this one (the warm process, before it forks the students' grading
-    processes: ``warm.py``): nbconvert's compiled templates
-    (``nbgrader_patches.share_compiled_templates``), the CSS selectors it looks for, Pygments'
-    lexer, bleach's parser, the MathML converter (``offline_page``) and their regular
-    expressions (about 1 s of CPU of the first page of every student). Each is a cache of
-    something built from its own source (a template, a selector, a lexer), never from a page,
-    so no page changes. Nothing happens where it fails (the first page builds them, as
-    before)."""
+    """Render and clean one small feedback page and drop it, in the warm process before it
+    forks: the templates, selectors, lexer, parser and MathML converter every first page
+    builds (about 1 s of CPU a student) are then inherited. Caches of their own sources, never
+    of a page: no page changes. Where it fails, the first page builds them."""
     try:
         from nbconvert.exporters import HTMLExporter
         from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor

@@ -41,18 +41,11 @@ CACHE_VAR = KERNEL_CACHE  # the class's folder of kernel packages (prepare's cac
 
 def prepare(root: Path, sources: list, cache: Path | str | None = None,
             assignment: str = "_") -> dict | None:
-    """Probe folder and kernel package for one assignment's source notebooks (None: nothing
-    converted). Returns the kernel spec the runners read: ``{"probe", "package", "mount_ref"}``
-    (+ ``ref_package``: the kernel's ``transformer_ref``; ``stubs``: {package: its stand-in}).
-
-    Each assignment has its own folders (``.grader/probe/<assignment>``,
-    ``.grader/kernel/<assignment>``); a kernel mounts only its own.
-
-    With ``cache`` (a folder of the class's template), the kernel package and the probe's
-    inputs, the same for every student, are built there once per class (keyed by the source
-    notebooks and this package's code) and reused: the student's probe folder then holds its
-    own ``out`` and a link ``in`` to the cached inputs (:func:`write_inputs` has nothing left
-    to write).
+    """Probe folder and kernel package for one assignment's source notebooks, in folders of
+    its own (``.grader/probe/<assignment>``, ``.grader/kernel/<assignment>``); returns the
+    kernel spec the runners read (``{"probe", "package", "mount_ref"}``, ``ref_package``,
+    ``stubs``), None when nothing was converted. With ``cache`` (the class template's), both
+    are built there once per class and the student's probe folder links ``in`` to them.
     """
     keys = [k for nb in sources for ks in converted_keys(nb).values() for k in ks]
     chapters = {k.split(".")[0] for k in keys}
@@ -391,12 +384,9 @@ def sandbox_spec(cwd: Path, assignment: str = "_") -> dict | None:
 
 
 def arm(cwd: Path, assignment: str = "_") -> None:
-    """Point the kernel that starts next at the course folder's trusted-verdict spec of
-    ``assignment``: the one place the graded assignment reaches the kernel. With the sandbox,
-    ``.grader/sandbox.json`` (what the kernel's launcher reads) is :func:`sandbox_spec`;
-    without it, the ``course-probe`` kernelspec puts the stubbed ``autograder`` first on the
-    path. Called by the runner before nbgrader starts and by nbgrader_main before each
-    assignment."""
+    """Point the kernel that starts next at ``assignment``'s trusted-verdict spec: the one
+    place the graded assignment reaches the kernel (sandboxed: ``.grader/sandbox.json``,
+    :func:`sandbox_spec`; else the ``course-probe`` kernelspec's path)."""
     cwd = Path(cwd)
     (cwd / ".grader").mkdir(exist_ok=True)
     spec = sandbox_spec(cwd, assignment)

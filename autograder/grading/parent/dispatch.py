@@ -68,12 +68,8 @@ def _scratch() -> Path:
 
 def grade_on_worker(sub: Submission, info, template: Path, config: GradeConfig,
                     fingerprint: str) -> dict:
-    """The Dask task: grade one student in a scratch folder; return plain data.
-
-    ``{"result": StudentResult fields, "feedback": {relative path: html}, "notebooks":
-    {relative path: bytes}}`` (:func:`graded_notebooks`). Running it twice for the same student
-    is harmless: nothing outside the scratch folder is written.
-    """
+    """The Dask task: grade one student in a scratch folder (nothing else is written);
+    return ``{"result", "feedback": {path: html}, "notebooks": {path: bytes}}``."""
     from .runner import make_runner
     from .student import grade_student
 
@@ -95,14 +91,8 @@ def grade_on_worker(sub: Submission, info, template: Path, config: GradeConfig,
 
 def graded_notebooks(root: Path, student: str, assignments: list[str],
                      cap: int = NOTEBOOKS_CAP) -> tuple[dict[str, bytes], list[str]]:
-    """The files :func:`results.publish_student` would copy from the grading folder ``root``
-    (``submitted/`` and ``autograded/`` of each assignment handed in, no ``timestamp.txt``),
-    as {path relative to ``root``: bytes}, at most ``cap`` bytes in all; and the paths left
-    out over the cap.
-
-    E.g. ``({"submitted/ada/01_attention/01_attention.ipynb": b"{...}",
-    "autograded/ada/01_attention/01_attention.ipynb": b"{...}"}, [])``.
-    """
+    """The files :func:`results.publish_student` would copy from ``root``, as {relative
+    path: bytes}, at most ``cap`` bytes in all; and the paths left out over the cap."""
     files, left_out, total = {}, [], 0
     for a in assignments:
         if not any((root / "submitted" / student / a).glob("*.ipynb")):
@@ -185,14 +175,10 @@ class Dispatcher:
 
     def run(self, todo: list[Submission], local_job: Callable[[Submission], StudentResult],
             remote_args: Callable[[Submission], tuple], info) -> Iterator[Outcome]:
-        """Yield (submission, result, remote) as students finish, in finishing order.
-
-        ``local_job(sub)`` grades one student here (its files already in its grading folder
-        and OUT_DIR: ``remote`` None; else see :func:`publish_remote`);
-        ``remote_args(sub)`` gives :func:`grade_on_worker`'s arguments after ``sub``. A job
-        that raises (a grader bug, a disk problem, a task Dask gave up on) yields a
-        :func:`student.failed_result`, which the next run grades again. A cluster without a
-        worker for ``scheduler_timeout`` seconds raises :class:`ClusterError`.
+        """Yield (submission, result, remote) as students finish. ``local_job(sub)`` grades
+        here (``remote`` None); ``remote_args(sub)``: :func:`grade_on_worker`'s arguments. A
+        job that raises yields :func:`student.failed_result` (graded again next run); a
+        cluster with no worker for ``scheduler_timeout`` s raises :class:`ClusterError`.
         """
         if not todo:
             return

@@ -124,16 +124,11 @@ def _source_flags(source: str, modules: set[str] = frozenset()) -> set[str]:
 
 
 def flags(sent: bytes | list[dict], notebook) -> dict[str, str]:
-    """{test grade_id: ``flagged: <what>``} for a submitted notebook, its bytes or its cells as
-    read (``rebuild.student_cells``; ``notebook``: course.Notebook); a test with nothing to
-    flag is absent.
-
-    Student-written code cells are read (not the locked/test cells, whose source nbgrader
-    restores). A reason found in an answer cell goes on the tests that grade that answer; a
-    changed test cell's flags on that test; what cannot be tied to one exercise (a cell the
-    student added, a code cell above the locked setup cell, a changed setup cell) on every
-    row, after ``notebook-wide:``. For a notebook judged outside the kernel the source policy
-    refuses no cell (``sandbox.policy``): what it would have refused is flagged here.
+    """{test grade_id: ``flagged: <what>``} for a submitted notebook (bytes, or its cells as
+    read); a test with nothing to flag is absent. Student-written code cells are read: an
+    answer cell's reasons go on the tests that grade it, a changed test cell's on that test,
+    the rest on every row after ``notebook-wide:``. What the source policy would have refused
+    (it refuses nothing in a notebook judged outside) is flagged here.
     """
     if isinstance(sent, bytes):
         try:

@@ -1,18 +1,13 @@
 """The notebook that is graded: rebuilt from the release, never the student's file as sent.
 
-Of a submitted notebook only the student's *sources* travel: the source of each answer cell,
-and the cells the student added, as plain cells. Everything else comes from the release the
-class was given: the locked and test cells (source, type, nbgrader metadata), the answer cells'
-type and metadata, cell ids, nbformat 4. No output, no notebook or cell metadata of the
-student's survives. So nothing in a file's format (nbformat 3 or 4), metadata (nbgrader flags
-put on an answer cell, a duplicated test cell, a cell id) or outputs (an output nbformat would
-not validate, 300,000 empty ones) can reach nbgrader, which is what turned such notebooks into
-"not graded" before.
+Of a submitted notebook only the student's *sources* travel: each answer cell's source and the
+cells the student added, as plain cells. Everything else (locked and test cells, metadata,
+cell ids, nbformat 4) comes from the release; no output or metadata of the student's survives,
+so nothing in a file's format, metadata or outputs can reach nbgrader.
 
-The order is the student's: their cells as they left them, a release cell they deleted put
-back just before the release cell that follows it. A notebook from an earlier release of the chapter
-(an exercise added since) gets the new exercise's cells from the release, and its rows say
-so (:attr:`Rebuilt.absent`).
+The order is the student's; a release cell they deleted is put back before the release cell
+that follows it. A notebook from an earlier release gets a newer exercise's cells from the
+release, and its rows say so (:attr:`Rebuilt.absent`).
 
 >>> release = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
 ...     _demo_cell("code", "raise NotImplementedError", "ex1_solution", solution=True),
@@ -55,34 +50,23 @@ _FLAGS = ("grade", "solution", "locked")  # a changed "points" is ignored: max f
 
 @dataclass
 class Rebuilt:
-    """A submission rebuilt from the release, and what the rebuilding found.
+    """A submission rebuilt from the release, and what the rebuilding found."""
 
-    - ``notebook``: what nbgrader grades (nbformat 4, valid, no outputs);
-    - ``restored``: {test grade id: "edited" | "deleted" | "flags changed"}, the test cells the
-      student changed (the release's are graded);
-    - ``missing``: the answer cells the student deleted (the release's stub stands in);
-    - ``absent``: the tests of exercises of which the file holds no cell at all, answer or test:
-      a notebook from an earlier release of the chapter;
-    - ``sent``: the submitted cells as read, ``{cell_type, source, metadata}``
-      (``sent.student_cells``; the static flags read them: ``flags.py``).
-    """
-
-    notebook: nbformat.NotebookNode
+    notebook: nbformat.NotebookNode  # what nbgrader grades (nbformat 4, valid, no outputs)
     sent: list[dict]  # the submitted cells as read (:func:`student_cells`), for the flags
+    # {test grade id: "edited" | "deleted" | "flags changed"}: the release's are graded
     restored: dict[str, str] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # answer cells deleted: the stub stands in
+    # the tests of exercises of which the file holds no cell (an earlier release)
     absent: list[str] = field(default_factory=list)
 
 
 def rebuild(data: bytes | list[dict], release, answers_of: dict[str, list[str]],
             name: str = "", others: dict[str, set[str]] | None = None) -> Rebuilt:
-    """The notebook ``name`` to grade, from a submission's cells as read (``sent.read_cells``,
-    in a process of their own; or its bytes, read here) and the chapter's ``release``.
-
-    ``answers_of`` maps each test's grade id to its exercise's answer cells' ids;
-    ``others`` maps the class's other notebooks to their test grade ids, to name the chapter a
-    file holds when it holds none of this one's. Raises :class:`NotANotebook` when the bytes
-    are not a notebook (not JSON, no list of cells) or hold none of the chapter's graded cells.
+    """The notebook ``name`` to grade, from a submission's cells as read (or its bytes) and
+    the chapter's ``release``. ``answers_of``: test grade id -> its answer cells' ids;
+    ``others``: the class's other notebooks -> their test ids (to name the chapter a file
+    holds instead). Raises :class:`NotANotebook`: not a notebook, or none of its graded cells.
     """
     cells = student_cells(data) if isinstance(data, bytes) else data
     ours = {grade_id(c): c for c in release.cells if grade_id(c) is not None and nbg(c)}

@@ -4,25 +4,15 @@ SPEC is a JSON object (plain data, written by :class:`~autograder.grading.parent
 from the grading run's ``GradeConfig`` and the job's place from ``isolation.py``):
 ``{"memory_mb": 4096, "cpu_s": 930, "cgroup_procs": [...], "cpus": [...]}``.
 
-- ``RLIMIT_AS`` (address space, ``memory_mb`` mebibytes) is inherited across ``fork``/``exec``,
-  so it also bounds the Jupyter kernel that runs the student's code; an allocation past it
-  fails there with ``MemoryError`` (or torch's "can't allocate memory") instead of pushing the
-  machine into swap.
-- ``RLIMIT_CPU`` (``cpu_s`` seconds per process) is a backstop: if the grader itself is killed,
-  a busy loop left behind still ends.
-- ``cgroup_procs``: this process joins the student's cgroups (CPU quota, task cap, memory; see
-  ``isolation.py``) before anything else starts, so everything it starts is counted there;
-  ``cpus``: else it is pinned to the job's cores (``sched_setaffinity``, inherited).
-- ``PR_SET_PDEATHSIG``: this process gets SIGKILL when the grader thread that started it dies.
-  A grader killed between the ``fork`` and the ``prctl`` would leave it running (re-parented,
-  no signal coming: seen under ``kill -9`` of ``course-grade``), so when the grader's pid is
-  given in ``COURSE_GRADE_PARENT`` and is no longer the parent, this process ends at once.
-  Both come first, before the cgroups are joined: on a loaded machine a write to
-  ``cgroup.procs`` has kept this process in the kernel for more than 45 s after
-  ``course-grade`` was killed (CI rehearsals saw it in state D, then R). Set before the write,
-  the signal is already pending when the grader dies, and it ends a wait that a fatal signal
-  may interrupt (or a call the kernel restarts) at once; set after, nothing was pending and
-  the process stayed until the write was done.
+- ``RLIMIT_AS`` (``memory_mb``), inherited by the kernel: an allocation past it fails there
+  with ``MemoryError`` instead of pushing the machine into swap;
+- ``RLIMIT_CPU`` (``cpu_s`` per process): a backstop for a busy loop a killed grader left;
+- ``cgroup_procs``: join the student's cgroups (``isolation.py``) before anything starts;
+  ``cpus``: else pin to the job's cores;
+- ``PR_SET_PDEATHSIG`` (SIGKILL when the grader dies), and an exit at once when the grader
+  (``COURSE_GRADE_PARENT``) is no longer the parent (killed before the ``prctl``). Both come
+  before the cgroup write, which under load has kept a process in the kernel for 45 s after
+  ``course-grade`` was killed: with the signal pending, that wait ends at once.
 
 Setting them here, in the command's own process just before ``exec``, keeps ``preexec_fn``
 (unsafe with threads) out of the grader's parent process.

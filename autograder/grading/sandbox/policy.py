@@ -255,13 +255,9 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
 
 
 class Policy:
-    """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process).
-
-    ``judged_outside``: the course judges its hidden checks by trusted verdicts
-    (``kernel_package``); for a notebook all of whose test cells are judged so
-    (:func:`judged_outside`), the policy refuses nothing (a deny-list only delays, and what the
-    kernel does cannot change a verdict); the parent flags such cells for the instructor
-    instead (``flags.flags``).
+    """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process). For a
+    notebook ``judged_outside`` (:func:`judged_outside`) the policy refuses nothing (the
+    kernel cannot change a verdict); the parent flags such cells instead (``flags.flags``).
     """
 
     def __init__(self, trusted_sources: list[str], trusted_ids=(), judged_outside=False):

@@ -30,15 +30,9 @@ PROBE_KERNEL = "course-probe"  # without the sandbox: the kernelspec ``kernel_pa
 
 
 def dedupe_grade_ids(course_root: Path) -> None:
-    """Strip nbgrader metadata from submitted cells whose grade id nbgrader would choke on.
-
-    nbgrader 0.9.6 fails on the whole notebook (``KeyError: 'grade_id'`` in
-    ``OverwriteCells.add_missing_grade_cells``) when a submitted cell repeats an earlier
-    cell's grade id (``DeduplicateIds`` leaves it half-marked) or carries an id the source
-    does not have (``OverwriteCells`` deletes the id, keeps the rest), so a student could
-    make a notebook ungradeable by copying or renaming a test cell. Such cells become
-    ordinary cells here; the first cell with a known id keeps it (nbgrader restores its
-    source) and a test cell that is then missing is put back by nbgrader.
+    """Strip nbgrader metadata from submitted cells whose grade id repeats an earlier one or
+    is not the source's: nbgrader 0.9.6 fails the whole notebook on them (``KeyError:
+    'grade_id'``). The first cell with a known id keeps it; nbgrader restores a missing test.
     """
     import nbformat
 
