@@ -413,7 +413,6 @@ def _plan(args, submissions: Path, available: dict, due: dict) -> _Run:
     writes what changed since the last run (formgrader's, ``--prune``'s)."""
     from tqdm import tqdm
 
-    from .grading.mathjax import publish as publish_mathjax
     from .grading.parent import ledger, settings
     from .grading.parent.course import build_template
     from .grading.parent.dispatch import ClusterError, Dispatcher
@@ -457,7 +456,6 @@ def _plan(args, submissions: Path, available: dict, due: dict) -> _Run:
     if theirs := publish_source(template, out, assignments):
         print(f"course-grade: {out / 'source'}: {', '.join(theirs)} not made by course-grade "
               f"(the instructor's): left as it is; graded with {args.source}'s", file=sys.stderr)
-    publish_mathjax(out)  # the feedback pages' maths, offline (grading/mathjax.py)
     run.exercises = exercises = _regrade_exercises(args.regrade_exercise, info, assignments)
     before = _read_grades(out)  # grades.csv as the last run left it (the change log's "old")
     done = store.load()
