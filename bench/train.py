@@ -23,6 +23,14 @@ prints the final validation loss of each: the "loss to expect" the notebook quot
 
     python bench/train.py --expect 200,400,800 --threads 1
 
+``--yours`` times training steps of ``yours.YourGPT`` (the GPT of the learner's pieces that
+notebook 08 trains; here the solution notebooks' answers, ``--notebooks``) at the ``cpu`` size
+with learned positions and with RoPE (the learner's ``apply_rope``, through their attention,
+and the general way that works for any ``multi_head_attention``), in interleaved rounds so a
+changing load hits all alike, and prints seconds per step and the ratios::
+
+    python bench/train.py --yours --threads 1 --steps 5 --rounds 3
+
 ``--peer hf`` trains the course's GPT and Hugging Face's ``GPT2LMHeadModel`` of the same shape
 on the same batches, one after the other, and prints tokens/s, the time to a validation loss
 and their ratios (``bench/peer_hf.py``)::
@@ -172,6 +180,61 @@ def expect(args) -> dict:
     return out
 
 
+def yours_positions(args) -> dict:
+    """``--yours``: seconds per training step of YourGPT, learned positions against RoPE."""
+    import statistics
+
+    from autograder.checks import yours
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    s = SIZES["cpu"]
+    parts = yours.model_parts("08_training", folder=args.notebooks, say=lambda line: None,
+                              extra=("apply_rope",))
+    print(f"YourGPT of {sorted(parts.mine)} from {args.notebooks}; model 'cpu' {s}, "
+          f"torch threads {torch.get_num_threads()}")
+    B, T = s["batch_size"], s["block_size"]
+    x = torch.randint(args.vocab, (B, T + 1), generator=torch.Generator().manual_seed(0))
+    runs = {}
+    for name, pos in (("learned", "learned"), ("rope", "rope"), ("rope-general", "rope")):
+        torch.manual_seed(0)
+        model = yours.YourGPT(GPTConfig(vocab_size=args.vocab, block_size=T,
+                                        n_layer=s["n_layer"], n_head=s["n_head"],
+                                        d_model=s["d_model"], pos=pos), parts)
+        if name == "rope-general":
+            for blk in model.blocks:
+                blk.attn.route = None
+        route = model.blocks[0].attn.route if model.rope is not None else None
+        runs[name] = (model, configure_optimizer(model, 0.1, 1e-3, (0.9, 0.99), "cpu"), route)
+
+    def step(model, opt):
+        loss = F.cross_entropy(model(x[:, :-1]).reshape(-1, args.vocab), x[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for model, opt, _ in runs.values():
+        for _ in range(args.warmup if args.warmup is not None else 2):
+            step(model, opt)
+    times: dict = {name: [] for name in runs}
+    for _ in range(args.rounds):
+        for name, (model, opt, _) in runs.items():
+            t0 = time.perf_counter()
+            for _ in range(args.steps or 5):
+                step(model, opt)
+            times[name].append((time.perf_counter() - t0) / (args.steps or 5))
+    out = {name: statistics.median(t) for name, t in times.items()}
+    for name, (_, _, route) in runs.items():
+        how = {"learned": "a learned table", "rope": "your apply_rope through your attention"
+               if route is not None else "your apply_rope (general way)",
+               "rope-general": "your apply_rope, general way"}[name]
+        print(f"  {name:12s} {out[name]:.3f} s/step (median of {args.rounds} rounds: "
+              f"{', '.join(f'{t:.3f}' for t in times[name])}), {how}")
+    for name in ("rope", "rope-general"):
+        print(f"ratio {name} / learned: {out[name] / out['learned']:.2f}x")
+    return out
+
+
 def peer(args) -> dict:
     """``--peer hf``: the course's GPT and Hugging Face's GPT-2, same shape, same batches."""
     try:
@@ -225,6 +288,11 @@ def main() -> None:
                    help="train Hugging Face's GPT2LMHeadModel of the same shape beside ours")
     p.add_argument("--ablate", action="store_true",
                    help="--peer: also train the course's GPT with separate Q, K, V projections")
+    p.add_argument("--yours", action="store_true",
+                   help="time YourGPT (notebook 08's model) with learned positions and RoPE")
+    p.add_argument("--notebooks", default="solutions/08_training",
+                   help="--yours: the folder of an 08 notebook whose earlier chapters to read")
+    p.add_argument("--rounds", type=int, default=3, help="--yours: interleaved rounds")
     p.add_argument("--expect", default=None,
                    help="steps,steps,...: cpu_char's final val with the schedule fitted to each")
     args = p.parse_args()
@@ -232,6 +300,9 @@ def main() -> None:
     args.target = 1.50 if args.target is None else args.target
     if args.expect:
         expect(args)
+        return
+    if args.yours:
+        yours_positions(args)
         return
     if args.peer:
         peer(args)

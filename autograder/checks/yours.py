@@ -67,6 +67,10 @@ CHAPTER_OF = {
     "pre_ln_block": "05_feed_forward_blocks",
     "post_ln_block": "05_feed_forward_blocks",
     "gpt_logits": "06_transformer",
+    "apply_rope": "06_transformer",
+    "train_bpe_fast": "07_bpe",
+    "encode": "07_bpe",
+    "decode": "07_bpe",
     "get_batch": "08_training",
     "cross_entropy": "08_training",
     "get_lr": "08_training",
@@ -84,6 +88,10 @@ GIVEN = {
     "pre_ln_block": "transformer_ref.blocks:pre_ln_block",
     "post_ln_block": "transformer_ref.blocks:post_ln_block",
     "gpt_logits": "transformer_ref.models:gpt_logits",
+    "apply_rope": "transformer_ref.positional:apply_rope",
+    "train_bpe_fast": "transformer_ref.bpe.train:train_bpe",
+    "encode": "transformer_ref.bpe.bytelevel:BPETokenizer",
+    "decode": "transformer_ref.bpe.bytelevel:BPETokenizer",
     "get_batch": "transformer_ref.train.data:get_batch",
     "cross_entropy": "torch.nn.functional:cross_entropy",
     "get_lr": "transformer_ref.train.trainer:get_lr",
@@ -94,6 +102,7 @@ GIVEN = {
 MODEL_PIECES = ("multi_head_attention", "layer_norm", "feed_forward", "pre_ln_block",
                 "gpt_logits")
 LOOP_PIECES = ("get_batch", "cross_entropy", "get_lr", "train_step", "estimate_loss", "AdamW")
+TOKENIZER_PIECES = ("train_bpe_fast", "encode", "decode")  # chapter 07's byte-level BPE
 
 
 def graded() -> bool:
@@ -117,6 +126,20 @@ def _adapt(name: str, fn):
                                         warmup_iters=warmup_iters, max_iters=max_iters))
     if name == "scaled_dot_product_attention":
         return lambda q, k, v, mask=None, scale=None: fn(q, k, v, mask=mask, scale=scale)
+    if name == "apply_rope":  # 06 Ex 2.2's call: the angles from the positions, in float64
+        def apply_rope(x, positions, base=10000.0):
+            d_k = x.shape[-1]
+            theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float64,
+                                           device=positions.device) / d_k)  # (d_k/2,)
+            angle = positions.to(torch.float64)[:, None] * theta  # (T, d_k/2)
+            return fn(x, torch.cos(angle), torch.sin(angle))
+
+        return apply_rope
+    if name == "encode":  # ranks {bytes: id} are tiktoken's: the id is the merge priority
+        return lambda text, ranks, special_tokens: fn(
+            {i: b for b, i in ranks.items()}, special_tokens=dict(special_tokens)).encode(text)
+    if name == "decode":
+        return lambda ids, vocab: fn(dict(vocab)).decode(ids)
     return fn
 
 
@@ -184,7 +207,8 @@ def find_notebook(chapter: str, folder: str | os.PathLike | None = None) -> Path
 
 
 def _cells(path: Path) -> list[tuple[str, str]]:
-    """(kind, source) of the setup cell and the answer cells, in order."""
+    """(kind, source) of the setup cell, the answer cells and the given helper cells (a
+    locked ``*_given`` cell, e.g. 07's ``pretoken_counts``), in order."""
     nb = json.loads(path.read_text(encoding="utf-8"))
     out = []
     for cell in nb.get("cells", []):
@@ -197,6 +221,8 @@ def _cells(path: Path) -> list[tuple[str, str]]:
             out.append(("setup", src))
         elif meta.get("solution"):
             out.append(("answer", src))
+        elif str(meta.get("grade_id", "")).endswith("_given") and not meta.get("grade"):
+            out.append(("given", src))  # read-only helpers the answers after it call
     return out
 
 
@@ -364,13 +390,14 @@ def load(chapter: str, *names: str, namespace: dict | None = None, folder=None, 
 
 
 def model_parts(here: str = "08_training", own: dict | None = None, folder=None,
-                say=print) -> types.SimpleNamespace:
+                say=print, extra: tuple = ()) -> types.SimpleNamespace:
     """The pieces of the GPT, from your chapters before ``here`` (and ``own``, ``{name:
     function}`` of the running notebook, for ``here``'s own pieces): attention (01) inside
     multi-head attention (03), layer norm (04), FFN and the blocks (05), the forward pass
-    (06)."""
+    (06); and the pieces ``extra`` names (``("apply_rope",)``: 06's RoPE, for
+    ``YourGPT(config with pos="rope")``)."""
     parts: dict = {}
-    mine = {n: CHAPTER_OF[n] for n in (*MODEL_PIECES, "post_ln_block")}
+    mine = {n: CHAPTER_OF[n] for n in (*MODEL_PIECES, "post_ln_block", *extra)}
     wanted = {ch: [n for n, c in mine.items() if c == ch] for ch in sorted(set(mine.values()))}
     for chapter, names in wanted.items():
         if chapter > here:
@@ -388,6 +415,23 @@ def model_parts(here: str = "08_training", own: dict | None = None, folder=None,
         parts.setdefault("mine", []).extend(got.pop("mine"))
         parts.update(got)
     return types.SimpleNamespace(**parts)
+
+
+def position_scheme(parts, say=print) -> str:
+    """``"rope"`` where ``parts.apply_rope`` is usable (yours, or the given one: the line of
+    :func:`model_parts` said which), else ``"learned"``, said in one line: ``YourGPT`` then
+    learns a position table, as ``transformer_ref.GPT``'s default."""
+    if not _missing(parts, ("apply_rope",)):
+        return "rope"
+    say(f"– no RoPE here (finish {exercise_label(CHAPTER_OF['apply_rope'], 'apply_rope')} for "
+        "it): your GPT learns a table of positions instead (learned positions, as GPT-2)")
+    return "learned"
+
+
+def tokenizer_parts(folder=None, say=print) -> types.SimpleNamespace:
+    """Chapter 07's byte-level BPE: your ``train_bpe_fast``, ``encode`` and ``decode`` where
+    their checks pass, else the given ones (``transformer_ref.bpe``), one line each."""
+    return load("07_bpe", *TOKENIZER_PIECES, folder=folder, say=say)
 
 
 def loop_parts(own: dict, say=print) -> types.SimpleNamespace:
@@ -429,6 +473,53 @@ class _Positions(nn.Embedding):
         return super().forward(positions.to(self.weight.device))
 
 
+class _NoPositions(nn.Module):
+    """``wpe`` of a RoPE GPT: adds nothing (zeros ``(T, d_model)``, no parameter), so a
+    ``gpt_logits`` written for learned positions runs unchanged; the blocks rotate q and k."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.register_buffer("zero", torch.zeros(d_model), persistent=False)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.zero.expand(positions.shape[-1], -1)
+
+
+class _Rope:
+    """``rope(x, positions)``: your ``apply_rope(x, positions, base)`` (06 Ex 2.2), or the
+    given one, at the model's ``rope_base``."""
+
+    def __init__(self, fn, base: float = 10000.0):
+        self.fn, self.base = fn, base
+
+    def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.fn(x, positions, self.base)
+
+
+class _RopeAttention:
+    """Stands in for ``attention`` in the namespace of your ``multi_head_attention`` (03): while
+    ``rotate`` is set, each call rotates the heads' queries and keys ``(..., T, d_k)`` at their
+    positions first, then runs your attention (01); otherwise it is your attention as is."""
+
+    def __init__(self, inner):
+        self.inner, self.rotate, self.calls = inner, None, 0
+
+    def __call__(self, q, k, v, *args, **kwargs):
+        if self.rotate is not None:
+            rope, q_pos, k_pos = self.rotate
+            q, k = rope(q, q_pos), rope(k, k_pos)
+            self.calls += 1
+        return self.inner(q, k, v, *args, **kwargs)
+
+
+def _heads(x: torch.Tensor, n_head: int) -> torch.Tensor:  # (B, T, d) -> (B, H, T, d_k)
+    return x.view(x.shape[0], x.shape[1], n_head, -1).transpose(1, 2)
+
+
+def _merged(x: torch.Tensor) -> torch.Tensor:  # (B, H, T, d_k) -> (B, T, d)
+    return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
+
+
 class YourNorm(nn.Module):
     """LayerNorm's parameters (``weight``, ``bias``); forward: your ``layer_norm``."""
 
@@ -466,8 +557,21 @@ class YourAttention(nn.Module):
         super().__init__()
         self.parts, self.n_head = parts, n_head
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d, d) for _ in range(4))
+        self.route = None  # RoPE through your attention: a _RopeAttention (YourGPT sets it)
 
-    def forward(self, x_q, x_kv, mask=None, need_weights=False):
+    def forward(self, x_q, x_kv, mask=None, need_weights=False, rope=None):
+        """``rope``: ``(rope, q_positions, k_positions)`` rotates each head's queries and keys
+        (RoPE) before the scores. Through ``route`` (your 03 function calls your 01 attention:
+        the rotation happens there) or, for any other ``multi_head_attention``, on the
+        projections computed here, handed to yours with identity weights (slower)."""
+        if rope is not None and self.route is None:
+            return self._rotated_inputs(x_q, x_kv, mask, rope)
+        if rope is not None:
+            self.route.rotate = rope
+            try:
+                return self.forward(x_q, x_kv, mask)
+            finally:
+                self.route.rotate = None
         ws = [lin.weight.T for lin in (self.q_proj, self.k_proj, self.v_proj)]
         ws = [torch.cat([w, lin.bias[None]], dim=0)
               for w, lin in zip(ws, (self.q_proj, self.k_proj, self.v_proj))]  # (d + 1, d)
@@ -476,6 +580,23 @@ class YourAttention(nn.Module):
         xkv = xq if x_kv is x_q else torch.cat([x_kv, x_kv.new_ones(*x_kv.shape[:-1], 1)], -1)
         y = self.parts.multi_head_attention(xq, xkv, *ws, self.out_proj.weight.T, self.n_head,
                                             mask)
+        return y + self.out_proj.bias
+
+    def _rotated_inputs(self, x_q, x_kv, mask, rope):
+        """RoPE for any ``multi_head_attention``: q, k, v projected here, q and k rotated per
+        head, then yours on ``[q, 0]`` and ``[k, v]`` with ``W_Q = W_K = [I; 0]``,
+        ``W_V = [0; I]``, which hands those heads to its attention unchanged."""
+        fn, q_pos, k_pos = rope
+        H = self.n_head
+        q = _merged(fn(_heads(self.q_proj(x_q), H), q_pos))
+        k = _merged(fn(_heads(self.k_proj(x_kv), H), k_pos))
+        v = self.v_proj(x_kv)
+        d = q.shape[-1]
+        eye, zero = torch.eye(d, dtype=q.dtype, device=q.device), q.new_zeros(d, d)
+        first, second = torch.cat([eye, zero]), torch.cat([zero, eye])  # (2d, d)
+        y = self.parts.multi_head_attention(torch.cat([q, torch.zeros_like(q)], -1),
+                                            torch.cat([k, v], -1), first, first, second,
+                                            self.out_proj.weight.T, H, mask)
         return y + self.out_proj.bias
 
 
@@ -525,9 +646,10 @@ class YourBlock(nn.Module):
     ``pre_ln_block`` (or ``post_ln_block`` with ``norm_first=False``) over them."""
 
     def __init__(self, d: int, n_head: int, parts, d_ff: int | None = None,
-                 activation: str = "gelu", norm_first: bool = True, eps: float = 1e-5):
+                 activation: str = "gelu", norm_first: bool = True, eps: float = 1e-5,
+                 rope=None):
         super().__init__()
-        self.parts, self.norm_first = parts, norm_first
+        self.parts, self.norm_first, self.rope = parts, norm_first, rope
         self.attn = YourAttention(d, n_head, parts)
         self.ffn = YourFFN(d, d_ff or 4 * d, parts, activation)
         self.norm1, self.norm2 = YourNorm(d, parts, eps), YourNorm(d, parts, eps)
@@ -537,17 +659,26 @@ class YourBlock(nn.Module):
         def attn(h):
             ctx = h if cache is None else cache.update(h)
             m = _causal(h.shape[1], ctx.shape[1], h.device) if is_causal else mask
-            return self.attn(h, ctx, m)
+            if self.rope is None:
+                return self.attn(h, ctx, m)
+            # the keys sit at 0 .. T_k - 1 (the cache's past first), the queries at the end
+            k_pos = torch.arange(ctx.shape[1], device=h.device)
+            return self.attn(h, ctx, m, rope=(self.rope, k_pos[ctx.shape[1] - h.shape[1]:],
+                                              k_pos))
 
         block = self.parts.pre_ln_block if self.norm_first else self.parts.post_ln_block
         return block(x, attn, self.ffn, self.norm1, self.norm2)
 
 
 class YourGPT(nn.Module):
-    """A GPT made of your pieces, parameters laid out like ``transformer_ref.GPT`` (learned
-    positions, pre-LN, GELU, tied head): ``state_dict``s load into each other.
+    """A GPT made of your pieces, parameters laid out like ``transformer_ref.GPT`` (pre-LN,
+    GELU, tied head): ``state_dict``s load into each other.
 
-    ``forward(idx)`` is your ``gpt_logits(idx, self, start, cache)``.
+    Positions as ``config.pos`` says: ``"learned"`` (a table ``wpe``, GPT-2) or ``"rope"``
+    (``wpe`` adds nothing; every block rotates its heads' queries and keys with your
+    ``apply_rope`` of 06, ``parts.apply_rope``, at ``config.rope_base``, as
+    ``transformer_ref.GPT(pos="rope")`` does with its own). ``forward(idx)`` is your
+    ``gpt_logits(idx, self, start, cache)``.
     """
 
     def __init__(self, config, parts):
@@ -555,13 +686,22 @@ class YourGPT(nn.Module):
         need(parts, MODEL_PIECES, built=True)  # a stand-in raises when it runs
         c = self.config = config
         self.parts = parts
+        pos = getattr(c, "pos", "learned")
+        if pos not in ("learned", "rope"):
+            raise ValueError(f"YourGPT has learned or rope positions, got pos={pos!r}")
+        self.rope = None
+        if pos == "rope":
+            need(parts, ("apply_rope",), built=True)
+            self.rope = _Rope(parts.apply_rope, getattr(c, "rope_base", 10000.0))
         self.wte = nn.Embedding(c.vocab_size, c.d_model)
-        self.wpe = _Positions(c.block_size, c.d_model)
+        self.wpe = (_Positions(c.block_size, c.d_model) if self.rope is None
+                    else _NoPositions(c.d_model))
         self.drop = nn.Dropout(0.0)  # as transformer_ref.GPT has (your gpt_logits may use it)
         eps = 1e-5 if getattr(c, "norm_eps", None) is None else c.norm_eps
         self.blocks = nn.ModuleList(
             YourBlock(c.d_model, c.n_head, parts, getattr(c, "d_ff", None),
-                      getattr(c, "ffn", "gelu"), eps=eps) for _ in range(c.n_layer))
+                      getattr(c, "ffn", "gelu"), eps=eps, rope=self.rope)
+            for _ in range(c.n_layer))
         self.ln_f = YourNorm(c.d_model, parts, eps)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied, as GPT-2
@@ -571,6 +711,10 @@ class YourGPT(nn.Module):
         for blk in self.blocks:
             nn.init.normal_(blk.attn.out_proj.weight, 0.0, 0.02 / math.sqrt(2 * c.n_layer))
             nn.init.normal_(blk.ffn.w2.weight, 0.0, 0.02 / math.sqrt(2 * c.n_layer))
+        if self.rope is not None:
+            route = _rope_route(self.blocks[0].attn, self.rope)
+            for blk in self.blocks:
+                blk.attn.route = route
 
     def init_cache(self, batch_size: int) -> YourCache:
         del batch_size
@@ -580,6 +724,40 @@ class YourGPT(nn.Module):
         idx = idx.to(self.wte.weight.device)
         start = 0 if cache is None else cache.length
         return self.parts.gpt_logits(idx, self, start, cache)
+
+
+def _rope_route(attn: YourAttention, rope: _Rope) -> _RopeAttention | None:
+    """The fast way RoPE enters your ``multi_head_attention``: where it is yours (read from
+    your notebook) and calls the ``attention`` of its notebook, that name becomes a
+    :class:`_RopeAttention` around it, kept if a causal attention on random inputs gives what
+    the general way gives (projections rotated here); else None (the general way)."""
+    mha = attn.parts.multi_head_attention
+    ns = getattr(mha, "__globals__", None)
+    if not (ns is not None and str(ns.get("__name__", "")).startswith("yours_")
+            and callable(ns.get("attention"))):
+        return None
+    had = ns["attention"]
+    route = had if isinstance(had, _RopeAttention) else _RopeAttention(had)
+    ns["attention"] = route
+    gen = torch.Generator().manual_seed(0)
+    d = attn.q_proj.in_features
+    x = torch.randn(2, 5, d, generator=gen).to(attn.q_proj.weight.device)
+    where = (rope, torch.arange(5, device=x.device), torch.arange(5, device=x.device))
+    mask = _causal(5, 5, x.device)
+    try:
+        with torch.no_grad():
+            general = attn._rotated_inputs(x, x, mask, where)
+            route.rotate, calls = where, route.calls
+            fast = attn.forward(x, x, mask)
+        same = route.calls > calls and torch.allclose(fast, general, rtol=1e-4, atol=1e-5)
+    except Exception:  # noqa: BLE001 - your function raised on the way in: the general way
+        same = False
+    finally:
+        route.rotate = None
+    if not same:
+        ns["attention"] = route.inner
+        return None
+    return route
 
 
 # ---------------------------------------------------------------- training with your loop
@@ -705,6 +883,50 @@ class YourRun:
                 "tokens_per_s": n_tok / t_tok if t_tok else 0.0}
 
 
+# ---------------------------------------------------------------- your tokenizer's token stream
+class YourBPE:
+    """A tokenizer of chapter 07's pieces ``tok`` (:func:`tokenizer_parts`): ``encode(text)``
+    is your ``encode(text, ranks, {})``, ``decode(ids)`` your ``decode(ids, vocab)``."""
+
+    def __init__(self, tok, vocab: dict, merges: list):
+        self.tok, self.vocab, self.merges = tok, dict(vocab), list(merges)
+        self.ranks = {b: i for i, b in self.vocab.items()}
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self.vocab) + 1
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok.encode(text, self.ranks, {}))
+
+    def decode(self, ids) -> str:
+        return self.tok.decode([int(i) for i in ids], self.vocab)
+
+
+def bpe_data(tok, train_text: str, val_text: str, vocab_size: int, folder, say=print):
+    """Train chapter 07's tokenizer ``tok`` (your ``train_bpe_fast``, or the given one) to
+    ``vocab_size`` tokens on ``train_text``, encode both splits with it into ``folder`` and
+    return them as a ``TokenData``, with the bytes per split that bits per byte need."""
+    from transformer_ref.train.data import TokenData, write_tokens
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    say(f"training the tokenizer on {len(train_text):,} characters ({vocab_size} tokens) ...")
+    vocab, merges = tok.train_bpe_fast(train_text, vocab_size, [])
+    bpe = YourBPE(tok, vocab, merges)
+    meta: dict = {"kind": "bpe", "vocab_size": bpe.vocab_size}
+    arrays = {}
+    for split, text in (("train", train_text), ("val", val_text)):
+        say(f"encoding the {split} split ({len(text):,} characters) ...")
+        ids = bpe.encode(text)
+        arrays[split] = write_tokens(folder / f"{split}.bin", ids, bpe.vocab_size)
+        meta[f"{split}_tokens"], meta[f"{split}_bytes"] = len(ids), len(text.encode("utf-8"))
+    say(f"your BPE: {len(vocab)} tokens, {meta['train_bytes'] / meta['train_tokens']:.2f} bytes "
+        f"per token on the training text, ready in {time.perf_counter() - t0:.0f} s")
+    return TokenData(arrays["train"], arrays["val"], bpe, meta)
+
+
 @torch.no_grad()
 def attention_weights(model: YourGPT, idx: torch.Tensor, layer: int) -> torch.Tensor:
     """The attention weights ``(H, T, T)`` of block ``layer`` of ``model`` on ``idx (1, T)``,
@@ -714,17 +936,19 @@ def attention_weights(model: YourGPT, idx: torch.Tensor, layer: int) -> torch.Te
     idx = idx.to(model.wte.weight.device)
     T = idx.shape[1]
     x = model.wte(idx) + model.wpe(torch.arange(T))
+    rope = getattr(model, "rope", None)
     for blk in model.blocks[:layer]:
         x = blk(x, is_causal=True)
     blk = model.blocks[layer]
     h = blk.norm1(x)
     H = blk.attn.n_head
 
-    def heads(lin):  # (1, T, d) -> (1, H, T, d_k)
-        y = lin(h)
-        return y.view(1, T, H, -1).transpose(1, 2)
+    def heads(lin):  # (1, T, d) -> (1, H, T, d_k), rotated where the model has RoPE
+        y = lin(h).view(1, T, H, -1).transpose(1, 2)
+        return y if rope is None else rope(y, torch.arange(T, device=y.device))
 
     fn = getattr(model.parts.multi_head_attention, "__globals__", {}).get("attention")
+    fn = fn.inner if isinstance(fn, _RopeAttention) else fn
     if not callable(fn):
         from transformer_ref.attention import scaled_dot_product_attention as fn
     eye = torch.eye(T, device=h.device).expand(1, H, T, T)

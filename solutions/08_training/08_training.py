@@ -889,7 +889,13 @@ with requires("Exercise 6.1"):
 # `yours.YourGPT` assembles your `gpt_logits` (06) over blocks that are your `pre_ln_block`
 # (05) around your `multi_head_attention` (03, with your `scaled_dot_product_attention` of 01
 # inside), your `layer_norm` (04) and your `feed_forward` (05); its weights are laid out like
-# `transformer_ref.GPT`'s, so the two load each other's `state_dict`. The loop is the one you
+# `transformer_ref.GPT`'s, so the two load each other's `state_dict`. Positions enter as
+# **RoPE** (chapter 06, section 2): nothing is added to $X$, and every block rotates its
+# heads' queries and keys with **your** `apply_rope` (06 Exercise 2.2) before the scores,
+# the query at position $m$ by $R_m$, so a score depends on $m - n$ only; the reference
+# beside it is `transformer_ref.GPT` with `pos="rope"`. (Without a usable `apply_rope`,
+# yours or given, your GPT learns a position table `wpe` instead, and the line says so.)
+# The loop is the one you
 # wrote in this notebook: your `get_lr` sets each step's rate, your `get_batch` draws the batch,
 # your `train_step` (your `cross_entropy`, your clipping) steps your `AdamW` (decay on matrices
 # only), and your `estimate_loss` evaluates. A piece that fails its check is replaced by the
@@ -955,7 +961,7 @@ def build_run():
     torch.manual_seed(cfg.seed)
     model = yours.YourGPT(GPTConfig(vocab_size=data.vocab_size, block_size=cfg.block_size,
                                     n_layer=cfg.n_layer, n_head=cfg.n_head,
-                                    d_model=cfg.d_model, d_ff=cfg.d_ff), parts)
+                                    d_model=cfg.d_model, d_ff=cfg.d_ff, pos=cfg.pos), parts)
     return model, yours.YourRun(model, loop, data, dataclasses.replace(cfg), DEVICE)
 
 
@@ -977,14 +983,15 @@ def say(line):
 SAMPLER, SAVE = pick_sampler(), save_checkpoint
 CKPT.parent.mkdir(parents=True, exist_ok=True)
 print("Your GPT, from your saved notebooks of chapters 01-06:")
-parts = yours.model_parts("08_training")
+parts = yours.model_parts("08_training", extra=("apply_rope",))  # 06 Ex 2.2: your RoPE too
+cfg.pos = yours.position_scheme(parts, say=say)  # "rope" (the reference's run too), else learned
 print("Your training loop, from this notebook:")
 loop = yours.loop_parts(dict(get_batch=get_batch, cross_entropy=cross_entropy, get_lr=get_lr,
                              train_step=train_step, estimate_loss=estimate_loss, AdamW=AdamW))
 
 # %% tags=["demo"]
 samples, n_sample = [], {"smoke": 40, "cpu": 120, "gpu": 240}[RUN]  # characters per sample
-your_model = run = None  # built below when every part is usable (yours or given)
+your_model = run = char_eval = None  # built below when every part is usable (yours or given)
 with requires("the exercises named above"):
     t0 = time.perf_counter()
     your_model, run = build_run()
@@ -1006,6 +1013,7 @@ with requires("the exercises named above"):
                      probe_steps=3 if SMOKE else 5, after_eval=after_eval,
                      after_chunk=save_your_model, after_plan=after_plan, say=say)
     run.seconds, ev, rc = fitted["seconds"], fitted["eval"], run.cfg
+    char_eval = ev  # what the BPE run at the end of this section compares with
     print(f"your {RUN} run: {run.step} steps in {time.perf_counter() - t0:.0f} s, final train "
           f"{ev['train']:.4f}, val {ev['val']:.4f}, "
           f"{rc.tokens_per_step / fitted['plans'][-1]['step_seconds']:,.0f} tokens/s; warm-up "
@@ -1128,6 +1136,59 @@ PROMPT = "ROMEO:\nWhat light is this"
 with requires("the exercises named in section 7"):
     model = yours.built(your_model, "your GPT of section 7")
     print(PROMPT + generate_text(model, PROMPT, 60 if SMOKE else 400, temperature=0.8, seed=1))
+
+
+# %% [markdown]
+# **A second run on your own BPE tokens (chapter 07).** Characters are one way to cut the
+# text; chapter 7's byte-level BPE gives fewer, longer tokens, so a context of $T$ tokens
+# holds more text, and each prediction is a harder choice among more tokens. Their losses per
+# token cannot be compared, but **bits per byte** can: with a mean loss $\mathcal{L}$ nats per
+# token over $N$ tokens that encode $M$ bytes,
+#
+# $$\text{bpb} = \frac{\mathcal{L}}{\ln 2}\cdot\frac{N}{M}.$$
+#
+# This cell trains a fresh GPT of your pieces, the same size and the same budget as section
+# 7's, on the ids of **your** tokenizer: your `train_bpe_fast` learns 512 tokens on the
+# training plays, your `encode` turns both splits into ids (each piece whose check fails is
+# replaced by the given one, said so). Then both models' validation bits per byte, side by
+# side. It takes as long again as section 7's run (plus about a minute of tokenizing), so it
+# runs on a GPU, or on a CPU when you gave the chapter at least 15 minutes (`MAX_SECONDS` at
+# the top); `BPE_RUN = True` runs it anyway, `False` never.
+
+# %% tags=["demo"]
+BPE_RUN = None  # None: on a GPU, or a CPU budget of 15 min or more; True / False: your choice
+BPE_VOCAB = 512
+bpe_rows = []  # (tokens, vocabulary, val loss per token, val bits per byte)
+if not (BPE_RUN if BPE_RUN is not None else RUN != "cpu" or MAX_SECONDS >= 15 * 60):
+    print(f"Skipped: on this CPU the BPE run would take another {MAX_SECONDS / 60:.0f} min; set "
+          "BPE_RUN = True in this cell (or MAX_SECONDS = 900 or more at the top) to run it.")
+else:
+    with requires("the exercises named in section 7"):
+        yours.built(char_eval, "section 7's run")
+        from transformer_ref.corpus import load_shakespeare
+
+        print("Your tokenizer, from your saved notebook of chapter 07:")
+        bpe_parts = yours.tokenizer_parts(say=say)
+        yours.need(bpe_parts, yours.TOKENIZER_PIECES)  # else: which exercise to finish
+        texts = [load_shakespeare(split=split) for split in ("train", "val")]
+        if SMOKE:  # a slice: the smoke run only shows the way
+            texts = [texts[0][:50_000], texts[1][:10_000]]
+        bpe_data = yours.bpe_data(bpe_parts, *texts, vocab_size=BPE_VOCAB,
+                                  folder=OUT / RUN / "your-bpe", say=say)
+        torch.manual_seed(cfg.seed)
+        bpe_model = yours.YourGPT(GPTConfig(
+            vocab_size=bpe_data.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+            n_head=cfg.n_head, d_model=cfg.d_model, d_ff=cfg.d_ff, pos=cfg.pos), parts)
+        bpe_training = yours.YourRun(bpe_model, loop, bpe_data, dataclasses.replace(cfg), DEVICE)
+        bpe_fit = fit_run(bpe_training, cfg, 10 if SMOKE else MAX_SECONDS,
+                          probe_steps=3 if SMOKE else 5, say=say)
+        bpe_rows = [("characters", data.vocab_size, char_eval),
+                    ("your BPE", bpe_data.vocab_size, bpe_fit["eval"])]
+        print(f"\n{'tokens':12s}{'vocabulary':>11s}{'val loss / token':>18s}"
+              f"{'val bits / byte':>17s}")
+        for name, vocab_size, e in bpe_rows:
+            print(f"{name:12s}{vocab_size:11d}{e['val']:18.3f}{e['val_bpb']:17.3f}")
+        print("(lower bits per byte is better: the same validation text, compressed harder)")
 
 
 # %% [markdown]
@@ -1324,9 +1385,10 @@ print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
 #   with two, 521 steps in 466 s to **val 2.069**. Val ≤ 2.1 needs about 550 steps of this
 #   model (`python bench/train.py --expect 150,300,600`).
 #
-# **Going further.** Train on chapter 7's BPE tokens (`prepare_data("bpe", bpe_vocab_size=512)`)
-# and compare models in **bits per byte** (`val_bpb`), which, unlike loss per token, does not
-# depend on the tokenizer. Try dropout 0.2 and watch the gap between the train and validation
-# curves. nanoGPT (Karpathy) and the "Chinchilla" paper (Hoffmann et al., 2022) on how to split
+# **Going further.** Give the BPE run of section 7 a larger vocabulary (`BPE_VOCAB`) and
+# compare in **bits per byte** (`val_bpb`), which, unlike loss per token, does not depend on
+# the tokenizer; `prepare_data("bpe", bpe_vocab_size=512)` gives the reference tokenizer's
+# stream for the reference trainer. Try dropout 0.2 and watch the gap between the train and
+# validation curves. nanoGPT (Karpathy) and the "Chinchilla" paper (Hoffmann et al., 2022) on how to split
 # a compute budget between model size and tokens. FlashAttention (Dao et al., 2022) for why
 # fused attention is fast. PyTorch's FSDP for models that do not fit on one GPU.

@@ -91,6 +91,21 @@ def test_executed_run_is_the_smoke_size(executed):
     assert "smoke run: " in text and " steps in " in text
 
 
+def test_executed_run_has_rope_and_a_bpe_run(executed):
+    """Issue 49 item 4: the trained GPT's positions are RoPE (course-check runs the notebook
+    alone in its folder, so no saved 06 is found: the given apply_rope, said so), and the smoke
+    run trains the second model on chapter 07's BPE tokens (the given tokenizer, said so) and
+    prints both models' validation bits per byte."""
+    import re
+
+    text = "\n".join(o.get("text", "") for c in executed.cells if c.cell_type == "code"
+                     for o in c.outputs)
+    assert "– chapter 06 not found or not saved: using the given apply_rope" in text
+    assert "– chapter 07 not found or not saved: using the given train_bpe_fast" in text
+    assert re.search(r"val loss / token +val bits / byte\n+characters +\d+ +[\d.]+ +[\d.]+\n+"
+                     r"your BPE +\d+ +[\d.]+ +[\d.]+", text), text[-3000:]
+
+
 def _run_size_cell(env: dict, device: str):
     """Execute the notebook's run-size cell with ``pick_device`` answering ``device``."""
     nb = source_notebook(ASSIGNMENT)
