@@ -42,6 +42,9 @@ from typing import NamedTuple
 # an exercise without a record scores 0: "graded (no result: your code <why> in cell <n>)"
 STOPPED_RECORDED = "graded (from its record; the notebook stopped later)"
 STOPPED_NO_RESULT = "graded (no result: your code "
+# the words of a stop at the memory limit (the seal's why, ``preprocessors.SealedExecute``; the
+# parent's, ``student.limit_why``, adds the limit's size)
+STOPPED_MEMORY = "used up the memory limit"
 # an exercise of which the file holds no cell: a notebook from an earlier release of its
 # chapter (the exercise was added since), or its cells deleted; it scores 0
 EARLIER_RELEASE = "graded (not in this notebook: "

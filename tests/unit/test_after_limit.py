@@ -4,7 +4,7 @@ is scored from the sealed records (each exercise from its record, 0 where none, 
 
 The parent's side, without a grading run: the seal writes down the running cell as cells
 start and end (``records.Seal``), :func:`student.limit_stop` reads whose cell it was, and
-``student._after_time_limit`` has the sealed records judged (``autograde/after_limit.py``,
+``student._after_limit`` has the sealed records judged (``autograde/after_limit.py``,
 here with the judging replaced by the verdicts it would give) and takes the notebook out of
 the "not graded" ones; its rows come from that result."""
 
@@ -22,7 +22,8 @@ from autograder.grading.autograde.records import Seal, read_evidence, records_di
 from autograder.grading.config import GradeConfig
 from autograder.grading.parent import student
 from autograder.grading.parent.course import describe
-from autograder.grading.status import STOPPED_RECORDED, Kind
+from autograder.grading.parent.runner import RunResult
+from autograder.grading.status import STOPPED_MEMORY, STOPPED_RECORDED, Kind
 
 REPO = Path(__file__).resolve().parents[2]
 A = "01_attention"
@@ -44,8 +45,9 @@ class _Run:
 
     def run(self, argv, cwd, *, timeout, log_path, env=None):
         self.argv = argv
-        assert argv[:3] == [sys.executable, "-m", "autograder.grading.autograde.after_limit"]
-        after_limit.write_results(cwd, json.loads(argv[3]))
+        assert argv[:4] == [sys.executable, "-m", "autograder.grading.autograde.after_limit",
+                            "ann"]
+        after_limit.write_results(cwd, json.loads(argv[4]))
 
 
 def _setup(tmp_path, monkeypatch, running: int | None = None):
@@ -73,7 +75,8 @@ def _setup(tmp_path, monkeypatch, running: int | None = None):
 def test_a_limit_in_the_students_cell_scores_from_the_records(tmp_path, monkeypatch):
     nb, rebuilt, fatal, config, added = _setup(tmp_path, monkeypatch)
     runner = _Run()
-    student._after_time_limit(runner, tmp_path, {A: [nb]}, {A: rebuilt}, fatal, config, {})
+    why = student.limit_why(RunResult(None, True, 600.0), config)
+    student._after_limit(runner, tmp_path, "ann", {A: [nb]}, {A: rebuilt}, fatal, *why, {})
     assert fatal == {} and runner.argv is not None
     assert AssignmentResult.read(tmp_path, A).notebooks[A].stopped["cell"] == added
     first, *rest = student._rows(tmp_path, "ann", A, nb, None, rebuilt, config)
@@ -91,7 +94,70 @@ def test_a_limit_in_the_courses_cell_stays_not_graded(tmp_path, monkeypatch):
                      if c.metadata.get("nbgrader", {}).get("grade"))
     nb, rebuilt, fatal, config, _ = _setup(tmp_path, monkeypatch, running=test_cell)
     runner, before = _Run(), dict(fatal)
-    student._after_time_limit(runner, tmp_path, {A: [nb]}, {A: rebuilt}, fatal, config, {})
+    why = student.limit_why(RunResult(None, True, 600.0), config)
+    student._after_limit(runner, tmp_path, "ann", {A: [nb]}, {A: rebuilt}, fatal, *why, {})
     assert fatal == before and runner.argv is None
     rows = student._rows(tmp_path, "ann", A, nb, fatal[A], rebuilt, config)
     assert {r["kind"] for r in rows} == {"timed out"}
+
+
+def test_the_memory_limit_killing_the_grading_process_in_the_students_cell(tmp_path,
+                                                                          monkeypatch):
+    """The grading process killed (SIGKILL, which the runner sends only at the time limit: the
+    OOM killer's, where a cgroup's memory limit holds the job) while the student's own cell
+    ran: scored as the time limit is, each exercise from its record, the rest 0, flagged."""
+    nb, rebuilt, _, config, added = _setup(tmp_path, monkeypatch)
+    ended = RunResult(-9, False, 30.0)
+    fatal = {A: student._no_result(ended, config)}
+    assert fatal[A][1] is Kind.GRADER_ERROR  # what it read before
+    runner = _Run()
+    student._after_limit(runner, tmp_path, "ann", {A: [nb]}, {A: rebuilt}, fatal,
+                         *student.limit_why(ended, config), {})
+    assert fatal == {}
+    first, *rest = student._rows(tmp_path, "ann", A, nb, None, rebuilt, config)
+    assert (first["status"], first["kind"]) == (STOPPED_RECORDED, "from record")
+    assert all(r["status"] == "graded (no result: your code used up the memory limit of "
+               f"{config.memory_mb} MB in cell {added + 1})" for r in rest), rest[0]
+    assert all(r["points"] == "0" and "used up the memory limit" in r["flagged"] for r in rest)
+    assert {r["diagnosis"] for r in rest} == {"memory limit"}
+
+
+def test_a_grading_process_that_crashed_otherwise_stays_a_grader_error(tmp_path, monkeypatch):
+    nb, rebuilt, _, config, _ = _setup(tmp_path, monkeypatch)
+    ended = RunResult(-11, False, 30.0)  # SIGSEGV: no limit of the student's
+    fatal = {A: student._no_result(ended, config)}
+    before, runner = dict(fatal), _Run()
+    student._after_limit(runner, tmp_path, "ann", {A: [nb]}, {A: rebuilt}, fatal,
+                         *student.limit_why(ended, config), {})
+    assert fatal == before and runner.argv is None
+
+
+def test_the_grading_processs_memory_error_in_a_cell_stops_the_run_there(tmp_path,
+                                                                        monkeypatch):
+    """The grading process's own memory limit (``RLIMIT_AS``) reached while it took a cell's
+    messages (a flood sent past the kernel's output cap): the seal writes the stop down in
+    that cell, and the run up to it is kept for the page, without the flood."""
+    import pytest
+    from nbgrader.preprocessors import Execute
+
+    from autograder.grading.autograde import preprocessors, stopped
+
+    monkeypatch.chdir(tmp_path)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_code_cell("flood()")])
+    ex = preprocessors.SealedExecute()
+    ex.seal = Seal(records_dir(tmp_path, A), A)
+    ex.nb, ex.resources = nb, {"nbgrader": {"assignment": A, "notebook": A}}
+
+    def flooded(self, cell, resources, index):
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 10_000)]
+        raise MemoryError
+
+    monkeypatch.setattr(Execute, "preprocess_cell", flooded)
+    with pytest.raises(MemoryError):
+        ex.preprocess_cell(nb.cells[1], ex.resources, 1)
+    stop = read_evidence(tmp_path, A, A)["stopped"]
+    assert stop == {"cell": 1, "why": STOPPED_MEMORY, "course_cell": False}
+    kept = nbformat.read(stopped.partial_path(tmp_path, A, A), as_version=4)
+    assert [o.get("ename") for o in kept.cells[1].outputs] == [stopped.ENDED]
+    assert kept.cells[1].source == "flood()"

@@ -34,6 +34,8 @@ from nbformat import ValidationError
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 
+from ..status import STOPPED_MEMORY
+
 
 class SealedExecute(Execute):
     """nbgrader's ``Execute``, whose test cells' records are sealed (``records.Seal``) and
@@ -80,6 +82,13 @@ class SealedExecute(Execute):
             self._stopped(seal, index, source,
                           "ran past the cell timeout and could not be interrupted"
                           if index in seal.evidence["timeouts"] else "flooded its output")
+            raise
+        except MemoryError:
+            # this process's own memory limit (``--memory``: its ``RLIMIT_AS``), reached
+            # while it took the cell's messages (a flood sent past the kernel's output cap):
+            # what the cell sent is dropped first (it filled the memory)
+            cell.outputs = []
+            self._stopped(seal, index, source, STOPPED_MEMORY)
             raise
         finally:
             cell.source = source

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ..status import Kind
+from ..status import STOPPED_MEMORY, Kind
 
 _MISTAKE = re.compile(r"Likely mistake: (.+?)\.(?:\s|$)")
 _RAISED = re.compile(r"your function raised (\w+)")
@@ -37,13 +37,18 @@ _STOPPED = {  # the student's code stopped the notebook (records.Seal.stopped's 
     "ended the kernel": "ended the kernel",
     "flooded its output": "output flood",
     "ran past the cell timeout and could not be interrupted": "could not be interrupted",
+    STOPPED_MEMORY: "memory limit",
 }
+# a whole-run limit that ended the grading process in the student's code (``student.limit_stop``
+# writes its kind as data, ``what``: its words hold the limit's size)
+_LIMITS = frozenset({"time limit", "memory limit"})
 
 
 # The failure kinds (generic: what kind of thing went wrong) that diagnose() and the trusted
 # verdict (autograder/checks/_judge.py, the chapters' timed stages) write; any other diagnosis
 # is the name of a mistake the check library catalogues (a Mistake or an ErrorHint).
-FAILURE_KINDS = frozenset(set(_OF_KIND.values()) | set(_STOPPED.values()) | {"no result",
+FAILURE_KINDS = frozenset(set(_OF_KIND.values()) | set(_STOPPED.values()) | _LIMITS | {
+    "no result",
     "not graded", "lost points", "error", "not implemented", "input changed in place",
     "wrong shape", "wrong dtype", "wrong type", "wrong gradient", "not a measurement",
     "output differs", "output missing", "output too large", "used the reference implementation",
@@ -92,20 +97,24 @@ def _errors(outputs) -> list[tuple[str, str]]:
     ]
 
 
-def diagnose(kind: Kind, points: str, max_points: str, outputs=None, why: str = "") -> str:
+def diagnose(kind: Kind, points: str, max_points: str, outputs=None, why: str = "",
+             what: str = "") -> str:
     """The diagnosis of one exercise from its row's kind and points, its test cell's outputs
-    and, for a notebook the student's code stopped, what it did (``why``).
+    and, for a notebook the student's code stopped, what it did: the stop's kind (``what``,
+    a whole-run limit's) or the seal's own words for it (``why``, one of its constants).
 
     >>> diagnose(Kind.GRADED, "0", "2", [{"output_type": "error", "ename": "CheckFailed",
     ...     "evalue": "... fails on ...\\n  Likely mistake: mask inverted. Use ..."}])
     'mask inverted'
     >>> diagnose(Kind.TIMED_OUT, "", "2"), diagnose(Kind.STOPPED, "0", "2", why="ended the kernel")
     ('timeout', 'ended the kernel')
+    >>> diagnose(Kind.STOPPED, "0", "2", why="ran past the time limit of 60 s", what="time limit")
+    'time limit'
     """
     if kind in _OF_KIND:
         return _OF_KIND[kind]
     if kind is Kind.STOPPED:
-        return _STOPPED.get(why, "no result")
+        return what if what in _LIMITS else _STOPPED.get(why, "no result")
     try:
         if float(points) >= float(max_points):
             return ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +32,7 @@ from ..config import GradeConfig
 from ..env import SMOKE
 from ..exercises import chapter_tests, label
 from ..mathjax import with_path
-from ..status import STOPPED_RECORDED, Facts, Kind, row_status  # noqa: F401 - STOPPED_RECORDED: tests
+from ..status import STOPPED_MEMORY, STOPPED_RECORDED, Facts, Kind, row_status  # noqa: F401
 from .course import Notebook, kernels_dir, make_student_course, tool_env
 from .diagnosis import diagnose
 from .flags import flags as source_flags
@@ -168,9 +169,10 @@ def grade_student(
                           config, env, start) if to_run else None
         for nb, sent in to_flag:
             flagged[nb.name] = source_flags(sent, nb)
-        if run is not None:
-            run.result()  # an error of the grader itself is raised here, as before
-    _after_time_limit(runner, root, info, built, fatal, config, env)
+        ended = run.result() if run is not None else None  # a grader error raises here
+    if ended is not None:
+        _after_limit(runner, root, sub.student, info, built, fatal, *limit_why(ended, config),
+                     env)
     for assignment, notebooks in info.items():
         for nb in notebooks:
             result.rows += _rows(root, sub.student, assignment, nb, fatal.get(nb.name),
@@ -201,25 +203,52 @@ def _run_nbgrader(runner, root, assignments, student, info, fatal, config, env, 
         for nb in info[assignment]:
             if nb.name not in fatal:
                 fatal[nb.name] = _no_result(run, config)
+    return run
 
 
-AFTER_LIMIT_S = 120  # the grader's own time to judge the sealed records after the time limit
+AFTER_LIMIT_S = 120  # the grader's own time to judge the sealed records (and render the page)
 
 
-def limit_stop(evidence: dict, cells: list, why: str) -> dict | None:
-    """Where a whole-run limit (the student's ``--timeout``) stopped a notebook's run, when it
-    came while the student's own code ran: the seal's evidence (``records.Seal``) says which
-    cell was running; an answer cell or a cell the student added is the student's, as at the
-    cell timeout (``assignment_result.timeouts_of``). Then the notebook is scored as a run
-    that stopped (each exercise from its sealed record, 0 where none, flagged); None (``not
-    graded``) when a test or locked cell (the course's code) was running, no cell was (the
-    grader's own work between cells or after the last), or no student code had run.
+def limit_why(run, config: GradeConfig) -> tuple[str, str]:
+    """The words and the kind (a diagnosis: ``diagnosis.py``) of a whole-run limit that ended the
+    grading process, from what the runner saw of it; ("", "") when none did. The student's time
+    limit is the runner's own kill (``timed_out``). A SIGKILL the runner did not send is the
+    memory limit's: the kernel's OOM killer where a cgroup's memory limit holds the job
+    (``isolation.py``); ``RLIMIT_AS`` makes an allocation fail, it sends no signal, and the
+    student's code cannot reach this process from its sandbox.
+
+    >>> from types import SimpleNamespace as R
+    >>> c = GradeConfig(timeout=60, memory_mb=2048)
+    >>> [limit_why(R(timed_out=t, returncode=rc), c)[1] for t, rc in
+    ...  ((True, None), (False, -9), (False, -11), (False, 1))]
+    ['time limit', 'memory limit', '', '']
+    >>> limit_why(R(timed_out=False, returncode=-9), c)[0]
+    'used up the memory limit of 2048 MB'
+    """
+    if run.timed_out:
+        return f"ran past the time limit of {config.timeout:g} s", "time limit"
+    if run.returncode == -signal.SIGKILL:
+        return f"{STOPPED_MEMORY} of {config.memory_mb} MB", "memory limit"
+    return "", ""
+
+
+def limit_stop(evidence: dict, cells: list, why: str, what: str = "") -> dict | None:
+    """Where a whole-run limit (the student's ``--timeout``, the memory limit: :func:`limit_why`)
+    stopped a notebook's run, when it came while the student's own code ran: the seal's evidence
+    (``records.Seal``) says which cell was running; an answer cell or a cell the student added
+    is the student's, as at the cell timeout (``assignment_result.timeouts_of``). Then the
+    notebook is scored as a run that stopped (each exercise from its sealed record, 0 where
+    none, flagged); None (``not graded``) when a test or locked cell (the course's code) was
+    running, no cell was (the grader's own work between cells or after the last), or no student
+    code had run.
 
     >>> A = {"cell_type": "code", "metadata": {"nbgrader": {"solution": True}}}
     >>> T = {"cell_type": "code", "metadata": {"nbgrader": {"grade": True, "locked": True}}}
     >>> cells = [T, A, {"cell_type": "code", "metadata": {}}]
-    >>> [limit_stop({"student_ran": True, "running": i}, cells, "w") for i in (1, 2)]
-    [{'cell': 1, 'why': 'w', 'course_cell': False}, {'cell': 2, 'why': 'w', 'course_cell': False}]
+    >>> [limit_stop({"student_ran": True, "running": i}, cells, "w", "k")["cell"] for i in (1, 2)]
+    [1, 2]
+    >>> limit_stop({"student_ran": True, "running": 2}, cells, "w", "k")
+    {'cell': 2, 'why': 'w', 'what': 'k', 'course_cell': False}
     >>> [limit_stop(e, cells, "w") for e in ({"student_ran": True, "running": 0},
     ...  {"student_ran": True, "running": None}, {"running": 1}, {})]
     [None, None, None, None]
@@ -228,27 +257,30 @@ def limit_stop(evidence: dict, cells: list, why: str) -> dict | None:
     if evidence.get("student_ran") is not True or type(running) is not int \
             or not 0 <= running < len(cells) or is_locked(cells[running]):
         return None
-    return {"cell": running, "why": why, "course_cell": False}
+    return {"cell": running, "why": why, "what": what, "course_cell": False}
 
 
-def _after_time_limit(runner, root: Path, info: dict[str, list[Notebook]],
-                      built: dict[str, Rebuilt], fatal: dict, config, env) -> None:
-    """Notebooks the student's time limit stopped while their own code ran
-    (:func:`limit_stop`) are not "not graded": their sealed records are judged by a limited
-    process of the grader's own (``autograde/after_limit.py``, at most :data:`AFTER_LIMIT_S`)
-    and ``fatal`` loses them (their rows come from the result it writes)."""
-    why = f"ran past the time limit of {config.timeout:g} s"
+def _after_limit(runner, root: Path, student: str, info: dict[str, list[Notebook]],
+                 built: dict[str, Rebuilt], fatal: dict, why: str, what: str, env) -> None:
+    """Notebooks a whole-run limit (``why``, ``what``: :func:`limit_why`) stopped while the
+    student's own code ran (:func:`limit_stop`) are not "not graded": their sealed records are
+    judged, and their feedback page made, by a limited process of the grader's own
+    (``autograde/after_limit.py``, at most :data:`AFTER_LIMIT_S`), and ``fatal`` loses them
+    (their rows come from the result it writes)."""
+    if not why:
+        return
     stops: dict[str, dict[str, dict]] = {}
     for assignment, notebooks in info.items():
         for nb in notebooks:
-            if nb.name in built and fatal.get(nb.name, ("", None))[1] is Kind.TIMED_OUT:
+            if nb.name in built and fatal.get(nb.name, ("", None))[1] in (Kind.TIMED_OUT,
+                                                                          Kind.GRADER_ERROR):
                 stop = limit_stop(read_evidence(root, assignment, nb.name),
-                                  built[nb.name].notebook.cells, why)
+                                  built[nb.name].notebook.cells, why, what)
                 if stop is not None:
                     stops.setdefault(assignment, {})[nb.name] = stop
     if not stops:
         return
-    runner.run([sys.executable, "-m", "autograder.grading.autograde.after_limit",
+    runner.run([sys.executable, "-m", "autograder.grading.autograde.after_limit", student,
                 json.dumps(stops)], root, timeout=AFTER_LIMIT_S,
                log_path=root / "logs" / "after_limit.log", env=env)
     for assignment, names in stops.items():
@@ -326,7 +358,8 @@ def _rows(root, student, assignment, nb: Notebook, fatal, built: Rebuilt | None,
             errors = [{"output_type": "error", "ename": e[0], "evalue": e[1]}
                       for e in mine.errors.get(gc.grade_id, []) if type(e) is list and len(e) == 2]
             row["diagnosis"] = diagnose(row_kind, row["points"], row["max_points"], errors,
-                                        why=str((mine.stopped or {}).get("why", "")))
+                                        why=str((mine.stopped or {}).get("why", "")),
+                                        what=str((mine.stopped or {}).get("what", "")))
         row["flagged"] = _join_flags(flagged.get(gc.grade_id, ""), flag, wide)
         rows.append(row)
     return rows
