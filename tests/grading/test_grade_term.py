@@ -322,6 +322,7 @@ def test_work_never_handed_in_is_no_submission(pair_template, tmp_path):
     failed on: no submission where nothing was handed in (the gradebook's and formgrader's
     counts, nbgrader export's empty raw_score, needs_manual_grade False); 98_second of cy has
     no score and needs no grading; dee's stays 'not graded' (needs manual grading)."""
+    from autograder.grading.parent import ledger
     from autograder.grading.parent.results import publish_source, publish_student
     from autograder.grading.parent.submissions import Submission, find_notebook
     from autograder.grading.status import Facts, Kind, row_status
@@ -358,7 +359,8 @@ def test_work_never_handed_in_is_no_submission(pair_template, tmp_path):
                       "points": f"{g.max_points:g}" if status == "graded" else "",
                       "max_points": f"{g.max_points:g}", "status": status}
                      for g in nb.grade_cells]
-        publish_student(work / sid, out, sid, list(info))
+        publish_student(work / sid, work / "staged", sid, list(info))  # as course-grade:
+        ledger.publish(work / "staged", out, sid, list(info))  # staged, then into OUT
         store.save(json.dumps({"student": sid, "fingerprint": "x", "rows": rows, "seconds": 1,
                                "feedback": [], "notes": []}), sid,
                    {a: Timing(DUE + timedelta(days=1)) for a in info})
