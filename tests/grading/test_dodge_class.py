@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.grading.sandbox import bwrap_path
-
-from helpers.adversarial.attention_attacks import graded_attention_attacks
+from helpers.adversarial.attention_attacks import assert_class_in_the_run, graded_attention_attacks
 from helpers.adversarial.dodge_class import FILLER_SLACK, HIDDEN_SECONDS, mismatch
+from helpers.adversarial.graded import assert_rows_exact
 
 STUDENTS = ["correct", "rewrite_records", "rewrite_mutated", "filler", "fake_log_block",
             "raise_memory", "exit_kernel", "display_flood", "malformed_records",
@@ -27,28 +26,17 @@ ROUTE_STUDENTS = ["forged_interrupt", "probe_routes"]
 
 @pytest.fixture(scope="session")
 def dodge_class(tmp_path_factory):
-    if bwrap_path() is None:
-        pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
     return graded_attention_attacks(tmp_path_factory)
 
 
 def test_class_graded_in_the_sandbox(dodge_class):
-    assert dodge_class["returncode"] == 0, dodge_class["stderr"]
-    assert "runner: bubblewrap sandbox" in dodge_class["stderr"]
-    assert dodge_class["classes"]["dodge"] == sorted(STUDENTS)
+    assert_class_in_the_run(dodge_class, "dodge", STUDENTS)
     assert dodge_class["classes"]["routes"] == sorted(ROUTE_STUDENTS)
-    # the CSV holds every student of the run (this class's and test_verdict_class's), no other
-    assert set(STUDENTS) <= set(dodge_class["expected"])
-    assert {r["student"] for r in dodge_class["rows"]} == set(dodge_class["expected"])
 
 
 @pytest.mark.parametrize("student", STUDENTS + ROUTE_STUDENTS)
 def test_every_row_exact(dodge_class, student):
-    rows = {r["exercise"]: r for r in dodge_class["rows"] if r["student"] == student}
-    expected = dodge_class["expected"][student]
-    assert sorted(rows) == sorted(expected)
-    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
-    assert not wrong, wrong
+    assert_rows_exact(dodge_class, student, mismatch)
 
 
 def test_filler_leaves_no_gigabytes(dodge_class):

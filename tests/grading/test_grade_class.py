@@ -14,7 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.synthetic_class import matches
+from helpers.adversarial.graded import assert_rows_exact
+from helpers.synthetic_class import unmatched
 from helpers.synthetic_class.shared import REPO, graded_class
 
 ASSIGNMENT = "01_attention"
@@ -44,12 +45,7 @@ def test_class_graded_without_error(nb01_class):
 
 @pytest.mark.parametrize("student", STUDENTS)
 def test_student_scores_and_statuses(nb01_class, student):
-    rows = {r["exercise"]: r for r in nb01_class["rows"] if r["student"] == student}
-    expected = nb01_class["expected"][student]
-    assert sorted(rows) == sorted(expected)
-    wrong = {ex: (rows[ex]["points"], rows[ex]["status"], exp) for ex, exp in expected.items()
-             if not matches(rows[ex], exp)}
-    assert not wrong, wrong
+    assert_rows_exact(nb01_class, student, unmatched)
 
 
 def test_each_row_once(nb01_class):

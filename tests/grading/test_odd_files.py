@@ -7,10 +7,9 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.grading.sandbox import bwrap_path
-
 from helpers.adversarial.attention_attacks import graded_attention_attacks
 from helpers.adversarial.dodge_class import mismatch
+from helpers.adversarial.graded import assert_rows_exact
 from helpers.adversarial.odd_files import OUTPUT_SLACK
 
 STUDENTS = ["answer_meta", "v3_duplicate", "mimebundle", "missing_exercise",
@@ -19,8 +18,6 @@ STUDENTS = ["answer_meta", "v3_duplicate", "mimebundle", "missing_exercise",
 
 @pytest.fixture(scope="session")
 def odd_class(tmp_path_factory):
-    if bwrap_path() is None:
-        pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
     return graded_attention_attacks(tmp_path_factory)
 
 
@@ -31,11 +28,7 @@ def test_the_class_is_these_students(odd_class):
 
 @pytest.mark.parametrize("student", STUDENTS)
 def test_every_row_exact(odd_class, student):
-    rows = {r["exercise"]: r for r in odd_class["rows"] if r["student"] == student}
-    expected = odd_class["expected"][student]
-    assert sorted(rows) == sorted(expected)
-    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
-    assert not wrong, wrong
+    assert_rows_exact(odd_class, student, mismatch)
 
 
 def test_outputs_are_budgeted_per_notebook(odd_class):

@@ -22,12 +22,16 @@ from pathlib import Path
 import pytest
 
 from autograder.grading.config import GradeConfig
-from autograder.grading.sandbox import bwrap_path
 
 from helpers.adversarial import MARKER, AdversarialBuilder
 from helpers.adversarial.fixture_class import FixtureAttackBuilder
-from helpers.adversarial.graded import graded_once
-from helpers.synthetic_class import Expected, matches
+from helpers.adversarial.graded import (
+    assert_graded_in_sandbox,
+    assert_rows_exact,
+    graded_once,
+    need_bwrap,
+)
+from helpers.synthetic_class import Expected, unmatched
 from helpers.synthetic_class.shared import REPO
 
 ASSIGNMENT = "01_attention"
@@ -55,9 +59,7 @@ def _marked_processes() -> list[int]:
 
 
 def _need_bwrap():
-    if bwrap_path() is None:
-        pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it (apt-get install "
-                    "bubblewrap); course-grade refuses to grade without it")
+    need_bwrap(" (apt-get install bubblewrap); course-grade refuses to grade without it")
 
 
 @pytest.fixture(scope="session")
@@ -80,20 +82,14 @@ def adversarial_class(tmp_path_factory):
 
 
 def test_class_graded_without_error(adversarial_class):
-    assert adversarial_class["returncode"] == 0, adversarial_class["stderr"]
-    assert "runner: bubblewrap sandbox" in adversarial_class["stderr"]
+    assert_graded_in_sandbox(adversarial_class)
     assert sorted(adversarial_class["expected"]) == sorted(STUDENTS)
     assert {r["student"] for r in adversarial_class["rows"]} == {*STUDENTS, BOMBER}
 
 
 @pytest.mark.parametrize("student", STUDENTS)
 def test_student_scores_and_statuses(adversarial_class, student):
-    rows = {r["exercise"]: r for r in adversarial_class["rows"] if r["student"] == student}
-    expected = adversarial_class["expected"][student]
-    assert sorted(rows) == sorted(expected)
-    wrong = {ex: (rows[ex]["points"], rows[ex]["status"], exp) for ex, exp in expected.items()
-             if not matches(rows[ex], exp)}
-    assert not wrong, wrong
+    assert_rows_exact(adversarial_class, student, unmatched)
 
 
 def test_fork_bomb_gains_nothing(adversarial_class):
@@ -162,8 +158,7 @@ def fixture_attacks(tmp_path_factory):
 
 
 def test_fixture_class_graded_without_error(fixture_attacks):
-    assert fixture_attacks["returncode"] == 0, fixture_attacks["stderr"]
-    assert "runner: bubblewrap sandbox" in fixture_attacks["stderr"]
+    assert_graded_in_sandbox(fixture_attacks)
     assert sorted(fixture_attacks["expected"]) == sorted(FIXTURE_STUDENTS)
     assert {r["student"] for r in fixture_attacks["rows"]} == set(FIXTURE_STUDENTS)
     keys = Counter((r["student"], r["exercise"]) for r in fixture_attacks["rows"])
@@ -172,12 +167,7 @@ def test_fixture_class_graded_without_error(fixture_attacks):
 
 @pytest.mark.parametrize("student", FIXTURE_STUDENTS)
 def test_fixture_student_scores_and_statuses(fixture_attacks, student):
-    rows = {r["exercise"]: r for r in fixture_attacks["rows"] if r["student"] == student}
-    expected = fixture_attacks["expected"][student]
-    assert sorted(rows) == sorted(expected)
-    wrong = {ex: (rows[ex]["points"], rows[ex]["status"], exp) for ex, exp in expected.items()
-             if not matches(rows[ex], exp)}
-    assert not wrong, wrong
+    assert_rows_exact(fixture_attacks, student, unmatched)
 
 
 def test_the_time_limit_reached_in_the_students_own_cell_is_theirs(fixture_attacks):

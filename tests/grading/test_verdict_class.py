@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.grading.sandbox import bwrap_path
-
-from helpers.adversarial.attention_attacks import graded_attention_attacks
-from helpers.adversarial.graded import mismatch
+from helpers.adversarial.attention_attacks import assert_class_in_the_run, graded_attention_attacks
+from helpers.adversarial.graded import assert_rows_exact
 
 ASSIGNMENT = "01_attention"
 STUDENTS = ["correct", "time_transformer", "getattr_alias", "hex_exec", "torch_library",
@@ -23,27 +21,16 @@ STUDENTS = ["correct", "time_transformer", "getattr_alias", "hex_exec", "torch_l
 
 @pytest.fixture(scope="session")
 def verdict_class(tmp_path_factory):
-    if bwrap_path() is None:
-        pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
     return graded_attention_attacks(tmp_path_factory)
 
 
 def test_class_graded_in_the_sandbox(verdict_class):
-    assert verdict_class["returncode"] == 0, verdict_class["stderr"]
-    assert "runner: bubblewrap sandbox" in verdict_class["stderr"]
-    assert verdict_class["classes"]["verdict"] == sorted(STUDENTS)
-    # the CSV holds every student of the run (this class's and test_dodge_class's), no other
-    assert set(STUDENTS) <= set(verdict_class["expected"])
-    assert {r["student"] for r in verdict_class["rows"]} == set(verdict_class["expected"])
+    assert_class_in_the_run(verdict_class, "verdict", STUDENTS)
 
 
 @pytest.mark.parametrize("student", STUDENTS)
 def test_every_row_exact(verdict_class, student):
-    rows = {r["exercise"]: r for r in verdict_class["rows"] if r["student"] == student}
-    expected = verdict_class["expected"][student]
-    assert sorted(rows) == sorted(expected)
-    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
-    assert not wrong, wrong
+    assert_rows_exact(verdict_class, student)
 
 
 def test_feedback_shows_the_trusted_verdict(verdict_class):

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.grading.sandbox import bwrap_path
 from autograder.grading.status import Kind, row_kind
 
 from helpers.adversarial.bpe_class import BpeClassBuilder
-from helpers.adversarial.graded import graded_once, mismatch
+from helpers.adversarial.graded import (
+    assert_graded_in_sandbox,
+    assert_rows_exact,
+    graded_once,
+    need_bwrap,
+)
 from helpers.adversarial.masking_class import MaskingClassBuilder
 
 CLASSES = {
@@ -31,8 +35,7 @@ ARGS = ("--workers", "2", "--cell-timeout", "60", "--timeout", "600", "--memory"
 
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory):
-    if bwrap_path() is None:
-        pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
+    need_bwrap()
 
     def build(info, root):
         expected = {}
@@ -56,8 +59,7 @@ def graded(tmp_path_factory):
 @pytest.mark.parametrize("assignment", sorted(CLASSES))
 def test_class_graded_in_the_sandbox(graded, assignment):
     result = graded(assignment)
-    assert result["returncode"] == 0, result["stderr"]
-    assert "runner: bubblewrap sandbox" in result["stderr"]
+    assert_graded_in_sandbox(result)
     # the CSV holds both classes' students, no other; of this chapter's notebook only this
     # class's students handed one in (the others' rows: not handed in)
     assert {r["student"] for r in result["all_rows"]} == {s for _, s in ROWS}
@@ -67,12 +69,7 @@ def test_class_graded_in_the_sandbox(graded, assignment):
 
 @pytest.mark.parametrize("assignment,student", ROWS)
 def test_every_row_exact(graded, assignment, student):
-    result = graded(assignment)
-    rows = {r["exercise"]: r for r in result["rows"] if r["student"] == student}
-    expected = result["expected"][student]
-    assert sorted(rows) == sorted(expected)
-    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
-    assert not wrong, wrong
+    assert_rows_exact(graded(assignment), student)
 
 
 def test_feedback_shows_the_trusted_verdict(graded):

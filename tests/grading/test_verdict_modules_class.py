@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.grading.sandbox import bwrap_path
-
-from helpers.adversarial.graded import graded_once, mismatch
+from helpers.adversarial.graded import (
+    assert_graded_in_sandbox,
+    assert_rows_exact,
+    graded_once,
+    need_bwrap,
+)
 from helpers.adversarial.modules_class import ASSIGNMENTS, ModulesAttackBuilder, Row
 
 
 @pytest.fixture(scope="session")
 def modules_class(tmp_path_factory):
-    if bwrap_path() is None:
-        pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it")
+    need_bwrap()
     args = ("--workers", "2", "--cell-timeout", "120", "--timeout", "900",
             "--memory", "3072", "--assignment", *ASSIGNMENTS)
     return graded_once(
@@ -25,17 +27,12 @@ def modules_class(tmp_path_factory):
 
 
 def test_class_graded_in_the_sandbox(modules_class):
-    assert modules_class["returncode"] == 0, modules_class["stderr"]
-    assert "runner: bubblewrap sandbox" in modules_class["stderr"]
+    assert_graded_in_sandbox(modules_class)
 
 
 @pytest.mark.parametrize("student", ["attacker"])
 def test_every_row_exact(modules_class, student):
-    rows = {r["exercise"]: r for r in modules_class["rows"] if r["student"] == student}
-    expected = modules_class["expected"][student]
-    assert sorted(rows) == sorted(expected)
-    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
-    assert not wrong, wrong
+    assert_rows_exact(modules_class, student)
 
 
 def test_feedback_names_the_reference(modules_class):

@@ -47,8 +47,6 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import nbformat
-
 from autograder.grading.status import STOPPED_NO_RESULT, STOPPED_RECORDED
 
 from helpers.synthetic_class import WRAP_WRONG, ClassBuilder, Expected, _fmt, _nbg, _wrap
@@ -119,17 +117,14 @@ class AdversarialBuilder(ClassBuilder):
     def build_adversarial(self, dest: Path, out: Path, repo: Path) -> dict[str, dict]:
         """Write the class to ``dest`` (to be graded into ``out``); {student: {ex: Expected}}."""
         dest.mkdir(parents=True, exist_ok=True)
-        name = self.nb.name
         sols = self.nb.solution_ids  # one answer cell per exercise, one test after each
-        tests = [g.grade_id for g in self.nb.grade_cells]
+        tests = self.grade_ids
         assert len(sols) == len(tests) >= len(PATCHES), (sols, tests)
-        full = {g.grade_id: Expected(_fmt(g.max_points), "graded") for g in self.nb.grade_cells}
+        full = self.full_marks()
         zero = {t: Expected("0", "graded") for t in tests}
         exp: dict[str, dict] = {}
 
-        def put(student, nb):
-            (dest / student).mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, dest / student / f"{name}.ipynb")
+        put = self.writer(dest)
 
         def wrong(gid, src):
             return _wrap(src, WRAP_WRONG, "_course_make_wrong")

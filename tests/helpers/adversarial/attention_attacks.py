@@ -25,7 +25,7 @@ import stat
 from pathlib import Path
 
 from .dodge_class import DodgeAttackBuilder, Row
-from .graded import graded_once
+from .graded import assert_graded_in_sandbox, graded_once, need_bwrap
 from .odd_files import OddFileBuilder
 from .route_class import RouteAttackBuilder
 from .verdict_class import VerdictAttackBuilder
@@ -87,7 +87,9 @@ def _measure(out: Path, classes: dict):
 def graded_attention_attacks(tmp_path_factory) -> dict:
     """Both classes in one folder, graded once (see the module's doc). ``expected`` holds
     :class:`.dodge_class.Row` for every student (issue 14's rows are the same four fields
-    with ``match="exact"``, which test_verdict_class's ``mismatch`` does not read)."""
+    with ``match="exact"``, which test_verdict_class's ``mismatch`` does not read). Fails
+    where bubblewrap is missing."""
+    need_bwrap()
     out = graded_dir(tmp_path_factory) / NAME / "out"
     classes: dict[str, list[str]] = {}
 
@@ -116,3 +118,12 @@ def graded_attention_attacks(tmp_path_factory) -> dict:
 
     return graded_once(tmp_path_factory, NAME, [ASSIGNMENT], build, ARGS, row=Row,
                        around=_measure(out, classes))
+
+
+def assert_class_in_the_run(result: dict, name: str, students) -> None:
+    """The run finished in the sandbox, builder ``name`` ("verdict", "dodge", ...) wrote
+    ``students``, and the CSV holds every student of the run (every class's), no other."""
+    assert_graded_in_sandbox(result)
+    assert result["classes"][name] == sorted(students)
+    assert set(students) <= set(result["expected"])
+    assert {r["student"] for r in result["rows"]} == set(result["expected"])

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
-
 from autograder.checks import table
 
 from .verdict_class import Row
-from helpers.synthetic_class import ClassBuilder, _fmt
+from helpers.synthetic_class import ClassBuilder
 
 EX = table.rows("07_bpe")  # {function: exercise row} of the chapter
 
@@ -75,15 +73,10 @@ ANSWERS = {EX["train_bpe_fast"].solution_id: REFERENCE, EX["encode"].solution_id
 
 class BpeClassBuilder(ClassBuilder):
     def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
-        name = self.nb.name
-        full = {g.grade_id: Row(_fmt(g.max_points), "graded", "", "")
-                for g in self.nb.grade_cells}
+        full = self.full_marks(Row, "", "")
         expected: dict[str, dict[str, Row]] = {}
 
-        def put(student, nb):
-            path = dest / student / f"{name}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, path)
+        put = self.writer(dest)
 
         put("given_redefined", self.answered(
             lambda gid, src: src + REDEFINED if gid == EX["train_bpe_naive"].solution_id else src))

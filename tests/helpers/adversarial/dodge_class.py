@@ -75,7 +75,8 @@ from nbformat.v4 import new_code_cell
 
 from autograder.checks import table
 
-from helpers.synthetic_class import ClassBuilder, _fmt, _nbg
+from .graded import row_mismatch
+from helpers.synthetic_class import ClassBuilder, _nbg
 
 EX = table.rows("01_attention")  # {function: exercise row} of the chapter
 
@@ -99,8 +100,9 @@ class Row:
 
 
 def mismatch(row: dict, exp: Row) -> tuple | None:
-    """None when the CSV ``row`` is what ``exp`` says, else (what the row has, ``exp``)."""
-    got = (row["points"], row["status"], row["diagnosis"], row["flagged"])
+    """None when the CSV ``row`` is what ``exp`` says (points and status as ``exp.match``
+    says, the diagnosis and flagged columns as ``graded.row_mismatch`` reads them), else (what
+    the row has, ``exp``)."""
     if exp.match == "regex":
         ok = bool(re.fullmatch(exp.points, row["points"])) and \
             bool(re.fullmatch(exp.status, row["status"], re.S))
@@ -108,13 +110,7 @@ def mismatch(row: dict, exp: Row) -> tuple | None:
         ok = row["points"] == exp.points and row["status"].startswith(exp.status)
     else:
         ok = row["points"] == exp.points and row["status"] == exp.status
-    if exp.diagnosis is not None:
-        ok &= row["diagnosis"].startswith(exp.diagnosis) if exp.diagnosis else \
-            row["diagnosis"] == ""
-    if exp.flagged is not None:
-        ok &= (exp.flagged in row["flagged"] and row["flagged"].startswith("flagged: ")) \
-            if exp.flagged else row["flagged"] == ""
-    return None if ok else (got, exp)
+    return row_mismatch(row, exp, ok)
 
 
 # ---------------------------------------------------------------- rewrite_records
@@ -288,19 +284,10 @@ class DodgeAttackBuilder(ClassBuilder):
     def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
         """Write the class to ``dest``; return {student: {exercise: Row}}."""
         dest.mkdir(parents=True, exist_ok=True)
-        name = self.nb.name
-        grade_ids = [g.grade_id for g in self.nb.grade_cells]
-        full = {g.grade_id: Row(_fmt(g.max_points), "graded", "", "")
-                for g in self.nb.grade_cells}
+        full = self.full_marks(Row, "", "")
         expected: dict[str, dict[str, Row]] = {}
 
-        def put(student, nb):
-            path = dest / student / f"{name}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(nb, str):
-                path.write_text(nb)
-            else:
-                nbformat.write(nb, path)
+        put = self.writer(dest)
 
         def sol(function):
             return EX[function].solution_id
@@ -321,7 +308,7 @@ class DodgeAttackBuilder(ClassBuilder):
             """0 on every row; the diagnosis of an exercise the attack is in is any (None),
             the others' is "not implemented" (their release answers raise it)."""
             return {g: Row("0", status, None if g in attacked else "not implemented", flag,
-                           match) for g in grade_ids}
+                           match) for g in self.grade_ids}
 
         def with_last(nb, source):
             nb.cells.append(new_code_cell(source))
@@ -373,12 +360,12 @@ class DodgeAttackBuilder(ClassBuilder):
 
         # -- exit_kernel: the student's code ends the kernel first thing
         put("exit_kernel", unsolved({self.first: lambda s: EXIT + s}))
-        expected["exit_kernel"] = zeros(attacked=set(grade_ids), match="prefix",
+        expected["exit_kernel"] = zeros(attacked=set(self.grade_ids), match="prefix",
                                         flag="ended the kernel")
 
         # -- display_flood: 384 MB of display_data
         put("display_flood", unsolved({self.first: lambda s: FLOOD + s}))
-        expected["display_flood"] = zeros(attacked=set(grade_ids), match="prefix")
+        expected["display_flood"] = zeros(attacked=set(self.grade_ids), match="prefix")
 
         # -- malformed_records
         bad = {sol("dot_product_scores"): NUL_EXCEPTION, sol("softmax"): HUGE_INT,
@@ -400,7 +387,7 @@ class DodgeAttackBuilder(ClassBuilder):
         put("hidden_cells", hidden_cells_text(self.release()))
         expected["hidden_cells"] = {
             g: Row(r"0|", r"graded|not graded: .*\bcells\b.*", None, "", "regex")
-            for g in grade_ids}
+            for g in self.grade_ids}
 
         # -- jitter_stat: a formula dressed up as a measurement
         put("jitter_stat", self.answered(

@@ -103,14 +103,14 @@ class FixtureAttackBuilder(ClassBuilder):
         """Write the class to ``dest``; {student: {exercise: Expected}}, huge_stdout not in it."""
         dest.mkdir(parents=True, exist_ok=True)
         name = self.nb.name
-        full = self.expect(lambda g: Expected(_fmt(g.max_points), "graded"))
+        full = self.full_marks()
         last_tests = self._tests_of(self.last)
         exp: dict[str, dict[str, Expected]] = {}
 
+        write = self.writer(dest)
+
         def put(student, nb, filename=None, version=4):
-            path = dest / student / (filename or f"{name}.ipynb")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, path, version=version)
+            write(student, nb, filename, version=version)
 
         def first_with(code):
             return self.answered(lambda g, s: code + s if g == self.first else s)

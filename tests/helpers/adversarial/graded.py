@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from autograder.grading.sandbox import bwrap_path
 from autograder.grading.status import STOPPED_NO_RESULT
 
 from .verdict_class import Row
@@ -76,14 +79,13 @@ def graded_attack_class(tmp_path_factory, name: str, assignment: str, make, *,
         args)
 
 
-def mismatch(row: dict, exp) -> tuple | None:
-    """None when the CSV ``row`` is what ``exp`` says: exact points and status, the start of
-    the diagnosis (None: any), the flagged column containing ``exp.flagged`` ("" = empty,
-    None: any); else (what the row has, what was expected)."""
+def row_mismatch(row: dict, exp, points_and_status: bool) -> tuple | None:
+    """None when ``points_and_status`` (the caller's verdict on those two columns) holds and
+    the CSV ``row`` has the start of the diagnosis ``exp.diagnosis`` ("" = empty, None: any)
+    and a flagged column containing ``exp.flagged`` ("" = empty, None: any); else (what the
+    row has, what was expected)."""
     got = (row["points"], row["status"], row["diagnosis"], row["flagged"])
-    ok = row["points"] == exp.points and (
-        row["status"].startswith(exp.status) if exp.status.startswith(STOPPED_NO_RESULT)
-        else row["status"] == exp.status)
+    ok = points_and_status
     if exp.diagnosis is not None:
         ok &= row["diagnosis"].startswith(exp.diagnosis) if exp.diagnosis else \
             row["diagnosis"] == ""
@@ -91,3 +93,34 @@ def mismatch(row: dict, exp) -> tuple | None:
         ok &= (exp.flagged in row["flagged"] and row["flagged"].startswith("flagged: ")) \
             if exp.flagged else row["flagged"] == ""
     return None if ok else (got, exp)
+
+
+def mismatch(row: dict, exp) -> tuple | None:
+    """None when the CSV ``row`` is what ``exp`` says: exact points and status (a status of a
+    stopped run without a result: its start), the diagnosis and flagged columns as
+    :func:`row_mismatch` reads them; else (what the row has, what was expected)."""
+    return row_mismatch(row, exp, row["points"] == exp.points and (
+        row["status"].startswith(exp.status) if exp.status.startswith(STOPPED_NO_RESULT)
+        else row["status"] == exp.status))
+
+
+def need_bwrap(why: str = "") -> None:
+    """Fail (never skip) where bubblewrap is missing."""
+    if bwrap_path() is None:
+        pytest.fail("bubblewrap (bwrap) is missing: .ci/run installs it" + why)
+
+
+def assert_graded_in_sandbox(result: dict) -> None:
+    """The class's ``course-grade`` run finished, each student in the bubblewrap sandbox."""
+    assert result["returncode"] == 0, result["stderr"]
+    assert "runner: bubblewrap sandbox" in result["stderr"]
+
+
+def assert_rows_exact(result: dict, student: str, mismatch=mismatch) -> None:
+    """``student``'s CSV rows in ``result`` are the exercises it expects, each as expected:
+    ``mismatch(row, expected)`` is None (else it says how the row differs)."""
+    rows = {r["exercise"]: r for r in result["rows"] if r["student"] == student}
+    expected = result["expected"][student]
+    assert sorted(rows) == sorted(expected)
+    wrong = {ex: m for ex in expected if (m := mismatch(rows[ex], expected[ex]))}
+    assert not wrong, wrong

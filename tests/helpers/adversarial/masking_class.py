@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
-
 from autograder.checks import table
 
 from .verdict_class import Row
-from helpers.synthetic_class import ClassBuilder, _fmt
+from helpers.synthetic_class import ClassBuilder
 
 EX = table.rows("02_masking")  # {function: exercise row} of the chapter
 
@@ -126,15 +124,10 @@ def masked_attention(q, k, v, mask):
 class MaskingClassBuilder(ClassBuilder):
     def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
         """Write the class to ``dest``; return {student: {exercise: Row}}."""
-        name = self.nb.name
-        full = {g.grade_id: Row(_fmt(g.max_points), "graded", "", "")
-                for g in self.nb.grade_cells}
+        full = self.full_marks(Row, "", "")
         expected: dict[str, dict[str, Row]] = {}
 
-        def put(student, nb):
-            path = dest / student / f"{name}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, path)
+        put = self.writer(dest)
 
         put("different", self.answered(lambda gid, src: DIFFERENT[gid]))
         expected["different"] = dict(full)

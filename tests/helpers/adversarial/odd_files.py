@@ -52,7 +52,7 @@ import nbformat
 from autograder.checks import table
 
 from .dodge_class import Row
-from helpers.synthetic_class import ClassBuilder, _fmt, _nbg
+from helpers.synthetic_class import ClassBuilder, _nbg
 
 REPO = Path(__file__).resolve().parents[3]
 EX = table.rows("01_attention")
@@ -78,14 +78,13 @@ class OddFileBuilder(ClassBuilder):
     def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
         """Write the class to ``dest``; return {student: {exercise: Row}}."""
         name = self.nb.name
-        full = {g.grade_id: Row(_fmt(g.max_points), "graded", "", "")
-                for g in self.nb.grade_cells}
+        full = self.full_marks(Row, "", "")
         expected: dict[str, dict[str, Row]] = {}
 
+        write = self.writer(dest)
+
         def put(student, nb, rows):
-            path = dest / student / f"{name}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(nb if isinstance(nb, str) else nbformat.writes(nb))
+            write(student, nb)
             expected[student] = rows
 
         meta = json.loads(nbformat.writes(self.answered()))

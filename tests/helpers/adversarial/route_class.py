@@ -27,12 +27,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
-
 from autograder.checks import attention, table
 
 from .dodge_class import NORMALIZE_COSINE, Row
-from helpers.synthetic_class import ClassBuilder, _fmt
+from helpers.synthetic_class import ClassBuilder
 
 EX = table.rows("01_attention")
 NO_SEAL = "sent a grader record without its test cell's seal"
@@ -167,17 +165,12 @@ _quiet(json)
 class RouteAttackBuilder(ClassBuilder):
     def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
         """Write the class to ``dest``; return {student: {exercise: Row}}."""
-        name = self.nb.name
         expected: dict[str, dict[str, Row]] = {}
 
-        def put(student, nb):
-            path = dest / student / f"{name}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, path)
+        put = self.writer(dest)
 
         def full(flag=""):
-            return {g.grade_id: Row(_fmt(g.max_points), "graded", "", flag)
-                    for g in self.nb.grade_cells}
+            return self.full_marks(Row, "", flag)
 
         def honest(source, function):  # the solution, renamed _honest
             return source.replace(f"def {function}(", "def _honest(")

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
-
 from autograder.checks import table
 
 from helpers.adversarial.verdict_class import Row
-from helpers.synthetic_class import ClassBuilder, _fmt
+from helpers.synthetic_class import ClassBuilder
 
 EX = table.rows("08_training")  # {function: exercise row} of the chapter
 
@@ -95,14 +93,9 @@ FLAG = "uses the reference implementation (reference_get_batch)"
 class TrainingAttackBuilder(ClassBuilder):
     def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
         """Write the class to ``dest``; return {student: {exercise: Row}}."""
-        name = self.nb.name
-        full = {g.grade_id: Row(_fmt(g.max_points), "graded", "", "")
-                for g in self.nb.grade_cells}
+        full = self.full_marks(Row, "", "")
 
-        def put(student, nb):
-            path = dest / student / f"{name}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, path)
+        put = self.writer(dest)
 
         put("correct", self.answered())
         put("reference", self.answered(lambda gid, src: ANSWERS.get(gid, src)))

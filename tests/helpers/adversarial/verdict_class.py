@@ -39,12 +39,11 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 from nbformat.v4 import new_code_cell
 
 from autograder.checks import table
 
-from helpers.synthetic_class import ClassBuilder, _fmt, _nbg
+from helpers.synthetic_class import ClassBuilder, _nbg
 
 EX = table.rows("01_attention")  # {function: exercise row} of the chapter
 
@@ -124,21 +123,15 @@ class VerdictAttackBuilder(ClassBuilder):
     def build_attacks(self, dest: Path) -> dict[str, dict[str, Row]]:
         """Write the class to ``dest``; return {student: {exercise: Row}}."""
         dest.mkdir(parents=True, exist_ok=True)
-        name = self.nb.name
-        grade_ids = [g.grade_id for g in self.nb.grade_cells]
-        full = {g.grade_id: Row(_fmt(g.max_points), "graded", "", "")
-                for g in self.nb.grade_cells}
+        full = self.full_marks(Row, "", "")
         expected: dict[str, dict[str, Row]] = {}
 
-        def put(student, nb):
-            path = dest / student / f"{name}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, path)
+        put = self.writer(dest)
 
         def zeros(flag, diagnosis=None, status="graded", on=None):
             """All 0; the flag on the rows of ``on`` (default: every row, notebook-wide)."""
             return {g: Row("0", status, diagnosis, flag if on is None or g in on else "")
-                    for g in grade_ids}
+                    for g in self.grade_ids}
 
         put("correct", self.answered())
         expected["correct"] = dict(full)

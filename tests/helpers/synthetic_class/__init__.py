@@ -132,6 +132,7 @@ class ClassBuilder:
             for c in nb.source.cells
             if _nbg(c).get("solution") and not _nbg(c).get("grade")
         }
+        self.grade_ids = [g.grade_id for g in nb.grade_cells]  # the test cells, in order
         self.first = nb.solution_ids[0]
         self.last = nb.solution_ids[-1]
 
@@ -151,6 +152,29 @@ class ClassBuilder:
 
     def wrong(self):
         return self.answered(lambda gid, src: _wrap(src, WRAP_WRONG, "_course_make_wrong"))
+
+    def full_marks(self, row=None, *more) -> dict:
+        """{exercise: ``row(its points, "graded", *more)``} (``row``: default ``Expected``):
+        every exercise at full marks."""
+        row = row or Expected
+        return self.expect(lambda g: row(_fmt(g.max_points), "graded", *more))
+
+    def writer(self, dest: Path):
+        """``put(student, nb, filename=None, folder=None, **write)``: writes ``nb`` (a
+        notebook, or a notebook's text as is) as ``student``'s submission,
+        ``dest / (folder or student) / (filename or <the chapter>.ipynb)`` (a notebook through
+        ``nbformat.write(nb, path, **write)``); returns the path."""
+
+        def put(student: str, nb, filename=None, folder=None, **write) -> Path:
+            path = dest / (folder or student) / (filename or f"{self.nb.name}.ipynb")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(nb, str):
+                path.write_text(nb)
+            else:
+                nbformat.write(nb, path, **write)
+            return path
+
+        return put
 
     def _tests_of(self, solution_id):
         return {g.grade_id for g in self.nb.grade_cells if solution_id in g.solution_ids}
@@ -181,15 +205,7 @@ class ClassBuilder:
 
         class_ = {}
 
-        def put(student, nb_or_text, filename=None, folder=None):
-            folder = dest / (folder or student)
-            path = folder / (filename or f"{name}.ipynb")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(nb_or_text, str):
-                path.write_text(nb_or_text)
-            else:
-                nbformat.write(nb_or_text, path)
-            return path
+        put = self.writer(dest)
 
         put("correct", self.answered())
         class_["correct"] = self.expect(full)
@@ -290,3 +306,9 @@ def matches(row: dict, exp: Expected) -> bool:
     if exp.status.startswith(("not graded:", STOPPED_NO_RESULT)):
         return row["status"].startswith(exp.status)
     return row["status"] == exp.status
+
+
+def unmatched(row: dict, exp: Expected) -> tuple | None:
+    """None when :func:`matches`, else (the row's points, its status, ``exp``): the
+    ``mismatch`` of ``helpers.adversarial.graded.assert_rows_exact`` for these rows."""
+    return None if matches(row, exp) else (row["points"], row["status"], exp)
