@@ -4,19 +4,14 @@ The instructor opens every student's feedback page, and the student controls muc
 in it: markdown cells, and outputs (``_repr_html_``, ``_repr_javascript_``). Two layers, both
 from the same allow-list (:data:`TAGS`, :func:`allowed_attribute`, bleach's HTML5 parser):
 
-- :class:`SanitizeOutputs` (nbgrader's feedback preprocessors, ``preprocessors.py``):
-  nbconvert's own ``SanitizeHTML`` on the outputs: ``text/html`` and ``text/markdown`` are
-  cleaned, any other type that is not plain data (``application/javascript``, SVG, widgets)
-  is dropped. Markdown cells are left to the pass below: bleach on markdown *source* would
-  break the course's own text (``a -> b`` in a code span shows as ``-&gt;``).
-- :func:`clean_page` (run on every page ``generate_feedback`` wrote, in nbgrader's process):
-  the rendered ``<body>`` goes through bleach: tags outside :data:`TAGS` (``script``,
-  ``iframe``, ``object``, ``style``, ``noscript`` ...) are escaped into visible text, event
-  handlers and ``srcdoc`` are dropped, URLs keep only ``http``, ``https``, ``mailto``, page
-  anchors and raster ``data:image`` (the output figures). The ``<head>`` is the template's own
-  (the notebook's file name, styles) and is kept as written. Then the cleaned body's maths
-  becomes MathML and the chapter's diagrams are embedded (``offline_page.py``: a page opened
-  from a download folder, with nothing beside it, shows both).
+- :class:`SanitizeOutputs` (a feedback preprocessor): nbconvert's ``SanitizeHTML`` on the
+  outputs: ``text/html`` and ``text/markdown`` cleaned, any other type that is not plain data
+  dropped (markdown cells are left to the pass below, which keeps ``a -> b`` readable);
+- :func:`clean_page` (on every page ``generate_feedback`` wrote): the rendered ``<body>``
+  through bleach: other tags escaped into visible text, event handlers and ``srcdoc``
+  dropped, URLs only ``http``, ``https``, ``mailto``, anchors and raster ``data:image``. The
+  template's ``<head>`` is kept as written. Then the body's maths becomes MathML and the
+  chapter's diagrams are embedded (``offline_page.py``).
 
 >>> clean_page('<head><script>mathjax()</script></head><body>'
 ...            '<p onclick="x()"><a href=" JaVa&#x73;cript:x()">a</a> $x^2$</p></body>')

@@ -1,25 +1,17 @@
 """Feedback pages that open on their own, offline (issue 48, item 7).
 
-A page returned through the LMS is opened from a download folder, with nothing beside it: no
-``../../../mathjax/`` (the maths stayed raw LaTeX) and no ``figures/`` (a broken image). Two
-steps, run on the page after it was sanitised (``feedback_html.clean_feedback``, in nbgrader's
-process, never in the student's kernel), make it whole:
+A page returned through the LMS is opened with nothing beside it. Two steps, on the page after
+it was sanitised (``feedback_html.clean_page``, in the grading process), make it whole:
 
-- **maths as MathML**, which browsers render natively, with no script: each ``$...$``,
-  ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` and ``\\begin{env}...\\end{env}`` of the page's text
-  (what MathJax typeset: text outside ``pre``, ``code``, ``textarea``; ``\\$`` is a dollar)
-  goes through ``latex2mathml`` (:func:`mathml`). The converter copies some input through as
-  it is (``\\text{<script>}`` comes out as a ``<script>`` element, ``\\href``'s URL as an
-  attribute), and students write markdown too: its output is parsed as XML and written anew
-  from :data:`MATHML_TAGS` and :data:`MATHML_ATTRIBUTES` (values of :data:`_VALUE`'s
-  characters only), text escaped. An element outside the list, or output that does not parse,
-  leaves the formula as its LaTeX text (escaped, as before);
-- **figures embedded**: ``<img src="figures/<name>">`` of a diagram of the chapter
-  (``autograder/diagrams.py``, drawn by the course's code, not read from a file) becomes a
-  ``data:image/svg+xml`` URI (an SVG shown by ``<img>`` runs nothing); at most
-  :data:`MAX_FIGURE_BYTES` each, a larger one stays a link.
-
-The page's head loads no MathJax (``grading/mathjax.py``: the feedback macro is empty).
+- **maths as MathML**, which browsers render with no script: each ``$...$``, ``$$...$$``,
+  ``\\(...\\)``, ``\\[...\\]`` and ``\\begin{env}...\\end{env}`` of the text outside ``pre``,
+  ``code`` and ``textarea`` goes through ``latex2mathml`` (:func:`mathml`). The converter
+  copies some input through (``\\text{<script>}`` comes out as a ``<script>`` element), so its
+  output is parsed as XML and written anew from :data:`MATHML_TAGS` and
+  :data:`MATHML_ATTRIBUTES`, text escaped; anything else leaves the LaTeX text (escaped);
+- **figures embedded**: ``<img src="figures/<name>">`` of a chapter diagram
+  (``autograder/diagrams.py``, drawn by the course's code) becomes a ``data:image/svg+xml``
+  URI (an SVG in ``<img>`` runs nothing), up to :data:`MAX_FIGURE_BYTES`.
 
 >>> finish('<p>$x^2$ and <code>$y$</code></p>', {})
 '<p><math display="inline"><mrow><msup><mi>x</mi><mn>2</mn></msup></mrow></math> and \

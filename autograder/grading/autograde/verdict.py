@@ -2,23 +2,15 @@
 
 For a *converted* chapter (``exercises.converted``) grading goes:
 
-1. nbgrader's process, before ``autograde`` (``nbgrader_main``): ``kernel_package.prepare``
-   makes the assignment's probe folder and the kernel's stubbed ``autograder`` package, and
-   ``kernel_package.write_inputs`` every case's inputs (expected values stay here);
-2. the kernel: the locked test cell's hidden check only records what the student's function
-   returns (``autograder/checks/_probe.py``) and sends it to nbgrader's process, whose
-   executor seals it (``records.py``: accepted once, from the key's own test cell);
-3. nbgrader's process, between ``autograde`` and ``generate_feedback`` (:func:`decide`,
-   this module): reads the sealed records (``records.read_record``: bounded, schema-checked),
-   judges them (``autograder/checks/_judge.py``), writes the points into the gradebook's
-   ``auto_score`` of the test cell, replaces the test cell's outputs in the autograded
-   notebook with the verdict's message (the feedback shows it), and returns the verdicts,
-   which ``nbgrader_main`` puts in the assignment's result (``assignment_result.py``), the one
-   file the parent reads. After a run that stopped, :func:`judge_records` judges what was
-   recorded before the stop;
-4. parent: reads the verdicts from that result (``student.py``, ``status.py``) and flags the
-   submission's source (``flags.py``) into the CSV rows. The source policy refuses no cell of
-   such a notebook (``sandbox.policy``); what it would have refused is flagged there.
+1. the grading process, before ``autograde``: ``kernel_package.prepare`` and ``write_inputs``
+   (the stubbed kernel package, every case's inputs; expected values stay here);
+2. the kernel: the test cell's hidden check only records what the student's function returns
+   (``autograder/checks/_probe.py``); the executor seals it (``records.py``);
+3. the grading process, between ``autograde`` and ``generate_feedback`` (:func:`decide`):
+   reads the sealed records, judges them (``autograder/checks/_judge.py``), writes the points
+   into the gradebook, the verdict's message into the test cell's outputs, and returns the
+   verdicts for the assignment's result; after a stop, :func:`judge_records`;
+4. the parent reads the verdicts from that result and flags the source (``flags.py``).
 
 Judging one key never fails the notebook: any exception while judging it scores that key 0 as
 "malformed record" (:func:`_judged`).

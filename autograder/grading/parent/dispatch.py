@@ -6,14 +6,11 @@ folder, its own sandboxed nbgrader process with its limits), and hand the parent
 the report and the feedback files.
 
 - locally (default): ``workers`` threads, each waiting on one student's limited process;
-- on Dask (``course-grade --scheduler tcp://HOST:8786``): each student is one task
-  (:func:`grade_on_worker`) run by whichever ``dask worker`` is free. The worker grades in a
-  fresh folder of its own and returns plain data (the result, the feedback pages, the submitted
-  and autograded notebooks), so a task that Dask runs again (its worker died) starts clean and
-  leaves nothing behind in OUT_DIR: a student is committed once, by the parent, when the first
-  copy of the task returns (:func:`publish_remote` puts the files where a local run does).
-  A cluster with no worker is said within seconds; after ``scheduler_timeout`` seconds without
-  one the run stops (:class:`ClusterError`), the students not graded left for the next run.
+- on Dask (``course-grade --scheduler tcp://HOST:8786``): one task per student
+  (:func:`grade_on_worker`), graded in a fresh folder of the worker's and returned as plain
+  data, so a task run again starts clean; the parent commits the first copy that returns
+  (:func:`publish_remote`). After ``scheduler_timeout`` s with no worker the run stops
+  (:class:`ClusterError`).
 
 Workers need what the local job needs, at the same paths: this course checkout with its
 Python environment, bubblewrap, the submissions folder and ``OUT_DIR/.work`` (the template

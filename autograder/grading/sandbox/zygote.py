@@ -1,38 +1,26 @@
 """One loaded sandbox per grading process, which forks every notebook's kernel.
 
-Starting a sandboxed kernel the plain way (``kernel.py`` ``exec``-s ``bwrap``, which starts
-Python, ipykernel, then the setup cell's ``import torch``) costs 4 to 5 s of CPU, and a
-student's eight notebooks paid it eight times, with torch's import alone about 3 s each. With
-the zygote, the grading process (``nbgrader_main``) starts one sandbox per student in which
-one Python process imports ipykernel, numpy, torch and pyplot (:data:`PRELOAD`) and waits.
-Each kernel's launcher (``kernel.py``, still the ``course-sandbox`` kernelspec's command, so
-nbgrader sees no difference) hands the zygote its
-kernel's spec and its own stdin/stdout/stderr over a Unix socket only root can reach; the
-zygote forks, and the copy becomes the kernel, its libraries loaded, in about 0.1 s.
+A kernel started the plain way (``kernel.py`` ``exec``-s ``bwrap``, then Python, ipykernel and
+``import torch``) costs 4 to 5 s of CPU. The zygote is one sandbox per grading process in
+which Python imports :data:`PRELOAD` once and waits; each kernel's launcher (``kernel.py``,
+still the kernelspec's command) hands it the kernel's spec and its stdin/stdout/stderr over a
+Unix socket only root can reach, and a fork becomes the kernel in about 0.1 s.
 
-Each fork is sandboxed as a kernel in a ``bwrap`` of its own was (``kernel_package.sandbox_spec``):
+Each fork is sandboxed as a ``bwrap`` of its own would be (``kernel_package.sandbox_spec``):
 
-- a mount namespace of its own: a new private ``/tmp`` (and ``/dev/shm``), the read-only
-  system and working folder bound again on top of it where they live under ``/tmp``, then its
-  own assignment's mounts (the stubbed ``autograder`` and reference package, the probe
-  folder) and its own ipc folder. They are bound from the zygote's staging folder
-  (:data:`STAGE`, mode 0700, holding the host folders the class's kernels need), which each
-  fork then detaches from its namespace, with the folder of the zygote's socket;
-- a PID namespace of its own, whose first process (a small ``init`` that reaps orphans) dies
-  with the kernel, taking every process the kernel started with it; a network and an IPC
-  namespace of its own, so two kernels have no loopback, abstract socket, System V or POSIX
-  shared memory in common;
+- a mount namespace: a new private ``/tmp`` (and ``/dev/shm``), then its own assignment's
+  mounts and ipc folder, bound from the zygote's staging folder (:data:`STAGE`, mode 0700),
+  which the fork then detaches, with the zygote's socket folder;
+- a PID namespace whose ``init`` dies with the kernel, taking every process it started; a
+  network and an IPC namespace (no loopback, abstract socket or shared memory in common);
 - then the sandbox user's uid and gid, no supplementary groups, ``PR_SET_NO_NEW_PRIVS``, and
-  the limits of ``kernel.py`` (``RLIMIT_NPROC``, ``RLIMIT_FSIZE``; memory and CPU time
-  inherited from the runner).
+  ``kernel.py``'s limits.
 
-The zygote itself runs as root inside its ``bwrap`` (with ``CAP_SYS_ADMIN`` for the mounts
-and ``CAP_SETUID``/``CAP_SETGID`` for the drop) and runs no student code: only the imports of
-:data:`PRELOAD` happen before a fork. It is used when the grader runs as root (the sandbox's
-own uid needs it), and then it is the one way the grading process's kernels start (a kernel
-it refuses does not start: the notebook is not graded, and the next run grades it again);
-otherwise each kernel starts in a ``bwrap`` of its own (``kernel.py``). Decided once per
-grading process (``nbgrader_main._start_zygote``), never per kernel.
+The zygote runs as root in its ``bwrap`` (``CAP_SYS_ADMIN``, ``CAP_SETUID``, ``CAP_SETGID``)
+and runs no student code: only :data:`PRELOAD`'s imports happen before a fork. Where the
+grader runs as root it is the one way kernels start (a kernel it refuses does not start:
+graded again next run); elsewhere each kernel starts in a ``bwrap`` of its own. Decided once
+per grading process (``nbgrader_main._start_zygote``).
 
 Protocol (one connection per kernel): the launcher sends a length-prefixed JSON request
 ``{"spec": ..., "conn": CONNECTION_FILE}`` with its three standard file descriptors; the
