@@ -19,6 +19,10 @@ Two steps, both in the grading process, never in the student's kernel:
   (:func:`status.row_status`: a recorded exercise its verdict's points, the others 0) in the
   student's gradebook; then nbgrader's ``generate_feedback`` renders the page as for any
   graded notebook (hidden tests removed, outputs sanitised).
+
+A run that a whole-run limit ended (the student's time limit, the memory limit killing the
+grading process: no process was left to keep it) gets the same from ``after_limit.py``: the
+notebook as submitted, kept with the note on the cell that was running, then both steps.
 """
 
 from __future__ import annotations
