@@ -20,11 +20,12 @@ import nbformat
 import pytest
 
 import autograder.grading.parent.submissions as intake
+from autograder.grading.parent import sent
+from autograder.grading.parent.rebuild import read_cells
 from autograder.grading.parent.submissions import (
     IntakeProblem,
     discover,
     find_notebook,
-    read_notebook_bytes,
     student_id,
 )
 from autograder.grading.parent.times import parse_timestamp
@@ -627,7 +628,7 @@ def test_a_submissions_zips_unpack_their_notebooks_only_within_one_budget(tmp_pa
     big = ann.path / "part0" / "big.ipynb"
     assert big.stat().st_size == 2**20 + 200 and big.stat().st_blocks == 0  # sparse
     with pytest.raises(intake.IntakeProblem, match="larger than"):
-        intake.read_notebook_bytes(big)
+        intake.open_bounded(big, intake.MAX_NOTEBOOK_BYTES)  # read_cells's first step
     assert bob.problem == ("the submission's zips unpack to more than 2 MB of notebooks "
                            "(zip bomb?)")
 
@@ -734,8 +735,8 @@ class _CountingRead:
 
 def _parses(monkeypatch) -> list:
     calls = []
-    real = intake._too_deep
-    monkeypatch.setattr(intake, "_too_deep", lambda d, n: calls.append(len(d)) or real(d, n))
+    real = sent.too_deep
+    monkeypatch.setattr(sent, "too_deep", lambda d, n: calls.append(len(d)) or real(d, n))
     return calls
 
 
@@ -745,7 +746,7 @@ def test_sparse_100_gb_notebook_is_refused_without_reading(tmp_path, monkeypatch
         f.truncate(100 * 2**30)  # sparse: no disk used
     reads = _CountingRead(monkeypatch)
     with pytest.raises(IntakeProblem) as e:
-        read_notebook_bytes(p)
+        read_cells(p)
     assert str(e.value) == "01_attention.ipynb is larger than 32 MB"
     assert reads.bytes == 0
 
@@ -757,20 +758,22 @@ def test_million_cell_notebook_is_refused_before_parsing(tmp_path, monkeypatch):
                   + b'], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}')
     reads, scans = _CountingRead(monkeypatch), _parses(monkeypatch)
     with pytest.raises(IntakeProblem) as e:
-        read_notebook_bytes(p)
+        read_cells(p)
     assert str(e.value) == "big.ipynb is larger than 32 MB"  # 51 MB: refused by lstat
     assert reads.bytes == 0 and scans == []
-    # under the size cap but over the cell cap: refused by counting, before any parsing
+    # under the size cap but over the cell cap: refused by counting, before anything else
     p.write_bytes(b'{"cells": [' + b",".join([cell] * (intake.MAX_CELLS + 1))
                   + b'], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}')
     with pytest.raises(IntakeProblem) as e:
-        read_notebook_bytes(p)
+        read_cells(p)
     assert str(e.value) == f"big.ipynb has more than {intake.MAX_CELLS} cells"
+    caps = {"bytes": intake.MAX_NOTEBOOK_BYTES, "cells": intake.MAX_CELLS, "nesting": 64}
+    assert sent.read(p.read_bytes(), caps)["kind"] == "over a cap"  # the same, in-process
     assert scans == []
     # at the cap it is read
     p.write_bytes(b'{"cells": [' + b",".join([cell] * intake.MAX_CELLS)
                   + b'], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}')
-    assert len(nbformat.reads(read_notebook_bytes(p).decode(), as_version=4).cells) == 2000
+    assert len(read_cells(p)) == 2000
 
 
 def test_deep_nesting_is_refused_and_strings_do_not_count(tmp_path):
@@ -779,11 +782,11 @@ def test_deep_nesting_is_refused_and_strings_do_not_count(tmp_path):
     p.write_text('{"cells": [], "metadata": {"x": ' + deep + '}, "nbformat": 4, '
                  '"nbformat_minor": 5}')
     with pytest.raises(IntakeProblem) as e:
-        read_notebook_bytes(p)
+        read_cells(p)
     assert str(e.value) == "deep.ipynb nests deeper than 64 levels"
     p.write_text('{"cells": [], "metadata": {"x": "' + deep + '"}, "nbformat": 4, '
                  '"nbformat_minor": 5}')
-    assert read_notebook_bytes(p)  # inside a string: text, not nesting
+    assert read_cells(p) == []  # inside a string: text, not nesting
 
 
 def test_precheck_uses_the_bounded_reader(tmp_path):

@@ -1,7 +1,8 @@
-"""The parent's cap on a submitted notebook's cells (``read_notebook_bytes``), counted in the
-parsed JSON: a key written with escapes (``"cell\\u005ftype"``, ``"c\\u0065lls"``) is the
-same key to nbformat, so a count taken in the bytes let 250,000 cells through (issue 30).
-The unescaped flood, the size cap and the nesting cap are in tests/grading/test_intake.py."""
+"""The cap on a submitted notebook's cells (``sent.read``, in the reading process the parent
+starts: ``rebuild.read_cells``), counted in the parsed JSON: a key written with escapes
+(``"cell\\u005ftype"``, ``"c\\u0065lls"``) is the same key to nbformat, so a count taken in the
+bytes let 250,000 cells through (issue 30). The unescaped flood, the size cap and the nesting
+cap are in tests/grading/test_intake.py."""
 
 from __future__ import annotations
 
@@ -13,13 +14,20 @@ import pytest
 
 import autograder.grading.parent.submissions as intake
 from autograder.grading.parent.course import describe
+from autograder.grading.parent.sent import read
 from autograder.grading.parent.student import precheck
-from autograder.grading.parent.submissions import IntakeProblem, read_notebook_bytes
 
 CELL = '{"cell\\u005ftype": "markdown", "metadata": {}, "source": "a note"}'
 TAIL = ', "metadata": {}, "nbformat": 4, "nbformat_minor": 4}'
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHAPE = "invalid notebook file (not an object with a list of cells)"
+CAPS = {"bytes": intake.MAX_NOTEBOOK_BYTES, "cells": intake.MAX_CELLS,
+        "nesting": intake.MAX_NESTING}
+OVER = {"problem": f"the notebook has more than {intake.MAX_CELLS} cells", "kind": "over a cap"}
+
+
+def _read(p: Path) -> dict:
+    return read(p.read_bytes(), CAPS)
 
 
 def _flood(n: int, cell: str = CELL, key: str = "cells") -> str:
@@ -38,24 +46,21 @@ def test_escaped_cell_type_keys_are_counted(tmp_path, monkeypatch):
     p.write_text(_flood(intake.MAX_CELLS + 1))
     assert b'"cell_type"' not in p.read_bytes()  # what the old count looked for
     _nbformat_never_reads(monkeypatch)
-    with pytest.raises(IntakeProblem) as e:
-        read_notebook_bytes(p)
-    assert str(e.value) == f"01_attention.ipynb has more than {intake.MAX_CELLS} cells"
+    assert _read(p) == OVER
 
 
 def test_escaped_cells_key_is_counted(tmp_path):
     p = tmp_path / "nb.ipynb"
     p.write_text(_flood(intake.MAX_CELLS + 1, key="c\\u0065lls"))
     assert len(json.loads(p.read_text())["cells"]) == intake.MAX_CELLS + 1  # nbformat's key
-    with pytest.raises(IntakeProblem, match="has more than"):
-        read_notebook_bytes(p)
+    assert _read(p) == OVER
 
 
 def test_at_the_cap_escaped_keys_are_read(tmp_path):
     p = tmp_path / "nb.ipynb"
     p.write_text(_flood(intake.MAX_CELLS))
-    nb = nbformat.reads(read_notebook_bytes(p).decode(), as_version=4)
-    assert len(nb.cells) == intake.MAX_CELLS and nb.cells[0].cell_type == "markdown"
+    cells = _read(p)["cells"]
+    assert len(cells) == intake.MAX_CELLS and cells[0]["cell_type"] == "markdown"
 
 
 def test_the_key_outside_cells_is_not_a_cell(tmp_path):
@@ -64,7 +69,7 @@ def test_the_key_outside_cells_is_not_a_cell(tmp_path):
     p = tmp_path / "nb.ipynb"
     p.write_text(json.dumps({"cells": [], "metadata": meta, "nbformat": 4,
                              "nbformat_minor": 4}))
-    assert read_notebook_bytes(p)
+    assert _read(p) == {"cells": []}
 
 
 def test_nbformat_3_cells_are_counted_across_worksheets(tmp_path):
@@ -73,12 +78,11 @@ def test_nbformat_3_cells_are_counted_across_worksheets(tmp_path):
     p = tmp_path / "nb.ipynb"
     p.write_text('{"worksheets": [' + sheet + "," + sheet + '], "metadata": {}, '
                  '"nbformat": 3, "nbformat_minor": 0}')
-    with pytest.raises(IntakeProblem, match="has more than"):
-        read_notebook_bytes(p)
+    assert _read(p) == OVER
     v3 = nbformat.v3.new_notebook(worksheets=[nbformat.v3.new_worksheet(
         cells=[nbformat.v3.new_code_cell(input="x = 1")])])
-    p.write_text(nbformat.writes(v3, version=3))  # a small one is still read (and upgraded)
-    assert len(nbformat.reads(read_notebook_bytes(p).decode(), as_version=4).cells) == 1
+    p.write_text(nbformat.writes(v3, version=3))  # a small one is still read
+    assert [c["source"] for c in _read(p)["cells"]] == ["x = 1"]
 
 
 @pytest.mark.parametrize("text", [
@@ -91,18 +95,17 @@ def test_a_top_level_that_is_not_a_notebook_is_refused(tmp_path, monkeypatch, te
     p = tmp_path / "nb.ipynb"
     p.write_text(text)
     _nbformat_never_reads(monkeypatch)
-    with pytest.raises(IntakeProblem) as e:
-        read_notebook_bytes(p)
-    assert str(e.value) == SHAPE
+    assert _read(p) == {"problem": SHAPE, "kind": "not a notebook"}
 
 
-def test_text_that_is_not_json_is_left_to_the_reader(tmp_path):
+def test_text_that_is_not_json_is_not_a_notebook(tmp_path):
     p = tmp_path / "nb.ipynb"
+    invalid = {"problem": "invalid notebook file (not valid JSON)", "kind": "not a notebook"}
     for text in (_flood(3)[:-5], "\ufeff" + _flood(3)):  # cut short; a byte-order mark
         p.write_text(text)
-        assert read_notebook_bytes(p) == text.encode()  # precheck: "not valid JSON"
+        assert _read(p) == invalid
     p.write_bytes(b'{"cells": ["\xff"]}')
-    assert read_notebook_bytes(p) == b'{"cells": ["\xff"]}'
+    assert _read(p) == invalid
 
 
 def test_precheck_refuses_the_escaped_flood_before_nbformat(tmp_path, monkeypatch):

@@ -21,7 +21,8 @@ Intake never stops the class and never loses a student: every entry yields a
 :class:`Submission`, with ``problem`` set when it cannot be graded (encrypted, unsupported or
 corrupt zip, a link or a special file, ...); its rows are then ``not graded: <problem>``.
 Links and special files are never followed or opened (``lstat``, ``O_NOFOLLOW``), and the
-parent reads no file without a size cap (:func:`read_notebook_bytes`).
+parent reads no file without a size cap (:func:`read_bounded`; a notebook's cells are read in a
+limited process of their own: ``sent.py``).
 
 A submission's time is never read here: file and zip entry times are the unpacking's or the
 student's, and a ``timestamp.txt`` in an upload is the student's; ``times.py`` takes times from
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 import re
 import shutil
@@ -50,8 +50,6 @@ import zipfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-
-from .sent import too_deep as _too_deep
 
 MAX_UNZIPPED_BYTES = 512 * 2**20  # an LMS download's zip (the whole class) stops here
 # what one submission's own zips may unpack, all of them together: only their notebooks are
@@ -206,52 +204,6 @@ def read_bounded(path: Path, cap: int) -> bytes:
 
 def _mb(n: int) -> str:
     return f"{n / 2**20:g} MB"
-
-
-def _cell_count(nb) -> int | None:
-    """The cells of a parsed notebook (nbformat 4 and 1: ``cells``; 3 and 2: the cells of
-    each of its ``worksheets``), None when its top level is not shaped as a notebook's.
-
-    >>> _cell_count({"cells": [{}, {}]}), _cell_count({"worksheets": [{"cells": [{}]}, {}]})
-    (2, 1)
-    >>> _cell_count([{}]), _cell_count({"cells": {"0": {}}}), _cell_count({"worksheets": [1]})
-    (None, None, None)
-    """
-    if not isinstance(nb, dict):
-        return None
-    if "cells" in nb or "worksheets" not in nb:  # no cells at all: nbformat's to report
-        cells = nb.get("cells", [])
-        return len(cells) if isinstance(cells, list) else None
-    sheets = nb["worksheets"]
-    if not isinstance(sheets, list) or not all(
-            isinstance(s, dict) and isinstance(s.get("cells", []), list) for s in sheets):
-        return None
-    return sum(len(s.get("cells", [])) for s in sheets)
-
-
-def _check_cells(data: bytes, name: str) -> None:
-    """Refuse a notebook of more than :data:`MAX_CELLS` cells, or whose top level is not a
-    notebook's, counted in the parsed JSON (an escaped key, ``"cell\\u005ftype"``, defeats a
-    count in the bytes), before nbformat's far costlier reading. Text that is not JSON is left
-    to the caller's parser and :func:`_too_deep`."""
-    try:
-        count = _cell_count(json.loads(data.decode("utf-8")))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return
-    if count is None:
-        raise IntakeProblem("invalid notebook file (not an object with a list of cells)")
-    if count > MAX_CELLS:
-        raise IntakeProblem(f"{name} has more than {MAX_CELLS} cells")
-
-
-def read_notebook_bytes(path: Path) -> bytes:
-    """A submitted notebook's bytes, refused (:class:`IntakeProblem`) over any cap: size,
-    cells, nesting, or a link or special file (never opened)."""
-    data = read_bounded(path, MAX_NOTEBOOK_BYTES)
-    _check_cells(data, path.name)
-    if _too_deep(data, MAX_NESTING):
-        raise IntakeProblem(f"{path.name} nests deeper than {MAX_NESTING} levels")
-    return data
 
 
 def _mirror(src: Path, dest: Path) -> None:
