@@ -15,7 +15,6 @@ Example: ``write_report(Path("grades"))`` writes ``grades/report.html``.
 from __future__ import annotations
 
 import html
-import json
 import os
 import time
 from collections import defaultdict
@@ -24,6 +23,7 @@ from pathlib import Path
 from ..status import row_kind
 from .diagnosis import kind_of
 from .exports import total
+from .results import load_results
 from .times import MARKED, UNKNOWN, late_summary
 
 SLOWEST = 10  # students listed in "slowest students"
@@ -50,18 +50,6 @@ def _num(x) -> float | None:
 
 def _fmt(x: float) -> str:
     return f"{x:g}"
-
-
-def load_results(out: Path) -> dict[str, dict]:
-    """{student: result dict} from ``out/results/*.json`` (unreadable files are skipped)."""
-    results = {}
-    for p in sorted((out / "results").glob("*.json")):
-        try:
-            r = json.loads(p.read_text())
-            results[str(r["student"])] = r
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return results
 
 
 def _table(cls: str, heads: list[str], rows: list[str]) -> str:

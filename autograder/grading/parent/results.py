@@ -280,16 +280,7 @@ class ResultStore:
         self.grace = 0.0  # set by course-grade: the late policy's grace period, seconds
 
     def load(self) -> dict[str, dict]:
-        results = {}
-        for p in sorted(self.dir.glob("*.json")):
-            try:
-                r = json.loads(p.read_text())
-            except (OSError, ValueError):
-                continue  # an unfinished write never has the final name; be safe anyway
-            for row in r.get("rows", []):  # a result of an older course-grade: its kinds
-                row["kind"] = row_kind(row).value
-            results[r["student"]] = r
-        return results
+        return load_results(self.out)
 
     def prune(self, students: list[str]) -> list[str]:
         """Remove ``students`` from the class on purpose (``course-grade --prune``): their
@@ -611,6 +602,21 @@ class ResultStore:
             os.replace(target, self.gradebook)
         self._write_reviews(reviews)
         return messages
+
+
+def load_results(out: Path) -> dict[str, dict]:
+    """{student: result} from ``out/results/*.json``, unreadable files skipped (an unfinished
+    write never has the final name); the rows of an older course-grade get their kinds."""
+    results = {}
+    for p in sorted((out / "results").glob("*.json")):
+        try:
+            r = json.loads(p.read_text())
+            for row in r.get("rows", []):
+                row["kind"] = row_kind(row).value
+            results[str(r["student"])] = r
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return results
 
 
 def _timing(result: dict, assignment: str) -> Timing:
