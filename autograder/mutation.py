@@ -118,29 +118,26 @@ def _axis_alternatives(c: int) -> list[int]:
     return out
 
 
-def _is_neg_inf(node) -> bool:
-    """``float("-inf")``, ``-math.inf`` / ``-np.inf`` / ``-torch.inf``, ``-float("inf")``."""
-    if (
+def _is_float_of(node, *texts: str) -> bool:
+    """``float("<text>")`` for one of ``texts`` (lower case; the string's case and surrounding
+    blanks do not count)."""
+    return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "float"
-        and node.args
+        and bool(node.args)
         and isinstance(node.args[0], ast.Constant)
-        and str(node.args[0].value).strip().lower() in ("-inf", "-infinity")
-    ):
+        and str(node.args[0].value).strip().lower() in texts
+    )
+
+
+def _is_neg_inf(node) -> bool:
+    """``float("-inf")``, ``-math.inf`` / ``-np.inf`` / ``-torch.inf``, ``-float("inf")``."""
+    if _is_float_of(node, "-inf", "-infinity"):
         return True
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         o = node.operand
-        if isinstance(o, ast.Attribute) and o.attr == "inf":
-            return True
-        if (
-            isinstance(o, ast.Call)
-            and isinstance(o.func, ast.Name)
-            and o.func.id == "float"
-            and o.args
-            and isinstance(o.args[0], ast.Constant)
-            and str(o.args[0].value).lower() == "inf"
-        ):
+        if (isinstance(o, ast.Attribute) and o.attr == "inf") or _is_float_of(o, "inf"):
             return True
     # torch.finfo(dtype).min: the most negative finite number, used as a stand-in for -inf
     return (

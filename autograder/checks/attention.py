@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 import transformer_ref
-import transformer_ref.numpy_ref as npref
 from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
+from autograder.checks._cases import grad_case
 from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
 from autograder.checks._cases import is_matmul_mismatch as _is_matmul_mismatch
 from autograder.checks._cases import np_rand as _np_rand
@@ -36,6 +36,15 @@ from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 from autograder.checks._core import _call as _call_guarded
 from autograder.checks._judge import Driven
+
+# trusted references: bound here, at import, before any student cell runs
+from transformer_ref import causal_mask as _causal
+from transformer_ref import column_form_self_attention as _col_form
+from transformer_ref import cosine_similarity_attention as _cos_attn
+from transformer_ref import scaled_dot_product_attention as _sdpa
+from transformer_ref import softmax as _t_softmax
+from transformer_ref.numpy_ref import scaled_dot_product_attention as _np_sdpa
+from transformer_ref.numpy_ref import softmax as _np_softmax
 
 __all__ = [
     "check_dot_product_scores",
@@ -47,15 +56,6 @@ __all__ = [
     "check_cosine_similarity_attention",
     "check_self_score_dominance",
 ]
-
-# Trusted references, bound before any student cell runs.
-_np_softmax = npref.softmax
-_np_sdpa = npref.scaled_dot_product_attention
-_sdpa = transformer_ref.scaled_dot_product_attention
-_cos_attn = transformer_ref.cosine_similarity_attention
-_col_form = transformer_ref.column_form_self_attention
-_causal = transformer_ref.causal_mask
-_t_softmax = transformer_ref.softmax
 
 
 # ====================================================================== Exercise 1.1
@@ -674,6 +674,13 @@ DRIVEN = {
 
 
 # ====================================================================== Exercise 5.1
+def _qkv(seed, q_shape, k_shape, v_shape, *, dtype=torch.float64, scale=1.0):
+    """Seeded q, k, v (seeds ``seed``, ``seed + 1``, ``seed + 2``); ``scale`` scales q and k."""
+    return (_t_rand(seed, *q_shape, dtype=dtype, scale=scale),
+            _t_rand(seed + 1, *k_shape, dtype=dtype, scale=scale),
+            _t_rand(seed + 2, *v_shape, dtype=dtype))
+
+
 def _sdpa_cases():
     cases = []
     f32 = torch.float32
@@ -686,125 +693,72 @@ def _sdpa_cases():
             kw["scale"] = scale
         cases.append(Case(label, (q, k, v), _sdpa(q, k, v, **kw), kwargs=kw, hidden=hidden))
 
-    add(
-        "T_q = T_k = d_k = 4, float64",
-        _t_rand(4, 4, 4),
-        _t_rand(5, 4, 4),
-        _t_rand(6, 4, 3),
-    )
-    add(
-        "q (2, 4), k (3, 4), v (3, 2), float64",
-        _t_rand(1, 2, 4),
-        _t_rand(2, 3, 4),
-        _t_rand(3, 3, 2),
-    )
+    add("T_q = T_k = d_k = 4, float64", *_qkv(4, (4, 4), (4, 4), (4, 3)))
+    add("q (2, 4), k (3, 4), v (3, 2), float64", *_qkv(1, (2, 4), (3, 4), (3, 2)))
     add(
         "batch 2, T_q=3, T_k=6, d_k=8, float32",
-        _t_rand(7, 2, 3, 8, dtype=f32),
-        _t_rand(8, 2, 6, 8, dtype=f32),
-        _t_rand(9, 2, 6, 5, dtype=f32),
+        *_qkv(7, (2, 3, 8), (2, 6, 8), (2, 6, 5), dtype=f32),
     )
     add(
         "(B, H) = (2, 4) heads, d_k=8 (d_model=32), T_q=3, T_k=5, float32",
-        _t_rand(10, 2, 4, 3, 8, dtype=f32),
-        _t_rand(11, 2, 4, 5, 8, dtype=f32),
-        _t_rand(12, 2, 4, 5, 8, dtype=f32),
+        *_qkv(10, (2, 4, 3, 8), (2, 4, 5, 8), (2, 4, 5, 8), dtype=f32),
     )
     add(
         "a causal mask, batch 2, T=5, float32",
-        _t_rand(13, 2, 5, 6, dtype=f32),
-        _t_rand(14, 2, 5, 6, dtype=f32),
-        _t_rand(15, 2, 5, 3, dtype=f32),
+        *_qkv(13, (2, 5, 6), (2, 5, 6), (2, 5, 3), dtype=f32),
         mask=_causal(5),
     )
     add(
         "a padding mask (B, 1, 1, T_k), 4 heads, float64",
-        _t_rand(16, 2, 4, 5, 8),
-        _t_rand(17, 2, 4, 5, 8),
-        _t_rand(18, 2, 4, 5, 8),
+        *_qkv(16, (2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 8)),
         mask=transformer_ref.padding_mask_from_lengths(torch.tensor([3, 5]), 5),
     )
     add(
         "scale=1.0 (unscaled, the lecture notes [S1] and the wiki page [S3]), float64",
-        _t_rand(19, 3, 4),
-        _t_rand(20, 5, 4),
-        _t_rand(21, 5, 2),
+        *_qkv(19, (3, 4), (5, 4), (5, 2)),
         scale=1.0,
     )
     add(
         "large inputs (|q|, |k| ~ 30), float32",
-        _t_rand(22, 4, 8, dtype=f32, scale=30.0),
-        _t_rand(23, 4, 8, dtype=f32, scale=30.0),
-        _t_rand(24, 4, 3, dtype=f32),
+        *_qkv(22, (4, 8), (4, 8), (4, 3), dtype=f32, scale=30.0),
     )
     # the goal's "zero output for fully masked rows" and "gradients flowing to q, k, v" are
     # requirements the exercise states: visible cases, so a ✔ never hides them (issue 32)
     full = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
     add(
         "a fully masked query row (its output must be 0, not nan)",
-        _t_rand(31, 3, 4),
-        _t_rand(32, 3, 4),
-        _t_rand(33, 3, 2),
+        *_qkv(31, (3, 4), (3, 4), (3, 2)),
         mask=full,
     )
     # gradients through a causal mask plus one fully masked row
-    q, k, v = _t_rand(40, 2, 4, 4), _t_rand(41, 2, 4, 4), _t_rand(42, 2, 4, 3)
+    q, k, v = _qkv(40, (2, 4, 4), (2, 4, 4), (2, 4, 3))
     mask = _causal(4).clone()
     mask[0] = False
     probe = _t_rand(43, 2, 4, 3)
     cases.append(
-        _grad_case(
-            "gradients w.r.t. q, k, v (causal mask, a fully masked row)",
-            _sdpa,
-            (q, k, v),
-            {"mask": mask},
-            probe,
-            hidden=False,
-        )
+        grad_case("gradients w.r.t. q, k, v (causal mask, a fully masked row)", _sdpa,
+                  (q, k, v), probe, kwargs={"mask": mask}, hidden=False)
     )
     # ---- hidden: what the visible cases do not show
-    add("one token", _t_rand(25, 1, 1, 8), _t_rand(26, 1, 1, 8), _t_rand(27, 1, 1, 4), hidden=True)
+    add("one token", *_qkv(25, (1, 1, 8), (1, 1, 8), (1, 1, 4)), hidden=True)
     add(
         "one head (B, 1, T, d_k), causal, T_q=2 < T_k=5",
-        _t_rand(28, 2, 1, 2, 8),
-        _t_rand(29, 2, 1, 5, 8),
-        _t_rand(30, 2, 1, 5, 8),
+        *_qkv(28, (2, 1, 2, 8), (2, 1, 5, 8), (2, 1, 5, 8)),
         mask=_causal(2, 5),
         hidden=True,
     )
     add(
         "large inputs (|q|, |k| ~ 1000), float64",
-        _t_rand(34, 2, 3, 4, scale=1e3),
-        _t_rand(35, 2, 5, 4, scale=1e3),
-        _t_rand(36, 2, 5, 3),
+        *_qkv(34, (2, 3, 4), (2, 5, 4), (2, 5, 3), scale=1e3),
         hidden=True,
     )
     add(
         "five dimensions (2, 2, 2, T, d_k), scale=0.5",
-        _t_rand(37, 2, 2, 2, 3, 4),
-        _t_rand(38, 2, 2, 2, 4, 4),
-        _t_rand(39, 2, 2, 2, 4, 2),
+        *_qkv(37, (2, 2, 2, 3, 4), (2, 2, 2, 4, 4), (2, 2, 2, 4, 2)),
         scale=0.5,
         hidden=True,
     )
     return tuple(cases)
-
-
-def _grad_case(label, ref, args, kwargs, probe, hidden=True):
-    leaves = tuple(a.clone().requires_grad_(True) for a in args)
-    out = ref(*leaves, **kwargs)
-    (out * probe).sum().backward()
-    expected = (out.detach(), tuple(a.grad for a in leaves))
-    return Case(
-        label,
-        tuple(args),
-        expected,
-        kwargs=kwargs,
-        kind="grad",
-        grad_args=tuple(range(len(args))),
-        probe=probe,
-        hidden=hidden,
-    )
 
 
 def _naive_softmax_t(x, dim=-1):
@@ -885,11 +839,15 @@ def _sdpa_steps(q, k, v, mask=None, scale=None, *, d_k_axis=-1, inverse_scale=Fa
     return e / torch.where(total == 0, torch.ones_like(total), total) @ v
 
 
-def _needs_mask(fn):
+def _steps(*, needs_mask=False, **change):
+    """The mistake of :func:`_sdpa_steps` that ``change`` (its keywords) makes; with
+    ``needs_mask``, one that only shows with a mask (without one it raises, so a case with no
+    mask names nothing)."""
+
     def f(q, k, v, mask=None, scale=None):
-        if mask is None:
+        if needs_mask and mask is None:
             raise ValueError("needs a mask")
-        return fn(q, k, v, mask, scale)
+        return _sdpa_steps(q, k, v, mask, scale, **change)
 
     return f
 
@@ -971,71 +929,65 @@ _SDPA_MISTAKES = (
         "multiplied the scores by sqrt(d_k) instead of dividing",
         "The default scale is 1 / sqrt(d_k): scores * (1 / math.sqrt(d_k)), or scores / "
         "math.sqrt(d_k); multiplying by sqrt(d_k) makes the softmax even more peaked.",
-        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
-                                                           inverse_scale=True),
+        _steps(inverse_scale=True),
     ),
     Mistake(
         "d_k read from the wrong axis",
         "d_k is the size of the last axis of q (q.shape[-1]); q.shape[-2] is T_q and "
         "q.shape[0] a batch size.",
-        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale, d_k_axis=-2),
+        _steps(d_k_axis=-2),
     ),
     Mistake(
         "weights not normalised (no division by the row sum)",
         "After exp(), divide each row by its sum over the keys so the weights sum to one; "
         "only a fully masked row (sum 0) is divided by 1.",
-        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
-                                                           normalise=False),
+        _steps(normalise=False),
     ),
     Mistake(
         "normalised over the queries (sum over the wrong axis)",
         "Each query's weights sum to one over the keys: e.sum(dim=-1, keepdim=True).",
-        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale, sum_dim=-2),
+        _steps(sum_dim=-2),
     ),
     Mistake(
         "row sums without keepdim=True",
         "e.sum(dim=-1) has shape (..., T_q) and divides along the *keys* axis; keep the axis "
         "(keepdim=True) so each row is divided by its own sum.",
-        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
-                                                           sum_keepdim=False),
+        _steps(sum_keepdim=False),
     ),
     Mistake(
         "maximum subtracted over the wrong axis",
         "Subtract each row's own maximum (amax(dim=-1, keepdim=True)): a per-column shift "
         "does not cancel in a row's softmax.",
-        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale, max_dim=-2),
+        _steps(max_dim=-2),
     ),
     Mistake(
         "row maximum without keepdim=True",
         "scores.amax(dim=-1) has shape (..., T_q) and is subtracted along the keys axis; "
         "keep the axis (keepdim=True) so each row is shifted by its own maximum.",
-        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
-                                                           max_keepdim=False),
+        _steps(max_keepdim=False),
     ),
     Mistake(
         "exp(max - scores) instead of exp(scores - max)",
         "Shift the scores down by their maximum, exp(scores - max): exp(max - scores) "
         "reverses which keys get the most weight.",
-        lambda q, k, v, mask=None, scale=None: _sdpa_steps(q, k, v, mask, scale,
-                                                           shift_reversed=True),
+        _steps(shift_reversed=True),
     ),
     Mistake(
         "mask ignored",
         "When a mask is given, put -inf into the scores where it is False before the "
         "softmax: scores.masked_fill(~mask, float('-inf')).",
-        _needs_mask(lambda q, k, v, mask, scale: _sdpa_steps(q, k, v, mask, scale,
-                                                             masked=False)),
+        _steps(needs_mask=True, masked=False),
     ),
     Mistake(
         "masked scores set to 0 instead of -inf",
         "A score of 0 still gets weight exp(0 - max) > 0: fill -inf so exp() gives exactly 0.",
-        _needs_mask(lambda q, k, v, mask, scale: _sdpa_steps(q, k, v, mask, scale, fill=0.0)),
+        _steps(needs_mask=True, fill=0.0),
     ),
     Mistake(
         "a large negative number instead of -inf (a fully masked row attends everywhere)",
         "With -1e9 a fully masked row gets equal weights and returns the mean of v; with "
         "-inf its weights are 0 (shift by 0 and divide by 1 there) and so is its output.",
-        _needs_mask(lambda q, k, v, mask, scale: _sdpa_steps(q, k, v, mask, scale, fill=-1e9)),
+        _steps(needs_mask=True, fill=-1e9),
     ),
 )
 
@@ -1213,23 +1165,14 @@ def _cos_cases():
     def add(label, q, k, v, hidden=False, **kw):
         cases.append(Case(label, (q, k, v), _cos_attn(q, k, v, **kw), kwargs=kw, hidden=hidden))
 
-    add(
-        "q (2, 4), k (3, 4), v (3, 2), float64",
-        _t_rand(70, 2, 4),
-        _t_rand(71, 3, 4),
-        _t_rand(72, 3, 2),
-    )
+    add("q (2, 4), k (3, 4), v (3, 2), float64", *_qkv(70, (2, 4), (3, 4), (3, 2)))
     add(
         "batch 2, T_q=3, T_k=5, float32",
-        _t_rand(73, 2, 3, 8, dtype=torch.float32),
-        _t_rand(74, 2, 5, 8, dtype=torch.float32),
-        _t_rand(75, 2, 5, 4, dtype=torch.float32),
+        *_qkv(73, (2, 3, 8), (2, 5, 8), (2, 5, 4), dtype=torch.float32),
     )
     add(
         "temperature=0.1, 2 heads, causal mask",
-        _t_rand(76, 2, 2, 4, 6),
-        _t_rand(77, 2, 2, 4, 6),
-        _t_rand(78, 2, 2, 4, 3),
+        *_qkv(76, (2, 2, 4, 6), (2, 2, 4, 6), (2, 2, 4, 3)),
         temperature=0.1,
         mask=_causal(4),
     )
@@ -1243,22 +1186,18 @@ def _cos_cases():
     )
     add(
         "large inputs (~1e3: cosine does not care)",
-        _t_rand(82, 3, 4, scale=1e3),
-        _t_rand(83, 5, 4, scale=1e3),
-        _t_rand(84, 5, 2),
+        *_qkv(82, (3, 4), (5, 4), (5, 2), scale=1e3),
         hidden=True,
     )
     add(
         "a fully masked row",
-        _t_rand(85, 3, 4),
-        _t_rand(86, 3, 4),
-        _t_rand(87, 3, 2),
+        *_qkv(85, (3, 4), (3, 4), (3, 2)),
         mask=torch.tensor([[True, True, False], [False, False, False], [True, False, True]]),
         hidden=True,
     )
-    q, k, v = _t_rand(88, 3, 5), _t_rand(89, 4, 5), _t_rand(90, 4, 2)
+    q, k, v = _qkv(88, (3, 5), (4, 5), (4, 2))
     cases.append(
-        _grad_case("gradients w.r.t. q, k, v", _cos_attn, (q, k, v), {}, _t_rand(91, 3, 2))
+        grad_case("gradients w.r.t. q, k, v", _cos_attn, (q, k, v), _t_rand(91, 3, 2))
     )
     return tuple(cases)
 

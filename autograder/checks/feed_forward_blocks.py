@@ -21,13 +21,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import transformer_ref
 from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._builders import EncoderBlock, Sublayer
 from autograder.checks._cases import is_layer_input_mismatch as _is_matmul_mismatch
 from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
+
+# trusted references: bound here, at import, before any student cell runs
+from transformer_ref import EncoderBlock as _EncoderBlock
+from transformer_ref import FeedForward as _FeedForward
 
 __all__ = [
     "check_feed_forward",
@@ -39,8 +42,6 @@ __all__ = [
     "check_grad_norm_per_layer",
 ]
 
-_EncoderBlock = transformer_ref.EncoderBlock
-_FeedForward = transformer_ref.FeedForward
 _relu, _gelu, _silu, _sigmoid = F.relu, F.gelu, F.silu, torch.sigmoid
 
 
@@ -572,7 +573,23 @@ def _swapped_norms(fn):
     return lambda x, attn, ffn, n1, n2: fn(x, attn, ffn, n2, n1)
 
 
-_BLOCK_FORBIDDEN = ("layer_norm", "_transformer_encoder_layer_fwd", "multi_head_attention_forward")
+def _left_out_mistake(which: str, *, pre: bool) -> Mistake:
+    """Either block with sublayer ``which`` ("attn" / "ffn") never added to the stream."""
+    name, line = {"attn": ("attention", "first"), "ffn": ("feed-forward", "second")}[which]
+    return Mistake(
+        f"{name} sublayer left out",
+        "The block has two sublayers: attention first, then the FFN, each added to the "
+        f"residual stream. {which}(...) is never added here: check the {line} line.",
+        lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=pre, which=which),
+    )
+
+
+# what both blocks' checks forbid and say about it
+_BLOCK_RULES = dict(
+    forbidden=("layer_norm", "_transformer_encoder_layer_fwd", "multi_head_attention_forward"),
+    forbidden_hint="Combine the sublayers you are given (attn, ffn, norm1, norm2).",
+    reference_off=True,  # transformer_ref is in the kernel for the demos
+)
 
 _POST = Check(
     **table.identity(__name__, "post_ln_block"),
@@ -595,24 +612,14 @@ _POST = Check(
             "Each sublayer is wrapped as x + Sublayer(x) before the norm.",
             lambda x, attn, ffn, n1, n2: _no_residual(x, attn, ffn, n1, n2, pre=False),
         ),
-        Mistake(
-            "attention sublayer left out",
-            "The block has two sublayers: attention first, then the FFN, each added to the "
-            "residual stream. attn(...) is never added here: check the first line.",
-            lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=False, which="attn"),
-        ),
+        _left_out_mistake("attn", pre=False),
         Mistake(
             "attention sublayer and norm1 left out (only the FFN line)",
             "The post-LN block has two add & norm steps: x = norm1(x + attn(x)) first, then "
             "norm2(x + ffn(x)). Only the second is here: write the first line too.",
             lambda x, attn, ffn, n1, n2: n2(x + ffn(x)),
         ),
-        Mistake(
-            "feed-forward sublayer left out",
-            "The block has two sublayers: attention first, then the FFN, each added to the "
-            "residual stream. ffn(...) is never added here: check the second line.",
-            lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=False, which="ffn"),
-        ),
+        _left_out_mistake("ffn", pre=False),
         Mistake(
             "FFN applied to the block input instead of the attention sublayer's output",
             "The sublayers run in sequence: the FFN sees x after the first add & norm.",
@@ -626,9 +633,7 @@ _POST = Check(
         ),
         *_subtracted_mistakes(pre=False),
     ),
-    forbidden=_BLOCK_FORBIDDEN,
-    forbidden_hint="Combine the sublayers you are given (attn, ffn, norm1, norm2).",
-    reference_off=True,  # transformer_ref is in the kernel for the demos
+    **_BLOCK_RULES,
 )
 check_post_ln_block = register(_POST)
 
@@ -662,18 +667,8 @@ _PRE = Check(
             "after each sublayer.",
             lambda x, attn, ffn, n1, n2: _no_residual(x, attn, ffn, n1, n2, pre=True),
         ),
-        Mistake(
-            "attention sublayer left out",
-            "The block has two sublayers: attention first, then the FFN, each added to the "
-            "residual stream. attn(...) is never added here: check the first line.",
-            lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=True, which="attn"),
-        ),
-        Mistake(
-            "feed-forward sublayer left out",
-            "The block has two sublayers: attention first, then the FFN, each added to the "
-            "residual stream. ffn(...) is never added here: check the second line.",
-            lambda x, attn, ffn, n1, n2: _left_out(x, attn, ffn, n1, n2, pre=True, which="ffn"),
-        ),
+        _left_out_mistake("attn", pre=True),
+        _left_out_mistake("ffn", pre=True),
         Mistake(
             "FFN applied to the block input instead of the attention sublayer's output",
             "The lecture notes [S1] compose: R(Φ ∘ LN) ∘ R(MSA ∘ LN), so the FFN's "
@@ -688,9 +683,7 @@ _PRE = Check(
         ),
         *_subtracted_mistakes(pre=True),
     ),
-    forbidden=_BLOCK_FORBIDDEN,
-    forbidden_hint="Combine the sublayers you are given (attn, ffn, norm1, norm2).",
-    reference_off=True,  # transformer_ref is in the kernel for the demos
+    **_BLOCK_RULES,
 )
 check_pre_ln_block = register(_PRE)
 

@@ -13,12 +13,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import transformer_ref
+import transformer_ref  # noqa: F401 - the example above
 from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
+from autograder.checks._cases import grad_case
 from autograder.checks._cases import is_broadcast_error as _is_broadcast_error
 from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
+
+# trusted references: bound here, at import, before any student cell runs
+from transformer_ref import layer_norm as _ref_ln
+from transformer_ref import rms_norm as _ref_rms
 
 __all__ = [
     "check_layer_norm_np",
@@ -26,10 +31,6 @@ __all__ = [
     "check_layer_norm_backward",
     "check_rms_norm",
 ]
-
-# Trusted references, bound before any student cell runs.
-_ref_ln = transformer_ref.layer_norm
-_ref_rms = transformer_ref.rms_norm
 
 
 # ---------------------------------------------------------------- wrong layer norms
@@ -306,21 +307,9 @@ def _ln_cases(numpy: bool) -> tuple:
         hidden=numpy, tol=1e-2)
     if not numpy:
         x, g, b = _t_rand(base + 24, 2, 3, 6), *params(base + 25, 6)
-        leaves = tuple(a.clone().requires_grad_(True) for a in (x, g, b))
-        out = _ref_ln(*leaves)
-        probe = _t_rand(base + 27, 2, 3, 6)
-        (out * probe).sum().backward()
-        cases.append(
-            Case(
-                "gradients w.r.t. x, gamma, beta",
-                (x, g, b),
-                (out.detach(), tuple(a.grad for a in leaves)),
-                kind="grad",
-                grad_args=(0, 1, 2),
-                probe=probe,
-                hidden=False,  # 2.2's goal: "differentiable (autograd must see every step)"
-            )
-        )
+        # visible: 2.2's goal says "differentiable (autograd must see every step)"
+        cases.append(grad_case("gradients w.r.t. x, gamma, beta", _ref_ln, (x, g, b),
+                               _t_rand(base + 27, 2, 3, 6), hidden=False))
     return tuple(cases)
 
 
@@ -349,27 +338,26 @@ def _ln_probes(ref) -> tuple:
     )
 
 
-_LN_NP = Check(
-    **table.identity(__name__, "layer_norm_np"),
-    cases=lambda: _ln_cases(numpy=True),
-    probes=_ln_probes(_ln_np_ref),
-    mistakes=_ln_mistakes(numpy=True),
-    error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
-    forbidden=_LN_FORBIDDEN,
-    forbidden_hint="Write it with x.mean, np.sqrt and broadcasting.",
-)
+def _ln_check(function: str, ref, numpy: bool, forbidden_hint: str) -> Check:
+    """Exercise 2.1 (numpy) or 2.2 (torch): the same cases, probes and mistakes."""
+    return Check(
+        **table.identity(__name__, function),
+        cases=lambda: _ln_cases(numpy=numpy),
+        probes=_ln_probes(ref),
+        mistakes=_ln_mistakes(numpy=numpy),
+        error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
+        forbidden=_LN_FORBIDDEN,
+        forbidden_hint=forbidden_hint,
+    )
+
+
+_LN_NP = _ln_check("layer_norm_np", _ln_np_ref, True,
+                   "Write it with x.mean, np.sqrt and broadcasting.")
 check_layer_norm_np = register(_LN_NP)
 
 # ====================================================================== Exercise 2.2
-_LN = Check(
-    **table.identity(__name__, "layer_norm"),
-    cases=lambda: _ln_cases(numpy=False),
-    probes=_ln_probes(_ref_ln),
-    mistakes=_ln_mistakes(numpy=False),
-    error_hints=(_BROADCAST_HINT, _SCALAR_HINT),
-    forbidden=_LN_FORBIDDEN,
-    forbidden_hint="Write it with .mean(dim=-1, keepdim=True), torch.sqrt and broadcasting.",
-)
+_LN = _ln_check("layer_norm", _ref_ln, False,
+                "Write it with .mean(dim=-1, keepdim=True), torch.sqrt and broadcasting.")
 check_layer_norm = register(_LN)
 
 

@@ -18,12 +18,18 @@ import math
 import torch
 import torch.nn as nn
 
-import transformer_ref
 from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._builders import MultiheadAttention
+from autograder.checks._cases import grad_case, message_has
 from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
+
+# trusted references: bound here, at import, before any student cell runs
+from transformer_ref import MultiHeadAttention as _MHA
+from transformer_ref import causal_mask as _causal
+from transformer_ref import padding_mask_from_lengths as _pad_len
+from transformer_ref import scaled_dot_product_attention as _sdpa
 
 __all__ = [
     "check_msa_loop",
@@ -35,11 +41,6 @@ __all__ = [
     "check_weights_from_torch",
 ]
 
-# Trusted references, bound before any student cell runs.
-_sdpa = transformer_ref.scaled_dot_product_attention
-_MHA = transformer_ref.MultiHeadAttention
-_causal = transformer_ref.causal_mask
-_pad_len = transformer_ref.padding_mask_from_lengths
 
 _FORBIDDEN = (
     "scaled_dot_product_attention",
@@ -50,20 +51,20 @@ _FORBIDDEN = (
 
 
 def _is_shape_mismatch(e: BaseException) -> bool:
-    s = str(e)
-    return any(
-        t in s
-        for t in (
-            "is invalid for input of size",
-            "Expected size for first two dimensions of batch2",
-        )
+    return message_has(
+        e, "is invalid for input of size", "Expected size for first two dimensions of batch2"
     )
 
 
 # ====================================================================== Exercise 1.1
-def _msa_ref(X, heads):
-    outs = [_sdpa(X @ Wq, X @ Wk, X @ Wv, scale=1.0) for Wq, Wk, Wv in heads]
+def _cat_features(outs):
     return torch.cat(outs, dim=-1)
+
+
+def _msa_ref(X, heads, *, scale=1.0, join=_cat_features):
+    """[S1]'s MSA; ``scale`` and ``join`` (how the heads' outputs are put together) are what
+    the catalogue's mistakes change."""
+    return join([_sdpa(X @ Wq, X @ Wk, X @ Wv, scale=scale) for Wq, Wk, Wv in heads])
 
 
 def _msa_cases():
@@ -104,40 +105,32 @@ _MSA = Check(
             "scaled the scores by 1/sqrt(d')",
             "[S1]'s heads are unscaled: softmax(X W_Q (X W_K)ᵀ) X "
             "W_V, no 1/sqrt(d').",
-            lambda X, heads: torch.cat(
-                [_sdpa(X @ a, X @ b, X @ c) for a, b, c in heads], dim=-1
-            ),
+            lambda X, heads: _msa_ref(X, heads, scale=None),
         ),
         Mistake(
             "summed the heads instead of concatenating",
             "The heads sit side by side: torch.cat(outputs, dim=-1) gives (..., n, H d').",
-            lambda X, heads: sum(_sdpa(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads),
+            lambda X, heads: _msa_ref(X, heads, join=sum),
         ),
         Mistake(
             "stacked the heads on a new axis",
             "torch.stack adds an axis; concatenate along the feature axis instead: "
             "torch.cat(outputs, dim=-1).",
-            lambda X, heads: torch.stack(
-                [_sdpa(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads]
-            ),
+            lambda X, heads: _msa_ref(X, heads, join=torch.stack),
         ),
         Mistake(
             "heads concatenated along the first axis (torch.cat without dim=-1)",
             "torch.cat joins along dim=0 unless told otherwise: that stacks the heads' rows "
             "(the tokens, for X of shape (n, d)). Put them side by side along the feature "
             "axis: torch.cat(outputs, dim=-1) gives (..., n, H d').",
-            lambda X, heads: torch.cat(
-                [_sdpa(X @ a, X @ b, X @ c, scale=1.0) for a, b, c in heads]
-            ),
+            lambda X, heads: _msa_ref(X, heads, join=torch.cat),
         ),
         Mistake(
             "passed scale=0 for 'no scaling'",
             "scale multiplies the scores: scale=0 makes them all 0, so every token attends "
             "uniformly (each head returns the mean of its values). [S1]'s unscaled heads "
             "multiply by 1: attention(..., scale=1.0).",
-            lambda X, heads: torch.cat(
-                [_sdpa(X @ a, X @ b, X @ c, scale=0.0) for a, b, c in heads], dim=-1
-            ),
+            lambda X, heads: _msa_ref(X, heads, scale=0.0),
         ),
     ),
     forbidden=_FORBIDDEN,
@@ -317,16 +310,12 @@ def _mha_cases():
     args = (_t_rand(590, B, Tq, D), _t_rand(591, B, Tk, D),
             *(_t_rand(592 + j, D, D) / math.sqrt(D) for j in range(4)), H)
     kw = {"mask": _pad_len(torch.tensor([4, 2]), Tk)}
-    leaves = tuple(a.clone().requires_grad_(True) for a in args[:6])
-    heads, merged = _mha_parts(*leaves[:5], H, kw["mask"])
-    out = merged @ leaves[5]  # the same function as _mha_ref, written out for autograd
-    probe = _t_rand(599, B, Tq, D)
-    (out * probe).sum().backward()
-    cases.append(
-        Case("gradients w.r.t. x_q, x_kv, W_Q, W_K, W_V, W_O (cross-attention, padding)",
-             args, (out.detach(), tuple(a.grad for a in leaves)), kwargs=kw, kind="grad",
-             grad_args=tuple(range(6)), probe=probe, hidden=True)
-    )
+    cases.append(grad_case(
+        "gradients w.r.t. x_q, x_kv, W_Q, W_K, W_V, W_O (cross-attention, padding)",
+        # the same function as _mha_ref, written out for autograd
+        lambda x_q, x_kv, W_Q, W_K, W_V, W_O, n_head, mask: _mha_parts(
+            x_q, x_kv, W_Q, W_K, W_V, n_head, mask)[1] @ W_O,
+        args, _t_rand(599, B, Tq, D), grad_args=range(6), kwargs=kw))
     return tuple(cases)
 
 

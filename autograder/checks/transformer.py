@@ -24,6 +24,13 @@ from autograder.checks._builders import GPT, KVCache, Sublayer
 from autograder.checks._cases import t_rand as _t_rand
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, register
 
+# trusted references: bound here, at import, before any student cell runs
+from transformer_ref import DecoderBlock as _DecoderBlock
+from transformer_ref import GPTConfig as _GPTConfig
+from transformer_ref import MultiHeadAttention as _MHA
+from transformer_ref import RotaryEmbedding as _Rotary
+from transformer_ref import sinusoidal_encoding as _sinusoidal
+
 __all__ = [
     "check_equivariance_gap",
     "check_sinusoidal_encoding",
@@ -32,12 +39,6 @@ __all__ = [
     "check_gpt_logits",
     "check_incremental_logits",
 ]
-
-_MHA = transformer_ref.MultiHeadAttention
-_DecoderBlock = transformer_ref.DecoderBlock
-_GPTConfig = transformer_ref.GPTConfig
-_sinusoidal = transformer_ref.sinusoidal_encoding
-_Rotary = transformer_ref.RotaryEmbedding
 
 
 class _Model(transformer_ref.GPT):
@@ -947,6 +948,11 @@ def _ref_incremental(model, idx, *, start_shift=0, cache_on=True, prefix=False, 
     return outs[-1] if last else torch.cat(outs, dim=dim)
 
 
+def _iv(**kw):
+    """The mistake of :func:`_ref_incremental` that ``kw`` (its keywords) makes."""
+    return lambda model, idx: _ref_incremental(model, idx, **kw)
+
+
 def _inc_cases():
     out = []
     for i, (B, T, hidden, kw) in enumerate([(2, 6, False, {}), (1, 12, False, {}),
@@ -969,32 +975,32 @@ _INC = Check(
             "KV cache positions off by one",
             "Token t is at position t; before it the cache holds t tokens: "
             "gpt_logits(idx[:, t:t+1], model, start=t, cache=cache).",
-            lambda model, idx: _ref_incremental(model, idx, start_shift=1),
+            _iv(start_shift=1),
         ),
         Mistake(
             "no cache passed (each token sees only itself)",
             "Make one cache with model.init_cache(B) before the loop and pass it at every step: "
             "it accumulates the keys and values of all earlier tokens.",
-            lambda model, idx: _ref_incremental(model, idx, cache_on=False),
+            _iv(cache_on=False),
         ),
         Mistake(
             "the whole prefix fed again with the cache",
             "With a cache, feed only the new token idx[:, t:t+1] at position t: the earlier "
             "ones are already in the cache (feeding them again appends them twice).",
-            lambda model, idx: _ref_incremental(model, idx, prefix=True),
+            _iv(prefix=True),
         ),
         Mistake(
             "steps concatenated along the batch axis (torch.cat without dim=1)",
             "Each step's logits are (B, 1, vocab_size): join them along the token axis, "
             "torch.cat(steps, dim=1) -> (B, T, vocab_size). torch.cat's default is dim=0, "
             "the batch.",
-            lambda model, idx: _ref_incremental(model, idx, dim=0),
+            _iv(dim=0),
         ),
         Mistake(
             "steps concatenated along the vocabulary axis (dim=-1)",
             "Each step's logits are (B, 1, vocab_size): join them along the token axis, "
             "torch.cat(steps, dim=1) -> (B, T, vocab_size), not the last axis.",
-            lambda model, idx: _ref_incremental(model, idx, dim=-1),
+            _iv(dim=-1),
         ),
     ),
     error_hints=(
