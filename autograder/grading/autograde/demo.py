@@ -4,12 +4,10 @@ A chapter marks such a cell with the cell tag ``demo`` in its jupytext source (`
 tags=["demo"]``): a plot, a demo training loop, a printout of the student's function on an
 example. It is neither an answer nor a test, and no later cell uses what it defines
 (:func:`demo_problems` proves it over the chapter's source, ``tests/unit/test_demo_cells.py``).
-Grading it costs kernel time and decides no points, so :class:`SkipDemoCells` (autograde, before
-execution) replaces the source of every submitted cell whose source is a demo cell's source in
-the course's own notebook with :data:`NOT_RUN`: the student's kernel never runs it, and the
-feedback shows it as not run. The course's source notebook decides, never the submission's
-metadata: a student's own cell is never skipped, and a demo cell the student edited runs as
-written.
+:class:`SkipDemoCells` replaces the source of every submitted cell whose source is a demo
+cell's in the course's own notebook with :data:`NOT_RUN` (the feedback shows it as not run).
+The course's notebook decides, never the submission's metadata: a student's own cell, or a
+demo cell they edited, runs.
 
 >>> demo_problems([{"cell_type": "code", "source": "x = 1", "metadata": {"tags": ["demo"]}},
 ...                {"cell_type": "code", "source": "print(x)", "metadata": {}}])

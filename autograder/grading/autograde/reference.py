@@ -9,12 +9,10 @@ in the exercise table names those references (``Chapter.reference`` in
 ``"module:Class"`` (every method) or ``"module:Class.method"``.
 
 For a graded kernel :func:`stubbed_ref` writes a copy of ``transformer_ref`` in which every
-named function and method keeps its signature but its body is gone: calling it raises
-:class:`ReferenceUnavailable` (the code is not in the copy: it cannot be read, imported or run
-from the kernel by any route). A package outside ``transformer_ref`` that is an exercise's
-reference (``tiktoken`` for chapter 07's tokenizer) becomes :func:`stub_package`: importable
-(the notebook's setup cell imports it), every attribute raising. The sandbox mounts these
-copies where the real packages are (``sandbox/runners.py``); the trusted verdict reads
+named function and method keeps its signature but raises :class:`ReferenceUnavailable` (the
+code is not in the copy). A package outside ``transformer_ref`` that is a reference
+(``tiktoken``, chapter 07) becomes :func:`stub_package`: importable, every attribute raising.
+The sandbox mounts these copies where the real packages are; the verdict reads
 ``ReferenceUnavailable`` in a record as "used the reference implementation".
 
 >>> sorted(references({"feed_forward_blocks"}))[:1]

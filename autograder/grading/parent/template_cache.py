@@ -1,23 +1,17 @@
 """course-grade's per-user cache of class templates: built once per release, copied per run.
 
-A class template (``course.build_template``: nbgrader's generated assignment and gradebook, the
-graded kernels' packages and probe inputs, matplotlib's font list, the feedback pages' MathJax
-macro) is the same for every class graded with the same sources, code and limits. It is built
-once in ``<cache>/template-<key>`` (``key``: everything it is made from, ``course.template_key``)
-and each run into a new ``--out`` copies it into ``OUT/.work/template-<key>``, hard-linking the
-files that nothing writes (``os.link``; a copy where the two folders are on different file
-systems). The output folder holds its own files: deleting the cache never changes a grade.
+A class template (``course.build_template``) is the same for every class graded with the same
+sources, code and limits. It is built once in ``<cache>/template-<key>`` (``key``:
+``course.template_key``) and each run into a new ``--out`` copies it into
+``OUT/.work/template-<key>``, hard-linking the files nothing writes: deleting the cache never
+changes a grade.
 
-- The cache folder: ``$COURSE_CACHE``, else ``$XDG_CACHE_HOME/course-grade``, else
-  ``~/.cache/course-grade``; ``COURSE_CACHE=off`` (or a folder that cannot be made) builds in
-  the output folder as before.
-- An entry is built in a ``.build-*`` folder and renamed into place once finished; its
-  ``.done`` lists every file and its size. An entry whose ``.done`` is missing, unreadable or
-  does not match its files is removed and built again, never copied.
-- One ``flock`` per key: two runs (two pytest-xdist workers, two sections) build it once.
-- The files that hold the folder's own path (``nbgrader_config.py``, the kernels'
-  ``spec.json``) and the gradebook (SQLite writes in place) are real copies, the paths
-  rewritten for the output folder.
+- The cache: ``$COURSE_CACHE``, else ``$XDG_CACHE_HOME/course-grade``, else
+  ``~/.cache/course-grade``; ``COURSE_CACHE=off`` builds in the output folder.
+- An entry is built in a ``.build-*`` folder and renamed into place; its ``.done`` lists every
+  file and its size, and an entry that does not match it is built again, never copied.
+- One ``flock`` per key: two runs build it once.
+- The files holding the folder's own path and the gradebook are real copies, paths rewritten.
 """
 
 from __future__ import annotations

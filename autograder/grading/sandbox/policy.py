@@ -13,18 +13,10 @@ or not:
 - :meth:`Policy.on_cell_error`: a cell whose execute reply says *error* but shows no error
   output (a silenced traceback) gets one, so nbgrader scores it 0.
 
-For a notebook whose test cells are all judged outside the kernel (trusted verdicts,
-``exercises.converted()``) nothing is refused: a deny-list only delays, and what runs in the
-kernel cannot change a verdict. The parent flags those cells instead (``flags.flags``:
-``flagged: <what>`` on the exercise they concern). For every notebook, code cells a student
-put above the locked setup cell are moved to just after it (:func:`setup_first`): the setup
-binds the checks in a fresh kernel before any student code runs.
-
-Before nbgrader starts, :func:`dedupe_grade_ids` turns submitted cells with a repeated or
-unknown grade id into ordinary cells (nbgrader 0.9.6 otherwise fails on the whole notebook).
-
-Example: ``policy_problem("np.allclose = lambda *a, **k: True", {"np"})`` names the problem;
-``policy_problem("def f(x):\\n    return x + 1", {"np"})`` is ``None``.
+For a notebook whose test cells are all judged outside the kernel (trusted verdicts) nothing
+is refused: a deny-list only delays, and what runs in the kernel cannot change a verdict; the
+parent flags those cells instead (``flags.flags``). For every notebook, code cells a student
+put above the locked setup cell are moved to just after it (:func:`setup_first`).
 """
 
 from __future__ import annotations
