@@ -103,13 +103,23 @@ def _grade_in_turn(config, student: str, assignments: list[str], root: Path, sou
     for assignment in assignments:
         ready(assignment)
         code = _grade_one(api, root, student, assignment, sources[assignment], arm)
-        if code == 0 or stopped.autograde(root, student, assignment):  # its run stopped:
-            feedback.submit(student, assignment)  # what ran, and its scores, still get a page
+        # a run that stopped, and each notebook autograded all the same, still get a page
+        if code == 0 or stopped.autograde(root, student, assignment) or _graded_any(
+                root, assignment):
+            feedback.submit(student, assignment)
         status = status or code
     # every page of the assignments that were graded, whatever happened to the others: the
     # process ends with os._exit, which would drop the pages still being written
     pages = feedback.wait()
     return status or pages
+
+
+def _graded_any(root: Path, assignment: str) -> bool:
+    """Whether a notebook of ``assignment`` was autograded though another's failed."""
+    from ..assignment_result import AssignmentResult
+
+    result = AssignmentResult.read(root, assignment)
+    return result is not None and any(nb.graded for nb in result.notebooks.values())
 
 
 def _start_zygote(root: Path, assignments: list[str], ready, base_spec: dict | None,
@@ -157,36 +167,61 @@ def _grade_one(api, root: Path, student: str, assignment: str, sources: list, ar
     arm(root, assignment)  # this assignment's mounts for its kernels
     verdict.warm(sources)  # the trusted side's imports, while autograde waits on the kernel
     out = AssignmentResult(assignment)
-    try:
-        ran = api.autograde(assignment, student, force=True)
-    except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
-        ran = {"success": False, "error": f"{type(e).__name__}: {e}", "log": ""}
+    names = sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))
+    handed = [n for n in names
+              if (root / "submitted" / student / assignment / f"{n}.ipynb").is_file()]
+    # several notebooks: one at a time, so one whose code ends its kernel (nbgrader then
+    # removes what it autograded of that run) costs the others neither their run nor page
+    runs = {name: _autograde(api, assignment, student, name)
+            for name in (handed if len(handed) > 1 else ["*"])}
+    failed = {name: _last_line(r.get("error", "")) or "nbgrader autograde failed"
+              for name, r in runs.items() if not r["success"]}
     verdicts: dict[str, dict] = {}
-    if ran["success"]:
+    graded: set[str] = set()
+    if not failed:
         out.autograde = "ok"
         # the scores: decided here from the sealed records, not by whether a cell raised
         try:
             verdicts = verdict.decide(root, assignment, student)
+            graded = set(names)
         except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
             out.autograde, out.error = "failed", f"trusted verdict failed: {type(e).__name__}: {e}"
     else:
-        out.error = _last_line(ran.get("error", "")) or "nbgrader autograde failed"
+        out.error = next(iter(failed.values()))
         # the run stopped (kernel died or hung): what the kernel recorded before that is
-        # still judged (the status function decides which rows it scores)
+        # still judged (the status function decides which rows it scores); the notebooks
+        # autograded on their own are decided as any
         try:
             verdicts = verdict.judge_records(root, assignment)
+            if len(failed) < len(runs):
+                verdicts.update(verdict.decide(root, assignment, student))
+                graded = set(names) - set(failed)
         except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
             out.error = f"judging the records failed: {type(e).__name__}: {e}"
     try:
-        out.notebooks = _notebook_results(root, student, assignment, sources, verdicts,
-                                          graded=out.autograde == "ok",
-                                          error="" if ran["success"] else out.error)
+        out.notebooks = _notebook_results(
+            root, student, assignment, sources, verdicts, graded=graded,
+            error={n: failed.get(n, failed.get("*", "")) for n in names})
     except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
         out.autograde, out.error = "failed", f"reading the grades failed: {type(e).__name__}: {e}"
     out.write(root)
-    _say(f"==== {assignment} result", ran.get("log", ""), ran.get("error", ""), out.error,
-         f"==== {assignment} autograde: {out.autograde}")
+    _say(f"==== {assignment} result", *(part for r in runs.values()
+                                          for part in (r.get("log", ""), r.get("error", ""))),
+         out.error, f"==== {assignment} autograde: {out.autograde}")
     return 0 if out.autograde == "ok" else 1
+
+
+def _autograde(api, assignment: str, student: str, notebook: str = "*") -> dict:
+    """nbgrader's ``autograde`` of one student's assignment, or of its ``notebook`` only (its
+    ``--notebook``: a failure removes that notebook's autograded copy, not the others')."""
+    course = api.coursedir
+    try:
+        course.notebook_id = notebook
+        return api.autograde(assignment, student, force=True)
+    except Exception as e:  # noqa: BLE001 - a grader error, never a student's 0
+        return {"success": False, "error": f"{type(e).__name__}: {e}", "log": ""}
+    finally:
+        course.notebook_id = "*"
 
 
 def _last_line(text: str) -> str:
@@ -217,9 +252,10 @@ def stop_of(evidence: dict, graded: bool, error: str) -> dict | None:
 
 
 def _notebook_results(root: Path, student: str, assignment: str, sources: list,
-                      verdicts: dict, graded: bool, error: str = "") -> dict:
+                      verdicts: dict, graded: set[str], error: dict[str, str]) -> dict:
     """{notebook: NotebookResult} of one assignment: the gradebook's points, the verdicts and
-    the run's evidence (``records.Seal``), each exercise named by its test cells."""
+    the run's evidence (``records.Seal``), each exercise named by its test cells; ``graded``
+    the notebooks nbgrader autograded, ``error`` {notebook: why its autograde failed}."""
     import nbformat
 
     from ..assignment_result import NotebookResult, timeouts_of
@@ -231,10 +267,10 @@ def _notebook_results(root: Path, student: str, assignment: str, sources: list,
     for name in names:
         evidence = read_evidence(root, assignment, name)
         nb = NotebookResult(verdicts=verdicts.get(name, {}),
-                            stopped=stop_of(evidence, graded, error),
+                            stopped=stop_of(evidence, name in graded, error.get(name, "")),
                             tampered=list(evidence.get("tampered", [])))
         done = root / "autograded" / student / assignment / f"{name}.ipynb"
-        if graded and done.exists():
+        if name in graded and done.exists():
             executed = nbformat.read(done, as_version=4)
             nb.graded = True
             nb.scores = _scores(root, assignment, name, student)
