@@ -26,8 +26,9 @@ prints the final validation loss of each: the "loss to expect" the notebook quot
 ``--yours`` times training steps of ``yours.YourGPT`` (the GPT of the learner's pieces that
 notebook 08 trains; here the solution notebooks' answers, ``--notebooks``) at the ``cpu`` size
 with learned positions and with RoPE (the learner's ``apply_rope``, through their attention,
-and the general way that works for any ``multi_head_attention``), in interleaved rounds so a
-changing load hits all alike, and prints seconds per step and the ratios::
+and the general way that works for any ``multi_head_attention``), and of the reference
+trainer's model (``cpu_char``, built as the trainer builds it) both ways, in interleaved rounds
+so a changing load hits all alike, and prints seconds per step and the ratios::
 
     python bench/train.py --yours --threads 1 --steps 5 --rounds 3
 
@@ -67,7 +68,8 @@ def bench(impl: str, args, device: torch.device) -> tuple[float, float | None]:
     s = SIZES[args.preset]
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=args.vocab, block_size=s["block_size"], n_layer=s["n_layer"],
-                          n_head=s["n_head"], d_model=s["d_model"], attn_impl=impl)).to(device)
+                          n_head=s["n_head"], d_model=s["d_model"], attn_impl=impl,
+                          pos=args.pos)).to(device)
     opt = configure_optimizer(model, 0.1, 1e-3, (0.9, 0.99), device.type)
     fwd = torch.compile(model) if args.compile else model
     cuda = device.type == "cuda"
@@ -161,7 +163,7 @@ def expect(args) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     base = preset("cpu_char", data_dir=args.data_dir, progress=False, plot=False,
-                  sample_tokens=0, checkpoint=False, device="cpu")
+                  sample_tokens=0, checkpoint=False, device="cpu", pos=args.pos)
     data = prepare_data(base.data, base.data_dir, bpe_vocab_size=base.bpe_vocab_size)
     out = {}
     for n in (int(v) for v in args.expect.split(",")):
@@ -171,11 +173,12 @@ def expect(args) -> dict:
                                                          "lr_decay_iters")},
                      data_dir=args.data_dir, out_dir=args.out_dir, progress=False, plot=False,
                      sample_tokens=0, checkpoint=False, device="cpu",
-                     eval_interval=plan["max_iters"])
+                     eval_interval=plan["max_iters"], pos=args.pos)
         t0 = time.perf_counter()
         summary = Trainer(cfg, data=data).train()
         out[n] = summary["eval"]["val"]
-        print(f"{cfg.max_iters} steps (warm-up {cfg.warmup_iters}): val {out[n]:.3f}, "
+        print(f"{cfg.max_iters} steps (warm-up {cfg.warmup_iters}), {cfg.pos} positions: val "
+              f"{out[n]:.3f}, "
               f"{time.perf_counter() - t0:.0f} s, {torch.get_num_threads()} threads", flush=True)
     return out
 
@@ -185,6 +188,8 @@ def yours_positions(args) -> dict:
     import statistics
 
     from autograder.checks import yours
+    from transformer_ref.train import preset
+    from transformer_ref.train.trainer import build_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -206,6 +211,11 @@ def yours_positions(args) -> dict:
                 blk.attn.route = None
         route = model.blocks[0].attn.route if model.rope is not None else None
         runs[name] = (model, configure_optimizer(model, 0.1, 1e-3, (0.9, 0.99), "cpu"), route)
+    for pos in ("learned", "rope"):  # the reference trainer's model of notebook 08's cpu run
+        torch.manual_seed(0)
+        model = build_model(preset("cpu_char", pos=pos), args.vocab, torch.device("cpu"))
+        runs[f"ref-{pos}"] = (model, configure_optimizer(model, 0.1, 1e-3, (0.9, 0.99), "cpu"),
+                              None)
 
     def step(model, opt):
         loss = F.cross_entropy(model(x[:, :-1]).reshape(-1, args.vocab), x[:, 1:].reshape(-1))
@@ -227,11 +237,14 @@ def yours_positions(args) -> dict:
     for name, (_, _, route) in runs.items():
         how = {"learned": "a learned table", "rope": "your apply_rope through your attention"
                if route is not None else "your apply_rope (general way)",
-               "rope-general": "your apply_rope, general way"}[name]
+               "rope-general": "your apply_rope, general way",
+               "ref-learned": "the reference trainer's GPT (cpu_char), learned table",
+               "ref-rope": "the reference trainer's GPT (cpu_char), its RoPE"}[name]
         print(f"  {name:12s} {out[name]:.3f} s/step (median of {args.rounds} rounds: "
               f"{', '.join(f'{t:.3f}' for t in times[name])}), {how}")
-    for name in ("rope", "rope-general"):
-        print(f"ratio {name} / learned: {out[name] / out['learned']:.2f}x")
+    for name, base in (("rope", "learned"), ("rope-general", "learned"),
+                       ("ref-rope", "ref-learned")):
+        print(f"ratio {name} / {base}: {out[name] / out[base]:.2f}x")
     return out
 
 
@@ -288,6 +301,9 @@ def main() -> None:
                    help="train Hugging Face's GPT2LMHeadModel of the same shape beside ours")
     p.add_argument("--ablate", action="store_true",
                    help="--peer: also train the course's GPT with separate Q, K, V projections")
+    p.add_argument("--pos", choices=["learned", "rope"], default="learned",
+                   help="the model's positions (default and --expect modes); notebook 08's run "
+                   "uses rope")
     p.add_argument("--yours", action="store_true",
                    help="time YourGPT (notebook 08's model) with learned positions and RoPE")
     p.add_argument("--notebooks", default="solutions/08_training",
@@ -321,8 +337,9 @@ def main() -> None:
     args.steps = args.steps or (50 if cuda else 10)
     args.warmup = args.warmup if args.warmup is not None else (10 if cuda else 2)
     name = torch.cuda.get_device_name(device) if cuda else str(device)
-    print(f"device {name}, model '{args.preset}' {SIZES[args.preset]}, {args.steps} timed steps"
-          f"{', compiled' if args.compile else ''}, torch threads {torch.get_num_threads()}")
+    print(f"device {name}, model '{args.preset}' {SIZES[args.preset]}, {args.pos} positions, "
+          f"{args.steps} timed steps{', compiled' if args.compile else ''}, torch threads "
+          f"{torch.get_num_threads()}")
     res = {}
     for impl in ("scratch", "sdpa"):
         tok_s, mfu = bench(impl, args, device)

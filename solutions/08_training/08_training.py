@@ -18,11 +18,13 @@
 # when there is one (bf16, TF32, `torch.compile`, fused attention), on your laptop's CPU when
 # there is not — and measure how fast it learns (tokens/s, MFU).
 #
-# **Builds on:** chapter 6 (the GPT: `forward(idx (B, T)) -> logits (B, T, V)`) and chapter 7
-# (tokenizers). The checks of the loop's exercises run your functions on a tiny model made of
-# `torch.nn` modules (no chapter's answer, so they run in every student kit); the training run
-# of section 7 trains **your own GPT** (your chapter 1–6 answers, read from your saved
-# notebooks) with **your own loop** from this notebook, the reference trainer beside it. A
+# **Builds on:** chapter 6 (the GPT: `forward(idx (B, T)) -> logits (B, T, V)`, and RoPE) and
+# chapter 7 (tokenizers). The checks of the loop's exercises run your functions on a tiny model
+# made of `torch.nn` modules (no chapter's answer, so they run in every student kit); the
+# training run of section 7 trains **your own GPT** (your chapter 1–6 answers, your RoPE
+# included, read from your saved notebooks) with **your own loop** from this notebook, the
+# reference trainer beside it, and, where the budget allows, a second one on the tokens of
+# your chapter 7 tokenizer. A
 # piece that is missing or fails its check is replaced by the given one, and the run says so;
 # where there is no given one (the student kit), the cells that need it say which exercise to
 # finish and are skipped. An unfinished chapter does not block you.
@@ -92,7 +94,8 @@ MAX_SECONDS = None
 # | `smoke` | `COURSE_SMOKE=1` or grading | 2 layers, $d$ = 64, context 64 | 20 | 1 024 | the notebook runs in seconds |
 #
 # The smoke size is for the automatic tests and the grader (the long run is not graded): set
-# `COURSE_SMOKE=1` in the environment before starting Jupyter to get it yourself.
+# `COURSE_SMOKE=1` in the environment before starting Jupyter to get it yourself. Every run
+# puts positions in as RoPE (chapter 06), your GPT and the reference alike (section 7).
 
 # %% tags=["demo"]
 DEVICE = pick_device()  # cuda > mps > cpu
@@ -1317,7 +1320,9 @@ print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
 # - Speed is tokens/s; MFU compares it with the hardware's peak: bf16, TF32, compile, fused
 #   attention, and DDP over several GPUs.
 #
-# **Recorded runs** (the `cpu` and `gpu` rows of section 0; numbers from the course's own runs):
+# **Recorded runs** (the `cpu` and `gpu` rows of section 0; numbers from the course's own runs,
+# made with learned positions, the table `wpe`, before section 7's GPT took your RoPE; the RoPE
+# runs are not recorded here yet):
 #
 # - CPU (`cpu_char`, this notebook's `cpu` run, run as is on an otherwise idle 2-core machine,
 #   torch's default 2 threads): 3000 steps (the full schedule) in **403 s**, 0.82 M parameters,
