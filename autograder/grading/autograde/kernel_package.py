@@ -1,14 +1,12 @@
 """The graded kernel's packages and the probe's inputs, prepared before ``autograde`` runs.
 
-1. :func:`prepare` makes the assignment's probe folder (``.grader/probe/<assignment>/in``,
-   read-only for the kernel) and the kernel's ``autograder`` package
-   (``.grader/kernel/<assignment>/autograder``, or the class's cached copy: :func:`build_cache`):
-   a copy of the real one in which each converted chapter's check module is a stub without
-   expected values (:func:`_stub`). The sandbox mounts that copy where ``autograder`` is, and
-   does not mount ``transformer_ref`` when the notebook does not need it (or mounts only its
-   data: :data:`KERNEL_REF`), so neither the expected values, the registry, nor the reference
-   is reachable from the kernel (``course-grade --unsandboxed`` only puts the copy first on
-   the kernel's path);
+1. :func:`prepare` makes the assignment's probe folder (read-only for the kernel) and the
+   kernel's ``autograder`` package (or the class's cached copy: :func:`build_cache`): a copy
+   in which each converted chapter's check module is a stub without expected values
+   (:func:`_stub`), mounted where ``autograder`` is; ``transformer_ref`` is mounted only where
+   the notebook needs it (or only its data: :data:`KERNEL_REF`), so neither expected values
+   nor the reference are reachable from the kernel (``--unsandboxed``: the copy is only first
+   on the kernel's path);
 2. :func:`write_inputs` imports the chapter's checks (expected values computed here, in the
    grading process) and writes every case's inputs for the probe.
 

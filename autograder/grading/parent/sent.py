@@ -1,15 +1,11 @@
 """A submitted notebook's cells, read once, in a limited process of its own.
 
-The parent never parses a student's notebook: its JSON can be anything up to
-``submissions.MAX_NOTEBOOK_BYTES`` (300,000 empty outputs in one cell, 15 MB, took the
-parent 2 s of CPU to read twice, and nbformat's validation three times as long before the
-notebook was rebuilt). ``rebuild.read_cells`` hands the open file to this module, run as a
-script of its own (``python -I -S sent.py CAPS``: standard library only, no site, nothing of
-the course imported), which limits its own memory and CPU time, parses the JSON once, counts
-the cells before anything else is done with them, and writes back only what the rebuilt
-notebook and the flags read (:func:`student_cells`): each cell's type, source and scalar
-nbgrader metadata. Outputs, attachments and all other metadata never reach the parent: its
-work for a notebook grows with the student's sources, not with the outputs.
+The parent never parses a student's notebook (its JSON can be anything up to
+``submissions.MAX_NOTEBOOK_BYTES``). ``rebuild.read_cells`` hands the open file to this module,
+run as a script of its own (``python -I -S sent.py CAPS``: standard library only), which limits
+its own memory and CPU time, parses the JSON once, counts the cells first, and writes back only
+each cell's type, source and scalar nbgrader metadata (:func:`student_cells`): the parent's
+work grows with the student's sources, not with the outputs.
 
 >>> student_cells(b'{"cells": [{"cell_type": "code", "source": "x", "outputs": [{}, {}],'
 ...               b' "metadata": {"tags": [1], "nbgrader": {"grade_id": "a", "points": [2]}}}]}')
