@@ -18,25 +18,22 @@ from ..sandbox.policy import judged_outside, module_names, policy_problem
 from . import routes
 from .rebuild import NotANotebook, student_cells
 
-# What a submission that tries to get around the grader looks like in its source. Found by
-# reading the source (trusted, in the parent), never by running it; the row says
-# ``flagged: <what>`` for the instructor to review. It does not change a score.
-_FLAG_ATTRS = {
-    "f_globals": "introspection of frames", "f_locals": "introspection of frames",
-    "f_back": "introspection of frames", "tb_frame": "introspection of frames",
-    "gi_frame": "introspection of frames", "_getframe": "introspection of frames",
-    "__globals__": "introspection of globals/closures",
-    "__closure__": "introspection of globals/closures",
-    "cell_contents": "introspection of globals/closures",
-    "__code__": "introspection of globals/closures",
-    "input_transformers_cleanup": "rewrites cells (input transformer)",
-    "input_transformers_post": "rewrites cells (input transformer)",
-    "input_transformer_manager": "rewrites cells (input transformer)",
-    "register_magic_function": "rewrites cells (custom magic)",
-    "set_custom_exc": "rewrites cells (exception handler)",
-    "fromhex": "decodes encoded code", "b64decode": "decodes encoded code",
-    "__builtins__": "builtin obtained by name", "__dict__": "introspection of globals/closures",
-}
+
+def _by_name(reasons: dict[str, str]) -> dict[str, str]:
+    """{name: reason} from {reason: "name name ..."}."""
+    return {name: why for why, names in reasons.items() for name in names.split()}
+
+
+_FLAG_ATTRS = _by_name({
+    "introspection of frames": "f_globals f_locals f_back tb_frame gi_frame _getframe",
+    "introspection of globals/closures": "__globals__ __closure__ cell_contents __code__ __dict__",
+    "rewrites cells (input transformer)":
+        "input_transformers_cleanup input_transformers_post input_transformer_manager",
+    "rewrites cells (custom magic)": "register_magic_function",
+    "rewrites cells (exception handler)": "set_custom_exc",
+    "decodes encoded code": "fromhex b64decode",
+    "builtin obtained by name": "__builtins__",
+})
 _FLAG_NAMES = {
     "exec": "exec/eval", "eval": "exec/eval", "compile": "exec/eval",
     "__import__": "builtin obtained by name", "globals": "introspection of globals/closures",
@@ -46,13 +43,13 @@ _FLAG_NAMES = {
     "_given": "reads a test cell's given answers", "In": "reads the kernel's input history",
     "_ih": "reads the kernel's input history",  # (not _i, _ii: common loop names)
 }
-_FLAG_MODULES = {
-    "inspect": "introspection of frames", "gc": "introspection of frames",
-    "ctypes": "introspection of frames", "builtins": "builtin obtained by name",
-    "codecs": "decodes encoded code", "base64": "decodes encoded code",
-    "importlib": "builtin obtained by name", "autograder": "reaches into the grader",
-    "transformer_ref": "imports the reference implementation",
-}
+_FLAG_MODULES = _by_name({
+    "introspection of frames": "inspect gc ctypes",
+    "builtin obtained by name": "builtins importlib",
+    "decodes encoded code": "codecs base64",
+    "reaches into the grader": "autograder",
+    "imports the reference implementation": "transformer_ref",
+})
 
 
 def _folded(node) -> str | None:
