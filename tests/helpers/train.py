@@ -21,7 +21,8 @@ def tiny_cfg(tmp_path, **kw) -> TrainConfig:
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    """One torch thread for the test (a module that imports this fixture uses it for all)."""
+    """One torch thread for the test (a module that imports this fixture uses it for all):
+    two-thread torch in each of 2 xdist workers oversubscribes 2 cores."""
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

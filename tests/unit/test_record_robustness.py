@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from autograder.checks import _judge, _probe, table
@@ -20,19 +19,11 @@ from autograder.checks._judge import case_inputs, judge
 from autograder.grading.autograde import records as sealed
 from autograder.grading.autograde import verdict
 
+from helpers.answer_sets import solutions
+
 REPO = Path(__file__).resolve().parents[2]
 _SOFTMAX = table.check("01_attention", "softmax")
 _VARIANCE = table.check("01_attention", "score_variance")
-
-
-def _solution(name: str):
-    nb = nbformat.read(REPO / "solutions/01_attention/01_attention.ipynb", as_version=4)
-    ns: dict = {}
-    exec("import math\nimport numpy as np\nimport torch", ns)
-    for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("solution"):
-            exec(c.source, ns)
-    return ns[name]
 
 
 def _record(check, fn) -> dict:
@@ -49,7 +40,7 @@ def _record(check, fn) -> dict:
 
 @pytest.fixture(scope="module")
 def records() -> dict:
-    return {c.key: _record(c, _solution(c.name)) for c in (_SOFTMAX, _VARIANCE)}
+    return {c.key: _record(c, solutions("01_attention")[c.name]) for c in (_SOFTMAX, _VARIANCE)}
 
 
 def _text(record: dict) -> bytes:

@@ -20,17 +20,10 @@ from transformer_ref.sampling import (
     top_p_filter,
 )
 
+from helpers.train import one_thread  # noqa: F401 - a fixture (autouse: one torch thread)
+
 N = 40_000  # draws per statistical test (one multinomial call, a few ms)
 Z_1E4 = 3.719  # standard normal quantile at 1 - 1e-4
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: two-thread torch in each of 2 xdist workers oversubscribes 2 cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def chi2_stat(counts: torch.Tensor, probs: torch.Tensor) -> float:

@@ -15,14 +15,7 @@ from transformer_ref.train.data import (
     write_tokens,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: two-thread torch in each of 2 xdist workers oversubscribes 2 cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+from helpers.train import one_thread  # noqa: F401 - a fixture (autouse: one torch thread)
 
 
 @pytest.fixture

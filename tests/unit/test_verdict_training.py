@@ -21,6 +21,7 @@ from autograder.checks._judge import case_inputs, judge
 from autograder.grading.autograde import kernel_package
 from autograder.grading.parent import flags as source_flags
 
+from helpers import answer_sets
 from helpers.verdict import record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,13 +34,7 @@ ARGS = {e.key: e.arguments for e in CHAPTER.exercises if e.arguments}
 
 @pytest.fixture(scope="module")
 def solutions() -> dict:
-    nb = nbformat.read(REPO / "solutions/08_training/08_training.ipynb", as_version=4)
-    ns: dict = {}
-    exec("import math\nimport numpy as np\nimport torch\nimport torch.nn.functional as F", ns)
-    for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("solution"):
-            exec(c.source, ns)
-    return ns
+    return answer_sets.solutions("08_training")
 
 
 def _record(tmp_path: Path, key: str, *fns) -> dict:
