@@ -487,13 +487,17 @@ class _NoPositions(nn.Module):
 
 class _Rope:
     """``rope(x, positions)``: your ``apply_rope(x, positions, base)`` (06 Ex 2.2), or the
-    given one, at the model's ``rope_base``."""
+    given one, at the model's ``rope_base``. On a GPU the tensors your function makes
+    (``torch.arange`` for the angles) are made there too: x's device is the default one."""
 
     def __init__(self, fn, base: float = 10000.0):
         self.fn, self.base = fn, base
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self.fn(x, positions, self.base)
+        if x.device.type == "cpu":
+            return self.fn(x, positions, self.base)
+        with torch.device(x.device):
+            return self.fn(x, positions, self.base)
 
 
 class _RopeAttention:

@@ -175,6 +175,17 @@ def test_your_apply_rope_is_used_while_training(here):
         assert not torch.allclose(model(x), before)
 
 
+def test_your_apply_rope_runs_where_the_model_runs(here):
+    """06's text computes the angles with ``torch.arange`` on the default device: on a GPU the
+    model's rope makes them on the heads' device (the meta device stands in for one here)."""
+    _notebook06(here, SPY)
+    fn = yours.load("06_transformer", "apply_rope", folder=here, say=lambda line: None).apply_rope
+    x, positions = torch.randn(2, 2, 5, 8, device="meta"), torch.arange(5, device="meta")
+    with pytest.raises(RuntimeError, match="device"):
+        fn(x, positions)  # as written, its angles are on the CPU
+    assert yours._Rope(fn)(x, positions).device.type == "meta"
+
+
 def test_a_failing_apply_rope_falls_back_to_the_given_one_and_says_so(here):
     _notebook06(here, HALF)
     lines = []
