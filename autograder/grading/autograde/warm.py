@@ -27,14 +27,14 @@ one way a student's grading process starts (``parent/runner.py``, ``LocalRunner.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import selectors
 import signal
 import socket
-import struct
 import sys
 import threading
+
+from ..sandbox.zygote import read_request
 
 # What a student's grading process imports (measured: its sys.modules at the end), by the
 # packages that cost: nbgrader and its gradebook (sqlalchemy), nbconvert, jupyter_client,
@@ -164,18 +164,8 @@ def _kill_group(pid: int) -> None:
 def _fork_job(conn, listener, wake_r, wake_w, jobs) -> int:
     try:
         conn.settimeout(30)
-        head, fds, _, _ = socket.recv_fds(conn, 4, 1)
-        size = struct.unpack("!I", head)[0]
-        body = b""
-        while len(body) < size:
-            chunk = conn.recv(size - len(body))
-            if not chunk:
-                raise OSError("request cut short")
-            body += chunk
-        request = json.loads(body)
-        if len(fds) != 1:
-            raise OSError("no log")
-    except (OSError, ValueError, struct.error) as e:
+        request, fds = read_request(conn, 1, cap=None)  # the runner's: its log
+    except (OSError, ValueError) as e:
         try:
             conn.sendall(f"error {e}\n".encode())
         except OSError:

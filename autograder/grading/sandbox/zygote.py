@@ -356,22 +356,31 @@ def _fork_kernel(request: dict, fds: list[int], keep: set[int], zygote_ro: set[s
     return int(pid)
 
 
-def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
-    first, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
-    if len(first) < 4:
-        raise ValueError("short request")
-    (size,) = struct.unpack("!I", first[:4])
-    if size > MAX_REQUEST:
-        raise ValueError("request too large")
-    data = first[4:]
-    while len(data) < size:
-        more = conn.recv(size - len(data))
-        if not more:
-            raise ValueError("truncated request")
-        data += more
-    if len(fds) != 3:
-        raise ValueError("the launcher's three standard streams are missing")
-    return json.loads(data), fds
+def read_request(conn: socket.socket, nfds: int,
+                 cap: int | None = MAX_REQUEST) -> tuple[dict, list[int]]:
+    """A length-prefixed JSON request and the ``nfds`` descriptors sent with it (the zygote's
+    and the warm grading process's protocol); ``ValueError`` or ``OSError`` (the descriptors
+    received then closed)."""
+    first, fds, _flags, _addr = socket.recv_fds(conn, 65536, nfds)
+    try:
+        if len(first) < 4:
+            raise ValueError("short request")
+        (size,) = struct.unpack("!I", first[:4])
+        if cap is not None and size > cap:
+            raise ValueError("request too large")
+        data = first[4:]
+        while len(data) < size:
+            more = conn.recv(size - len(data))
+            if not more:
+                raise ValueError("truncated request")
+            data += more
+        if len(fds) != nfds:
+            raise ValueError(f"{nfds} file descriptor(s) expected, {len(fds)} sent")
+        return json.loads(data), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 def serve(ctl: str) -> None:
@@ -405,7 +414,7 @@ def serve(ctl: str) -> None:
                 conn, _ = listener.accept()
                 fds: list[int] = []
                 try:
-                    request, fds = _read_request(conn)
+                    request, fds = read_request(conn, 3)
                     keep = {listener.fileno(), conn.fileno(),
                             *(c.fileno() for c in kernels.values()), sel.fileno()}
                     pid = _fork_kernel(request, fds, keep, zygote_ro, ctl_dir)
