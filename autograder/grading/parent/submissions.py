@@ -581,6 +581,17 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
     except OSError as e:
         messages.append(f"{folder}: cannot list ({e.strerror})")
         return []
+
+    def entry(p: Path, kind: str, name: str, problem: str = "") -> _Entry:
+        return _Entry(kind, student_id(name), p, name=_display(name), problem=problem)
+
+    def lms_entry(p: Path, users: dict[str, _Entry], kind: str, m: re.Match) -> _Entry:
+        e = users.setdefault(m["uid"], _Entry(
+            kind, student_id(f"{_display(m['name'])}_{m['uid']}"), p,
+            name=_display(m["name"]), lms_id=m["uid"]))
+        e.files.append(p)
+        return e
+
     for nm in names:
         p = folder / nm
         if nm in _DEBRIS:
@@ -588,21 +599,14 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
         try:
             st = os.lstat(p)
         except OSError as e:
-            entries.append(_Entry("problem", student_id(nm), p, name=_display(nm),
-                                  problem=f"cannot read ({e.strerror})"))
+            entries.append(entry(p, "problem", nm, f"cannot read ({e.strerror})"))
             continue
         is_dir, is_reg = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
         stem = p.stem if is_reg and nm.lower().endswith(".zip") else nm
         if m := (_MOODLE_DIR if is_dir else _MOODLE_FILE).match(nm):
-            e = moodle.setdefault(m["uid"], _Entry(
-                "moodle", student_id(f"{_display(m['name'])}_{m['uid']}"), p,
-                name=_display(m["name"]), lms_id=m["uid"]))
-            e.files.append(p)
+            lms_entry(p, moodle, "moodle", m)
         elif m := (not is_dir and _CANVAS.match(nm)):
-            e = canvas.setdefault(m["uid"], _Entry(
-                "canvas", student_id(f"{_display(m['name'])}_{m['uid']}"), p,
-                name=_display(m["name"]), lms_id=m["uid"]))
-            e.files.append(p)
+            e = lms_entry(p, canvas, "canvas", m)
             e.late = e.late or bool(m["late"])
         elif is_dir:
             if depth == 0 and (what := _foreign(p)):
@@ -611,7 +615,7 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
                 messages.append(f"{nm}/ holds files named as an LMS download names them: graded "
                                 "as one student's folder (an LMS download is read only at the "
                                 "top of SUBMISSIONS, or as its zip under the LMS's own name)")
-            entries.append(_Entry("folder", student_id(nm), p, name=_display(nm)))
+            entries.append(entry(p, "folder", nm))
         elif is_reg and nm.lower().endswith(".zip"):
             kind = _bundle_kind(p) if depth == 0 else ""
             if kind and not _DOWNLOAD_ZIP.match(nm):
@@ -626,20 +630,17 @@ def _classify(folder: Path, bundle_dir: Path, messages: list[str],
                     links = _safe_unzip(p, dest, Budget(MAX_UNZIPPED_BYTES, _BOMB),
                                         wanted=lambda name: True)
                 except IntakeProblem as e:
-                    entries.append(_Entry("problem", student_id(stem), p, name=_display(stem),
-                                          problem=str(e)))
+                    entries.append(entry(p, "problem", stem, str(e)))
                     continue
                 for link in links:
                     messages.append(f"{nm}: {link} is a symbolic link in the zip, skipped")
                 nested += _classify(dest, bundle_dir, messages, depth + 1, via=nm)
             else:
-                entries.append(_Entry("zip", student_id(stem), p, name=_display(stem)))
+                entries.append(entry(p, "zip", stem))
         elif is_reg:
-            entries.append(_Entry("problem", student_id(nm), p, name=_display(nm),
-                                  problem="neither a folder nor a .zip"))
+            entries.append(entry(p, "problem", nm, "neither a folder nor a .zip"))
         else:
-            entries.append(_Entry("problem", student_id(nm), p, name=_display(nm),
-                                  problem=f"{nm} is {not_regular(st)}"))
+            entries.append(entry(p, "problem", nm, f"{nm} is {not_regular(st)}"))
     found = entries + list(canvas.values()) + list(moodle.values())
     for e in found:
         e.via = via
