@@ -148,10 +148,8 @@ def plugin_class():
         from traitlets import Unicode
 
         class LatePolicyPlugin(LateSubmissionPlugin):
-            """nbgrader's late-submission plugin with course-grade's policy
-            (:class:`LatePolicy`): named in OUT_DIR's nbgrader_config.py as
-            ``AssignLatePenalties.plugin_class``, so nbgrader's own autograde (formgrader's
-            button) gives the same penalty as course-grade."""
+            """nbgrader's late-submission plugin with course-grade's :class:`LatePolicy`
+            (OUT_DIR's nbgrader_config.py names it), so formgrader's autograde agrees."""
 
             penalty = Unicode("zero", help=POLICY_FORMAT).tag(config=True)
             floor = Unicode("", help="the share of its score a late notebook keeps").tag(
@@ -174,13 +172,10 @@ _PLUGIN = None
 
 
 def show_penalised_scores() -> None:
-    """Make formgrader's scores the penalised ones, as ``nbgrader export``, grades.csv and the
-    LMS exports give them: each submission's and notebook's ``score`` (its pages' lists: an
-    assignment's submissions, a notebook's, a student's assignments and notebooks, and the
-    students' totals) less nbgrader's ``late_submission_penalty``, at least 0. Called from
-    OUT_DIR's nbgrader_config.py (``results.write_course_config``), so only the processes
-    started there (formgrader, nbgrader's commands) show it; the gradebook is not changed,
-    and nbgrader's own sums (``score`` attributes, its export's ``raw_score``) stay raw."""
+    """Make the ``score`` of formgrader's lists the penalised one, as the exports give it
+    (less ``late_submission_penalty``, at least 0). Called from OUT_DIR's nbgrader_config.py,
+    so only the processes started there show it; the gradebook and nbgrader's own sums stay
+    raw."""
     from nbgrader import api
     from sqlalchemy import func
 

@@ -73,11 +73,8 @@ def alembic_head() -> str:
 
 
 def ensure_cached_head() -> None:
-    """Look the head up once (in the grader) and cache it here and for the commands it starts.
-
-    nbgrader's own question is answered when this process imports its gradebook code: by
-    :func:`use_cached_head`, which what makes a gradebook here calls first (course-grade
-    imports it in a thread meanwhile: :func:`warm`)."""
+    """Look the head up once (in the grader) and cache it here and for the commands it starts
+    (:func:`use_cached_head` answers nbgrader's own question)."""
     if not os.environ.get(HEAD_VAR):
         os.environ[HEAD_VAR] = schema_head()
     if "nbgrader.api" in sys.modules:

@@ -36,11 +36,9 @@ def install() -> None:
 
 @functools.lru_cache(maxsize=4096)
 def cell_tree(source: str) -> tuple[ast.AST | None, bool]:
-    """(the AST of a notebook cell as IPython runs it, whether IPython's transform worked):
-    the cell transformed by IPython (magics become calls), parsed; the source parsed as it is
-    when IPython cannot transform it; None when neither parses. Cached: the source policy and
-    the flags read every cell of every student, many of them the same. The tree is shared:
-    callers only read it.
+    """(the AST of a cell as IPython runs it (magics become calls), or of its source as it is
+    where IPython cannot transform it, or None; whether the transform worked). Cached and
+    shared: callers only read it.
     """
     try:
         from IPython.core.inputtransformer2 import TransformerManager

@@ -49,10 +49,9 @@ def _limit_output(cell):
 
 
 def warm(sources: list):
-    """Import, in a daemon thread, the check modules that :func:`decide` will judge
-    ``sources`` with (torch, and each chapter's expected values: about 2 s), while autograde
-    waits on the student's kernel; returns the thread. Nothing depends on it: an import that
-    fails here is tried again, and raises, where it is needed."""
+    """Import, in a daemon thread, the check modules :func:`decide` will judge ``sources``
+    with (about 2 s) while autograde waits on the kernel; returns the thread (a failure here
+    is met again where the import is needed)."""
     modules = sorted({k.split(".")[0] for nb in sources for keys in converted_keys(nb).values()
                       for k in keys})
 
@@ -111,11 +110,9 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
 
 
 def judge_records(root: Path, assignment: str) -> dict[str, dict]:
-    """After a notebook's run stopped (its kernel died or hung, so nbgrader graded nothing):
-    judge each converted test cell from the records the kernel wrote before it stopped, with
-    no autograded notebook and no gradebook to fill. Each verdict carries ``stopped: True`` and
-    ``recorded``: whether every record of the cell was there (a cell judged from no record
-    says so; the parent does not score it unless the exercise is flagged)."""
+    """After a notebook's run stopped (nbgrader graded nothing): judge each converted test
+    cell from the records sealed before the stop. Each verdict carries ``stopped: True`` and
+    ``recorded`` (every record of the cell was there)."""
     everything = {}
     for name, probe, sealed, cells, points in _converted_notebooks(root, assignment):
         everything[name] = {

@@ -16,13 +16,10 @@ from .exports import cell as csv_cell
 
 
 class NotGradedCsvExport(ExportPlugin):
-    """nbgrader's CSV export, plus what it hides: ``needs_manual_grade`` (a cell has no
-    score: not graded by the autograder and no manual score) and then an empty ``score``,
-    never 0; an assignment the student handed nothing of (no submission) has an empty
-    ``raw_score`` and ``score`` and needs no grading; ``name`` and ``lms_user_id`` of the
-    student. Configured in OUT_DIR's nbgrader_config.py, so a plain ``nbgrader export`` there
-    writes it, to ``export.csv`` unless ``--to`` says otherwise (nbgrader's default name
-    would overwrite course-grade's grades.csv)."""
+    """nbgrader's CSV export, plus what it hides: ``needs_manual_grade`` (and then an empty
+    ``score``, never 0; an assignment not handed in: empty scores), the student's ``name``
+    and ``lms_user_id``. OUT_DIR's nbgrader_config.py names it; it writes ``export.csv``
+    unless ``--to`` says otherwise (nbgrader's default name would overwrite grades.csv)."""
 
     def export(self, gradebook) -> None:
         dest = self.to or "export.csv"

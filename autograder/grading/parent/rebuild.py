@@ -124,10 +124,8 @@ def rebuild(data: bytes | list[dict], release, answers_of: dict[str, list[str]],
 
 def read_cells(path: Path) -> list[dict]:
     """:func:`sent.student_cells` of the notebook at ``path``, read by a limited process of its
-    own (``sent.py``, run as a script: standard library only); the parent only opens the file
-    (a link or special file is never opened, one over ``MAX_NOTEBOOK_BYTES`` never read:
-    ``submissions.open_bounded``) and reads back the cells. Raises ``IntakeProblem`` or
-    :class:`NotANotebook` with the row's reason; ``OSError`` when the file cannot be opened."""
+    own (``sent.py``); the parent only opens the file (``submissions.open_bounded``). Raises
+    ``IntakeProblem`` or :class:`NotANotebook` with the row's reason, or ``OSError``."""
     caps = {"bytes": MAX_NOTEBOOK_BYTES, "cells": MAX_CELLS, "nesting": MAX_NESTING,
             "memory_mb": READ_MEMORY_MB, "cpu_s": READ_CPU_S}
     fd = open_bounded(path, MAX_NOTEBOOK_BYTES)

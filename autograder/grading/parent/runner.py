@@ -136,11 +136,8 @@ def kill_children() -> None:
 
 
 class LocalRunner:
-    """Runs a command as this user with rlimits and a wall-time limit (no sandbox).
-
-    The memory and CPU-time limits are the :class:`~autograder.grading.config.GradeConfig`'s;
-    the wall time is given per call (what is left of the student's).
-    """
+    """Runs a command as this user with the ``GradeConfig``'s limits and a wall-time limit
+    given per call (no sandbox)."""
 
     name = "local (no sandbox)"
 
