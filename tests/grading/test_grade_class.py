@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.adversarial.graded import assert_rows_exact
+from helpers.adversarial.graded import assert_rows_exact, feedback_page
 from helpers.synthetic_class import unmatched
 from helpers.synthetic_class.shared import REPO, graded_class
 
@@ -86,8 +86,7 @@ def test_feedback_hides_hidden_tests(nb01_class):
 
 
 def test_feedback_explains_a_wrong_answer(nb01_class):
-    page = nb01_class["out"] / "feedback" / "wrong" / ASSIGNMENT / f"{ASSIGNMENT}.html"
-    text = html.unescape(page.read_text())
+    text = html.unescape(feedback_page(nb01_class, "wrong", ASSIGNMENT))
     assert "CheckFailed" in text or "differs" in text or "expected" in text
 
 
@@ -104,8 +103,7 @@ def test_a_notebook_that_ended_its_kernel_is_explained_and_in_formgrader(nb01_cl
     stopped = [r for r in rows.values() if r["kind"] == "stopped"]
     assert stopped and any(r["kind"] == "from record" for r in rows.values())
     cell = re.search(r"ended the kernel in cell (\d+)\)", stopped[0]["status"]).group(1)
-    page = html.unescape((out / "feedback" / "os_exit" / ASSIGNMENT /
-                          f"{ASSIGNMENT}.html").read_text())
+    page = html.unescape(feedback_page(nb01_class, "os_exit", ASSIGNMENT))
     said = f"Your code ended the kernel in cell {cell}: no cell after it ran."
     assert "This notebook stopped." in page and f"StoppedHere: {said}" in page
     result = json.loads((out / "results" / "os_exit.json").read_text())

@@ -9,7 +9,7 @@ import pytest
 
 from helpers.adversarial.attention_attacks import graded_attention_attacks
 from helpers.adversarial.dodge_class import mismatch
-from helpers.adversarial.graded import assert_rows_exact
+from helpers.adversarial.graded import assert_rows_exact, feedback_page
 from helpers.adversarial.odd_files import OUTPUT_SLACK
 
 STUDENTS = ["answer_meta", "v3_duplicate", "mimebundle", "missing_exercise",
@@ -61,7 +61,7 @@ def test_the_hidden_tests_never_reach_the_kernels_history(odd_class):
                          as_version=4)
     printed = "".join(o.get("text", "") for o in book.cells[-1].get("outputs", []))
     assert printed.strip() == "HISTORY []", printed
-    page = (out / "feedback" / "history" / "01_attention" / "01_attention.html").read_text()
+    page = feedback_page(odd_class, "history", "01_attention")
     assert "_hidden_check" not in page and "BEGIN HIDDEN" not in page
 
 

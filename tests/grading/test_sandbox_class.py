@@ -28,6 +28,7 @@ from helpers.adversarial.fixture_class import FixtureAttackBuilder
 from helpers.adversarial.graded import (
     assert_graded_in_sandbox,
     assert_rows_exact,
+    feedback_page,
     graded_once,
     need_bwrap,
 )
@@ -191,8 +192,7 @@ def test_huge_output_costs_at_most_the_student_and_stays_small(fixture_attacks):
     assert rows
     assert [(r["points"], r["status"]) for r in rows] == \
         [(r["max_points"], "graded") for r in rows], rows
-    fb = (fixture_attacks["out"] / "feedback" / "huge_stdout" / FIXTURE
-          / f"{FIXTURE}.html").read_text()
+    fb = feedback_page(fixture_attacks, "huge_stdout", FIXTURE)
     # what reached the grader was cut in the kernel at its cap: the page's cut note (20,000
     # characters shown) counts what the kernel sent, not the 400 MB printed
     cuts = [int(n) for n in re.findall(r"output cut, (\d+) more characters", fb)]
@@ -205,7 +205,7 @@ def test_huge_output_costs_at_most_the_student_and_stays_small(fixture_attacks):
         work = out / ".work" / "students" / student / "autograded"
         for path in work.rglob("*.ipynb"):
             assert path.stat().st_size < 1_000_000, path
-    fb = (out / "feedback" / "wide_stdout" / FIXTURE / f"{FIXTURE}.html").read_text()
+    fb = feedback_page(fixture_attacks, "wide_stdout", FIXTURE)
     assert "course-grade: output cut" in fb
 
 
@@ -213,8 +213,7 @@ def test_network_is_unreachable_from_the_sandbox(fixture_attacks):
     """The network student scored full marks only because no connection worked (asserted in
     its rows); the loopback server the test ran never saw a connection."""
     assert fixture_attacks["accepted"] is False
-    fb = (fixture_attacks["out"] / "feedback" / "network" / FIXTURE
-          / f"{FIXTURE}.html").read_text()
+    fb = feedback_page(fixture_attacks, "network", FIXTURE)
     assert "Network is unreachable" in fb
 
 
@@ -225,6 +224,5 @@ def test_corrupted_files_touch_nothing_outside_the_sandbox(fixture_attacks):
 
     sub = fixture_attacks["class"] / "corrupter" / f"{FIXTURE}.ipynb"
     nbformat.validate(nbformat.read(sub, as_version=4))
-    fb = (fixture_attacks["out"] / "feedback" / "huge_file" / FIXTURE
-          / f"{FIXTURE}.html").read_text()
+    fb = feedback_page(fixture_attacks, "huge_file", FIXTURE)
     assert "File too large" in fb and "Read-only file system" in fb

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.adversarial.attention_attacks import assert_class_in_the_run, graded_attention_attacks
-from helpers.adversarial.graded import assert_rows_exact
+from helpers.adversarial.graded import assert_rows_exact, feedback_page
 
 ASSIGNMENT = "01_attention"
 STUDENTS = ["correct", "time_transformer", "getattr_alias", "hex_exec", "torch_library",
@@ -34,11 +34,10 @@ def test_every_row_exact(verdict_class, student):
 
 
 def test_feedback_shows_the_trusted_verdict(verdict_class):
-    out = verdict_class["out"] / "feedback"
-    near = (out / "near_miss" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    near = feedback_page(verdict_class, "near_miss", ASSIGNMENT)
     assert "decided outside your notebook" in near
     assert "different random generators" in near  # d_k * 1.001 is not a measurement
-    thread = (out / "thread_builtin" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    thread = feedback_page(verdict_class, "thread_builtin", ASSIGNMENT)
     assert "in any" in thread and "softmax" in thread
-    correct = (out / "correct" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    correct = feedback_page(verdict_class, "correct", ASSIGNMENT)
     assert "all 14 cases match the reference (5 of them hidden)" in correct

@@ -19,6 +19,7 @@ from helpers.adversarial.bpe_class import BpeClassBuilder
 from helpers.adversarial.graded import (
     assert_graded_in_sandbox,
     assert_rows_exact,
+    feedback_page,
     graded_once,
     need_bwrap,
 )
@@ -73,7 +74,6 @@ def test_every_row_exact(graded, assignment, student):
 
 
 def test_feedback_shows_the_trusted_verdict(graded):
-    out = graded("02_masking")["out"] / "feedback"
-    page = (out / "mistakes" / "02_masking" / "02_masking.html").read_text()
+    page = feedback_page(graded("02_masking"), "mistakes", "02_masking")
     assert "decided outside your notebook" in page
     assert "Likely mistake: mask applied after the softmax" in page

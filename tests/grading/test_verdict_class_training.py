@@ -11,6 +11,7 @@ import pytest
 from helpers.adversarial.graded import (
     assert_graded_in_sandbox,
     assert_rows_exact,
+    feedback_page,
     graded_attack_class,
     need_bwrap,
 )
@@ -39,8 +40,7 @@ def test_every_row_exact(training_class, student):
 
 
 def test_feedback_shows_the_trusted_verdict(training_class):
-    out = training_class["out"] / "feedback"
-    page = (out / "reference" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    page = feedback_page(training_class, "reference", ASSIGNMENT)
     assert "decided outside your notebook" in page
     # get_batch called the reference: the kernel's copy has no code for it
     assert "reference implementation, which the graded kernel does not have" in page

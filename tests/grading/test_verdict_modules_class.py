@@ -8,6 +8,7 @@ import pytest
 from helpers.adversarial.graded import (
     assert_graded_in_sandbox,
     assert_rows_exact,
+    feedback_page,
     graded_once,
     need_bwrap,
 )
@@ -36,8 +37,7 @@ def test_every_row_exact(modules_class, student):
 
 
 def test_feedback_names_the_reference(modules_class):
-    html = (modules_class["out"] / "feedback" / "attacker" / "06_transformer" /
-            "06_transformer.html").read_text()
+    html = feedback_page(modules_class, "attacker", "06_transformer")
     assert "decided outside your notebook" in html
     # sinusoidal_encoding called the reference: the kernel's copy has no code for it
     assert "reference implementation, which the graded kernel does not have" in html

@@ -10,6 +10,9 @@ only ever sees the JSON the probe wrote.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,3 +36,13 @@ def record(folder: Path, check, fn, inputs: dict | None = None) -> dict | None:
 def judged(check, fn) -> Verdict:
     with tempfile.TemporaryDirectory() as tmp:
         return judge(check, record(Path(tmp), check, fn))
+
+
+def kernel_package_prints(spec: dict, code: str, cwd: Path) -> str:
+    """What ``code`` prints run by Python with the kernel's package
+    (``kernel_package.prepare``'s ``spec``) on its path and its probe folder, as the graded
+    kernel imports the checks."""
+    env = dict(os.environ, PYTHONPATH=str(Path(spec["package"]).parent),
+               COURSE_PROBE_DIR=spec["probe"])
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          cwd=cwd, check=True).stdout

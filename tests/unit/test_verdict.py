@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from autograder.grading.autograde import kernel_package, records
 from autograder.grading.parent import flags as source_flags
 
 from helpers.answer_sets import solutions
-from helpers.verdict import record
+from helpers.verdict import kernel_package_prints, record
 
 KEY = table.keys("01_attention")  # {function: check key}
 _SOFTMAX = table.check("01_attention", "softmax")
@@ -181,10 +179,7 @@ def test_kernel_package_holds_no_expected_values(tmp_path):
         "import autograder.checks.attention as a\n"
         "print(sorted(n for n in vars(a) if not n.startswith('__')), core.registered())\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(Path(spec["package"]).parent),
-               COURSE_PROBE_DIR=spec["probe"])
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=tmp_path, check=True).stdout
+    out = kernel_package_prints(spec, code, tmp_path)
     assert "_SOFTMAX" not in out and "()" in out  # public check names only, empty registry
     assert "check_softmax" in out
     stub = Path(spec["package"]) / "checks" / "attention.py"

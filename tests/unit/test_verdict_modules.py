@@ -9,9 +9,6 @@ every right answer and catalogued mistake goes through that path in
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -24,7 +21,7 @@ from autograder.grading.autograde import kernel_package
 
 import helpers.answers.multihead_attention as T03
 import helpers.answers.transformer as T06
-from helpers.verdict import record
+from helpers.verdict import kernel_package_prints, record
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,10 +129,7 @@ def test_kernel_package_has_stubs_and_builders(tmp_path, chapter, copied):
         "print(sorted(n for n in vars(m) if not n.startswith('__')), core.registered(),"
         " sorted(b.BUILDERS))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(Path(spec["package"]).parent),
-               COURSE_PROBE_DIR=spec["probe"])
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=tmp_path, check=True).stdout
+    out = kernel_package_prints(spec, code, tmp_path)
     assert "_MHA" not in out and "_WEIGHTS" not in out and "_GPT" not in out and "()" in out
     assert "mha.torch_multihead_attention" in out and "layers.gpt" in out
     stub = (Path(spec["package"]) / "checks" / f"{module}.py").read_text()

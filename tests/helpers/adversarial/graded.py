@@ -104,6 +104,12 @@ def mismatch(row: dict, exp) -> tuple | None:
         else row["status"] == exp.status))
 
 
+def feedback_page(result: dict, student: str, assignment: str) -> str:
+    """``student``'s feedback page on ``assignment`` in the run's OUT (nbgrader's layout:
+    ``feedback/<student>/<assignment>/<assignment>.html``), as written."""
+    return (result["out"] / "feedback" / student / assignment / f"{assignment}.html").read_text()
+
+
 def need_bwrap(why: str = "") -> None:
     """Fail (never skip) where bubblewrap is missing."""
     if bwrap_path() is None:
