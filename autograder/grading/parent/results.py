@@ -383,12 +383,12 @@ class ResultStore:
         reviews = self._read_reviews()
         con = sqlite3.connect(f"file:{self.gradebook}?mode=ro", uri=True)
         try:
+            student = """JOIN submitted_assignment sa ON sn.assignment_id = sa.id
+                         JOIN student st ON sa.student_id = st.id"""
             q = """SELECT st.id, n.name, c.name, {cols} FROM {table} g
                    JOIN submitted_notebook sn ON g.notebook_id = sn.id
                    JOIN notebook n ON sn.notebook_id = n.id
-                   JOIN base_cell c ON g.cell_id = c.id
-                   JOIN submitted_assignment sa ON sn.assignment_id = sa.id
-                   JOIN student st ON sa.student_id = st.id"""
+                   JOIN base_cell c ON g.cell_id = c.id """ + student
             for s, nb, cell, auto, manual, extra, needs in con.execute(q.format(
                     cols="g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade",
                     table="grade")):
@@ -401,9 +401,7 @@ class ResultStore:
                     found["comments"][(s, nb, cell)] = text
             for s, nb, p in con.execute(
                     """SELECT st.id, n.name, sn.late_submission_penalty FROM submitted_notebook sn
-                       JOIN notebook n ON sn.notebook_id = n.id
-                       JOIN submitted_assignment sa ON sn.assignment_id = sa.id
-                       JOIN student st ON sa.student_id = st.id"""):
+                       JOIN notebook n ON sn.notebook_id = n.id """ + student):
                 found["penalty"][(s, nb)] = p
             for s, name, ext in con.execute(  # nbgrader's Interval: a time after 1970-01-01
                     """SELECT st.id, a.name, sa.extension FROM submitted_assignment sa
