@@ -23,14 +23,11 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
-
-from jupyter_client import BlockingKernelClient
-from jupyter_client.connect import write_connection_file
 
 from autograder.grading.config import GradeConfig
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers.outcap_kernel import cell_messages, outcap_kernel
+
 SECONDS = 6.0  # of alternating cells, under load
 WRITE = 'n += 1\nos.write(2, b"C-level line %d\\n" % n)'  # as the profiler: C, fd 2, at the end
 COMMENT = "# a comment: no output"
@@ -43,62 +40,37 @@ for stream in (sys.stdout, sys.stderr):
 """
 
 
-def _run(kc: BlockingKernelClient, code: str) -> tuple[str, str]:
+def _run(kc, code: str) -> tuple[str, str]:
     """Execute ``code``; (its stream output, its reply's status), once the kernel is idle."""
-    msg_id = kc.execute(code)
-    text = []
-    while True:
-        msg = kc.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "stream":
-            text.append(msg["content"]["text"])
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
+    text = [msg["content"]["text"] for msg in cell_messages(kc, code)
+            if msg["msg_type"] == "stream"]
     reply = kc.get_shell_msg(timeout=60)
     return "".join(text), reply["content"]["status"]
 
 
 def test_c_level_output_stays_in_the_cell_that_wrote_it_under_load(tmp_path):
-    conn, _ = write_connection_file(str(tmp_path / "kernel.json"))
-    # ipykernel does not watch the descriptors under pytest (PYTEST_CURRENT_TEST); the sandbox
-    # gives the graded kernel an environment of its own, without it
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-    cap = GradeConfig().output_chars
-    # Not in a session of its own, as jupyter_client would start it: Linux shares the CPU
-    # between sessions first (autogroup), and the hogs, in this test's session, would hardly
-    # slow a kernel in another one.
-    kernel = subprocess.Popen(
-        [sys.executable, "-m", "autograder.grading.sandbox.outcap", str(cap), "-f", conn],
-        cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    kc = BlockingKernelClient(connection_file=conn)
-    kc.load_connection_file()
-    kc.start_channels(hb=False)  # no heartbeat: its first beats come late under load
-    hogs: list[subprocess.Popen] = []
-    try:
-        kc.wait_for_ready(timeout=120)
+    # the kernel as grading starts it, in this test's session (``outcap_kernel``)
+    with outcap_kernel(tmp_path, GradeConfig().output_chars) as kc:
         assert _run(kc, SETUP) == ("", "ok")
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(os.cpu_count() or 1)]
-        pairs, in_comment, not_own = 0, [], []
-        deadline = time.monotonic() + SECONDS
-        while time.monotonic() < deadline:
-            pairs += 1
-            written, status = _run(kc, WRITE)
-            assert status == "ok", written
-            if written != f"C-level line {pairs}\n":
-                not_own.append((pairs, written))
-            shown, _ = _run(kc, COMMENT)
-            if shown:
-                in_comment.append((pairs, shown))
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-        kc.stop_channels()
-        kernel.kill()
-        kernel.wait()
+        hogs: list[subprocess.Popen] = []
+        try:
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    for _ in range(os.cpu_count() or 1)]
+            pairs, in_comment, not_own = 0, [], []
+            deadline = time.monotonic() + SECONDS
+            while time.monotonic() < deadline:
+                pairs += 1
+                written, status = _run(kc, WRITE)
+                assert status == "ok", written
+                if written != f"C-level line {pairs}\n":
+                    not_own.append((pairs, written))
+                shown, _ = _run(kc, COMMENT)
+                if shown:
+                    in_comment.append((pairs, shown))
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
     print(f"{pairs} pairs: {len(in_comment)} comment-only cells with output, "
           f"{len(not_own)} writing cells without exactly their own line")
     assert pairs >= 20, pairs  # enough cells to mean something

@@ -13,16 +13,10 @@ MB and displays of 5 MB, smaller than the attack's, and what reaches the client 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from jupyter_client import BlockingKernelClient
-from jupyter_client.connect import write_connection_file
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers.outcap_kernel import cell_messages, outcap_kernel
+
 CAP = 12_000_000
 MB5 = 5_000_000
 NOTE = f"[course-grade: output cut in the kernel after {CAP} characters]"
@@ -31,39 +25,19 @@ RECORD = "application/vnd.course-record+json"  # outcap.RECORD_MIME, spelled out
 
 @pytest.fixture(scope="module")
 def kc(tmp_path_factory):
-    conn, _ = write_connection_file(str(tmp_path_factory.mktemp("kernel") / "kernel.json"))
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-    kernel = subprocess.Popen(
-        [sys.executable, "-m", "autograder.grading.sandbox.outcap", str(CAP), "-f", conn],
-        cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    client = BlockingKernelClient(connection_file=conn)
-    client.load_connection_file()
-    client.start_channels(hb=False)  # its first beats may come after wait_for_ready asks
-    try:
-        client.wait_for_ready(timeout=120)
+    with outcap_kernel(tmp_path_factory.mktemp("kernel"), CAP) as client:
         yield client
-    finally:
-        client.stop_channels()
-        kernel.kill()
-        kernel.wait()
 
 
-def _run(kc: BlockingKernelClient, code: str) -> list[tuple[str, dict]]:
+def _run(kc, code: str) -> list[tuple[str, dict]]:
     """Execute ``code``; its rich outputs as (msg_type, data), once the kernel is idle."""
-    msg_id = kc.execute(code)
     outputs = []
-    while True:
-        msg = kc.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
+    for msg in cell_messages(kc, code):
         kind = msg["msg_type"]
         if kind in ("display_data", "update_display_data", "execute_result"):
             outputs.append((kind, msg["content"]["data"]))
         if kind == "error":
             raise AssertionError("\n".join(msg["content"]["traceback"]))
-        if kind == "status" and msg["content"]["execution_state"] == "idle":
-            break
     assert kc.get_shell_msg(timeout=60)["content"]["status"] == "ok"
     return outputs
 
