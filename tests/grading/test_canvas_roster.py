@@ -14,7 +14,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from autograder.grading.parent import settings
@@ -28,6 +27,8 @@ from autograder.grading.parent.roster import (
 )
 from autograder.grading.parent.submissions import discover, intake_facts
 from autograder.grading.parent.times import timings
+
+from helpers.downloads import download, tiny_notebook
 
 REPO = Path(__file__).resolve().parents[2]
 A1, A2 = "01_attention", "02_masking"
@@ -54,17 +55,8 @@ ROSTER = (
 ADA, CHARLES, GRACE = "lovelaceada_1001", "babbagecharles_1002", "hoppergrace_1003"
 
 
-def _nb(text: str) -> str:
-    nb = nbformat.v4.new_notebook()
-    nb.cells.append(nbformat.v4.new_code_cell(f"# {text}", id="c1"))
-    return nbformat.writes(nb)
-
-
 def _canvas(dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    for name in FILES:
-        (dest / name).write_text(_nb(name))
-    return dest
+    return download(dest, {name: name for name in FILES})
 
 
 def _store(out: Path, subs, feedback: bool = True) -> ResultStore:
@@ -186,7 +178,7 @@ def test_a_moodle_class_gets_the_moodle_zip_and_no_canvas_zip(tmp_path):
     for i, name in enumerate(["José Núñez", "Мария Иванова"]):
         d = folder / f"{name}_{2001 + i}_assignsubmission_file_"
         d.mkdir(parents=True)
-        (d / f"{A1}.ipynb").write_text(_nb(name))
+        (d / f"{A1}.ipynb").write_text(tiny_notebook(name))
     subs, _ = discover(folder, tmp_path / "u")
     assert {s.lms for s in subs} == {"moodle"}
     out = tmp_path / "out"

@@ -23,7 +23,6 @@ import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from autograder.grading.parent.exports import write_exports
@@ -43,6 +42,8 @@ from autograder.grading.parent.times import (
     timings,
 )
 
+from helpers.downloads import download, tiny_notebook
+
 REPO = Path(__file__).resolve().parents[2]
 A = "01_attention"  # one assignment, one notebook of the same name, two exercises of 8 points
 EXERCISES = ("ex1", "ex2")
@@ -57,18 +58,9 @@ CANVAS = {
 }
 
 
-def _nb(text: str) -> str:
-    nb = nbformat.v4.new_notebook()
-    nb.cells.append(nbformat.v4.new_code_cell(f"# {text}", id="c1"))
-    return nbformat.writes(nb)
-
-
 def _canvas(dest: Path) -> Path:
     """The Canvas folder, as unpacked now (every file's mtime is today, after DUE)."""
-    dest.mkdir(parents=True)
-    for name, text in CANVAS.items():
-        (dest / name).write_text(_nb(text))
-    return dest
+    return download(dest, CANVAS)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -306,10 +298,10 @@ def test_a_late_mark_counts_for_the_assignment_of_its_file_only(tmp_path):
     """Two Canvas downloads in one folder: LATE on the 02 file marks 02, not 01."""
     folder = tmp_path / "canvas"
     folder.mkdir()
-    (folder / "nunezjose_1001_5000_01_attention.ipynb").write_text(_nb("01"))
-    (folder / "nunezjose_LATE_1001_6000_02_masking.ipynb").write_text(_nb("02"))
+    (folder / "nunezjose_1001_5000_01_attention.ipynb").write_text(tiny_notebook("01"))
+    (folder / "nunezjose_LATE_1001_6000_02_masking.ipynb").write_text(tiny_notebook("02"))
     with zipfile.ZipFile(folder / "nunezjose_LATE_1001_6001_hw3.zip", "w") as zf:
-        zf.writestr("hw/03_feed_forward.ipynb", _nb("03"))
+        zf.writestr("hw/03_feed_forward.ipynb", tiny_notebook("03"))
     (sub,), _ = discover(folder, tmp_path / "u")
     assert sub.late_marked and sub.late_files == {"02_masking.ipynb", "hw3"}
     got = timings([sub], {"01_attention": ["01_attention"], "02_masking": ["02_masking"],
@@ -326,20 +318,20 @@ def test_zip_times_mtimes_and_uploaded_timestamps_are_ignored(tmp_path):
     subs.mkdir()
     for sid, when in (("old", (2020, 1, 1, 0, 0, 0)), ("new", (2030, 1, 1, 0, 0, 0))):
         with zipfile.ZipFile(subs / f"{sid}.zip", "w") as zf:  # the student sets these
-            zf.writestr(zipfile.ZipInfo(f"hw/{A}.ipynb", when), _nb(sid))
+            zf.writestr(zipfile.ZipInfo(f"hw/{A}.ipynb", when), tiny_notebook(sid))
             zf.writestr(zipfile.ZipInfo("timestamp.txt", when), "2020-01-01 00:00:00 UTC")
     own = subs / "own"  # a folder with the student's own timestamp.txt, and an old mtime
     (own / A).mkdir(parents=True)
-    (own / f"{A}.ipynb").write_text(_nb("own"))
+    (own / f"{A}.ipynb").write_text(tiny_notebook("own"))
     os.utime(own / f"{A}.ipynb", (1_600_000_000, 1_600_000_000))
     (own / "timestamp.txt").write_text("2020-01-01 00:00:00 UTC")
     (own / A / "timestamp.txt").write_text("2020-01-01 00:00:00 UTC")  # nbgrader's place
     moodle = subs / "Ann Lee_2001_assignsubmission_file_"
     (moodle / A).mkdir(parents=True)
-    (moodle / A / f"{A}.ipynb").write_text(_nb("ann"))
+    (moodle / A / f"{A}.ipynb").write_text(tiny_notebook("ann"))
     (moodle / A / "timestamp.txt").write_text("2020-01-01 00:00:00 UTC")
     with zipfile.ZipFile(subs / "bo_1001_5000_hw.zip", "w") as zf:  # a Canvas file: a zip
-        zf.writestr(f"{A}/{A}.ipynb", _nb("bo"))
+        zf.writestr(f"{A}/{A}.ipynb", tiny_notebook("bo"))
         zf.writestr(f"{A}/timestamp.txt", "2020-01-01 00:00:00 UTC")
     found, msgs = discover(subs, tmp_path / "u")
     assert msgs == [] and len(found) == 5
@@ -362,7 +354,7 @@ def _nbgrader_course(root: Path) -> Path:
                        ("bob", "2026-11-21 08:30:00 UTC"), ("cy", None)):
         folder = root / "submitted" / sid / A
         folder.mkdir(parents=True)
-        (folder / f"{A}.ipynb").write_text(_nb(sid))
+        (folder / f"{A}.ipynb").write_text(tiny_notebook(sid))
         if stamp:
             (folder / "timestamp.txt").write_text(stamp)
     # not nbgrader's: one level deeper, a link to another folder, a zip
@@ -370,7 +362,7 @@ def _nbgrader_course(root: Path) -> Path:
     (root / "submitted" / "cy" / A / "old" / "timestamp.txt").write_text("2020-01-01")
     os.symlink(root / "submitted" / "ann" / A, root / "submitted" / "cy" / "02_masking")
     with zipfile.ZipFile(root / "submitted" / "dee.zip", "w") as zf:
-        zf.writestr(f"{A}/{A}.ipynb", _nb("dee"))
+        zf.writestr(f"{A}/{A}.ipynb", tiny_notebook("dee"))
         zf.writestr(f"{A}/timestamp.txt", "2020-01-01 00:00:00 UTC")
     return root / "submitted"
 
@@ -406,7 +398,7 @@ def test_in_nbgrader_layout_a_notebook_comes_only_from_its_assignments_folder(tm
             (root / "nbgrader_config.py").write_text("")
         (late / "timestamp.txt").write_text("2026-11-20 22:00:00 UTC")
         for nb in (A, "02_masking"):
-            (late / f"{nb}.ipynb").write_text(_nb("ann"))
+            (late / f"{nb}.ipynb").write_text(tiny_notebook("ann"))
         subs, _ = discover(root / "submitted", tmp_path / f"u{course}")
         from_nbgrader(root / "submitted", subs)
         (ann,) = subs
@@ -488,7 +480,8 @@ def test_a_name_two_students_share_or_a_second_time_is_refused(tmp_path):
     folder = tmp_path / "moodle"
     for uid in (2001, 2002):
         (folder / f"Ann Lee_{uid}_assignsubmission_file_").mkdir(parents=True)
-        (folder / f"Ann Lee_{uid}_assignsubmission_file_" / f"{A}.ipynb").write_text(_nb("a"))
+        (folder / f"Ann Lee_{uid}_assignsubmission_file_" / f"{A}.ipynb").write_text(
+            tiny_notebook("a"))
     subs, _ = discover(folder, tmp_path / "u")
     with pytest.raises(ValueError, match=r"line 2: 'Ann Lee' names 2 students"):
         apply_submitted_at(parse_submitted_at("student,submitted_at\nAnn Lee,2026-11-20\n"),
