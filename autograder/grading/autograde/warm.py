@@ -34,7 +34,7 @@ import socket
 import sys
 import threading
 
-from ..sandbox.zygote import read_request
+from ..sandbox.zygote import read_request, reap
 
 # What a student's grading process imports (measured: its sys.modules at the end), by the
 # packages that cost: nbgrader and its gradebook (sqlalchemy), nbconvert, jupyter_client,
@@ -120,37 +120,15 @@ def serve(path: str, parent: int, assignments: list[str]) -> None:
                     conn.close()
             elif key.data == "child":
                 os.read(wake_r, 4096)
-                _reap(jobs, sel)
+                reap(jobs, sel, shell=False)
             else:  # the runner's connection: closed (or it wrote, which it never does)
                 pid = key.data
                 sel.unregister(key.fileobj)
                 if pid in jobs:
                     _kill_group(pid)
-        _reap(jobs, sel)
+        reap(jobs, sel, shell=False)
     for pid in list(jobs):  # course-grade is gone: so are its students' grading processes
         _kill_group(pid)
-
-
-def _reap(jobs: dict, sel) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        conn = jobs.pop(pid, None)
-        if conn is None:
-            continue
-        try:
-            sel.unregister(conn)
-        except (KeyError, ValueError):
-            pass
-        try:
-            conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
-        except OSError:
-            pass
-        conn.close()
 
 
 def _kill_group(pid: int) -> None:

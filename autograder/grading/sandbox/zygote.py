@@ -31,6 +31,7 @@ the kernel and everything it started.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -433,20 +434,28 @@ def serve(ctl: str) -> None:
                     os.kill(key.data, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        while True:  # ended kernels (and their launchers' forks, when one failed)
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            conn = kernels.pop(pid, None)
-            if conn is not None:
-                code = os.waitstatus_to_exitcode(status)
-                code = code if code >= 0 else 128 - code
-                sel.unregister(conn)
-                try:
-                    conn.sendall(f"exit {code}\n".encode())
-                except OSError:
-                    pass
-                conn.close()
+        reap(kernels, sel, shell=True)  # ended kernels (and failed forks of a launcher's)
+
+
+def reap(conns: dict, sel, shell: bool) -> None:
+    """Send each ended child's connection (``conns``: pid -> socket, unregistered from
+    ``sel``) ``exit CODE`` and close it; ``shell``: a signal as 128 + its number, else
+    negative. Used by the zygote and the warm grading process."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = conns.pop(pid, None)
+        if conn is None:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        if shell and code < 0:
+            code = 128 - code
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(conn)
+        with contextlib.suppress(OSError):
+            conn.sendall(f"exit {code}\n".encode())
+        conn.close()
