@@ -212,6 +212,12 @@ def test_wall_time_limit_in_the_students_own_code_scores_from_the_records(fixtur
     assert [row["status"][:len(said)] for row in r.rows] == [said] * len(nb.grade_cells), r.rows
     assert all(row["points"] == "0" for row in r.rows), r.rows
     assert all(row["flagged"] for row in r.rows), r.rows
+    # the stopped notebook's page (issue 47): what ran, and the cell the limit stopped
+    pages = [tmp_path / f for f in r.feedback]
+    assert pages and all(p.is_file() for p in pages), r.feedback
+    html = pages[0].read_text()
+    assert "This notebook stopped." in html
+    assert "Your code ran past the time limit of 20 s in cell " in html
 
 
 def test_grader_error_is_reported_and_retried(fixture_info, tmp_path, monkeypatch):
