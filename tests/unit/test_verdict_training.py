@@ -22,6 +22,7 @@ from autograder.grading.autograde import kernel_package
 from autograder.grading.parent import flags as source_flags
 
 from helpers import answer_sets
+from helpers.adversarial.training_class import QUANTILES
 from helpers.verdict import record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -187,25 +188,12 @@ def test_reference_called_by_the_student_scores_zero(tmp_path):
 
 def test_sampler_built_from_the_probabilities_is_not_a_sample(tmp_path):
     """Ids laid out in proportion to the filtered probabilities match every frequency within
-    the tolerance, with any generator: judged over several generators, they do not spread."""
-    def quantiles(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-        if temperature == 0:
-            return logits.argmax(dim=-1, keepdim=True)
-        z = logits.double() / temperature  # (B, V), then the solution's filters
-        if top_k is not None:
-            z = z.masked_fill(z < torch.topk(z, min(top_k, z.size(-1))).values[:, -1:], -1e9)
-        if top_p is not None:
-            zs, order = torch.sort(z, dim=-1, descending=True)
-            q = torch.softmax(zs, dim=-1)
-            drop = (torch.cumsum(q, dim=-1) - q) >= top_p
-            drop[:, 0] = False
-            z = z.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), -1e9)
-        p = torch.softmax(z, dim=-1)  # (B, V) float64
-        n = _training_drivers.N_DRAWS  # the driver repeats each row of logits n times
-        rank = (torch.arange(logits.shape[0]) % n).double().unsqueeze(1) / n  # (B, 1)
-        ids = (rank >= torch.cumsum(p, dim=-1)).sum(dim=-1, keepdim=True)
-        return ids.clamp(max=logits.shape[-1] - 1)
-
+    the tolerance, with any generator: judged over several generators, they do not spread.
+    The answer is the sandbox class's (``training_class.QUANTILES``: the solution's filters,
+    then each row's ids laid out by the driver's ``N_DRAWS``)."""
+    ns = {"torch": torch}
+    exec(QUANTILES, ns)
+    quantiles = ns["sample_next_token"]
     check = get_check(K["sample_next_token"])
     v = judge(check, _record(tmp_path, K["sample_next_token"], quantiles))
     assert not v.passed and v.diagnosis == "not a measurement", v.message

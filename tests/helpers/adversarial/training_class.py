@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.checks import table
+from autograder.checks._training_drivers import N_DRAWS
 
 from helpers.adversarial.verdict_class import Row
 from helpers.synthetic_class import ClassBuilder
@@ -52,7 +53,8 @@ def get_batch(data, batch_size, block_size, generator=None):
     return box[0]
 '''
 
-QUANTILES = '''
+# (test_verdict_training judges the same answer in-process)
+QUANTILES = f'''
 def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -66,8 +68,8 @@ def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator
         drop[:, 0] = False
         z = z.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), -1e9)
     cdf = torch.cumsum(torch.softmax(z, dim=-1), dim=-1)
-    # the grader repeats each row 40,000 times: lay the ids out in proportion, no randomness
-    rank = (torch.arange(logits.shape[0]) % 40_000).double().unsqueeze(1) / 40_000
+    # the grader repeats each row {N_DRAWS:,} times: lay the ids out in proportion, no randomness
+    rank = (torch.arange(logits.shape[0]) % {N_DRAWS}).double().unsqueeze(1) / {N_DRAWS}
     return (rank >= cdf).sum(dim=-1, keepdim=True).clamp(max=logits.shape[-1] - 1)
 '''
 
