@@ -9,10 +9,12 @@ said in words ("your output does not change when the mask changes: the mask is i
 An exercise declares its probe family in its ``Check`` (``probes=(...)``, built with the
 factories below): :func:`ignored` (an argument with no effect), :func:`invariant` (the output
 moves where the right one does not), :func:`future_leak` (a causal mask letting a later
-position through), :func:`keeps` (a property every right answer has), :func:`phases` (which
-part of a piecewise answer is wrong), and, with no extra call, :func:`factor` (off by a
-quantity of the exercise), :func:`answer_for` (the right answer for another input) and
-:func:`count_parts` (a count off by one of its parts). Order of naming, in
+position through), :func:`phases` (which part of a piecewise answer is wrong), and, with no
+extra call, :func:`keeps` (a property every right answer has), :func:`factor` (off by a
+quantity of the exercise), :func:`answer_for` (the right answer for another input),
+:func:`count_parts` (a count off by one of its parts) and :func:`seen` (a symptom the output
+shows, read by the exercise: 07's counts and merges). A check may also build a
+:class:`Probe` of its own (08's AdamW: the weights with every gradient 0). Order of naming, in
 ``_core._diagnosed_mistake``: the catalogue, then the probes, then the general symptoms. A
 probe runs only after a case failed, never decides pass or fail, and is *sound*: it speaks
 only where the reference answer behaves otherwise on the same variant (a correct answer
@@ -27,7 +29,8 @@ the student's function can be called:
   next to the case (``_judge.case_inputs``: ``"variants"``), the kernel records the outputs
   there as for a case, and the trusted verdict (``_judge``) reads them as plain data, with the
   reference computed in the grader's own process. A probe with no variant (``factor``,
-  ``answer_for``, ``keeps``, ``count_parts``) reads only the case's output and its inputs.
+  ``answer_for``, ``keeps``, ``count_parts``, ``seen``) reads only the case's output and its
+  inputs.
   Not for a chapter-08 check whose kernel side is a driver (``_judge.Driven`` with ``args`` or
   ``output``): its variants are run in the kernel's visible check only.
 
@@ -363,6 +366,23 @@ def keeps(holds: Callable, what: str, suggests: str) -> Probe:
                        f"does. {suggests}")
 
     return Probe(f"keeps {what}", _no_variants, read)
+
+
+# ---------------------------------------------------------------- what the output shows
+def seen(name: str, look: Callable) -> Probe:
+    """A symptom the wrong output itself shows, read by the exercise: ``look(case, out)`` ->
+    ``(the finding's name, what is observed, what it suggests)`` or None (for exact outputs:
+    counts all off by one, merges that are not the most frequent pair ...). Silent where the
+    right answer would show it too. No call of the function."""
+
+    def read(case, got, outs):
+        found = look(case, got)
+        if found is None or look(case, case.expected) is not None:
+            return None
+        short, observed, suggests = found
+        return Finding(short, f"{MARK} {observed}. {suggests}")
+
+    return Probe(name, _no_variants, read)
 
 
 # ---------------------------------------------------------------- which part of a piecewise answer

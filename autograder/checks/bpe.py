@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 
 import regex
 
+from autograder.checks import _metamorphic as _mm
 from autograder.checks import table
 from autograder.checks._core import Case, Check, ErrorHint, Mistake, _compare_exact, register
 from transformer_ref.bpe import BPETokenizer, ClassicBPE, pretokenize, train_bpe, train_bpe_naive
@@ -143,6 +144,50 @@ def _count_each_with_itself(word_counts):
     return dict(pairs)
 
 
+def _count_pairs_apart(word_counts, gap):
+    pairs = defaultdict(int)
+    for word, c in word_counts.items():
+        for pair in zip(word, word[gap:]):
+            pairs[pair] += c
+    return dict(pairs)
+
+
+def _counts_look(case, got):
+    """Issue 49 item 1: what a wrong dict of pair counts shows (see :func:`_mm.seen`): every
+    count off by one amount, negated or 0, or the pairs of symbols further apart."""
+    want = case.expected
+    if type(got) is not dict or not want:
+        return None
+    if set(got) == set(want):
+        diffs = {got[k] - want[k] for k in want if type(got[k]) is int}
+        k = next(iter(want))
+        example = "" if case.hidden else f" ({got[k]} for {want[k]} for {k})"
+        if len(diffs) == 1 and 0 not in diffs and all(type(v) is int for v in got.values()):
+            d = diffs.pop()
+            return ("each count off by the same amount",
+                    f"every count is the right one {d:+d}{example}, whatever the word's "
+                    f"count", "A pair's count starts at 0, once per pair, and grows by the "
+                    "word's count at each occurrence: `pairs.get(pair, 0) + count`.")
+        if all(got[k] == -want[k] for k in want):
+            return ("the counts subtracted", f"every count is the right one negated{example}",
+                    "The word's count is "
+                    "added at each occurrence of a pair, `pairs.get(pair, 0) + count`, not "
+                    "subtracted.")
+        if all(got[k] == 0 for k in want):
+            return ("the counts never added",
+                    f"every pair is there, but every count is 0{example}", "Store the sum: "
+                    "`pairs[pair] = pairs.get(pair, 0) + count` (the word's count added each "
+                    "time).")
+        return None
+    for gap in (2, 3):
+        if got == _count_pairs_apart(case.args[0], gap):
+            return ("pairs of symbols that are not neighbours",
+                    f"your pairs are symbols {gap} apart, (word[i], word[i + {gap}]), not "
+                    "neighbours", "A pair is a symbol and the next one: `zip(word, "
+                    "word[1:])`.")
+    return None
+
+
 def _count_cases():
     specs = [
         ("[S4]'s 'low'/'lower' with counts 5 and 2", _words("low " * 5 +
@@ -161,6 +206,7 @@ _COUNT = Check(
     **table.identity(__name__, "count_pairs"),
     reference_off=True,
     cases=_count_cases,
+    probes=(_mm.seen("pair counts", _counts_look),),
     mistakes=(
         Mistake(
             "word frequencies ignored",
@@ -254,6 +300,37 @@ def _merge_first_only(word, pair):
     return tuple(word)
 
 
+def _merge_look(case, got):
+    """Issue 49 item 1: a merge that changes the word's text, or joins other symbols than the
+    pair (see :func:`_mm.seen`)."""
+    word, pair = case.args
+    if type(got) not in (tuple, list) or not all(type(x) is str for x in got):
+        return None
+    if "".join(got) != "".join(word):
+        shown = "" if case.hidden else f" ({''.join(got)!r} for {''.join(word)!r})"
+        return ("the merge loses or changes symbols",
+                f"your symbols, joined, do not spell the word's text{shown}: a symbol is "
+                "lost, repeated or changed", "A merge only joins two neighbours into one "
+                "symbol, every other symbol stays as it is, in order: after a merge go on at "
+                "i + 2, else append word[i] and go on at i + 1.")
+    i = 0
+    for sym in got:  # which whole symbols of the word each output symbol joins
+        j, text = i, ""
+        while j < len(word) and len(text) < len(sym):
+            text += word[j]
+            j += 1
+        if text != sym:
+            return None  # a symbol cut in two: not this family
+        if j - i > 1 and tuple(word[i:j]) != tuple(pair):
+            what = "" if case.hidden else f" ({', '.join(map(repr, word[i:j]))})"
+            return ("symbols merged that are not the pair",
+                    f"your output joins {j - i} symbols that are not the pair{what}",
+                    "Merge only where two neighbours are the pair: `(word[i], word[i + 1]) "
+                    "== pair`; everything else is appended as it is.")
+        i = j
+    return None
+
+
 def _merge_cases():
     specs = [
         (("l", "o", "w", EOW), ("l", "o"), False),
@@ -278,6 +355,7 @@ _MERGE = Check(
     **table.identity(__name__, "merge_pair"),
     reference_off=True,
     cases=_merge_cases,
+    probes=(_mm.seen("merged symbols", _merge_look),),
     mistakes=(
         Mistake(
             "overlapping occurrences merged (a a a became aa aa)",
@@ -710,6 +788,51 @@ _TRAIN_SPECS = [
 ]
 
 
+def _merges_look(case, got):
+    """Issue 49 item 1: the first merge that is not the most frequent pair at its step, the
+    merges before it replayed on the case's text (see :func:`_mm.seen`): a tie broken the
+    other way, a pair that no longer occurs, or a less frequent pair (counts kept wrong)."""
+    text, _, special_tokens = case.args
+    if type(got) not in (tuple, list) or len(got) != 2 or type(got[1]) is not list:
+        return None
+    counts = Counter()
+    for seg in _split_special(text, list(special_tokens)):
+        counts.update(_pretok(seg))
+    words = {tuple(bytes([b]) for b in s.encode()): c for s, c in counts.items()}
+    for k, pair in enumerate(got[1], 1):
+        if type(pair) not in (tuple, list) or len(pair) != 2:
+            return None
+        pairs = _count_pairs_ref(words)
+        if not pairs:
+            return None
+        top = max(pairs, key=lambda p: (pairs[p], p))
+        mine = tuple(pair)
+        if mine != top:
+            n, n_top = pairs.get(mine, 0), pairs[top]
+            at = ("your first merge" if k == 1 else
+                  f"your merge {k} (the merges before it agree with the right ones)")
+            shown = "" if case.hidden else f", {mine[0]!r} + {mine[1]!r},"
+            if n == n_top:
+                return ("a tie broken the other way",
+                        f"{at}{shown} is a tie with {'another pair' if case.hidden else top} "
+                        "broken the other way", "Among pairs of the top count merge the "
+                        "greatest (count, vocab[a], vocab[b]): compare the byte strings.")
+            if n == 0:
+                return ("a pair merged that no longer occurs",
+                        f"{at}{shown} joins two tokens that are no longer neighbours anywhere",
+                        "Merge only a pair that occurs: drop a pair whose count reaches 0 "
+                        "(and never count one that does not occur).")
+            seen = "" if case.hidden else f": it occurs {n} times, {top} {n_top} times"
+            return ("a merge that is not the most frequent pair (the pair counts are off)",
+                    f"{at}{shown} is not the most frequent pair at that step{seen}",
+                    "The counts the pair is chosen from are off: a new pair's count starts at "
+                    "0 and grows by each word's count, and after a merge the changed words' "
+                    "old pairs are subtracted and their new pairs added, with the word's "
+                    "count.")
+        words = dict(Counter({_classic_merge(w, top): c for w, c in words.items()}))
+    return None
+
+
 def _train_cases():
     return tuple(
         Case(label, (text, v, list(sp)), _naive(text, v, list(sp)), kind="exact", hidden=h)
@@ -718,6 +841,7 @@ def _train_cases():
 
 
 _TRAIN_CASES = functools.cache(_train_cases)  # one build for both checks
+_TRAIN_PROBES = (_mm.seen("the merges' order", _merges_look),)
 _TRAIN_MISTAKES = (
     Mistake(
         "merged across pre-token boundaries",
@@ -862,6 +986,7 @@ _TRAIN_NAIVE = Check(
     uses=table.uses(__name__, "count_pairs"),
     reference_off=True,
     cases=_TRAIN_CASES,
+    probes=_TRAIN_PROBES,
     mistakes=_TRAIN_MISTAKES,
 )
 check_train_bpe_naive = register(_TRAIN_NAIVE)
@@ -1129,6 +1254,7 @@ _TRAIN_FAST = Check(
     **table.identity(__name__, "train_bpe_fast"),
     reference_off=True,
     cases=_TRAIN_CASES,
+    probes=_TRAIN_PROBES,
     mistakes=_TRAIN_MISTAKES + (
         Mistake(
             "new pairs of a merged word not counted",

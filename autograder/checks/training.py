@@ -921,153 +921,200 @@ def _adamw_call_text(c) -> str:
             "compared with torch.optim.AdamW's")
 
 
+def _adamw_ref(*args) -> torch.Tensor:
+    return _drivers.adamw(_TorchAdamW)(*args)["weights"]
+
+
+def _rows_agree(case, a, b) -> list:
+    """Per step (row of the weights), whether ``a`` and ``b`` agree at the case's tolerance."""
+    a, b = _mm._t(a), _mm._t(b)
+    if a is None or b is None or a.shape != b.shape or a.dim() != 2:
+        return []
+    with torch._C.DisableTorchFunction():
+        return [bool(torch.allclose(x.double(), y.double(), rtol=case.rtol, atol=case.atol))
+                for x, y in zip(a, b)]
+
+
+_ADAM_STEP_WHY = (
+    "At step 1 the corrected averages are m_hat = g and v_hat = g², so each weight moves by "
+    "about lr: check the averages' factors 1 - beta1 and 1 - beta2, the corrections "
+    "1 - beta^t with t = 1 at the first step, and the step lr * m_hat / (sqrt(v_hat) + eps).")
+_ADAM_STATE_WHY = (
+    "What carries over from step to step is wrong: m and v are moving averages kept in "
+    "self.state[p] and updated in place, and t counts this parameter's steps (1, 2, 3 ...).")
+
+
+def _adamw_steps(case, got, decay_right: bool):
+    """Which step first differs from torch's: (name, observation, suggestion) or None."""
+    agree = _rows_agree(case, got, case.expected)
+    if not agree or all(agree):
+        return None
+    k = agree.index(False) + 1
+    if k == 1 and decay_right:
+        return ("the Adam step is wrong from the first step",
+                "with every gradient 0 your weights match torch.optim.AdamW's (the decay is "
+                "right), but after the first step with gradients they differ", _ADAM_STEP_WHY)
+    if k == 1:
+        return ("the first step is wrong", "your weights differ from torch.optim.AdamW's "
+                "after the first step already", "Each step first shrinks the weights of a "
+                "decayed group by the factor 1 - lr * weight_decay. " + _ADAM_STEP_WHY)
+    return ("the state kept between steps is wrong", f"your weights match torch.optim."
+            f"AdamW's after the first {k - 1} step{'s' * (k > 2)}, not after step {k}",
+            _ADAM_STATE_WHY)
+
+
+def _zero_grads(case):
+    return ((*case.args[:7], 0.0, *case.args[8:]), dict(case.kwargs)),
+
+
+def _adamw_zero_read(case, got, outs):
+    """Issue 49 item 1: the weights with every gradient 0, where only the decay acts."""
+    if not outs or outs[0] is None:
+        return None
+    out, ref = _mm._t(outs[0]), _mm._t(_adamw_ref(*_zero_grads(case)[0][0]))
+    if out is None or ref is None or out.shape != ref.shape:
+        return None
+    with torch._C.DisableTorchFunction():
+        blown = bool((~torch.isfinite(out) & torch.isfinite(ref)).any())
+    if blown:
+        return _mm.Finding("the step divides by m (0 for a zero gradient)", (
+            f"{_mm.MARK} with every gradient 0 your weights become inf or nan, where "
+            "torch.optim.AdamW's only decay. The step is lr * m_hat / (sqrt(v_hat) + eps): 0 "
+            "for a zero gradient; m and m_hat are never divisors."))
+    if not all(_rows_agree(case, out, ref)):
+        return _mm.Finding("the weight decay is wrong", (
+            f"{_mm.MARK} with every gradient 0, where the Adam step is 0 and only the decay "
+            "acts, your weights differ from torch.optim.AdamW's. Each step first shrinks every "
+            "weight of a decayed group by the factor 1 - lr * weight_decay (p.mul_(1 - lr * "
+            "weight_decay)), then subtracts the Adam step."))
+    found = _adamw_steps(case, got, True)
+    return None if found is None else _mm.Finding(found[0], f"{_mm.MARK} {found[1]}. {found[2]}")
+
+
+# AdamW's catalogue: (the variant's kind, the mistake's name, why)
+_ADAMW_MISTAKES = (
+    ("l2", "L2 penalty added to the gradient (Adam + L2) instead of decoupled decay",
+     "AdamW decouples the decay from the gradient: shrink the weights directly, "
+     "p <- p - lr * weight_decay * p, and feed the plain gradient to m and v. "
+     "Adding weight_decay * p to the gradient is Adam with L2, whose decay is "
+     "divided by sqrt(v) like the rest (Loshchilov & Hutter)."),
+    ("no-bias-correction", "no bias correction",
+     "m and v start at 0, so early on they are too small by the factors "
+     "1 - beta1^t and 1 - beta2^t: divide by them, with t the parameter's step "
+     "count starting at 1."),
+    ("no-lr-decay", "weight decay not multiplied by the learning rate",
+     "The decoupled decay is p <- p * (1 - lr * weight_decay): torch.optim.AdamW "
+     "scales it with the (scheduled) learning rate."),
+    ("eps-in-sqrt", "eps inside the square root",
+     "The denominator is sqrt(v_hat) + eps: eps is added after the square root."),
+    ("eps-before-correction", "eps added before the bias correction of v",
+     "torch.optim.AdamW adds eps to the *corrected* root: sqrt(v / (1 - beta2^t)) "
+     "+ eps, not (sqrt(v) + eps) / sqrt(1 - beta2^t) (the Adam paper's variant)."),
+    ("no-sqrt", "update divided by v_hat, not its square root",
+     "The step is lr * m_hat / (sqrt(v_hat) + eps): v is a mean of *squared* "
+     "gradients, its root has the gradient's scale."),
+    ("groups-ignored", "every group decayed with the constructor's weight_decay (groups ignored)",
+     "Each parameter group carries its own settings: read "
+     "group['weight_decay'] (and lr, betas, eps) inside the loop over "
+     "self.param_groups. The vectors' group has weight_decay 0 and must not "
+     "shrink."),
+    ("no-decay", "no weight decay",
+     "AdamW shrinks each weight by the factor 1 - lr * weight_decay every step, "
+     "before the Adam update."),
+    ("decay-after", "decay applied after the Adam update (to the updated weights)",
+     "torch.optim.AdamW first shrinks the weights, p <- p * (1 - lr * "
+     "weight_decay), then subtracts the Adam step: the other order also decays "
+     "the step itself."),
+    ("global-t", "one step counter shared by all parameters",
+     "Bias correction needs the number of steps *this* parameter has taken: keep "
+     "t in self.state[p], incremented once per step(), not a counter that every "
+     "parameter advances."),
+    ("betas-swapped", "beta1 and beta2 swapped",
+     "betas = (beta1, beta2): beta1 (0.9) averages the gradients into m, beta2 "
+     "(0.999) the squared gradients into v."),
+    ("m-uncorrected", "bias correction of m left out",
+     "Both averages start at 0: divide m by 1 - beta1^t as well as v by "
+     "1 - beta2^t."),
+    ("v-uncorrected", "bias correction of v left out",
+     "Both averages start at 0: divide v by 1 - beta2^t as well as m by "
+     "1 - beta1^t."),
+    ("m-corr-mult", "m multiplied by 1 - beta1^t instead of divided",
+     "The correction undoes m's start at 0, which makes it too small: "
+     "m_hat = m / (1 - beta1^t)."),
+    ("v-corr-mult", "v multiplied by 1 - beta2^t instead of divided",
+     "The correction undoes v's start at 0, which makes it too small: "
+     "v_hat = v / (1 - beta2^t)."),
+    ("m-no-factor", "m accumulates g without the factor 1 - beta1",
+     "m is an exponential moving *average*: m <- beta1 * m + (1 - beta1) * g, "
+     "not beta1 * m + g."),
+    ("v-no-factor", "v accumulates g² without the factor 1 - beta2",
+     "v is an exponential moving *average* of g²: v <- beta2 * v + "
+     "(1 - beta2) * g * g, not beta2 * v + g * g."),
+    ("ascent", "the step goes up the gradient (the update's sign flipped)",
+     "Descend: p <- p - lr * m_hat / (sqrt(v_hat) + eps), with m and its "
+     "correction 1 - beta1^t positive."),
+    ("decay-sign", "weight decay with the wrong sign (the weights grow)",
+     "Decay shrinks the weights: p <- p * (1 - lr * weight_decay)."),
+    ("no-lr", "learning rate left out of the Adam step",
+     "The step is lr * m_hat / (sqrt(v_hat) + eps): m_hat / sqrt(v_hat) is about "
+     "1 per entry, the learning rate sets its size."),
+    ("no-m", "m_hat left out of the Adam step (lr / (sqrt(v_hat) + eps))",
+     "The step is lr * m_hat / (sqrt(v_hat) + eps): m_hat gives its direction; "
+     "without it every weight moves down at every step, whatever its gradient's "
+     "sign."),
+    ("no-eps", "eps left out of the denominator",
+     "The denominator is sqrt(v_hat) + eps: eps keeps the step finite where v is "
+     "(nearly) 0, and changes it where gradients are as small as eps."),
+    ("no-update", "the Adam step never applied (the weights only decay)",
+     "After updating m and v, subtract the step: p.sub_(lr * m_hat / "
+     "(v_hat.sqrt() + eps))."),
+    ("skip-all", "no parameter updated (the p.grad is None test inverted?)",
+     "Skip the parameters *without* a gradient: if p.grad is None: continue."),
+    ("t-from-2", "step count off by one (t = 2 at the first step)",
+     "Start each parameter's count at 0 and add 1 before using it, so the first "
+     "step has t = 1 (its bias corrections are 1 - beta1 and 1 - beta2)."),
+    ("m-ones", "m started at 1 instead of 0",
+     "The moving averages start at 0: state['m'] = torch.zeros_like(p) (that is "
+     "why the bias correction is needed)."),
+    ("v-ones", "v started at 1 instead of 0",
+     "The moving averages start at 0: state['v'] = torch.zeros_like(p) (that is "
+     "why the bias correction is needed)."),
+    ("decay-no-wd", "decay factor 1 - lr (weight_decay left out)",
+     "The weights shrink by the factor 1 - lr * weight_decay: with 1 - lr every "
+     "group decays, at a rate that has nothing to do with weight_decay."),
+    ("times-denominator", "the step multiplied by sqrt(v_hat) + eps instead of divided",
+     "Adam normalises each entry by its gradient's typical size: "
+     "lr * m_hat / (sqrt(v_hat) + eps)."),
+    ("no-denominator", "the step not divided by sqrt(v_hat) + eps (momentum SGD)",
+     "Adam's step is lr * m_hat / (sqrt(v_hat) + eps): without the denominator "
+     "it is SGD with momentum, and v is computed for nothing."),
+    ("m-corr-plus", "m corrected by 1 + beta1^t",
+     "The correction is 1 - beta1^t (the weight m's start at 0 leaves out): "
+     "m_hat = m / (1 - beta1^t)."),
+    ("v-corr-plus", "v corrected by 1 + beta2^t",
+     "The correction is 1 - beta2^t (the weight v's start at 0 leaves out): "
+     "v_hat = v / (1 - beta2^t)."),
+    ("adam-defaults", "constructor defaults of Adam (weight_decay 0) instead of AdamW's 1e-2",
+     "torch.optim.AdamW's signature is (params, lr=1e-3, betas=(0.9, 0.999), "
+     "eps=1e-8, weight_decay=1e-2)."),
+    ("init-lr", "learning rate read once in __init__ (a schedule's group['lr'] ignored)",
+     "A schedule writes group['lr'] before each step: read the learning rate from "
+     "the group inside step(), not from a copy kept at construction."),
+)
+
+_ADAMW_PROBES = (
+    _mm.Probe("every gradient 0", _zero_grads, _adamw_zero_read),
+    # the verdict has no variant for a driven check: which step first differs, only
+    _mm.seen("the first step that differs", lambda case, got: _adamw_steps(case, got, False)),
+)
+
 _ADAMW = Check(
     **table.identity(__name__, "AdamW"),
     call_text=_adamw_call_text,
     cases=_adamw_cases,
-    mistakes=(
-        Mistake("L2 penalty added to the gradient (Adam + L2) instead of decoupled decay",
-                "AdamW decouples the decay from the gradient: shrink the weights directly, "
-                "p <- p - lr * weight_decay * p, and feed the plain gradient to m and v. "
-                "Adding weight_decay * p to the gradient is Adam with L2, whose decay is "
-                "divided by sqrt(v) like the rest (Loshchilov & Hutter).",
-                _adamw_probe(_adamw_variant("l2"))),
-        Mistake("no bias correction",
-                "m and v start at 0, so early on they are too small by the factors "
-                "1 - beta1^t and 1 - beta2^t: divide by them, with t the parameter's step "
-                "count starting at 1.",
-                _adamw_probe(_adamw_variant("no-bias-correction"))),
-        Mistake("weight decay not multiplied by the learning rate",
-                "The decoupled decay is p <- p * (1 - lr * weight_decay): torch.optim.AdamW "
-                "scales it with the (scheduled) learning rate.",
-                _adamw_probe(_adamw_variant("no-lr-decay"))),
-        Mistake("eps inside the square root",
-                "The denominator is sqrt(v_hat) + eps: eps is added after the square root.",
-                _adamw_probe(_adamw_variant("eps-in-sqrt"))),
-        Mistake("eps added before the bias correction of v",
-                "torch.optim.AdamW adds eps to the *corrected* root: sqrt(v / (1 - beta2^t)) "
-                "+ eps, not (sqrt(v) + eps) / sqrt(1 - beta2^t) (the Adam paper's variant).",
-                _adamw_probe(_adamw_variant("eps-before-correction"))),
-        Mistake("update divided by v_hat, not its square root",
-                "The step is lr * m_hat / (sqrt(v_hat) + eps): v is a mean of *squared* "
-                "gradients, its root has the gradient's scale.",
-                _adamw_probe(_adamw_variant("no-sqrt"))),
-        Mistake("every group decayed with the constructor's weight_decay (groups ignored)",
-                "Each parameter group carries its own settings: read "
-                "group['weight_decay'] (and lr, betas, eps) inside the loop over "
-                "self.param_groups. The vectors' group has weight_decay 0 and must not "
-                "shrink.",
-                _adamw_probe(_adamw_variant("groups-ignored"))),
-        Mistake("no weight decay",
-                "AdamW shrinks each weight by the factor 1 - lr * weight_decay every step, "
-                "before the Adam update.",
-                _adamw_probe(_adamw_variant("no-decay"))),
-        Mistake("decay applied after the Adam update (to the updated weights)",
-                "torch.optim.AdamW first shrinks the weights, p <- p * (1 - lr * "
-                "weight_decay), then subtracts the Adam step: the other order also decays "
-                "the step itself.",
-                _adamw_probe(_adamw_variant("decay-after"))),
-        Mistake("one step counter shared by all parameters",
-                "Bias correction needs the number of steps *this* parameter has taken: keep "
-                "t in self.state[p], incremented once per step(), not a counter that every "
-                "parameter advances.",
-                _adamw_probe(_adamw_variant("global-t"))),
-        Mistake("beta1 and beta2 swapped",
-                "betas = (beta1, beta2): beta1 (0.9) averages the gradients into m, beta2 "
-                "(0.999) the squared gradients into v.",
-                _adamw_probe(_adamw_variant("betas-swapped"))),
-        Mistake("bias correction of m left out",
-                "Both averages start at 0: divide m by 1 - beta1^t as well as v by "
-                "1 - beta2^t.",
-                _adamw_probe(_adamw_variant("m-uncorrected"))),
-        Mistake("bias correction of v left out",
-                "Both averages start at 0: divide v by 1 - beta2^t as well as m by "
-                "1 - beta1^t.",
-                _adamw_probe(_adamw_variant("v-uncorrected"))),
-        Mistake("m multiplied by 1 - beta1^t instead of divided",
-                "The correction undoes m's start at 0, which makes it too small: "
-                "m_hat = m / (1 - beta1^t).",
-                _adamw_probe(_adamw_variant("m-corr-mult"))),
-        Mistake("v multiplied by 1 - beta2^t instead of divided",
-                "The correction undoes v's start at 0, which makes it too small: "
-                "v_hat = v / (1 - beta2^t).",
-                _adamw_probe(_adamw_variant("v-corr-mult"))),
-        Mistake("m accumulates g without the factor 1 - beta1",
-                "m is an exponential moving *average*: m <- beta1 * m + (1 - beta1) * g, "
-                "not beta1 * m + g.",
-                _adamw_probe(_adamw_variant("m-no-factor"))),
-        Mistake("v accumulates g² without the factor 1 - beta2",
-                "v is an exponential moving *average* of g²: v <- beta2 * v + "
-                "(1 - beta2) * g * g, not beta2 * v + g * g.",
-                _adamw_probe(_adamw_variant("v-no-factor"))),
-        Mistake("the step goes up the gradient (the update's sign flipped)",
-                "Descend: p <- p - lr * m_hat / (sqrt(v_hat) + eps), with m and its "
-                "correction 1 - beta1^t positive.",
-                _adamw_probe(_adamw_variant("ascent"))),
-        Mistake("weight decay with the wrong sign (the weights grow)",
-                "Decay shrinks the weights: p <- p * (1 - lr * weight_decay).",
-                _adamw_probe(_adamw_variant("decay-sign"))),
-        Mistake("learning rate left out of the Adam step",
-                "The step is lr * m_hat / (sqrt(v_hat) + eps): m_hat / sqrt(v_hat) is about "
-                "1 per entry, the learning rate sets its size.",
-                _adamw_probe(_adamw_variant("no-lr"))),
-        Mistake("m_hat left out of the Adam step (lr / (sqrt(v_hat) + eps))",
-                "The step is lr * m_hat / (sqrt(v_hat) + eps): m_hat gives its direction; "
-                "without it every weight moves down at every step, whatever its gradient's "
-                "sign.",
-                _adamw_probe(_adamw_variant("no-m"))),
-        Mistake("eps left out of the denominator",
-                "The denominator is sqrt(v_hat) + eps: eps keeps the step finite where v is "
-                "(nearly) 0, and changes it where gradients are as small as eps.",
-                _adamw_probe(_adamw_variant("no-eps"))),
-        Mistake("the Adam step never applied (the weights only decay)",
-                "After updating m and v, subtract the step: p.sub_(lr * m_hat / "
-                "(v_hat.sqrt() + eps)).",
-                _adamw_probe(_adamw_variant("no-update"))),
-        Mistake("no parameter updated (the p.grad is None test inverted?)",
-                "Skip the parameters *without* a gradient: if p.grad is None: continue.",
-                _adamw_probe(_adamw_variant("skip-all"))),
-        Mistake("step count off by one (t = 2 at the first step)",
-                "Start each parameter's count at 0 and add 1 before using it, so the first "
-                "step has t = 1 (its bias corrections are 1 - beta1 and 1 - beta2).",
-                _adamw_probe(_adamw_variant("t-from-2"))),
-        Mistake("m started at 1 instead of 0",
-                "The moving averages start at 0: state['m'] = torch.zeros_like(p) (that is "
-                "why the bias correction is needed).",
-                _adamw_probe(_adamw_variant("m-ones"))),
-        Mistake("v started at 1 instead of 0",
-                "The moving averages start at 0: state['v'] = torch.zeros_like(p) (that is "
-                "why the bias correction is needed).",
-                _adamw_probe(_adamw_variant("v-ones"))),
-        Mistake("decay factor 1 - lr (weight_decay left out)",
-                "The weights shrink by the factor 1 - lr * weight_decay: with 1 - lr every "
-                "group decays, at a rate that has nothing to do with weight_decay.",
-                _adamw_probe(_adamw_variant("decay-no-wd"))),
-        Mistake("the step multiplied by sqrt(v_hat) + eps instead of divided",
-                "Adam normalises each entry by its gradient's typical size: "
-                "lr * m_hat / (sqrt(v_hat) + eps).",
-                _adamw_probe(_adamw_variant("times-denominator"))),
-        Mistake("the step not divided by sqrt(v_hat) + eps (momentum SGD)",
-                "Adam's step is lr * m_hat / (sqrt(v_hat) + eps): without the denominator "
-                "it is SGD with momentum, and v is computed for nothing.",
-                _adamw_probe(_adamw_variant("no-denominator"))),
-        Mistake("m corrected by 1 + beta1^t",
-                "The correction is 1 - beta1^t (the weight m's start at 0 leaves out): "
-                "m_hat = m / (1 - beta1^t).",
-                _adamw_probe(_adamw_variant("m-corr-plus"))),
-        Mistake("v corrected by 1 + beta2^t",
-                "The correction is 1 - beta2^t (the weight v's start at 0 leaves out): "
-                "v_hat = v / (1 - beta2^t).",
-                _adamw_probe(_adamw_variant("v-corr-plus"))),
-        Mistake("constructor defaults of Adam (weight_decay 0) instead of AdamW's 1e-2",
-                "torch.optim.AdamW's signature is (params, lr=1e-3, betas=(0.9, 0.999), "
-                "eps=1e-8, weight_decay=1e-2).",
-                _adamw_probe(_adamw_variant("adam-defaults"))),
-        Mistake("learning rate read once in __init__ (a schedule's group['lr'] ignored)",
-                "A schedule writes group['lr'] before each step: read the learning rate from "
-                "the group inside step(), not from a copy kept at construction.",
-                _adamw_probe(_adamw_variant("init-lr"))),
-    ),
+    probes=_ADAMW_PROBES,
+    mistakes=tuple(Mistake(name, why, _adamw_probe(_adamw_variant(kind)))
+                   for kind, name, why in _ADAMW_MISTAKES),
     error_hints=(
         ErrorHint("step() changes the weights with autograd on",
                   "Updating a parameter in place is refused while autograd records: decorate "

@@ -4,6 +4,7 @@ verdict (from the variants the probe recorded); a correct answer never triggers 
 never speaks after a dtype message.
 """
 
+import dataclasses
 import importlib
 import math
 
@@ -106,7 +107,67 @@ def lr_warmup_late(step, max_lr, min_lr, warmup_iters, max_iters):  # (step + 2)
     return _right(_key("training", "get_lr"))(step, max_lr, min_lr, warmup_iters, max_iters)
 
 
+def count_pairs_from_one(word_counts):  # a new pair starts at 1: every count + 1
+    pairs = {}
+    for word, count in word_counts.items():
+        for pair in zip(word, word[1:]):
+            pairs[pair] = pairs.get(pair, 1) + count
+    return pairs
+
+
+def count_pairs_two_apart(word_counts):  # zip(word, word[2:])
+    pairs = {}
+    for word, count in word_counts.items():
+        for pair in zip(word, word[2:]):
+            pairs[pair] = pairs.get(pair, 0) + count
+    return pairs
+
+
+def _merger(name, start=0, merges=lambda two, pair: two == pair):
+    """A left-to-right merge_pair that starts at ``start`` and merges where ``merges``."""
+
+    def merge(word, pair):
+        out, i = [], start
+        while i < len(word):
+            if i < len(word) - 1 and merges((word[i], word[i + 1]), pair):
+                out.append(word[i] + word[i + 1])
+                i += 2
+            else:
+                out.append(word[i])
+                i += 1
+        return tuple(out)
+
+    merge.__name__ = name
+    return merge
+
+
+merge_from_one = _merger("merge_from_one", start=1)  # the first symbol is lost
+# != for ==: every other neighbour pair is joined
+merge_other_pairs = _merger("merge_other_pairs", merges=lambda two, pair: two != pair)
+
+
+def _bpe_answers():
+    from helpers.answers.bpe import byte_trainer  # (tests/helpers, on the path)
+
+    return byte_trainer
+
+
+def trainer_counts_w_plus_3(text, vocab_size, special_tokens=()):  # pairs from b"w" count +3
+    return _bpe_answers()(key=lambda pairs, vocab, p: (pairs[p] + 3 * (vocab[p[0]] == b"w"),
+                                                       vocab[p[0]], vocab[p[1]]))(
+        text, vocab_size, special_tokens)
+
+
 WRONG = [  # (chapter, function, wrong answer, what the probe says)
+    ("07_bpe", "count_pairs", count_pairs_from_one,
+     "every count is the right one +1 (8 for 7 for ('l', 'o'))"),
+    ("07_bpe", "count_pairs", count_pairs_two_apart, "your pairs are symbols 2 apart"),
+    ("07_bpe", "merge_pair", merge_from_one,
+     "your symbols, joined, do not spell the word's text ('ow</w>' for 'low</w>')"),
+    ("07_bpe", "merge_pair", merge_other_pairs,
+     "your output joins 2 symbols that are not the pair ('o', 'w')"),
+    ("07_bpe", "train_bpe_naive", trainer_counts_w_plus_3, "your first merge, b'w' + b'e', is "
+     "not the most frequent pair at that step: it occurs 8 times, (b's', b't') 9 times"),
     ("02_masking", "masked_attention", leaky,
      "changing only position 1 moves your output at position 0"),
     ("02_masking", "masked_attention", mask_ignored_and_scaled,
@@ -152,6 +213,8 @@ def test_a_probe_names_a_wrong_answer_in_the_kernel_and_the_verdict(chapter, fun
 def _right(key):
     """A correct answer of exercise ``key``, written as a student would (helpers.answers)."""
     module = importlib.import_module(f"helpers.answers.{key.split('.')[0]}")
+    if key not in module.GOOD:  # 07's challenge: the incremental trainer (not in GOOD)
+        return {"bpe.train_bpe_fast": getattr(module, "incremental_trainer", None)}[key]
     good = module.GOOD[key]
     return good[0] if type(good) is tuple else good
 
@@ -172,14 +235,70 @@ def test_every_check_with_probes_is_covered():
     assert all(_right(key) for key in WITH_PROBES)
     assert {k.split(".")[0] for k in WITH_PROBES} >= {
         "attention", "masking", "multihead_attention", "layer_norm", "feed_forward_blocks",
-        "transformer", "training"}
+        "transformer", "bpe", "training"}
+
+
+def _adamw(decay=lambda lr, wd: 1 - lr * wd):
+    """The chapter's AdamW, with the decay factor ``decay(lr, wd)``."""
+
+    class AdamW(torch.optim.Optimizer):
+        def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+            super().__init__(params, dict(lr=lr, betas=betas, eps=eps,
+                                          weight_decay=weight_decay))
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                lr, (b1, b2) = group["lr"], group["betas"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    st = self.state[p]
+                    if not st:
+                        st.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                    st["t"] += 1
+                    t, g = st["t"], p.grad
+                    p.mul_(decay(lr, group["weight_decay"]))
+                    st["m"].mul_(b1).add_(g, alpha=1 - b1)
+                    st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                    m_hat, v_hat = st["m"] / (1 - b1**t), st["v"] / (1 - b2**t)
+                    p.sub_(lr * m_hat / (v_hat.sqrt() + group["eps"]))
+
+    return AdamW
+
+
+def test_adamw_probes_name_the_decay_in_the_kernel_and_the_first_step_in_the_verdict():
+    """08 Ex 3.3 (issue 49 item 1): with every gradient 0 only the decay acts, so a wrong
+    decay factor (2 - lr * wd) is named as such where the function can be called again (the
+    kernel's check); the verdict, which has no variant of a driven check, names the first
+    step that differs from torch's."""
+    from autograder.checks import training
+
+    key = _key("training", "AdamW")
+    assert _core.get_check(key).probes
+    training.graded(key, _adamw())  # right as written
+    with pytest.raises(CheckFailed) as info:
+        training.graded(key, _adamw(lambda lr, wd: 2 - lr * wd))
+    assert f"{M.MARK} with every gradient 0, where the Adam step is 0 and only the decay " \
+           "acts, your weights differ" in str(info.value), str(info.value)
+    from autograder.checks import _training_drivers
+
+    # what a graded kernel runs: the stub's driver (tests/unit/test_verdict_training.py)
+    verdict = judged(_core.get_check(key),
+                     _training_drivers.probe(key, _adamw(lambda lr, wd: 2 - lr * wd)))
+    assert not verdict.passed
+    assert f"{M.MARK} your weights differ from torch.optim.AdamW's after the first step " \
+           "already" in verdict.message, verdict.message
 
 
 @pytest.mark.parametrize("key", WITH_PROBES)
 def test_a_correct_answer_never_triggers_a_probe(key):
     """Each probe, given a right output and a right function, says nothing on any case."""
     check, right = _core.get_check(key), _right(key)
-    hidden_check(key, right)  # the answer is right
+    module = importlib.import_module(f"autograder.checks.{key.split('.')[0]}")
+    right = module.probe(key, right) if hasattr(module, "probe") else right  # 08: its driver
+    # the answer is right (its cases: an extra stage, 07's timed challenge, is another test's)
+    _core._run(dataclasses.replace(check, post=None), right, hidden=True)
     for case in check.cases:
         if case.kind != "grad":
             assert _core._probe_finding(check, right, case, case.expected) is None, case.label
