@@ -244,10 +244,10 @@ def test_a_given_helper_cell_runs_with_the_answers(tmp_path):
     it with the setup and answer cells (not the check or demo cells)."""
     path = tmp_path / "07_bpe.ipynb"
     _write(path, [("MARK = []", {"grade_id": "setup"}),
-                  ("def helper():\n    return 2\n", {"grade_id": "ex3_1_given", "locked": True}),
-                  ("def answer():\n    return helper() + 1\n", {"grade_id": "ex3_1_solution",
+                  ("def helper():\n    return 2\n", {"grade_id": "helpers_given", "locked": True}),
+                  ("def answer():\n    return helper() + 1\n", {"grade_id": "an_answer",
                                                                  "solution": True}),
-                  ("MARK.append('check')", {"grade_id": "ex3_1_check", "grade": True})])
+                  ("MARK.append('check')", {"grade_id": "a_check", "grade": True})])
     ns, broken = yours.run_answers(path, "07_bpe")
     assert broken == {} and ns["answer"]() == 3 and ns["MARK"] == []
 
