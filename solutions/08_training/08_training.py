@@ -1322,7 +1322,10 @@ print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
 #
 # **Recorded runs** (the `cpu` and `gpu` rows of section 0; numbers from the course's own runs,
 # made with learned positions, the table `wpe`, before section 7's GPT took your RoPE; the RoPE
-# runs are not recorded here yet):
+# runs are not recorded here yet. On the `cpu` model with the schedule fitted to 200 steps, the
+# reference trainer reached val 2.123 with RoPE against 2.463 with the learned table, same seed
+# and batches: `python bench/train.py --expect 200 --threads 1 --pos rope`, then `--pos
+# learned`):
 #
 # - CPU (`cpu_char`, this notebook's `cpu` run, run as is on an otherwise idle 2-core machine,
 #   torch's default 2 threads): 3000 steps (the full schedule) in **403 s**, 0.82 M parameters,
