@@ -22,6 +22,20 @@ def randomize(mod, seed=0):
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5)
 
 
+def torch_and_ours(torch_layer, our_block, seed, norm_first, activation, dtype):
+    """torch's layer (after ``torch.manual_seed(seed)``, its weights randomized with ``seed``)
+    and our block holding its weights."""
+    torch.manual_seed(seed)
+    ref = torch_layer(D, H, FF, dropout=0.0, activation=activation, batch_first=True,
+                      norm_first=norm_first).to(dtype)
+    randomize(ref, seed=seed)
+    # train mode (dropout is 0) keeps torch on its plain path, not the fused inference kernel
+    ref.train()
+    ours = our_block(D, H, FF, activation=activation, norm_first=norm_first).to(dtype)
+    ours.load_from_torch(ref)
+    return ref, ours
+
+
 def torch_causal(T, dtype):
     return nn.Transformer.generate_square_subsequent_mask(T, dtype=dtype)
 
@@ -30,14 +44,8 @@ def torch_causal(T, dtype):
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_block_matches_torch(norm_first, activation, dtype):
-    torch.manual_seed(0)
-    ref = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, activation=activation,
-                                     batch_first=True, norm_first=norm_first).to(dtype)
-    randomize(ref)
-    # train mode (dropout is 0) keeps torch on its plain path, not the fused inference kernel
-    ref.train()
-    ours = EncoderBlock(D, H, FF, activation=activation, norm_first=norm_first).to(dtype)
-    ours.load_from_torch(ref)
+    ref, ours = torch_and_ours(nn.TransformerEncoderLayer, EncoderBlock, 0, norm_first,
+                               activation, dtype)
     x = torch.randn(2, 5, D, dtype=dtype)
     tol = TOL[dtype]
     assert maxerr(ours(x), ref(x)) <= tol
@@ -53,13 +61,8 @@ def test_encoder_block_matches_torch(norm_first, activation, dtype):
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_block_matches_torch(norm_first, activation, dtype):
-    torch.manual_seed(1)
-    ref = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, activation=activation,
-                                     batch_first=True, norm_first=norm_first).to(dtype)
-    randomize(ref, seed=1)
-    ref.train()
-    ours = DecoderBlock(D, H, FF, activation=activation, norm_first=norm_first).to(dtype)
-    ours.load_from_torch(ref)
+    ref, ours = torch_and_ours(nn.TransformerDecoderLayer, DecoderBlock, 1, norm_first,
+                               activation, dtype)
     x, mem = torch.randn(2, 4, D, dtype=dtype), torch.randn(2, 6, D, dtype=dtype)
     mkpm = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
     out_ref = ref(x, mem, tgt_mask=torch_causal(4, dtype), tgt_is_causal=True,
