@@ -24,7 +24,7 @@ import pytest
 from autograder.grading.config import GradeConfig
 
 from helpers.adversarial import MARKER, AdversarialBuilder
-from helpers.adversarial.fixture_class import FixtureAttackBuilder
+from helpers.adversarial.fixture_class import TIME_LIMIT_S, FixtureAttackBuilder
 from helpers.adversarial.graded import (
     assert_graded_in_sandbox,
     assert_rows_exact,
@@ -131,7 +131,8 @@ def test_cheating_cells_gain_nothing_and_are_flagged_on_their_exercise(adversari
 @pytest.fixture(scope="session")
 def fixture_attacks(tmp_path_factory):
     _need_bwrap()
-    args = ("--workers", "2", "--cell-timeout", "5", "--timeout", "120", "--memory", "2048")
+    args = ("--workers", "2", "--cell-timeout", "5", "--timeout", str(TIME_LIMIT_S),
+            "--memory", "2048")
     # a server on the grader's loopback: a sandboxed kernel must not reach it
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
@@ -172,12 +173,12 @@ def test_fixture_student_scores_and_statuses(fixture_attacks, student):
 
 
 def test_the_time_limit_reached_in_the_students_own_cell_is_theirs(fixture_attacks):
-    """Issue 47 item 3: cells the student added ran past the student's time limit (120 s).
+    """Issue 47 item 3: cells the student added ran past the student's time limit (75 s).
     Before, every row read "not graded: time limit"; now the run is scored as one that
     stopped: each exercise from its sealed record (the fixture has none: 0), flagged."""
     rows = [r for r in fixture_attacks["rows"] if r["student"] == "past_time"]
     assert rows and all(r["kind"] == "stopped" for r in rows), rows
-    assert all("your code ran past the time limit of 120 s in cell" in r["flagged"]
+    assert all(f"your code ran past the time limit of {TIME_LIMIT_S} s in cell" in r["flagged"]
                for r in rows), rows
 
 

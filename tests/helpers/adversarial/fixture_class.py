@@ -35,11 +35,11 @@ extra           right ``99_fixture.ipynb`` next to a wrong ``99_fixture_draft   
                 .ipynb`` and an unrelated ``scratch.ipynb``
 missing         no notebook, only a text file                                    not graded:
                                                                                  no notebook
-past_time       right; then 27 added cells each sleeping 4.6 s (under the 5 s        every row 0,
-                cell limit) run past the student's time limit (120 s) in one of  "ran past the
-                them: the student's doing (issue 47). The fixture's checks run   time limit",
-                in the kernel, so no exercise has a sealed record: each scores   flagged
-                0 (a chapter's exercises score from their records)
+past_time       right; then 19 added cells each sleeping 4.6 s (under the 5 s        every row 0,
+                cell limit) run past the student's time limit (``TIME_LIMIT_S``) "ran past the
+                in one of them: the student's doing (issue 47). The fixture's    time limit",
+                checks run in the kernel, so no exercise has a sealed record:    flagged
+                each scores 0 (a chapter's exercises score from their records)
 ==============  ===============================================================  ==============
 """
 
@@ -61,7 +61,14 @@ with open("course_helpers.py", "w") as _f:
     _f.write("while True:\\n    pass\\n")
 import course_helpers
 """
-PAST_TIME = "import time\ntime.sleep(4.6)\n"  # under the cell limit; 27 of them: past 120 s
+# The class's --timeout for each student (was 120 s): every second of it is a second of wall
+# time past_time costs the suite. Measured at load 13-17 on 2 cores (with 60 s): past_time's
+# first sleep began under 5 s in (the limit fell in its 13th sleep, far from the course's
+# cells); the other students took 8-17 s, the first on each worker 35 s (the kernels'
+# warm-up): 75 s leaves twice that.
+TIME_LIMIT_S = 75
+PAST_TIME = "import time\ntime.sleep(4.6)\n"  # under the cell limit of 5 s
+PAST_TIME_CELLS = TIME_LIMIT_S // 4 + 1  # 4.6 s each: past the limit however fast the rest runs
 HUGE_STDOUT = "for _i in range(400):\n    print('x' * 2**20)\n"  # 400 MB
 WIDE_STDOUT = "for _i in range(30):\n    print('x' * 2**20)\n"  # 30 MB
 HUGE_FILE = """import os
@@ -166,10 +173,10 @@ class FixtureAttackBuilder(ClassBuilder):
         exp["extra"] = dict(full)
 
         slow = self.answered()
-        slow.cells += [nbformat.v4.new_code_cell(PAST_TIME) for _ in range(27)]
+        slow.cells += [nbformat.v4.new_code_cell(PAST_TIME) for _ in range(PAST_TIME_CELLS)]
         put("past_time", slow)
         exp["past_time"] = self.expect(lambda g: Expected(
-            "0", f"{STOPPED_NO_RESULT}ran past the time limit of 120 s in cell "))
+            "0", f"{STOPPED_NO_RESULT}ran past the time limit of {TIME_LIMIT_S} s in cell "))
 
         (dest / "missing").mkdir()
         (dest / "missing" / "notes.txt").write_text("I forgot to attach it")
