@@ -77,6 +77,14 @@ _SEED_TEXT = (
 )
 
 
+def _check(function: str, cases, *uses: str, **rest) -> Check:
+    """This chapter's check of ``function``: its identity in the exercise table, the earlier
+    functions it ``uses``, the reference package switched off while it runs, its ``cases``."""
+    return Check(**table.identity(__name__, function),
+                 uses=table.uses(__name__, *uses) if uses else (), reference_off=True,
+                 cases=cases, **rest)
+
+
 def _fresh(*args):
     """A ``Case.call`` that rebuilds mutable arguments (dicts) for every call."""
 
@@ -202,10 +210,8 @@ def _count_cases():
     return tuple(_exact(label, (wc,), _count_pairs_ref(wc), h) for label, wc, h in specs)
 
 
-_COUNT = Check(
-    **table.identity(__name__, "count_pairs"),
-    reference_off=True,
-    cases=_count_cases,
+_COUNT = _check(
+    "count_pairs", _count_cases,
     probes=(_mm.seen("pair counts", _counts_look),),
     mistakes=(
         Mistake(
@@ -351,10 +357,8 @@ def _merge_cases():
     )
 
 
-_MERGE = Check(
-    **table.identity(__name__, "merge_pair"),
-    reference_off=True,
-    cases=_merge_cases,
+_MERGE = _check(
+    "merge_pair", _merge_cases,
     probes=(_mm.seen("merged symbols", _merge_look),),
     mistakes=(
         Mistake(
@@ -470,11 +474,8 @@ def _classic_cases():
     )
 
 
-_CLASSIC = Check(
-    **table.identity(__name__, "train_classic_bpe"),
-    uses=table.uses(__name__, "count_pairs", "merge_pair"),
-    reference_off=True,
-    cases=_classic_cases,
+_CLASSIC = _check(
+    "train_classic_bpe", _classic_cases, "count_pairs", "merge_pair",
     mistakes=(
         Mistake(
             "ties broken differently (first pair found)",
@@ -612,11 +613,8 @@ def _encode_word_cases():
     )
 
 
-_ENCODE_WORD = Check(
-    **table.identity(__name__, "encode_word"),
-    uses=table.uses(__name__, "merge_pair"),
-    reference_off=True,
-    cases=_encode_word_cases,
+_ENCODE_WORD = _check(
+    "encode_word", _encode_word_cases, "merge_pair",
     mistakes=(
         Mistake(
             "merges applied in reverse order",
@@ -676,10 +674,8 @@ def _decode_cases():
     )
 
 
-_DECODE_SYMBOLS = Check(
-    **table.identity(__name__, "decode_symbols"),
-    reference_off=True,
-    cases=_decode_cases,
+_DECODE_SYMBOLS = _check(
+    "decode_symbols", _decode_cases,
     mistakes=(
         Mistake(
             "end-of-word symbol left in the text",
@@ -981,11 +977,8 @@ def _fast_variant(text, vocab_size, special_tokens=(), *, new_sign=0, drop_zero=
                     where.setdefault(pair, set()).add(i)
     return vocab, merges
 
-_TRAIN_NAIVE = Check(
-    **table.identity(__name__, "train_bpe_naive"),
-    uses=table.uses(__name__, "count_pairs"),
-    reference_off=True,
-    cases=_TRAIN_CASES,
+_TRAIN_NAIVE = _check(
+    "train_bpe_naive", _TRAIN_CASES, "count_pairs",
     probes=_TRAIN_PROBES,
     mistakes=_TRAIN_MISTAKES,
 )
@@ -1062,6 +1055,14 @@ def capped_cpu_seconds(fn, cap: float, *args):
         signal.signal(signal.SIGPROF, before)
 
 
+def _too_slow(where: str, t: float, naive: str, ratio: float) -> str:
+    """The challenge's failure: ``t`` s of CPU for the student's trainer, the naive loop's
+    time (``naive``, in words), the speed-up ``ratio`` below SPEED_MIN_RATIO."""
+    return (f"on {where} it takes {t:.2f} s of CPU time, the naive loop {naive}: only "
+            f"{ratio:.1f}x faster (the challenge asks for at least {SPEED_MIN_RATIO:g}x).\n"
+            f"  Likely mistake: {_SLOW}. {_SLOW_WHY}")
+
+
 def _quick_look(fn, text: str) -> str | None:
     """The speed stage's first step: the naive loop's first :data:`SPEED_LOOK_MERGES` merges,
     then ``fn``'s, stopped once it has taken longer; the failure, or None."""
@@ -1131,11 +1132,8 @@ def _speed_stage(fn, hidden: bool) -> str | None:
     t_naive, t = min(naive), min(times)
     ratio = t_naive / max(t, 1e-9)
     if ratio < SPEED_MIN_RATIO:
-        return (
-            f"on {where} it takes {t:.2f} s of CPU time, the naive loop {t_naive:.2f} s (the best "
-            f"of {len(times)} runs each, in turns): only {ratio:.1f}x faster (the challenge asks "
-            f"for at least {SPEED_MIN_RATIO:g}x).\n  Likely mistake: {_SLOW}. {_SLOW_WHY}"
-        )
+        return _too_slow(where, t, f"{t_naive:.2f} s (the best of {len(times)} runs each, in "
+                         "turns)", ratio)
     print(f"  speed-up over the naive loop on {where}: {ratio:.1f}x "
           f"({t_naive:.2f} s -> {t:.3f} s of CPU time)")
     return None
@@ -1238,11 +1236,8 @@ class _TrustedSpeed:
         t_naive = per_cal * min(cals)  # the naive loop's time on the kernel's own clock
         ratio = t_naive / max(t, 1e-9)
         if ratio < SPEED_MIN_RATIO:
-            return (
-                f"on {where} it takes {t:.2f} s of CPU time, the naive loop about "
-                f"{t_naive:.2f} s on the same machine: only {ratio:.1f}x faster (the challenge "
-                f"asks for at least {SPEED_MIN_RATIO:g}x).\n  Likely mistake: {_SLOW}. "
-                f"{_SLOW_WHY}", _SLOW, "")
+            return (_too_slow(where, t, f"about {t_naive:.2f} s on the same machine", ratio),
+                    _SLOW, "")
         return None, "", (f"speed-up over the naive loop on {where}: {ratio:.1f}x "
                           f"({t_naive:.2f} s -> {t:.3f} s of CPU time, as the notebook's "
                           "kernel measured it against a fixed workload)")
@@ -1250,10 +1245,8 @@ class _TrustedSpeed:
 
 _speed_stage.trusted = _TrustedSpeed()
 
-_TRAIN_FAST = Check(
-    **table.identity(__name__, "train_bpe_fast"),
-    reference_off=True,
-    cases=_TRAIN_CASES,
+_TRAIN_FAST = _check(
+    "train_bpe_fast", _TRAIN_CASES,
     probes=_TRAIN_PROBES,
     mistakes=_TRAIN_MISTAKES + (
         Mistake(
@@ -1402,10 +1395,8 @@ def _piece_cases():
     return tuple(_exact(label, (p, r), _piece_ref(p, r), h) for label, p, r, h in specs)
 
 
-_PIECE = Check(
-    **table.identity(__name__, "encode_piece"),
-    reference_off=True,
-    cases=_piece_cases,
+_PIECE = _check(
+    "encode_piece", _piece_cases,
     mistakes=(
         Mistake(
             "merges applied in frequency order instead of rank order",
@@ -1521,11 +1512,8 @@ def _bad_pattern(e: BaseException) -> bool:
         type(e).__name__ == "error" and " at position " in str(e))  # regex.error too
 
 
-_ENCODE = Check(
-    **table.identity(__name__, "encode"),
-    uses=table.uses(__name__, "encode_piece"),
-    reference_off=True,
-    cases=_encode_cases,
+_ENCODE = _check(
+    "encode", _encode_cases, "encode_piece",
     mistakes=(
         Mistake(
             "special tokens split like ordinary text",
@@ -1603,10 +1591,8 @@ def _decode_cases():
     )
 
 
-_DECODE = Check(
-    **table.identity(__name__, "decode"),
-    reference_off=True,
-    cases=_decode_cases,
+_DECODE = _check(
+    "decode", _decode_cases,
     mistakes=(
         Mistake(
             "decoded token by token",

@@ -754,11 +754,23 @@ def _announce(check: Check, fn) -> None:
           "a mistake, if there is one, takes longer) ...", flush=True)
 
 
-def check_train_step(train_step):
-    """Run the visible check of Exercise 3.2: ``check_train_step(train_step)``."""
-    __tracebackhide__ = True  # noqa: F841
-    _announce(_TRAIN_STEP, train_step)
-    _check_train_step(_step_probe(train_step) if callable(train_step) else train_step)
+def _visible(check: Check, run, wrap, name: str):
+    """``check_<name>(<name>)``, the visible check of a long behaviour check: says what it
+    runs (:func:`_announce`), then runs ``run`` on the student's function wrapped in its
+    driver (``wrap``)."""
+
+    def visible(fn):
+        __tracebackhide__ = True  # noqa: F841
+        _announce(check, fn)
+        run(wrap(fn) if callable(fn) else fn)
+
+    visible.__name__ = visible.__qualname__ = f"check_{name}"
+    visible.__doc__ = (f"Run the visible check of {check.exercise}: "
+                       f"``check_{name}({name})``.")
+    return visible
+
+
+check_train_step = _visible(_TRAIN_STEP, _check_train_step, _step_probe, "train_step")
 
 
 # ====================================================================== Exercise 3.3
@@ -1286,12 +1298,7 @@ _ESTIMATE = Check(
 _check_estimate_loss = register(_ESTIMATE)
 
 
-def check_estimate_loss(estimate_loss):
-    """Run the visible check of Exercise 4.1: ``check_estimate_loss(estimate_loss)``."""
-    __tracebackhide__ = True  # noqa: F841
-    fn = estimate_loss
-    _announce(_ESTIMATE, fn)
-    _check_estimate_loss(_eval_probe(fn) if callable(fn) else fn)
+check_estimate_loss = _visible(_ESTIMATE, _check_estimate_loss, _eval_probe, "estimate_loss")
 
 
 # ====================================================================== Exercise 5.1
@@ -1715,12 +1722,7 @@ _SAMPLE = Check(
 _check_sample = register(_SAMPLE)
 
 
-def check_sample_next_token(sample_next_token):
-    """Run the visible check of Exercise 6.1: ``check_sample_next_token(sample_next_token)``."""
-    __tracebackhide__ = True  # noqa: F841
-    fn = sample_next_token
-    _announce(_SAMPLE, fn)
-    _check_sample(_freq_probe(fn) if callable(fn) else fn)
+check_sample_next_token = _visible(_SAMPLE, _check_sample, _freq_probe, "sample_next_token")
 
 
 # ====================================================================== graded path
