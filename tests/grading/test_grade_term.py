@@ -72,6 +72,19 @@ def _then_export(code: str, folder: Path | None = None) -> str:
             "from nbgrader.apps.nbgraderapp import main\nmain()\n")
 
 
+def _api_then_export(cwd: Path, expr: str, folder: Path | None = None, setup: str = ""):
+    """Ask formgrader's API (``api``, in ``cwd``'s course; after ``setup``) for ``expr``, then
+    run stock ``nbgrader export`` in the same interpreter (:func:`_then_export`, in
+    ``folder``): (the finished process, the values of ``expr`` printed, JSON-decoded)."""
+    code = ("import json; from nbgrader.apps import NbGraderAPI;"
+            "from nbgrader.apps.baseapp import NbGrader; app = NbGrader(); app.initialize([]);"
+            f"api = NbGraderAPI(config=app.config); {setup}print('API', json.dumps({expr}))")
+    proc = subprocess.run([sys.executable, "-c", _then_export(code, folder)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+    return proc, [json.loads(line[4:]) for line in proc.stdout.splitlines()
+                  if line.startswith("API ")]
+
+
 def _formgrader_save(out: Path, cell: str, nb: str, student: str, manual_score,
                      extra_credit=None) -> None:
     """What formgrader writes when the instructor saves a score or presses Resolve (its
@@ -166,12 +179,8 @@ def export_and_formgrader(fixture_template, tmp_path_factory):
             nbformat.write(nb.release, path)
         publish_student(work, fg, sid, [ASSIGNMENT])
     store.write_gradebook(template, list(STUDENTS), subs=subs)  # and timestamp.txt with it
-    code = ("from nbgrader.apps import NbGraderAPI; from nbgrader.apps.baseapp import NbGrader;"
-            "app = NbGrader(); app.initialize([]); api = NbGraderAPI(config=app.config);"
-            f"print('API', sorted(api.get_autograded_students({ASSIGNMENT!r})))")
-    proc = subprocess.run([sys.executable, "-c", _then_export(code, out)], cwd=fg,
-                          capture_output=True, text=True, timeout=120)
-    answer = [line[4:] for line in proc.stdout.splitlines() if line.startswith("API ")]
+    proc, answer = _api_then_export(fg, f"sorted(api.get_autograded_students({ASSIGNMENT!r}))",
+                                    out)
     return out, fg, proc, answer
 
 
@@ -200,7 +209,7 @@ def test_formgrader_counts_every_published_student_as_autograded(export_and_form
     stamps = {sid: (out / "submitted" / sid / ASSIGNMENT / "timestamp.txt") for sid in STUDENTS}
     assert {sid: p.is_file() for sid, p in stamps.items()} == {
         sid: when is not None for sid, (_, _, when, _) in STUDENTS.items()}
-    assert answer == [repr(sorted(STUDENTS))], proc.stderr
+    assert answer == [sorted(STUDENTS)], proc.stderr
 
 
 def test_rewriting_the_gradebook_keeps_manual_scores_and_comments(fixture_template, tmp_path):
@@ -386,20 +395,15 @@ def test_work_never_handed_in_is_no_submission(pair_template, tmp_path):
         assert not gb.find_submission(PAIR, "cy").needs_manual_grade
         assert gb.find_submission(ASSIGNMENT, "dee").needs_manual_grade
     # formgrader's own counts: submitted/ folders, and each student's submissions
-    code = ("import json; from nbgrader.apps import NbGraderAPI;"
-            "from nbgrader.apps.baseapp import NbGrader; app = NbGrader(); app.initialize([]);"
-            "api = NbGraderAPI(config=app.config); print('API', json.dumps(["
-            "{a: api.get_assignment(a)['num_submissions'] for a in api.get_source_assignments()},"
-            "{a: sorted(s['student'] for s in api.get_submissions(a))"
-            " for a in api.get_source_assignments()},"
-            "{s: {x['name']: x['submitted'] for x in api.get_student_submissions(s)}"
-            " for s in ('bob', 'cy')}]))")
     # and stock nbgrader export in the same interpreter, after it
-    proc = subprocess.run([sys.executable, "-c", _then_export(code)], cwd=out,
-                          capture_output=True, text=True, timeout=120)
+    proc, printed = _api_then_export(out, (
+        "[{a: api.get_assignment(a)['num_submissions'] for a in api.get_source_assignments()},"
+        "{a: sorted(s['student'] for s in api.get_submissions(a))"
+        " for a in api.get_source_assignments()},"
+        "{s: {x['name']: x['submitted'] for x in api.get_student_submissions(s)}"
+        " for s in ('bob', 'cy')}]"))
     assert proc.returncode == 0, proc.stderr
-    counts, listed, per_student = json.loads(next(
-        line[4:] for line in proc.stdout.splitlines() if line.startswith("API ")))
+    counts, listed, per_student = printed[0]
     assert counts == {a: len(who) for a, who in submitted.items()}
     assert listed == submitted
     assert per_student == {"bob": {ASSIGNMENT: True, PAIR: False},
@@ -543,18 +547,14 @@ def test_a_term_manual_scores_survive_reruns_and_regrades(term_class):
     assert (row()["points"], row()["auto_points"], row()["manual_points"], row()["comment"]) == \
         ("0.5", "0", "0.5", "partly right")
     # formgrader's lists (its API), then stock nbgrader export, in one interpreter
-    code = ("import json; from nbgrader.apps import NbGraderAPI;"
-            "from nbgrader.apps.baseapp import NbGrader; app = NbGrader(); app.initialize([]);"
-            f"api = NbGraderAPI(config=app.config); a, s = {ASSIGNMENT!r}, {RIGHT[2]!r};"
-            "print('API', json.dumps([[x['score'] for x in api.get_submissions(a) if "
-            "x['student'] == s], [x['score'] for x in api.get_students() if x['id'] == s], "
-            "[x['score'] for x in api.get_student_submissions(s)], [x['score'] for x in "
-            "api.get_notebook_submissions(a, a) if x['student'] == s]]))")
-    export = subprocess.run([sys.executable, "-c", _then_export(code)], cwd=out,
-                            capture_output=True, text=True, timeout=120)
+    export, printed = _api_then_export(out, (
+        "[[x['score'] for x in api.get_submissions(a) if x['student'] == s], "
+        "[x['score'] for x in api.get_students() if x['id'] == s], "
+        "[x['score'] for x in api.get_student_submissions(s)], "
+        "[x['score'] for x in api.get_notebook_submissions(a, a) if x['student'] == s]]"),
+        setup=f"a, s = {ASSIGNMENT!r}, {RIGHT[2]!r}; ")
     assert export.returncode == 0, export.stderr
-    shown = json.loads(next(line[4:] for line in export.stdout.splitlines()
-                            if line.startswith("API ")))
+    shown = printed[0]
     assert shown == [[pytest.approx(full * 0.8)]] * 4  # formgrader: the penalised total
     wrong = next(r for r in read_csv(out / "export.csv") if r["student_id"] == WRONG[2])
     assert float(wrong["score"]) == 0.5  # the manual score counts in nbgrader's export
