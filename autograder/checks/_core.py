@@ -543,9 +543,13 @@ def _compare(expected, got, case: Case, strict: bool = True) -> str | None:
         atol = case.atol if case.atol is not None else 1e-9
         rtol = case.rtol if case.rtol is not None else 0.0
         if not math.isfinite(got) or abs(got - target) > atol + rtol * abs(target):
-            want = "outside the tolerance of the hidden case's expected value" if case.hidden \
-                else f"expected {target:.6g} (tolerance {atol + rtol * abs(target):.3g})"
+            if case.hidden:  # neither its expected value nor what the function made of it
+                return "the result is outside the tolerance of the hidden case's expected value"
+            want = f"expected {target:.6g} (tolerance {atol + rtol * abs(target):.3g})"
             return f"the result is {got:.6g}, {want}"
+        if strict and case.kind == "statistic" and got == target and case.hidden:
+            return ("the result is exactly the formula's value: this is a measurement from "
+                    "random samples, so it should be close to, not exactly, the formula")
         if strict and case.kind == "statistic" and got == target:
             return (
                 f"the result is exactly {target:g}: this is a measurement from random samples, "
@@ -883,6 +887,20 @@ def _kind_of_arg(x) -> str:
     return _describe(x) if _type(x) in (_Tensor, _ndarray) else _type(x).__name__
 
 
+def raised_line(case: Case, name: str, message) -> str:
+    """What a failure says the student's function raised: on a hidden case its type only, as
+    its message may hold the case's data (issue 47: a function can raise its arguments).
+
+    >>> raised_line(Case("v", (), None), "KeyError", KeyError("x"))
+    "your function raised KeyError: 'x'"
+    >>> raised_line(Case("h", (), None, hidden=True), "KeyError", KeyError("x"))
+    'your function raised KeyError (a hidden case: its message is not shown)'
+    """
+    if case.hidden:
+        return f"your function raised {name} (a hidden case: its message is not shown)"
+    return f"your function raised {name}: {message}"
+
+
 def _fail(check: Check, case: Case, body: str) -> CheckFailed:
     head = f"{check.exercise} `{check.name}` fails on {case.label}:"
     return CheckFailed(f"{head}\n  {body}\n  call: {_call_line(check, case)}")
@@ -1023,7 +1041,7 @@ def _run(
         except Exception as e:  # the student's code raised: explain, no traceback wall
             hint = next((h for h in check.error_hints if _safe_match(h, e)), None)
             hint = hint or _symptoms.diagnose_error(type(e).__name__, str(e))
-            body = f"your function raised {type(e).__name__}: {e}"
+            body = raised_line(case, type(e).__name__, e)
             loc = _user_frame(e.__traceback__)
             if loc:
                 body += f"\n  {loc}"
@@ -1115,7 +1133,7 @@ def _spread_problem(case: Case, values: list) -> str | None:
     sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (_len(vals) - 1))
     if sd >= case.spread / 30:
         return None
-    shown = ", ".join(f"{v:.6g}" for v in vals)
+    shown = "not shown (a hidden case)" if case.hidden else ", ".join(f"{v:.6g}" for v in vals)
     return (
         f"on {_len(vals)} different random generators your results are {shown}: they spread "
         f"by {sd:.3g}, while measurements from samples spread by about {case.spread:.3g}. "
@@ -1195,6 +1213,7 @@ def _make_registry():
         if _PROBE_DIR and key not in checks:
             from autograder.checks import _probe  # a graded kernel: record, do not judge
 
+            _probe.forget_cell(sys._getframe(1))  # the test cell's hidden text (issue 47)
             _probe.run(_PROBE_DIR, key, fn, given=given, seal=seal or None)
             return
         check = checks[key]

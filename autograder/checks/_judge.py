@@ -36,6 +36,7 @@ from autograder.checks._core import (
     cascade_message,
     get_check,
     given_note,
+    raised_line,
 )
 from autograder.checks._core import _fail as _core_fail
 
@@ -296,6 +297,11 @@ def _recorded_grad_mistake(check: Check, case: Case, r: dict):
     return _grad_mistake(check, case, out, tuple(decoded))
 
 
+def _said(case: Case, r: dict) -> str:
+    """`` (the message)`` of the exception recorded in ``r``; nothing on a hidden case."""
+    return "" if case.hidden else f" ({str(r.get('msg'))[:160]})"
+
+
 def _fail(check: Check, case: Case, body: str, diagnosis: str, n_visible: int) -> Verdict:
     text = str(_core_fail(check, case, body))
     if case.hidden and n_visible:
@@ -444,13 +450,13 @@ def _judge(check: Check, record: dict | None, cell_error: str, inputs: dict | No
         if status == "raised" and r.get("exc") == REFERENCE_UNAVAILABLE:
             return _fail(
                 check, case,
-                f"your function called the course's reference implementation, which the graded "
-                f"kernel does not have ({str(r.get('msg'))[:160]}): {check.exercise} asks you "
-                "to write it yourself",
+                "your function called the course's reference implementation, which the graded "
+                f"kernel does not have{_said(case, r)}: {check.exercise} asks you to write it "
+                "yourself",
                 "used the reference implementation", n_visible)
         if status == "raised":
             exc = _exception(r)
-            body = f"your function raised {r.get('exc')}: {r.get('msg')}"
+            body = raised_line(case, r.get("exc"), r.get("msg"))
             if r.get("where"):
                 body += f"\n  {r['where']}"
             hint = next((h for h in check.error_hints if _safe_match(h, exc)), None)
@@ -707,7 +713,8 @@ def _samples_problem(case: Case, r: dict, first, driven: Driven | None = None) -
             return "with another random generator it did not return a result"
         out, bad, exc = _output(driven, case, s.get("out"))
         if exc is not None:
-            return f"with another random generator: {type(exc).__name__}: {exc}"
+            return "with another random generator: " + raised_line(
+                case, type(exc).__name__, exc).removeprefix("your function raised ")
         problem = bad or _compare(case.expected, out, case)
         if problem:
             return f"with another random generator: {problem}"

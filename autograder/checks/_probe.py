@@ -395,6 +395,27 @@ def run(probe_dir: str, key: str, fn, sink=None, given: dict | None = None,
     )
 
 
+def forget_cell(frame) -> None:
+    """Take the source of the cell ``frame`` runs out of the line cache, where IPython keeps
+    every cell's text (with or without its input history): a test cell's hidden part (the
+    hidden cases' calls, the given earlier solutions) is then not there for the student's
+    function, or a later cell, to read and print (issue 47). Files on disk stay (an entry
+    with a modification time).
+
+    >>> import linecache
+    >>> linecache.cache["<cell-1>"] = (9, None, ["_given = 1\\n"], "<cell-1>")
+    >>> forget_cell(type("F", (), {"f_code": compile("", "<cell-1>", "exec")})())
+    >>> "<cell-1>" in linecache.cache
+    False
+    """
+    import linecache
+
+    name = getattr(getattr(frame, "f_code", None), "co_filename", None)
+    entry = linecache.cache.get(name) if type(name) is str else None
+    if type(entry) is tuple and len(entry) == 4 and entry[1] is None:
+        linecache.cache.pop(name, None)
+
+
 def send(text: str) -> None:
     """Send one record to the grading process: a ``display_data`` message of the record type on
     the kernel's IOPub channel, which the grader's executor takes out of the cell's outputs and

@@ -66,9 +66,7 @@ def keep(nb, resources: dict, index: int, source: str, why: str,
         ran = copy.deepcopy(nb)
         cell = ran.cells[index]
         cell.source = source
-        cell.setdefault("outputs", []).append(nbformat.v4.new_output(
-            "error", ename=ENDED, evalue=note(index, why),
-            traceback=[f"{ENDED}: {note(index, why)}"]))
+        cell.setdefault("outputs", []).append(_note_output(note(index, why)))
         for cutter in cut:
             ran, _ = cutter.preprocess(ran, {})
         path = partial_path(Path.cwd(), assignment, notebook)
@@ -97,7 +95,7 @@ def autograde(root: Path, student: str, assignment: str) -> bool:
         scores = {gid: row_status(Facts(stopped=stop, verdict=v if type(v) is dict else None)
                                   ).points for gid, v in nb.verdicts.items()}
         try:
-            _publish(root, student, assignment, name, partial, stop, scores)
+            _publish(root, student, assignment, name, partial, stop, scores, nb.verdicts)
         except Exception:  # noqa: BLE001 - the rows stand; only the page is missing
             continue
         done = True
@@ -105,7 +103,7 @@ def autograde(root: Path, student: str, assignment: str) -> bool:
 
 
 def _publish(root: Path, student: str, assignment: str, name: str, partial: Path,
-             stop: dict, scores: dict[str, float | None]) -> None:
+             stop: dict, scores: dict[str, float | None], verdicts: dict) -> None:
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.utils import is_grade
@@ -114,6 +112,7 @@ def _publish(root: Path, student: str, assignment: str, name: str, partial: Path
 
     ran = nbformat.read(partial, as_version=4)
     index = stop.get("cell")
+    _verdicts_shown(ran, verdicts, index, str(stop.get("why", "stopped")))
     if type(index) is int:
         ran.cells.insert(0, nbformat.v4.new_markdown_cell(
             f"**This notebook stopped.** {note(index, str(stop.get('why', 'stopped')))}"))
@@ -132,3 +131,27 @@ def _publish(root: Path, student: str, assignment: str, name: str, partial: Path
     dest = root / "autograded" / student / assignment / f"{name}.ipynb"
     dest.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(ran, dest)
+
+
+def _verdicts_shown(ran, verdicts: dict, index, why: str) -> None:
+    """Each test cell of ``ran`` shows its verdict (``verdict.outputs``), never what the
+    kernel printed there (the student's function ran on hidden cases in it: issue 47); the
+    one the run stopped in keeps the grader's note."""
+    from nbgrader.utils import is_grade
+
+    from .verdict import outputs
+
+    for i, cell in enumerate(ran.cells):
+        if cell.cell_type != "code" or not is_grade(cell):
+            continue
+        v = verdicts.get(cell.metadata["nbgrader"]["grade_id"])
+        cell.outputs = outputs(v) if type(v) is dict and "message" in v else []
+        if i == index:
+            cell.outputs.append(_note_output(note(i, why)))
+
+
+def _note_output(text: str):
+    """The error output of the note on the cell where the run stopped."""
+    from nbformat.v4 import new_output
+
+    return new_output("error", ename=ENDED, evalue=text, traceback=[f"{ENDED}: {text}"])

@@ -39,13 +39,44 @@ def _cell_error(cell) -> str:
 
 
 def _limit_output(cell):
+    """The error output saying ``cell`` hit a limit, rebuilt with words of the grader's own:
+    the kernel's text may be the student's (an exception of theirs raised with a hidden
+    case's data, named like a limit: issue 47)."""
+    from nbformat.v4 import new_output
+
     for out in cell.get("outputs", []):
         if out.get("output_type") != "error":
             continue
-        text = " ".join([out.get("ename", ""), out.get("evalue", "")])
-        if out.get("ename") in _KEEP or "MemoryError" in text or "can't allocate" in text:
-            return out
+        ename, text = str(out.get("ename", "")), f"{out.get('ename', '')} {out.get('evalue', '')}"
+        if ename in _KEEP or "MemoryError" in text or "can't allocate" in text:
+            name = ename if ename in _KEEP else "MemoryError"
+            said = _LIMIT_WORDS[name]
+            return new_output("error", ename=name, evalue=said, traceback=[f"{name}: {said}"])
     return None
+
+
+_LIMIT_WORDS = {"CellTimeoutError": "the cell ran over its time limit",
+                "MemoryError": "the cell ran out of memory"}
+
+
+def outputs(verdict: dict, limit=None) -> list:
+    """A converted test cell's outputs on its page: the verdict's words only (nothing the
+    kernel printed there: the student's function ran on hidden cases in that cell), and
+    ``limit`` (:func:`_limit_output`) when the cell hit one."""
+    from nbformat.v4 import new_output
+
+    message = verdict["message"]
+    head = "course-grade (decided outside your notebook):\n"
+    outs = [new_output("stream", name="stdout",
+                       text=head + (message + "\n" if verdict["passed"] else ""))]
+    if not verdict["passed"]:  # named like the in-kernel check's exception
+        ename = "NotImplementedYet" if verdict["diagnosis"] == "not implemented" \
+            else "CheckFailed"
+        outs.append(new_output("error", ename=ename, evalue=message,
+                               traceback=[f"{ename}: {message}"]))
+    if limit is not None:
+        outs.append(limit)
+    return outs
 
 
 def warm(sources: list):
@@ -67,7 +98,6 @@ def warm(sources: list):
 def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
     """Judge every converted test cell; fill gradebook, autograded notebook, verdict files."""
     import nbformat
-    from nbformat.v4 import new_output
     from nbgrader.api import Gradebook
 
     from ..gradebook import quiet_sqlalchemy
@@ -84,21 +114,8 @@ def decide(root: Path, assignment: str, student: str) -> dict[str, dict]:
             cell = by_id.get(gid)
             error = _cell_error(cell) if cell is not None else ""
             verdicts[gid] = _judge_cell(probe, sealed, keys, points[gid], error)
-            passed, message = verdicts[gid]["passed"], verdicts[gid]["message"]
-            diagnosis = verdicts[gid]["diagnosis"]
             if cell is not None:
-                limit = _limit_output(cell)
-                head = "course-grade (decided outside your notebook):\n"
-                outs = [new_output("stream", name="stdout",
-                                   text=head + (message + "\n" if passed else ""))]
-                if not passed:  # named like the in-kernel check's exception
-                    ename = "NotImplementedYet" if diagnosis == "not implemented" \
-                        else "CheckFailed"
-                    outs.append(new_output("error", ename=ename, evalue=message,
-                                           traceback=[f"{ename}: {message}"]))
-                if limit is not None:
-                    outs.append(limit)
-                cell["outputs"] = outs
+                cell["outputs"] = outputs(verdicts[gid], _limit_output(cell))
         nbformat.write(nb, done)
         with quiet_sqlalchemy(), Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
             for gid, v in verdicts.items():
