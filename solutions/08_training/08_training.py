@@ -65,6 +65,7 @@ from autograder.checks.training import (
     check_sample_next_token,
     check_train_step,
 )
+from transformer_ref.corpus import load_shakespeare
 from transformer_ref.models import GPT, GPTConfig
 from transformer_ref.sampling import sample_next_token as reference_sample_next_token
 from transformer_ref.train import Trainer, pick_device, prepare_data, preset
@@ -1168,8 +1169,6 @@ if not (BPE_RUN if BPE_RUN is not None else RUN != "cpu" or MAX_SECONDS >= 15 * 
 else:
     with requires("the exercises named in section 7"):
         yours.built(char_eval, "section 7's run")
-        from transformer_ref.corpus import load_shakespeare
-
         print("Your tokenizer, from your saved notebook of chapter 07:")
         bpe_parts = yours.tokenizer_parts(say=say)
         yours.need(bpe_parts, yours.TOKENIZER_PIECES)  # else: which exercise to finish
