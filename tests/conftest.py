@@ -55,10 +55,9 @@ SHARED_CLASSES = {
 }
 _GROUP_OF = {f"tests/{m}": g for g, mods in SHARED_CLASSES.items() for m in mods}
 # Unit modules whose module fixture costs seconds (a trained tokenizer, a gradebook, recorded
-# checks, the parsed trees of every file): their tests run on one worker, so that it is built
-# once, not once per worker.
+# checks): their tests run on one worker, so that it is built once, not once per worker.
 UNIT_MODULE_GROUPS = ("unit/test_bpe_layouts.py", "unit/test_record_robustness.py",
-                      "unit/test_submission_times.py", "unit/test_exercise_table.py")
+                      "unit/test_submission_times.py")
 _GROUP_OF |= {f"tests/{m}": f"tests/{m}" for m in UNIT_MODULE_GROUPS}
 
 

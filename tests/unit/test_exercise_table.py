@@ -7,7 +7,6 @@ table's. And the fill really writes the table into a source (a changed row shows
 """
 
 import dataclasses
-import functools
 import re
 
 import nbformat
@@ -137,22 +136,12 @@ _STATED = re.compile(
 )
 
 
-@functools.cache
-def _nodes(path) -> tuple:
-    """Every node of a Python file's tree, walked once for both scans of this module
-    (:func:`stated_outside_the_table`, :func:`private_names_in_tests`: ~300 files, seconds of
-    CPU; tests/conftest.py runs this module's tests on one worker)."""
-    import ast
-
-    return tuple(ast.walk(ast.parse(path.read_text())))
-
-
 def _code_strings(path) -> list[tuple[int, str, str]]:
     """(line, enclosing function, text) of the string literals of a Python file that are not
     docstrings (the function is "" at module level)."""
     import ast
 
-    nodes = _nodes(path)
+    nodes = list(ast.walk(ast.parse(path.read_text())))  # walked once: 200 files, every test
     docs = {
         id(n.body[0].value)
         for n in nodes
@@ -284,7 +273,7 @@ def private_names_in_tests(root=ROOT) -> list[str]:
     modules = {ch.module for ch in table.TABLES.values()}
     out = []
     for path in sorted((root / "tests").rglob("*.py")):
-        nodes = _nodes(path)
+        nodes = list(ast.walk(ast.parse(path.read_text())))  # walked once, read twice
         aliases = {}  # local name -> chapter module
         for n in nodes:
             if isinstance(n, ast.ImportFrom) and n.module:
