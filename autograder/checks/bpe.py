@@ -986,7 +986,7 @@ check_train_bpe_naive = register(_TRAIN_NAIVE)
 
 
 @functools.lru_cache(maxsize=1)
-def _speed_text() -> str:
+def speed_text() -> str:
     return _load("train")[:SPEED_CHARS]
 
 
@@ -1063,7 +1063,7 @@ def _too_slow(where: str, t: float, naive: str, ratio: float) -> str:
             f"  Likely mistake: {_SLOW}. {_SLOW_WHY}")
 
 
-def _quick_look(fn, text: str) -> str | None:
+def quick_look(fn, text: str) -> str | None:
     """The speed stage's first step: the naive loop's first :data:`SPEED_LOOK_MERGES` merges,
     then ``fn``'s, stopped once it has taken longer; the failure, or None."""
     vocab_size = 256 + SPEED_LOOK_MERGES
@@ -1090,14 +1090,14 @@ def _quick_look(fn, text: str) -> str | None:
 def _speed_stage(fn, hidden: bool) -> str | None:
     """Exercise 4.1's extra stage: the same merges as the naive loop, and clearly faster.
 
-    After a quick look (:func:`_quick_look`), the naive loop and ``fn`` run in turns (naive,
+    After a quick look (:func:`quick_look`), the naive loop and ``fn`` run in turns (naive,
     fn, naive, fn, ...), and the fastest run of each is compared, so that a machine busy with
     other work slows both sides."""
-    text = _speed_text()
+    text = speed_text()
     where = f"{len(text):,} characters of Shakespeare, vocab_size={SPEED_VOCAB}"
     print(f"  timing it against the naive loop on {where}, in turns (no new run starts "
           f"after ~{SPEED_BUDGET_S:.0f} s) ...", flush=True)
-    problem = _quick_look(fn, text)
+    problem = quick_look(fn, text)
     if problem:
         return problem
     naive, times = [], []
@@ -1158,7 +1158,7 @@ class _TrustedSpeed:
 
     @staticmethod
     def args():
-        return (_speed_text(), SPEED_VOCAB, [])
+        return (speed_text(), SPEED_VOCAB, [])
 
     @staticmethod
     @functools.lru_cache(maxsize=1)
@@ -1170,7 +1170,7 @@ class _TrustedSpeed:
         for _ in range(2):
             t, _n = cpu_seconds(calibration)
             cal.append(t)
-            t, want = cpu_seconds(_naive, _speed_text(), SPEED_VOCAB, [])
+            t, want = cpu_seconds(_naive, speed_text(), SPEED_VOCAB, [])
             naive.append(t)
         return min(naive) / max(min(cal), 1e-9), want
 
@@ -1208,7 +1208,7 @@ class _TrustedSpeed:
             text = args[0]
             want = self._merges(text, args[1])
         else:
-            text = _speed_text()
+            text = speed_text()
             per_cal, want = self.baseline()
         where = f"{len(text):,} characters of Shakespeare, vocab_size={SPEED_VOCAB}"
         times, cals = [], []

@@ -144,7 +144,7 @@ def test_a_naive_speed_trainer_is_stopped_after_the_quick_look(monkeypatch, caps
 def test_an_incremental_trainer_passes_the_quick_look():
     # the quick look on its own: an incremental trainer is faster than the naive loop on
     # the first merges already, and gives its merges
-    assert B._quick_look(incremental_trainer, B._speed_text()) is None
+    assert B.quick_look(incremental_trainer, B.speed_text()) is None
 
 
 # ---------------------------------------------------------------- judged outside the kernel

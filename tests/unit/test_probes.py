@@ -214,7 +214,8 @@ def _right(key):
     """A correct answer of exercise ``key``, written as a student would (helpers.answers)."""
     module = importlib.import_module(f"helpers.answers.{key.split('.')[0]}")
     if key not in module.GOOD:  # 07's challenge: the incremental trainer (not in GOOD)
-        return {"bpe.train_bpe_fast": getattr(module, "incremental_trainer", None)}[key]
+        assert key == table.keys("autograder.checks.bpe")["train_bpe_fast"], key
+        return module.incremental_trainer
     good = module.GOOD[key]
     return good[0] if type(good) is tuple else good
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..pyast import parse
 from ..status import Kind, row_kind
 from .exports import cell, total
 
@@ -129,10 +130,10 @@ def _checks_imported(source: str, modules: set[str], inside: bool = False) -> se
     import ast
 
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         try:
-            tree = ast.parse("\n".join(line for line in source.splitlines()
+            tree = parse("\n".join(line for line in source.splitlines()
                                        if not line.lstrip().startswith(("%", "!"))))
         except SyntaxError:
             return {"__init__", *modules}
@@ -168,7 +169,7 @@ def _table_of(data: bytes, wanted: set[str]) -> bytes:
 
     text = data.decode("utf-8")
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except SyntaxError:
         return data
     lines = text.splitlines(keepends=True)
