@@ -37,7 +37,7 @@ with chapter 08's loop pieces (``get_batch``, ``get_lr``, ``train_step`` with yo
 as the reference trainer (``plan_schedule``).
 
 >>> sorted(CHAPTER_OF)[:3]
-['AdamW', 'cross_entropy', 'estimate_loss']
+['AdamW', 'apply_rope', 'cross_entropy']
 """
 
 from __future__ import annotations
