@@ -2,7 +2,7 @@
 
 Built by ``python3 -m autograder.bootstrap docs`` (``autograder/docs.py``), offline: no
 intersphinx, no theme or maths from a CDN. MathJax 2.7 comes from the installed
-``jupyter-server-mathjax`` package (the copy the feedback pages use,
+``jupyter-server-mathjax`` package (the copy formgrader loads, see
 ``autograder/grading/mathjax.py``), copied into ``_static/mathjax`` after the build. The
 chapters are the student release (``notebooks/NN_x/NN_x.ipynb`` with their ``figures/``),
 copied into ``chapters/`` (not committed) and rendered by MyST-NB without running them: a
@@ -11,6 +11,8 @@ reader sees the chapter text and diagrams, not the solutions.
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -63,10 +65,14 @@ mathjax2_config = {
 
 
 def _publish_mathjax(app, exception) -> None:
+    """Copy the ``jupyter-server-mathjax`` package's MathJax into ``_static/mathjax``."""
     if exception is None and app.builder.format == "html":
-        if not mathjax.publish(Path(app.outdir) / "_static"):
+        spec = importlib.util.find_spec("jupyter_server_mathjax")
+        src = Path(next(iter(spec.submodule_search_locations))) / "static" if spec else None
+        if src is None or not (src / "MathJax.js").is_file():
             raise RuntimeError("jupyter-server-mathjax is not installed: the maths cannot "
                                "render offline")
+        shutil.copytree(src, Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
 
 
 def setup(app):

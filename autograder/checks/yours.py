@@ -127,14 +127,14 @@ def _adapt(name: str, fn):
     if name == "scaled_dot_product_attention":
         return lambda q, k, v, mask=None, scale=None: fn(q, k, v, mask=mask, scale=scale)
     if name == "apply_rope":  # 06 Ex 2.2's call: the angles from the positions, in float64
-        def apply_rope(x, positions, base=10000.0):
+        def rotate_at(x, positions, base=10000.0):  # the given (x, cos, sin) rotation
             d_k = x.shape[-1]
             theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float64,
                                            device=positions.device) / d_k)  # (d_k/2,)
             angle = positions.to(torch.float64)[:, None] * theta  # (T, d_k/2)
             return fn(x, torch.cos(angle), torch.sin(angle))
 
-        return apply_rope
+        return rotate_at
     if name == "encode":  # ranks {bytes: id} are tiktoken's: the id is the merge priority
         return lambda text, ranks, special_tokens: fn(
             {i: b for b, i in ranks.items()}, special_tokens=dict(special_tokens)).encode(text)

@@ -80,9 +80,11 @@ _SAME_NAME = {("autograder/checks/_codec.py", "encode"), ("autograder/checks/_co
 # exempt while the kit's file is the repository's
 _DRIVERS = "autograder/checks/_training_drivers.py"
 # methods that share an exercise's name and are another thing: a seq2seq model's encode and
-# decode (source -> memory -> logits), a character tokenizer's (chapter 08's data)
+# decode (source -> memory -> logits), a character tokenizer's (chapter 08's data), chapter
+# 08's tokenizer of the learner's chapter-07 pieces (its encode and decode call theirs)
 _OTHER_METHODS = {("transformer_ref/models.py", "Transformer"),
-                  ("transformer_ref/train/data.py", "CharTokenizer")}
+                  ("transformer_ref/train/data.py", "CharTokenizer"),
+                  ("autograder/checks/yours.py", "YourBPE")}
 
 
 def answer_definitions(folder: Path, chapters) -> list[str]:
