@@ -918,15 +918,18 @@ with requires("Exercise 6.1"):
 # operation and one thread was 7 times faster here (it keeps the faster, and tries the other
 # again every two minutes). It plans the schedule from these timings and says what loss
 # to expect in that time (measured with `python bench/train.py --expect ...`) and, for a weak
-# model, what would help. Then it trains in chunks of about 10 s. After each chunk it prints a
-# line, saves your model with **your** `save_checkpoint` (Exercise 5.1), and plans the
-# schedule again from the time that chunk took and the time left: when another program slows
-# the machine down, the run gets fewer steps, and when it speeds up, more. The warm-up keeps
-# its share of the run until it is over and is then fixed; the cosine always ends at
-# `min_lr` on the run's last step. So warm-up and decay both complete within the budget,
-# instead of a run that stops in its warm-up or in the middle of its decay. Six times in the
-# run (the last at its end) your `estimate_loss` evaluates it and your sampler writes a few
-# lines. (`transformer_ref.train.budget.fit_run` does the planning; `refit` is its rule.)
+# model, what would help. Then it trains in chunks of about 7 s, each sized from the slowest
+# step it has just seen, so a line comes at least every 10 s even when the steps suddenly get
+# three times slower (a single step that takes longer than 10 s is named in the line after
+# it). After each chunk it prints a line, saves your model with **your** `save_checkpoint`
+# (Exercise 5.1), and plans the schedule again from the time that chunk took and the time
+# left: when another program slows the machine down, the run gets fewer steps, and when it
+# speeds up, more. The warm-up keeps its share of the run until it is over and is then fixed;
+# the cosine always ends at `min_lr` on the run's last step. So warm-up and decay both
+# complete within the budget, instead of a run that stops in its warm-up or in the middle of
+# its decay. Six times in the run (the last at its end) your `estimate_loss` evaluates it (on
+# as many batches as fit a chunk) and your sampler writes a few lines.
+# (`transformer_ref.train.budget.fit_run` does the planning; `refit` is its rule.)
 
 # %% tags=["demo"]
 import dataclasses
@@ -1386,7 +1389,7 @@ print(f"dtype under autocast: {low.dtype}; relative error vs float64: "
 #   average 7–37; docs/benchmarks.md has the rows and their commands). With PyTorch's two
 #   threads a step took 9.9 s and the run trained 24 steps (val 3.25); section 7's run now
 #   times one thread as well (2.5 s a step against 16 s with two), keeps the faster, and
-#   re-plans every ~10 s: 170 steps in 448 s to val 2.54, warm-up and decay complete, and it
+#   re-planned every ~10 s: 170 steps in 448 s to val 2.54, warm-up and decay complete, and it
 #   said at its start that this would be a weak model and what would help. At load 3–6 (two
 #   to four programs beside it on the two cores): 0.50 s a step with one thread against 3.99 s
 #   with two, 521 steps in 466 s to **val 2.069**. Val ≤ 2.1 needs about 550 steps of this

@@ -50,16 +50,30 @@ class FakeRun:
         return {"train": 3.0, "val": 3.1}
 
 
-def fitted(step_cost, seconds=480.0, eval_s=2.0, **kw):
+def fitted(step_cost, seconds=480.0, eval_s=2.0, sample_s=0.0, save_s=0.0, **kw):
+    """``fit_run`` of a ``FakeRun``; ``run.said_at``: the clock time of each line. With
+    ``sample_s``, ``after_eval`` does what the notebook's does: a line, a sample that takes
+    ``sample_s``, the sample's line; ``after_chunk`` takes ``save_s``."""
     run = FakeRun(step_cost, eval_s)
-    said, saved = [], []
+    said, saved, run.said_at = [], [], []
 
     def say(line):
         said.append((len(run.log), line))
+        run.said_at.append(run.t)
 
+    def save(r):
+        saved.append(r.step)
+        run.t += save_s
+
+    def sample(ev):
+        say(f"--- step {run.step}: val {ev['val']:.3f}; your model writes: ---")
+        run.t += sample_s
+        say("To be, or not")
+
+    if sample_s:
+        kw["after_eval"] = sample
     kw.setdefault("threads", None)  # the thread count is left alone unless a test tries it
-    summary = fit_run(run, BASE, seconds, clock=run.clock, say=say,
-                      after_chunk=lambda r: saved.append(r.step),
+    summary = fit_run(run, BASE, seconds, clock=run.clock, say=say, after_chunk=save,
                       set_threads=lambda n: setattr(run, "threads", n), **kw)
     return run, summary, said, saved
 
@@ -213,3 +227,96 @@ def test_back_to_two_threads_when_the_load_goes():
     assert summary["threads"] == 2
     assert any("with 2 threads against" in line and "using 2" in line for _, line in said)
     assert_schedule_completed(run, summary, 480.0, 2.0)
+
+
+# --- issue 49: a progress line at least every 10 s, under load too -------------------------
+# The gaps are measured on the fake clock from fit_run's start (a cell's start: the notebook
+# prints nothing between its first line and the call) to its end, over every line: fit_run's
+# and those of the notebook-like after_eval (a line, a sample of 1.5 s, the sample).
+
+def gaps(run, summary) -> list[float]:
+    times = [0.0, *run.said_at, summary["seconds"]]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def assert_decay_ran_out(run):
+    peak, low = run.cfg.learning_rate, run.cfg.min_lr
+    assert max(run.lrs) >= 0.97 * peak
+    assert run.lrs[-1] <= low + 0.01 * (peak - low)  # the last step's rate: min_lr
+    assert get_lr(run.cfg.max_iters, run.cfg) == pytest.approx(low)
+
+
+@pytest.mark.parametrize("before,jump_at", [(0.3, 200.3), (1.0, 137.7), (2.5, 251.1)])
+def test_lines_at_most_10_s_apart_when_the_step_time_triples(before, jump_at):
+    cost = lambda t: before if t < jump_at else 3 * before  # noqa: E731
+    run, summary, said, _ = fitted(cost, eval_s=4.0, sample_s=1.5, save_s=0.2)
+    assert max(gaps(run, summary)) <= 10.0
+    assert_schedule_completed(run, summary, 480.0, 3 * before)
+    assert_decay_ran_out(run)
+    assert not any("longer than" in line for _, line in said)
+    chunk_lines = [t for t, (_, line) in zip(run.said_at, said) if "  step " in line]
+    assert max(b - a for a, b in zip(chunk_lines, chunk_lines[1:])) > 5.0  # still chunks,
+    # not a line after every step
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6), start=st.floats(0.05, 3.3))
+def test_lines_at_most_10_s_apart_whatever_the_load_does(seed, start):
+    """Step times that change at random moments, each time by up to 3x either way (in
+    0.05-3.3 s: no single step over 10 s)."""
+    rng = random.Random(seed)
+    moments, costs, t, c = [], [], 0.0, start
+    while t < 600:
+        t += rng.uniform(0.5, 40.0)
+        c = min(3.3, max(0.05, c * rng.choice([rng.uniform(1 / 3, 1), rng.uniform(1, 3)])))
+        moments.append(t)
+        costs.append(c)
+
+    def cost(now):
+        i = next((i for i, m in enumerate(moments) if m > now), len(moments))
+        return start if i == 0 else costs[i - 1]
+
+    run, summary, _, _ = fitted(cost, eval_s=3.0, sample_s=1.5, save_s=0.1)
+    assert max(gaps(run, summary)) <= 10.0
+    assert_schedule_completed(run, summary, 480.0, 3.3)
+    assert_decay_ran_out(run)
+
+
+def test_a_thread_count_10x_slower_is_timed_in_one_step_and_retried_after_a_line():
+    slow = []
+
+    def cost(t, threads):
+        if threads == 2:
+            slow.append(t)
+            return 6.0
+        return 0.6
+
+    run, summary, said, _ = fitted(cost, threads=(1, 2), reprobe_chunks=4, sample_s=1.5)
+    assert max(gaps(run, summary)) <= 10.0
+    assert summary["threads"] == 1
+    lines = [line for _, line in said]
+    assert "  2 threads: 6.000 s a step" in lines  # one step told it: 10x the 0.600 s of 1
+    retries = [i for i, line in enumerate(lines) if line.startswith("  trying 2 threads again")]
+    assert len(retries) >= 5 and len(slow) == 1 + len(retries)  # a step each, said before it
+    assert_schedule_completed(run, summary, 480.0, 6.0)
+    assert_decay_ran_out(run)
+
+
+def test_a_step_longer_than_10_s_is_said_in_the_line_after_it():
+    run, summary, said, _ = fitted(lambda t, n: 0.5 if n == 1 else 14.0, threads=(1, 2),
+                                   reprobe_chunks=5)
+    over = [i for i, g in enumerate(gaps(run, summary)) if g > 10.0]
+    assert over  # the probe's step of 14 s cannot be cut ...
+    for i in over:  # ... and the line that ends each such gap says so
+        assert "one step took 14.0 s, longer than the 10 s between lines" in said[i][1]
+    assert_schedule_completed(run, summary, 480.0, 14.0)
+
+
+@pytest.mark.parametrize("eval_s", [8.0, 20.0])  # 20 batches of 0.4 s and of 1 s (2 steps)
+def test_evaluations_of_several_seconds_are_cut_to_fit_between_lines(eval_s):
+    run, summary, said, _ = fitted(lambda t: 0.5, eval_s=eval_s, sample_s=1.5, save_s=0.2)
+    assert max(gaps(run, summary)) <= 10.0
+    assert len(summary["evals"]) == 7  # the timing's and six in the run
+    assert run.cfg.eval_iters == min(20, int(7.0 / (eval_s / 20)))  # as many as fit 7 s
+    assert_schedule_completed(run, summary, 480.0, 0.5)
+    assert_decay_ran_out(run)

@@ -7,7 +7,9 @@ again from the time a step took *in that chunk* and the time left (:func:`refit`
 gets as many steps as still fit, the warm-up keeps its share of the run until it is over (then
 it is frozen), and the cosine always ends at ``min_lr`` on the run's last step. Every chunk
 ends with a progress line and the caller's ``after_chunk`` (a checkpoint). Evaluations come at
-``n_evals`` evenly spaced points of the re-fitted run, the last one at its end.
+``n_evals`` evenly spaced points of the re-fitted run, the last one at its end. Chunks,
+timings and evaluations are sized so that the progress lines come at most ``max_gap`` (10 s)
+apart, unless one step alone takes longer (the line after it says so).
 
 >>> base = TrainConfig(max_iters=3000, warmup_iters=100)
 >>> refit(base, done=0, warmup_iters=100, step_seconds=0.5, seconds_left=300.0)
@@ -54,11 +56,11 @@ def refit(base: TrainConfig, done: int, warmup_iters: int, step_seconds: float,
 
 
 def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = None,
-            chunk_seconds: float = 10.0, reserve: float = 0.05, extra_seconds_per_eval: float = 0.0,
-            probe_steps: int = 5, after_chunk: Callable | None = None,
-            after_eval: Callable | None = None, after_plan: Callable | None = None,
-            say: Callable = print, threads: tuple | None = (),
-            set_threads: Callable[[int], None] = torch.set_num_threads, reprobe_chunks: int = 12,
+            chunk_seconds: float = 7.0, max_gap: float = 10.0, reserve: float = 0.05,
+            extra_seconds_per_eval: float = 0.0, probe_steps: int = 5,
+            after_chunk: Callable | None = None, after_eval: Callable | None = None,
+            after_plan: Callable | None = None, say: Callable = print, threads: tuple | None = (),
+            set_threads: Callable[[int], None] = torch.set_num_threads, reprobe_chunks: int = 17,
             clock: Callable[[], float] = time.perf_counter) -> dict:
     """Train ``run`` for about ``seconds`` (from this call), re-fitting its schedule after every
     chunk so that warm-up and decay both complete in the budget.
@@ -68,50 +70,63 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     (``"train"``, ``"val"``); ``base`` (never changed) gives the longest run and the warm-up's
     share. ``say`` gets a line before the first step is timed, after the timing, before each
     evaluation and after every chunk. ``after_eval(evaluation)`` runs after each evaluation,
-    the first (untrained, timed with 4 batches) included: its time is counted with each
-    evaluation, and so is ``extra_seconds_per_eval``;
-    ``after_chunk(run)`` after every chunk (a checkpoint), ``after_plan(plan)`` once, with
-    the first plan (``max_iters``, ``warmup_iters``, ``step_seconds``). ``threads``: the
-    thread counts to try (default: 1 and torch's; ``None``: leave them alone). The timing runs
-    a few steps with each and keeps the faster, and every ``reprobe_chunks`` chunks two steps
-    try the other again: on a laptop where other programs keep the cores busy, two threads
-    wait for each other at every operation and one thread is several times faster. Returns a
-    summary with the evaluations, the schedules it planned (``plans``), the seconds taken and
-    the thread count it ended with (``threads``).
+    the first (untrained, timed with up to 4 batches) included; it is expected to print (the
+    notebook writes a sample), so its end counts as a progress line. Its time is counted with
+    each evaluation, and so is ``extra_seconds_per_eval``; ``after_chunk(run)`` runs after
+    every chunk (a checkpoint), ``after_plan(plan)`` once, with the first plan (``max_iters``,
+    ``warmup_iters``, ``step_seconds``). ``threads``: the thread counts to try (default: 1 and
+    torch's; ``None``: leave them alone). The timing runs a few steps with each and keeps the
+    faster, and every ``reprobe_chunks`` chunks a step or two try the other again: on a laptop
+    where other programs keep the cores busy, two threads wait for each other at every
+    operation and one thread is several times faster. Returns a summary with the evaluations,
+    the schedules it planned (``plans``), the seconds taken and the thread count it ended with
+    (``threads``).
+
+    **Progress lines at most ``max_gap`` seconds apart.** Every piece of work is sized from
+    the time since the last line (:class:`_Pace`): a chunk takes another step only while that
+    step, at the slowest step time seen in the chunk (at least the last chunk's mean and its
+    last step), ends by ``chunk_seconds`` and, were it three times slower, still by
+    ``max_gap``; a timing of a thread count stops once another step would not fit so (or once
+    it is clearly the slower one), with a line before it where the last timing of that count
+    says it may take long; an evaluation gets as many batches as fit ``chunk_seconds`` at the
+    speed of the steps just before it (an evaluation that slows down more than 1.4x while it
+    runs can pass ``max_gap``). One step or evaluation that alone takes longer than
+    ``max_gap`` cannot be cut: the line after it says so.
     """
     cfg, t0 = run.cfg, clock()
-    say(f"timing the first steps on this machine (budget {seconds:.0f} s) ...")
+    pace = _Pace(say, clock, chunk_seconds, max_gap)
+    pace.say(f"timing the first steps on this machine (budget {seconds:.0f} s) ...")
     if threads == ():
         threads = (1, torch.get_num_threads())
     options = list(dict.fromkeys(threads or (None,)))  # None: leave the threads alone
     if options[0] is not None:
         set_threads(options[0])  # fewest first: under load a step with more can take 15 s
-    run.one_step()  # the first step allocates: not timed
+    pace.step(run)  # the first step allocates: not timed
     speed = {}
     for n in options:
         if n is not None:
             set_threads(n)
         if len(options) > 1:
-            say(f"  timing {n} thread{'s' * (n > 1)} ...")
-        speed[n], loss = _timed(run, probe_steps, clock, chunk_seconds)
+            pace.say(f"  timing {n} thread{'s' * (n > 1)} ...")
+        best = min(speed.values(), default=math.inf)
+        speed[n], loss = _timed(run, probe_steps, pace, slower_than=2 * best)
         if len(options) > 1:
-            say(f"  {n} thread{'s' * (n > 1)}: {speed[n]:.3f} s a step")
+            pace.say(f"  {n} thread{'s' * (n > 1)}: {speed[n]:.3f} s a step")
     now = min(speed, key=speed.get)
     if now is not None:
         set_threads(now)
     step_s = speed[now]
-    full, few = cfg.eval_iters, min(cfg.eval_iters, 4)
+    full = cfg.eval_iters
+    few = max(1, min(full, 4, math.floor(chunk_seconds / step_s)))  # a batch: under a step
     used = f" with {now} thread{'s' * (now > 1)}" if len(speed) > 1 else ""
-    say(f"  {step_s:.3f} s a step{used}; timing an evaluation ({few} "
-        f"batch{'es' * (few != 1)}) ...")
-    te, cfg.eval_iters = clock(), few  # a short evaluation, scaled to the full one below
-    evals = [_evaluated(run)]
-    eval_s, cfg.eval_iters = (clock() - te) * full / few, full
-    ts = clock()
-    if after_eval is not None:  # the untrained model's sample: what after_eval costs
-        after_eval(evals[0])
-    fixed = clock() - ts + max(0.0, extra_seconds_per_eval)
-    eval_s += fixed
+    pace.say(f"  {step_s:.3f} s a step{used}; timing an evaluation ({few} "
+             f"batch{'es' * (few != 1)}) ...")
+    cfg.eval_iters = few  # a short evaluation, scaled to the full one below
+    first, took = _evaluated(run, pace, after_eval, announce=False)
+    evals, cfg.eval_iters = [first], full
+    batch_per_step = took["eval"] / few / step_s  # an evaluation batch, in steps
+    fixed = took["after"] + max(0.0, extra_seconds_per_eval)
+    eval_s = took["eval"] * full / few + fixed
     if n_evals is None:
         n_evals = max(1, math.ceil(base.max_iters / max(1, base.eval_interval)))
     budget = seconds * (1.0 - reserve)
@@ -121,7 +136,7 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     cfg.eval_iters = plan["eval_iters"]
     eval_s = plan["eval_seconds"]
     n_evals = min(n_evals, math.ceil(plan["max_iters"] / plan["eval_interval"]))
-    warm, done_evals, plans = base.warmup_iters, 0, []
+    warm, done_evals, plans, ckpt_s, last_took = base.warmup_iters, 0, [], 0.0, 0.0
 
     def replan() -> None:
         nonlocal warm
@@ -132,75 +147,143 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
         warm = new["warmup_iters"]
         plans.append({"step": run.step, **new, "step_seconds": step_s})
 
+    def evaluation(recent_step_s: float) -> dict:
+        """An evaluation of as many batches as fit a chunk at the speed just measured."""
+        nonlocal batch_per_step, eval_s
+        fit = math.floor(chunk_seconds / (batch_per_step * recent_step_s))
+        cfg.eval_iters = max(1, min(plan["eval_iters"], fit))
+        out, took = _evaluated(run, pace, after_eval)
+        batch_per_step = took["eval"] / cfg.eval_iters / recent_step_s
+        eval_s = took["eval"] + took["after"] + max(0.0, extra_seconds_per_eval)
+        return out
+
+    def checkpoint() -> None:
+        nonlocal ckpt_s
+        if after_chunk is not None:
+            tc = clock()
+            after_chunk(run)
+            ckpt_s = clock() - tc
+
     replan()
     p = plans[0]
-    say(f"plan: {p['max_iters']} steps (warm-up {p['warmup_iters']}), {n_evals} "
-        f"evaluation{'s' * (n_evals > 1)} on {cfg.eval_iters} batches, re-planned every "
-        f"~{chunk_seconds:.0f} s")
+    pace.say(f"plan: {p['max_iters']} steps (warm-up {p['warmup_iters']}), {n_evals} "
+             f"evaluation{'s' * (n_evals > 1)} on up to {cfg.eval_iters} batches, re-planned "
+             f"every ~{chunk_seconds:.0f} s")
     if after_plan is not None:
         after_plan(p)
     chunks = 0
     while run.step < cfg.max_iters:
         chunks += 1
+        probed = False
         if len(options) > 1 and chunks % reprobe_chunks == 0 and run.step < cfg.max_iters - 2:
             other = next(n for n in options if n != now)  # has the load changed?
+            if not pace.fits(speed[other], ckpt_s):  # it was slow: say so before it
+                pace.say(f"  trying {other} thread{'s' * (other > 1)} again (it took "
+                         f"{speed[other]:.3f} s a step) ...")
             set_threads(other)
-            trial, loss = _timed(run, 2, clock, 2 * step_s)
-            if trial < 0.9 * step_s:
-                say(f"  now {trial:.3f} s a step with {other} thread{'s' * (other > 1)} "
-                    f"against {step_s:.3f} s with {now}: using {other}")
-                now, step_s = other, trial
+            speed[other], loss = _timed(run, 2, pace, slower_than=0.9 * step_s)
+            probed = True
+            if speed[other] < 0.9 * step_s:
+                pace.say(f"  now {speed[other]:.3f} s a step with {other} thread"
+                         f"{'s' * (other > 1)} against {step_s:.3f} s with {now}: using {other}")
+                now, step_s = other, speed[other]
             else:
                 set_threads(now)
         next_eval = math.ceil((done_evals + 1) * cfg.max_iters / n_evals)
         # a shorter re-plan can put the next point behind the last evaluation: keep half a gap
         next_eval = max(next_eval, evals[-1]["step"] + math.ceil(cfg.max_iters / n_evals / 2))
         next_eval = max(run.step + 1, min(cfg.max_iters, next_eval))
-        steps = max(1, min(next_eval - run.step, math.floor(chunk_seconds / step_s)))
-        tc = clock()
-        for _ in range(steps):
-            loss = run.one_step()
-        step_s = max((clock() - tc) / steps, 1e-9)
+        steps, spent, slowest = 0, 0.0, max(step_s, last_took)
+        while run.step < next_eval and (
+                (steps == 0 and not probed) or pace.fits(slowest, ckpt_s)):
+            loss, last_took = pace.step(run)
+            steps, spent, slowest = steps + 1, spent + last_took, max(slowest, last_took)
+        if steps:
+            step_s = max(spent / steps, 1e-9)
         if run.step >= next_eval:
-            te = clock()
-            evals.append(_evaluated(run, say, after_eval))
+            evals.append(evaluation(step_s))
             done_evals += 1
-            eval_s = clock() - te
-        if after_chunk is not None:
-            after_chunk(run)
+        checkpoint()
         replan()
-        say(f"  step {run.step}/{cfg.max_iters}: loss {loss:.3f}, {clock() - t0:.0f} s of "
-            f"{seconds:.0f} s, ~{(cfg.max_iters - run.step) * step_s:.0f} s of steps to go")
+        pace.say(f"  step {run.step}/{cfg.max_iters}: loss {loss:.3f}, {clock() - t0:.0f} s "
+                 f"of {seconds:.0f} s, ~{(cfg.max_iters - run.step) * step_s:.0f} s of steps "
+                 "to go")
     if evals[-1]["step"] != run.step:  # the run ended between evaluation points
-        evals.append(_evaluated(run, say, after_eval))
-        if after_chunk is not None:
-            after_chunk(run)
+        evals.append(evaluation(step_s))
+        checkpoint()
     return {"evals": evals, "plans": plans, "seconds": clock() - t0, "step": run.step,
             "eval": evals[-1], "threads": now}
 
 
-def _timed(run, steps: int, clock, limit: float) -> tuple[float, float]:
-    """Seconds a step over up to ``steps`` steps (fewer once ``limit`` seconds have passed),
-    and the last loss."""
-    t, n = clock(), 0
-    while True:
+class _Pace:
+    """The time since the last progress line, and whether one more step fits before the next.
+
+    ``say`` is the caller's; a line after a step longer than ``max_gap`` says so. ``fits``:
+    a step of ``est`` seconds (plus ``extra``, the work after the chunk) ends by ``target``
+    seconds after the last line and, were it ``surge`` times slower, still by ``max_gap``.
+    """
+
+    def __init__(self, say: Callable, clock: Callable[[], float], target: float,
+                 max_gap: float, surge: float = 3.0):
+        self._say, self.clock, self.target, self.max_gap = say, clock, target, max_gap
+        self.surge, self.said, self.slowest = surge, clock(), 0.0
+
+    def say(self, line: str) -> None:
+        if self.slowest > self.max_gap:
+            line += (f" (one step took {self.slowest:.1f} s, longer than the {self.max_gap:.0f}"
+                     " s between lines: this machine is very busy)")
+        self._say(line)
+        self.mark()
+
+    def mark(self) -> None:
+        """A line was printed (by ``say`` or by the caller)."""
+        self.said, self.slowest = self.clock(), 0.0
+
+    def fits(self, est: float, extra: float = 0.0) -> bool:
+        spent = self.clock() - self.said + extra
+        return spent + est <= self.target and spent + self.surge * est <= self.max_gap
+
+    def step(self, run) -> tuple[float, float]:
+        """One step of ``run``: its loss and seconds."""
+        t = self.clock()
         loss = run.one_step()
-        n += 1
-        if n >= steps or clock() - t >= limit:
-            return max((clock() - t) / n, 1e-9), loss
+        took = self.clock() - t
+        self.slowest = max(self.slowest, took)
+        return loss, took
 
 
-def _evaluated(run, say=None, after_eval=None) -> dict:
-    if say is not None:
-        say(f"evaluating at step {run.step} ...")
+def _timed(run, steps: int, pace: _Pace, slower_than: float = math.inf) -> tuple[float, float]:
+    """Seconds a step over up to ``steps`` steps (at least one; fewer once another step at the
+    slowest so far would not fit before the next line, or once the mean is over
+    ``slower_than``: clearly the slower choice), and the last loss."""
+    n, spent, slowest = 0, 0.0, 0.0
+    while True:
+        loss, took = pace.step(run)
+        n, spent, slowest = n + 1, spent + took, max(slowest, took)
+        if n >= steps or spent / n > slower_than or not pace.fits(slowest):
+            return max(spent / n, 1e-9), loss
+
+
+def _evaluated(run, pace: _Pace, after_eval=None, announce: bool = True) -> tuple[dict, dict]:
+    """``run.evaluate()`` (after a line, where ``announce``), then ``after_eval``: the
+    evaluation and the seconds each took (``eval``, ``after``)."""
+    if announce:
+        pace.say(f"evaluating at step {run.step} ...")
+    t = pace.clock()
     out = dict(run.evaluate())
+    took = pace.clock() - t
     out.setdefault("step", run.step)
     history = getattr(run, "history", None)
     if isinstance(history, dict):
         history.setdefault("eval", []).append(out)
+    if took > pace.max_gap:  # it could not be cut: say so
+        pace.say(f"  (the evaluation took {took:.1f} s, longer than the {pace.max_gap:.0f} s "
+                 "between lines: this machine is very busy)")
+    ta = pace.clock()
     if after_eval is not None:
         after_eval(out)
-    return out
+        pace.mark()  # after_eval prints (the notebook's sample)
+    return out, {"eval": max(took, 1e-9), "after": pace.clock() - ta}
 
 
 # Final validation loss (nats per character) of the ``cpu_char`` model with the whole schedule
