@@ -164,7 +164,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--roster", type=Path, default=None, metavar="FILE",
                    help="Canvas's gradebook export (Grades, Export; columns Student, ID, SIS "
                    "User ID, ...): its names ('Lovelace, Ada') and SIS ids replace the "
-                   "download's, matched by Canvas user id; ids it lacks are reported. Kept in "
+                   "download's, matched by Canvas user id; ids it lacks are reported. Or "
+                   "Moodle's grading worksheet of the assignment (or its participants export): "
+                   "a Moodle student is then its email in every assignment, and the worksheet "
+                   "is written back with the grades. Kept in "
                    "OUT_DIR/settings.json: later runs read the file again without the option")
     p.add_argument("--late-penalty", default=None, metavar="POLICY",
                    help="what a notebook submitted after its due date loses (nbgrader's "
@@ -778,7 +781,7 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
     ids = [s.student for s in subs]
     if unknown := sorted(set(args.regrade) - set(ids) - set(graded)):
         raise UsageError(_no_such("--regrade", "student", unknown, sorted({*ids, *graded})))
-    assignments = _pick_assignments(args, available, subs)
+    picked = assignments = _pick_assignments(args, available, subs)
     if not args.assignment:  # OUT_DIR is the class: what it graded before stays in it (and
         # its template is reused: the same assignments, the same template)
         out = args.out.resolve() if args.out is not None else None
@@ -789,6 +792,11 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
 
         for msg in read_columns(args.roster, assignments)[1]:
             print(f"course-grade: {msg}", file=sys.stderr)
+    from .grading.parent.roster import keep_worksheet, moodle_ids
+
+    for msg in moodle_ids(subs) if roster is None else keep_worksheet(
+            args.roster, args.out, picked, subs) if not args.dry_run else []:
+        print(f"course-grade: {msg}", file=sys.stderr)
     if assignments and (unknown := sorted(set(due) - set(assignments))):
         raise UsageError(_no_such("--due", "assignment graded here", unknown, assignments,
                                   "those graded here are"))

@@ -27,7 +27,10 @@ file, a class of plain folders neither: grades.csv and ``nbgrader export`` are i
   when course-grade last changed the total (``OUT_DIR/changes.csv``, ISO 8601, UTC), empty
   where the log has none (Moodle then keeps any grade it holds). ``Maximum Grade`` is the
   assignment's points: Moodle skips a grade above the assignment's own maximum, so set its
-  "Maximum grade" to it.
+  "Maximum grade" to it. Where OUT_DIR keeps the assignment's own worksheet (``--roster``
+  gave it: ``roster.keep_worksheet``), the file is that worksheet, every row and column as
+  Moodle wrote it, with only ``Grade``, ``Feedback comments`` (each exercise's points) and
+  ``Last modified (grade)`` changed in the rows of students graded (:func:`worksheet`).
 
 The total is the one grades.csv and nbgrader's export give (the final points: the
 instructor's manual scores and extra credit from formgrader, minus nbgrader's late penalty).
@@ -197,12 +200,18 @@ def write_exports(
             elif lms == "moodle" and lms_id.isdigit():
                 moodle.append([f"{PARTICIPANT}{lms_id}", name, total(rows), maximum(rows),
                                when.get((sid, assignment), "")])
+        sheet = worksheet(out, assignment, order, results, nbs, when)
         for kind, header, body in (
             ("canvas", CANVAS_COLUMNS + [columns.get(assignment) or assignment], canvas),
             ("moodle", MOODLE_COLUMNS, moodle),
         ):
             path = folder / f"{assignment}.{kind}.csv"
-            if body:
+            if kind == "moodle" and sheet is not None:
+                tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+                tmp.write_text(sheet, encoding="utf-8")
+                os.replace(tmp, path)
+                written.append(path)
+            elif body:
                 _write(path, header, body)
                 written.append(path)
             else:
@@ -218,3 +227,40 @@ def _roster_columns(out: Path, assignments: list[str]) -> dict[str, str]:
 
     path = read(out).get("roster")
     return read_columns(Path(path), assignments)[0] if path else {}
+
+
+def worksheet(out: Path, assignment: str, order: list[str], results: dict[str, dict],
+              nbs: list[str], when: dict) -> str | None:
+    """The text of the grading worksheet OUT_DIR keeps for ``assignment``, its rows of the
+    students graded filled in; None without one. A row is a student's whose id is its email's
+    (``--roster``: ``roster.py``), else whose Moodle participant id is the row's."""
+    from .roster import PARTICIPANT as P
+    from .roster import worksheet_path
+    from .submissions import student_id
+
+    try:
+        text = worksheet_path(out, assignment).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    table = list(csv.reader(io.StringIO(text.removeprefix("\ufeff"))))
+    head = table[0] if table else []
+    if "Identifier" not in head or "Grade" not in head:
+        return None
+    by_id = {f"{P}{r.get('lms_id')}": s for s in order
+             if lms_of(r := results[s], r.get("rows", [])[:1]) == "moodle"}
+    for line in table[1:]:
+        row = dict(zip(head, line))
+        sid = student_id(row.get("Email address") or "") if row.get("Email address") else ""
+        sid = sid if sid in results else by_id.get(row["Identifier"], "")
+        rows = [r for r in results.get(sid, {}).get("rows", []) if r.get("notebook") in nbs]
+        if not rows:
+            continue
+        done = {"Grade": total(rows), "Last modified (grade)": when.get((sid, assignment)),
+                "Feedback comments": "; ".join(
+                    f"{r.get('exercise')} {r.get('points') or '-'}/{r.get('max_points')}"
+                    for r in rows)}
+        line[:] = [cell(done[h]) if done.get(h) is not None else v
+                   for h, v in zip(head, line)]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(table)
+    return text[:1] * text.startswith("\ufeff") + buf.getvalue()

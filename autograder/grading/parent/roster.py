@@ -12,6 +12,14 @@ across runs with or without a roster. The roster's assignment columns, ``Name (i
 Canvas export its header (:func:`canvas_columns`): Canvas imports a column into the
 assignment whose id it names.
 
+Moodle's download names a student by the participant id of that one assignment, so the same
+student's downloads of two assignments are two students unless ``--roster`` is Moodle's
+grading worksheet of the assignment (columns ``Identifier`` = ``Participant N``, ``Full name``,
+``Email address``, ...) or its participants export (``First name``, ``Last name``, ``Email
+address``): a Moodle student it names (by participant id, else by full name) gets the id
+:func:`student_id` of its email, the same in every assignment. A worksheet is kept as its
+assignment's (:func:`keep_worksheet`), the file ``exports.py`` writes back.
+
 Example: ``apply_roster(read_roster(Path("Grades-CS101.csv")), subs)`` returns messages.
 """
 
@@ -22,6 +30,8 @@ import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from .submissions import student_id
 
 COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 
@@ -34,22 +44,40 @@ class Person:
     sis_id: str = ""
     sis_login: str = ""
     section: str = ""
+    email: str = ""  # Moodle's: the student's id in every assignment
+
+
+PARTICIPANT = "Participant "  # Moodle's worksheet's Identifier: this, then the participant id
 
 
 def parse_roster(text: str, source: str = "--roster") -> dict[str, Person]:
-    """{Canvas user id: Person} from the text of Canvas's gradebook export; raises
-    ``ValueError`` when the header lacks ``Student`` or ``ID``.
+    """{Canvas user id: Person} from the text of Canvas's gradebook export, {'Participant N'
+    or full name: Person} from Moodle's grading worksheet or participants export; raises
+    ``ValueError`` when the header is none of these.
 
     >>> parse_roster('Student,ID,SIS User ID\\n    Points Possible,,\\n"Lovelace, Ada",7,S1\\n')
-    {'7': Person(name='Lovelace, Ada', sis_id='S1', sis_login='', section='')}
+    {'7': Person(name='Lovelace, Ada', sis_id='S1', sis_login='', section='', email='')}
+    >>> parse_roster('Identifier,Full name,Email address\\nParticipant 5,Ada L,ada@u.edu\\n')
+    {'Participant 5': Person(name='Ada L', sis_id='', sis_login='', section='', email='ada@u.edu')}
     """
     reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
     header = [h.strip() for h in reader.fieldnames or []]
+    reader.fieldnames = header
+    if {"Email address", "First name", "Last name"} <= {*header} or \
+            {"Identifier", "Full name"} <= {*header}:  # Moodle's participants / worksheet
+        found = {}
+        for row in reader:
+            full = (row.get("Full name") or
+                    f"{row.get('First name') or ''} {row.get('Last name') or ''}").strip()
+            key = (row.get("Identifier") or "").strip() or full
+            found[key] = Person(full, email=(row.get("Email address") or "").strip())
+        return found
     if "Student" not in header or "ID" not in header:
         raise ValueError(f"{source}: not a Canvas gradebook export (its header line must "
                          f"name the columns {', '.join(COLUMNS)}; it has "
-                         f"{', '.join(header[:6]) or 'none'})")
-    reader.fieldnames = header
+                         f"{', '.join(header[:6]) or 'none'}), nor Moodle's grading worksheet "
+                         "(Identifier, Full name, ...) or participants export (First name, "
+                         "Last name, Email address, ...)")
     found = {}
     for row in reader:
         uid = (row.get("ID") or "").strip()
@@ -123,7 +151,8 @@ def read_columns(path: Path, assignments: list[str]) -> tuple[dict[str, str], li
 
 
 def apply_roster(roster: dict[str, Person], subs, most: int = 10) -> list[str]:
-    """Give each Canvas student the roster's name and SIS ids; returns a message for each
+    """Give each Canvas student the roster's name and SIS ids, each Moodle student its name and
+    email's id (:func:`_moodle`); returns a message for each
     Canvas user id of the download the roster lacks (its download name is kept), and one
     naming the roster's students with no submission in this folder (the first ``most``).
 
@@ -136,7 +165,10 @@ def apply_roster(roster: dict[str, Person], subs, most: int = 10) -> list[str]:
     """
     messages = []
     absent = dict(roster)
+    taken = {sub.student for sub in subs}
     for sub in subs:
+        if sub.lms == "moodle":
+            messages += _moodle(roster, absent, sub, taken)
         if sub.lms != "canvas":
             continue
         absent.pop(sub.lms_id, None)
@@ -155,3 +187,66 @@ def apply_roster(roster: dict[str, Person], subs, most: int = 10) -> list[str]:
                         f"{'has' if one else 'have'} no submission in this folder: "
                         f"{'; '.join(names[:most])}{more}")
     return messages
+
+
+def _moodle(roster: dict[str, Person], absent: dict, sub, taken: set[str]) -> list[str]:
+    """Give a Moodle student the roster's name and, as its id, its email's (the same in every
+    assignment); a message where the roster lacks it (matched by participant id, else by full
+    name: a participants export has no participant ids) or the id is another's."""
+    key = PARTICIPANT + sub.lms_id
+    if key not in roster:
+        key = sub.name if sum(k == sub.name for k in roster) == 1 else ""
+    person = roster.get(key)
+    absent.pop(key, None)
+    if person is None or not person.email:
+        return [f"--roster: Moodle participant {sub.lms_id} ({sub.name}) has no email in the "
+                f"roster: graded as {sub.student}, a student of this assignment only"]
+    sid = student_id(person.email)
+    if sid in taken:
+        return [f"--roster: Moodle participant {sub.lms_id} ({sub.name}): {sid} is another "
+                f"student of this folder; graded as {sub.student}"]
+    taken.add(sid)
+    sub.student, sub.name = sid, person.name or sub.name
+    return []
+
+
+def moodle_ids(subs, most: int = 10) -> list[str]:
+    """Without ``--roster``: the message naming the Moodle students of this folder, each by its
+    participant id of this assignment only."""
+    ids = [f"{s.name} ({s.lms_id})" for s in subs if s.lms == "moodle"]
+    if not ids:
+        return []
+    more = f" and {len(ids) - most} more" if len(ids) > most else ""
+    return [f"Moodle's download names each student by a participant id of this assignment only "
+            f"({'; '.join(ids[:most])}{more}): the same student in another assignment's "
+            "download is another student here. Give --roster (the assignment's grading "
+            "worksheet, or Moodle's participants export with emails) to grade each one under "
+            "its email in every assignment"]
+
+
+def worksheet_path(out: Path, assignment: str) -> Path:
+    """Where OUT_DIR keeps the grading worksheet of ``assignment`` (:func:`keep_worksheet`)."""
+    return out / "rosters" / f"{assignment}.moodle.csv"
+
+
+def keep_worksheet(path: Path, out: Path, picked: list[str], subs) -> list[str]:
+    """Keep the roster at ``path`` in OUT_DIR as the grading worksheet of the one assignment of
+    this Moodle download (``picked``: those its notebooks are of), where it is a worksheet
+    naming at least one participant of the download; messages where it cannot be kept."""
+    try:
+        data = path.read_bytes()
+        rows = list(csv.DictReader(io.StringIO(data.decode("utf-8").removeprefix("\ufeff"))))
+    except (OSError, UnicodeDecodeError):
+        return []
+    ours = {PARTICIPANT + s.lms_id for s in subs if s.lms == "moodle"}
+    if not rows or "Identifier" not in rows[0] or not ours & {r["Identifier"] for r in rows}:
+        return [] if not rows or "Identifier" not in rows[0] else [
+            f"--roster {path.name}: no participant of this download is in it: it is another "
+            "assignment's grading worksheet, so no Moodle file is made from it"]
+    if len(picked) != 1:
+        return [f"--roster {path.name}: a grading worksheet is one assignment's, and this "
+                f"download has {len(picked)} ({', '.join(picked)}): give --assignment"]
+    dest = worksheet_path(out, picked[0])
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+    return []
