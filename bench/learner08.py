@@ -84,13 +84,13 @@ def main() -> None:
             h.kill()
     times = [t for t, _ in stamps]
     gaps = [b - a for a, b in zip([0.0, *times], times)] or [0.0]  # from the cell's start
-    named = sum("longer than the" in text for _, text in stamps)  # a step over 10 s, said
+    named = sum("since the last line" in text for _, text in stamps)  # a long gap, said
     print(f"through cell {last}: {time.monotonic() - t0:.0f} s, {args.hogs} hog(s); load "
           f"1 min {min(x[0] for x in loads):.2f}-{max(x[0] for x in loads):.2f}, 5 min "
           f"{min(x[1] for x in loads):.2f}-{max(x[1] for x in loads):.2f}")
     print(f"run cell: first output after {times[0] if times else 0:.1f} s, largest gap "
           f"(the cell's start included) {max(gaps):.1f} s, {sum(g > 10 for g in gaps)} gaps "
-          f"over 10 s, {named} line(s) naming a step or evaluation over 10 s")
+          f"over 10 s, {named} line(s) saying why they came late")
     print("".join(o.get("text", "") for o in nb.cells[last].get("outputs", []))[-1500:])
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)

@@ -253,7 +253,7 @@ def test_lines_at_most_10_s_apart_when_the_step_time_triples(before, jump_at):
     assert max(gaps(run, summary)) <= 10.0
     assert_schedule_completed(run, summary, 480.0, 3 * before)
     assert_decay_ran_out(run)
-    assert not any("longer than" in line for _, line in said)
+    assert not any("since the last line" in line for _, line in said)
     chunk_lines = [t for t, (_, line) in zip(run.said_at, said) if "  step " in line]
     assert max(b - a for a, b in zip(chunk_lines, chunk_lines[1:])) > 5.0  # still chunks,
     # not a line after every step
@@ -263,11 +263,11 @@ def test_lines_at_most_10_s_apart_when_the_step_time_triples(before, jump_at):
 @given(seed=st.integers(0, 10**6), start=st.floats(0.05, 3.3))
 def test_lines_at_most_10_s_apart_whatever_the_load_does(seed, start):
     """Step times that change at random moments, each time by up to 3x either way (in
-    0.05-3.3 s: no single step over 10 s)."""
+    0.05-3.3 s: no single step over 10 s; at most one change between two steps)."""
     rng = random.Random(seed)
     moments, costs, t, c = [], [], 0.0, start
     while t < 600:
-        t += rng.uniform(0.5, 40.0)
+        t += rng.uniform(3.4, 40.0)
         c = min(3.3, max(0.05, c * rng.choice([rng.uniform(1 / 3, 1), rng.uniform(1, 3)])))
         moments.append(t)
         costs.append(c)
@@ -308,7 +308,7 @@ def test_a_step_longer_than_10_s_is_said_in_the_line_after_it():
     over = [i for i, g in enumerate(gaps(run, summary)) if g > 10.0]
     assert over  # the probe's step of 14 s cannot be cut ...
     for i in over:  # ... and the line that ends each such gap says so
-        assert "one step took 14.0 s, longer than the 10 s between lines" in said[i][1]
+        assert " s since the last line: one step took 14.0 s; this machine" in said[i][1]
     assert_schedule_completed(run, summary, 480.0, 14.0)
 
 

@@ -76,11 +76,11 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     every chunk (a checkpoint), ``after_plan(plan)`` once, with the first plan (``max_iters``,
     ``warmup_iters``, ``step_seconds``). ``threads``: the thread counts to try (default: 1 and
     torch's; ``None``: leave them alone). The timing runs a few steps with each and keeps the
-    faster, and every ``reprobe_chunks`` chunks a step or two try the other again: on a laptop
-    where other programs keep the cores busy, two threads wait for each other at every
-    operation and one thread is several times faster. Returns a summary with the evaluations,
-    the schedules it planned (``plans``), the seconds taken and the thread count it ended with
-    (``threads``).
+    faster, and every ``reprobe_chunks`` chunks a step or two try the other again (while its
+    last step time is under 5% of the time left): on a laptop where other programs keep the
+    cores busy, two threads wait for each other at every operation and one thread is several
+    times faster. Returns a summary with the evaluations, the schedules it planned
+    (``plans``), the seconds taken and the thread count it ended with (``threads``).
 
     **Progress lines at most ``max_gap`` seconds apart.** Every piece of work is sized from
     the time since the last line (:class:`_Pace`): a chunk takes another step only while that
@@ -90,8 +90,9 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     it is clearly the slower one), with a line before it where the last timing of that count
     says it may take long; an evaluation gets as many batches as fit ``chunk_seconds`` at the
     speed of the steps just before it (an evaluation that slows down more than 1.4x while it
-    runs can pass ``max_gap``). One step or evaluation that alone takes longer than
-    ``max_gap`` cannot be cut: the line after it says so.
+    runs can pass ``max_gap``). A chunk always takes one step, and one step or evaluation
+    cannot be cut: a line that comes more than ``max_gap`` after the one before says so and
+    why (the slowest step since, or the evaluation's time).
     """
     cfg, t0 = run.cfg, clock()
     pace = _Pace(say, clock, chunk_seconds, max_gap)
@@ -175,8 +176,9 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
     while run.step < cfg.max_iters:
         chunks += 1
         probed = False
-        if len(options) > 1 and chunks % reprobe_chunks == 0 and run.step < cfg.max_iters - 2:
-            other = next(n for n in options if n != now)  # has the load changed?
+        other = next((n for n in options if n != now), None)  # has the load changed?
+        if (other is not None and chunks % reprobe_chunks == 0 and run.step < cfg.max_iters - 2
+                and speed[other] < 0.05 * (budget - (clock() - t0))):  # else: no pay-back
             if not pace.fits(speed[other], ckpt_s):  # it was slow: say so before it
                 pace.say(f"  trying {other} thread{'s' * (other > 1)} again (it took "
                          f"{speed[other]:.3f} s a step) ...")
@@ -218,7 +220,7 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
 class _Pace:
     """The time since the last progress line, and whether one more step fits before the next.
 
-    ``say`` is the caller's; a line after a step longer than ``max_gap`` says so. ``fits``:
+    ``say`` is the caller's; a line more than ``max_gap`` after the last says so. ``fits``:
     a step of ``est`` seconds (plus ``extra``, the work after the chunk) ends by ``target``
     seconds after the last line and, were it ``surge`` times slower, still by ``max_gap``.
     """
@@ -228,10 +230,12 @@ class _Pace:
         self._say, self.clock, self.target, self.max_gap = say, clock, target, max_gap
         self.surge, self.said, self.slowest = surge, clock(), 0.0
 
-    def say(self, line: str) -> None:
-        if self.slowest > self.max_gap:
-            line += (f" (one step took {self.slowest:.1f} s, longer than the {self.max_gap:.0f}"
-                     " s between lines: this machine is very busy)")
+    def say(self, line: str, why: str = "") -> None:
+        gap = self.clock() - self.said
+        if gap > self.max_gap:  # it could not be cut: say why
+            why = why or (f"one step took {self.slowest:.1f} s" if self.slowest else "")
+            line += (f" ({gap:.1f} s since the last line{': ' * bool(why)}{why}; this machine "
+                     "is very busy)")
         self._say(line)
         self.mark()
 
@@ -276,9 +280,8 @@ def _evaluated(run, pace: _Pace, after_eval=None, announce: bool = True) -> tupl
     history = getattr(run, "history", None)
     if isinstance(history, dict):
         history.setdefault("eval", []).append(out)
-    if took > pace.max_gap:  # it could not be cut: say so
-        pace.say(f"  (the evaluation took {took:.1f} s, longer than the {pace.max_gap:.0f} s "
-                 "between lines: this machine is very busy)")
+    if pace.clock() - pace.said > pace.max_gap:  # it could not be cut: say so
+        pace.say(f"  evaluated at step {run.step}", why=f"the evaluation took {took:.1f} s")
     ta = pace.clock()
     if after_eval is not None:
         after_eval(out)
