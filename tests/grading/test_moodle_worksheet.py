@@ -9,9 +9,9 @@ from __future__ import annotations
 import csv
 import shutil
 import subprocess
+import zipfile
 
 import nbformat
-import pytest
 
 from helpers.synthetic_class import ClassBuilder
 from helpers.synthetic_class.shared import REPO, grade_cmd, read_csv
@@ -82,6 +82,15 @@ def test_moodle_downloads_one_assignment_at_a_time_with_worksheets(tmp_path):
     # one student per person, the same in both assignments: its email's id
     assert sorted({(r["student"], r["notebook"]) for r in grades}) == [
         ("ada_uni.edu", COPY), ("ada_uni.edu", FIXTURE), ("grace_uni.edu", FIXTURE)]
+    # each row names the participant id of its own assignment's download, and so does
+    # Moodle's feedback zip of each assignment, the first's still after the second's run
+    assert sorted({(r["student"], r["notebook"], r["lms_id"]) for r in grades}) == [
+        ("ada_uni.edu", COPY, "223456"), ("ada_uni.edu", FIXTURE, "123456"),
+        ("grace_uni.edu", FIXTURE, "123457")]
+    for a, names in ((FIXTURE, ["Ada Lovelace_123456", "Grace Hopper_123457"]),
+                     (COPY, ["Ada Lovelace_223456"])):
+        with zipfile.ZipFile(out / "return" / "moodle" / f"{a}.zip") as z:
+            assert sorted(z.namelist()) == [f"{n}_assignfeedback_file/{a}.html" for n in names]
     total = f"{sum(g.max_points for g in nb.grade_cells):g}"
     when = {(c["student"], c["assignment"]): c["when"] for c in read_csv(out / "changes.csv")
             if c["exercise"] == "total"}

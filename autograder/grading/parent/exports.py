@@ -197,7 +197,8 @@ def write_exports(
                 sis = [str(r.get(k) or rows[0].get(k) or "")  # the roster's (grades.csv's)
                        for k in ("sis_id", "sis_login", "section")]
                 canvas.append([name, lms_id, *sis, total(rows)])
-            elif lms == "moodle" and lms_id.isdigit():
+            elif lms == "moodle" and (lms_id := str(  # that assignment's download's id
+                    rows[0].get("lms_id") or lms_id)).isdigit():
                 moodle.append([f"{PARTICIPANT}{lms_id}", name, total(rows), maximum(rows),
                                when.get((sid, assignment), "")])
         sheet = worksheet(out, assignment, order, results, nbs, when)
@@ -246,8 +247,9 @@ def worksheet(out: Path, assignment: str, order: list[str], results: dict[str, d
     head = table[0] if table else []
     if "Identifier" not in head or "Grade" not in head:
         return None
-    by_id = {f"{P}{r.get('lms_id')}": s for s in order
-             if lms_of(r := results[s], r.get("rows", [])[:1]) == "moodle"}
+    by_id = {f"{P}{rows[0].get('lms_id') or results[s].get('lms_id')}": s for s in order
+             if (rows := [r for r in results[s].get("rows", []) if r.get("notebook") in nbs])
+             and lms_of(results[s], rows) == "moodle"}
     for line in table[1:]:
         row = dict(zip(head, line))
         sid = student_id(row.get("Email address") or "") if row.get("Email address") else ""

@@ -249,10 +249,11 @@ def write_returns(out: Path, results: dict[str, dict], students: list[str]) -> P
                 dest = folder / assignment / page
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dest)
-                if moodle and lms_id.isdigit():
+                pid = (r.get("moodle") or {}).get(assignment, lms_id)  # that download's id
+                if moodle and pid.isdigit():
                     full = " ".join((name or sid).replace("_", " ").split())
                     _zip(zips, tmp, "moodle", assignment).write(
-                        src, f"{full}_{lms_id}_assignfeedback_file/{page}")
+                        src, f"{full}_{pid}_assignfeedback_file/{page}")
                 if prefix := canvas.get(assignment):
                     _zip(zips, tmp, "canvas", assignment).write(src, f"{prefix}_{page}")
     finally:
@@ -334,8 +335,9 @@ class ResultStore:
         """What :meth:`save` writes into ``r``: :attr:`people`'s entry and ``timing``, over
         what ``r`` holds of assignments this run does not name."""
         facts = dict(self.people.get(student, {}))
-        if "canvas" in facts:
-            facts["canvas"] = {**(r.get("canvas") or {}), **facts["canvas"]}
+        for lms in ("canvas", "moodle"):  # {assignment: its download's name or id}
+            if lms in facts:
+                facts[lms] = {**(r.get(lms) or {}), **facts[lms]}
         if timing is not None:
             facts["timing"] = dict(sorted({**(r.get("timing") or {}), **{
                 a: t.as_json() for a, t in timing.items()}}.items()))
@@ -457,7 +459,8 @@ class ResultStore:
             for row in r["rows"]:
                 out = {k: row.get(k, "") for k in COLUMNS}
                 out["name"] = row.get("name") or r.get("name", "")
-                out["lms_id"] = row.get("lms_id") or r.get("lms_id", "")
+                out["lms_id"] = row.get("lms_id") or (r.get("moodle") or {}).get(
+                    assignment_of.get(row["notebook"], row["notebook"]), r.get("lms_id", ""))
                 # the roster's (``--roster``); the login and section only for the exports
                 out["sis_id"] = r.get("sis_id", "")
                 out["sis_login"], out["section"] = r.get("sis_login", ""), r.get("section", "")

@@ -452,10 +452,15 @@ def canvas_names(sub: Submission, notebooks: dict[str, list[str]]) -> dict[str, 
 
 def intake_facts(subs: list[Submission], notebooks: dict[str, list[str]]) -> dict[str, dict]:
     """{student: what this run's intake knows of them}, kept in their stored result (names,
-    LMS and SIS ids, the Canvas names of ``notebooks``' files: ``results.write_returns``)."""
+    LMS and SIS ids, the Canvas names of ``notebooks``' files and the Moodle participant id of
+    each assignment's download: ``results.write_returns``)."""
     return {s.student: {"name": s.name, "lms_id": s.lms_id, "lms": s.lms, "sis_id": s.sis_id,
                         "sis_login": s.sis_login, "section": s.section,
-                        "canvas": canvas_names(s, notebooks)} for s in subs}
+                        "canvas": canvas_names(s, notebooks),
+                        "moodle": {a: s.lms_id for a, nbs in notebooks.items()  # per assignment
+                                   if s.lms == "moodle" and s.path and any(
+                                       find_notebook(s, nb, a)[0] for nb in nbs)}}
+            for s in subs}
 
 
 def fingerprint(paths: list[Path | None], problem: str = "") -> str:
