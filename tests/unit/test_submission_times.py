@@ -388,7 +388,7 @@ def test_in_nbgrader_layout_a_notebook_comes_only_from_its_assignments_folder(tm
     submission; it was graded 16/16 with 'submission time unknown'. In nbgrader's
     submitted/, assignment A's notebook is taken only from <student>/A/ (whose timestamp.txt
     is A's time); the same folders elsewhere are a student's own and searched as before."""
-    from autograder.grading.parent.submissions import find_notebook
+    from autograder.grading.parent.submissions import find_notebook, strays
 
     for course in (True, False):
         root = tmp_path / f"course{course}"
@@ -409,6 +409,14 @@ def test_in_nbgrader_layout_a_notebook_comes_only_from_its_assignments_folder(tm
         assert (found is None) is course, (found, note)
         if course:
             assert note == f"no {A}.ipynb in the submission"
+        # the console names the file not graded (and none in its own folder)
+        nested = late / A
+        nested.mkdir()
+        (nested / f"{A} (1).ipynb").write_text(tiny_notebook("ann"))
+        said = strays(ann, {A: [A], "02_masking": ["02_masking"]})
+        assert said == ([f"ann: 02_masking/{A}.ipynb is not in {A}'s folder: not graded",
+                         f"ann: 02_masking/{A}/{A} (1).ipynb is not in {A}'s folder: not "
+                         "graded"] if course else []), said
 
 
 def test_a_copy_of_submitted_outside_a_course_is_not_trusted(tmp_path):

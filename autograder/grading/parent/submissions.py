@@ -431,6 +431,23 @@ def find_notebook(sub: Submission, name: str,
     return None, missing(name)
 
 
+def strays(sub: Submission, notebooks: dict[str, list[str]]) -> list[str]:
+    """In nbgrader's layout (``sub.per_assignment``), each file :func:`find_notebook` would
+    take for a notebook of ``notebooks`` ({assignment: [notebook]}) were it in that
+    assignment's folder, but which lies elsewhere (another assignment's folder, a sub-folder
+    named like the assignment, the top of the student's folder): never graded for it, since
+    the time of its folder is another assignment's (issue 47). One console line each."""
+    if not sub.per_assignment or sub.problem or sub.path is None:
+        return []
+    found = []
+    for p, _ in _candidates(sub):
+        rel, stem = p.relative_to(sub.path), p.name[: -len(".ipynb")]
+        found += [f"{sub.student}: {rel.as_posix()} is not in {a}'s folder: not graded"
+                  for a, nbs in notebooks.items()
+                  if rel.parts[0] != a and any(nb in stem for nb in nbs)]
+    return found
+
+
 def missing(name: str) -> str:
     """find_notebook's note for a notebook of which the submission holds no file."""
     return f"no {name}.ipynb in the submission"
