@@ -54,7 +54,8 @@ def test_a_worksheet_is_kept_for_its_one_assignment_only(tmp_path):
     out = tmp_path / "out"
     assert keep_worksheet(path, out, ["a1"], [_sub("Bo", "77")]) == [
         f"--roster {path.name}: no participant of this download is in it: it is another "
-        "assignment's grading worksheet, so no Moodle file is made from it"]
+        "assignment's grading worksheet (matched by full name here), so this assignment's "
+        "Moodle file is not made from it: give this assignment's worksheet"]
     assert "give --assignment" in keep_worksheet(path, out, ["a1", "a2"], [_sub("Ada", "5")])[0]
     assert not (out / "rosters").exists()
     assert keep_worksheet(path, out, ["a1"], [_sub("Ada", "5")]) == []

@@ -242,7 +242,8 @@ def keep_worksheet(path: Path, out: Path, picked: list[str], subs) -> list[str]:
     if not rows or "Identifier" not in rows[0] or not ours & {r["Identifier"] for r in rows}:
         return [] if not rows or "Identifier" not in rows[0] else [
             f"--roster {path.name}: no participant of this download is in it: it is another "
-            "assignment's grading worksheet, so no Moodle file is made from it"]
+            "assignment's grading worksheet (matched by full name here), so this assignment's "
+            "Moodle file is not made from it: give this assignment's worksheet"]
     if len(picked) != 1:
         return [f"--roster {path.name}: a grading worksheet is one assignment's, and this "
                 f"download has {len(picked)} ({', '.join(picked)}): give --assignment"]
