@@ -107,7 +107,7 @@ if RUN == "smoke":
     DEVICE = torch.device("cpu")
 OUT = Path(os.environ.get("COURSE_OUT", Path(tempfile.gettempdir()) / "course-08-training"))
 common = dict(data_dir=str(OUT / "data"), out_dir=str(OUT / RUN), progress=False, plot=False,
-              progress_seconds=10, device=str(DEVICE))  # a line every ~10 s while it trains
+              progress_seconds=7, device=str(DEVICE))  # a line every ~7 s while it trains
 if RUN == "gpu":
     cfg = preset("gpu_char", **common)  # bf16 autocast, TF32, torch.compile, SDPA attention
     default_seconds = 240
