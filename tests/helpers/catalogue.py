@@ -4,6 +4,8 @@ Every catalogued mistake is fed to the check as a wrong implementation written t
 student would; the message must name it. And no catalogue entry may go untested.
 """
 
+import functools
+
 import pytest
 
 from autograder.checks._core import CheckFailed, NotImplementedYet, hidden_check
@@ -112,18 +114,28 @@ def visible_cases_pass(check, mistake) -> bool:
     return True
 
 
+@functools.cache
+def _released(chapter: str):
+    """The released notebook of ``chapter``, read once per process (``exercise_text`` is asked
+    ~460 times while test_checks_catalogue.py is collected: 2-4 s of CPU per xdist worker when
+    each call read it again). Callers only read it."""
+    import nbformat
+
+    from autograder import release
+
+    return nbformat.read(release.RELEASE / chapter / f"{chapter}.ipynb", as_version=4)
+
+
+@functools.cache
 def exercise_text(chapter: str, number: str) -> str:
     """What the student's notebook says about exercise ``number`` of ``chapter``: from its
     heading (goal, hint) through its answer cell (the docstring), lower-cased, one space."""
     import re
 
-    import nbformat
-
-    from autograder import release
     from autograder.checks import table
 
     ex = table.exercise(chapter, number)
-    nb = nbformat.read(release.RELEASE / chapter / f"{chapter}.ipynb", as_version=4)
+    nb = _released(chapter)
     heading = re.compile(rf"^### Exercise {re.escape(number)}\b.*$", re.M)
     start = next(i for i, c in enumerate(nb.cells)
                  if c.cell_type == "markdown" and heading.search(c.source))
