@@ -17,6 +17,7 @@ import pytest
 from autograder.grading import sandbox
 from autograder.grading.cells import nbg as _nbg
 from autograder.grading.sandbox import Policy, bwrap_argv, bwrap_path, policy_problem
+from autograder.grading.sandbox.policy import module_names
 
 REPO = Path(__file__).resolve().parents[2]
 PROTECTED = {"np", "torch", "math", "plt", "check_softmax", "requires"}
@@ -86,32 +87,19 @@ def _course_cells():
         trusted = [c.source for c in nb.cells if c.cell_type == "code"
                    and (_nbg(c).get("grade") or _nbg(c).get("locked"))
                    and not _nbg(c).get("solution")]
-        yield path.stem, nb, Policy(trusted)
+        yield path.stem, nb, set(trusted), module_names(trusted)
 
 
 def test_policy_passes_every_cell_the_course_itself_writes():
     """No false alarm on the solutions or the free cells of any chapter."""
     flagged = []
-    for name, nb, policy in _course_cells():
+    for name, nb, trusted, protected in _course_cells():
         for cell in nb.cells:
-            if cell.cell_type == "code" and cell.source not in policy.trusted:
-                problem = policy_problem(cell.source, policy.protected)
+            if cell.cell_type == "code" and cell.source not in trusted:
+                problem = policy_problem(cell.source, protected)
                 if problem:
                     flagged.append((name, _nbg(cell).get("grade_id"), problem))
     assert not flagged, flagged
-
-
-def test_notebook_start_hook_replaces_only_the_cheating_cell():
-    src = "import numpy as np\nfrom autograder.checks import requires"
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(src),
-        nbformat.v4.new_code_cell("def f(x):\n    return x"),
-        nbformat.v4.new_code_cell("np.allclose = lambda *a, **k: True\ndef g(x):\n    return x"),
-    ])
-    Policy([src]).on_notebook_start(notebook=nb)
-    assert nb.cells[0].source == src and nb.cells[1].source.startswith("def f")
-    assert nb.cells[2].source.startswith("raise RuntimeError(")
-    assert "assigns to `np" in nb.cells[2].source
 
 
 def test_error_hook_restores_a_hidden_error():

@@ -2,8 +2,8 @@
 
 ``flags.flags`` puts what it finds on the exercise it concerns (the tests that grade the
 answer cell it is in) and only what cannot be tied to one exercise on every row, saying
-``notebook-wide``. For such a notebook the source policy (``sandbox.policy``) refuses no cell:
-its findings become flags. Code cells above the locked setup cell run after it.
+``notebook-wide``. The source policy (``sandbox.policy``) refuses no cell: its findings
+become flags. Code cells above the locked setup cell run after it.
 """
 
 from __future__ import annotations
@@ -95,10 +95,8 @@ def test_redefining_a_given_helper_is_neither_refused_nor_flagged(course):
     answer = next(c for c in sub.cells
                   if _nbg(c).get("grade_id") == EX["train_bpe_naive"].solution_id)
     before = answer.source
-    Policy(*trusted, judged_outside=True).on_notebook_start(sub)
-    assert answer.source == before  # judged outside the kernel: runs as written
     Policy(*trusted).on_notebook_start(sub)
-    assert "did not run this cell" in answer.source  # the in-kernel grading refused it
+    assert answer.source == before  # judged outside the kernel: runs as written
 
 
 def test_cells_above_setup_run_after_it(course):
@@ -108,7 +106,6 @@ def test_cells_above_setup_run_after_it(course):
     sub.cells.insert(0, patch)
     cells = trusted_cells(work)
     sub = _restored(sub, cells)
-    Policy([c["source"] for c in cells], [c["grade_id"] for c in cells],
-           judged_outside=True).on_notebook_start(sub)
+    Policy([c["source"] for c in cells], [c["grade_id"] for c in cells]).on_notebook_start(sub)
     code = [c for c in sub.cells if c.cell_type == "code"]
     assert _nbg(code[0]).get("grade_id") == "setup" and code[1] is patch

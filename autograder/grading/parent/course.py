@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..cells import grade_id, is_test, nbg
+from ..cells import nbg
 from ..config import GradeConfig
 from ..mathjax import FEEDBACK_URL, jupyter_path
 from ..nbgrader_patches import ensure_cached_head
@@ -129,15 +129,6 @@ class Notebook:
     solution_ids: list[str]
     # cell ids (grade ids) from the last answer cell up to each test: what it depends on
     span: dict[str, list[str]]
-
-    @property
-    def release_tests(self) -> dict[str, str]:
-        """{grade_id: source} of the test cells as the students received them."""
-        return {
-            grade_id(c): c.source
-            for c in self.release.cells
-            if is_test(c)
-        }
 
 
 def describe(assignment: str, name: str, source, release) -> Notebook:
@@ -289,7 +280,7 @@ def _build(root: Path, source_dir: Path, assignments: list[str], config: GradeCo
                           capture_output=True, text=True, env=tool_env())
     if proc.returncode != 0:
         raise SystemExit(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
-    # the feedback pages load MathJax from OUT_DIR/mathjax, not a CDN (grading/mathjax.py)
+    # the feedback pages load no MathJax: their maths is MathML (grading/mathjax.py)
     jupyter_path(FEEDBACK_URL, root / "jupyter")
     # what every student's grading needs and no student changes (it imports the checks)
     proc = subprocess.run([*NBGRADER, "kernel_caches", str(kernels), *assignments],

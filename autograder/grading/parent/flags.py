@@ -2,8 +2,8 @@
 
 Read in the parent (``course-grade``), from the submitted bytes, never by running them; the
 row says ``flagged: <what>`` for the instructor to review (:func:`flags`). A flag never changes
-a score by itself. For a notebook judged outside the kernel (``policy.judged_outside``) the
-source policy refuses no cell (``sandbox.policy``): what it would have refused is flagged here.
+a score by itself. What the source policy (``sandbox.policy``) finds is flagged here; no cell
+is refused (every test cell is judged outside the kernel).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import re
 
 from .. import pyast
 from ..cells import nbg as _nbg
-from ..exercises import test_cells
-from ..sandbox.policy import judged_outside, module_names, policy_problem
+from ..sandbox.policy import module_names, policy_problem
 from . import routes
 from .rebuild import NotANotebook, student_cells
 
@@ -145,8 +144,7 @@ def _flags(cells: list[dict], notebook) -> dict[str, str]:
               if c.cell_type == "code" and _nbg(c).get("locked")]
     # modules and the names the locked cells import (the checks): rebinding a helper a given
     # cell defines (chapter 07's pretoken_counts) is the student's own business
-    protected = module_names(locked) if judged_outside(
-        c.source for c in test_cells(notebook.source)) else None
+    protected = module_names(locked)
     modules = _modules(locked + [c["source"] for c in cells if c.get("cell_type") == "code"])
     per_test: dict[str, list[str]] = {}
     everywhere: list[str] = []
@@ -169,10 +167,8 @@ def _flags(cells: list[dict], notebook) -> dict[str, str]:
             continue
         source = cell["source"]
         reasons = sorted(_source_flags(source, modules)) + _reference_uses(source, ref, notebook)
-        if protected is not None:
-            problem = policy_problem(source, protected)
-            if problem:
-                reasons.append(f"reaches into the grader: {problem}")
+        if problem := policy_problem(source, protected):
+            reasons.append(f"reaches into the grader: {problem}")
         if not seen_setup and source.strip():
             everywhere.append("a code cell above the setup cell (run after it)")
         tests = tests_of.get(gid, []) if ref is not None else []

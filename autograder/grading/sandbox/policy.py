@@ -1,22 +1,19 @@
-"""The source policy: student-written cells that reach into the grader are not run.
+"""The source policy: what a student-written cell that reaches into the grader looks like.
 
 Untrusted code in the same interpreter as the checks can still change what runs after it
-(patch a library, install an IPython input transformer, hide tracebacks). nbgrader's process
-therefore gets two hooks (``c.Execute.on_notebook_start`` / ``on_cell_error``), sandboxed
-or not:
+(patch a library, install an IPython input transformer, hide tracebacks). Every test cell is
+judged outside the kernel (trusted verdicts), so nothing is refused: a deny-list only delays,
+and what runs in the kernel cannot change a verdict.
 
 - :func:`policy_problem` reads every cell the student could have written (anything but the
-  locked and test cells restored from the source) and a cell that reaches into the grader's
+  locked and test cells restored from the source) for what reaches into the grader's
   machinery (``get_ipython``, ``builtins``, ``exec``/``eval``, module attribute assignment,
-  dunder internals, ``sys.modules`` ...) is not run: its source becomes a ``raise`` that
-  names the reason, so its exercise scores 0 and the feedback says why;
-- :meth:`Policy.on_cell_error`: a cell whose execute reply says *error* but shows no error
-  output (a silenced traceback) gets one, so nbgrader scores it 0.
-
-For a notebook whose test cells are all judged outside the kernel (trusted verdicts) nothing
-is refused: a deny-list only delays, and what runs in the kernel cannot change a verdict; the
-parent flags those cells instead (``flags.flags``). For every notebook, code cells a student
-put above the locked setup cell are moved to just after it (:func:`setup_first`).
+  dunder internals, ``sys.modules`` ...); the parent flags it (``flags.flags``);
+- nbgrader's process gets two hooks (``c.Execute.on_notebook_start`` / ``on_cell_error``):
+  code cells a student put above the locked setup cell are moved to just after it
+  (:func:`setup_first`), and a cell whose execute reply says *error* but shows no error
+  output (a silenced traceback) gets one, so nbgrader scores it 0
+  (:meth:`Policy.on_cell_error`).
 """
 
 from __future__ import annotations
@@ -247,20 +244,13 @@ def policy_problem(source: str, protected: set[str]) -> str | None:
 
 
 class Policy:
-    """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process). For a
-    notebook ``judged_outside`` (:func:`judged_outside`) the policy refuses nothing (the
-    kernel cannot change a verdict); the parent flags such cells instead (``flags.flags``).
-    """
+    """The hooks nbgrader's Execute preprocessor calls (in nbgrader's trusted process)."""
 
-    def __init__(self, trusted_sources: list[str], trusted_ids=(), judged_outside=False):
+    def __init__(self, trusted_sources: list[str], trusted_ids=()):
         self.trusted = set(trusted_sources)
         # locked and test cells nbgrader's OverwriteCells has just restored from the
         # gradebook (their source is the instructor's, whatever the submission had)
         self.trusted_ids = set(trusted_ids)
-        self.protected = module_names(trusted_sources) | {
-            n for src in trusted_sources for n in _defined_names(src)
-        }
-        self.judged_outside = judged_outside
 
     def _restored(self, cell) -> bool:
         return cell.get("cell_type") == "code" and cell.source in self.trusted and \
@@ -268,19 +258,6 @@ class Policy:
 
     def on_notebook_start(self, notebook, **_):
         setup_first(notebook, self._restored)
-        if self.judged_outside and judged_outside(
-                c.source for c in notebook.cells if self._restored(c)):
-            return
-        for cell in notebook.cells:
-            if cell.get("cell_type") != "code" or cell.source in self.trusted:
-                continue
-            if grade_id(cell) in self.trusted_ids and is_locked(cell):
-                continue
-            problem = policy_problem(cell.source, self.protected)
-            if problem:
-                msg = (f"course-grade did not run this cell: it {problem}. Answers may not "
-                       f"change the grader, the libraries it uses or the notebook's machinery.")
-                cell.source = f"raise RuntimeError({msg!r})"
 
     @staticmethod
     def on_cell_error(cell, execute_reply=None, **_):
@@ -296,32 +273,6 @@ class Policy:
             evalue=str(content.get("evalue", "")) + " (its error output was hidden)",
             traceback=[],
         ))
-
-
-def judged_outside(test_sources) -> bool:
-    """Every hidden check the test cells ``test_sources`` call (there is one) is judged
-    outside the kernel: its chapter is in the exercise table (every chapter is).
-
-    >>> judged_outside(['_hidden_check("attention.softmax", softmax)']), judged_outside(["1"])
-    (True, False)
-    """
-    from ..exercises import converted, keys_in
-
-    keys = [k for source in test_sources for k in keys_in(source)]
-    return bool(keys) and all(k.split(".")[0] in converted() for k in keys)
-
-
-def _defined_names(source: str) -> set[str]:
-    """Names a trusted cell binds at top level by assignment or def (e.g. helpers)."""
-    tree = _parse(source)
-    out = set()
-    for node in tree.body if tree else ():
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            out.add(node.name)
-        for t in _flat(_targets(node)):
-            if isinstance(t, ast.Name):
-                out.add(t.id)
-    return out
 
 
 def setup_first(notebook, restored) -> int:
@@ -351,8 +302,7 @@ def setup_first(notebook, restored) -> int:
 def load_policy(path: str) -> Policy:
     """The grading process's policy, from the trusted cells ``runners`` wrote to ``path``."""
     cells = json.loads(Path(path).read_text())
-    return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells],
-                  judged_outside=True)
+    return Policy([c["source"] for c in cells], [c["grade_id"] for c in cells])
 
 
 def trusted_cells(course_root: Path) -> list[dict]:
