@@ -19,11 +19,12 @@ absent     ``LATER/`` only, right, on time                                     E
 moved      fact 10: missed EARLY; puts a right ``EARLY.ipynb`` into its on-    as ``absent``;
            time ``LATER/``                                                     the console
                                                                                names the file
-nested     another route: ``EARLY/`` one day late with wrong answers; its on-  EARLY: 0, one
-           time ``LATER/`` holds a folder named ``EARLY/`` with a right        day late;
-           notebook under another name (``EARLY (1).ipynb``, as a browser      LATER full; the
-           names a second download) and a ``timestamp.txt`` that claims the    console names
-           due date                                                            the file
+nested     another route: ``EARLY/`` one day late with wrong answers, under    EARLY: 0, one
+           another name (``EARLY (1).ipynb``, as a browser names a second      day late;
+           download); its on-time ``LATER/`` holds a folder named ``EARLY/``   LATER full; the
+           with a right ``EARLY.ipynb`` (the exact name, which the search      console names
+           prefers anywhere else) and a ``timestamp.txt`` that claims the due  the file
+           date
 =========  ==================================================================  ================
 """
 
@@ -81,11 +82,11 @@ class LayoutBuilder(ClassBuilder):
         put("absent", LATER, right, stamp=ON_TIME)
         put("moved", LATER, right, stamp=ON_TIME)
         put("moved", LATER, right, name=EARLY)
-        put("nested", EARLY, wrong, stamp=LATE)
+        put("nested", EARLY, wrong, name=f"{EARLY} (1)", stamp=LATE)
         put("nested", LATER, right, stamp=ON_TIME)
-        put("nested", LATER, right, name=f"{EARLY} (1)", stamp=ON_TIME, under=EARLY)
+        put("nested", LATER, right, name=EARLY, stamp=ON_TIME, under=EARLY)
         expected = {"ontime": rows(full, full), "absent": rows(missing, full),
                     "moved": rows(missing, full), "nested": rows(zero, full)}
         console = [stray("moved", f"{LATER}/{EARLY}.ipynb", EARLY),
-                   stray("nested", f"{LATER}/{EARLY}/{EARLY} (1).ipynb", EARLY)]
+                   stray("nested", f"{LATER}/{EARLY}/{EARLY}.ipynb", EARLY)]
         return expected, console
