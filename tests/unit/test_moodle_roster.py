@@ -79,3 +79,13 @@ def test_the_worksheet_written_back_changes_only_the_graded_rows(tmp_path):
                      {("ada_uni.edu", "a1"): "2026-12-08T01:00:00+00:00"})
     assert text.splitlines()[1] == "Participant 5,Ada Lovelace,ada@uni.edu,2," \
         "2026-12-08T01:00:00+00:00"
+    # a student graded without a roster is found by the row's participant id; a student of
+    # another assignment only (same email) is not this row's
+    alan = [{"notebook": "a1", "exercise": "e1", "points": "1", "max_points": "2",
+             "kind": "graded", "lms_id": "6"}]
+    results = {"Alan_Turing_6": {"rows": alan, "lms": "moodle", "lms_id": "99"},
+               "alan_uni.edu": {"rows": [dict(alan[0], notebook="a2")], "lms": "moodle"}}
+    text = worksheet(tmp_path, "a1", sorted(results), results, ["a1"], {})
+    assert text.splitlines()[1:] == [SHEET.splitlines()[1], "Participant 6,Alan Turing,"
+                                     "alan@uni.edu,1,-"]
+    assert worksheet(tmp_path, "a1", [], results, ["a1"], {}) == SHEET  # none of order's

@@ -247,15 +247,19 @@ def worksheet(out: Path, assignment: str, order: list[str], results: dict[str, d
     head = table[0] if table else []
     if "Identifier" not in head or "Grade" not in head:
         return None
+
+    def of(sid: str) -> list[dict]:  # the student's rows of the assignment
+        return [r for r in results[sid].get("rows", []) if r.get("notebook") in nbs] \
+            if sid in order else []
+
     by_id = {f"{P}{rows[0].get('lms_id') or results[s].get('lms_id')}": s for s in order
-             if (rows := [r for r in results[s].get("rows", []) if r.get("notebook") in nbs])
-             and lms_of(results[s], rows) == "moodle"}
+             if (rows := of(s)) and lms_of(results[s], rows) == "moodle"}
     for line in table[1:]:
         row = dict(zip(head, line))
-        sid = student_id(row.get("Email address") or "") if row.get("Email address") else ""
-        sid = sid if sid in results else by_id.get(row["Identifier"], "")
-        rows = [r for r in results.get(sid, {}).get("rows", []) if r.get("notebook") in nbs]
-        if not rows:
+        email = row.get("Email address")
+        sid = next((s for s in (student_id(email) if email else "",
+                                by_id.get(row["Identifier"], "")) if of(s)), "")
+        if not (rows := of(sid)):
             continue
         done = {"Grade": total(rows), "Last modified (grade)": when.get((sid, assignment)),
                 "Feedback comments": "; ".join(
