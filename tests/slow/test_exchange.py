@@ -18,67 +18,34 @@ other's).
 
 from __future__ import annotations
 
-import html
-import os
-import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
-from helpers.synthetic_class.shared import REPO, grade_cmd
-
-SOURCE = REPO / "tests" / "fixtures" / "solutions"
-ASSIGNMENT = "99_fixture"
-COURSE_ID = "tfs101"
-NBGRADER = [sys.executable, "-m", "nbgrader"]
-
-
-def _env(home: Path | None = None) -> dict[str, str]:
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent),
-                                                 os.environ.get("PATH", "")]))
-    if home is not None:  # a student's account: its own home and Jupyter config
-        env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(home / ".jupyter"))
-    return env
-
-
-def _nbgrader(cwd: Path, *args: str, home: Path | None = None) -> str:
-    proc = subprocess.run([*NBGRADER, *args], cwd=cwd, env=_env(home), capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, f"nbgrader {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout + proc.stderr
+from helpers.exchange import (
+    ASSIGNMENT,
+    RIGHT_ANSWER,
+    answer_right,
+    course_folder,
+    course_grade,
+    fetched_page,
+    nbgrader,
+    student_home,
+)
 
 
 def test_exchange_round_trip(tmp_path):
-    exchange, course = tmp_path / "exchange", tmp_path / "course"
-    exchange.mkdir(mode=0o777)
-    shutil.copytree(SOURCE / ASSIGNMENT, course / "source" / ASSIGNMENT)
-    config = course / "nbgrader_config.py"
-    config.write_text(
-        "c = get_config()  # noqa: F821\n"
-        f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
-        f"c.Exchange.root = {str(exchange)!r}\n")
+    course, config, exchange = course_folder(tmp_path)
     before = config.read_bytes()
-    _nbgrader(course, "generate_assignment", ASSIGNMENT)
-    _nbgrader(course, "release_assignment", ASSIGNMENT)
+    nbgrader(course, "generate_assignment", ASSIGNMENT)
+    nbgrader(course, "release_assignment", ASSIGNMENT)
 
     homes = {}
     for student in ("ann", "bob"):
-        home = homes[student] = tmp_path / "home" / student
-        (home / ".jupyter").mkdir(parents=True)
+        home = homes[student] = student_home(tmp_path / "home" / student, student, exchange)
         (home / "work").mkdir()
-        (home / ".jupyter" / "nbgrader_config.py").write_text(
-            "c = get_config()  # noqa: F821\n"
-            f"c.CourseDirectory.student_id = {student!r}\n"
-            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
-            f"c.Exchange.root = {str(exchange)!r}\n")
-        _nbgrader(home / "work", "fetch_assignment", ASSIGNMENT, home=home)
-    # ann hands in the right answers (the source's cells, ids and all), bob the release as is
-    shutil.copyfile(SOURCE / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
-                    homes["ann"] / "work" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+        nbgrader(home / "work", "fetch_assignment", ASSIGNMENT, home=home)
+    # ann hands in the right answers, bob the release as is
+    answer_right(homes["ann"] / "work" / ASSIGNMENT)
     for home in homes.values():
-        _nbgrader(home / "work", "submit", ASSIGNMENT, home=home)
-    _nbgrader(course, "collect", ASSIGNMENT)
+        nbgrader(home / "work", "submit", ASSIGNMENT, home=home)
+    nbgrader(course, "collect", ASSIGNMENT)
     for student in homes:
         assert (course / "submitted" / student / ASSIGNMENT / "submission_secret.txt").is_file()
 
@@ -86,13 +53,7 @@ def test_exchange_round_trip(tmp_path):
     theirs = {p: p.read_bytes() for top in ("source", "submitted")
               for p in sorted((course / top).rglob("*")) if p.is_file()}
 
-    from autograder.grading.sandbox import bwrap_path
-
-    sandbox = () if bwrap_path() else ("--unsandboxed",)
-    proc = subprocess.run(
-        grade_cmd(course / "submitted", course, SOURCE, "--workers", "1", "--cell-timeout", "10",
-                  *sandbox), cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+    proc = course_grade(course)
     assert config.read_bytes() == before  # the instructor's file, untouched
     # ... and source/ and submitted/: nothing course-grade did not make is changed
     assert {p: p.read_bytes() for p in theirs if p.is_file()} == theirs
@@ -101,17 +62,13 @@ def test_exchange_round_trip(tmp_path):
     assert f"{config} is not course-grade's: left as it is" in proc.stderr
     assert "c.AssignLatePenalties.plugin_class = " in proc.stderr  # what to add instead
 
-    released = _nbgrader(course, "release_feedback", ASSIGNMENT)
+    released = nbgrader(course, "release_feedback", ASSIGNMENT)
     assert released.count("Releasing feedback for student") == 2, released
     pages = {}
     for student, home in homes.items():
-        _nbgrader(home / "work", "fetch_feedback", ASSIGNMENT, home=home)
-        found = sorted((home / "work" / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html"))
-        assert len(found) == 1, found
-        # the page's text as a browser shows it (the answers are highlighted: spans)
-        pages[student] = html.unescape(re.sub(r"<[^>]+>", "", found[0].read_text()))
-    right = "return sum(x * x for x in xs)"  # ann's answer, shown on her page only
-    assert "Score: 6.0 / 6.0" in pages["ann"] and right in pages["ann"]
-    assert "Score: 0.0 / 6.0" in pages["bob"] and right not in pages["bob"]
+        nbgrader(home / "work", "fetch_feedback", ASSIGNMENT, home=home)
+        pages[student] = fetched_page(home / "work" / ASSIGNMENT)
+    assert "Score: 6.0 / 6.0" in pages["ann"] and RIGHT_ANSWER in pages["ann"]
+    assert "Score: 0.0 / 6.0" in pages["bob"] and RIGHT_ANSWER not in pages["bob"]
     assert "NotImplementedError" in pages["bob"]
     assert not any("HIDDEN_TEST_MARKER" in page for page in pages.values())
