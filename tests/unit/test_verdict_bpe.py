@@ -39,7 +39,6 @@ def test_the_fast_trainer_shares_the_naive_one_s_catalogue_and_cases():
 def test_kernel_gets_no_reference_implementation(tmp_path):
     src = nbformat.read(SOURCE, as_version=4)
     spec = kernel_package.prepare(tmp_path, [src])
-    assert spec["mount_ref"] is False
     ref = Path(spec["ref_package"])
     files = sorted(str(p.relative_to(ref)) for p in ref.rglob("*.py"))
     assert files == ["__init__.py", "bpe/__init__.py", "corpus.py"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import pyast
 from ..cells import nbg as _nbg
 from ..env import KERNEL_CACHE, PROBE_DIR
-from ..exercises import CHECKS, PACKAGE, converted, converted_keys, get_check, keys_in, test_cells
+from ..exercises import CHECKS, PACKAGE, converted, converted_keys, get_check
 from ..sandbox.bwrap import package_dir
 from ..sandbox.runners import PROBE_KERNEL
 from . import reference
@@ -41,7 +41,7 @@ def prepare(root: Path, sources: list, cache: Path | str | None = None,
             assignment: str = "_") -> dict | None:
     """Probe folder and kernel package for one assignment's source notebooks, in folders of
     its own (``.grader/probe/<assignment>``, ``.grader/kernel/<assignment>``); returns the
-    kernel spec the runners read (``{"probe", "package", "mount_ref"}``, ``ref_package``,
+    kernel spec the runners read (``{"probe", "package", "real_package"}``, ``ref_package``,
     ``stubs``), None when nothing was converted. With ``cache`` (the class template's), both
     are built there once per class and the student's probe folder links ``in`` to them.
     """
@@ -110,27 +110,22 @@ def _build_kernel(kernel: Path, sources: list, keys: list[str]) -> dict:
     shutil.copytree(PACKAGE, pkg, ignore=ignore)
     for ch in sorted(converted()):
         (pkg / "checks" / f"{ch}.py").write_text(_stub(ch))
-    all_converted = all(
-        not keys_in(c.source) or _nbg(c).get("grade_id") in converted_keys(nb)
-        for nb in sources for c in test_cells(nb)
-    )
     uses_ref = any(
         re.search(r"^\s*(import|from)\s+transformer_ref", c.source, re.M)
         for nb in sources for c in nb.cells if c.cell_type == "code"
     )
-    spec = {"package": str(pkg), "real_package": str(PACKAGE), "mount_ref": not all_converted}
+    spec = {"package": str(pkg), "real_package": str(PACKAGE)}
     refs = reference.references(chapters)
-    if all_converted and uses_ref:
+    if uses_ref:
         # only the data helpers the notebook imports (see below), else transformer_ref
         # without the reference implementations of the chapter's exercises
         if not _kernel_ref(sources, kernel / "transformer_ref"):
             reference.stubbed_ref(refs, kernel / "transformer_ref")
         spec["ref_package"] = str(kernel / "transformer_ref")
-    if all_converted:  # packages that are an exercise's reference (chapter 07's tiktoken)
-        spec["stubs"] = {}
-        for name in reference.outside_packages(refs):
-            reference.stub_package(name, kernel / name)
-            spec["stubs"][name] = str(kernel / name)
+    spec["stubs"] = {}  # packages that are an exercise's reference (chapter 07's tiktoken)
+    for name in reference.outside_packages(refs):
+        reference.stub_package(name, kernel / name)
+        spec["stubs"][name] = str(kernel / name)
     return spec
 
 
@@ -356,8 +351,7 @@ def _add_probe_mounts(spec: dict, cwd: Path, uid: int, assignment: str = "_") ->
         return
     real = probe["real_package"]
     ref = package_dir("transformer_ref")
-    spec["ro"] = [p for p in spec["ro"]
-                  if p != real and (probe["mount_ref"] or p != ref)]
+    spec["ro"] = [p for p in spec["ro"] if p not in (real, ref)]
     inputs = probe["probe"] + "/in"  # a link to the class's cached inputs: bind its target
     spec["ro_as"] = [[probe["package"], real], [os.path.realpath(inputs), inputs]]
     if probe.get("ref_package"):  # without the chapter's references (reference.py)
