@@ -15,7 +15,8 @@ from autograder.grading.parent.roster import (
 )
 
 PARTICIPANTS = "First name,Last name,Email address,Roles\nAda,Lovelace,ada@uni.edu,Student\n" \
-    "Alan,Turing,,Student\nGrace,Hopper,grace@uni.edu,Student\n"
+    "Alan,Turing,,Student\nGrace,Hopper,grace@uni.edu,Student\n" \
+    "Bo,Li,bo@uni.edu,Student\nBo,Li,bo.li@uni.edu,Student\n"  # two of one name
 SHEET = "Identifier,Full name,Email address,Grade,Last modified (grade)\n" \
     "Participant 5,Ada Lovelace,ada@uni.edu,,-\nParticipant 6,Alan Turing,alan@uni.edu,,-\n"
 
@@ -26,17 +27,20 @@ def _sub(name: str, pid: str, lms: str = "moodle") -> S:
 
 def test_the_participants_export_maps_by_full_name_and_says_what_it_cannot():
     subs = [_sub("Ada Lovelace", "5"), _sub("Alan Turing", "6"), _sub("Zoë X", "7"),
-            _sub("Ada Lovelace", "8")]  # a second Ada: her id would be the first's
+            _sub("Ada Lovelace", "8"),  # a second Ada: her id would be the first's
+            _sub("Bo Li", "9")]  # the roster has two: neither is matched
     said = apply_roster(parse_roster(PARTICIPANTS), subs)
     assert [s.student for s in subs] == ["ada_uni.edu", "Alan_Turing_6", "Zoë_X_7",
-                                         "Ada_Lovelace_8"]
+                                         "Ada_Lovelace_8", "Bo_Li_9"]
     assert said == [
-        "--roster: Moodle participant 6 (Alan Turing) has no email in the roster: graded as "
+        "--roster: Moodle participant 6 (Alan Turing) has no one email in the roster: graded as "
         "Alan_Turing_6, a student of this assignment only",
-        "--roster: Moodle participant 7 (Zoë X) has no email in the roster: graded as "
+        "--roster: Moodle participant 7 (Zoë X) has no one email in the roster: graded as "
         "Zoë_X_7, a student of this assignment only",
         "--roster: Moodle participant 8 (Ada Lovelace): ada_uni.edu is another student of "
         "this folder; graded as Ada_Lovelace_8",
+        "--roster: Moodle participant 9 (Bo Li) has no one email in the roster: graded as "
+        "Bo_Li_9, a student of this assignment only",
         "--roster: 1 student of the roster has no submission in this folder: Grace Hopper "
         "(Grace Hopper)"]
 

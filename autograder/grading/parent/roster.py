@@ -70,7 +70,8 @@ def parse_roster(text: str, source: str = "--roster") -> dict[str, Person]:
             full = (row.get("Full name") or
                     f"{row.get('First name') or ''} {row.get('Last name') or ''}").strip()
             key = (row.get("Identifier") or "").strip() or full
-            found[key] = Person(full, email=(row.get("Email address") or "").strip())
+            email = (row.get("Email address") or "").strip() if key not in found else ""
+            found[key] = Person(full, email=email)  # two of one name: neither matched
         return found
     if "Student" not in header or "ID" not in header:
         raise ValueError(f"{source}: not a Canvas gradebook export (its header line must "
@@ -193,13 +194,11 @@ def _moodle(roster: dict[str, Person], absent: dict, sub, taken: set[str]) -> li
     """Give a Moodle student the roster's name and, as its id, its email's (the same in every
     assignment); a message where the roster lacks it (matched by participant id, else by full
     name: a participants export has no participant ids) or the id is another's."""
-    key = PARTICIPANT + sub.lms_id
-    if key not in roster:
-        key = sub.name if sum(k == sub.name for k in roster) == 1 else ""
+    key = PARTICIPANT + sub.lms_id if PARTICIPANT + sub.lms_id in roster else sub.name
     person = roster.get(key)
     absent.pop(key, None)
     if person is None or not person.email:
-        return [f"--roster: Moodle participant {sub.lms_id} ({sub.name}) has no email in the "
+        return [f"--roster: Moodle participant {sub.lms_id} ({sub.name}) has no one email in the "
                 f"roster: graded as {sub.student}, a student of this assignment only"]
     sid = student_id(person.email)
     if sid in taken:
@@ -238,10 +237,11 @@ def keep_worksheet(path: Path, out: Path, picked: list[str], subs) -> list[str]:
         rows = list(csv.DictReader(io.StringIO(data.decode("utf-8").removeprefix("\ufeff"))))
     except (OSError, UnicodeDecodeError):
         return []
-    ours = {PARTICIPANT + s.lms_id for s in subs if s.lms == "moodle"}
-    if not rows or "Identifier" not in rows[0] or not ours & {r["Identifier"] for r in rows}:
-        return [] if not rows or "Identifier" not in rows[0] else [
-            f"--roster {path.name}: no participant of this download is in it: it is another "
+    if not rows or "Identifier" not in rows[0]:  # not a worksheet
+        return []
+    if not {PARTICIPANT + s.lms_id for s in subs if s.lms == "moodle"} & {
+            r["Identifier"] for r in rows}:
+        return [f"--roster {path.name}: no participant of this download is in it: it is another "
             "assignment's grading worksheet (matched by full name here), so this assignment's "
             "Moodle file is not made from it: give this assignment's worksheet"]
     if len(picked) != 1:
