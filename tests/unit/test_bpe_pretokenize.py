@@ -1,9 +1,7 @@
 """The GPT-2 pre-tokenizer and its ASCII twin (used for speed) split text identically."""
 
 import itertools
-from collections import Counter
 
-import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,14 +10,19 @@ from transformer_ref.bpe.common import (
     _GPT2_ASCII_RE,
     GPT2_ASCII_PATTERN,
     count_pretokens,
-    gpt2_ascii_starts,
     gpt2_regex,
-    gpt2_starts,
-    special_token_regex,
-    split_special,
 )
 
-REFERENCE = regex.compile(GPT2_PATTERN)
+from helpers.pretokenize import (
+    REFERENCE,
+    array_split,
+    counted_array_splits,
+    regex_counts,
+    spans_split,
+)
+
+# The same splits on the whole corpus (~7 s of CPU) are checked in the slow tier:
+# tests/slow/test_bpe_pretokenize_corpus.py
 ASCII = "".join(map(chr, range(128)))
 # one character of each kind the pattern tells apart, plus the contraction letters
 REPRESENTATIVE = "aZ0 \t\n\r\x0b'sl!_\x1c\x7f"
@@ -60,18 +63,6 @@ def test_mixed_text_is_cut_only_where_the_pieces_do_not_change(text):
     assert pretokenize(text) == REFERENCE.findall(text)
 
 
-def test_mixed_text_cuts_on_the_corpus():
-    from transformer_ref.corpus import load_shakespeare
-
-    train = load_shakespeare("train")
-    assert not train.isascii()  # (a few em dashes): the mixed path is the one timed
-    assert pretokenize(train) == REFERENCE.findall(train)
-
-
-# Long ASCII text is split on arrays (gpt2_ascii_starts), not by the regex: the same pieces.
-def array_split(text: str) -> list[str]:
-    starts = gpt2_ascii_starts(text.encode("ascii")).tolist()
-    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
 
 
 # each class, each whitespace character, and every letter a contraction can follow with
@@ -102,21 +93,6 @@ def test_array_split_on_contractions_and_whitespace_runs(parts):
     assert array_split(text) == REFERENCE.findall(text)
 
 
-def test_array_split_on_the_corpus():
-    from transformer_ref.corpus import load_shakespeare
-
-    ascii_train = load_shakespeare("train").encode("ascii", "ignore").decode()
-    for text in (load_shakespeare("val"), ascii_train):
-        assert text.isascii() and len(text) > 400_000
-        assert array_split(text) == _GPT2_ASCII_RE.findall(text)
-
-
-def spans_split(text: str) -> list[str]:
-    data, starts = gpt2_starts(text)
-    cuts = starts.tolist() + [len(data)]
-    return [data[a:b].decode() for a, b in zip(cuts, cuts[1:])]
-
-
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=MIXED, max_size=80), st.sampled_from([1, 8, common.ARRAY_MIN]))
 def test_spans_of_mixed_text_are_its_pieces(text, array_min):
@@ -129,27 +105,10 @@ def test_spans_of_mixed_text_are_its_pieces(text, array_min):
         common.ARRAY_MIN = default
 
 
-def test_spans_on_the_corpus(monkeypatch):
-    # the ASCII stretches of at least ARRAY_MIN characters, and only those, are split on arrays
-    from transformer_ref.corpus import load_shakespeare
-
-    sizes = []
-
-    def counted(data):
-        sizes.append(len(data))
-        return gpt2_ascii_starts(data)
-
-    monkeypatch.setattr(common, "gpt2_ascii_starts", counted)
-    train = load_shakespeare("train")
-    assert spans_split(train) == pretokenize(train)
-    assert min(sizes) >= common.ARRAY_MIN and sum(sizes) > 0.99 * len(train)
-    sizes.clear()
+def test_spans_of_empty_and_non_ascii_text_split_nothing_on_arrays(monkeypatch):
+    # (the tail of the slow tier's test_spans_on_the_corpus)
+    sizes = counted_array_splits(monkeypatch)
     assert spans_split("") == [] and spans_split("—") == ["—"] and sizes == [0]
-
-
-def regex_counts(text: str, special_tokens: list[str]) -> Counter:
-    segments = split_special(text, special_token_regex(special_tokens))
-    return Counter(p.encode() for segment in segments for p in pretokenize(segment))
 
 
 @settings(max_examples=300, deadline=None)
@@ -162,16 +121,3 @@ def test_pretoken_counts_on_arrays_are_the_regex_counts(text, array_min):
         assert count_pretokens(text, ["<|e|>"]) == regex_counts(text, ["<|e|>"])
     finally:
         common.ARRAY_MIN, common.COUNT_ARRAY_MIN = defaults
-
-
-def test_pretoken_counts_on_the_corpus(monkeypatch):
-    # on arrays for the (mostly ASCII) corpus, by the regex for mostly non-ASCII text
-    from transformer_ref.corpus import load_shakespeare
-
-    split = []
-    monkeypatch.setattr(common, "gpt2_starts", lambda text: split.append(text) or gpt2_starts(text))
-    train = load_shakespeare("train")
-    assert count_pretokens(train) == regex_counts(train, []) and split == [train]
-    assert len(count_pretokens(train)) > 30_000
-    russian = "Привет, как дела? Всё хорошо.\n" * 200
-    assert count_pretokens(russian) == regex_counts(russian, []) and len(split) == 2
