@@ -102,7 +102,10 @@ def test_moodle_downloads_one_assignment_at_a_time_with_worksheets(tmp_path):
     def filled(a: str, who: int, grade: str, right: bool) -> list[str]:
         row = list(_sheet(a)[1 + who])
         student = PEOPLE[who][1].replace("@", "_")
-        row[4], row[8], row[9] = grade, when[(student, a)], comments(right)
+        points = sum(g.max_points for g in nb.grade_cells)  # the worksheet's maximum is 100
+        scaled = f"{float(grade) * 100 / points:.2f}"
+        row[4], row[8] = scaled, when[(student, a)]
+        row[9] = f"{comments(right)} (total {grade}/{points:g} points, {scaled} of Moodle's 100)"
         return row
 
     for a, expected in (

@@ -93,3 +93,21 @@ def test_the_worksheet_written_back_changes_only_the_graded_rows(tmp_path):
     assert text.splitlines()[1:] == [SHEET.splitlines()[1], "Participant 6,Alan Turing,"
                                      "alan@uni.edu,1,-"]
     assert worksheet(tmp_path, "a1", [], results, ["a1"], {}) == SHEET  # none of order's
+
+
+def test_a_grade_is_scaled_to_the_worksheets_maximum(tmp_path):
+    worksheet_path(tmp_path, "a1").parent.mkdir()
+    worksheet_path(tmp_path, "a1").write_text(
+        "Identifier,Full name,Email address,Grade,Maximum Grade,Feedback comments\n"
+        "Participant 5,Ada Lovelace,ada@uni.edu,,100.00,\n"
+        "Participant 6,Alan Turing,alan@uni.edu,,3,\n")
+    rows = [{"notebook": "a1", "exercise": "e1", "points": "1", "max_points": "2",
+             "kind": "graded"}, {"notebook": "a1", "exercise": "e2", "points": "1",
+                                 "max_points": "1", "kind": "graded"}]
+    results = {"ada_uni.edu": {"rows": rows, "lms": "moodle"},
+               "alan_uni.edu": {"rows": rows, "lms": "moodle"}}
+    text = worksheet(tmp_path, "a1", sorted(results), results, ["a1"], {})
+    assert text.splitlines()[1:] == [  # 2 of 3 points is 66.67 of 100; a maximum of 3: as is
+        "Participant 5,Ada Lovelace,ada@uni.edu,66.67,100.00,"
+        '"e1 1/2; e2 1/1 (total 2/3 points, 66.67 of Moodle\'s 100)"',
+        "Participant 6,Alan Turing,alan@uni.edu,2,3,e1 1/2; e2 1/1"]

@@ -234,7 +234,9 @@ def worksheet(out: Path, assignment: str, order: list[str], results: dict[str, d
               nbs: list[str], when: dict) -> str | None:
     """The text of the grading worksheet OUT_DIR keeps for ``assignment``, its rows of the
     students graded filled in; None without one. A row is a student's whose id is its email's
-    (``--roster``: ``roster.py``), else whose Moodle participant id is the row's."""
+    (``--roster``: ``roster.py``), else whose Moodle participant id is the row's. Where the
+    row's ``Maximum Grade`` is not the assignment's points, ``Grade`` is the total scaled to it
+    (two decimals) and ``Feedback comments`` say both."""
     from .roster import PARTICIPANT as P
     from .roster import worksheet_path
     from .submissions import student_id
@@ -265,6 +267,15 @@ def worksheet(out: Path, assignment: str, order: list[str], results: dict[str, d
                 "Feedback comments": "; ".join(
                     f"{r.get('exercise')} {r.get('points') or '-'}/{r.get('max_points')}"
                     for r in rows)}
+        try:  # Moodle reads Grade out of its own Maximum Grade: points scaled to it
+            of_max, points = float(row["Maximum Grade"]), float(maximum(rows))
+            scaled = float(done["Grade"]) * of_max / points
+        except (KeyError, ValueError, ZeroDivisionError):
+            scaled = None
+        if scaled is not None and of_max != points:
+            done["Feedback comments"] += (f" (total {done['Grade']}/{points:g} points, "
+                                          f"{scaled:.2f} of Moodle's {of_max:g})")
+            done["Grade"] = f"{scaled:.2f}"
         line[:] = [cell(done[h]) if done.get(h) is not None else v
                    for h, v in zip(head, line)]
     buf = io.StringIO()
