@@ -32,7 +32,7 @@ What the kernel sees and may do:
 
 The parts:
 
-- ``policy.py``: the source policy and the two nbgrader hooks that apply it (sandboxed or not);
+- ``policy.py``: the source policy (what the parent flags) and nbgrader's two hooks;
 - ``bwrap.py``: whether bubblewrap works here, what the kernel may read, the ``bwrap`` argv;
 - ``runners.py``: the student's course folder made ready for the grading process, with the
   hooks' config (called by ``BwrapRunner`` and ``UnsandboxedRunner`` of ``parent/runner.py``);
@@ -44,9 +44,8 @@ The parts:
   own) before it drops to the sandbox user: the one way a kernel starts where the grader is
   root; elsewhere each kernel starts in a ``bwrap`` of its own.
 
-Not defended: code that gets past the policy (it is a deny-list over the source, e.g. a
-library function that hands out a frame or a module the policy does not know) can still
-patch the kernel it runs in; only running the checks in another process would stop that. A
+Not defended: a student's code can patch the kernel it runs in (the source policy only flags
+what it recognises); the checks judge outside it, from sealed records (``autograde/``). A
 fork bomb is stopped by the process limit and leaves nothing behind, but the forked copies
 of the kernel share its sockets: the bomber's other rows may or may not be graded.
 """
