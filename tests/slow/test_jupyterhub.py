@@ -7,12 +7,15 @@ own under the hub's folder), the Python port of ``configurable-http-proxy`` (no 
 course's student view of JupyterLab. The course and the exchange are
 tests/helpers/exchange.py's (those of tests/slow/test_exchange.py).
 
-The instructor releases the small fixture assignment. In Chromium, ann logs in to the hub, opens
-Nbgrader > Assignment List in her JupyterLab, fetches the assignment, (answers it through the
-file system) and submits it. The instructor runs ``nbgrader collect``, ``course-grade`` on
-``submitted/`` and ``nbgrader release_feedback``. ann refreshes the Assignment List, fetches her
-feedback with its button, and her feedback page, opened from her server, is hers: her score and
-her answer.
+The instructor releases the small fixture assignment (nbgrader's generate and release, through
+its Python API as formgrader's buttons call it: one import of nbgrader for every step), while
+the hub starts. In Chromium, ann and bob log in to the hub, each in a window of their own; each
+opens Nbgrader > Assignment List in their JupyterLab (the student view: no Formgrader), fetches
+the assignment with its button and submits it (ann having answered it through the file system,
+bob as released). The instructor collects, runs ``course-grade`` on ``submitted/`` and releases
+the feedback. Each student refreshes the Assignment List, fetches their feedback with its
+button, and opens their page from their own server: ann's says 6 of 6 with her answer, bob's 0
+of 6 without it; bob's window asking ann's server for her page gets the hub's 403.
 
 Skipped, with the reason, only where no Chromium executable can be found.
 """
@@ -48,6 +51,7 @@ from helpers.exchange import (
 # The hub's jupyterhub_config.py (docs/guides/instructor.md shows it from here). It is read in
 # the hub's folder, which holds the hub's database, its cookie secret and the students' homes.
 HUB_CONFIG = '''\
+# jupyterhub_config.py for a class
 import os
 import sys
 from pathlib import Path
@@ -94,7 +98,7 @@ class Hub:
         if os.geteuid() == 0:  # CI containers run as root; jupyter_server asks to be told
             config += 'c.Spawner.args = ["--allow-root"]\n'
         (self.folder / "jupyterhub_config.py").write_text(config)
-        cmd = [sys.executable, "-m", "jupyterhub", "-f", "jupyterhub_config.py",
+        cmd = [str(Path(sys.executable).parent / "jupyterhub"), "-f", "jupyterhub_config.py",
                f"--JupyterHub.bind_url={self.base}", f"--JupyterHub.hub_port={free_port()}",
                f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{free_port()}"]
         self._log = open(self.log_path, "w")  # noqa: SIM115 -- closed in __exit__
@@ -130,7 +134,36 @@ class Hub:
         self._log.close()
 
 
-def test_student_fetches_and_submits_through_the_hub(tmp_path, monkeypatch):
+def _student_page(browser, hub: Hub, name: str, password: str):
+    """A browser window of ``name``'s own (cookies and all), logging in to the hub; the hub
+    starts their JupyterLab."""
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.set_default_timeout(120_000)
+    page.goto(f"{hub.base}/hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    return page
+
+
+def _assignment_list(page, hub: Hub, name: str) -> None:
+    """In the student's JupyterLab, Nbgrader > Assignment List (the student view: no
+    Formgrader); fetches the assignment with its button."""
+    page.wait_for_url(f"{hub.base}/user/{name}/lab**")
+    page.locator(".lm-MenuBar-item", has_text="Nbgrader").click()
+    items = page.locator(".lm-Menu-itemLabel").all_text_contents()
+    assert "Assignment List" in items and "Formgrader" not in items, items
+    page.locator(".lm-Menu-itemLabel", has_text="Assignment List").click()
+    released = page.locator("#released_assignments_list .list_item", has_text=ASSIGNMENT)
+    assert COURSE_ID in released.inner_text()
+    released.get_by_role("button", name="Fetch").click()
+
+
+def _item(page, section: str):
+    return page.locator(f"#{section}_assignments_list .list_item", has_text=ASSIGNMENT)
+
+
+def test_students_fetch_and_submit_through_the_hub(tmp_path, monkeypatch):
     chromium = find_chromium()
     if chromium is None:
         pytest.skip("no Chromium to drive: see tests/helpers/browser.py's CHROMIUM_CANDIDATES")
@@ -139,8 +172,9 @@ def test_student_fetches_and_submits_through_the_hub(tmp_path, monkeypatch):
     times = {"start": time.monotonic()}
     monkeypatch.setenv("PATH", env()["PATH"])  # nbgrader's gradebook runs this venv's alembic
     course, _, exchange = course_folder(tmp_path)
-    hub_folder = tmp_path / "hub"
-    home = student_home(hub_folder / "home" / "ann", "ann", exchange)
+    hub_folder, students = tmp_path / "hub", ("ann", "bob")
+    homes = {name: student_home(hub_folder / "home" / name, name, exchange)
+             for name in students}
     password = secrets.token_hex(8)
     with Hub(hub_folder, password) as hub, sync_playwright() as pw:
         # the instructor releases (formgrader's Generate and Release) while the hub starts
@@ -152,56 +186,55 @@ def test_student_fetches_and_submits_through_the_hub(tmp_path, monkeypatch):
         times["hub up"] = time.monotonic()
         browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(f"{hub.base}/hub/login")
-            page.fill("#username_input", "ann")
-            page.fill("#password_input", password)
-            page.click("#login_submit")
-            page.wait_for_url(f"{hub.base}/user/ann/lab**")
-            menu = page.locator(".lm-MenuBar-item", has_text="Nbgrader")
-            menu.click()
-            items = page.locator(".lm-Menu-itemLabel").all_text_contents()
-            assert "Assignment List" in items and "Formgrader" not in items, items
-            page.locator(".lm-Menu-itemLabel", has_text="Assignment List").click()
-            times["lab"] = time.monotonic()
-
-            released = page.locator("#released_assignments_list .list_item",
-                                    has_text=ASSIGNMENT)
-            assert COURSE_ID in released.inner_text()
-            released.get_by_role("button", name="Fetch").click()
-            fetched = page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT)
-            submit = fetched.get_by_role("button", name="Submit")
-            submit.wait_for()
-            answer_right(home / ASSIGNMENT)  # ann answers (her files, on her server)
-            submit.click()
-            submitted = page.locator("#submitted_assignments_list .list_item",
-                                     has_text=ASSIGNMENT)
-            submitted.wait_for()
+            # both log in at once; the hub starts their servers side by side
+            pages = {name: _student_page(browser, hub, name, password) for name in students}
+            for name, page in pages.items():
+                _assignment_list(page, hub, name)
+            for page in pages.values():
+                _item(page, "fetched").get_by_role("button", name="Submit").wait_for()
+            times["fetched"] = time.monotonic()
+            # ann answers (her files, on her server); bob hands in the release as fetched
+            answer_right(homes["ann"] / ASSIGNMENT)
+            for page in pages.values():
+                _item(page, "fetched").get_by_role("button", name="Submit").click()
+            for page in pages.values():
+                _item(page, "submitted").wait_for()
             times["submitted"] = time.monotonic()
 
             done(instructor.collect(ASSIGNMENT))
-            assert os.listdir(course / "submitted") == ["ann"]
+            assert sorted(os.listdir(course / "submitted")) == list(students)
             course_grade(course)
             released_fb = done(instructor.release_feedback(ASSIGNMENT))
-            assert released_fb.count("Releasing feedback for student") == 1, released_fb
+            assert released_fb.count("Releasing feedback for student") == 2, released_fb
             times["graded"] = time.monotonic()
 
-            page.locator("#refresh_assignments_list").click()
-            submitted.get_by_text("(feedback available to fetch)").wait_for()
-            submitted.get_by_role("button", name="Fetch Feedback").click()
-            submitted.get_by_text("(view feedback)").wait_for()
-            text = fetched_page(home / ASSIGNMENT)  # exactly one page, in her home
-            feedback = sorted((home / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html"))[0]
-            rel = feedback.relative_to(home).as_posix()
-            page.goto(f"{hub.base}/user/ann/files/{rel}")
-            shown = page.locator("body").inner_text()
+            texts, shown, urls = {}, {}, {}
+            for name, page in pages.items():
+                submitted = _item(page, "submitted")
+                page.locator("#refresh_assignments_list").click()
+                submitted.get_by_text("(feedback available to fetch)").wait_for()
+                submitted.get_by_role("button", name="Fetch Feedback").click()
+                submitted.get_by_text("(view feedback)").wait_for()
+                # exactly one page, in the student's own home ...
+                texts[name] = fetched_page(homes[name] / ASSIGNMENT)
+                # ... and served by the student's own server
+                found = (homes[name] / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html")
+                urls[name] = f"{hub.base}/user/{name}/files/{next(found).relative_to(homes[name])}"
+                page.goto(urls[name])
+                shown[name] = page.locator("body").inner_text()
+            # bob's window asks ann's server for her page: the hub does not let him in
+            denied = pages["bob"].goto(urls["ann"]).status
+            intruder = pages["bob"].locator("body").inner_text()
             times["feedback"] = time.monotonic()
         finally:
             browser.close()
-    for page_text in (text, shown):
+    for page_text in (texts["ann"], shown["ann"]):
         assert "Score: 6.0 / 6.0" in page_text and RIGHT_ANSWER in page_text, page_text[:2000]
-        assert "HIDDEN_TEST_MARKER" not in page_text
+    for page_text in (texts["bob"], shown["bob"]):
+        assert "Score: 0.0 / 6.0" in page_text and RIGHT_ANSWER not in page_text
+        assert "NotImplementedError" in page_text, page_text[:2000]
+    assert not any("HIDDEN_TEST_MARKER" in t for t in [*texts.values(), *shown.values()])
+    assert denied == 403 and "Score:" not in intruder, (denied, intruder[:2000])
     stages = list(times)
     print("stages (s): " + ", ".join(
         f"{b} {times[b] - times[a]:.1f}" for a, b in zip(stages, stages[1:]))
