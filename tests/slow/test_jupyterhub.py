@@ -123,7 +123,9 @@ class Hub:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-6000:]
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type=None, *exc) -> None:
+        if exc_type is not None:  # pytest shows it with the failure
+            print(f"JupyterHub's log ({self.log_path}):\n{self.log()}")
         if self.proc.poll() is None:
             self.proc.terminate()  # the hub stops the students' servers and the proxy
             try:
