@@ -27,9 +27,11 @@ class FakeClock:
         return self.t
 
 
-def slow_trainer(tmp_path, step_s, eval_s, first_step_extra=0.0, **cfg_kw):
+def slow_trainer(tmp_path, step_s, eval_s, first_step_extra=0.0, eval_batch=0.0, **cfg_kw):
     """A tiny trainer on a fake clock: each step costs ``step_s``, each evaluation ``eval_s``
-    (the first step ``first_step_extra`` more, as compilation would)."""
+    (the first step ``first_step_extra`` more, as compilation would). ``step_s`` may be a
+    function of the clock's time; ``eval_batch``: an evaluation's cost per batch of each split,
+    in steps at that time (added to ``eval_s``)."""
     text = "To be, or not to be, that is the question.\n" * 40
     cfg = tiny_cfg(tmp_path, checkpoint=False, **cfg_kw)
     data = prepare_data("char", tmp_path / "data", train_text=text, val_text=text[:400])
@@ -42,11 +44,13 @@ def slow_trainer(tmp_path, step_s, eval_s, first_step_extra=0.0, **cfg_kw):
     def step():
         lrs.append(get_lr(trainer.step, trainer.cfg))  # the lr this step uses
         real_step()
-        clock.t += step_s + (first_step_extra if trainer.step == 1 else 0.0)
+        cost = step_s(clock.t) if callable(step_s) else step_s
+        clock.t += cost + (first_step_extra if trainer.step == 1 else 0.0)
 
     def evaluate():
         out = real_eval()
-        clock.t += eval_s
+        per_step = step_s(clock.t) if callable(step_s) else step_s
+        clock.t += eval_s + eval_batch * per_step * trainer.cfg.eval_iters
         return out
 
     trainer.train_step, trainer.evaluate = step, evaluate
@@ -86,7 +90,7 @@ def test_fit_to_time_completes_warm_up_and_decay_on_a_slow_machine(tmp_path, cap
     assert get_lr(cfg.max_iters, cfg) == pytest.approx(cfg.min_lr)
     assert summary["eval"]["step"] == cfg.max_iters
     out = capsys.readouterr().out  # a line before the timing (issue 49: silent for minutes)
-    assert out.index("timing 5 steps and one evaluation") < out.index(
+    assert out.index("timing up to 5 steps and one evaluation") < out.index(
         "measured 8.000 s per step, 2.0 s per evaluation")
 
 
@@ -211,3 +215,79 @@ def test_fit_to_time_counts_extra_seconds_per_evaluation(tmp_path):
     n_evals = math.ceil(trainer.cfg.max_iters / trainer.cfg.eval_interval)
     trainer.train(max_seconds=480.0 - (clock() - t0) - 20.0 * n_evals)
     assert trainer.step == trainer.cfg.max_iters
+
+
+# Issue 49: chapter 08's reference-trainer cell (fit_to_time, then train) on a loaded CPU prints
+# a line at most 10 s apart. The lines' times are read from the fake clock as they are printed.
+CPU = dict(max_iters=3000, warmup_iters=100, eval_interval=500, eval_iters=20, log_interval=10,
+           progress_seconds=7.0)
+
+
+def timed_lines(monkeypatch, clock) -> list:
+    """(clock time, line) of every line the trainer prints from now on."""
+    import transformer_ref.train.trainer as trainer_module
+
+    lines = []
+    monkeypatch.setattr(trainer_module, "print",
+                        lambda *a, **k: lines.append((clock(), " ".join(map(str, a)))),
+                        raising=False)
+    return lines
+
+
+def gaps(lines, t0) -> list:
+    times = [t for t, _ in lines]
+    return [b - a for a, b in zip([t0, *times], times)]
+
+
+def run_ref_cell(trainer, clock, seconds, cap=True) -> dict:
+    t0 = clock()
+    trainer.fit_to_time(seconds, probe_steps=10)
+    return trainer.train(max_seconds=seconds - (clock() - t0) if cap else None)
+
+
+@pytest.mark.parametrize("batch", [0.5, 2.0])  # an evaluation batch: half a step, two steps
+def test_reference_cell_lines_at_most_10_s_apart_when_steps_slow_down_3x(tmp_path, monkeypatch,
+                                                                        batch):
+    """1 s a step for the first 60 s, then 3 s (after the plan): every gap <= 10 s, the steps,
+    the timing's evaluation and the run's evaluations (20 batches: 10-120 s whole) included."""
+    trainer, clock, lrs = slow_trainer(tmp_path, step_s=lambda t: 1.0 if t < 1060.0 else 3.0,
+                                       eval_s=0.0, eval_batch=batch, **CPU)
+    lines = timed_lines(monkeypatch, clock)
+    t0 = clock()
+    run_ref_cell(trainer, clock, 240.0, cap=False)  # to the end of its schedule, however slow
+    assert max(gaps(lines, t0)) <= 10.0, [(round(t - t0, 1), x[:50]) for t, x in lines]
+    assert trainer.step == trainer.cfg.max_iters
+    evals = [x for _, x in lines if x.startswith("  evaluating at step")]
+    assert len(evals) == len(trainer.history["eval"]) >= 2
+    assert max(lrs) >= 0.98 * trainer.cfg.learning_rate
+    assert lrs[-1] < trainer.cfg.min_lr + 0.02 * (trainer.cfg.learning_rate - trainer.cfg.min_lr)
+    assert sum("since the last line" in x for _, x in lines) == 0  # none came late
+
+
+def test_reference_cell_a_slow_evaluation_gets_the_batches_that_fit(tmp_path, monkeypatch):
+    """An evaluation batch of 3 steps (a full evaluation 60 s): the timing's evaluation and the
+    run's get fewer batches, every gap <= 10 s, and warm-up and decay complete in the budget."""
+    trainer, clock, lrs = slow_trainer(tmp_path, step_s=1.0, eval_s=0.0, eval_batch=3.0, **CPU)
+    lines = timed_lines(monkeypatch, clock)
+    t0 = clock()
+    plan = trainer.fit_to_time(300.0, probe_steps=10)
+    summary = trainer.train(max_seconds=300.0 - (clock() - t0))
+    assert max(gaps(lines, t0)) <= 10.0, [(round(t - t0, 1), x[:50]) for t, x in lines]
+    assert clock() - t0 <= 300.0
+    cfg = trainer.cfg
+    assert trainer.step == cfg.max_iters and summary["eval"]["step"] == cfg.max_iters
+    assert max(lrs) >= 0.98 * cfg.learning_rate
+    assert lrs[-1] < cfg.min_lr + 0.02 * (cfg.learning_rate - cfg.min_lr)
+    assert all("(2 batches of each split)" in x for _, x in lines if "evaluating at" in x)
+    assert cfg.eval_iters == plan["eval_iters"] > 2  # the plan's count is kept for later calls
+
+
+def test_reference_cell_a_step_over_10_s_is_named(tmp_path, monkeypatch):
+    """One step of 14 s cannot be cut: the line after it says how long it was and why."""
+    trainer, clock, _ = slow_trainer(tmp_path, step_s=lambda t: 14.0 if 1100 <= t < 1101 else 1.0,
+                                     eval_s=0.5, **CPU)
+    lines = timed_lines(monkeypatch, clock)
+    t0 = clock()
+    run_ref_cell(trainer, clock, 240.0, cap=False)
+    late = [(g, x) for g, (_, x) in zip(gaps(lines, t0), lines) if g > 10.0]
+    assert len(late) == 1 and "one step took 14.0 s" in late[0][1], late

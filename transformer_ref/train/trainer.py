@@ -359,6 +359,7 @@ class Trainer:
         self.flops_per_token = fpt() if callable(fpt) else None  # training FLOPs per token
         self._pending: list[torch.Tensor] = []  # per-step losses not yet fetched from device
         self.clock = time.perf_counter  # wall time; tests put a fake clock here
+        self._eval_batch_per_step: float | None = None  # measured by fit_to_time on a CPU
 
     # ------------------------------------------------------------------ losses
     def _loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -483,7 +484,9 @@ class Trainer:
 
         Runs ``probe_steps + 1`` training steps (the first one, which compiles and allocates,
         is not timed; all of them count as steps of the run) and one evaluation (timed, not
-        recorded in the history), then sets ``max_iters``,
+        recorded in the history); on a CPU (no DDP, no compile) a line comes at most ~10 s
+        apart: fewer steps once the next would not fit, and an evaluation of the batches that
+        fit ~7 s, scaled to ``eval_iters`` (:meth:`_time_paced`). Then it sets ``max_iters``,
         ``warmup_iters``, ``lr_decay_iters``, ``eval_interval`` and ``eval_iters`` on
         ``self.cfg`` from
         :func:`plan_schedule`, so the whole schedule, warm-up and cosine decay included, fits
@@ -500,19 +503,23 @@ class Trainer:
                         lr_decay_iters=cfg.lr_decay_iters, eval_interval=cfg.eval_interval,
                         eval_iters=cfg.eval_iters, cut=False, step_seconds=None,
                         eval_seconds=None, seconds=seconds, planned_seconds=None)
-        if verbose and self.master:  # the timing takes a while on a slow machine: say so first
-            print(f"timing {n} steps and one evaluation on this machine ...", flush=True)
+        say = ((lambda line: print(line, flush=True)) if verbose and self.master
+               else (lambda line: None))
         self.raw_model.train()
-        self.train_step()
-        self._flush_losses()  # waits for the device
-        t1 = self.clock()
-        for _ in range(n - 1):
+        if self.model is self.raw_model and self.device.type != "cuda":
+            step_s, eval_s, say = self._time_paced(n, say)
+        else:  # compiled, DDP (every rank the same steps) or CUDA: the fixed count
+            say(f"timing {n} steps and one evaluation on this machine ...")
             self.train_step()
-        self._flush_losses()
-        t2 = self.clock()
-        self.evaluate()  # what one evaluation costs (also compiles the eval graph)
+            self._flush_losses()  # waits for the device
+            t1 = self.clock()
+            for _ in range(n - 1):
+                self.train_step()
+            self._flush_losses()
+            t2 = self.clock()
+            self.evaluate()  # what one evaluation costs (also compiles the eval graph)
+            step_s, eval_s = (t2 - t1) / (n - 1), self.clock() - t2
         t3 = self.clock()
-        step_s, eval_s = (t2 - t1) / (n - 1), t3 - t2
         left = (seconds - (t3 - t0)) * (1.0 - reserve)
         extra = max(0.0, extra_seconds_per_eval)
         plan = plan_schedule(cfg, step_s, max(left, step_s), eval_seconds=eval_s + extra,
@@ -525,10 +532,48 @@ class Trainer:
                     f"evaluation every {plan['eval_interval']} on {plan['eval_iters']} "
                     f"batch{'es' * (plan['eval_iters'] != 1)}) "
                     "so warm-up and decay both fit")
-            print(f"measured {step_s:.3f} s per step, {eval_s:.1f} s per evaluation "
-                  f"({t3 - t0:.0f} s of the {seconds:.0f} s budget): {what}; the rest should "
-                  f"take about {plan['planned_seconds']:.0f} s", flush=True)
+            line = (f"measured {step_s:.3f} s per step, {eval_s:.1f} s per evaluation "
+                    f"({t3 - t0:.0f} s of the {seconds:.0f} s budget): {what}; the rest should "
+                    f"take about {plan['planned_seconds']:.0f} s")
+            say(line)
         return plan
+
+    def _time_paced(self, n: int, say) -> tuple:
+        """The timing on a CPU, a line at most ~10 s apart (as ``fit_run``'s, with its
+        :class:`~transformer_ref.train.budget._Pace`): up to ``n`` steps, the first untimed,
+        the rest stopped once another at the slowest so far would not fit before the next
+        line; then an evaluation of one batch and one of the batches (up to 3) that still fit
+        before ~7 s, scaled to the full one. Sets ``_eval_batch_per_step`` (an evaluation
+        batch, in steps), by which :meth:`train` sizes its evaluations. Returns the step and
+        evaluation seconds and the ``say`` of the next line (it says why, where it is late)."""
+        from transformer_ref.train.budget import _Pace, _timed
+
+        cfg, pace = self.cfg, _Pace(say, self.clock, 7.0, 10.0)
+        stepper = _Stepper(self)
+        pace.say(f"timing up to {n} steps and one evaluation on this machine ...")
+        pace.step(stepper)  # the first step allocates: not timed
+        before = self.step
+        step_s, _ = _timed(stepper, n - 1, pace)
+        self._flush_losses()
+        full, few, took = cfg.eval_iters, 0, 0.0
+        pace.say(f"  {step_s:.3f} s a step over {self.step - before} steps; timing an "
+                 f"evaluation (up to {min(full, 4)} batch{'es' * (full > 1)} of each split) ...")
+        try:  # one batch, then the more (up to 4 in all) that fit before the next line
+            for k in (1, 3):
+                k = min(k, full - few)
+                while k > 0 and few and not pace.fits(k * took / few):
+                    k -= 1
+                if k <= 0:
+                    break
+                cfg.eval_iters, t = k, self.clock()
+                self.evaluate()
+                few, took = few + k, took + self.clock() - t
+        finally:
+            cfg.eval_iters = full
+        took = max(took, 1e-9)
+        self._eval_batch_per_step = took / few / step_s
+        return (step_s, took * full / few,
+                lambda line: pace.say(line, why=f"the evaluation took {took:.1f} s"))
 
     # ------------------------------------------------------------------ the loop
     def train(self, num_steps: int | None = None, max_seconds: float | None = None) -> dict:
@@ -549,18 +594,29 @@ class Trainer:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         self.raw_model.train()
         clock = self.clock
-        t_start = t_window = t_said = clock()
+        t_start = t_window = clock()
         steps_window = 0
         tok_per_s = 0.0
         mfu = None
         last_eval: dict | None = None
         start_step = self.step
+        pace = None  # plain lines ~progress_seconds apart, at most ~10 s where one step fits
+        if cfg.progress_seconds > 0 and self.master and bar is None:
+            from transformer_ref.train.budget import _Pace
+
+            pace = _Pace(lambda line: print(line, flush=True), clock, cfg.progress_seconds,
+                         max(10.0, cfg.progress_seconds + 3.0))
+        spent, n_spent = 0.0, 0  # step seconds since the last evaluation
         while self.step < end:
+            t_step = clock()
             self.train_step()
             steps_window += 1
             now = clock()
+            took = now - t_step
+            spent, n_spent = spent + took, n_spent + 1
             out_of_time = max_seconds is not None and now - t_start > max_seconds
             at_end = self.step == end or out_of_time
+            evaluating = self.step % cfg.eval_interval == 0 or at_end
             if self.step % cfg.log_interval == 0 or at_end:
                 values = self._flush_losses()  # syncs the device
                 now = clock()
@@ -581,22 +637,21 @@ class Trainer:
                         bar.set_postfix(post)
             if bar is not None:
                 bar.update(1)
-            elif (cfg.progress_seconds > 0 and self.master and not at_end
-                  and now - t_said >= cfg.progress_seconds):
-                t_said = now
-                self._say_progress(start_step, end, now - t_start)
-            if self.step % cfg.eval_interval == 0 or at_end:
+            elif pace is not None:
+                pace.slowest = max(pace.slowest, took)
+                if not evaluating and not pace.fits(took):  # the next step may end too late
+                    pace.say(self._say_progress(start_step, end, clock() - t_start))
+            if evaluating:
                 if self.master:
-                    last_eval = self.evaluate()
+                    recent = max(took, spent / max(1, n_spent))
+                    last_eval = self._evaluate_paced(pace, recent)
                     self.history["eval"].append(last_eval)
                     _append_jsonl(log_path, {"eval": last_eval})
-                    msg = (f"step {self.step}: train {last_eval['train']:.4f}, "
-                           f"val {last_eval['val']:.4f} ({last_eval['val_bpb']:.3f} bits/byte)")
-                    (bar.write if bar is not None else print)(msg)
                 if cfg.checkpoint:
                     self.save_checkpoint()
                 t_window = clock()  # eval time is not training throughput
                 steps_window = 0
+                spent, n_spent = 0.0, 0
             if out_of_time:
                 break
         if bar is not None:
@@ -615,7 +670,39 @@ class Trainer:
             "final_train_loss": self.history["train"][-1][1] if self.history["train"] else None,
         }
 
-    def _say_progress(self, start_step: int, end: int, elapsed: float) -> None:
+    def _evaluate_paced(self, pace, step_s: float) -> dict:
+        """:meth:`evaluate` and its line. With ``pace`` (a plain line every ~progress_seconds)
+        a line comes first, and where :meth:`fit_to_time` timed an evaluation batch on a CPU
+        the evaluation gets as many batches as fit ``progress_seconds`` at the steps' recent
+        ``step_s`` (at most ``eval_iters``); the line after a late one says why."""
+        cfg, clock, full = self.cfg, self.clock, self.cfg.eval_iters
+        if pace is not None:
+            if self._eval_batch_per_step:
+                fit = math.floor(pace.target / (self._eval_batch_per_step * step_s))
+                cfg.eval_iters = max(1, min(full, fit))
+            pace.say(f"  evaluating at step {self.step} ({cfg.eval_iters} batch"
+                     f"{'es' * (cfg.eval_iters != 1)} of each split) ...")
+        t = clock()
+        try:
+            out = self.evaluate()
+        finally:
+            n, cfg.eval_iters = cfg.eval_iters, full
+        took = max(clock() - t, 1e-9)
+        if pace is not None and self._eval_batch_per_step:
+            self._eval_batch_per_step = took / n / step_s
+        msg = (f"step {self.step}: train {out['train']:.4f}, val {out['val']:.4f} "
+               f"({out['val_bpb']:.3f} bits/byte)")
+        if pace is not None:
+            pace.say(msg, why=f"the evaluation took {took:.1f} s")
+        elif self.cfg.progress and self.master:
+            from tqdm.auto import tqdm
+
+            tqdm.write(msg)
+        else:
+            print(msg)
+        return out
+
+    def _say_progress(self, start_step: int, end: int, elapsed: float) -> str:
         """One plain line: where this call of :meth:`train` is, the loss, and the time left."""
         if not self.ddp:  # under DDP a flush is collective: use the last logged loss
             self._flush_losses()  # the latest losses (waits for the device, once per line)
@@ -623,9 +710,9 @@ class Trainer:
         loss = self.history["train"][-1][1] if self.history["train"] else float("nan")
         done = self.step - start_step
         left = elapsed / done * (end - self.step) if done else float("nan")
-        print(f"  step {self.step}/{cfg.max_iters} (this part ends at {end}): "
-              f"loss {loss:.3f}, lr {get_lr(self.step - 1, cfg):.2e}, "
-              f"{elapsed:.0f} s in, ~{left:.0f} s to go", flush=True)
+        return (f"  step {self.step}/{cfg.max_iters} (this part ends at {end}): "
+                f"loss {loss:.3f}, lr {get_lr(self.step - 1, cfg):.2e}, "
+                f"{elapsed:.0f} s in, ~{left:.0f} s to go")
 
     # ------------------------------------------------------------------ outputs
     def plot(self, path: str | os.PathLike) -> None:
@@ -670,6 +757,16 @@ class Trainer:
     def close(self) -> None:
         if self.ddp and dist.is_initialized():
             dist.destroy_process_group()
+
+
+class _Stepper:
+    """A trainer as ``budget``'s pacing helpers see a run: ``one_step``."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+
+    def one_step(self) -> None:
+        self.trainer.train_step()
 
 
 def _enable_tf32() -> None:
