@@ -3,12 +3,15 @@
 
     .venv/bin/python bench/learner08.py                # idle machine
     .venv/bin/python bench/learner08.py --hogs 2       # two busy processes beside it
+    .venv/bin/python bench/learner08.py --hogs 2 --through ref   # on to the reference's run
 
 Runs the cells with nbclient in one kernel (default ``MAX_SECONDS``), notes when each output
 of the run cell appears, samples ``/proc/loadavg`` every 15 s, and prints each cell's time, the
 largest gap between two progress lines of the run (the first counted from the cell's start;
 outputs are polled every 0.5 s), the load range and the run's last lines (steps, val loss,
-warm-up and decay). ``--keep DIR`` writes the executed notebook and the timings there. No
+warm-up and decay). ``--through ref`` runs on through the reference trainer's cell and reports
+every training cell on the way (the run, the reference) the same way, each on its own.
+``--keep DIR`` writes the executed notebook and the timings there. No
 assertion: the figures go to the benchmarks page. ``COURSE_SMOKE=1`` runs the notebook's smoke
 size (a 30 s budget on the tiny model): a check that the script works, not a measurement.
 """
@@ -29,6 +32,19 @@ from nbclient import NotebookClient
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "solutions" / "08_training" / "08_training.ipynb"
 RUN_CELL = "your_model = run = char_eval = None"  # section 7's run of "your GPT"
+REF_CELL = "trainer.fit_to_time("  # the reference trainer's run, after it
+TRAINS = ("fit_run(", "fit_to_time(")  # a cell that trains
+
+
+def _report(name: str, stamps: list, cell) -> None:
+    """The gaps between one training cell's outputs (the first from the cell's start)."""
+    times = [t for t, _ in stamps]
+    gaps = [b - a for a, b in zip([0.0, *times], times)] or [0.0]
+    named = sum("since the last line" in text for _, text in stamps)  # a long gap, said
+    print(f"{name}: first output after {times[0] if times else 0:.1f} s, largest gap "
+          f"(the cell's start included) {max(gaps):.1f} s, {sum(g > 10 for g in gaps)} gaps "
+          f"over 10 s, {named} line(s) saying why they came late")
+    print("".join(o.get("text", "") for o in cell.get("outputs", []))[-1500:])
 
 
 def _watch(cell, stamps: list, done: threading.Event) -> None:
@@ -46,11 +62,17 @@ def _watch(cell, stamps: list, done: threading.Event) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hogs", type=int, default=0, help="busy processes beside the run")
+    p.add_argument("--through", choices=("run", "ref"), default="run",
+                   help="the last cell: section 7's run of your GPT, or the reference's after it")
     p.add_argument("--keep", type=Path, help="write the executed notebook and timings here")
     args = p.parse_args()
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    last = next(i for i, c in enumerate(nb.cells)
-                if c.cell_type == "code" and RUN_CELL in c.source)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    run_cell = next(i for i in code if RUN_CELL in nb.cells[i].source)
+    last = run_cell if args.through == "run" else next(
+        i for i in code if i > run_cell and REF_CELL in nb.cells[i].source)
+    watched = [i for i in code if run_cell <= i <= last
+               and any(t in nb.cells[i].source for t in TRAINS)]  # the run cell first
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(args.hogs)]
     loads, stop = [], threading.Event()
@@ -63,7 +85,7 @@ def main() -> None:
     threading.Thread(target=sample, daemon=True).start()
     client = NotebookClient(nb, timeout=-1, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    stamps: list = []
+    stamps: dict = {i: [] for i in watched}
     t0 = time.monotonic()
     try:
         with client.setup_kernel():
@@ -72,7 +94,7 @@ def main() -> None:
                     continue
                 start, done = time.monotonic(), threading.Event()
                 watcher = threading.Thread(target=_watch,
-                                           args=(cell, stamps if i == last else [], done))
+                                           args=(cell, stamps.get(i, []), done))
                 watcher.start()
                 client.execute_cell(cell, i)
                 done.set()
@@ -82,16 +104,13 @@ def main() -> None:
         stop.set()
         for h in hogs:
             h.kill()
-    times = [t for t, _ in stamps]
-    gaps = [b - a for a, b in zip([0.0, *times], times)] or [0.0]  # from the cell's start
-    named = sum("since the last line" in text for _, text in stamps)  # a long gap, said
     print(f"through cell {last}: {time.monotonic() - t0:.0f} s, {args.hogs} hog(s); load "
           f"1 min {min(x[0] for x in loads):.2f}-{max(x[0] for x in loads):.2f}, 5 min "
           f"{min(x[1] for x in loads):.2f}-{max(x[1] for x in loads):.2f}")
-    print(f"run cell: first output after {times[0] if times else 0:.1f} s, largest gap "
-          f"(the cell's start included) {max(gaps):.1f} s, {sum(g > 10 for g in gaps)} gaps "
-          f"over 10 s, {named} line(s) saying why they came late")
-    print("".join(o.get("text", "") for o in nb.cells[last].get("outputs", []))[-1500:])
+    for i in watched:
+        name = ("run cell" if i == run_cell else
+                "reference cell" if REF_CELL in nb.cells[i].source else "training cell")
+        _report(f"{name} {i}", stamps[i], nb.cells[i])
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, args.keep / "08_training.ipynb")
