@@ -1034,7 +1034,9 @@ with requires("the exercises named above"):
 # evaluation. On a GPU it gets the same budget as your run; on a CPU half of it, so the
 # notebook stays under 15 minutes there: its schedule is fitted to its own budget the same
 # way, so its curve ends earlier, and the comparison to read is the height of the two curves
-# at the same training time.
+# at the same training time. On a CPU it too prints a line at most ~10 s apart (its timing and
+# each evaluation take only the batches that fit), but it plans its schedule once, from the
+# timing, and does not re-plan when the machine slows down.
 
 # %% tags=["demo"]
 REF_SECONDS = MAX_SECONDS if RUN != "cpu" else MAX_SECONDS / 2
