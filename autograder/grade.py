@@ -750,7 +750,7 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
             due: dict) -> tuple[list, list[str]]:
     """The students (intake's messages printed, their trusted times set) and the assignments
     to grade; raises :class:`UsageError` for an option naming what is not there."""
-    from .grading.parent.submissions import discover, strays
+    from .grading.parent.submissions import discover, one_assignment, strays
     from .grading.parent.times import from_nbgrader
 
     roster, times, extensions = _instructor_files(args)  # before anything is unpacked
@@ -759,7 +759,9 @@ def _intake(args, submissions: Path, unpack_dir: Path, available: dict,
         print(f"course-grade: {msg}", file=sys.stderr)
     from_nbgrader(submissions, subs)
     names = {a: [p.stem for p in paths] for a, paths in available.items()}
-    for msg in (m for s in subs for m in strays(s, names)):  # nbgrader's layout (issue 47)
+    for msg in one_assignment(subs, names, args.assignment):  # an LMS download's (issue 47)
+        print(f"course-grade: {msg}", file=sys.stderr)
+    for msg in (m for s in subs for m in strays(s, names)):  # nbgrader's layout, LMS downloads
         print(f"course-grade: {msg}", file=sys.stderr)
     if roster is not None:
         from .grading.parent.roster import apply_roster

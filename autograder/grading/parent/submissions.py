@@ -103,6 +103,10 @@ class Submission:
     # a student folder of nbgrader's submitted/ (times.from_nbgrader): assignment A's notebooks
     # come only from <student>/A/, the folder whose timestamp.txt is A's time
     per_assignment: bool = False
+    # an LMS download is one assignment's (:func:`one_assignment`): the download it came from
+    # and its assignment; only that assignment's notebooks come from it ("": undecided, none)
+    download: str = ""
+    download_of: str | None = None
 
 
 class IntakeProblem(Exception):
@@ -412,6 +416,8 @@ def find_notebook(sub: Submission, name: str,
     cands = _candidates(sub)
     if sub.per_assignment and assignment:
         cands = [(p, st) for p, st in cands if p.relative_to(sub.path).parts[0] == assignment]
+    if sub.download_of is not None and assignment and assignment != sub.download_of:
+        cands = []  # another assignment's LMS download: as if not handed in (the ledger keeps)
     stem = {p: p.name[: -len(".ipynb")] for p, _ in cands}
     exact = [(p, st) for p, st in cands if stem[p] == name]
     loose = [(p, st) for p, st in cands if name in stem[p] and stem[p] != name]
@@ -437,7 +443,13 @@ def strays(sub: Submission, notebooks: dict[str, list[str]]) -> list[str]:
     assignment's folder, but which lies elsewhere (another assignment's folder, a sub-folder
     named like the assignment, the top of the student's folder): never graded for it, since
     the time of its folder is another assignment's (issue 47). One console line each."""
-    if not sub.per_assignment or sub.problem or sub.path is None:
+    if sub.problem or sub.path is None:
+        return []
+    if sub.download_of:  # an LMS download (one_assignment): other assignments' notebooks
+        return [f"{sub.lms}: {_lms_name(sub, p)} is in {sub.download_of}'s download: not "
+                f"graded for {a}" for a, nbs in notebooks.items() if a != sub.download_of
+                for nb in nbs if (p := find_notebook(sub, nb)[0]) is not None]
+    if not sub.per_assignment:
         return []
     found = []
     for p, _ in _candidates(sub):
@@ -446,6 +458,40 @@ def strays(sub: Submission, notebooks: dict[str, list[str]]) -> list[str]:
                   for a, nbs in notebooks.items()
                   if rel.parts[0] != a and any(nb in stem for nb in nbs)]
     return found
+
+
+def _lms_name(sub: Submission, path: Path) -> str:
+    rel = path.relative_to(sub.path).as_posix()
+    prefix = sub.canvas_files.get(path.relative_to(sub.path).parts[0])
+    return f"{prefix}_{rel}" if prefix else f"{sub.student}/{rel}"
+
+
+def one_assignment(subs: list[Submission], notebooks: dict[str, list[str]],
+                   given: list[str] | None = None) -> list[str]:
+    """Decide each LMS download's assignment (``sub.download_of``): an LMS download is one
+    assignment's. The one ``given`` (``--assignment``), else the one (of ``given``) whose
+    notebook the most of its students handed in; a tie or none: "" (nothing of it graded).
+    Returns the console's lines."""
+    downloads: dict[str, list[Submission]] = {}
+    for s in subs:
+        if s.lms and s.path is not None and not s.problem:
+            downloads.setdefault(s.download, []).append(s)
+    choices = [a for a in notebooks if not given or a in given]
+    lines = []
+    for where, members in sorted(downloads.items()):
+        count = {a: sum(any(find_notebook(s, nb)[0] for nb in notebooks[a]) for s in members)
+                 for a in choices}
+        top = sorted(count, key=lambda a: -count[a])
+        most = [a for a in top if count[a] == count[top[0]]] if top else []
+        of = most[0] if len(top) == 1 or len(most) == 1 and count[most[0]] else ""
+        if not of:
+            lines.append(f"{where}: an LMS download is one assignment's, and " + (
+                f"as many of its students handed in {' and '.join(most)}" if most and count[
+                    most[0]] else "it holds no notebook of an assignment") +
+                ": nothing of it graded; name its assignment with --assignment")
+        for s in members:
+            s.download_of = of
+    return lines
 
 
 def missing(name: str) -> str:
@@ -907,6 +953,7 @@ def discover(submissions_dir: Path, unpack_dir: Path,
             sub = _materialize(e, sid, unpack_dir, problem=str(err) if isinstance(
                 err, IntakeProblem) else f"cannot read ({type(err).__name__})")
         sub.lms = e.kind if e.kind in ("canvas", "moodle") else ""
+        sub.download = _where(e.via) if sub.lms else ""
         if sub.problem:
             sub.path = None
             messages.append(f"{e.origin.name}: {sub.problem}")
