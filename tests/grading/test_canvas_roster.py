@@ -207,7 +207,9 @@ def test_a_file_that_is_not_a_canvas_gradebook_export_is_refused(text, tmp_path)
 def test_course_grade_dry_run_lists_roster_names_and_stops_on_a_bad_roster(tmp_path):
     subs = _canvas(tmp_path / "canvas")
     (tmp_path / "roster.csv").write_text(ROSTER)
-    run = [sys.executable, "-m", "autograder.grade", str(subs), "--dry-run", "--roster"]
+    # (an LMS download is one assignment's: --assignment grades 02 too, of the same folder)
+    run = [sys.executable, "-m", "autograder.grade", str(subs), "--dry-run", "--assignment",
+           A1, A2, "--roster"]
     proc = subprocess.run([*run, str(tmp_path / "roster.csv")], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
