@@ -320,3 +320,30 @@ def test_evaluations_of_several_seconds_are_cut_to_fit_between_lines(eval_s):
     assert run.cfg.eval_iters == min(20, int(7.0 / (eval_s / 20)))  # as many as fit 7 s
     assert_schedule_completed(run, summary, 480.0, 0.5)
     assert_decay_ran_out(run)
+
+
+def test_an_evaluation_slower_than_sized_still_says_it_runs():
+    """On the real clock, an evaluation that runs past the pace's target (the learner's own
+    ``evaluate``, one call that cannot be cut) gets 'still evaluating' lines while it runs;
+    on a fake clock (every test above) no thread is started."""
+    import time
+
+    from transformer_ref.train.budget import _evaluated, _Pace
+
+    class Slow:
+        step, history = 88, None
+
+        def evaluate(self):
+            time.sleep(0.6)  # 6x the target below
+            return {"train": 2.0, "val": 2.1}
+
+    lines: list[str] = []
+    pace = _Pace(lines.append, time.perf_counter, target=0.1, max_gap=0.3)
+    out, took = _evaluated(Slow(), pace)
+    assert out == {"train": 2.0, "val": 2.1, "step": 88} and took["eval"] >= 0.6
+    assert lines[0] == "evaluating at step 88 ..."
+    assert lines[1:3] == ["  still evaluating at step 88 ..."] * 2  # at least two beats
+    lines.clear()
+    _evaluated(Slow(), _Pace(lines.append, lambda: 0.0, target=0.1, max_gap=0.3),
+               announce=False)
+    assert lines == []  # a fake clock: nothing said while it ran

@@ -20,7 +20,9 @@ apart, unless one step alone takes longer (the line after it says so).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 import time
 from collections.abc import Callable
 
@@ -268,13 +270,39 @@ def _timed(run, steps: int, pace: _Pace, slower_than: float = math.inf) -> tuple
             return max(spent / n, 1e-9), loss
 
 
+@contextlib.contextmanager
+def _still(pace: _Pace, line: str):
+    """While the block runs, a thread says ``line`` whenever ``pace.target`` seconds have passed
+    since the last line: an evaluation (the learner's own code, one call) that runs slower than
+    it was sized for still shows progress. Only on a real clock (a fake one does not move
+    while the block runs)."""
+    if pace.clock not in (time.perf_counter, time.monotonic):
+        yield
+        return
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(min(0.25, pace.target / 4)):
+            if pace.clock() - pace.said > pace.target:
+                pace.say(line)
+
+    beater = threading.Thread(target=beat, daemon=True)
+    beater.start()
+    try:
+        yield
+    finally:
+        done.set()
+        beater.join()
+
+
 def _evaluated(run, pace: _Pace, after_eval=None, announce: bool = True) -> tuple[dict, dict]:
     """``run.evaluate()`` (after a line, where ``announce``), then ``after_eval``: the
     evaluation and the seconds each took (``eval``, ``after``)."""
     if announce:
         pace.say(f"evaluating at step {run.step} ...")
     t = pace.clock()
-    out = dict(run.evaluate())
+    with _still(pace, f"  still evaluating at step {run.step} ..."):
+        out = dict(run.evaluate())
     took = pace.clock() - t
     out.setdefault("step", run.step)
     history = getattr(run, "history", None)
