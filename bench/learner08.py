@@ -12,14 +12,17 @@ outputs are polled every 0.5 s), the load range and the run's last lines (steps,
 warm-up and decay). ``--through ref`` runs on through the reference trainer's cell and reports
 every training cell on the way (the run, the reference) the same way, each on its own.
 ``--keep DIR`` writes the executed notebook and the timings there. No
-assertion: the figures go to the benchmarks page. ``COURSE_SMOKE=1`` runs the notebook's smoke
-size (a 30 s budget on the tiny model): a check that the script works, not a measurement.
+assertion: the figures go to the benchmarks page. The kernel gets no ``OMP_NUM_THREADS`` or
+``MKL_NUM_THREADS`` (dropped if set), so torch sees every core, as on a learner's laptop.
+``COURSE_SMOKE=1`` runs the notebook's smoke size (a 30 s budget on the tiny model): a check
+that the script works, not a measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -73,6 +76,8 @@ def main() -> None:
         i for i in code if i > run_cell and REF_CELL in nb.cells[i].source)
     watched = [i for i in code if run_cell <= i <= last
                and any(t in nb.cells[i].source for t in TRAINS)]  # the run cell first
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # the kernel's threads: a learner's
+        os.environ.pop(var, None)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(args.hogs)]
     loads, stop = [], threading.Event()
