@@ -69,3 +69,46 @@ def test_a_first_assignment_notebook_in_the_second_download_is_not_graded(tmp_pa
                                                 for g in nb.grade_cells]
     changed = {(c["student"], c["assignment"]) for c in last_run(out)}
     assert changed == {(ADA, COPY), (BABBAGE, COPY)}  # none of 99_fixture
+
+
+def test_one_canvas_assignment_for_several_notebooks_is_graded_once_per_notebook(tmp_path):
+    """A class that hands in both notebooks to one Canvas assignment: with no --assignment the
+    download is a tie and nothing of it is graded (said on the console); graded once per
+    notebook, each run naming it, the instructor guide's way, both are graded and the second
+    run keeps the first's rows."""
+    from autograder.grading.sandbox import bwrap_path
+
+    nb = shared_template(SOURCE, [FIXTURE], 10)[1][FIXTURE][0]
+    source = tmp_path / "source"
+    shutil.copytree(SOURCE / FIXTURE, source / FIXTURE)
+    (source / COPY).mkdir()
+    shutil.copy(SOURCE / FIXTURE / f"{FIXTURE}.ipynb", source / COPY / f"{COPY}.ipynb")
+    right = ClassBuilder(nb).answered()
+    (tmp_path / "canvas_all").mkdir()
+    for who in (ADA, BABBAGE):
+        for a in (FIXTURE, COPY):
+            nbformat.write(right, tmp_path / "canvas_all" / f"{who}_7000_{a}.ipynb")
+    out = tmp_path / "out"
+    sandbox = () if bwrap_path() else ("--unsandboxed",)
+
+    def run(*args: str, rc: int = 0) -> str:
+        proc = subprocess.run(grade_cmd(tmp_path / "canvas_all", out, source, "--workers", "1",
+                                        "--cell-timeout", "10", "--timeout", "120", *sandbox,
+                                        *args),
+                              cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == rc, proc.stderr
+        return proc.stderr
+
+    def graded() -> set[tuple]:
+        return {(r["student"], r["notebook"]) for r in read_csv(out / "grades.csv")
+                if r["kind"] == "graded" and r["points"] == r["max_points"]}
+
+    err = run(rc=2)  # nothing to grade: a usage error, nothing written
+    assert "the submissions folder: an LMS download is one assignment's, and as many of its " \
+        f"students handed in {COPY} and {FIXTURE}: nothing of it graded; name its assignment " \
+        "with --assignment" in err, err
+    assert not (out / "grades.csv").exists()
+    run("--assignment", FIXTURE)
+    assert graded() == {(ADA, FIXTURE), (BABBAGE, FIXTURE)}
+    run("--assignment", COPY)
+    assert graded() == {(s, a) for s in (ADA, BABBAGE) for a in (FIXTURE, COPY)}
