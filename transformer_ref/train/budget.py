@@ -160,7 +160,7 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
         eval_s = took["eval"] + took["after"] + max(0.0, extra_seconds_per_eval)
         return out
 
-    def checkpoint() -> None:
+    def after_chunk_done() -> None:
         nonlocal ckpt_s
         if after_chunk is not None:
             tc = clock()
@@ -207,14 +207,14 @@ def fit_run(run, base: TrainConfig, seconds: float, *, n_evals: int | None = Non
         if run.step >= next_eval:
             evals.append(evaluation(step_s))
             done_evals += 1
-        checkpoint()
+        after_chunk_done()
         replan()
         pace.say(f"  step {run.step}/{cfg.max_iters}: loss {loss:.3f}, {clock() - t0:.0f} s "
                  f"of {seconds:.0f} s, ~{(cfg.max_iters - run.step) * step_s:.0f} s of steps "
                  "to go")
     if evals[-1]["step"] != run.step:  # the run ended between evaluation points
         evals.append(evaluation(step_s))
-        checkpoint()
+        after_chunk_done()
     return {"evals": evals, "plans": plans, "seconds": clock() - t0, "step": run.step,
             "eval": evals[-1], "threads": now}
 
